@@ -1,0 +1,26 @@
+//! The pure core of vouch: every type and pure function of the terminal contract.
+//!
+//! Invariant: nothing in this crate performs I/O, reads a clock, or draws randomness.
+//! Every function is deterministic in its arguments, so the runtime, the store and the
+//! oracle can all rely on the same vocabulary. Section numbers (§) refer to `docs/contract.md`.
+
+pub mod attention;
+pub mod canon;
+pub mod capability;
+pub mod manifest;
+pub mod posture;
+pub mod receipt;
+pub mod run;
+pub mod status;
+
+pub use attention::{route, significance, Presence, Route, Significance};
+pub use canon::{canonical_json, ledger_key, payload_hash, sha256_hex, CanonError};
+pub use capability::{is_irreversible, ActFacts, Capability};
+pub use manifest::{
+    Confidence, Delivery, Destination, DestinationKind, Forbid, Manifest, ManifestError, Order,
+    Verb,
+};
+pub use posture::{posture, Context, Posture, PostureInput, Rule};
+pub use receipt::{delivery_line, Wording, CLAIM_WORDS};
+pub use run::{EndedBy, RunState, TriggerKind};
+pub use status::{outcome, DeliveryStatus, Outcome};

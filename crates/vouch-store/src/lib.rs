@@ -1,0 +1,414 @@
+//! The storage interface of vouch.
+//!
+//! Records and one [`Store`] trait; each backend (SQLite now, PostgreSQL later) is its own
+//! crate implementing it. Nothing here names a database type. Every write method is durable
+//! when it returns. Times are milliseconds since the Unix epoch, passed in by the caller
+//! (the store never reads a clock), so tests and simulations control time.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use vouch_core::{EndedBy, Outcome, RunState, TriggerKind};
+
+pub mod events;
+
+pub use events::EventKind;
+
+/// The hash that starts every run's chain.
+pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The named record does not exist; the caller should check the id.
+    #[error("{what} `{id}` not found")]
+    NotFound { what: &'static str, id: String },
+    /// The write conflicts with stored state (e.g. a second terminal event, a decided card).
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// The home is not a vouch store, or its data is corrupt; the caller should stop.
+    #[error("store is corrupt or not a vouch home: {0}")]
+    Corrupt(String),
+    /// Transient (busy, I/O hiccup); the caller may retry.
+    #[error("store temporarily unavailable: {0}")]
+    Retryable(String),
+    #[error("store error: {0}")]
+    Fatal(String),
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewRun {
+    pub id: String,
+    pub trigger: TriggerKind,
+    /// The prompt or routine title the receipt is titled from.
+    pub title: String,
+    /// First run of a continuation chain (§9.2); equals `id` for a first run.
+    pub chain_root: String,
+    pub parent: Option<String>,
+    /// Ledger scope (§8.1): the slot for scheduled runs, else the chain root.
+    pub scope: String,
+    /// Free-form run settings (routine, script, presence, quiet…), JSON.
+    pub spec: serde_json::Value,
+    pub created_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub id: String,
+    pub trigger: TriggerKind,
+    pub title: String,
+    pub chain_root: String,
+    pub parent: Option<String>,
+    pub scope: String,
+    pub spec: serde_json::Value,
+    pub state: RunState,
+    pub outcome: Option<Outcome>,
+    pub ended_by: Option<EndedBy>,
+    pub created_ms: i64,
+    pub ended_ms: Option<i64>,
+    /// Owner process holding the run's lease, if any, and when the lease lapses.
+    pub owner: Option<String>,
+    pub lease_until_ms: Option<i64>,
+}
+
+/// An event to append. `seq`, `prev_hash` and `hash` are assigned by the store.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewEvent {
+    pub kind: EventKind,
+    pub delivery: Option<String>,
+    pub body: serde_json::Value,
+    pub at_ms: i64,
+}
+
+impl NewEvent {
+    pub fn new(kind: EventKind, at_ms: i64, body: serde_json::Value) -> Self {
+        NewEvent {
+            kind,
+            delivery: None,
+            body,
+            at_ms,
+        }
+    }
+    pub fn for_delivery(
+        kind: EventKind,
+        delivery: &str,
+        at_ms: i64,
+        body: serde_json::Value,
+    ) -> Self {
+        NewEvent {
+            kind,
+            delivery: Some(delivery.to_string()),
+            body,
+            at_ms,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JournalEntry {
+    pub run_id: String,
+    /// 1-based, gap-free per run.
+    pub seq: i64,
+    pub kind: EventKind,
+    pub delivery: Option<String>,
+    pub body: serde_json::Value,
+    pub at_ms: i64,
+    pub prev_hash: String,
+    pub hash: String,
+}
+
+/// The chained hash of an event: SHA-256 over the previous hash and the canonical JSON of
+/// `[run_id, seq, kind, delivery, at_ms, body]`. Every backend must use exactly this.
+pub fn event_hash(
+    prev_hash: &str,
+    run_id: &str,
+    seq: i64,
+    kind: EventKind,
+    delivery: Option<&str>,
+    at_ms: i64,
+    body: &serde_json::Value,
+) -> String {
+    let content = serde_json::json!([run_id, seq, kind.as_str(), delivery, at_ms, body]);
+    let canonical = vouch_core::canonical_json(&content).unwrap_or_else(|_| content.to_string());
+    let mut h = Sha256::new();
+    h.update(prev_hash.as_bytes());
+    h.update(canonical.as_bytes());
+    hex::encode(h.finalize())
+}
+
+/// Check one run's chain as read back; returns the first broken event's seq and why.
+pub fn verify_chain(entries: &[JournalEntry]) -> Result<(), ChainBreak> {
+    let mut prev = GENESIS_HASH.to_string();
+    for (i, e) in entries.iter().enumerate() {
+        let expected_seq = i as i64 + 1;
+        let fail = |reason: String| ChainBreak {
+            run_id: e.run_id.clone(),
+            seq: e.seq,
+            reason,
+        };
+        if e.seq != expected_seq {
+            return Err(fail(format!(
+                "sequence gap: expected {expected_seq}, found {}",
+                e.seq
+            )));
+        }
+        if e.prev_hash != prev {
+            return Err(fail("prev_hash does not match the previous event".into()));
+        }
+        let h = event_hash(
+            &e.prev_hash,
+            &e.run_id,
+            e.seq,
+            e.kind,
+            e.delivery.as_deref(),
+            e.at_ms,
+            &e.body,
+        );
+        if h != e.hash {
+            return Err(fail(
+                "content does not match its hash (edited after it was written)".into(),
+            ));
+        }
+        prev = e.hash.clone();
+    }
+    Ok(())
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChainBreak {
+    pub run_id: String,
+    pub seq: i64,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VerifyReport {
+    pub runs: usize,
+    pub events: usize,
+    pub breaks: Vec<ChainBreak>,
+}
+
+/// The terminal record (§9.2), committed with the receipt and the outbox row in one transaction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Terminal {
+    pub outcome: Outcome,
+    pub ended_by: EndedBy,
+    pub receipt: String,
+    /// The terminal event's body (statuses, needs_you, significance, route…).
+    pub body: serde_json::Value,
+    pub at_ms: i64,
+    /// The notification to dispatch, if the route calls for one (§11.4).
+    pub outbox: Option<NewOutbox>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum EndResult {
+    Ended(JournalEntry),
+    /// The run already had its terminal record; nothing changed (the reconciler is idempotent).
+    AlreadyEnded,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewOutbox {
+    /// Deduplication key (§11.4): `(run, terminal)` or `(run, card hash)`.
+    pub dedup_key: String,
+    pub run_id: String,
+    pub route: String,
+    pub body: serde_json::Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutboxRow {
+    pub id: i64,
+    pub dedup_key: String,
+    pub run_id: String,
+    pub route: String,
+    pub body: serde_json::Value,
+    pub created_ms: i64,
+    pub sent_ms: Option<i64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LedgerState {
+    Intended,
+    Done,
+    Failed,
+    Unknown,
+}
+
+impl LedgerState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LedgerState::Intended => "intended",
+            LedgerState::Done => "done",
+            LedgerState::Failed => "failed",
+            LedgerState::Unknown => "unknown",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Intended, Self::Done, Self::Failed, Self::Unknown]
+            .into_iter()
+            .find(|x| x.as_str() == s)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LedgerEntry {
+    pub key: String,
+    pub scope: String,
+    pub run_id: String,
+    pub delivery: String,
+    pub payload_hash: String,
+    pub state: LedgerState,
+    /// Attempts made under this key (a `failed` key may be tried again, §8.2).
+    pub attempts: i64,
+    pub detail: serde_json::Value,
+    pub updated_ms: i64,
+}
+
+/// The answer to "may I attempt this key now?" (§8.2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum LedgerIntent {
+    /// The intent row is committed (new, or a `failed` key moved back to `intended`): go ahead.
+    Proceed(LedgerEntry),
+    /// The key is `intended`, `done` or `unknown`: never execute again; here is the record.
+    Recorded(LedgerEntry),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CardState {
+    Open,
+    Approved,
+    Denied,
+    Superseded,
+    Answered,
+}
+
+impl CardState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CardState::Open => "open",
+            CardState::Approved => "approved",
+            CardState::Denied => "denied",
+            CardState::Superseded => "superseded",
+            CardState::Answered => "answered",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            Self::Open,
+            Self::Approved,
+            Self::Denied,
+            Self::Superseded,
+            Self::Answered,
+        ]
+        .into_iter()
+        .find(|x| x.as_str() == s)
+    }
+}
+
+/// An approval card (§7) or a clarify card (§5.3, `delivery` = None, `payload_hash` = "").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Card {
+    pub run_id: String,
+    pub delivery: Option<String>,
+    pub payload_hash: String,
+    pub summary: String,
+    pub state: CardState,
+    pub created_ms: i64,
+    pub decided_ms: Option<i64>,
+    /// For clarify cards: the person's answer.
+    pub answer: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    Approve,
+    Deny,
+}
+
+/// One durable store. Implementations must be safe to share between threads; every write is
+/// durable on return, and concurrent appends may be group-committed.
+pub trait Store: Send + Sync {
+    // ---- runs ----
+    fn create_run(&self, run: &NewRun) -> StoreResult<()>;
+    fn run(&self, id: &str) -> StoreResult<Option<RunRecord>>;
+    /// Newest first, at most `limit`.
+    fn runs(&self, limit: usize) -> StoreResult<Vec<RunRecord>>;
+    /// Move a non-ended run to `created|declaring|running|suspended`. Ending goes through `end_run`.
+    fn set_run_state(&self, id: &str, state: RunState) -> StoreResult<()>;
+
+    // ---- journal ----
+    /// Append one event to a run's chain. Fails with `Conflict` after the terminal event.
+    fn append(&self, run_id: &str, event: &NewEvent) -> StoreResult<JournalEntry>;
+    fn journal(&self, run_id: &str) -> StoreResult<Vec<JournalEntry>>;
+    /// Verify every run's hash chain.
+    fn verify(&self) -> StoreResult<VerifyReport>;
+
+    /// The one terminal transaction (§9.2): append the `terminal` event, mark the run ended with
+    /// outcome and ended_by, store the receipt, insert the outbox row (if any, deduplicated by
+    /// its key). Idempotent: a run already ended returns `AlreadyEnded` and changes nothing.
+    fn end_run(&self, run_id: &str, terminal: &Terminal) -> StoreResult<EndResult>;
+    fn receipt(&self, run_id: &str) -> StoreResult<Option<String>>;
+
+    // ---- ownership leases (§9.1 b) ----
+    /// Take or renew the run's lease for `owner` until `until_ms`. Returns false if another
+    /// owner holds an unexpired lease.
+    fn lease_run(&self, run_id: &str, owner: &str, now_ms: i64, until_ms: i64)
+        -> StoreResult<bool>;
+    fn release_run(&self, run_id: &str, owner: &str) -> StoreResult<()>;
+    /// Non-ended runs whose lease has lapsed (or never existed) at `now_ms`.
+    fn orphaned_runs(&self, now_ms: i64) -> StoreResult<Vec<RunRecord>>;
+
+    // ---- payloads by content hash (§7) ----
+    fn put_payload(&self, hash: &str, canonical_json: &str) -> StoreResult<()>;
+    fn payload(&self, hash: &str) -> StoreResult<Option<String>>;
+
+    // ---- the idempotency ledger (§8) ----
+    /// Commit an intent before calling a provider: new key → `Proceed`; `failed` key →
+    /// `Proceed` (back to `intended`, attempts + 1); any other state → `Recorded`.
+    fn ledger_intend(&self, entry: &LedgerEntry) -> StoreResult<LedgerIntent>;
+    /// Record the outcome of an intended key.
+    fn ledger_settle(
+        &self,
+        key: &str,
+        state: LedgerState,
+        detail: &serde_json::Value,
+        at_ms: i64,
+    ) -> StoreResult<()>;
+    fn ledger_get(&self, key: &str) -> StoreResult<Option<LedgerEntry>>;
+    fn ledger_list(&self) -> StoreResult<Vec<LedgerEntry>>;
+
+    // ---- cards (§7, §5.3) ----
+    /// Open a card; any open card for the same (run, delivery) becomes `superseded`.
+    fn open_card(&self, card: &Card) -> StoreResult<()>;
+    /// Open cards across runs, newest first.
+    fn open_cards(&self) -> StoreResult<Vec<Card>>;
+    fn cards_for_run(&self, run_id: &str) -> StoreResult<Vec<Card>>;
+    /// Decide the open card of (run, delivery) whose hash is `payload_hash`. An unknown,
+    /// superseded or already-decided hash is `NotFound`/`Conflict` and changes nothing.
+    fn decide_card(
+        &self,
+        run_id: &str,
+        delivery: &str,
+        payload_hash: &str,
+        decision: Decision,
+        at_ms: i64,
+    ) -> StoreResult<Card>;
+    /// Answer the run's open clarify card.
+    fn answer_clarify(&self, run_id: &str, answer: &str, at_ms: i64) -> StoreResult<Card>;
+
+    // ---- schedule slots (§12.2) ----
+    /// Consume (schedule, slot) and create its run in one transaction. Returns false (and
+    /// creates nothing) if the slot row already exists.
+    fn consume_slot(&self, schedule: &str, slot_ms: i64, run: &NewRun) -> StoreResult<bool>;
+    fn slot_run(&self, schedule: &str, slot_ms: i64) -> StoreResult<Option<String>>;
+
+    // ---- notification outbox (§11.4) ----
+    fn outbox_pending(&self) -> StoreResult<Vec<OutboxRow>>;
+    fn outbox_mark_sent(&self, id: i64, at_ms: i64) -> StoreResult<()>;
+    fn outbox_for_run(&self, run_id: &str) -> StoreResult<Vec<OutboxRow>>;
+}
