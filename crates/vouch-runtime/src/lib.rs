@@ -1,0 +1,3 @@
+//! The vouch host runtime.
+
+pub mod model;

@@ -1,0 +1,1 @@
+//! OpenAI-compatible chat completions client (filled in by its own change).
