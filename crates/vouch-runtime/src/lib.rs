@@ -1,3 +1,15 @@
-//! The vouch host runtime.
+//! The vouch host runtime: the agent loop, providers, the ledger in front of irreversible
+//! acts, approvals, the one reconciler, receipts. Everything it decides comes from
+//! `vouch-core`; everything it remembers goes through a `vouch_store::Store`.
 
+pub mod capability;
+pub mod clock;
+pub mod crash;
+pub mod host;
 pub mod model;
+pub mod provider;
+pub mod receipt;
+pub mod scripted;
+pub mod view;
+
+pub use host::{Host, HostError, Limits, RunEnd, RunSpec};

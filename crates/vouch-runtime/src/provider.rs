@@ -1,0 +1,433 @@
+//! Providers: the host's hands. Each attempt returns the provider's own answer; the host
+//! then observes the effect itself (§6) — the provider's success flag never decides a status.
+
+use std::collections::HashMap;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Mutex;
+use vouch_core::{sha256_hex, Destination, DestinationKind, Verb};
+
+/// One attempt at a delivery.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttemptRequest {
+    pub run_id: String,
+    pub delivery: String,
+    pub verb: Verb,
+    pub destination: Destination,
+    pub payload: serde_json::Value,
+    pub payload_hash: String,
+    /// The ledger key for irreversible acts; providers that deduplicate use it.
+    pub idempotency_key: Option<String>,
+}
+
+/// What the provider said.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AttemptReply {
+    /// Accepted, with the provider's reference (message id, transfer id, path…).
+    Accepted { reference: String },
+    /// Accepted without anything to check it by (HTTP 202).
+    AcceptedUnverifiable { reference: String },
+    /// Definite refusal: no effect.
+    Rejected { reason: String },
+    /// The request went out and the answer was lost (timeout): the effect may have happened.
+    Lost { reason: String },
+}
+
+/// What the host saw when it looked for itself.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Observation {
+    /// The effect is there; `evidence` names what proves it.
+    Present { evidence: String },
+    /// The effect is not there.
+    Absent { reason: String },
+    /// This provider cannot be observed independently (use the provider's reply).
+    Unobservable,
+}
+
+pub trait Provider: Send + Sync {
+    fn kind(&self) -> DestinationKind;
+    /// Does this provider deduplicate by idempotency key (§8.3)?
+    fn idempotent_by_key(&self, dest: &Destination) -> bool;
+    /// Does something already exist at this destination (a `save` would overwrite it)?
+    fn exists(&self, dest: &Destination) -> bool;
+    fn attempt(&self, req: &AttemptRequest) -> AttemptReply;
+    /// Look at the world after an attempt (or at boot, after a lost one).
+    fn observe(&self, req: &AttemptRequest, reply: Option<&AttemptReply>) -> Observation;
+}
+
+/// The text form of a payload: `{"text": "..."}` → the text; else canonical JSON.
+pub fn payload_text(payload: &serde_json::Value) -> String {
+    match payload.get("text").and_then(|t| t.as_str()) {
+        Some(t) => t.to_string(),
+        None => vouch_core::canonical_json(payload).unwrap_or_else(|_| payload.to_string()),
+    }
+}
+
+/// `folder`: files under a configured root. `save`/`write` write the payload text,
+/// `delete` removes the file; a path that escapes the root is refused.
+#[derive(Debug, Clone)]
+pub struct FolderProvider {
+    root: PathBuf,
+}
+
+impl FolderProvider {
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        FolderProvider { root: root.into() }
+    }
+
+    /// Resolve an address inside the root; `None` if it would escape it.
+    pub fn resolve(&self, address: &str) -> Option<PathBuf> {
+        let rel = Path::new(address);
+        if address.is_empty() || rel.is_absolute() {
+            return None;
+        }
+        let mut out = self.root.clone();
+        for c in rel.components() {
+            match c {
+                Component::Normal(p) => out.push(p),
+                Component::CurDir => {}
+                _ => return None,
+            }
+        }
+        Some(out)
+    }
+}
+
+impl Provider for FolderProvider {
+    fn kind(&self) -> DestinationKind {
+        DestinationKind::Folder
+    }
+    fn idempotent_by_key(&self, _dest: &Destination) -> bool {
+        false
+    }
+    fn exists(&self, dest: &Destination) -> bool {
+        self.resolve(&dest.address)
+            .map(|p| p.exists())
+            .unwrap_or(false)
+    }
+    fn attempt(&self, req: &AttemptRequest) -> AttemptReply {
+        let Some(path) = self.resolve(&req.destination.address) else {
+            return AttemptReply::Rejected {
+                reason: format!(
+                    "path `{}` is outside the folder root",
+                    req.destination.address
+                ),
+            };
+        };
+        let result = match req.verb {
+            Verb::Delete => std::fs::remove_file(&path),
+            _ => {
+                let text = payload_text(&req.payload);
+                let parent_ok = match path.parent() {
+                    Some(parent) => std::fs::create_dir_all(parent),
+                    None => Ok(()),
+                };
+                // Write to a temporary name, fsync, rename: the file is whole or absent.
+                parent_ok.and_then(|_| {
+                    let tmp = path.with_extension("vouch-tmp");
+                    std::fs::write(&tmp, text.as_bytes())?;
+                    std::fs::File::open(&tmp)?.sync_all()?;
+                    std::fs::rename(&tmp, &path)
+                })
+            }
+        };
+        match result {
+            Ok(()) => AttemptReply::Accepted {
+                reference: path.display().to_string(),
+            },
+            Err(e) => AttemptReply::Rejected {
+                reason: format!("{}: {e}", req.destination.address),
+            },
+        }
+    }
+    fn observe(&self, req: &AttemptRequest, _reply: Option<&AttemptReply>) -> Observation {
+        let Some(path) = self.resolve(&req.destination.address) else {
+            return Observation::Absent {
+                reason: "path outside the folder root".into(),
+            };
+        };
+        if req.verb == Verb::Delete {
+            return if path.exists() {
+                Observation::Absent {
+                    reason: "the file is still there".into(),
+                }
+            } else {
+                Observation::Present {
+                    evidence: format!("{} is gone", req.destination.address),
+                }
+            };
+        }
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                let want = sha256_hex(payload_text(&req.payload).as_bytes());
+                let got = sha256_hex(&bytes);
+                if want == got {
+                    Observation::Present {
+                        evidence: format!("sha256:{}", &got[..12]),
+                    }
+                } else {
+                    Observation::Absent {
+                        reason: "the file on disk does not match the payload".into(),
+                    }
+                }
+            }
+            Err(_) => Observation::Absent {
+                reason: "the file is not there".into(),
+            },
+        }
+    }
+}
+
+/// `surface`: the run's own surface record, a file per run under the home.
+#[derive(Debug, Clone)]
+pub struct SurfaceProvider {
+    dir: PathBuf,
+}
+
+impl SurfaceProvider {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        SurfaceProvider { dir: dir.into() }
+    }
+    pub fn path(&self, run_id: &str, delivery: &str) -> PathBuf {
+        self.dir.join(run_id).join(format!("{delivery}.md"))
+    }
+}
+
+impl Provider for SurfaceProvider {
+    fn kind(&self) -> DestinationKind {
+        DestinationKind::Surface
+    }
+    fn idempotent_by_key(&self, _dest: &Destination) -> bool {
+        false
+    }
+    fn exists(&self, _dest: &Destination) -> bool {
+        false
+    }
+    fn attempt(&self, req: &AttemptRequest) -> AttemptReply {
+        let path = self.path(&req.run_id, &req.delivery);
+        let res = path
+            .parent()
+            .map(std::fs::create_dir_all)
+            .unwrap_or(Ok(()))
+            .and_then(|_| std::fs::write(&path, payload_text(&req.payload)));
+        match res {
+            Ok(()) => AttemptReply::Accepted {
+                reference: format!("surface:{}/{}", req.run_id, req.delivery),
+            },
+            Err(e) => AttemptReply::Rejected {
+                reason: format!("surface record: {e}"),
+            },
+        }
+    }
+    fn observe(&self, req: &AttemptRequest, _reply: Option<&AttemptReply>) -> Observation {
+        match std::fs::read(self.path(&req.run_id, &req.delivery)) {
+            Ok(b) if b == payload_text(&req.payload).as_bytes() => Observation::Present {
+                evidence: format!("surface record sha256:{}", &sha256_hex(&b)[..12]),
+            },
+            _ => Observation::Absent {
+                reason: "not on the surface record".into(),
+            },
+        }
+    }
+}
+
+/// How a simulated provider behaves on its first attempt (scenarios.md `world.behavior`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Behavior {
+    Accept,
+    Reject,
+    AcceptUnverifiable,
+    LoseResponse,
+    FalseSuccess,
+}
+
+/// A provider that behaves as a scenario's `world` says and counts effects at its side:
+/// one effect per distinct idempotency key when it deduplicates, else one per applied attempt.
+#[derive(Debug, Default)]
+pub struct SimWorld {
+    pub behaviors: Vec<(String, Behavior)>,
+    pub idempotent: Vec<String>,
+    pub existing: Vec<String>,
+    state: Mutex<SimState>,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct SimState {
+    /// Attempts seen per destination key (behaviour applies to the first one).
+    pub attempts: HashMap<String, u32>,
+    /// Effects applied per delivery id.
+    pub effects: HashMap<String, u32>,
+    /// Effects present per destination key (what observation sees).
+    pub present: HashMap<String, String>,
+    /// Idempotency keys applied.
+    pub keys: HashMap<String, String>,
+}
+
+impl SimWorld {
+    pub fn new(
+        behaviors: Vec<(String, Behavior)>,
+        idempotent: Vec<String>,
+        existing: Vec<String>,
+    ) -> Self {
+        SimWorld {
+            behaviors,
+            idempotent,
+            existing,
+            state: Mutex::new(SimState::default()),
+        }
+    }
+    pub fn snapshot(&self) -> SimState {
+        self.state.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+    pub fn executions(&self, delivery: &str) -> u32 {
+        self.snapshot().effects.get(delivery).copied().unwrap_or(0)
+    }
+    fn behavior(&self, key: &str) -> Behavior {
+        self.behaviors
+            .iter()
+            .find(|(p, _)| crate::capability::pattern_matches(p, key))
+            .map(|(_, b)| *b)
+            .unwrap_or(Behavior::Accept)
+    }
+}
+
+/// One kind's view of the shared simulated world.
+pub struct SimProvider {
+    pub kind: DestinationKind,
+    pub world: std::sync::Arc<SimWorld>,
+}
+
+impl Provider for SimProvider {
+    fn kind(&self) -> DestinationKind {
+        self.kind
+    }
+    fn idempotent_by_key(&self, dest: &Destination) -> bool {
+        let key = dest.key();
+        self.world
+            .idempotent
+            .iter()
+            .any(|p| crate::capability::pattern_matches(p, &key))
+    }
+    fn exists(&self, dest: &Destination) -> bool {
+        let key = dest.key();
+        self.world
+            .existing
+            .iter()
+            .any(|p| crate::capability::pattern_matches(p, &key))
+    }
+    fn attempt(&self, req: &AttemptRequest) -> AttemptReply {
+        let dest_key = req.destination.key();
+        let dedup = self.idempotent_by_key(&req.destination);
+        let Ok(mut st) = self.world.state.lock() else {
+            return AttemptReply::Rejected {
+                reason: "simulated world poisoned".into(),
+            };
+        };
+        let n = st.attempts.entry(dest_key.clone()).or_insert(0);
+        *n += 1;
+        let behavior = if *n == 1 {
+            self.world.behavior(&dest_key)
+        } else {
+            Behavior::Accept
+        };
+        let reference = format!(
+            "sim-{}-{}",
+            req.delivery,
+            &req.payload_hash[..8.min(req.payload_hash.len())]
+        );
+        let apply = |st: &mut SimState| {
+            if dedup {
+                if let Some(k) = &req.idempotency_key {
+                    if st.keys.contains_key(k) {
+                        return; // deduplicated by key: no second effect
+                    }
+                    st.keys.insert(k.clone(), req.delivery.clone());
+                }
+            }
+            *st.effects.entry(req.delivery.clone()).or_insert(0) += 1;
+            st.present
+                .insert(dest_key.clone(), req.payload_hash.clone());
+        };
+        match behavior {
+            Behavior::Accept => {
+                apply(&mut st);
+                AttemptReply::Accepted { reference }
+            }
+            Behavior::AcceptUnverifiable => {
+                apply(&mut st);
+                AttemptReply::AcceptedUnverifiable { reference }
+            }
+            Behavior::LoseResponse => {
+                apply(&mut st);
+                AttemptReply::Lost {
+                    reason: "the provider did not answer in time".into(),
+                }
+            }
+            Behavior::Reject => AttemptReply::Rejected {
+                reason: "the provider refused the request".into(),
+            },
+            Behavior::FalseSuccess => AttemptReply::Accepted { reference },
+        }
+    }
+    fn observe(&self, req: &AttemptRequest, reply: Option<&AttemptReply>) -> Observation {
+        // Folder, surface and calendar effects can be re-read; e-mail, webhook and payment
+        // are known only by the provider's reply (§6.2).
+        let observable = matches!(
+            self.kind,
+            DestinationKind::Folder | DestinationKind::Surface | DestinationKind::Calendar
+        );
+        let st = self.world.snapshot();
+        let present = st.present.get(&req.destination.key()) == Some(&req.payload_hash);
+        if observable {
+            return if present {
+                Observation::Present {
+                    evidence: format!("re-read {}", req.destination.key()),
+                }
+            } else {
+                Observation::Absent {
+                    reason: "nothing there when the host looked".into(),
+                }
+            };
+        }
+        match reply {
+            Some(AttemptReply::Accepted { reference }) => {
+                if present {
+                    Observation::Present {
+                        evidence: reference.clone(),
+                    }
+                } else {
+                    Observation::Absent {
+                        reason: "the provider reported success but the effect is not there".into(),
+                    }
+                }
+            }
+            _ => Observation::Unobservable,
+        }
+    }
+}
+
+/// An openable e-mail draft (RFC 5322 text) for the `draft` posture.
+pub fn draft_eml(d: &vouch_core::Delivery, payload: &serde_json::Value) -> String {
+    let field = |k: &str| {
+        payload
+            .get(k)
+            .and_then(|v| v.as_str())
+            .unwrap_or("")
+            .to_string()
+    };
+    let to = if field("to").is_empty() {
+        d.destination.address.clone()
+    } else {
+        field("to")
+    };
+    let subject = if field("subject").is_empty() {
+        format!("Draft: {}", d.id)
+    } else {
+        field("subject")
+    };
+    let body = if field("body").is_empty() {
+        payload_text(payload)
+    } else {
+        field("body")
+    };
+    format!("To: {to}\r\nSubject: {subject}\r\nX-Unsent: 1\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n{body}\r\n")
+}

@@ -1,0 +1,140 @@
+//! Receipts (§10): built from the journal alone, deterministically, with the core's wording.
+
+use crate::view::RunView;
+use vouch_core::receipt::{delivery_line, outcome_sentence, status_words, LineInput};
+use vouch_core::{DeliveryStatus, Outcome};
+
+/// Render a run's receipt. `statuses` are the reconciled statuses (in manifest order).
+pub fn render(
+    run_id: &str,
+    trigger: &str,
+    view: &RunView,
+    statuses: &[(String, DeliveryStatus)],
+    outcome: Option<Outcome>,
+    ended_by: Option<&str>,
+    needs_you: &[String],
+) -> String {
+    let mut out = String::new();
+    let title = if view.title.is_empty() {
+        "(untitled run)"
+    } else {
+        view.title.as_str()
+    };
+    out.push_str(&format!("Receipt · {title}\n"));
+    out.push_str(&format!("run {run_id} · {trigger}\n"));
+    let required: Vec<&(String, DeliveryStatus)> = statuses
+        .iter()
+        .filter(|(id, s)| {
+            *s != DeliveryStatus::Denied
+                && view
+                    .manifest
+                    .as_ref()
+                    .and_then(|m| m.delivery(id))
+                    .map(|d| d.required)
+                    .unwrap_or(true)
+        })
+        .collect();
+    let verified = required
+        .iter()
+        .filter(|(_, s)| *s == DeliveryStatus::Verified)
+        .count();
+    out.push_str(&format!(
+        "Outcome: {}\n",
+        outcome_sentence(outcome, verified, required.len())
+    ));
+    if !view.rejections.is_empty() {
+        out.push_str("The request contradicted itself:\n");
+        for r in &view.rejections {
+            out.push_str(&format!("  ! {}\n", vouch_core::receipt::scrub(r)));
+        }
+    }
+    if !statuses.is_empty() {
+        out.push('\n');
+    }
+    for (id, status) in statuses {
+        out.push_str("  ");
+        out.push_str(&line_for(view, id, *status));
+        out.push('\n');
+    }
+    if !needs_you.is_empty() {
+        out.push_str("\nNeeds you:\n");
+        for id in needs_you {
+            let status = statuses
+                .iter()
+                .find(|(i, _)| i == id)
+                .map(|(_, s)| *s)
+                .unwrap_or(DeliveryStatus::Unknown);
+            let todo = match status {
+                DeliveryStatus::Unknown => "check with the provider whether it went out; approve again only if it did not".to_string(),
+                DeliveryStatus::Unconfirmed => "look at the provider's side to confirm it arrived".to_string(),
+                DeliveryStatus::Drafted => view
+                    .items
+                    .get(id)
+                    .and_then(|i| i.connect_step.clone())
+                    .unwrap_or_else(|| "open the draft and finish it".to_string()),
+                DeliveryStatus::Awaiting => format!("decide: `vouch approvals`, then `vouch approve {run_id} {id} --hash …` or `vouch deny {run_id} {id}`"),
+                _ => "look at it".to_string(),
+            };
+            out.push_str(&format!(
+                "  • {id}: {}\n",
+                vouch_core::receipt::scrub(&todo)
+            ));
+        }
+    }
+    let interrupted = ended_by == Some("boot");
+    if interrupted {
+        let open = statuses.iter().any(|(_, s)| !s.is_settled());
+        out.push_str("\nThe run was interrupted and reconciled at start-up.");
+        if open {
+            out.push_str(&format!(" To finish what is left: vouch resume {run_id}"));
+        }
+        out.push('\n');
+    }
+    let secs = (view.last_ms - view.first_ms).max(0) as f64 / 1000.0;
+    out.push_str(&format!(
+        "\n{} turns · {} tokens · {:.1} s{}\n",
+        view.turns,
+        view.prompt_tokens + view.completion_tokens,
+        secs,
+        ended_by
+            .map(|e| format!(" · ended by {e}"))
+            .unwrap_or_default()
+    ));
+    out
+}
+
+pub fn line_for(view: &RunView, id: &str, status: DeliveryStatus) -> String {
+    let m = view.manifest.as_ref();
+    let item = m.and_then(|m| m.delivery(id));
+    let iv = view.items.get(id).cloned().unwrap_or_default();
+    let (verb, kind, dest) = match item {
+        Some(d) => (d.verb, d.destination.kind, d.destination.to_string()),
+        None => (
+            vouch_core::Verb::Write,
+            vouch_core::DestinationKind::Surface,
+            "surface".into(),
+        ),
+    };
+    let dependency = m
+        .map(|m| m.dependencies(id).join(", "))
+        .filter(|s| !s.is_empty())
+        .or(iv.blocked_on.clone())
+        .unwrap_or_default();
+    let mut reason = iv.reason.clone();
+    if status == DeliveryStatus::NotAttempted && reason.is_empty() {
+        reason = "the run ended before it was attempted".into();
+    }
+    let input = LineInput {
+        id,
+        verb,
+        kind,
+        destination: &dest,
+        status,
+        reason: &reason,
+        dependency: &dependency,
+        evidence: &iv.evidence,
+        connect_step: iv.connect_step.as_deref().unwrap_or(""),
+    };
+    let _ = status_words(&input);
+    delivery_line(&input)
+}
