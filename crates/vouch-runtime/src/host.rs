@@ -66,7 +66,13 @@ pub type HostResult<T> = Result<T, HostError>;
 pub trait WorkTools: Send + Sync {
     fn specs(&self) -> Vec<ToolSpec>;
     /// `Ok(result)` or `Err(error text)`; `None` if the tool is unknown.
-    fn call(&self, run_id: &str, call: &ToolCall, args: &Value) -> Option<Result<String, String>>;
+    fn call(
+        &self,
+        run_id: &str,
+        spec: &Value,
+        call: &ToolCall,
+        args: &Value,
+    ) -> Option<Result<String, String>>;
 }
 
 /// Builds the model of a run from its stored spec, starting at a given completed-turn count.
@@ -588,7 +594,7 @@ impl Host {
             )?;
             return Ok(CallResult::err("rejected: declare the manifest first"));
         }
-        match self.work.call(&run.id, call, args) {
+        match self.work.call(&run.id, &run.spec, call, args) {
             Some(Ok(text)) => Ok(CallResult::ok(text)),
             Some(Err(e)) => Ok(CallResult::err(e)),
             None => Ok(CallResult::err(format!("unknown tool `{}`", call.name))),
@@ -1468,11 +1474,24 @@ impl Host {
     pub fn boot(&self) -> HostResult<Vec<String>> {
         let now = self.now();
         let mut ended = vec![];
-        for run in self.store.orphaned_runs(now)? {
+        let mut candidates = self.store.orphaned_runs(now)?;
+        // A lease held by a process of this machine that no longer exists is gone too.
+        for r in self.store.runs(RUNS_SCAN_MAX)? {
+            if r.state != RunState::Ended
+                && owner_is_dead(r.owner.as_deref())
+                && !candidates.iter().any(|c| c.id == r.id)
+            {
+                candidates.push(r);
+            }
+        }
+        for run in candidates {
             if run.state == RunState::Suspended {
                 continue;
             }
-            self.lease(&run.id)?;
+            // A dead local owner may still hold an unexpired lease; it cannot renew it.
+            if self.lease(&run.id).is_err() && !owner_is_dead(run.owner.as_deref()) {
+                continue;
+            }
             self.reconcile(&run.id, EndedBy::Boot)?;
             ended.push(run.id);
         }
@@ -1747,6 +1766,25 @@ impl Host {
         let end = self.drive(&id)?;
         Ok((id, end))
     }
+}
+
+/// Runs scanned at boot for dead local owners.
+pub const RUNS_SCAN_MAX: usize = 100_000;
+
+/// The owner string of this process: `pid:<pid>`.
+pub fn process_owner() -> String {
+    format!("pid:{}", std::process::id())
+}
+
+/// True when `owner` names a process of this machine that has exited.
+pub fn owner_is_dead(owner: Option<&str>) -> bool {
+    let Some(pid) = owner
+        .and_then(|o| o.strip_prefix("pid:"))
+        .and_then(|p| p.parse::<u32>().ok())
+    else {
+        return false;
+    };
+    pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
 fn dedup_items(m: &Manifest) -> Vec<vouch_core::Delivery> {

@@ -10,6 +10,7 @@ pub mod model;
 pub mod provider;
 pub mod receipt;
 pub mod scripted;
+pub mod tools;
 pub mod view;
 
 pub use host::{Host, HostError, Limits, RunEnd, RunSpec};

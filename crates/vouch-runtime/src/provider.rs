@@ -431,3 +431,83 @@ pub fn draft_eml(d: &vouch_core::Delivery, payload: &serde_json::Value) -> Strin
     };
     format!("To: {to}\r\nSubject: {subject}\r\nX-Unsent: 1\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n{body}\r\n")
 }
+
+/// `webhook`: POST the payload as JSON with an `Idempotency-Key` header (§6.2).
+/// 2xx with a body → accepted (the response is the evidence); 202 → unverifiable;
+/// other statuses → rejected; a timeout after sending → lost.
+pub struct WebhookProvider {
+    pub timeout_ms: u64,
+    /// Destination patterns known to deduplicate by key.
+    pub idempotent: Vec<String>,
+}
+
+impl Provider for WebhookProvider {
+    fn kind(&self) -> DestinationKind {
+        DestinationKind::Webhook
+    }
+    fn idempotent_by_key(&self, dest: &Destination) -> bool {
+        let key = dest.key();
+        self.idempotent
+            .iter()
+            .any(|p| crate::capability::pattern_matches(p, &key))
+    }
+    fn exists(&self, _dest: &Destination) -> bool {
+        false
+    }
+    fn attempt(&self, req: &AttemptRequest) -> AttemptReply {
+        let agent = ureq::AgentBuilder::new()
+            .timeout(std::time::Duration::from_millis(self.timeout_ms))
+            .build();
+        let mut r = agent
+            .post(&req.destination.address)
+            .set("Content-Type", "application/json");
+        if let Some(k) = &req.idempotency_key {
+            r = r.set("Idempotency-Key", k);
+        }
+        match r.send_string(&req.payload.to_string()) {
+            Ok(resp) => {
+                let status = resp.status();
+                let body = resp.into_string().unwrap_or_default();
+                if status == 202 {
+                    AttemptReply::AcceptedUnverifiable {
+                        reference: "HTTP 202".into(),
+                    }
+                } else if body.trim().is_empty() {
+                    AttemptReply::AcceptedUnverifiable {
+                        reference: format!("HTTP {status}, empty response"),
+                    }
+                } else {
+                    let id = serde_json::from_str::<serde_json::Value>(&body)
+                        .ok()
+                        .and_then(|v| v.get("id").and_then(|i| i.as_str()).map(String::from))
+                        .unwrap_or_else(|| format!("{} bytes", body.len()));
+                    AttemptReply::Accepted {
+                        reference: format!("HTTP {status}, response {id}"),
+                    }
+                }
+            }
+            Err(ureq::Error::Status(code, resp)) => {
+                let text = resp.into_string().unwrap_or_default();
+                AttemptReply::Rejected {
+                    reason: format!("HTTP {code} {}", text.chars().take(120).collect::<String>()),
+                }
+            }
+            Err(ureq::Error::Transport(t)) => match t.kind() {
+                ureq::ErrorKind::Io => AttemptReply::Lost {
+                    reason: format!("no answer: {t}"),
+                },
+                _ => AttemptReply::Rejected {
+                    reason: format!("could not reach {}: {t}", req.destination.address),
+                },
+            },
+        }
+    }
+    fn observe(&self, _req: &AttemptRequest, reply: Option<&AttemptReply>) -> Observation {
+        match reply {
+            Some(AttemptReply::Accepted { reference }) => Observation::Present {
+                evidence: reference.clone(),
+            },
+            _ => Observation::Unobservable,
+        }
+    }
+}

@@ -80,3 +80,30 @@ pub trait Model: Send {
         tools: &[ToolSpec],
     ) -> Result<ModelTurn, ModelError>;
 }
+
+/// Builds models from a run's stored spec: `{"kind":"script","turns":[…]}` replays a script;
+/// `{"kind":"openai"}` uses the OpenAI-compatible provider configured by environment.
+pub struct DefaultModels;
+
+impl crate::host::ModelFactory for DefaultModels {
+    fn model(&self, spec: &serde_json::Value, start_turn: usize) -> Result<Box<dyn Model>, String> {
+        match spec.pointer("/model/kind").and_then(|k| k.as_str()) {
+            Some("script") => {
+                let turns = spec
+                    .pointer("/model/turns")
+                    .and_then(|t| t.as_array())
+                    .cloned()
+                    .unwrap_or_default();
+                Ok(Box::new(crate::scripted::ScriptedModel::new(turns, start_turn)))
+            }
+            Some("openai") => openai_model(),
+            other => Err(format!(
+                "this run has no model configured ({other:?}); pass --script FILE or set VOUCH_MODEL_URL and VOUCH_MODEL"
+            )),
+        }
+    }
+}
+
+fn openai_model() -> Result<Box<dyn Model>, String> {
+    Err("no model provider is configured: set VOUCH_MODEL_URL (e.g. http://127.0.0.1:8080/v1) and VOUCH_MODEL, or pass --script FILE".into())
+}

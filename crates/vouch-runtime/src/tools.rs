@@ -1,0 +1,104 @@
+//! Work tools offered to the model (no delivery effect): read a file from the allowed folder,
+//! write an artifact. Scripted runs may also name tools of their own world (search, fetch…),
+//! answered by [`ScriptWorkTools`] as the script says.
+
+use crate::host::WorkTools;
+use crate::model::{ToolCall, ToolSpec};
+use crate::provider::FolderProvider;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+
+/// Bytes a `read_file` returns at most.
+pub const READ_BYTES_MAX: usize = 256 * 1024;
+
+pub struct StandardTools {
+    pub folder: FolderProvider,
+    pub artifacts_dir: PathBuf,
+}
+
+impl WorkTools for StandardTools {
+    fn specs(&self) -> Vec<ToolSpec> {
+        vec![
+            ToolSpec {
+                name: "read_file".into(),
+                description: "Read a text file from the allowed folder.".into(),
+                parameters: json!({"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}),
+            },
+            ToolSpec {
+                name: "write_artifact".into(),
+                description:
+                    "Write a working artifact (notes, drafts) for this run; not a delivery.".into(),
+                parameters: json!({"type":"object","properties":{"name":{"type":"string"},"text":{"type":"string"}},"required":["name","text"]}),
+            },
+        ]
+    }
+
+    fn call(
+        &self,
+        run_id: &str,
+        _spec: &Value,
+        call: &ToolCall,
+        args: &Value,
+    ) -> Option<Result<String, String>> {
+        match call.name.as_str() {
+            "read_file" => {
+                let path = args.get("path").and_then(Value::as_str).unwrap_or("");
+                Some(match self.folder.resolve(path) {
+                    None => Err(format!("`{path}` is outside the allowed folder")),
+                    Some(p) => std::fs::read(&p)
+                        .map(|b| {
+                            String::from_utf8_lossy(&b[..b.len().min(READ_BYTES_MAX)]).into_owned()
+                        })
+                        .map_err(|e| format!("cannot read `{path}`: {e}")),
+                })
+            }
+            "write_artifact" => {
+                let name = args.get("name").and_then(Value::as_str).unwrap_or("");
+                let text = args.get("text").and_then(Value::as_str).unwrap_or("");
+                if name.is_empty() || name.contains('/') || name.contains("..") {
+                    return Some(Err(format!(
+                        "artifact name `{name}` must be a plain file name"
+                    )));
+                }
+                let dir = self.artifacts_dir.join(run_id);
+                Some(
+                    std::fs::create_dir_all(&dir)
+                        .and_then(|_| std::fs::write(dir.join(name), text))
+                        .map(|_| format!("artifact {name} written ({} bytes)", text.len()))
+                        .map_err(|e| format!("cannot write artifact: {e}")),
+                )
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The work tools of a scripted world: known tools behave for real; in a scripted run any
+/// other name answers as the run's script says (`fails: true` → an error).
+pub struct ScriptWorkTools<T: WorkTools> {
+    pub inner: T,
+}
+
+impl<T: WorkTools> WorkTools for ScriptWorkTools<T> {
+    fn specs(&self) -> Vec<ToolSpec> {
+        self.inner.specs()
+    }
+    fn call(
+        &self,
+        run_id: &str,
+        spec: &Value,
+        call: &ToolCall,
+        args: &Value,
+    ) -> Option<Result<String, String>> {
+        let index: Option<usize> = call.id.strip_prefix("call_").and_then(|i| i.parse().ok());
+        let scripted = spec.pointer("/model/kind").and_then(Value::as_str) == Some("script");
+        let turn = index.and_then(|i| spec.pointer("/model/turns").and_then(|t| t.get(i)));
+        if turn.and_then(|t| t.get("fails")).and_then(Value::as_bool) == Some(true) {
+            return Some(Err(format!("{} failed", call.name)));
+        }
+        if let Some(r) = self.inner.call(run_id, spec, call, args) {
+            return Some(r);
+        }
+        scripted.then(|| Ok(format!("{}: done", call.name)))
+    }
+}
