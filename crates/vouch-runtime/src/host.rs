@@ -1213,7 +1213,7 @@ impl Host {
                         self.evd(
                             EventKind::LedgerIntent,
                             &d.id,
-                            json!({"key": key, "payload_hash": hash}),
+                            json!({"key": key, "payload_hash": hash, "payload": payload}),
                         ),
                     )?;
                 }
@@ -1337,8 +1337,12 @@ impl Host {
 
     pub fn approve(&self, run_id: &str, delivery: &str, hash: &str) -> HostResult<RunEnd> {
         let run = self.record(run_id)?;
+        self.lease(run_id)?;
         self.store
             .decide_card(run_id, delivery, hash, Decision::Approve, self.now())?;
+        // From here the run is ours and running: a crash leaves it interrupted, and the
+        // continuation carries the approval over (it is never lost).
+        self.store.set_run_state(run_id, RunState::Running)?;
         self.journal(
             run_id,
             self.evd(
@@ -1488,6 +1492,24 @@ impl Host {
             if run.state == RunState::Suspended {
                 continue;
             }
+            // Interrupted right after opening a card: the card is still valid, so the run is
+            // suspended, not ended (§9.2).
+            if self
+                .store
+                .cards_for_run(&run.id)?
+                .iter()
+                .any(|c| c.state == CardState::Open)
+            {
+                self.journal(
+                    &run.id,
+                    self.ev(
+                        EventKind::Suspended,
+                        json!({"reason": "a card is open", "at_boot": true}),
+                    ),
+                )?;
+                self.store.set_run_state(&run.id, RunState::Suspended)?;
+                continue;
+            }
             // A dead local owner may still hold an unexpired lease; it cannot renew it.
             if self.lease(&run.id).is_err() && !owner_is_dead(run.owner.as_deref()) {
                 continue;
@@ -1591,6 +1613,41 @@ impl Host {
 
     /// The one terminal path (§9.2). Idempotent.
     pub fn reconcile(&self, run_id: &str, ended_by: EndedBy) -> HostResult<vouch_core::Outcome> {
+        self.reconcile_with(run_id, ended_by, None)
+    }
+
+    /// §12.3: a slot past its grace with no run. The slot is consumed by a run created
+    /// directly as ended, outcome `missed`, through the same terminal path. With catch-up
+    /// `latest` one late run starts for it (same ledger scope: the slot).
+    pub fn missed_slot(
+        &self,
+        schedule: &str,
+        slot_ms: i64,
+        spec: &RunSpec,
+        catch_up_latest: bool,
+    ) -> HostResult<(String, Option<String>)> {
+        let id = new_id(self.clock.as_ref());
+        self.create(&id, spec, None, Some((schedule, slot_ms)))?;
+        self.reconcile_with(&id, EndedBy::Schedule, Some(vouch_core::Outcome::Missed))?;
+        if !catch_up_latest {
+            return Ok((id, None));
+        }
+        let late = new_id(self.clock.as_ref());
+        let late_spec = RunSpec {
+            title: format!("{} (late run for a missed slot)", spec.title),
+            ..spec.clone()
+        };
+        self.create(&late, &late_spec, None, None)?;
+        self.drive(&late)?;
+        Ok((id, Some(late)))
+    }
+
+    fn reconcile_with(
+        &self,
+        run_id: &str,
+        ended_by: EndedBy,
+        forced: Option<vouch_core::Outcome>,
+    ) -> HostResult<vouch_core::Outcome> {
         let run = self.record(run_id)?;
         if run.state == RunState::Ended {
             return Ok(run.outcome.unwrap_or(vouch_core::Outcome::Failed));
@@ -1630,7 +1687,7 @@ impl Host {
         };
         let items: Vec<(bool, DeliveryStatus)> =
             statuses.iter().map(|(id, s)| (required(id), *s)).collect();
-        let outcome = vouch_core::outcome(&items);
+        let outcome = forced.unwrap_or_else(|| vouch_core::outcome(&items));
         let needs_you: Vec<String> = statuses
             .iter()
             .filter(|(id, s)| {
@@ -1754,6 +1811,17 @@ impl Host {
                     self.journal(
                         &id,
                         self.evd(EventKind::Preflight, &d.id, json!({"capability": item.capability, "posture": p, "rule": item.rule, "irreversible": item.irreversible, "connect_step": item.connect_step, "carried_from": parent_id})),
+                    )?;
+                }
+                if let Some(hash) = item.granted.as_ref().filter(|_| item.status.is_none()) {
+                    // Approved in the parent, never attempted: the approval carries over.
+                    self.journal(
+                        &id,
+                        self.evd(
+                            EventKind::ApprovalGranted,
+                            &d.id,
+                            json!({"payload_hash": hash, "carried_from": parent_id}),
+                        ),
                     )?;
                 }
                 if let Some(s) = item.status.filter(|s| s.is_settled()) {

@@ -215,7 +215,17 @@ impl RunView {
                 it.status = Some(DeliveryStatus::Denied);
             }
             EventKind::Drafted => {}
-            EventKind::LedgerIntent => {}
+            EventKind::LedgerIntent => {
+                // The intent is durable before the provider is called: from here a crash
+                // leaves the act in doubt (§8.3) until evidence settles it.
+                let it = self.item(&d);
+                it.open_attempt = Some(OpenAttempt {
+                    payload_hash: str_of("payload_hash"),
+                    payload: b.get("payload").cloned().unwrap_or(Value::Null),
+                    key: b.get("key").and_then(Value::as_str).map(String::from),
+                    reply: None,
+                });
+            }
             EventKind::AttemptStarted => {
                 let it = self.item(&d);
                 it.granted = None;
