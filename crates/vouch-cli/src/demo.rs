@@ -1,0 +1,227 @@
+//! `vouch demo`: the product in under a minute, on the embedded store, with the scripted
+//! model, in a fresh temporary home. Every step is real: files on disk, a real HTTP
+//! server on loopback, a real process killed halfway.
+
+use crate::home;
+use anyhow::{anyhow, bail, Context as _, Result};
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::sync::Arc;
+use vouch_core::{Outcome, TriggerKind};
+use vouch_runtime::host::{Progress, RunEnd};
+use vouch_runtime::RunSpec;
+use vouch_store::CardState;
+
+fn progress() -> Progress {
+    Arc::new(|line: &str| println!("    {line}"))
+}
+
+fn section(n: usize, title: &str) {
+    println!("\n━━ {n}/3 {title}");
+}
+
+fn spec(title: &str, turns: Value) -> RunSpec {
+    RunSpec {
+        trigger: TriggerKind::Interactive,
+        title: title.to_string(),
+        presence: None,
+        quiet: false,
+        model: json!({"kind": "script", "turns": turns}),
+        scope: None,
+    }
+}
+
+fn indent(text: &str) -> String {
+    text.lines().map(|l| format!("    │ {l}\n")).collect()
+}
+
+/// A loopback HTTP server that answers every request with 503, counting requests.
+fn failing_webhook() -> Result<(String, Arc<std::sync::atomic::AtomicU32>)> {
+    let listener =
+        TcpListener::bind("127.0.0.1:0").context("bind a loopback port for the demo webhook")?;
+    let addr = listener.local_addr()?;
+    let count = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let c = count.clone();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut buf = [0u8; 8192];
+            let _ = stream.read(&mut buf);
+            c.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let body = "{\"error\":\"team channel is over capacity\"}";
+            let _ = write!(stream, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+        }
+    });
+    Ok((format!("http://{addr}/hooks/team"), count))
+}
+
+pub fn run(keep: bool) -> Result<i32> {
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    let dir = std::env::temp_dir().join(format!("vouch-demo-{}-{stamp}", std::process::id()));
+    home::init(&dir)?;
+    let files = home::folder_root(&dir);
+    std::fs::create_dir_all(files.join("sources"))?;
+    std::fs::write(
+        files.join("sources/notes.md"),
+        "Q4: revenue up 12%, churn down to 2.1%, two enterprise deals slipped to January.\n",
+    )?;
+    println!("vouch demo — a fresh home at {}", dir.display());
+    println!(
+        "Three runs with a scripted model. Watch what the model says, and what the receipt says."
+    );
+    let mut ok = true;
+
+    // 1. Research, save, end on the tool call with no final text.
+    section(
+        1,
+        "Research, then save a document. The model ends on the tool call, with no final text.",
+    );
+    let host = home::host(&dir, Some(progress()))?;
+    let turns = json!([
+        {"declare": {"deliveries": [{"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": "Reports/q4-brief.md"}}]}},
+        {"tool": "read_file", "args": {"path": "sources/notes.md"}},
+        {"tool": "search_news", "args": {"q": "enterprise churn Q4"}},
+        {"deliver": "d1", "payload": {"text": "# Q4 brief\n\nRevenue up 12%; churn 2.1%; two deals moved to January.\n"}}
+    ]);
+    let (id1, end1) = host
+        .start(&spec(
+            "Research our Q4 numbers and save a brief to Reports/",
+            turns,
+        ))
+        .map_err(|e| anyhow!("{e}"))?;
+    print!("{}", indent(&host.store.receipt(&id1)?.unwrap_or_default()));
+    let on_disk = std::fs::read_to_string(files.join("Reports/q4-brief.md")).unwrap_or_default();
+    println!(
+        "    The file is really there: {} bytes in Reports/q4-brief.md.",
+        on_disk.len()
+    );
+    ok &=
+        end1 == RunEnd::Ended {
+            outcome: Outcome::Succeeded,
+        } && on_disk.starts_with("# Q4 brief");
+
+    // 2. The model says "Done — sent" while the delivery failed.
+    section(2, "Post to the team channel. The person approves; the server refuses; the model says \"Done — sent\".");
+    let (url, hits) = failing_webhook()?;
+    let turns = json!([
+        {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "webhook", "address": url}}]}},
+        {"deliver": "d1", "payload": {"text": "Q4 brief is in Reports/q4-brief.md"}},
+        {"final": "Done — sent to the team channel."}
+    ]);
+    let (id2, end2) = host
+        .start(&spec("Tell the team channel the Q4 brief is ready", turns))
+        .map_err(|e| anyhow!("{e}"))?;
+    let card = host
+        .store
+        .cards_for_run(&id2)?
+        .into_iter()
+        .find(|c| c.state == CardState::Open);
+    let Some(card) = card else {
+        bail!("demo run 2 should wait for approval, but it is {end2:?}")
+    };
+    println!("    The person approves the exact payload (hash {}…), as `vouch approve {id2} d1 --hash …` would.", &card.payload_hash[..12]);
+    host.approve(&id2, "d1", &card.payload_hash)
+        .map_err(|e| anyhow!("{e}"))?;
+    print!("{}", indent(&host.store.receipt(&id2)?.unwrap_or_default()));
+    let rec2 = host
+        .store
+        .run(&id2)?
+        .ok_or_else(|| anyhow!("run 2 missing"))?;
+    println!(
+        "    The server saw {} request(s); the receipt follows its answer, not the model's words.",
+        hits.load(std::sync::atomic::Ordering::SeqCst)
+    );
+    ok &= rec2.outcome == Some(Outcome::Failed);
+
+    // 3. Killed halfway, reconciled at start-up, resumed.
+    section(
+        3,
+        "Save two reports; the process is killed right after the first is verified.",
+    );
+    let script = dir.join("two-reports.json");
+    std::fs::write(
+        &script,
+        serde_json::to_string_pretty(&json!([
+            {"declare": {"deliveries": [
+                {"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": "Reports/q4-detail.md"}},
+                {"id": "d2", "verb": "save", "destination": {"kind": "folder", "address": "Reports/q4-summary.md"}}]}},
+            {"deliver": "d1", "payload": {"text": "# Q4 detail\n"}},
+            {"deliver": "d2", "payload": {"text": "# Q4 summary\n"}},
+            {"final": "Both reports saved."}
+        ]))?,
+    )?;
+    let exe = std::env::current_exe().context("find the vouch executable")?;
+    let status = std::process::Command::new(&exe)
+        .args(["--home"])
+        .arg(&dir)
+        .args(["run", "Write the Q4 detail and summary reports", "--script"])
+        .arg(&script)
+        .env("VOUCH_CRASH_AFTER", "evidence:d1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .context("start the child vouch process")?;
+    println!("    The child process died ({}).", describe_status(&status));
+    let host = home::host(&dir, Some(progress()))?;
+    let ended = host.boot().map_err(|e| anyhow!("{e}"))?;
+    let Some(id3) = ended.first().cloned() else {
+        bail!("start-up reconciliation found no interrupted run")
+    };
+    println!("    Start-up reconciliation ended run {id3}:");
+    print!("{}", indent(&host.store.receipt(&id3)?.unwrap_or_default()));
+    println!("    `vouch resume {id3}` finishes what is left:");
+    let (id4, _) = host.resume(&id3).map_err(|e| anyhow!("{e}"))?;
+    print!("{}", indent(&host.store.receipt(&id4)?.unwrap_or_default()));
+    let rec3 = host
+        .store
+        .run(&id3)?
+        .ok_or_else(|| anyhow!("run 3 missing"))?;
+    let rec4 = host
+        .store
+        .run(&id4)?
+        .ok_or_else(|| anyhow!("run 4 missing"))?;
+    ok &= rec3.outcome == Some(Outcome::Partial) && rec4.outcome == Some(Outcome::Succeeded);
+    ok &= files.join("Reports/q4-summary.md").exists();
+
+    let report = host.store.verify()?;
+    println!(
+        "\nJournal: {} runs, {} events, {} broken chains.",
+        report.runs,
+        report.events,
+        report.breaks.len()
+    );
+    ok &= report.breaks.is_empty();
+    finish(&dir, keep, ok)
+}
+
+fn describe_status(s: &std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (s.code(), s.signal()) {
+        (_, Some(sig)) => format!("killed by signal {sig}"),
+        (Some(c), _) => format!("exit code {c}"),
+        _ => "unknown".into(),
+    }
+}
+
+fn finish(dir: &Path, keep: bool, ok: bool) -> Result<i32> {
+    if keep {
+        println!(
+            "The demo home is kept at {} (try `vouch --home {} runs list`).",
+            dir.display(),
+            dir.display()
+        );
+    } else {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    if ok {
+        println!("Demo finished: every receipt matched what really happened.");
+        Ok(0)
+    } else {
+        println!("Demo finished, but something did not behave as expected (see above).");
+        Ok(1)
+    }
+}

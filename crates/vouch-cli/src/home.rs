@@ -1,0 +1,127 @@
+//! The vouch home: `$VOUCH_HOME` (default `./.vouch`) holding the embedded store, the
+//! surfaces, drafts, artifacts and the notification log.
+
+use anyhow::{bail, Context as _, Result};
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use vouch_core::DestinationKind;
+use vouch_runtime::capability::PatternCapabilities;
+use vouch_runtime::clock::SystemClock;
+use vouch_runtime::crash::{CrashMode, CrashPlan};
+use vouch_runtime::host::{Notifier, Progress};
+use vouch_runtime::model::DefaultModels;
+use vouch_runtime::provider::{FolderProvider, Provider, SurfaceProvider, WebhookProvider};
+use vouch_runtime::tools::{ScriptWorkTools, StandardTools};
+use vouch_runtime::{Host, Limits};
+use vouch_store::{OutboxRow, Store};
+use vouch_store_sqlite::SqliteStore;
+
+pub const DB_FILE: &str = "vouch.db";
+
+pub fn home_dir(flag: Option<&Path>) -> PathBuf {
+    if let Some(p) = flag {
+        return p.to_path_buf();
+    }
+    match std::env::var_os("VOUCH_HOME") {
+        Some(v) if !v.is_empty() => PathBuf::from(v),
+        _ => PathBuf::from(".vouch"),
+    }
+}
+
+pub fn init(dir: &Path) -> Result<bool> {
+    let db = dir.join(DB_FILE);
+    let existed = db.exists();
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("create the home folder {}", dir.display()))?;
+    for sub in ["files", "surfaces", "drafts", "artifacts"] {
+        std::fs::create_dir_all(dir.join(sub))
+            .with_context(|| format!("create {}", dir.join(sub).display()))?;
+    }
+    SqliteStore::open(&db).map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(!existed)
+}
+
+pub fn open_store(dir: &Path) -> Result<Arc<SqliteStore>> {
+    let db = dir.join(DB_FILE);
+    if !db.exists() {
+        bail!(
+            "no vouch home at {} — run `vouch init` first (or set VOUCH_HOME to your home)",
+            dir.display()
+        );
+    }
+    let store = SqliteStore::open(&db).map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(Arc::new(store))
+}
+
+/// The inbox's notify route for now: one JSON line per notification in the home.
+pub struct FileNotifier {
+    pub path: PathBuf,
+}
+
+impl Notifier for FileNotifier {
+    fn notify(&self, row: &OutboxRow) -> std::result::Result<(), String> {
+        let line = serde_json::json!({"run": row.run_id, "route": row.route, "dedup": row.dedup_key, "body": row.body});
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)
+            .and_then(|mut f| writeln!(f, "{line}"))
+            .map_err(|e| e.to_string())
+    }
+}
+
+pub fn folder_root(dir: &Path) -> PathBuf {
+    match std::env::var_os("VOUCH_FOLDER_ROOT") {
+        Some(v) if !v.is_empty() => PathBuf::from(v),
+        _ => dir.join("files"),
+    }
+}
+
+pub fn host(dir: &Path, progress: Option<Progress>) -> Result<Host> {
+    let store = open_store(dir)?;
+    let root = folder_root(dir);
+    let mut providers: BTreeMap<DestinationKind, Arc<dyn Provider>> = BTreeMap::new();
+    providers.insert(
+        DestinationKind::Surface,
+        Arc::new(SurfaceProvider::new(dir.join("surfaces"))),
+    );
+    providers.insert(
+        DestinationKind::Folder,
+        Arc::new(FolderProvider::new(root.clone())),
+    );
+    providers.insert(
+        DestinationKind::Webhook,
+        Arc::new(WebhookProvider {
+            timeout_ms: 10_000,
+            idempotent: vec![],
+        }),
+    );
+    let crash = std::env::var("VOUCH_CRASH_AFTER")
+        .ok()
+        .and_then(|s| CrashPlan::parse(&s, CrashMode::Abort));
+    let store_dyn: Arc<dyn Store> = store;
+    Ok(Host {
+        store: store_dyn,
+        clock: Arc::new(SystemClock),
+        caps: Arc::new(PatternCapabilities::default()),
+        providers,
+        notifier: Arc::new(FileNotifier {
+            path: dir.join("notifications.jsonl"),
+        }),
+        models: Arc::new(DefaultModels),
+        work: Arc::new(ScriptWorkTools {
+            inner: StandardTools {
+                folder: FolderProvider::new(root),
+                artifacts_dir: dir.join("artifacts"),
+            },
+        }),
+        crash,
+        owner: vouch_runtime::host::process_owner(),
+        drafts_dir: dir.join("drafts"),
+        limits: Limits::default(),
+        progress,
+        policy_forbid: vec![],
+    })
+}

@@ -1,0 +1,625 @@
+//! `vouch`: the command-line interface. Output is for people by default; `--json` prints
+//! one JSON document for programs. Exit codes: 0 success, 1 the work did not succeed or
+//! scenarios disagree, 2 bad input (unknown run, bad flags, unreadable files).
+
+mod demo;
+mod home;
+
+use anyhow::{anyhow, Result};
+use clap::{Parser, Subcommand};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use vouch_runtime::host::{Progress, RunEnd};
+use vouch_runtime::{Host, RunSpec};
+use vouch_store::{CardState, Store};
+
+#[derive(Parser)]
+#[command(
+    name = "vouch",
+    version,
+    about = "A durable host for AI-agent work: what the run promised, what really happened, and a receipt that says so."
+)]
+struct Cli {
+    /// The vouch home (default: $VOUCH_HOME, else ./.vouch).
+    #[arg(long, global = true)]
+    home: Option<PathBuf>,
+    /// Print JSON for programs instead of text for people.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Create the home (the embedded store and its folders).
+    Init,
+    /// List or show runs.
+    Runs {
+        #[command(subcommand)]
+        cmd: RunsCmd,
+    },
+    /// Show a run's journal, or verify every hash chain (`vouch journal verify`).
+    Journal {
+        /// A run id, or `verify`.
+        target: String,
+    },
+    /// Run an agent on a prompt (scripted model with --script, else the configured provider).
+    Run {
+        prompt: String,
+        /// A script of model turns (scenarios.md `script`): a JSON array, or a scenario file.
+        #[arg(long)]
+        script: Option<PathBuf>,
+        /// Show progress as the run goes.
+        #[arg(long)]
+        watch: bool,
+    },
+    /// Print a run's receipt.
+    Receipt { run: String },
+    /// Start the continuation of an interrupted run (§9.2).
+    Resume { run: String },
+    /// List open approval and clarify cards.
+    Approvals,
+    /// Approve the exact payload with this hash; the run resumes and executes it.
+    Approve {
+        run: String,
+        delivery: String,
+        #[arg(long)]
+        hash: String,
+    },
+    /// Refuse a pending delivery.
+    Deny { run: String, delivery: String },
+    /// Replace a pending payload (a new card with a new hash).
+    Edit {
+        run: String,
+        delivery: String,
+        #[arg(long)]
+        payload: PathBuf,
+    },
+    /// Answer a run's question.
+    Answer { run: String, text: String },
+    /// Cancel a run that has not ended.
+    Cancel { run: String },
+    /// List idempotency ledger keys and their states.
+    Ledger,
+    /// Receipts and open cards, newest first.
+    Inbox {
+        /// Print only the number of things waiting for you.
+        #[arg(long)]
+        count: bool,
+    },
+    /// Show vouch working end to end in a fresh temporary home.
+    Demo {
+        /// Keep the demo home instead of deleting it.
+        #[arg(long)]
+        keep: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum RunsCmd {
+    /// Newest first.
+    List {
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
+    /// One run: state, outcome, deliveries.
+    Show { run: String },
+}
+
+/// An error that is the user's input (exit 2), as opposed to work that did not succeed.
+#[derive(Debug)]
+struct BadInput(String);
+impl std::fmt::Display for BadInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for BadInput {}
+
+fn bad(msg: impl Into<String>) -> anyhow::Error {
+    anyhow!(BadInput(msg.into()))
+}
+
+fn main() {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            std::process::exit(code);
+        }
+    };
+    let json = cli.json;
+    match run(cli) {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            let code = if e.downcast_ref::<BadInput>().is_some() {
+                2
+            } else {
+                1
+            };
+            if json {
+                println!("{}", json!({"error": format!("{e:#}")}));
+            } else {
+                eprintln!("error: {e:#}");
+            }
+            std::process::exit(code);
+        }
+    }
+}
+
+fn progress(enabled: bool) -> Option<Progress> {
+    enabled.then(|| Arc::new(|line: &str| eprintln!("{line}")) as Progress)
+}
+
+fn host_err(e: vouch_runtime::HostError) -> anyhow::Error {
+    match e {
+        vouch_runtime::HostError::Invalid(m) => bad(m),
+        vouch_runtime::HostError::Store(vouch_store::StoreError::NotFound { what, id }) => {
+            bad(format!(
+                "{what} `{id}` not found; check the id with `vouch runs list` or `vouch approvals`"
+            ))
+        }
+        vouch_runtime::HostError::Store(vouch_store::StoreError::Conflict(m)) => bad(m),
+        other => anyhow!(other),
+    }
+}
+
+fn open_host(dir: &Path, watch: bool) -> Result<Host> {
+    let host = home::host(dir, progress(watch))?;
+    // Start-up reconciliation: every run whose owner is gone ends here (§9.1 b).
+    let ended = host.boot().map_err(host_err)?;
+    for id in ended {
+        eprintln!(
+            "vouch: run {id} was interrupted; reconciled at start-up (see `vouch receipt {id}`)"
+        );
+    }
+    Ok(host)
+}
+
+fn run(cli: Cli) -> Result<i32> {
+    let dir = home::home_dir(cli.home.as_deref());
+    let json = cli.json;
+    match cli.cmd {
+        Cmd::Init => {
+            let created = home::init(&dir)?;
+            if json {
+                println!("{}", json!({"home": dir, "created": created}));
+            } else if created {
+                println!("Created a vouch home at {}.\nNext: `vouch demo` to see it work, or `vouch run \"PROMPT\" --script FILE`.", dir.display());
+            } else {
+                println!(
+                    "{} is already a vouch home; nothing changed.",
+                    dir.display()
+                );
+            }
+            Ok(0)
+        }
+        Cmd::Runs {
+            cmd: RunsCmd::List { limit },
+        } => {
+            let host = open_host(&dir, false)?;
+            let runs = host.store.runs(limit)?;
+            if json {
+                println!("{}", serde_json::to_string(&runs)?);
+            } else if runs.is_empty() {
+                println!("No runs yet in {}. Start one with `vouch run \"PROMPT\" --script FILE` or try `vouch demo`.", dir.display());
+            } else {
+                println!(
+                    "{:<22} {:<12} {:<10} {:<10} {}",
+                    "RUN", "TRIGGER", "STATE", "OUTCOME", "TITLE"
+                );
+                for r in runs {
+                    println!(
+                        "{:<22} {:<12} {:<10} {:<10} {}",
+                        r.id,
+                        r.trigger.as_str(),
+                        r.state.as_str(),
+                        r.outcome.map(|o| o.as_str()).unwrap_or("—"),
+                        r.title.chars().take(60).collect::<String>()
+                    );
+                }
+            }
+            Ok(0)
+        }
+        Cmd::Runs {
+            cmd: RunsCmd::Show { run },
+        } => {
+            let host = open_host(&dir, false)?;
+            let rec = find_run(host.store.as_ref(), &run)?;
+            let view = vouch_runtime::view::RunView::from_journal(&host.store.journal(&rec.id)?);
+            let items: Vec<Value> = view
+                .manifest
+                .iter()
+                .flat_map(|m| m.deliveries.iter())
+                .map(|d| {
+                    let iv = view.items.get(&d.id).cloned().unwrap_or_default();
+                    json!({"id": d.id, "verb": d.verb, "destination": d.destination, "posture": iv.posture, "status": view.final_status(&d.id)})
+                })
+                .collect();
+            if json {
+                println!("{}", json!({"run": rec, "deliveries": items}));
+            } else {
+                println!("Run {} · {} · {}", rec.id, rec.trigger.as_str(), rec.title);
+                println!(
+                    "State: {}{}",
+                    rec.state.as_str(),
+                    rec.outcome
+                        .map(|o| format!(" · outcome {}", o.as_str()))
+                        .unwrap_or_default()
+                );
+                if let Some(e) = rec.ended_by {
+                    println!("Ended by: {}", e.as_str());
+                }
+                if let Some(p) = &rec.parent {
+                    println!("Continues: {p}");
+                }
+                for i in items {
+                    println!(
+                        "  {} {} → {}  posture {}  status {}",
+                        i["id"].as_str().unwrap_or(""),
+                        i["verb"].as_str().unwrap_or(""),
+                        serde_json::from_value::<vouch_core::Destination>(i["destination"].clone())
+                            .map(|d| d.to_string())
+                            .unwrap_or_default(),
+                        i["posture"].as_str().unwrap_or("—"),
+                        i["status"].as_str().unwrap_or("")
+                    );
+                }
+                println!(
+                    "{} turns, {} events. Receipt: `vouch receipt {}`; journal: `vouch journal {}`",
+                    view.turns,
+                    host.store.journal(&rec.id)?.len(),
+                    rec.id,
+                    rec.id
+                );
+            }
+            Ok(0)
+        }
+        Cmd::Journal { target } if target == "verify" => {
+            let store = home::open_store(&dir)?;
+            let report = store.verify()?;
+            if json {
+                println!("{}", serde_json::to_string(&report)?);
+            } else if report.breaks.is_empty() {
+                println!(
+                    "Journal intact: {} runs, {} events, every hash chain verifies.",
+                    report.runs, report.events
+                );
+            } else {
+                for b in &report.breaks {
+                    println!("BROKEN: run {} event #{}: {}", b.run_id, b.seq, b.reason);
+                }
+                println!("{} of {} runs have a broken chain. The journal was changed outside vouch; keep a copy of {} before doing anything else.", report.breaks.len(), report.runs, dir.join(home::DB_FILE).display());
+            }
+            Ok(if report.breaks.is_empty() { 0 } else { 1 })
+        }
+        Cmd::Journal { target } => {
+            let store = home::open_store(&dir)?;
+            let rec = find_run(store.as_ref(), &target)?;
+            let entries = store.journal(&rec.id)?;
+            if json {
+                println!("{}", serde_json::to_string(&entries)?);
+            } else {
+                let t0 = entries.first().map(|e| e.at_ms).unwrap_or(0);
+                for e in &entries {
+                    println!(
+                        "#{:<4} +{:>7.3}s  {:<20} {:<6} {}",
+                        e.seq,
+                        (e.at_ms - t0) as f64 / 1000.0,
+                        e.kind.as_str(),
+                        e.delivery.as_deref().unwrap_or(""),
+                        describe(&e.body)
+                    );
+                }
+            }
+            Ok(0)
+        }
+        Cmd::Run {
+            prompt,
+            script,
+            watch,
+        } => {
+            let host = open_host(&dir, watch || !json)?;
+            let model = match &script {
+                Some(path) => json!({"kind": "script", "turns": read_script(path)?}),
+                None => {
+                    if std::env::var("VOUCH_MODEL_URL")
+                        .map(|v| v.is_empty())
+                        .unwrap_or(true)
+                    {
+                        return Err(bad("no model is configured: pass --script FILE, or set VOUCH_MODEL_URL (an OpenAI-compatible /v1 endpoint) and VOUCH_MODEL"));
+                    }
+                    json!({"kind": "openai"})
+                }
+            };
+            let spec = RunSpec {
+                trigger: vouch_core::TriggerKind::Interactive,
+                title: prompt,
+                presence: None,
+                quiet: false,
+                model,
+                scope: None,
+            };
+            let (id, end) = host.start(&spec).map_err(host_err)?;
+            finish(&host, &id, &end, json)
+        }
+        Cmd::Receipt { run } => {
+            let host = open_host(&dir, false)?;
+            let rec = find_run(host.store.as_ref(), &run)?;
+            let text = match host.store.receipt(&rec.id)? {
+                Some(t) => t,
+                None => format!(
+                    "Run {} has not ended yet ({}); no receipt. Open cards: `vouch approvals`.\n",
+                    rec.id,
+                    rec.state.as_str()
+                ),
+            };
+            if json {
+                println!(
+                    "{}",
+                    json!({"run": rec.id, "state": rec.state, "outcome": rec.outcome, "receipt": text})
+                );
+            } else {
+                print!("{text}");
+            }
+            Ok(0)
+        }
+        Cmd::Resume { run } => {
+            let host = open_host(&dir, !json)?;
+            let rec = find_run(host.store.as_ref(), &run)?;
+            let (id, end) = host.resume(&rec.id).map_err(host_err)?;
+            finish(&host, &id, &end, json)
+        }
+        Cmd::Approvals => {
+            let host = open_host(&dir, false)?;
+            let cards = host.store.open_cards()?;
+            if json {
+                let out: Vec<Value> = cards
+                    .iter()
+                    .map(|c| json!({"run": c.run_id, "delivery": c.delivery, "payload_hash": c.payload_hash, "summary": c.summary, "payload": c.delivery.as_ref().and_then(|_| host.store.payload(&c.payload_hash).ok().flatten()).and_then(|p| serde_json::from_str::<Value>(&p).ok())}))
+                    .collect();
+                println!("{}", serde_json::to_string(&out)?);
+            } else if cards.is_empty() {
+                println!("Nothing is waiting for you.");
+            } else {
+                for c in cards {
+                    match &c.delivery {
+                        Some(d) => {
+                            let payload = host.store.payload(&c.payload_hash)?.unwrap_or_default();
+                            println!("run {} · {} · {}\n  payload: {}\n  hash: {}\n  approve: vouch approve {} {} --hash {}\n  deny:    vouch deny {} {}\n", c.run_id, d, c.summary, payload, c.payload_hash, c.run_id, d, c.payload_hash, c.run_id, d);
+                        }
+                        None => println!(
+                            "run {} · question: {}\n  answer: vouch answer {} \"…\"\n",
+                            c.run_id, c.summary, c.run_id
+                        ),
+                    }
+                }
+            }
+            Ok(0)
+        }
+        Cmd::Approve {
+            run,
+            delivery,
+            hash,
+        } => {
+            let host = open_host(&dir, !json)?;
+            let rec = find_run(host.store.as_ref(), &run)?;
+            let end = host.approve(&rec.id, &delivery, &hash).map_err(host_err)?;
+            finish(&host, &rec.id, &end, json)
+        }
+        Cmd::Deny { run, delivery } => {
+            let host = open_host(&dir, !json)?;
+            let rec = find_run(host.store.as_ref(), &run)?;
+            let end = host.deny(&rec.id, &delivery).map_err(host_err)?;
+            finish(&host, &rec.id, &end, json)
+        }
+        Cmd::Edit {
+            run,
+            delivery,
+            payload,
+        } => {
+            let host = open_host(&dir, false)?;
+            let rec = find_run(host.store.as_ref(), &run)?;
+            let text = std::fs::read_to_string(&payload).map_err(|e| {
+                bad(format!(
+                    "cannot read payload file {}: {e}",
+                    payload.display()
+                ))
+            })?;
+            let value: Value = serde_json::from_str(&text).map_err(|e| {
+                bad(format!(
+                    "payload file {} is not JSON: {e}",
+                    payload.display()
+                ))
+            })?;
+            let hash = host.edit(&rec.id, &delivery, &value).map_err(host_err)?;
+            if json {
+                println!(
+                    "{}",
+                    json!({"run": rec.id, "delivery": delivery, "payload_hash": hash})
+                );
+            } else {
+                println!("New card for {delivery} (the previous one is superseded).\n  hash: {hash}\n  approve: vouch approve {} {delivery} --hash {hash}", rec.id);
+            }
+            Ok(0)
+        }
+        Cmd::Answer { run, text } => {
+            let host = open_host(&dir, !json)?;
+            let rec = find_run(host.store.as_ref(), &run)?;
+            let end = host.answer(&rec.id, &text).map_err(host_err)?;
+            finish(&host, &rec.id, &end, json)
+        }
+        Cmd::Cancel { run } => {
+            let host = open_host(&dir, false)?;
+            let rec = find_run(host.store.as_ref(), &run)?;
+            host.cancel(&rec.id).map_err(host_err)?;
+            finish(
+                &host,
+                &rec.id,
+                &RunEnd::Ended {
+                    outcome: vouch_core::Outcome::Withdrawn,
+                },
+                json,
+            )
+        }
+        Cmd::Ledger => {
+            let host = open_host(&dir, false)?;
+            let entries = host.store.ledger_list()?;
+            if json {
+                println!("{}", serde_json::to_string(&entries)?);
+            } else if entries.is_empty() {
+                println!("The ledger is empty: no irreversible act has been attempted.");
+            } else {
+                println!(
+                    "{:<18} {:<10} {:<8} {:<22} {}",
+                    "KEY", "STATE", "TRIES", "RUN", "DELIVERY"
+                );
+                for e in entries {
+                    println!(
+                        "{:<18} {:<10} {:<8} {:<22} {}",
+                        &e.key[..16.min(e.key.len())],
+                        e.state.as_str(),
+                        e.attempts,
+                        e.run_id,
+                        e.delivery
+                    );
+                }
+            }
+            Ok(0)
+        }
+        Cmd::Inbox { count } => {
+            let host = open_host(&dir, false)?;
+            let cards = host.store.open_cards()?;
+            if count {
+                // Computed from openable items now (§11.4), never stored.
+                if json {
+                    println!("{}", json!({"waiting": cards.len()}));
+                } else {
+                    println!("{}", cards.len());
+                }
+                return Ok(0);
+            }
+            let runs = host.store.runs(50)?;
+            if json {
+                println!("{}", json!({"cards": cards, "runs": runs}));
+                return Ok(0);
+            }
+            if !cards.is_empty() {
+                println!("{} waiting for you — see `vouch approvals`:", cards.len());
+                for c in &cards {
+                    println!(
+                        "  • run {} {}: {}",
+                        c.run_id,
+                        c.delivery.as_deref().unwrap_or("question"),
+                        c.summary
+                    );
+                }
+                println!();
+            }
+            for r in runs
+                .iter()
+                .filter(|r| r.state == vouch_core::RunState::Ended)
+            {
+                println!(
+                    "{:<10} {} — {}   (`vouch receipt {}`)",
+                    r.outcome.map(|o| o.as_str()).unwrap_or(""),
+                    r.id,
+                    r.title,
+                    r.id
+                );
+            }
+            Ok(0)
+        }
+        Cmd::Demo { keep } => demo::run(keep),
+    }
+}
+
+fn finish(host: &Host, id: &str, end: &RunEnd, json: bool) -> Result<i32> {
+    let rec = host
+        .store
+        .run(id)?
+        .ok_or_else(|| anyhow!("run {id} vanished"))?;
+    let receipt = host.store.receipt(id)?;
+    let cards: Vec<_> = host
+        .store
+        .cards_for_run(id)?
+        .into_iter()
+        .filter(|c| c.state == CardState::Open)
+        .collect();
+    if json {
+        println!(
+            "{}",
+            json!({"run": id, "state": rec.state, "outcome": rec.outcome, "ended_by": rec.ended_by, "receipt": receipt, "open_cards": cards})
+        );
+    } else {
+        match end {
+            RunEnd::Ended { .. } => print!("\n{}", receipt.unwrap_or_default()),
+            RunEnd::Suspended { reason } => {
+                println!("\nRun {id} is waiting for you ({reason}).");
+                for c in cards {
+                    match c.delivery {
+                        Some(d) => println!("  approve: vouch approve {id} {d} --hash {}\n  deny:    vouch deny {id} {d}", c.payload_hash),
+                        None => println!("  answer:  vouch answer {id} \"…\""),
+                    }
+                }
+            }
+        }
+    }
+    Ok(match rec.outcome {
+        Some(vouch_core::Outcome::Succeeded) | None => 0,
+        Some(vouch_core::Outcome::Withdrawn) => 0,
+        Some(_) => 1,
+    })
+}
+
+/// Resolve a run id, or a unique prefix of one.
+fn find_run(store: &dyn Store, id: &str) -> Result<vouch_store::RunRecord> {
+    if let Some(r) = store.run(id)? {
+        return Ok(r);
+    }
+    let matches: Vec<_> = store
+        .runs(vouch_runtime::host::RUNS_SCAN_MAX)?
+        .into_iter()
+        .filter(|r| r.id.starts_with(id))
+        .collect();
+    match matches.len() {
+        1 => Ok(matches
+            .into_iter()
+            .next()
+            .ok_or_else(|| anyhow!("unreachable"))?),
+        0 => Err(bad(format!(
+            "no run `{id}` in this home; list runs with `vouch runs list`"
+        ))),
+        n => Err(bad(format!("`{id}` matches {n} runs; give more of the id"))),
+    }
+}
+
+fn read_script(path: &Path) -> Result<Value> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| bad(format!("cannot read script {}: {e}", path.display())))?;
+    let v: Value = serde_json::from_str(&text)
+        .map_err(|e| bad(format!("script {} is not valid JSON: {e}", path.display())))?;
+    let turns = match v {
+        Value::Array(_) => v,
+        Value::Object(ref o) if o.contains_key("script") => o["script"].clone(),
+        _ => {
+            return Err(bad(format!(
+                "script {}: expected a JSON array of turns or an object with `script`",
+                path.display()
+            )))
+        }
+    };
+    Ok(turns)
+}
+
+fn describe(body: &Value) -> String {
+    let s = body.to_string();
+    if s.len() > 140 {
+        format!("{}…", s.chars().take(140).collect::<String>())
+    } else {
+        s
+    }
+}

@@ -1,0 +1,491 @@
+//! End-to-end tests of the real `vouch` binary: bad input, journal verification and
+//! tampering, and crash tests that kill real processes at every crash point and then check
+//! the world (files on disk, the HTTP receiver's count, journal rows) and the receipt.
+
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+fn vouch_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_vouch"))
+}
+
+struct Home {
+    _tmp: tempfile::TempDir,
+    dir: PathBuf,
+}
+
+impl Home {
+    fn new() -> Home {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("home");
+        let h = Home { _tmp: tmp, dir };
+        let out = h.vouch(&["init"], &[]);
+        assert!(
+            out.status.success(),
+            "init failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        h
+    }
+
+    fn vouch(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut c = Command::new(vouch_bin());
+        c.arg("--home")
+            .arg(&self.dir)
+            .args(args)
+            .env_remove("VOUCH_CRASH_AFTER")
+            .env_remove("VOUCH_MODEL_URL");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().expect("run vouch")
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let mut a = vec!["--json"];
+        a.extend_from_slice(args);
+        let out = self.vouch(&a, &[]);
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
+    }
+
+    fn script(&self, name: &str, turns: Value) -> PathBuf {
+        let p = self._tmp.path().join(name);
+        std::fs::write(&p, turns.to_string()).expect("write script");
+        p
+    }
+
+    fn file(&self, rel: &str) -> PathBuf {
+        self.dir.join("files").join(rel)
+    }
+
+    fn runs(&self) -> Vec<Value> {
+        self.json(&["runs", "list"])
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn journal(&self, run: &str) -> Vec<Value> {
+        self.json(&["journal", run])
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn count(events: &[Value], kind: &str, delivery: Option<&str>) -> usize {
+    events
+        .iter()
+        .filter(|e| e["kind"] == kind && delivery.map(|d| e["delivery"] == d).unwrap_or(true))
+        .count()
+}
+
+fn two_saves() -> Value {
+    json!([
+        {"declare": {"deliveries": [
+            {"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": "Reports/a.md"}},
+            {"id": "d2", "verb": "save", "destination": {"kind": "folder", "address": "Reports/b.md"}}]}},
+        {"tool": "search", "args": {"q": "x"}},
+        {"deliver": "d1", "payload": {"text": "A\n"}},
+        {"deliver": "d2", "payload": {"text": "B\n"}},
+        {"final": "Both saved."}
+    ])
+}
+
+#[test]
+fn unknown_run_and_missing_home_are_clear_errors() {
+    let h = Home::new();
+    let out = h.vouch(&["runs", "show", "nope"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("no run `nope`"), "{}", stderr(&out));
+    let out = h.vouch(&["receipt", "nope"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out = Command::new(vouch_bin())
+        .arg("--home")
+        .arg(tmp.path().join("none"))
+        .args(["runs", "list"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("vouch init"), "{}", stderr(&out));
+}
+
+#[test]
+fn corrupt_home_is_refused_and_left_alone() {
+    let h = Home::new();
+    let db = h.dir.join("vouch.db");
+    std::fs::write(
+        &db,
+        b"this is not a database at all, just text that someone wrote here",
+    )
+    .expect("write");
+    let out = h.vouch(&["runs", "list"], &[]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).to_lowercase().contains("vouch"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        std::fs::read(&db).expect("read"),
+        b"this is not a database at all, just text that someone wrote here"
+    );
+}
+
+#[test]
+fn bad_script_is_exit_2_naming_the_file() {
+    let h = Home::new();
+    let p = h._tmp.path().join("bad.json");
+    std::fs::write(&p, "{not json").expect("write");
+    let out = h.vouch(&["run", "x", "--script", p.to_str().expect("utf8")], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("bad.json"), "{}", stderr(&out));
+    let out = h.vouch(&["run", "x"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("VOUCH_MODEL_URL"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_run_that_ends_on_the_tool_call_succeeds_and_lying_text_changes_nothing() {
+    let h = Home::new();
+    let s = h.script("s.json", json!([
+        {"declare": {"deliveries": [{"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": "Notes/n.md"}}]}},
+        {"deliver": "d1", "payload": {"text": "hello\n"}}
+    ]));
+    let out = h.vouch(
+        &["run", "Save a note", "--script", s.to_str().expect("utf8")],
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(h.file("Notes/n.md")).expect("file"),
+        "hello\n"
+    );
+    assert!(
+        stdout(&out).contains("Saved to folder Notes/n.md"),
+        "{}",
+        stdout(&out)
+    );
+
+    // The model claims it sent something it never declared: nothing is claimed on the receipt.
+    let s = h.script("lie.json", json!([
+        {"declare": {"deliveries": [{"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": "../escape.md"}}]}},
+        {"deliver": "d1", "payload": {"text": "x"}},
+        {"final": "Done — saved and sent to everyone."}
+    ]));
+    let out = h.vouch(
+        &["run", "Save outside", "--script", s.to_str().expect("utf8")],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(text.contains("Failed:"), "{text}");
+    assert!(!text.contains("Saved to"), "{text}");
+    assert!(!h._tmp.path().join("escape.md").exists());
+}
+
+#[test]
+fn tampering_with_the_journal_is_detected_and_named() {
+    let h = Home::new();
+    let s = h.script("s.json", two_saves());
+    let out = h.vouch(
+        &["run", "Two reports", "--script", s.to_str().expect("utf8")],
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = h.vouch(&["journal", "verify"], &[]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    let run = h.runs()[0]["id"].as_str().expect("id").to_string();
+    // Edit one event's body behind vouch's back (bypassing the append-only triggers).
+    let db = h.dir.join("vouch.db");
+    let conn = rusqlite::Connection::open(&db).expect("open db");
+    let triggers: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type='trigger'")
+        .expect("prepare")
+        .query_map([], |r| r.get(0))
+        .expect("query")
+        .filter_map(Result::ok)
+        .collect();
+    for t in triggers {
+        conn.execute(&format!("DROP TRIGGER \"{t}\""), [])
+            .expect("drop trigger");
+    }
+    let changed = conn
+        .execute("UPDATE journal SET body = replace(body, 'A\\n', 'Z\\n') WHERE run_id = ?1 AND seq = (SELECT MIN(seq) FROM journal WHERE run_id = ?1 AND kind = 'attempt_started')", [&run])
+        .expect("tamper");
+    assert_eq!(changed, 1);
+    drop(conn);
+    let out = h.vouch(&["journal", "verify"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).contains(&format!("BROKEN: run {run} event #")),
+        "{}",
+        stdout(&out)
+    );
+}
+
+/// A loopback webhook receiver that deduplicates by Idempotency-Key and counts what it applied.
+fn receiver() -> (String, Arc<AtomicU32>, Arc<AtomicU32>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let requests = Arc::new(AtomicU32::new(0));
+    let applied = Arc::new(AtomicU32::new(0));
+    let (r, a) = (requests.clone(), applied.clone());
+    std::thread::spawn(move || {
+        let mut keys = std::collections::HashSet::new();
+        for mut s in listener.incoming().flatten() {
+            let mut buf = vec![0u8; 65536];
+            let mut n = 0;
+            // Read until the headers and the declared body have arrived.
+            loop {
+                let Ok(k) = s.read(&mut buf[n..]) else { break };
+                if k == 0 {
+                    break;
+                }
+                n += k;
+                let text = String::from_utf8_lossy(&buf[..n]).to_string();
+                if let Some(hend) = text.find("\r\n\r\n") {
+                    let len = text
+                        .lines()
+                        .find_map(|l| {
+                            l.to_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                        })
+                        .unwrap_or(0);
+                    if n >= hend + 4 + len {
+                        break;
+                    }
+                }
+            }
+            let text = String::from_utf8_lossy(&buf[..n]).to_string();
+            r.fetch_add(1, Ordering::SeqCst);
+            let key = text
+                .lines()
+                .find_map(|l| {
+                    l.strip_prefix("Idempotency-Key: ")
+                        .or_else(|| l.strip_prefix("idempotency-key: "))
+                        .map(|k| k.trim().to_string())
+                })
+                .unwrap_or_default();
+            if keys.insert(key) {
+                a.fetch_add(1, Ordering::SeqCst);
+            }
+            let body = "{\"id\":\"evt_1\"}";
+            let _ = write!(s, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+        }
+    });
+    (format!("http://{addr}/hook"), requests, applied)
+}
+
+fn assert_one_terminal_and_intact(h: &Home) {
+    for r in h.runs() {
+        let id = r["id"].as_str().expect("id");
+        let j = h.journal(id);
+        assert_eq!(
+            count(&j, "terminal", None),
+            1,
+            "run {id} must have exactly one terminal event"
+        );
+        let receipt = h.json(&["receipt", id]);
+        assert!(
+            receipt["receipt"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("Receipt"),
+            "run {id} has no receipt"
+        );
+    }
+    let out = h.vouch(&["journal", "verify"], &[]);
+    assert!(
+        out.status.success(),
+        "journal verify after crash: {}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn crash_at_every_point_of_a_folder_run_then_boot_and_resume() {
+    for point in [
+        "manifest_declared",
+        "attempt_started:d1",
+        "provider_effect:d1",
+        "evidence:d1",
+        "attempt_started:d2",
+        "evidence:d2",
+        "terminal",
+    ] {
+        let h = Home::new();
+        let s = h.script("s.json", two_saves());
+        let out = h.vouch(
+            &["run", "Two reports", "--script", s.to_str().expect("utf8")],
+            &[("VOUCH_CRASH_AFTER", point)],
+        );
+        assert!(
+            out.status.code().is_none(),
+            "{point}: the process should have been killed: {}",
+            stderr(&out)
+        );
+        let runs = h.runs(); // start-up reconciliation runs here
+        assert_eq!(runs.len(), 1, "{point}");
+        let parent = runs[0]["id"].as_str().expect("id").to_string();
+        assert_eq!(runs[0]["state"], "ended", "{point}");
+        let expected_by = if point == "terminal" { "loop" } else { "boot" };
+        assert_eq!(runs[0]["ended_by"], expected_by, "{point}");
+        let pj = h.journal(&parent);
+        let d1_verified_in_parent = pj.iter().any(|e| {
+            e["kind"] == "evidence" && e["delivery"] == "d1" && e["body"]["status"] == "verified"
+        });
+        if point != "terminal" {
+            let out = h.vouch(&["resume", &parent], &[]);
+            assert!(
+                out.status.success(),
+                "{point}: resume: {}{}",
+                stdout(&out),
+                stderr(&out)
+            );
+            let runs = h.runs();
+            let child = runs
+                .iter()
+                .find(|r| r["parent"] == parent.as_str())
+                .expect("continuation run");
+            assert_eq!(child["outcome"], "succeeded", "{point}");
+            let cj = h.journal(child["id"].as_str().expect("id"));
+            if d1_verified_in_parent {
+                assert_eq!(
+                    count(&cj, "attempt_started", Some("d1")),
+                    0,
+                    "{point}: verified d1 was redone"
+                );
+            }
+        }
+        assert_eq!(
+            std::fs::read_to_string(h.file("Reports/a.md")).expect("a.md"),
+            "A\n",
+            "{point}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(h.file("Reports/b.md")).expect("b.md"),
+            "B\n",
+            "{point}"
+        );
+        assert_one_terminal_and_intact(&h);
+    }
+}
+
+#[test]
+fn crash_points_around_an_approved_send_never_send_twice() {
+    let (url, requests, applied) = receiver();
+    let script = |h: &Home| {
+        h.script("send.json", json!([
+            {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "webhook", "address": url}}]}},
+            {"deliver": "d1", "payload": {"text": "ship it"}},
+            {"final": "Sent."}
+        ]))
+    };
+    for point in [
+        "approval_requested:d1",
+        "approval_granted:d1",
+        "ledger_intent:d1",
+        "attempt_started:d1",
+        "provider_effect:d1",
+        "evidence:d1",
+        "terminal",
+    ] {
+        let before = applied.load(Ordering::SeqCst);
+        let h = Home::new();
+        let s = script(&h);
+        let crash_in_run = point == "approval_requested:d1";
+        let env: Vec<(&str, &str)> = if crash_in_run {
+            vec![("VOUCH_CRASH_AFTER", point)]
+        } else {
+            vec![]
+        };
+        let out = h.vouch(
+            &[
+                "run",
+                "Post to the hook",
+                "--script",
+                s.to_str().expect("utf8"),
+            ],
+            &env,
+        );
+        if crash_in_run {
+            assert!(out.status.code().is_none(), "{point}");
+        }
+        // The card survives (a crash right after it is opened leaves the run suspended).
+        let cards = h.json(&["approvals"]);
+        let card = cards
+            .as_array()
+            .and_then(|c| c.first())
+            .cloned()
+            .unwrap_or_else(|| panic!("{point}: lost the approval card"));
+        let run = card["run"].as_str().expect("run").to_string();
+        let hash = card["payload_hash"].as_str().expect("hash").to_string();
+        let env = if crash_in_run {
+            vec![]
+        } else {
+            vec![("VOUCH_CRASH_AFTER", point)]
+        };
+        let out = h.vouch(&["approve", &run, "d1", "--hash", &hash], &env);
+        if !crash_in_run {
+            assert!(
+                out.status.code().is_none(),
+                "{point}: approve should have been killed: {}",
+                stderr(&out)
+            );
+            let runs = h.runs();
+            let parent = runs.iter().find(|r| r["id"] == run.as_str()).expect("run");
+            assert_eq!(parent["state"], "ended", "{point}");
+            let status = h.json(&["runs", "show", &run])["deliveries"][0]["status"].clone();
+            if status != "verified" && status != "unknown" {
+                let out = h.vouch(&["resume", &run], &[]);
+                assert!(out.status.code().is_some(), "{point}");
+            }
+        } else {
+            assert!(out.status.success(), "{point}: {}", stderr(&out));
+        }
+        let sent = applied.load(Ordering::SeqCst) - before;
+        assert!(sent <= 1, "{point}: the receiver applied {sent} effects");
+        // Where the host cannot know, it says unknown — never a claim.
+        for r in h.runs() {
+            let id = r["id"].as_str().expect("id");
+            let show = h.json(&["runs", "show", id]);
+            let st = show["deliveries"][0]["status"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            let receipt = h.json(&["receipt", id])["receipt"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            if st != "verified" {
+                assert!(!receipt.contains("Posted to"), "{point}: {receipt}");
+            }
+            if sent == 0 {
+                assert_ne!(
+                    st, "verified",
+                    "{point}: verified with no effect at the receiver"
+                );
+            }
+        }
+        assert_one_terminal_and_intact(&h);
+    }
+    assert!(requests.load(Ordering::SeqCst) >= applied.load(Ordering::SeqCst));
+}

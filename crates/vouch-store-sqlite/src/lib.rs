@@ -1,0 +1,995 @@
+//! The embedded vouch store: bundled SQLite in one file under the home.
+//!
+//! Durability: WAL with `synchronous=FULL`, so a write is on disk when its method returns.
+//! Group commit: every write is a job handed to one writer thread, which drains whatever is
+//! queued (up to [`GROUP_COMMIT_BATCH_MAX`] jobs), runs each job in its own savepoint inside
+//! one transaction, commits once — one fsync for the whole batch — and only then answers
+//! the callers. A failing job rolls back its savepoint without disturbing the others.
+//! Reads use a separate connection (WAL lets them proceed while the writer commits).
+
+mod schema;
+
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Mutex;
+use vouch_core::{EndedBy, Outcome, RunState, TriggerKind};
+use vouch_store::{
+    event_hash, verify_chain, Card, CardState, Decision, EndResult, EventKind, JournalEntry,
+    LedgerEntry, LedgerIntent, LedgerState, NewEvent, NewRun, OutboxRow, RunRecord, Store,
+    StoreError, StoreResult, Terminal, VerifyReport, GENESIS_HASH,
+};
+
+/// Jobs committed together at most.
+pub const GROUP_COMMIT_BATCH_MAX: usize = 256;
+/// Jobs waiting for the writer at most (callers block beyond this: backpressure).
+pub const WRITE_QUEUE_MAX: usize = 4096;
+/// How long SQLite waits for another process's lock before reporting busy.
+pub const BUSY_TIMEOUT_MS: u64 = 10_000;
+/// Largest event body or payload accepted.
+pub const BODY_BYTES_MAX: usize = 4 << 20;
+
+/// For tests that tamper with a stored payload behind the store's back.
+pub const TAMPER_PAYLOAD_SQL: &str = "UPDATE payloads SET body = ?2 WHERE hash = ?1";
+
+type Finish = Box<dyn FnOnce(Option<&str>) + Send>;
+type Job = Box<dyn FnOnce(&Connection) -> Finish + Send>;
+
+pub struct SqliteStore {
+    path: PathBuf,
+    writer: Mutex<Option<SyncSender<Job>>>,
+    handle: Mutex<Option<std::thread::JoinHandle<()>>>,
+    reader: Mutex<Connection>,
+}
+
+fn db_err(e: rusqlite::Error) -> StoreError {
+    use rusqlite::ErrorCode;
+    match &e {
+        rusqlite::Error::SqliteFailure(f, msg) => match f.code {
+            ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => {
+                StoreError::Retryable(e.to_string())
+            }
+            ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt => {
+                StoreError::Corrupt(e.to_string())
+            }
+            ErrorCode::ConstraintViolation => {
+                StoreError::Conflict(msg.clone().unwrap_or_else(|| e.to_string()))
+            }
+            _ => StoreError::Fatal(e.to_string()),
+        },
+        _ => StoreError::Fatal(e.to_string()),
+    }
+}
+
+fn corrupt_hint(path: &Path, why: &str) -> StoreError {
+    StoreError::Corrupt(format!(
+        "{} is not a usable vouch store ({why}); keep a copy of it, then run `vouch init` in an empty folder or point VOUCH_HOME elsewhere",
+        path.display()
+    ))
+}
+
+fn open_conn(path: &Path) -> StoreResult<Connection> {
+    let conn = Connection::open(path).map_err(|e| corrupt_hint(path, &e.to_string()))?;
+    conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS))
+        .map_err(db_err)?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(|e| corrupt_hint(path, &e.to_string()))?;
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(db_err)?;
+    conn.pragma_update(None, "foreign_keys", "ON")
+        .map_err(db_err)?;
+    Ok(conn)
+}
+
+fn migrate(conn: &Connection, path: &Path) -> StoreResult<()> {
+    let app: i64 = conn
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .map_err(|e| corrupt_hint(path, &e.to_string()))?;
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(db_err)?;
+    if app == 0 && version == 0 {
+        let tables: i64 = conn
+            .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+            .map_err(|e| corrupt_hint(path, &e.to_string()))?;
+        if tables > 0 {
+            return Err(corrupt_hint(
+                path,
+                "it is a SQLite database of some other program",
+            ));
+        }
+    } else if app != schema::APPLICATION_ID {
+        return Err(corrupt_hint(
+            path,
+            "it is a SQLite database of some other program",
+        ));
+    }
+    if version as usize > schema::MIGRATIONS.len() {
+        return Err(StoreError::Fatal(format!(
+            "{} was written by a newer vouch (schema {version}); upgrade vouch to open it",
+            path.display()
+        )));
+    }
+    for (i, sql) in schema::MIGRATIONS.iter().enumerate().skip(version as usize) {
+        let n = i + 1;
+        conn.execute_batch(&format!(
+            "BEGIN IMMEDIATE; {sql}; PRAGMA user_version = {n}; PRAGMA application_id = {}; COMMIT;",
+            schema::APPLICATION_ID
+        ))
+        .map_err(|e| {
+            let _ = conn.execute_batch("ROLLBACK");
+            StoreError::Fatal(format!("migration {n} failed: {e}"))
+        })?;
+    }
+    Ok(())
+}
+
+fn writer_loop(conn: Connection, rx: Receiver<Job>) {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < GROUP_COMMIT_BATCH_MAX {
+            match rx.try_recv() {
+                Ok(j) => batch.push(j),
+                Err(_) => break,
+            }
+        }
+        let begin = conn.execute_batch("BEGIN IMMEDIATE");
+        if let Err(e) = begin {
+            let msg = e.to_string();
+            for job in batch {
+                // Run nothing; answer every caller with the error.
+                let finish = job_refused(job, &msg);
+                finish(Some(&msg));
+            }
+            continue;
+        }
+        let finishes: Vec<Finish> = batch.into_iter().map(|job| job(&conn)).collect();
+        let commit_err = conn.execute_batch("COMMIT").err().map(|e| e.to_string());
+        if commit_err.is_some() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        for f in finishes {
+            f(commit_err.as_deref());
+        }
+    }
+}
+
+/// A job that could not start: give it a connection-less answer.
+fn job_refused(_job: Job, _msg: &str) -> Finish {
+    Box::new(|_| {})
+}
+
+impl SqliteStore {
+    /// Open (creating if needed) the store at `path` and bring its schema up to date.
+    pub fn open(path: &Path) -> StoreResult<SqliteStore> {
+        if path.is_dir() {
+            return Err(corrupt_hint(path, "it is a folder"));
+        }
+        let wconn = open_conn(path)?;
+        migrate(&wconn, path)?;
+        let reader = open_conn(path)?;
+        let (tx, rx) = sync_channel::<Job>(WRITE_QUEUE_MAX);
+        let handle = std::thread::Builder::new()
+            .name("vouch-store-writer".into())
+            .spawn(move || writer_loop(wconn, rx))
+            .map_err(|e| StoreError::Fatal(format!("start the writer thread: {e}")))?;
+        Ok(SqliteStore {
+            path: path.to_path_buf(),
+            writer: Mutex::new(Some(tx)),
+            handle: Mutex::new(Some(handle)),
+            reader: Mutex::new(reader),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Run `f` in the writer's next group commit; returns once the batch is durable.
+    fn write<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
+    ) -> StoreResult<T> {
+        let (tx, rx) = sync_channel::<StoreResult<T>>(1);
+        let job: Job = Box::new(move |conn: &Connection| {
+            let res = match conn.execute_batch("SAVEPOINT job") {
+                Err(e) => Err(db_err(e)),
+                Ok(()) => {
+                    let r = f(conn);
+                    let end = if r.is_ok() {
+                        "RELEASE job"
+                    } else {
+                        "ROLLBACK TO job; RELEASE job"
+                    };
+                    match conn.execute_batch(end) {
+                        Ok(()) => r,
+                        Err(e) => Err(db_err(e)),
+                    }
+                }
+            };
+            Box::new(move |commit_err: Option<&str>| {
+                let out = match commit_err {
+                    Some(m) => Err(StoreError::Retryable(format!("commit failed: {m}"))),
+                    None => res,
+                };
+                let _ = tx.send(out);
+            })
+        });
+        let sender = self
+            .writer
+            .lock()
+            .map_err(|_| StoreError::Fatal("writer lock poisoned".into()))?
+            .clone()
+            .ok_or_else(|| StoreError::Fatal("store is closed".into()))?;
+        sender
+            .send(job)
+            .map_err(|_| StoreError::Fatal("the writer thread has stopped".into()))?;
+        rx.recv().map_err(|_| {
+            StoreError::Fatal(
+                "the writer thread dropped a job (a begin failure or a crash); retry".into(),
+            )
+        })?
+    }
+
+    fn read<T>(&self, f: impl FnOnce(&Connection) -> StoreResult<T>) -> StoreResult<T> {
+        let conn = self
+            .reader
+            .lock()
+            .map_err(|_| StoreError::Fatal("reader lock poisoned".into()))?;
+        f(&conn)
+    }
+}
+
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        if let Ok(mut w) = self.writer.lock() {
+            w.take();
+        }
+        if let Ok(mut h) = self.handle.lock() {
+            if let Some(h) = h.take() {
+                let _ = h.join();
+            }
+        }
+    }
+}
+
+fn parse<T: serde::de::DeserializeOwned>(s: &str, what: &str) -> rusqlite::Result<T> {
+    serde_json::from_value(Value::String(s.to_string())).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(
+            0,
+            rusqlite::types::Type::Text,
+            format!("{what}: {e}").into(),
+        )
+    })
+}
+
+fn json_col(s: &str) -> rusqlite::Result<Value> {
+    serde_json::from_str(s).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
+    })
+}
+
+const RUN_COLS: &str = "id, trigger, title, chain_root, parent, scope, spec, state, outcome, ended_by, created_ms, ended_ms, owner, lease_until_ms";
+
+fn run_row(r: &Row) -> rusqlite::Result<RunRecord> {
+    let trigger: String = r.get(1)?;
+    let state: String = r.get(7)?;
+    let outcome: Option<String> = r.get(8)?;
+    let ended_by: Option<String> = r.get(9)?;
+    let spec: String = r.get(6)?;
+    Ok(RunRecord {
+        id: r.get(0)?,
+        trigger: parse::<TriggerKind>(&trigger, "trigger")?,
+        title: r.get(2)?,
+        chain_root: r.get(3)?,
+        parent: r.get(4)?,
+        scope: r.get(5)?,
+        spec: json_col(&spec)?,
+        state: RunState::parse(&state).ok_or_else(|| {
+            rusqlite::Error::FromSqlConversionFailure(
+                7,
+                rusqlite::types::Type::Text,
+                format!("state {state}").into(),
+            )
+        })?,
+        outcome: outcome
+            .map(|o| parse::<Outcome>(&o, "outcome"))
+            .transpose()?,
+        ended_by: ended_by
+            .map(|o| parse::<EndedBy>(&o, "ended_by"))
+            .transpose()?,
+        created_ms: r.get(10)?,
+        ended_ms: r.get(11)?,
+        owner: r.get(12)?,
+        lease_until_ms: r.get(13)?,
+    })
+}
+
+const JOURNAL_COLS: &str = "run_id, seq, kind, delivery, body, at_ms, prev_hash, hash";
+
+fn journal_row(r: &Row) -> rusqlite::Result<JournalEntry> {
+    let kind: String = r.get(2)?;
+    let body: String = r.get(4)?;
+    Ok(JournalEntry {
+        run_id: r.get(0)?,
+        seq: r.get(1)?,
+        kind: EventKind::parse(&kind).ok_or_else(|| {
+            rusqlite::Error::FromSqlConversionFailure(
+                2,
+                rusqlite::types::Type::Text,
+                format!("event kind {kind}").into(),
+            )
+        })?,
+        delivery: r.get(3)?,
+        body: json_col(&body)?,
+        at_ms: r.get(5)?,
+        prev_hash: r.get(6)?,
+        hash: r.get(7)?,
+    })
+}
+
+const LEDGER_COLS: &str =
+    "key, scope, run_id, delivery, payload_hash, state, attempts, detail, updated_ms";
+
+fn ledger_row(r: &Row) -> rusqlite::Result<LedgerEntry> {
+    let state: String = r.get(5)?;
+    let detail: String = r.get(7)?;
+    Ok(LedgerEntry {
+        key: r.get(0)?,
+        scope: r.get(1)?,
+        run_id: r.get(2)?,
+        delivery: r.get(3)?,
+        payload_hash: r.get(4)?,
+        state: LedgerState::parse(&state).ok_or_else(|| {
+            rusqlite::Error::FromSqlConversionFailure(
+                5,
+                rusqlite::types::Type::Text,
+                format!("ledger state {state}").into(),
+            )
+        })?,
+        attempts: r.get(6)?,
+        detail: json_col(&detail)?,
+        updated_ms: r.get(8)?,
+    })
+}
+
+const CARD_COLS: &str =
+    "run_id, delivery, payload_hash, summary, state, created_ms, decided_ms, answer";
+
+fn card_row(r: &Row) -> rusqlite::Result<Card> {
+    let state: String = r.get(4)?;
+    Ok(Card {
+        run_id: r.get(0)?,
+        delivery: r.get(1)?,
+        payload_hash: r.get(2)?,
+        summary: r.get(3)?,
+        state: CardState::parse(&state).ok_or_else(|| {
+            rusqlite::Error::FromSqlConversionFailure(
+                4,
+                rusqlite::types::Type::Text,
+                format!("card state {state}").into(),
+            )
+        })?,
+        created_ms: r.get(5)?,
+        decided_ms: r.get(6)?,
+        answer: r.get(7)?,
+    })
+}
+
+fn outbox_row(r: &Row) -> rusqlite::Result<OutboxRow> {
+    let body: String = r.get(4)?;
+    Ok(OutboxRow {
+        id: r.get(0)?,
+        dedup_key: r.get(1)?,
+        run_id: r.get(2)?,
+        route: r.get(3)?,
+        body: json_col(&body)?,
+        created_ms: r.get(5)?,
+        sent_ms: r.get(6)?,
+    })
+}
+
+fn enum_str<T: serde::Serialize>(v: &T) -> String {
+    match serde_json::to_value(v) {
+        Ok(Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => String::new(),
+    }
+}
+
+fn read_err(e: rusqlite::Error) -> StoreError {
+    match e {
+        rusqlite::Error::FromSqlConversionFailure(..) => {
+            StoreError::Corrupt(format!("a stored row does not parse: {e}"))
+        }
+        other => db_err(other),
+    }
+}
+
+/// Append inside the writer's transaction: next seq, chained hash, insert.
+fn append_in(conn: &Connection, run_id: &str, ev: &NewEvent) -> StoreResult<JournalEntry> {
+    let body = serde_json::to_string(&ev.body).map_err(|e| StoreError::Fatal(e.to_string()))?;
+    if body.len() > BODY_BYTES_MAX {
+        return Err(StoreError::Conflict(format!(
+            "event body of {} bytes exceeds {BODY_BYTES_MAX}",
+            body.len()
+        )));
+    }
+    let exists: Option<String> = conn
+        .query_row("SELECT state FROM runs WHERE id = ?1", [run_id], |r| {
+            r.get(0)
+        })
+        .optional()
+        .map_err(db_err)?;
+    if exists.is_none() {
+        return Err(StoreError::NotFound {
+            what: "run",
+            id: run_id.to_string(),
+        });
+    }
+    let last: Option<(i64, String)> = conn
+        .query_row(
+            "SELECT seq, hash FROM journal WHERE run_id = ?1 ORDER BY seq DESC LIMIT 1",
+            [run_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .map_err(db_err)?;
+    let (seq, prev) = match last {
+        Some((s, h)) => (s + 1, h),
+        None => (1, GENESIS_HASH.to_string()),
+    };
+    // Hash what will be read back: the body as stored.
+    let stored_body: Value =
+        serde_json::from_str(&body).map_err(|e| StoreError::Fatal(e.to_string()))?;
+    let hash = event_hash(
+        &prev,
+        run_id,
+        seq,
+        ev.kind,
+        ev.delivery.as_deref(),
+        ev.at_ms,
+        &stored_body,
+    );
+    conn.execute(
+        "INSERT INTO journal (run_id, seq, kind, delivery, body, at_ms, prev_hash, hash) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)",
+        params![run_id, seq, ev.kind.as_str(), ev.delivery, body, ev.at_ms, prev, hash],
+    )
+    .map_err(|e| match db_err(e) {
+        StoreError::Conflict(m) | StoreError::Fatal(m) if m.contains("terminal") => {
+            StoreError::Conflict(format!("run {run_id} has already ended; nothing more can be journaled"))
+        }
+        other => other,
+    })?;
+    Ok(JournalEntry {
+        run_id: run_id.to_string(),
+        seq,
+        kind: ev.kind,
+        delivery: ev.delivery.clone(),
+        body: stored_body,
+        at_ms: ev.at_ms,
+        prev_hash: prev,
+        hash,
+    })
+}
+
+fn insert_run(conn: &Connection, run: &NewRun) -> StoreResult<()> {
+    let spec = serde_json::to_string(&run.spec).map_err(|e| StoreError::Fatal(e.to_string()))?;
+    conn.execute(
+        &format!("INSERT INTO runs ({RUN_COLS}) VALUES (?1,?2,?3,?4,?5,?6,?7,'created',NULL,NULL,?8,NULL,NULL,NULL)"),
+        params![run.id, enum_str(&run.trigger), run.title, run.chain_root, run.parent, run.scope, spec, run.created_ms],
+    )
+    .map_err(|e| match db_err(e) {
+        StoreError::Conflict(_) => StoreError::Conflict(format!("run {} already exists", run.id)),
+        other => other,
+    })?;
+    Ok(())
+}
+
+impl Store for SqliteStore {
+    fn create_run(&self, run: &NewRun) -> StoreResult<()> {
+        let run = run.clone();
+        self.write(move |c| insert_run(c, &run))
+    }
+
+    fn run(&self, id: &str) -> StoreResult<Option<RunRecord>> {
+        self.read(|c| {
+            c.query_row(
+                &format!("SELECT {RUN_COLS} FROM runs WHERE id = ?1"),
+                [id],
+                run_row,
+            )
+            .optional()
+            .map_err(read_err)
+        })
+    }
+
+    fn runs(&self, limit: usize) -> StoreResult<Vec<RunRecord>> {
+        self.read(|c| {
+            let mut st = c
+                .prepare(&format!(
+                    "SELECT {RUN_COLS} FROM runs ORDER BY created_ms DESC, rowid DESC LIMIT ?1"
+                ))
+                .map_err(db_err)?;
+            let rows = st.query_map([limit as i64], run_row).map_err(db_err)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
+        })
+    }
+
+    fn set_run_state(&self, id: &str, state: RunState) -> StoreResult<()> {
+        if state == RunState::Ended {
+            return Err(StoreError::Conflict("runs end only through end_run".into()));
+        }
+        let id = id.to_string();
+        self.write(move |c| {
+            let n = c
+                .execute(
+                    "UPDATE runs SET state = ?2 WHERE id = ?1 AND state != 'ended'",
+                    params![id, state.as_str()],
+                )
+                .map_err(db_err)?;
+            if n == 0 {
+                let exists: Option<String> = c
+                    .query_row("SELECT state FROM runs WHERE id = ?1", [&id], |r| r.get(0))
+                    .optional()
+                    .map_err(db_err)?;
+                return match exists {
+                    None => Err(StoreError::NotFound { what: "run", id }),
+                    Some(_) => Err(StoreError::Conflict(format!("run {id} has already ended"))),
+                };
+            }
+            Ok(())
+        })
+    }
+
+    fn append(&self, run_id: &str, event: &NewEvent) -> StoreResult<JournalEntry> {
+        if event.kind == EventKind::Terminal {
+            return Err(StoreError::Conflict(
+                "the terminal event is written only by end_run".into(),
+            ));
+        }
+        let (run_id, event) = (run_id.to_string(), event.clone());
+        self.write(move |c| append_in(c, &run_id, &event))
+    }
+
+    fn journal(&self, run_id: &str) -> StoreResult<Vec<JournalEntry>> {
+        self.read(|c| {
+            let mut st = c
+                .prepare(&format!(
+                    "SELECT {JOURNAL_COLS} FROM journal WHERE run_id = ?1 ORDER BY seq"
+                ))
+                .map_err(db_err)?;
+            let rows = st.query_map([run_id], journal_row).map_err(db_err)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
+        })
+    }
+
+    fn verify(&self) -> StoreResult<VerifyReport> {
+        self.read(|c| {
+            let mut st = c
+                .prepare(&format!(
+                    "SELECT {JOURNAL_COLS} FROM journal ORDER BY run_id, seq"
+                ))
+                .map_err(db_err)?;
+            let mut rows = st.query([]).map_err(db_err)?;
+            let mut report = VerifyReport {
+                runs: 0,
+                events: 0,
+                breaks: vec![],
+            };
+            let mut current: Vec<JournalEntry> = vec![];
+            let flush = |entries: &mut Vec<JournalEntry>, report: &mut VerifyReport| {
+                if entries.is_empty() {
+                    return;
+                }
+                report.runs += 1;
+                report.events += entries.len();
+                if let Err(b) = verify_chain(entries) {
+                    report.breaks.push(b);
+                }
+                entries.clear();
+            };
+            while let Some(r) = rows.next().map_err(db_err)? {
+                let entry = match journal_row(r) {
+                    Ok(e) => e,
+                    Err(e) => {
+                        let run_id: String = r.get(0).unwrap_or_default();
+                        let seq: i64 = r.get(1).unwrap_or_default();
+                        report.breaks.push(vouch_store::ChainBreak {
+                            run_id,
+                            seq,
+                            reason: format!("unreadable event: {e}"),
+                        });
+                        continue;
+                    }
+                };
+                if current
+                    .first()
+                    .map(|f| f.run_id != entry.run_id)
+                    .unwrap_or(false)
+                {
+                    flush(&mut current, &mut report);
+                }
+                current.push(entry);
+            }
+            flush(&mut current, &mut report);
+            Ok(report)
+        })
+    }
+
+    fn end_run(&self, run_id: &str, terminal: &Terminal) -> StoreResult<EndResult> {
+        let (run_id, t) = (run_id.to_string(), terminal.clone());
+        self.write(move |c| {
+            let state: Option<String> = c.query_row("SELECT state FROM runs WHERE id = ?1", [&run_id], |r| r.get(0)).optional().map_err(db_err)?;
+            match state.as_deref() {
+                None => return Err(StoreError::NotFound { what: "run", id: run_id }),
+                Some("ended") => return Ok(EndResult::AlreadyEnded),
+                _ => {}
+            }
+            let entry = append_in(c, &run_id, &NewEvent::new(EventKind::Terminal, t.at_ms, t.body.clone()))?;
+            c.execute(
+                "UPDATE runs SET state = 'ended', outcome = ?2, ended_by = ?3, ended_ms = ?4, owner = NULL, lease_until_ms = NULL WHERE id = ?1",
+                params![run_id, enum_str(&t.outcome), enum_str(&t.ended_by), t.at_ms],
+            )
+            .map_err(db_err)?;
+            c.execute("INSERT INTO receipts (run_id, text) VALUES (?1, ?2)", params![run_id, t.receipt]).map_err(db_err)?;
+            if let Some(o) = &t.outbox {
+                let body = serde_json::to_string(&o.body).map_err(|e| StoreError::Fatal(e.to_string()))?;
+                c.execute(
+                    "INSERT OR IGNORE INTO outbox (dedup_key, run_id, route, body, created_ms, sent_ms) VALUES (?1,?2,?3,?4,?5,NULL)",
+                    params![o.dedup_key, o.run_id, o.route, body, t.at_ms],
+                )
+                .map_err(db_err)?;
+            }
+            Ok(EndResult::Ended(entry))
+        })
+    }
+
+    fn receipt(&self, run_id: &str) -> StoreResult<Option<String>> {
+        self.read(|c| {
+            c.query_row(
+                "SELECT text FROM receipts WHERE run_id = ?1",
+                [run_id],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db_err)
+        })
+    }
+
+    fn lease_run(
+        &self,
+        run_id: &str,
+        owner: &str,
+        now_ms: i64,
+        until_ms: i64,
+    ) -> StoreResult<bool> {
+        let (run_id, owner) = (run_id.to_string(), owner.to_string());
+        self.write(move |c| {
+            let n = c
+                .execute(
+                    "UPDATE runs SET owner = ?2, lease_until_ms = ?4 WHERE id = ?1 AND state != 'ended'
+                     AND (owner IS NULL OR owner = ?2 OR lease_until_ms IS NULL OR lease_until_ms < ?3)",
+                    params![run_id, owner, now_ms, until_ms],
+                )
+                .map_err(db_err)?;
+            if n == 1 {
+                return Ok(true);
+            }
+            let exists: Option<String> = c.query_row("SELECT state FROM runs WHERE id = ?1", [&run_id], |r| r.get(0)).optional().map_err(db_err)?;
+            match exists {
+                None => Err(StoreError::NotFound { what: "run", id: run_id }),
+                Some(_) => Ok(false),
+            }
+        })
+    }
+
+    fn release_run(&self, run_id: &str, owner: &str) -> StoreResult<()> {
+        let (run_id, owner) = (run_id.to_string(), owner.to_string());
+        self.write(move |c| {
+            c.execute(
+                "UPDATE runs SET owner = NULL, lease_until_ms = NULL WHERE id = ?1 AND owner = ?2",
+                params![run_id, owner],
+            )
+            .map_err(db_err)?;
+            Ok(())
+        })
+    }
+
+    fn orphaned_runs(&self, now_ms: i64) -> StoreResult<Vec<RunRecord>> {
+        self.read(|c| {
+            let mut st = c
+                .prepare(&format!(
+                    "SELECT {RUN_COLS} FROM runs WHERE state != 'ended' AND (owner IS NULL OR lease_until_ms IS NULL OR lease_until_ms < ?1) ORDER BY created_ms"
+                ))
+                .map_err(db_err)?;
+            let rows = st.query_map([now_ms], run_row).map_err(db_err)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
+        })
+    }
+
+    fn put_payload(&self, hash: &str, canonical_json: &str) -> StoreResult<()> {
+        if canonical_json.len() > BODY_BYTES_MAX {
+            return Err(StoreError::Conflict(format!(
+                "payload of {} bytes exceeds {BODY_BYTES_MAX}",
+                canonical_json.len()
+            )));
+        }
+        let (hash, body) = (hash.to_string(), canonical_json.to_string());
+        self.write(move |c| {
+            c.execute(
+                "INSERT OR IGNORE INTO payloads (hash, body) VALUES (?1, ?2)",
+                params![hash, body],
+            )
+            .map_err(db_err)?;
+            Ok(())
+        })
+    }
+
+    fn payload(&self, hash: &str) -> StoreResult<Option<String>> {
+        self.read(|c| {
+            c.query_row("SELECT body FROM payloads WHERE hash = ?1", [hash], |r| {
+                r.get(0)
+            })
+            .optional()
+            .map_err(db_err)
+        })
+    }
+
+    fn ledger_intend(&self, entry: &LedgerEntry) -> StoreResult<LedgerIntent> {
+        let e = entry.clone();
+        self.write(move |c| {
+            let existing = c
+                .query_row(&format!("SELECT {LEDGER_COLS} FROM ledger WHERE key = ?1"), [&e.key], ledger_row)
+                .optional()
+                .map_err(read_err)?;
+            match existing {
+                None => {
+                    let detail = serde_json::to_string(&e.detail).map_err(|x| StoreError::Fatal(x.to_string()))?;
+                    c.execute(
+                        &format!("INSERT INTO ledger ({LEDGER_COLS}) VALUES (?1,?2,?3,?4,?5,'intended',1,?6,?7)"),
+                        params![e.key, e.scope, e.run_id, e.delivery, e.payload_hash, detail, e.updated_ms],
+                    )
+                    .map_err(db_err)?;
+                    Ok(LedgerIntent::Proceed(LedgerEntry { state: LedgerState::Intended, attempts: 1, ..e }))
+                }
+                Some(prev) if prev.state == LedgerState::Failed => {
+                    c.execute(
+                        "UPDATE ledger SET state = 'intended', attempts = attempts + 1, run_id = ?2, updated_ms = ?3 WHERE key = ?1",
+                        params![e.key, e.run_id, e.updated_ms],
+                    )
+                    .map_err(db_err)?;
+                    Ok(LedgerIntent::Proceed(LedgerEntry { state: LedgerState::Intended, attempts: prev.attempts + 1, run_id: e.run_id.clone(), updated_ms: e.updated_ms, ..prev }))
+                }
+                Some(prev) => Ok(LedgerIntent::Recorded(prev)),
+            }
+        })
+    }
+
+    fn ledger_settle(
+        &self,
+        key: &str,
+        state: LedgerState,
+        detail: &Value,
+        at_ms: i64,
+    ) -> StoreResult<()> {
+        let (key, detail) = (
+            key.to_string(),
+            serde_json::to_string(detail).map_err(|e| StoreError::Fatal(e.to_string()))?,
+        );
+        self.write(move |c| {
+            let n = c
+                .execute("UPDATE ledger SET state = ?2, detail = ?3, updated_ms = ?4 WHERE key = ?1 AND state = 'intended'", params![key, state.as_str(), detail, at_ms])
+                .map_err(db_err)?;
+            if n == 0 {
+                let exists: Option<String> = c.query_row("SELECT state FROM ledger WHERE key = ?1", [&key], |r| r.get(0)).optional().map_err(db_err)?;
+                return match exists {
+                    None => Err(StoreError::NotFound { what: "ledger key", id: key }),
+                    Some(s) => Err(StoreError::Conflict(format!("ledger key is already {s}; only an intended key can be settled"))),
+                };
+            }
+            Ok(())
+        })
+    }
+
+    fn ledger_get(&self, key: &str) -> StoreResult<Option<LedgerEntry>> {
+        self.read(|c| {
+            c.query_row(
+                &format!("SELECT {LEDGER_COLS} FROM ledger WHERE key = ?1"),
+                [key],
+                ledger_row,
+            )
+            .optional()
+            .map_err(read_err)
+        })
+    }
+
+    fn ledger_list(&self) -> StoreResult<Vec<LedgerEntry>> {
+        self.read(|c| {
+            let mut st = c
+                .prepare(&format!(
+                    "SELECT {LEDGER_COLS} FROM ledger ORDER BY updated_ms DESC"
+                ))
+                .map_err(db_err)?;
+            let rows = st.query_map([], ledger_row).map_err(db_err)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
+        })
+    }
+
+    fn open_card(&self, card: &Card) -> StoreResult<()> {
+        let card = card.clone();
+        self.write(move |c| {
+            c.execute(
+                "UPDATE cards SET state = 'superseded', decided_ms = ?3 WHERE run_id = ?1 AND delivery IS ?2 AND state = 'open'",
+                params![card.run_id, card.delivery, card.created_ms],
+            )
+            .map_err(db_err)?;
+            c.execute(
+                &format!("INSERT INTO cards ({CARD_COLS}) VALUES (?1,?2,?3,?4,'open',?5,NULL,NULL)"),
+                params![card.run_id, card.delivery, card.payload_hash, card.summary, card.created_ms],
+            )
+            .map_err(db_err)?;
+            Ok(())
+        })
+    }
+
+    fn open_cards(&self) -> StoreResult<Vec<Card>> {
+        self.read(|c| {
+            let mut st = c.prepare(&format!("SELECT {CARD_COLS} FROM cards WHERE state = 'open' ORDER BY created_ms DESC, id DESC")).map_err(db_err)?;
+            let rows = st.query_map([], card_row).map_err(db_err)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
+        })
+    }
+
+    fn cards_for_run(&self, run_id: &str) -> StoreResult<Vec<Card>> {
+        self.read(|c| {
+            let mut st = c
+                .prepare(&format!(
+                    "SELECT {CARD_COLS} FROM cards WHERE run_id = ?1 ORDER BY id"
+                ))
+                .map_err(db_err)?;
+            let rows = st.query_map([run_id], card_row).map_err(db_err)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
+        })
+    }
+
+    fn decide_card(
+        &self,
+        run_id: &str,
+        delivery: &str,
+        payload_hash: &str,
+        decision: Decision,
+        at_ms: i64,
+    ) -> StoreResult<Card> {
+        let (run_id, delivery, hash) = (
+            run_id.to_string(),
+            delivery.to_string(),
+            payload_hash.to_string(),
+        );
+        self.write(move |c| {
+            let found: Option<(i64, Card)> = c
+                .query_row(
+                    &format!("SELECT id, {CARD_COLS} FROM cards WHERE run_id = ?1 AND delivery = ?2 AND payload_hash = ?3 ORDER BY id DESC LIMIT 1"),
+                    params![run_id, delivery, hash],
+                    |r| {
+                        let id: i64 = r.get(0)?;
+                        let state: String = r.get(5)?;
+                        Ok((id, Card {
+                            run_id: r.get(1)?,
+                            delivery: r.get(2)?,
+                            payload_hash: r.get(3)?,
+                            summary: r.get(4)?,
+                            state: CardState::parse(&state).unwrap_or(CardState::Superseded),
+                            created_ms: r.get(6)?,
+                            decided_ms: r.get(7)?,
+                            answer: r.get(8)?,
+                        }))
+                    },
+                )
+                .optional()
+                .map_err(read_err)?;
+            let Some((id, card)) = found else {
+                return Err(StoreError::NotFound { what: "approval card with that hash", id: format!("{run_id}/{delivery}/{hash}") });
+            };
+            if card.state != CardState::Open {
+                return Err(StoreError::Conflict(format!(
+                    "the card for {delivery} with this hash is {}; it can no longer be decided (see `vouch approvals` for the current one)",
+                    card.state.as_str()
+                )));
+            }
+            let state = match decision {
+                Decision::Approve => CardState::Approved,
+                Decision::Deny => CardState::Denied,
+            };
+            c.execute("UPDATE cards SET state = ?2, decided_ms = ?3 WHERE id = ?1", params![id, state.as_str(), at_ms]).map_err(db_err)?;
+            Ok(Card { state, decided_ms: Some(at_ms), ..card })
+        })
+    }
+
+    fn answer_clarify(&self, run_id: &str, answer: &str, at_ms: i64) -> StoreResult<Card> {
+        let (run_id, answer) = (run_id.to_string(), answer.to_string());
+        self.write(move |c| {
+            let found: Option<(i64, Card)> = c
+                .query_row(
+                    &format!("SELECT id, {CARD_COLS} FROM cards WHERE run_id = ?1 AND delivery IS NULL AND state = 'open' ORDER BY id DESC LIMIT 1"),
+                    [&run_id],
+                    |r| Ok((r.get(0)?, Card { run_id: r.get(1)?, delivery: r.get(2)?, payload_hash: r.get(3)?, summary: r.get(4)?, state: CardState::Open, created_ms: r.get(6)?, decided_ms: r.get(7)?, answer: r.get(8)? })),
+                )
+                .optional()
+                .map_err(read_err)?;
+            let Some((id, card)) = found else {
+                return Err(StoreError::NotFound { what: "open question of run", id: run_id });
+            };
+            c.execute("UPDATE cards SET state = 'answered', decided_ms = ?2, answer = ?3 WHERE id = ?1", params![id, at_ms, answer]).map_err(db_err)?;
+            Ok(Card { state: CardState::Answered, decided_ms: Some(at_ms), answer: Some(answer), ..card })
+        })
+    }
+
+    fn consume_slot(&self, schedule: &str, slot_ms: i64, run: &NewRun) -> StoreResult<bool> {
+        let (schedule, run) = (schedule.to_string(), run.clone());
+        self.write(move |c| {
+            let taken: Option<String> = c
+                .query_row(
+                    "SELECT run_id FROM slots WHERE schedule = ?1 AND slot_ms = ?2",
+                    params![schedule, slot_ms],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(db_err)?;
+            if taken.is_some() {
+                return Ok(false);
+            }
+            insert_run(c, &run)?;
+            c.execute(
+                "INSERT INTO slots (schedule, slot_ms, run_id) VALUES (?1, ?2, ?3)",
+                params![schedule, slot_ms, run.id],
+            )
+            .map_err(db_err)?;
+            Ok(true)
+        })
+    }
+
+    fn slot_run(&self, schedule: &str, slot_ms: i64) -> StoreResult<Option<String>> {
+        self.read(|c| {
+            c.query_row(
+                "SELECT run_id FROM slots WHERE schedule = ?1 AND slot_ms = ?2",
+                params![schedule, slot_ms],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db_err)
+        })
+    }
+
+    fn outbox_pending(&self) -> StoreResult<Vec<OutboxRow>> {
+        self.read(|c| {
+            let mut st = c
+                .prepare("SELECT id, dedup_key, run_id, route, body, created_ms, sent_ms FROM outbox WHERE sent_ms IS NULL ORDER BY id")
+                .map_err(db_err)?;
+            let rows = st.query_map([], outbox_row).map_err(db_err)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
+        })
+    }
+
+    fn outbox_mark_sent(&self, id: i64, at_ms: i64) -> StoreResult<()> {
+        self.write(move |c| {
+            c.execute(
+                "UPDATE outbox SET sent_ms = ?2 WHERE id = ?1 AND sent_ms IS NULL",
+                params![id, at_ms],
+            )
+            .map_err(db_err)?;
+            Ok(())
+        })
+    }
+
+    fn outbox_for_run(&self, run_id: &str) -> StoreResult<Vec<OutboxRow>> {
+        self.read(|c| {
+            let mut st = c
+                .prepare("SELECT id, dedup_key, run_id, route, body, created_ms, sent_ms FROM outbox WHERE run_id = ?1 ORDER BY id")
+                .map_err(db_err)?;
+            let rows = st.query_map([run_id], outbox_row).map_err(db_err)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
+        })
+    }
+}
