@@ -199,15 +199,22 @@ impl Host {
 
     fn lease(&self, run_id: &str) -> HostResult<()> {
         let now = self.now();
-        if !self
-            .store
-            .lease_run(run_id, &self.owner, now, now + self.limits.lease_ms)?
-        {
-            return Err(HostError::Invalid(format!(
-                "run {run_id} is owned by another live process; wait for it or stop it first"
-            )));
+        let until = now + self.limits.lease_ms;
+        if self.store.lease_run(run_id, &self.owner, now, until)? {
+            return Ok(());
         }
-        Ok(())
+        // The holder may be a process of this machine that died: its lease is void.
+        if let Some(holder) = self.store.run(run_id)?.and_then(|r| r.owner) {
+            if owner_is_dead(Some(&holder)) {
+                self.store.release_run(run_id, &holder)?;
+                if self.store.lease_run(run_id, &self.owner, now, until)? {
+                    return Ok(());
+                }
+            }
+        }
+        Err(HostError::Invalid(format!(
+            "run {run_id} is owned by another live process; wait for it or stop it first"
+        )))
     }
 
     // ------------------------------------------------------------------ starting runs
