@@ -1,0 +1,534 @@
+//! The scenario runner (`vouch scenario run`): each scenario runs through the real agent
+//! loop, journal, ledger, reconciler, receipts and attention on a fresh embedded store in a
+//! temporary directory. Providers behave as the scenario's `world` says and count effects at
+//! their side; crashes drop every in-memory state, reopen the store and run start-up
+//! reconciliation; the person's decisions are applied as cards open.
+//!
+//! The runner takes the scenario as JSON (already validated by `vouch-scenario`) and returns
+//! the report object of scenarios.md (without the comparison fields).
+
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeMap, VecDeque};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use vouch_core::{Capability, DestinationKind, Presence, RunState, TriggerKind};
+use vouch_runtime::capability::PatternCapabilities;
+use vouch_runtime::clock::ManualClock;
+use vouch_runtime::crash::{CrashMode, CrashPlan};
+use vouch_runtime::host::Notifier;
+use vouch_runtime::model::DefaultModels;
+use vouch_runtime::provider::{Behavior, FolderProvider, Provider, SimProvider, SimWorld};
+use vouch_runtime::tools::{ScriptWorkTools, StandardTools};
+use vouch_runtime::view::RunView;
+use vouch_runtime::{Host, HostError, Limits, RunSpec};
+use vouch_store::{CardState, OutboxRow};
+use vouch_store_sqlite::SqliteStore;
+
+/// Crashes a scenario may inject before the runner gives up (each is a full reboot).
+pub const CRASHES_MAX: usize = 16;
+/// Decision applications per scenario.
+pub const STEPS_MAX: usize = 256;
+
+#[derive(Default)]
+struct CountingNotifier {
+    sent: Mutex<Vec<OutboxRow>>,
+}
+
+impl Notifier for CountingNotifier {
+    fn notify(&self, row: &OutboxRow) -> Result<(), String> {
+        self.sent
+            .lock()
+            .map_err(|e| e.to_string())?
+            .push(row.clone());
+        Ok(())
+    }
+}
+
+struct Ctx {
+    dir: std::path::PathBuf,
+    world: Arc<SimWorld>,
+    caps: Arc<PatternCapabilities>,
+    notifier: Arc<CountingNotifier>,
+    clock: ManualClock,
+    faults: VecDeque<Value>,
+    boots: usize,
+}
+
+fn behavior(s: &str) -> Result<Behavior, String> {
+    Ok(match s {
+        "accept" => Behavior::Accept,
+        "reject" => Behavior::Reject,
+        "accept_unverifiable" => Behavior::AcceptUnverifiable,
+        "lose_response" => Behavior::LoseResponse,
+        "false_success" => Behavior::FalseSuccess,
+        other => return Err(format!("unknown behavior `{other}`")),
+    })
+}
+
+fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Milliseconds since the epoch of an RFC 3339 UTC time like `2026-12-02T07:00:00Z`.
+pub fn parse_utc_ms(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    if b.len() < 19 {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| s.get(r).and_then(|x| x.parse::<i64>().ok());
+    let (y, mo, d, h, mi, se) = (
+        num(0..4)?,
+        num(5..7)?,
+        num(8..10)?,
+        num(11..13)?,
+        num(14..16)?,
+        num(17..19)?,
+    );
+    // Days from civil (Howard Hinnant's algorithm).
+    let y2 = if mo <= 2 { y - 1 } else { y };
+    let era = if y2 >= 0 { y2 } else { y2 - 399 } / 400;
+    let yoe = y2 - era * 400;
+    let doy = (153 * (if mo > 2 { mo - 3 } else { mo + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146097 + doe - 719468;
+    Some(((days * 24 + h) * 60 + mi) * 60_000 + se * 1000)
+}
+
+impl Ctx {
+    fn new(s: &Value, dir: &Path) -> Result<Ctx, String> {
+        let world = s.get("world").cloned().unwrap_or(json!({}));
+        let mut levels = vec![];
+        if let Some(m) = world.get("capabilities").and_then(Value::as_object) {
+            for (k, v) in m {
+                let level: Capability = serde_json::from_value(v.clone())
+                    .map_err(|e| format!("world.capabilities.{k}: {e}"))?;
+                levels.push((k.clone(), level));
+            }
+        }
+        let mut behaviors = vec![];
+        if let Some(m) = world.get("behavior").and_then(Value::as_object) {
+            for (k, v) in m {
+                behaviors.push((k.clone(), behavior(v.as_str().unwrap_or(""))?));
+            }
+        }
+        let sim = SimWorld::new(
+            behaviors,
+            strings(world.get("idempotent_by_key")),
+            strings(world.get("existing")),
+        );
+        let start = s
+            .pointer("/trigger/slot")
+            .and_then(Value::as_str)
+            .and_then(parse_utc_ms)
+            .unwrap_or(1_796_194_800_000);
+        Ok(Ctx {
+            dir: dir.to_path_buf(),
+            world: Arc::new(sim),
+            caps: Arc::new(PatternCapabilities {
+                levels,
+                automation: strings(world.get("automation")),
+                default_level: None,
+            }),
+            notifier: Arc::new(CountingNotifier::default()),
+            clock: ManualClock::new(start, 1),
+            faults: s
+                .get("faults")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+                .into(),
+            boots: 0,
+        })
+    }
+
+    /// A fresh host over the reopened store: nothing in memory survives from before.
+    fn host(&mut self) -> Result<Host, String> {
+        self.boots += 1;
+        let store = SqliteStore::open(&self.dir.join("vouch.db")).map_err(|e| e.to_string())?;
+        let mut providers: BTreeMap<DestinationKind, Arc<dyn Provider>> = BTreeMap::new();
+        for kind in DestinationKind::ALL {
+            providers.insert(
+                kind,
+                Arc::new(SimProvider {
+                    kind,
+                    world: self.world.clone(),
+                }),
+            );
+        }
+        let crash = self
+            .faults
+            .iter()
+            .position(|f| f.get("crash_after").is_some())
+            .and_then(|i| {
+                let f = self.faults.remove(i)?;
+                Some(CrashPlan::new(
+                    f.get("crash_after").and_then(Value::as_str).unwrap_or(""),
+                    f.get("delivery").and_then(Value::as_str),
+                    f.get("nth").and_then(Value::as_u64).unwrap_or(1) as u32,
+                    CrashMode::Simulate,
+                ))
+            });
+        let files = self.dir.join("files");
+        Ok(Host {
+            store: Arc::new(store),
+            clock: Arc::new(self.clock.clone()),
+            caps: self.caps.clone(),
+            providers,
+            notifier: self.notifier.clone(),
+            models: Arc::new(DefaultModels),
+            work: Arc::new(ScriptWorkTools {
+                inner: StandardTools {
+                    folder: FolderProvider::new(files),
+                    artifacts_dir: self.dir.join("artifacts"),
+                },
+            }),
+            crash,
+            owner: format!("runner-boot-{}", self.boots),
+            drafts_dir: self.dir.join("drafts"),
+            limits: Limits::default(),
+            progress: None,
+            policy_forbid: vec![],
+        })
+    }
+
+    fn tampered(&self, s: &Value, delivery: &str) -> bool {
+        s.get("faults")
+            .and_then(Value::as_array)
+            .map(|f| {
+                f.iter()
+                    .any(|x| x.get("tamper_payload").and_then(Value::as_str) == Some(delivery))
+            })
+            .unwrap_or(false)
+    }
+}
+
+fn spec_of(s: &Value) -> RunSpec {
+    let trigger: TriggerKind = s
+        .pointer("/trigger/kind")
+        .and_then(|k| serde_json::from_value(k.clone()).ok())
+        .unwrap_or(TriggerKind::Interactive);
+    let presence: Option<Presence> = s
+        .get("presence")
+        .and_then(|p| serde_json::from_value(p.clone()).ok());
+    RunSpec {
+        trigger,
+        title: s
+            .get("prompt")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+        presence,
+        quiet: s.get("quiet").and_then(Value::as_bool).unwrap_or(false),
+        model: json!({"kind": "script", "turns": s.get("script").cloned().unwrap_or(json!([]))}),
+        scope: None,
+    }
+}
+
+enum Next {
+    Done,
+}
+
+/// Run one scenario in `dir` (which must be empty) and return its report.
+pub fn run_scenario(s: &Value, dir: &Path) -> Result<Value, String> {
+    let mut ctx = Ctx::new(s, dir)?;
+    let spec = spec_of(s);
+    let mut decisions: VecDeque<Value> = s
+        .get("decisions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+        .into();
+    let scheduled = spec.trigger == TriggerKind::Scheduled;
+    let slot_ms = s
+        .pointer("/trigger/slot")
+        .and_then(Value::as_str)
+        .and_then(parse_utc_ms)
+        .unwrap_or(0);
+    let schedule = format!(
+        "scenario:{}",
+        s.get("id").and_then(Value::as_str).unwrap_or("")
+    );
+    let ran = s
+        .pointer("/trigger/ran")
+        .and_then(Value::as_bool)
+        .unwrap_or(true);
+    let mut run_id: Option<String> = None;
+    let mut crashes = 0;
+    let mut steps = 0;
+    let mut started = false;
+    loop {
+        let host = ctx.host()?;
+        if crashes > 0 {
+            // Every in-memory state is gone; the leases of the dead boot have lapsed.
+            ctx.clock.advance(host.limits.lease_ms + 1);
+            match host.boot() {
+                Ok(_) => {}
+                Err(HostError::Crashed(_)) => {
+                    crashes += 1;
+                    continue;
+                }
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        let result: Result<Next, HostError> = (|| {
+            if !started {
+                started = true;
+                if scheduled {
+                    let scope = format!("{schedule}@{slot_ms}");
+                    let spec = RunSpec {
+                        scope: Some(scope),
+                        ..spec.clone()
+                    };
+                    if !ran {
+                        let (id, late) = host.missed_slot(
+                            &schedule,
+                            slot_ms,
+                            &spec,
+                            s.pointer("/trigger/catch_up").and_then(Value::as_str)
+                                == Some("latest"),
+                        )?;
+                        run_id = Some(late.unwrap_or(id));
+                    } else {
+                        let id = vouch_runtime::host::new_id(&ctx.clock);
+                        run_id = Some(id.clone());
+                        host.create(&id, &spec, None, Some((&schedule, slot_ms)))?;
+                        host.drive(&id)?;
+                    }
+                } else {
+                    let id = vouch_runtime::host::new_id(&ctx.clock);
+                    run_id = Some(id.clone());
+                    host.create(&id, &spec, None, None)?;
+                    host.drive(&id)?;
+                }
+            }
+            loop {
+                steps += 1;
+                if steps > STEPS_MAX {
+                    return Ok(Next::Done);
+                }
+                let id = match &run_id {
+                    Some(id) => id.clone(),
+                    None => match host.store.runs(1)?.first() {
+                        Some(r) => r.id.clone(),
+                        None => return Ok(Next::Done),
+                    },
+                };
+                run_id = Some(id.clone());
+                let rec = host
+                    .store
+                    .run(&id)?
+                    .ok_or_else(|| HostError::Invalid(format!("run {id} vanished")))?;
+                match rec.state {
+                    RunState::Ended => {
+                        if decisions
+                            .front()
+                            .map(|d| d.get("resume").is_some())
+                            .unwrap_or(false)
+                            && rec.ended_by == Some(vouch_core::EndedBy::Boot)
+                        {
+                            decisions.pop_front();
+                            let (child, _) = host.resume(&id)?;
+                            run_id = Some(child);
+                            continue;
+                        }
+                        return Ok(Next::Done);
+                    }
+                    RunState::Suspended => {
+                        let cards: Vec<_> = host
+                            .store
+                            .cards_for_run(&id)?
+                            .into_iter()
+                            .filter(|c| c.state == CardState::Open)
+                            .collect();
+                        let Some(d) = decisions.front().cloned() else {
+                            return Ok(Next::Done);
+                        };
+                        let card_for = |did: &str| {
+                            cards
+                                .iter()
+                                .find(|c| c.delivery.as_deref() == Some(did))
+                                .cloned()
+                        };
+                        if let Some(did) = d.get("approve").and_then(Value::as_str) {
+                            let Some(card) = card_for(did) else {
+                                return Ok(Next::Done);
+                            };
+                            decisions.pop_front();
+                            if ctx.tampered(s, did) {
+                                tamper_payload(&ctx.dir, &card.payload_hash)
+                                    .map_err(HostError::Invalid)?;
+                            }
+                            host.approve(&id, did, &card.payload_hash)?;
+                        } else if let Some(did) = d.get("deny").and_then(Value::as_str) {
+                            if card_for(did).is_none() {
+                                return Ok(Next::Done);
+                            }
+                            decisions.pop_front();
+                            host.deny(&id, did)?;
+                        } else if let Some(did) = d.get("edit").and_then(Value::as_str) {
+                            if card_for(did).is_none() {
+                                return Ok(Next::Done);
+                            }
+                            decisions.pop_front();
+                            host.edit(&id, did, d.get("payload").unwrap_or(&json!({})))?;
+                        } else if let Some(text) = d.get("answer").and_then(Value::as_str) {
+                            if !cards.iter().any(|c| c.delivery.is_none()) {
+                                return Ok(Next::Done);
+                            }
+                            decisions.pop_front();
+                            host.answer(&id, text)?;
+                        } else if d.get("cancel").is_some() {
+                            decisions.pop_front();
+                            host.cancel(&id)?;
+                        } else {
+                            return Ok(Next::Done);
+                        }
+                    }
+                    _ => {
+                        // Not ended, not suspended, owner gone: start-up reconciliation ends it.
+                        let ended = host.boot()?;
+                        if !ended.contains(&id) {
+                            let r = host.store.run(&id)?;
+                            if r.map(|r| r.state != RunState::Suspended).unwrap_or(true) {
+                                host.drive(&id).map(|_| ())?;
+                            }
+                        }
+                    }
+                }
+            }
+        })();
+        match result {
+            Ok(Next::Done) => break,
+            Err(HostError::Crashed(_)) => {
+                crashes += 1;
+                if crashes > CRASHES_MAX {
+                    return Err("too many crashes".into());
+                }
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    let host = ctx.host()?;
+    let id = match run_id.clone() {
+        Some(id) => id,
+        None => host
+            .store
+            .runs(1)
+            .map_err(|e| e.to_string())?
+            .first()
+            .map(|r| r.id.clone())
+            .ok_or("no run was created")?,
+    };
+    report(s, &host, &id, &ctx)
+}
+
+fn tamper_payload(dir: &Path, hash: &str) -> Result<(), String> {
+    let conn = rusqlite::Connection::open(dir.join("vouch.db")).map_err(|e| e.to_string())?;
+    let n = conn
+        .execute(
+            vouch_store_sqlite::TAMPER_PAYLOAD_SQL,
+            rusqlite::params![hash, "{\"text\":\"tampered\"}"],
+        )
+        .map_err(|e| e.to_string())?;
+    if n != 1 {
+        return Err(format!("no stored payload {hash} to tamper with"));
+    }
+    Ok(())
+}
+
+fn report(s: &Value, host: &Host, id: &str, ctx: &Ctx) -> Result<Value, String> {
+    let rec = host
+        .store
+        .run(id)
+        .map_err(|e| e.to_string())?
+        .ok_or("run vanished")?;
+    let view = RunView::from_journal(&host.store.journal(id).map_err(|e| e.to_string())?);
+    let ended = rec.state == RunState::Ended;
+    let terminal = view.terminal.clone().unwrap_or(Value::Null);
+    let mut deliveries = Map::new();
+    if let Some(m) = &view.manifest {
+        for d in &m.deliveries {
+            let item = view.items.get(&d.id).cloned().unwrap_or_default();
+            let status = if ended {
+                terminal
+                    .pointer(&format!("/statuses/{}", d.id))
+                    .cloned()
+                    .unwrap_or(json!(view.final_status(&d.id)))
+            } else {
+                json!(view.final_status(&d.id))
+            };
+            deliveries.insert(
+                d.id.clone(),
+                json!({"posture": item.posture, "status": status, "executions": ctx.world.executions(&d.id)}),
+            );
+        }
+    }
+    let (presence, quiet) = vouch_runtime::host::presence_of(&rec);
+    let (needs_you, significance, attention) = if ended {
+        (
+            terminal.get("needs_you").cloned().unwrap_or(json!([])),
+            terminal.get("significance").cloned().unwrap_or(Value::Null),
+            terminal.get("route").cloned().unwrap_or(Value::Null),
+        )
+    } else {
+        let needs: Vec<String> = view
+            .manifest
+            .iter()
+            .flat_map(|m| m.deliveries.iter())
+            .filter(|d| {
+                view.final_status(&d.id).needs_person(
+                    view.items
+                        .get(&d.id)
+                        .map(|i| i.connect_step.is_some())
+                        .unwrap_or(false),
+                )
+            })
+            .map(|d| d.id.clone())
+            .collect();
+        let sig = vouch_core::significance(None, true, !needs.is_empty(), false, false);
+        (
+            json!(needs),
+            json!(sig),
+            json!(vouch_core::route(sig, presence, quiet)),
+        )
+    };
+    let notifications = ctx
+        .notifier
+        .sent
+        .lock()
+        .map(|v| {
+            v.iter()
+                .filter(|r| r.run_id == id && r.route == "notify")
+                .count()
+        })
+        .unwrap_or(0);
+    let receipt = host
+        .store
+        .receipt(id)
+        .map_err(|e| e.to_string())?
+        .unwrap_or_default();
+    Ok(json!({
+        "id": s.get("id").cloned().unwrap_or(Value::Null),
+        "state": if ended { "ended" } else { "suspended" },
+        "outcome": rec.outcome,
+        "ended_by": rec.ended_by,
+        "deliveries": deliveries,
+        "needs_you": needs_you,
+        "significance": significance,
+        "attention": attention,
+        "notifications": notifications,
+        "receipt": receipt,
+    }))
+}
+
+/// Run a scenario in a fresh temporary directory.
+pub fn run_in_tempdir(s: &Value) -> Result<Value, String> {
+    let tmp = tempfile::tempdir().map_err(|e| format!("temporary directory: {e}"))?;
+    run_scenario(s, tmp.path())
+}
