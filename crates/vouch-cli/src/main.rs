@@ -208,8 +208,8 @@ fn run(cli: Cli) -> Result<i32> {
                 println!("No runs yet in {}. Start one with `vouch run \"PROMPT\" --script FILE` or try `vouch demo`.", dir.display());
             } else {
                 println!(
-                    "{:<22} {:<12} {:<10} {:<10} {}",
-                    "RUN", "TRIGGER", "STATE", "OUTCOME", "TITLE"
+                    "{:<22} {:<12} {:<10} {:<10} TITLE",
+                    "RUN", "TRIGGER", "STATE", "OUTCOME"
                 );
                 for r in runs {
                     println!(
@@ -474,8 +474,8 @@ fn run(cli: Cli) -> Result<i32> {
                 println!("The ledger is empty: no irreversible act has been attempted.");
             } else {
                 println!(
-                    "{:<18} {:<10} {:<8} {:<22} {}",
-                    "KEY", "STATE", "TRIES", "RUN", "DELIVERY"
+                    "{:<18} {:<10} {:<8} {:<22} DELIVERY",
+                    "KEY", "STATE", "TRIES", "RUN"
                 );
                 for e in entries {
                     println!(

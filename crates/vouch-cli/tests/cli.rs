@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -254,10 +254,10 @@ fn receiver() -> (String, Arc<AtomicU32>, Arc<AtomicU32>) {
             let mut n = 0;
             // Read until the headers and the declared body have arrived.
             loop {
-                let Ok(k) = s.read(&mut buf[n..]) else { break };
-                if k == 0 {
-                    break;
-                }
+                let k = match s.read(&mut buf[n..]) {
+                    Ok(0) | Err(_) => break,
+                    Ok(k) => k,
+                };
                 n += k;
                 let text = String::from_utf8_lossy(&buf[..n]).to_string();
                 if let Some(hend) = text.find("\r\n\r\n") {
