@@ -2,6 +2,7 @@
 //! one JSON document for programs. Exit codes: 0 success, 1 the work did not succeed or
 //! scenarios disagree, 2 bad input (unknown run, bad flags, unreadable files).
 
+mod bench;
 mod demo;
 mod home;
 
@@ -89,11 +90,27 @@ enum Cmd {
         #[arg(long)]
         count: bool,
     },
+    /// Measure: `vouch bench runs` (scripted runs with one durable save each).
+    Bench {
+        #[command(subcommand)]
+        cmd: BenchCmd,
+    },
     /// Show vouch working end to end in a fresh temporary home.
     Demo {
         /// Keep the demo home instead of deleting it.
         #[arg(long)]
         keep: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCmd {
+    /// Runs per second, sequentially and N at once, on a temporary embedded home.
+    Runs {
+        #[arg(long, default_value_t = 200)]
+        runs: usize,
+        #[arg(long, default_value_t = 8)]
+        concurrency: usize,
     },
 }
 
@@ -534,6 +551,9 @@ fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Cmd::Demo { keep } => demo::run(keep),
+        Cmd::Bench {
+            cmd: BenchCmd::Runs { runs, concurrency },
+        } => bench::runs(runs, concurrency, json),
     }
 }
 

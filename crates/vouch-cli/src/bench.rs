@@ -1,0 +1,104 @@
+//! `vouch bench runs`: scripted runs with one durable save each, on the embedded store,
+//! sequentially and N at once. Prints runs per second for comparison with the peers of
+//! `shared/bench/peers` (DBOS and LangGraph 3-step durable workflows) measured beside it.
+
+use crate::home;
+use anyhow::{anyhow, Result};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Instant;
+use vouch_core::TriggerKind;
+use vouch_runtime::RunSpec;
+
+fn spec(i: usize) -> RunSpec {
+    RunSpec {
+        trigger: TriggerKind::Interactive,
+        title: format!("bench run {i}"),
+        presence: None,
+        quiet: false,
+        model: json!({"kind": "script", "turns": [
+            {"declare": {"deliveries": [{"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": format!("bench/{i}.md")}}]}},
+            {"deliver": "d1", "payload": {"text": format!("run {i}\n")}}
+        ]}),
+        scope: None,
+    }
+}
+
+pub fn runs(count: usize, concurrency: usize, json_out: bool) -> Result<i32> {
+    let tmp = std::env::temp_dir().join(format!("vouch-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    home::init(&tmp)?;
+    let host = Arc::new(home::host(&tmp, None)?);
+    if !json_out {
+        eprintln!(
+            "vouch bench runs: {count} scripted runs with one durable save each, home {}",
+            tmp.display()
+        );
+    }
+    // Sequential.
+    let t = Instant::now();
+    for i in 0..count {
+        let (_, end) = host.start(&spec(i)).map_err(|e| anyhow!("{e}"))?;
+        if !matches!(
+            end,
+            vouch_runtime::RunEnd::Ended {
+                outcome: vouch_core::Outcome::Succeeded
+            }
+        ) {
+            return Err(anyhow!("bench run {i} did not succeed: {end:?}"));
+        }
+        if !json_out && (i + 1) % (count / 4).max(1) == 0 {
+            eprintln!("  sequential: {}/{count}", i + 1);
+        }
+    }
+    let seq_s = t.elapsed().as_secs_f64();
+    // Concurrent: N threads share the store (their appends are group-committed).
+    let t = Instant::now();
+    let per = count.div_ceil(concurrency.max(1));
+    let mut handles = vec![];
+    for w in 0..concurrency.max(1) {
+        let host = host.clone();
+        handles.push(std::thread::spawn(move || -> Result<usize> {
+            let mut ok = 0;
+            for k in 0..per {
+                let (_, end) = host
+                    .start(&spec(count + w * per + k))
+                    .map_err(|e| anyhow!("{e}"))?;
+                if matches!(
+                    end,
+                    vouch_runtime::RunEnd::Ended {
+                        outcome: vouch_core::Outcome::Succeeded
+                    }
+                ) {
+                    ok += 1;
+                }
+            }
+            Ok(ok)
+        }));
+    }
+    let mut done = 0;
+    for h in handles {
+        done += h.join().map_err(|_| anyhow!("a bench thread panicked"))??;
+    }
+    let par_s = t.elapsed().as_secs_f64();
+    let seq_rate = count as f64 / seq_s;
+    let par_rate = done as f64 / par_s;
+    let events = host.store.verify()?;
+    let _ = std::fs::remove_dir_all(&tmp);
+    if json_out {
+        println!(
+            "{}",
+            json!({"runs": count, "sequential_runs_per_s": seq_rate, "concurrency": concurrency, "concurrent_runs": done, "concurrent_runs_per_s": par_rate, "journal_events": events.events})
+        );
+    } else {
+        println!("sequential      {count:>6} runs  {seq_s:>7.2} s  {seq_rate:>8.1} runs/s");
+        println!("{concurrency} at once       {done:>6} runs  {par_s:>7.2} s  {par_rate:>8.1} runs/s  ({:.2}× sequential)", par_rate / seq_rate);
+        println!(
+            "journal: {} events across {} runs, every chain intact: {}",
+            events.events,
+            events.runs,
+            events.breaks.is_empty()
+        );
+    }
+    Ok(0)
+}
