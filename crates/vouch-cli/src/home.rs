@@ -7,11 +7,12 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use vouch_core::DestinationKind;
-use vouch_runtime::capability::PatternCapabilities;
 use vouch_runtime::clock::SystemClock;
+use vouch_runtime::config::{Config, ConfigCapabilities};
 use vouch_runtime::crash::{CrashMode, CrashPlan};
 use vouch_runtime::host::{Notifier, Progress};
 use vouch_runtime::model::DefaultModels;
+use vouch_runtime::outbound::{CalendarProvider, EmailProvider, PaymentProvider};
 use vouch_runtime::provider::{FolderProvider, Provider, SurfaceProvider, WebhookProvider};
 use vouch_runtime::tools::{ScriptWorkTools, StandardTools};
 use vouch_runtime::{Host, Limits};
@@ -75,13 +76,18 @@ impl Notifier for FileNotifier {
 pub fn folder_root(dir: &Path) -> PathBuf {
     match std::env::var_os("VOUCH_FOLDER_ROOT") {
         Some(v) if !v.is_empty() => PathBuf::from(v),
-        _ => dir.join("files"),
+        _ => Config::load(dir)
+            .ok()
+            .and_then(|c| c.folder.map(|f| f.root))
+            .unwrap_or_else(|| dir.join("files")),
     }
 }
 
-pub fn host(dir: &Path, progress: Option<Progress>) -> Result<Host> {
-    let store = open_store(dir)?;
-    let root = folder_root(dir);
+pub fn config(dir: &Path) -> Result<Config> {
+    Config::load(dir).map_err(|e| anyhow::anyhow!("{e}; fix vouch.toml (see README) and try again"))
+}
+
+pub fn providers(dir: &Path, cfg: &Config) -> BTreeMap<DestinationKind, Arc<dyn Provider>> {
     let mut providers: BTreeMap<DestinationKind, Arc<dyn Provider>> = BTreeMap::new();
     providers.insert(
         DestinationKind::Surface,
@@ -89,15 +95,46 @@ pub fn host(dir: &Path, progress: Option<Progress>) -> Result<Host> {
     );
     providers.insert(
         DestinationKind::Folder,
-        Arc::new(FolderProvider::new(root.clone())),
+        Arc::new(FolderProvider::new(folder_root(dir))),
     );
+    let wh = cfg.webhook.clone().unwrap_or_default();
     providers.insert(
         DestinationKind::Webhook,
         Arc::new(WebhookProvider {
-            timeout_ms: 10_000,
-            idempotent: vec![],
+            timeout_ms: if wh.timeout_ms == 0 {
+                10_000
+            } else {
+                wh.timeout_ms
+            },
+            idempotent: wh.idempotent,
         }),
     );
+    if let Some(e) = &cfg.email {
+        providers.insert(
+            DestinationKind::Email,
+            Arc::new(EmailProvider { config: e.clone() }),
+        );
+    }
+    if let Some(c) = &cfg.calendar {
+        providers.insert(
+            DestinationKind::Calendar,
+            Arc::new(CalendarProvider { config: c.clone() }),
+        );
+    }
+    if let Some(p) = &cfg.payment {
+        providers.insert(
+            DestinationKind::Payment,
+            Arc::new(PaymentProvider { config: p.clone() }),
+        );
+    }
+    providers
+}
+
+pub fn host(dir: &Path, progress: Option<Progress>) -> Result<Host> {
+    let store = open_store(dir)?;
+    let cfg = config(dir)?;
+    let root = folder_root(dir);
+    let providers = providers(dir, &cfg);
     let crash = std::env::var("VOUCH_CRASH_AFTER")
         .ok()
         .and_then(|s| CrashPlan::parse(&s, CrashMode::Abort));
@@ -105,7 +142,7 @@ pub fn host(dir: &Path, progress: Option<Progress>) -> Result<Host> {
     Ok(Host {
         store: store_dyn,
         clock: Arc::new(SystemClock),
-        caps: Arc::new(PatternCapabilities::default()),
+        caps: Arc::new(ConfigCapabilities { config: cfg }),
         providers,
         notifier: Arc::new(FileNotifier {
             path: dir.join("notifications.jsonl"),

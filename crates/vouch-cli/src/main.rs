@@ -82,6 +82,8 @@ enum Cmd {
     Answer { run: String, text: String },
     /// Cancel a run that has not ended.
     Cancel { run: String },
+    /// Every destination kind with its capability level, and how to connect what is missing.
+    Doctor,
     /// List idempotency ledger keys and their states.
     Ledger,
     /// Receipts and open cards, newest first.
@@ -481,6 +483,39 @@ fn run(cli: Cli) -> Result<i32> {
                 },
                 json,
             )
+        }
+        Cmd::Doctor => {
+            let cfg = home::config(&dir)?;
+            let _ = home::open_store(&dir)?;
+            let providers = home::providers(&dir, &cfg);
+            let mut rows = vec![];
+            for kind in vouch_core::DestinationKind::ALL {
+                let (mut level, step) = cfg.kind_level(kind);
+                if level >= vouch_core::Capability::Executable && !providers.contains_key(&kind) {
+                    level = vouch_core::Capability::Unavailable;
+                }
+                rows.push(json!({"kind": kind, "level": level, "connect_step": step}));
+            }
+            if json {
+                println!(
+                    "{}",
+                    json!({"home": dir, "destinations": rows, "overrides": cfg.capabilities, "automation": cfg.automation.map(|a| a.routines).unwrap_or_default()})
+                );
+            } else {
+                println!("vouch home {} — destinations:", dir.display());
+                for r in &rows {
+                    println!(
+                        "  {:<9} {:<12} {}",
+                        r["kind"].as_str().unwrap_or(""),
+                        r["level"].as_str().unwrap_or(""),
+                        r["connect_step"].as_str().unwrap_or("")
+                    );
+                }
+                for (p, l) in &cfg.capabilities {
+                    println!("  override  {p} → {}", l.as_str());
+                }
+            }
+            Ok(0)
         }
         Cmd::Ledger => {
             let host = open_host(&dir, false)?;

@@ -777,15 +777,18 @@ impl Host {
         let context = run.trigger.context();
         let act = self.facts(d);
         let irreversible = is_irreversible(act);
-        let cap = if self.providers.contains_key(&d.destination.kind) {
-            self.caps
-                .probe(d.verb, &d.destination, context, irreversible)
-        } else {
-            crate::capability::CapabilityAnswer {
+        let mut cap = self
+            .caps
+            .probe(d.verb, &d.destination, context, irreversible);
+        if cap.level >= vouch_core::Capability::Executable
+            && !self.providers.contains_key(&d.destination.kind)
+        {
+            // Configured as executable but nothing here can carry it out.
+            cap = crate::capability::CapabilityAnswer {
                 level: vouch_core::Capability::Unavailable,
                 connect_step: None,
-            }
-        };
+            };
+        }
         let forbidden = m.is_forbidden(d.verb, &d.destination)
             || self.policy_forbid.contains(&(context, d.verb));
         let (p, rule) = posture(PostureInput {

@@ -4,9 +4,11 @@
 
 pub mod capability;
 pub mod clock;
+pub mod config;
 pub mod crash;
 pub mod host;
 pub mod model;
+pub mod outbound;
 pub mod provider;
 pub mod receipt;
 pub mod scripted;

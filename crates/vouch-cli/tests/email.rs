@@ -1,0 +1,279 @@
+//! E-mail against a real SMTP server (aiosmtpd) on loopback: approval binds the exact text,
+//! the server receives it once, a crash between the server's effect and the journal leaves
+//! `unknown` (never a second message), and a missing configuration drafts an openable .eml.
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+struct Sink {
+    child: Child,
+    dir: PathBuf,
+    port: u16,
+}
+
+impl Drop for Sink {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Sink {
+    fn start(dir: &Path) -> Sink {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/smtp_sink.py");
+        let mut child = Command::new("python3")
+            .arg(script)
+            .arg(port.to_string())
+            .arg(dir)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the SMTP sink (python3 with aiosmtpd: run ./scripts/test.sh, which installs it)");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("read READY");
+        assert_eq!(
+            line.trim(),
+            "READY",
+            "the SMTP sink did not start (is aiosmtpd installed?)"
+        );
+        Sink {
+            child,
+            dir: dir.to_path_buf(),
+            port,
+        }
+    }
+    fn messages(&self) -> Vec<String> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(&self.dir)
+            .map(|r| {
+                r.filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.extension().map(|x| x == "eml").unwrap_or(false))
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v.iter()
+            .map(|p| std::fs::read_to_string(p).unwrap_or_default())
+            .collect()
+    }
+}
+
+struct Home {
+    tmp: tempfile::TempDir,
+    dir: PathBuf,
+}
+
+impl Home {
+    fn new(config: &str) -> Home {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("home");
+        let h = Home { tmp, dir };
+        assert!(h.vouch(&["init"], &[]).status.success());
+        std::fs::write(h.dir.join("vouch.toml"), config).unwrap();
+        h
+    }
+    fn vouch(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_vouch"));
+        c.arg("--home")
+            .arg(&self.dir)
+            .args(args)
+            .env_remove("VOUCH_CRASH_AFTER");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    }
+    fn json(&self, args: &[&str]) -> Value {
+        let mut a = vec!["--json"];
+        a.extend_from_slice(args);
+        serde_json::from_slice(&self.vouch(&a, &[]).stdout).unwrap()
+    }
+    fn script(&self, turns: Value) -> String {
+        let p = self.tmp.path().join("script.json");
+        std::fs::write(&p, turns.to_string()).unwrap();
+        p.to_string_lossy().into_owned()
+    }
+}
+
+fn send_script(text_first: &str, text_second: &str) -> Value {
+    json!([
+        {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "email", "address": "board@example.com"}}]}},
+        {"deliver": "d1", "payload": {"subject": "Q4", "body": text_first}},
+        {"deliver": "d1", "payload": {"subject": "Q4", "body": text_second}},
+        {"final": "Done — sent to the board."}
+    ])
+}
+
+fn config(port: u16) -> String {
+    format!("[email]\nhost = \"127.0.0.1\"\nport = {port}\nfrom = \"agent@example.com\"\ntls = \"none\"\ntimeout_ms = 5000\n")
+}
+
+#[test]
+fn the_approved_text_reaches_the_server_exactly_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sink = Sink::start(&tmp.path().join("mail"));
+    let h = Home::new(&config(sink.port));
+    let s = h.script(send_script(
+        "The approved text.",
+        "A regenerated text the person never saw.",
+    ));
+    let out = h.vouch(&["run", "Email the board the Q4 note", "--script", &s], &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        sink.messages().is_empty(),
+        "nothing may go out before approval"
+    );
+    let cards = h.json(&["approvals"]);
+    let card = &cards[0];
+    assert_eq!(card["payload"]["body"], "The approved text.");
+    let run = card["run"].as_str().unwrap().to_string();
+    let hash = card["payload_hash"].as_str().unwrap().to_string();
+
+    // An unknown hash is refused and changes nothing.
+    let out = h.vouch(&["approve", &run, "d1", "--hash", &"0".repeat(64)], &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(sink.messages().is_empty());
+
+    let out = h.vouch(&["approve", &run, "d1", "--hash", &hash], &[]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let msgs = sink.messages();
+    assert_eq!(msgs.len(), 1, "exactly one message");
+    assert!(msgs[0].contains("The approved text."));
+    assert!(!msgs[0].contains("regenerated"));
+    assert!(msgs[0].contains("Message-ID: <"), "{}", msgs[0]);
+    let receipt = h.json(&["receipt", &run])["receipt"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        receipt.contains("Sent to email board@example.com"),
+        "{receipt}"
+    );
+    assert!(receipt.contains("SMTP 250"), "{receipt}");
+
+    // Approving again (the card is decided) is an error and sends nothing.
+    let out = h.vouch(&["approve", &run, "d1", "--hash", &hash], &[]);
+    assert_ne!(out.status.code(), Some(0));
+    assert_eq!(sink.messages().len(), 1);
+    let ledger = h.json(&["ledger"]);
+    assert_eq!(ledger.as_array().unwrap().len(), 1);
+    assert_eq!(ledger[0]["state"], "done");
+}
+
+#[test]
+fn a_crash_between_the_servers_effect_and_the_journal_is_unknown_never_twice() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sink = Sink::start(&tmp.path().join("mail"));
+    let h = Home::new(&config(sink.port));
+    let s = h.script(send_script("Only once.", "Only once."));
+    assert!(h
+        .vouch(&["run", "Email the board", "--script", &s], &[])
+        .status
+        .success());
+    let card = h.json(&["approvals"])[0].clone();
+    let run = card["run"].as_str().unwrap().to_string();
+    let hash = card["payload_hash"].as_str().unwrap().to_string();
+    let out = h.vouch(
+        &["approve", &run, "d1", "--hash", &hash],
+        &[("VOUCH_CRASH_AFTER", "provider_effect:d1")],
+    );
+    assert!(
+        out.status.code().is_none(),
+        "the process should have been killed"
+    );
+    assert_eq!(sink.messages().len(), 1);
+    let show = h.json(&["runs", "show", &run]);
+    assert_eq!(show["run"]["ended_by"], "boot");
+    assert_eq!(show["deliveries"][0]["status"], "unknown");
+    let receipt = h.json(&["receipt", &run])["receipt"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        receipt.contains("Can't confirm whether it went out"),
+        "{receipt}"
+    );
+    assert!(!receipt.contains("Sent to"), "{receipt}");
+    // Resuming never retries an unknown act.
+    let out = h.vouch(&["resume", &run], &[]);
+    assert!(out.status.code().is_some());
+    assert_eq!(
+        sink.messages().len(),
+        1,
+        "an unknown send must not be retried"
+    );
+    let ledger = h.json(&["ledger"]);
+    assert_eq!(ledger[0]["state"], "unknown");
+}
+
+#[test]
+fn without_email_configured_the_send_is_drafted_with_a_connect_step() {
+    let h = Home::new("");
+    let s = h.script(send_script("Draft me.", "Draft me."));
+    let out = h.vouch(&["run", "Email the board", "--script", &s], &[]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(text.contains("Drafted, not executed"), "{text}");
+    assert!(
+        text.contains("add a [email] section to vouch.toml"),
+        "{text}"
+    );
+    let drafts: Vec<_> = walk(&h.dir.join("drafts"))
+        .into_iter()
+        .filter(|p| p.extension().map(|e| e == "eml").unwrap_or(false))
+        .collect();
+    assert_eq!(drafts.len(), 1);
+    let eml = std::fs::read_to_string(&drafts[0]).unwrap();
+    assert!(
+        eml.contains("To: board@example.com") && eml.contains("Draft me."),
+        "{eml}"
+    );
+    let out = h.vouch(&["doctor"], &[]);
+    let doc = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        doc.contains("email") && doc.contains("needs_setup"),
+        "{doc}"
+    );
+}
+
+#[test]
+fn a_malformed_config_is_a_clear_error() {
+    let h = Home::new("[email]\nhost = 5\n");
+    let out = h.vouch(&["runs", "list"], &[]);
+    assert_ne!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("vouch.toml"), "{err}");
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = vec![];
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}

@@ -1,0 +1,241 @@
+//! `vouch.toml`: the capability registry's inputs (§4) — providers and their connection
+//! settings, credentials by reference (an environment variable or a file, never the secret
+//! itself, never journaled), per-destination overrides and trusted-automation opt-ins.
+
+use crate::capability::{pattern_matches, CapabilityAnswer, CapabilityRegistry};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use vouch_core::{Capability, Context, Destination, DestinationKind, Verb};
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub folder: Option<FolderConfig>,
+    #[serde(default)]
+    pub email: Option<EmailConfig>,
+    #[serde(default)]
+    pub webhook: Option<WebhookConfig>,
+    #[serde(default)]
+    pub calendar: Option<CalendarConfig>,
+    #[serde(default)]
+    pub payment: Option<PaymentConfig>,
+    /// Destination pattern (`kind:address`, `*` wildcard) → capability level cap.
+    #[serde(default)]
+    pub capabilities: BTreeMap<String, Capability>,
+    #[serde(default)]
+    pub automation: Option<AutomationConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FolderConfig {
+    pub root: PathBuf,
+}
+
+/// A secret by reference: `env = "NAME"` or `file = "/path"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretRef {
+    pub env: Option<String>,
+    pub file: Option<PathBuf>,
+}
+
+impl SecretRef {
+    /// The secret, or why it is not available (naming the variable or file, not the value).
+    pub fn resolve(&self) -> Result<String, String> {
+        if let Some(name) = &self.env {
+            return std::env::var(name).map_err(|_| format!("set the environment variable {name}"));
+        }
+        if let Some(path) = &self.file {
+            return std::fs::read_to_string(path)
+                .map(|s| s.trim().to_string())
+                .map_err(|e| format!("make {} readable ({e})", path.display()));
+        }
+        Err("give `env` or `file`".into())
+    }
+    fn present(&self) -> Result<(), String> {
+        self.resolve().map(|_| ())
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmailConfig {
+    pub host: String,
+    #[serde(default = "default_smtp_port")]
+    pub port: u16,
+    pub from: String,
+    /// `none` (plain, for a local relay), `starttls` or `tls`.
+    #[serde(default = "default_tls")]
+    pub tls: String,
+    pub username: Option<SecretRef>,
+    pub password: Option<SecretRef>,
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+}
+
+fn default_smtp_port() -> u16 {
+    587
+}
+fn default_tls() -> String {
+    "starttls".into()
+}
+fn default_timeout_ms() -> u64 {
+    10_000
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookConfig {
+    /// Destination patterns whose receivers deduplicate by `Idempotency-Key` (§8.3).
+    #[serde(default)]
+    pub idempotent: Vec<String>,
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CalendarConfig {
+    pub dir: PathBuf,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PaymentConfig {
+    pub url: String,
+    pub token: Option<SecretRef>,
+    #[serde(default)]
+    pub idempotent: bool,
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AutomationConfig {
+    /// `verb:kind:address` patterns opted into trusted automation in autonomous runs (R8).
+    #[serde(default)]
+    pub routines: Vec<String>,
+}
+
+impl Config {
+    /// Read `vouch.toml` from the home; a missing file is the empty configuration.
+    pub fn load(home: &Path) -> Result<Config, String> {
+        let path = home.join("vouch.toml");
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
+            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        };
+        let mut cfg: Config =
+            toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        // Relative paths are relative to the home.
+        if let Some(f) = cfg.folder.as_mut() {
+            if f.root.is_relative() {
+                f.root = home.join(&f.root);
+            }
+        }
+        if let Some(c) = cfg.calendar.as_mut() {
+            if c.dir.is_relative() {
+                c.dir = home.join(&c.dir);
+            }
+        }
+        Ok(cfg)
+    }
+
+    /// The level of a destination kind before per-destination overrides, and the connect step.
+    pub fn kind_level(&self, kind: DestinationKind) -> (Capability, Option<String>) {
+        let missing = |section: &str, example: &str| {
+            (
+                Capability::NeedsSetup,
+                Some(format!(
+                    "add a [{section}] section to vouch.toml ({example}), then run `vouch doctor`"
+                )),
+            )
+        };
+        match kind {
+            DestinationKind::Surface | DestinationKind::Folder => (Capability::Executable, None),
+            DestinationKind::Webhook => (Capability::Executable, None),
+            DestinationKind::Email => match &self.email {
+                None => missing("email", "host, port, from"),
+                Some(e) => {
+                    for s in [&e.username, &e.password].into_iter().flatten() {
+                        if let Err(step) = s.present() {
+                            return (
+                                Capability::NeedsSetup,
+                                Some(format!("e-mail credentials: {step}")),
+                            );
+                        }
+                    }
+                    (Capability::Executable, None)
+                }
+            },
+            DestinationKind::Calendar => match &self.calendar {
+                None => missing("calendar", "dir"),
+                Some(_) => (Capability::Executable, None),
+            },
+            DestinationKind::Payment => match &self.payment {
+                None => missing("payment", "url, token"),
+                Some(p) => match p.token.as_ref().map(|t| t.present()) {
+                    Some(Err(step)) => (
+                        Capability::NeedsSetup,
+                        Some(format!("payment token: {step}")),
+                    ),
+                    _ => (Capability::Executable, None),
+                },
+            },
+        }
+    }
+}
+
+/// The registry answered from `vouch.toml`: local, bounded, no network (§4, I8).
+pub struct ConfigCapabilities {
+    pub config: Config,
+}
+
+impl CapabilityRegistry for ConfigCapabilities {
+    fn probe(
+        &self,
+        verb: Verb,
+        dest: &Destination,
+        context: Context,
+        irreversible: bool,
+    ) -> CapabilityAnswer {
+        let (mut level, mut connect_step) = self.config.kind_level(dest.kind);
+        let key = dest.key();
+        if let Some((_, cap)) = self
+            .config
+            .capabilities
+            .iter()
+            .find(|(p, _)| pattern_matches(p, &key))
+        {
+            // An override can only lower what the configuration allows.
+            if *cap < level {
+                level = *cap;
+                if level == Capability::NeedsSetup && connect_step.is_none() {
+                    connect_step = Some(format!("{} is marked needs_setup in vouch.toml", key));
+                }
+            }
+        }
+        let act = format!("{verb}:{key}");
+        if irreversible
+            && context == Context::Autonomous
+            && level >= Capability::Executable
+            && self
+                .config
+                .automation
+                .as_ref()
+                .map(|a| a.routines.iter().any(|p| pattern_matches(p, &act)))
+                .unwrap_or(false)
+        {
+            level = Capability::Automatable;
+        }
+        CapabilityAnswer {
+            level,
+            connect_step,
+        }
+    }
+}

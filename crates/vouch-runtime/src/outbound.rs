@@ -1,0 +1,339 @@
+//! Real outbound providers (§6.2): e-mail over SMTP, calendar events as iCalendar files,
+//! and a webhook-shaped payment provider. Timeouts are bounded; a timeout after the request
+//! went out is a lost result (`AttemptReply::Lost`), never a blind retry.
+
+use crate::config::{CalendarConfig, EmailConfig, PaymentConfig};
+use crate::provider::{payload_text, AttemptReply, AttemptRequest, Observation, Provider};
+use lettre::message::header::{HeaderName, HeaderValue};
+use lettre::transport::smtp::client::{Tls, TlsParameters};
+use lettre::{Message, SmtpTransport, Transport};
+use serde_json::Value;
+use std::path::PathBuf;
+use vouch_core::{sha256_hex, Destination, DestinationKind, Verb};
+
+fn field(payload: &Value, k: &str) -> Option<String> {
+    payload
+        .get(k)
+        .and_then(Value::as_str)
+        .map(String::from)
+        .filter(|s| !s.is_empty())
+}
+
+/// The Message-ID the host generates: derived from the ledger key (or the payload hash),
+/// so the same act always carries the same id.
+pub fn message_id(req: &AttemptRequest) -> String {
+    let basis = req
+        .idempotency_key
+        .clone()
+        .unwrap_or_else(|| format!("{}:{}:{}", req.run_id, req.delivery, req.payload_hash));
+    format!("<{}@vouch.local>", &sha256_hex(basis.as_bytes())[..32])
+}
+
+pub struct EmailProvider {
+    pub config: EmailConfig,
+}
+
+impl EmailProvider {
+    fn transport(&self) -> Result<SmtpTransport, String> {
+        let c = &self.config;
+        let mut b = match c.tls.as_str() {
+            "none" => SmtpTransport::builder_dangerous(&c.host),
+            "tls" | "starttls" => {
+                let params = TlsParameters::new(c.host.clone())
+                    .map_err(|e| format!("TLS setup for {}: {e}", c.host))?;
+                let tls = if c.tls == "tls" {
+                    Tls::Wrapper(params)
+                } else {
+                    Tls::Required(params)
+                };
+                SmtpTransport::builder_dangerous(&c.host).tls(tls)
+            }
+            other => {
+                return Err(format!(
+                    "email.tls must be none, starttls or tls (got `{other}`)"
+                ))
+            }
+        };
+        b = b
+            .port(c.port)
+            .timeout(Some(std::time::Duration::from_millis(c.timeout_ms)));
+        if let (Some(u), Some(p)) = (&c.username, &c.password) {
+            let user = u.resolve()?;
+            let pass = p.resolve()?;
+            b = b.credentials(lettre::transport::smtp::authentication::Credentials::new(
+                user, pass,
+            ));
+        }
+        Ok(b.build())
+    }
+
+    pub fn build(&self, req: &AttemptRequest) -> Result<Message, String> {
+        let p = &req.payload;
+        let to = field(p, "to").unwrap_or_else(|| req.destination.address.clone());
+        let subject =
+            field(p, "subject").unwrap_or_else(|| format!("Message from vouch ({})", req.delivery));
+        let body = field(p, "body").unwrap_or_else(|| payload_text(p));
+        let mut b = Message::builder()
+            .from(
+                self.config
+                    .from
+                    .parse()
+                    .map_err(|e| format!("email.from `{}`: {e}", self.config.from))?,
+            )
+            .to(to.parse().map_err(|e| format!("recipient `{to}`: {e}"))?)
+            .subject(subject)
+            .message_id(Some(message_id(req)));
+        if req.verb == Verb::Reply {
+            if let Some(parent) = field(p, "in_reply_to") {
+                b = b
+                    .in_reply_to(parent.clone())
+                    .references(field(p, "references").unwrap_or(parent));
+            }
+        }
+        let mut m = b
+            .body(body)
+            .map_err(|e| format!("build the message: {e}"))?;
+        m.headers_mut().insert_raw(HeaderValue::new(
+            HeaderName::new_from_ascii_str("X-Vouch-Delivery"),
+            req.delivery.clone(),
+        ));
+        Ok(m)
+    }
+}
+
+impl Provider for EmailProvider {
+    fn kind(&self) -> DestinationKind {
+        DestinationKind::Email
+    }
+    fn idempotent_by_key(&self, _dest: &Destination) -> bool {
+        false // SMTP has no idempotency key: a lost result is `unknown` (§8.3).
+    }
+    fn exists(&self, _dest: &Destination) -> bool {
+        false
+    }
+    fn attempt(&self, req: &AttemptRequest) -> AttemptReply {
+        let msg = match self.build(req) {
+            Ok(m) => m,
+            Err(e) => return AttemptReply::Rejected { reason: e },
+        };
+        let transport = match self.transport() {
+            Ok(t) => t,
+            Err(e) => return AttemptReply::Rejected { reason: e },
+        };
+        match transport.send(&msg) {
+            Ok(resp) if resp.is_positive() => AttemptReply::Accepted {
+                reference: format!("SMTP {} {}", resp.code(), message_id(req)),
+            },
+            Ok(resp) => AttemptReply::Rejected {
+                reason: format!("SMTP {}", resp.code()),
+            },
+            Err(e) if e.is_timeout() => AttemptReply::Lost {
+                reason: format!("the mail server did not answer in time: {e}"),
+            },
+            Err(e) if e.is_permanent() || e.is_transient() => AttemptReply::Rejected {
+                reason: format!("the mail server refused it: {e}"),
+            },
+            Err(e) => AttemptReply::Rejected {
+                reason: format!("could not reach the mail server: {e}"),
+            },
+        }
+    }
+    fn observe(&self, req: &AttemptRequest, reply: Option<&AttemptReply>) -> Observation {
+        // The evidence is the server's final 250 to the message with our Message-ID.
+        match reply {
+            Some(AttemptReply::Accepted { reference })
+                if reference.starts_with("SMTP 250") && reference.contains(&message_id(req)) =>
+            {
+                Observation::Present {
+                    evidence: reference.clone(),
+                }
+            }
+            Some(AttemptReply::Accepted { reference }) => Observation::Absent {
+                reason: format!("the server answered {reference}, not 250"),
+            },
+            _ => Observation::Unobservable,
+        }
+    }
+}
+
+/// `calendar`: `schedule` writes an iCalendar event (with a UID) into the calendar folder and
+/// re-reads it by that UID.
+pub struct CalendarProvider {
+    pub config: CalendarConfig,
+}
+
+impl CalendarProvider {
+    pub fn uid(req: &AttemptRequest) -> String {
+        format!(
+            "{}-{}@vouch",
+            req.delivery,
+            &req.payload_hash[..16.min(req.payload_hash.len())]
+        )
+    }
+    fn path(&self, req: &AttemptRequest) -> PathBuf {
+        self.config
+            .dir
+            .join(format!("{}.ics", Self::uid(req).replace('@', "_")))
+    }
+    pub fn ics(req: &AttemptRequest) -> String {
+        let p = &req.payload;
+        let clean = |s: String| s.replace(['\r', '\n'], " ");
+        let mut lines = vec![
+            "BEGIN:VCALENDAR".to_string(),
+            "VERSION:2.0".into(),
+            "PRODID:-//vouch//EN".into(),
+            "BEGIN:VEVENT".into(),
+            format!("UID:{}", Self::uid(req)),
+            format!(
+                "SUMMARY:{}",
+                clean(field(p, "summary").unwrap_or_else(|| payload_text(p)))
+            ),
+        ];
+        if let Some(s) = field(p, "start") {
+            lines.push(format!("DTSTART:{}", clean(s)));
+        }
+        if let Some(e) = field(p, "end") {
+            lines.push(format!("DTEND:{}", clean(e)));
+        }
+        for a in p
+            .get("attendees")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+        {
+            lines.push(format!("ATTENDEE:mailto:{}", clean(a.to_string())));
+        }
+        lines.extend(["END:VEVENT".to_string(), "END:VCALENDAR".into()]);
+        lines.join("\r\n") + "\r\n"
+    }
+}
+
+impl Provider for CalendarProvider {
+    fn kind(&self) -> DestinationKind {
+        DestinationKind::Calendar
+    }
+    fn idempotent_by_key(&self, _dest: &Destination) -> bool {
+        false
+    }
+    fn exists(&self, _dest: &Destination) -> bool {
+        false
+    }
+    fn attempt(&self, req: &AttemptRequest) -> AttemptReply {
+        let path = self.path(req);
+        let res = std::fs::create_dir_all(&self.config.dir).and_then(|_| {
+            if req.verb == Verb::Delete {
+                std::fs::remove_file(&path)
+            } else {
+                std::fs::write(&path, Self::ics(req))
+            }
+        });
+        match res {
+            Ok(()) => AttemptReply::Accepted {
+                reference: format!("UID {}", Self::uid(req)),
+            },
+            Err(e) => AttemptReply::Rejected {
+                reason: format!("calendar folder: {e}"),
+            },
+        }
+    }
+    fn observe(&self, req: &AttemptRequest, _reply: Option<&AttemptReply>) -> Observation {
+        let uid = Self::uid(req);
+        match std::fs::read_to_string(self.path(req)) {
+            Ok(t)
+                if req.verb != Verb::Delete
+                    && t.contains(&format!("UID:{uid}"))
+                    && t == Self::ics(req) =>
+            {
+                Observation::Present {
+                    evidence: format!("event UID {uid} re-read"),
+                }
+            }
+            Err(_) if req.verb == Verb::Delete => Observation::Present {
+                evidence: format!("event UID {uid} is gone"),
+            },
+            _ => Observation::Absent {
+                reason: format!("event UID {uid} is not in the calendar"),
+            },
+        }
+    }
+}
+
+/// `payment`: a webhook-shaped transfer provider. A 2xx with a transfer `id` is the evidence.
+pub struct PaymentProvider {
+    pub config: PaymentConfig,
+}
+
+impl Provider for PaymentProvider {
+    fn kind(&self) -> DestinationKind {
+        DestinationKind::Payment
+    }
+    fn idempotent_by_key(&self, _dest: &Destination) -> bool {
+        self.config.idempotent
+    }
+    fn exists(&self, _dest: &Destination) -> bool {
+        false
+    }
+    fn attempt(&self, req: &AttemptRequest) -> AttemptReply {
+        let agent = ureq::AgentBuilder::new()
+            .timeout(std::time::Duration::from_millis(self.config.timeout_ms))
+            .build();
+        let mut r = agent
+            .post(&self.config.url)
+            .set("Content-Type", "application/json");
+        if let Some(k) = &req.idempotency_key {
+            r = r.set("Idempotency-Key", k);
+        }
+        if let Some(t) = &self.config.token {
+            match t.resolve() {
+                Ok(tok) => r = r.set("Authorization", &format!("Bearer {tok}")),
+                Err(step) => {
+                    return AttemptReply::Rejected {
+                        reason: format!("payment token missing: {step}"),
+                    }
+                }
+            }
+        }
+        let body = serde_json::json!({"to": req.destination.address, "payload": req.payload});
+        match r.send_string(&body.to_string()) {
+            Ok(resp) => {
+                let status = resp.status();
+                let v: Value = resp.into_json().unwrap_or(Value::Null);
+                match v.get("id").and_then(Value::as_str) {
+                    Some(id) => AttemptReply::Accepted {
+                        reference: format!("transfer {id}"),
+                    },
+                    None => AttemptReply::AcceptedUnverifiable {
+                        reference: format!("HTTP {status} without a transfer id"),
+                    },
+                }
+            }
+            Err(ureq::Error::Status(code, resp)) => AttemptReply::Rejected {
+                reason: format!(
+                    "HTTP {code} {}",
+                    resp.into_string()
+                        .unwrap_or_default()
+                        .chars()
+                        .take(120)
+                        .collect::<String>()
+                ),
+            },
+            Err(ureq::Error::Transport(t)) => match t.kind() {
+                ureq::ErrorKind::Io => AttemptReply::Lost {
+                    reason: format!("no answer: {t}"),
+                },
+                _ => AttemptReply::Rejected {
+                    reason: format!("could not reach the payment provider: {t}"),
+                },
+            },
+        }
+    }
+    fn observe(&self, _req: &AttemptRequest, reply: Option<&AttemptReply>) -> Observation {
+        match reply {
+            Some(AttemptReply::Accepted { reference }) => Observation::Present {
+                evidence: reference.clone(),
+            },
+            _ => Observation::Unobservable,
+        }
+    }
+}
