@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! End-to-end tests of the real `vouch` binary: bad input, journal verification and
 //! tampering, and crash tests that kill real processes at every crash point and then check
 //! the world (files on disk, the HTTP receiver's count, journal rows) and the receipt.

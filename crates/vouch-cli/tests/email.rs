@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! E-mail against a real SMTP server (aiosmtpd) on loopback: approval binds the exact text,
 //! the server receives it once, a crash between the server's effect and the journal leaves
 //! `unknown` (never a second message), and a missing configuration drafts an openable .eml.

@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 use serde_json::json;
 
 fn run(s: serde_json::Value) -> serde_json::Value {
