@@ -92,6 +92,20 @@ enum Cmd {
         #[arg(long)]
         count: bool,
     },
+    /// Add, list or remove schedules (cron + time zone + routine).
+    Schedule {
+        #[command(subcommand)]
+        cmd: ScheduleCmd,
+    },
+    /// The long-running host: scheduler, start-up reconciliation, notification dispatch.
+    Serve {
+        /// Milliseconds between scheduler ticks.
+        #[arg(long, default_value_t = 1000)]
+        tick_ms: u64,
+        /// Run one tick and exit.
+        #[arg(long)]
+        once: bool,
+    },
     /// Measure: `vouch bench runs` (scripted runs with one durable save each).
     Bench {
         #[command(subcommand)]
@@ -102,6 +116,32 @@ enum Cmd {
         /// Keep the demo home instead of deleting it.
         #[arg(long)]
         keep: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum ScheduleCmd {
+    /// Add a schedule.
+    Add {
+        name: String,
+        #[arg(long)]
+        cron: String,
+        #[arg(long, default_value = "UTC")]
+        tz: String,
+        /// A routine file: {"prompt": …, "script": [...]} (or "model": {"kind": "openai"}).
+        #[arg(long)]
+        routine: PathBuf,
+        #[arg(long, default_value = "skip", value_parser = ["skip", "latest"])]
+        catch_up: String,
+        #[arg(long, default_value = "skip", value_parser = ["skip", "allow"])]
+        overlap: String,
+        /// How late a slot may still start: `900s`, `15m`, `1h` (default 15m).
+        #[arg(long, default_value = "15m")]
+        grace: String,
+    },
+    List,
+    Rm {
+        name: String,
     },
 }
 
@@ -586,6 +626,8 @@ fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Cmd::Demo { keep } => demo::run(keep),
+        Cmd::Schedule { cmd } => schedule(&dir, cmd, json),
+        Cmd::Serve { tick_ms, once } => serve(&dir, tick_ms, once, json),
         Cmd::Bench {
             cmd: BenchCmd::Runs { runs, concurrency },
         } => bench::runs(runs, concurrency, json),
@@ -676,5 +718,165 @@ fn describe(body: &Value) -> String {
         format!("{}…", s.chars().take(140).collect::<String>())
     } else {
         s
+    }
+}
+
+fn parse_duration_ms(s: &str) -> Result<i64> {
+    let s = s.trim();
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: i64 = num.parse().map_err(|_| {
+        bad(format!(
+            "duration `{s}`: expected a number with s, m or h, like 15m"
+        ))
+    })?;
+    let mult = match unit {
+        "" | "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        other => {
+            return Err(bad(format!(
+                "duration `{s}`: unknown unit `{other}` (use s, m or h)"
+            )))
+        }
+    };
+    Ok(n * mult)
+}
+
+fn schedule(dir: &Path, cmd: ScheduleCmd, json: bool) -> Result<i32> {
+    let store = home::open_store(dir)?;
+    match cmd {
+        ScheduleCmd::Add {
+            name,
+            cron,
+            tz,
+            routine,
+            catch_up,
+            overlap,
+            grace,
+        } => {
+            vouch_runtime::scheduler::parse_cron(&cron).map_err(bad)?;
+            vouch_runtime::scheduler::parse_tz(&tz).map_err(bad)?;
+            let grace_ms = parse_duration_ms(&grace)?;
+            let text = std::fs::read_to_string(&routine)
+                .map_err(|e| bad(format!("cannot read routine {}: {e}", routine.display())))?;
+            let mut r: Value = serde_json::from_str(&text)
+                .map_err(|e| bad(format!("routine {} is not JSON: {e}", routine.display())))?;
+            let Some(obj) = r.as_object_mut() else {
+                return Err(bad(format!(
+                    "routine {}: expected an object with `prompt` and `script` or `model`",
+                    routine.display()
+                )));
+            };
+            if obj.get("prompt").and_then(Value::as_str).is_none() {
+                return Err(bad(format!(
+                    "routine {}: `prompt` (a string) is required",
+                    routine.display()
+                )));
+            }
+            if let Some(script) = obj.remove("script") {
+                if !script.is_array() {
+                    return Err(bad(format!(
+                        "routine {}: `script` must be an array of turns",
+                        routine.display()
+                    )));
+                }
+                obj.insert("model".into(), json!({"kind": "script", "turns": script}));
+            }
+            if obj.get("model").is_none() {
+                obj.insert("model".into(), json!({"kind": "openai"}));
+            }
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as i64)
+                .unwrap_or(0);
+            let sched = vouch_store::Schedule {
+                name: name.clone(),
+                cron,
+                tz,
+                routine: r,
+                catch_up,
+                overlap,
+                grace_ms,
+                created_ms: now,
+            };
+            store.put_schedule(&sched).map_err(|e| match e {
+                vouch_store::StoreError::Conflict(m) => bad(m),
+                other => anyhow!(other),
+            })?;
+            if json {
+                println!("{}", serde_json::to_string(&sched)?);
+            } else {
+                println!("Schedule `{name}` added ({} {}). It runs while `vouch serve` is running; slots missed while it is not are reported as missed.", sched.cron, sched.tz);
+            }
+            Ok(0)
+        }
+        ScheduleCmd::List => {
+            let all = store.schedules()?;
+            if json {
+                println!("{}", serde_json::to_string(&all)?);
+            } else if all.is_empty() {
+                println!("No schedules. Add one with `vouch schedule add NAME --cron \"0 7 * * *\" --tz Europe/Berlin --routine FILE`.");
+            } else {
+                for s in all {
+                    let last = store
+                        .slots(&s.name)?
+                        .last()
+                        .map(|(t, r)| format!("last slot {t} → run {r}"))
+                        .unwrap_or_else(|| "no slot yet".into());
+                    println!(
+                        "{:<16} {:<14} {:<16} catch-up {:<6} overlap {:<5} grace {}s  {last}",
+                        s.name,
+                        s.cron,
+                        s.tz,
+                        s.catch_up,
+                        s.overlap,
+                        s.grace_ms / 1000
+                    );
+                }
+            }
+            Ok(0)
+        }
+        ScheduleCmd::Rm { name } => {
+            if !store.remove_schedule(&name)? {
+                return Err(bad(format!(
+                    "no schedule `{name}`; see `vouch schedule list`"
+                )));
+            }
+            if !json {
+                println!("Schedule `{name}` removed; its past runs and receipts stay.");
+            }
+            Ok(0)
+        }
+    }
+}
+
+fn serve(dir: &Path, tick_ms: u64, once: bool, json: bool) -> Result<i32> {
+    let host = open_host(dir, !json)?;
+    eprintln!(
+        "vouch serve: home {} — scheduler every {tick_ms} ms (Ctrl-C to stop)",
+        dir.display()
+    );
+    loop {
+        let report = host.tick().map_err(host_err)?;
+        for (s, slot, run) in &report.started {
+            eprintln!("  {s}: slot {slot} ran as {run}");
+        }
+        for (s, slot, run) in &report.missed {
+            eprintln!("  {s}: slot {slot} was missed (receipt: `vouch receipt {run}`)");
+        }
+        for (s, slot, run) in &report.late {
+            eprintln!("  {s}: late run {run} for slot {slot}");
+        }
+        if json {
+            println!(
+                "{}",
+                json!({"started": report.started, "missed": report.missed, "late": report.late, "taken_by_another_host": report.taken})
+            );
+        }
+        if once {
+            return Ok(0);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(tick_ms.max(50)));
+        host.boot().map_err(host_err)?;
     }
 }

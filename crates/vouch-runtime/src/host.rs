@@ -56,6 +56,9 @@ pub enum HostError {
     Crashed(String),
     #[error("{0}")]
     Invalid(String),
+    /// Another host consumed this schedule slot first (§12.2).
+    #[error("slot {0} was already consumed")]
+    SlotTaken(String),
     #[error("model: {0}")]
     Model(String),
 }
@@ -261,9 +264,7 @@ impl Host {
         match slot {
             Some((schedule, slot_ms)) => {
                 if !self.store.consume_slot(schedule, slot_ms, &run)? {
-                    return Err(HostError::Invalid(format!(
-                        "slot {schedule}@{slot_ms} was already consumed"
-                    )));
+                    return Err(HostError::SlotTaken(format!("{schedule}@{slot_ms}")));
                 }
             }
             None => self.store.create_run(&run)?,

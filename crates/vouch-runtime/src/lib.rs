@@ -11,6 +11,7 @@ pub mod model;
 pub mod outbound;
 pub mod provider;
 pub mod receipt;
+pub mod scheduler;
 pub mod scripted;
 pub mod tools;
 pub mod view;

@@ -17,8 +17,8 @@ use std::sync::Mutex;
 use vouch_core::{EndedBy, Outcome, RunState, TriggerKind};
 use vouch_store::{
     event_hash, verify_chain, Card, CardState, Decision, EndResult, EventKind, JournalEntry,
-    LedgerEntry, LedgerIntent, LedgerState, NewEvent, NewRun, OutboxRow, RunRecord, Store,
-    StoreError, StoreResult, Terminal, VerifyReport, GENESIS_HASH,
+    LedgerEntry, LedgerIntent, LedgerState, NewEvent, NewRun, OutboxRow, RunRecord, Schedule,
+    Store, StoreError, StoreResult, Terminal, VerifyReport, GENESIS_HASH,
 };
 
 /// Jobs committed together at most.
@@ -959,6 +959,68 @@ impl Store for SqliteStore {
             )
             .optional()
             .map_err(db_err)
+        })
+    }
+
+    fn slots(&self, schedule: &str) -> StoreResult<Vec<(i64, String)>> {
+        self.read(|c| {
+            let mut st = c
+                .prepare("SELECT slot_ms, run_id FROM slots WHERE schedule = ?1 ORDER BY slot_ms")
+                .map_err(db_err)?;
+            let rows = st
+                .query_map([schedule], |r| Ok((r.get(0)?, r.get(1)?)))
+                .map_err(db_err)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
+        })
+    }
+
+    fn put_schedule(&self, s: &Schedule) -> StoreResult<()> {
+        let s = s.clone();
+        let routine =
+            serde_json::to_string(&s.routine).map_err(|e| StoreError::Fatal(e.to_string()))?;
+        self.write(move |c| {
+            c.execute(
+                "INSERT INTO schedules (name, cron, tz, routine, catch_up, overlap, grace_ms, created_ms) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)",
+                params![s.name, s.cron, s.tz, routine, s.catch_up, s.overlap, s.grace_ms, s.created_ms],
+            )
+            .map_err(|e| match db_err(e) {
+                StoreError::Conflict(_) => StoreError::Conflict(format!("a schedule named `{}` already exists; remove it first or pick another name", s.name)),
+                other => other,
+            })?;
+            Ok(())
+        })
+    }
+
+    fn schedules(&self) -> StoreResult<Vec<Schedule>> {
+        self.read(|c| {
+            let mut st = c
+                .prepare("SELECT name, cron, tz, routine, catch_up, overlap, grace_ms, created_ms FROM schedules ORDER BY name")
+                .map_err(db_err)?;
+            let rows = st
+                .query_map([], |r| {
+                    let routine: String = r.get(3)?;
+                    Ok(Schedule {
+                        name: r.get(0)?,
+                        cron: r.get(1)?,
+                        tz: r.get(2)?,
+                        routine: json_col(&routine)?,
+                        catch_up: r.get(4)?,
+                        overlap: r.get(5)?,
+                        grace_ms: r.get(6)?,
+                        created_ms: r.get(7)?,
+                    })
+                })
+                .map_err(db_err)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
+        })
+    }
+
+    fn remove_schedule(&self, name: &str) -> StoreResult<bool> {
+        let name = name.to_string();
+        self.write(move |c| {
+            Ok(c.execute("DELETE FROM schedules WHERE name = ?1", [name])
+                .map_err(db_err)?
+                == 1)
         })
     }
 

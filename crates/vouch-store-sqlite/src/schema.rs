@@ -93,4 +93,17 @@ CREATE TABLE outbox (
     sent_ms INTEGER
 );
 "#,
+    // 2: schedules.
+    r#"
+CREATE TABLE schedules (
+    name TEXT PRIMARY KEY,
+    cron TEXT NOT NULL,
+    tz TEXT NOT NULL,
+    routine TEXT NOT NULL,
+    catch_up TEXT NOT NULL CHECK (catch_up IN ('skip','latest')),
+    overlap TEXT NOT NULL CHECK (overlap IN ('skip','allow')),
+    grace_ms INTEGER NOT NULL,
+    created_ms INTEGER NOT NULL
+);
+"#,
 ];

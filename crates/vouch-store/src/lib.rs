@@ -330,6 +330,23 @@ pub enum Decision {
     Deny,
 }
 
+/// A schedule (§12.1): when a routine runs, and what to do about missed and overlapping slots.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Schedule {
+    pub name: String,
+    pub cron: String,
+    pub tz: String,
+    /// The run template: `{"prompt": …, "model": {…}, "presence": …, "quiet": …}`.
+    pub routine: serde_json::Value,
+    /// `skip` or `latest`.
+    pub catch_up: String,
+    /// `skip` or `allow`.
+    pub overlap: String,
+    pub grace_ms: i64,
+    /// Slots before this instant are not expected (the schedule did not exist yet).
+    pub created_ms: i64,
+}
+
 /// One durable store. Implementations must be safe to share between threads; every write is
 /// durable on return, and concurrent appends may be group-committed.
 pub trait Store: Send + Sync {
@@ -406,6 +423,15 @@ pub trait Store: Send + Sync {
     /// creates nothing) if the slot row already exists.
     fn consume_slot(&self, schedule: &str, slot_ms: i64, run: &NewRun) -> StoreResult<bool>;
     fn slot_run(&self, schedule: &str, slot_ms: i64) -> StoreResult<Option<String>>;
+    /// Consumed slots of a schedule: (slot time, run id), oldest first.
+    fn slots(&self, schedule: &str) -> StoreResult<Vec<(i64, String)>>;
+
+    // ---- schedules (§12.1) ----
+    /// Add a schedule; `Conflict` if the name is taken.
+    fn put_schedule(&self, schedule: &Schedule) -> StoreResult<()>;
+    fn schedules(&self) -> StoreResult<Vec<Schedule>>;
+    /// Returns false if there was no such schedule.
+    fn remove_schedule(&self, name: &str) -> StoreResult<bool>;
 
     // ---- notification outbox (§11.4) ----
     fn outbox_pending(&self) -> StoreResult<Vec<OutboxRow>>;

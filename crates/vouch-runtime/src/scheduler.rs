@@ -1,0 +1,237 @@
+//! Schedules (§12): expected slots from a cron expression in a time zone, consumed before
+//! their run starts, missed slots ended through the reconciler, catch-up and overlap.
+//!
+//! Daylight saving: a slot whose local time falls in a spring-forward gap runs at the first
+//! valid instant after it; a local time that repeats in the fall-back hour runs once, at its
+//! first occurrence (the cron crate's rules, tested below).
+
+use crate::host::{Host, HostError, HostResult, RunSpec};
+use chrono::{TimeZone, Utc};
+use chrono_tz::Tz;
+use croner::Cron;
+use serde_json::Value;
+use vouch_core::{Presence, RunState, TriggerKind};
+use vouch_store::Schedule;
+
+/// Slots looked at per schedule and tick at most (a machine off for years stays bounded).
+pub const SLOTS_PER_TICK_MAX: usize = 1000;
+
+pub fn parse_cron(expr: &str) -> Result<Cron, String> {
+    Cron::new(expr).parse().map_err(|e| {
+        format!("cron expression `{expr}` is not valid ({e}); use five fields like `0 7 * * *`")
+    })
+}
+
+pub fn parse_tz(tz: &str) -> Result<Tz, String> {
+    tz.parse::<Tz>().map_err(|_| {
+        format!("time zone `{tz}` is unknown; use an IANA name like `Europe/Berlin` or `UTC`")
+    })
+}
+
+/// Slot instants (ms) in `(after_ms, until_ms]`, oldest first, at most `max`.
+pub fn slots_between(cron: &Cron, tz: Tz, after_ms: i64, until_ms: i64, max: usize) -> Vec<i64> {
+    let Some(start) = Utc.timestamp_millis_opt(after_ms).single() else {
+        return vec![];
+    };
+    let mut out = vec![];
+    for t in cron.iter_after(start.with_timezone(&tz)) {
+        let ms = t.timestamp_millis();
+        if ms > until_ms || out.len() >= max {
+            break;
+        }
+        if ms > after_ms && out.last().map(|l| ms > *l).unwrap_or(true) {
+            out.push(ms);
+        }
+    }
+    // Keep the newest `max` when the window holds more.
+    out
+}
+
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct TickReport {
+    /// (schedule, slot, run) started on time.
+    pub started: Vec<(String, i64, String)>,
+    /// (schedule, slot, run) ended as missed.
+    pub missed: Vec<(String, i64, String)>,
+    /// (schedule, slot, run) late runs started by catch-up `latest`.
+    pub late: Vec<(String, i64, String)>,
+    /// Slots another host consumed first.
+    pub taken: usize,
+}
+
+pub fn routine_spec(s: &Schedule, slot_ms: i64) -> RunSpec {
+    let r = &s.routine;
+    RunSpec {
+        trigger: TriggerKind::Scheduled,
+        title: r
+            .get("prompt")
+            .and_then(Value::as_str)
+            .unwrap_or(&s.name)
+            .to_string(),
+        presence: r
+            .get("presence")
+            .and_then(|p| serde_json::from_value::<Presence>(p.clone()).ok()),
+        quiet: r.get("quiet").and_then(Value::as_bool).unwrap_or(false),
+        model: r.get("model").cloned().unwrap_or(Value::Null),
+        scope: Some(format!("{}@{slot_ms}", s.name)),
+    }
+}
+
+impl Host {
+    /// One scheduler pass at the clock's now: start due slots, end missed ones.
+    pub fn tick(&self) -> HostResult<TickReport> {
+        let now = self.clock.now_ms();
+        let mut report = TickReport::default();
+        for s in self.store.schedules()? {
+            let cron = parse_cron(&s.cron).map_err(HostError::Invalid)?;
+            let tz = parse_tz(&s.tz).map_err(HostError::Invalid)?;
+            let consumed: Vec<(i64, String)> = self.store.slots(&s.name)?;
+            let after = consumed
+                .last()
+                .map(|(t, _)| *t)
+                .unwrap_or(s.created_ms)
+                .max(s.created_ms);
+            let expected = slots_between(&cron, tz, after, now, SLOTS_PER_TICK_MAX);
+            let pending: Vec<i64> = expected
+                .into_iter()
+                .filter(|t| !consumed.iter().any(|(c, _)| c == t))
+                .collect();
+            let (late, due): (Vec<i64>, Vec<i64>) =
+                pending.into_iter().partition(|t| now - t > s.grace_ms);
+            let newest_late = late.last().copied();
+            for slot in &late {
+                let latest = s.catch_up == "latest" && Some(*slot) == newest_late && due.is_empty();
+                match self.missed_slot(&s.name, *slot, &routine_spec(&s, *slot), latest) {
+                    Ok((id, late_run)) => {
+                        report.missed.push((s.name.clone(), *slot, id));
+                        if let Some(l) = late_run {
+                            report.late.push((s.name.clone(), *slot, l));
+                        }
+                    }
+                    Err(HostError::SlotTaken(_)) => report.taken += 1,
+                    Err(e) => return Err(e),
+                }
+            }
+            for slot in due {
+                let active = self.store.slots(&s.name)?.into_iter().any(|(_, run)| {
+                    self.store
+                        .run(&run)
+                        .ok()
+                        .flatten()
+                        .map(|r| r.state != RunState::Ended)
+                        .unwrap_or(false)
+                });
+                let spec = routine_spec(&s, slot);
+                if active && s.overlap == "skip" {
+                    // The previous run is still going: this slot does not start (§12.1 overlap).
+                    match self.missed_slot(
+                        &s.name,
+                        slot,
+                        &RunSpec {
+                            title: format!(
+                                "{} (skipped: the previous run was still going)",
+                                spec.title
+                            ),
+                            ..spec
+                        },
+                        false,
+                    ) {
+                        Ok((id, _)) => report.missed.push((s.name.clone(), slot, id)),
+                        Err(HostError::SlotTaken(_)) => report.taken += 1,
+                        Err(e) => return Err(e),
+                    }
+                    continue;
+                }
+                let id = crate::host::new_id(self.clock.as_ref());
+                match self.create(&id, &spec, None, Some((&s.name, slot))) {
+                    Ok(()) => {}
+                    Err(HostError::SlotTaken(_)) => {
+                        report.taken += 1;
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                }
+                self.drive(&id)?;
+                report.started.push((s.name.clone(), slot, id));
+            }
+        }
+        self.dispatch()?;
+        Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(s: &str) -> i64 {
+        chrono::DateTime::parse_from_rfc3339(s)
+            .unwrap()
+            .timestamp_millis()
+    }
+
+    #[test]
+    fn daily_slots_in_a_time_zone() {
+        let c = parse_cron("0 7 * * *").unwrap();
+        let tz = parse_tz("Europe/Berlin").unwrap();
+        let v = slots_between(
+            &c,
+            tz,
+            ms("2026-12-01T00:00:00Z"),
+            ms("2026-12-03T23:00:00Z"),
+            10,
+        );
+        assert_eq!(
+            v,
+            vec![
+                ms("2026-12-01T06:00:00Z"),
+                ms("2026-12-02T06:00:00Z"),
+                ms("2026-12-03T06:00:00Z")
+            ]
+        );
+    }
+
+    #[test]
+    fn spring_forward_gap_runs_once_after_the_gap() {
+        // 2026-03-29 in Berlin: 02:00 → 03:00. A 02:30 slot runs at 03:00 local (01:00Z).
+        let c = parse_cron("30 2 * * *").unwrap();
+        let tz = parse_tz("Europe/Berlin").unwrap();
+        let v = slots_between(
+            &c,
+            tz,
+            ms("2026-03-28T12:00:00Z"),
+            ms("2026-03-30T12:00:00Z"),
+            10,
+        );
+        assert_eq!(v.len(), 2, "{v:?}");
+        assert_eq!(v[0], ms("2026-03-29T01:00:00Z"));
+        assert_eq!(v[1], ms("2026-03-30T00:30:00Z"));
+    }
+
+    #[test]
+    fn fall_back_repeated_hour_runs_once() {
+        // 2026-10-25 in Berlin: 03:00 → 02:00. 02:30 happens twice; the slot runs once.
+        let c = parse_cron("30 2 * * *").unwrap();
+        let tz = parse_tz("Europe/Berlin").unwrap();
+        let v = slots_between(
+            &c,
+            tz,
+            ms("2026-10-24T12:00:00Z"),
+            ms("2026-10-26T12:00:00Z"),
+            10,
+        );
+        assert_eq!(
+            v,
+            vec![ms("2026-10-25T00:30:00Z"), ms("2026-10-26T01:30:00Z")],
+            "{v:?}"
+        );
+    }
+
+    #[test]
+    fn bad_input_names_what_is_wrong() {
+        assert!(parse_cron("61 * * * *").unwrap_err().contains("61 * * * *"));
+        assert!(parse_tz("Mars/Olympus")
+            .unwrap_err()
+            .contains("Mars/Olympus"));
+    }
+}

@@ -1,0 +1,338 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Schedules and attention end to end on a real SQLite store with an injected clock:
+//! slots that run, crash, never run, overlap; notifications that go out exactly once.
+
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use vouch_core::{DestinationKind, Outcome, RunState};
+use vouch_runtime::capability::PatternCapabilities;
+use vouch_runtime::clock::{Clock, ManualClock};
+use vouch_runtime::crash::{CrashMode, CrashPlan};
+use vouch_runtime::host::Notifier;
+use vouch_runtime::model::DefaultModels;
+use vouch_runtime::provider::{Behavior, FolderProvider, Provider, SimProvider, SimWorld};
+use vouch_runtime::tools::{ScriptWorkTools, StandardTools};
+use vouch_runtime::{Host, HostError, Limits};
+use vouch_store::{OutboxRow, Schedule};
+use vouch_store_sqlite::SqliteStore;
+
+#[derive(Default)]
+struct Count(Mutex<Vec<OutboxRow>>);
+impl Notifier for Count {
+    fn notify(&self, row: &OutboxRow) -> Result<(), String> {
+        self.0.lock().unwrap().push(row.clone());
+        Ok(())
+    }
+}
+
+struct World {
+    dir: tempfile::TempDir,
+    clock: ManualClock,
+    sim: Arc<SimWorld>,
+    notes: Arc<Count>,
+}
+
+const DAY: i64 = 86_400_000;
+/// 2026-12-01T00:00:00Z
+const T0: i64 = 1_796_083_200_000;
+const SEVEN: i64 = 7 * 3_600_000;
+
+impl World {
+    fn new(behaviors: Vec<(String, Behavior)>) -> World {
+        World {
+            dir: tempfile::tempdir().unwrap(),
+            clock: ManualClock::new(T0, 1),
+            sim: Arc::new(SimWorld::new(behaviors, vec![], vec![])),
+            notes: Arc::new(Count::default()),
+        }
+    }
+    fn host(&self, crash: Option<&str>) -> Host {
+        let store = SqliteStore::open(&self.dir.path().join("vouch.db")).unwrap();
+        let mut providers: BTreeMap<DestinationKind, Arc<dyn Provider>> = BTreeMap::new();
+        for kind in DestinationKind::ALL {
+            providers.insert(
+                kind,
+                Arc::new(SimProvider {
+                    kind,
+                    world: self.sim.clone(),
+                }),
+            );
+        }
+        Host {
+            store: Arc::new(store),
+            clock: Arc::new(self.clock.clone()),
+            caps: Arc::new(PatternCapabilities::default()),
+            providers,
+            notifier: self.notes.clone(),
+            models: Arc::new(DefaultModels),
+            work: Arc::new(ScriptWorkTools {
+                inner: StandardTools {
+                    folder: FolderProvider::new(self.dir.path().join("files")),
+                    artifacts_dir: self.dir.path().join("a"),
+                },
+            }),
+            crash: crash.and_then(|c| CrashPlan::parse(c, CrashMode::Simulate)),
+            owner: format!("test-{}", self.clock.now_ms()),
+            drafts_dir: self.dir.path().join("drafts"),
+            limits: Limits::default(),
+            progress: None,
+            policy_forbid: vec![],
+        }
+    }
+    fn schedule(
+        &self,
+        host: &Host,
+        name: &str,
+        catch_up: &str,
+        overlap: &str,
+        quiet: bool,
+        turns: serde_json::Value,
+    ) {
+        host.store
+            .put_schedule(&Schedule {
+                name: name.into(),
+                cron: "0 7 * * *".into(),
+                tz: "UTC".into(),
+                routine: json!({"prompt": "7am brief", "quiet": quiet, "model": {"kind": "script", "turns": turns}}),
+                catch_up: catch_up.into(),
+                overlap: overlap.into(),
+                grace_ms: 15 * 60_000,
+                created_ms: T0,
+            })
+            .unwrap();
+    }
+    fn notified(&self, run: &str) -> usize {
+        self.notes
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.run_id == run)
+            .count()
+    }
+}
+
+fn brief() -> serde_json::Value {
+    json!([
+        {"declare": {"deliveries": [{"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": "Briefs/today.md"}}]}},
+        {"deliver": "d1", "payload": {"text": "# Brief"}}
+    ])
+}
+
+#[test]
+fn a_slot_runs_once_and_is_never_replayed() {
+    let w = World::new(vec![]);
+    let host = w.host(None);
+    w.schedule(&host, "brief", "skip", "skip", false, brief());
+    w.clock.set(T0 + SEVEN + 5_000);
+    let r = host.tick().unwrap();
+    assert_eq!(r.started.len(), 1);
+    let run = host.store.run(&r.started[0].2).unwrap().unwrap();
+    assert_eq!(run.outcome, Some(Outcome::Succeeded));
+    assert_eq!(host.tick().unwrap(), Default::default());
+    drop(host);
+    let host = w.host(None);
+    assert_eq!(host.tick().unwrap(), Default::default());
+    assert_eq!(w.sim.executions("d1"), 1);
+    // A reversible save that succeeded is routine: inbox, no interruption.
+    assert_eq!(w.notified(&run.id), 0);
+}
+
+#[test]
+fn a_crash_mid_run_leaves_an_interrupted_receipt_and_no_replay() {
+    let w = World::new(vec![]);
+    let host = w.host(Some("attempt_started:d1"));
+    w.schedule(&host, "brief", "skip", "skip", false, brief());
+    w.clock.set(T0 + SEVEN + 1_000);
+    assert!(matches!(host.tick(), Err(HostError::Crashed(_))));
+    drop(host);
+    w.clock.advance(60_000);
+    let host = w.host(None);
+    let ended = host.boot().unwrap();
+    assert_eq!(ended.len(), 1);
+    let run = host.store.run(&ended[0]).unwrap().unwrap();
+    assert_eq!(run.state, RunState::Ended);
+    assert_eq!(run.ended_by, Some(vouch_core::EndedBy::Boot));
+    assert!(host
+        .store
+        .receipt(&run.id)
+        .unwrap()
+        .unwrap()
+        .contains("interrupted"));
+    assert_eq!(
+        host.tick().unwrap(),
+        Default::default(),
+        "the consumed slot is not replayed"
+    );
+    assert_eq!(host.store.slots("brief").unwrap().len(), 1);
+    assert_eq!(
+        w.notified(&run.id),
+        1,
+        "a failed scheduled run notifies the person"
+    );
+}
+
+#[test]
+fn a_machine_off_across_three_slots_reports_three_missed() {
+    let w = World::new(vec![]);
+    let host = w.host(None);
+    w.schedule(&host, "brief", "skip", "skip", false, brief());
+    w.clock.set(T0 + 2 * DAY + SEVEN + 3 * 3_600_000);
+    let r = host.tick().unwrap();
+    assert_eq!(r.missed.len(), 3);
+    assert!(r.started.is_empty() && r.late.is_empty());
+    for (_, _, run) in &r.missed {
+        let rec = host.store.run(run).unwrap().unwrap();
+        assert_eq!(rec.outcome, Some(Outcome::Missed));
+        assert_eq!(rec.ended_by, Some(vouch_core::EndedBy::Schedule));
+        assert!(host.store.receipt(run).unwrap().unwrap().contains("Missed"));
+        assert_eq!(w.notified(run), 1);
+    }
+    assert_eq!(w.sim.executions("d1"), 0);
+}
+
+#[test]
+fn catch_up_latest_starts_one_late_run_for_the_newest_missed_slot() {
+    let w = World::new(vec![]);
+    let host = w.host(None);
+    w.schedule(&host, "brief", "latest", "skip", false, brief());
+    w.clock.set(T0 + 2 * DAY + SEVEN + 3 * 3_600_000);
+    let r = host.tick().unwrap();
+    assert_eq!(r.missed.len(), 3);
+    assert_eq!(r.late.len(), 1);
+    assert_eq!(
+        r.late[0].1,
+        T0 + 2 * DAY + SEVEN,
+        "the late run is for the newest slot"
+    );
+    let late = host.store.run(&r.late[0].2).unwrap().unwrap();
+    assert_eq!(late.outcome, Some(Outcome::Succeeded));
+    assert_eq!(w.sim.executions("d1"), 1);
+    assert_eq!(host.tick().unwrap(), Default::default());
+}
+
+#[test]
+fn overlap_skip_does_not_start_a_slot_while_the_previous_run_waits() {
+    let w = World::new(vec![]);
+    let host = w.host(None);
+    w.schedule(&host, "mail", "skip", "skip", false, json!([
+        {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "email", "address": "me@example.com"}}]}},
+        {"deliver": "d1", "payload": {"text": "hi"}}
+    ]));
+    w.clock.set(T0 + SEVEN + 1_000);
+    let r = host.tick().unwrap();
+    assert_eq!(r.started.len(), 1);
+    assert_eq!(
+        host.store.run(&r.started[0].2).unwrap().unwrap().state,
+        RunState::Suspended
+    );
+    w.clock.set(T0 + DAY + SEVEN + 1_000);
+    let r = host.tick().unwrap();
+    assert!(r.started.is_empty());
+    assert_eq!(
+        r.missed.len(),
+        1,
+        "the overlapping slot is skipped and reported"
+    );
+    assert_eq!(w.sim.executions("d1"), 0);
+}
+
+#[test]
+fn a_crash_between_terminal_and_dispatch_notifies_exactly_once() {
+    let w = World::new(vec![("folder:*".into(), Behavior::Reject)]);
+    let host = w.host(Some("terminal"));
+    w.schedule(&host, "brief", "skip", "skip", false, brief());
+    w.clock.set(T0 + SEVEN + 1_000);
+    assert!(matches!(host.tick(), Err(HostError::Crashed(_))));
+    let run = host.store.slots("brief").unwrap()[0].1.clone();
+    assert_eq!(
+        host.store.run(&run).unwrap().unwrap().state,
+        RunState::Ended
+    );
+    assert_eq!(w.notified(&run), 0);
+    drop(host);
+    for _ in 0..3 {
+        let host = w.host(None);
+        host.boot().unwrap();
+        host.tick().unwrap();
+    }
+    assert_eq!(w.notified(&run), 1);
+}
+
+#[test]
+fn quiet_never_lowers_a_failure() {
+    let w = World::new(vec![("folder:*".into(), Behavior::Reject)]);
+    let host = w.host(None);
+    w.schedule(&host, "quiet-fail", "skip", "skip", true, brief());
+    w.clock.set(T0 + SEVEN + 1_000);
+    let r = host.tick().unwrap();
+    let run = &r.started[0].2;
+    let term = host
+        .store
+        .journal(run)
+        .unwrap()
+        .last()
+        .unwrap()
+        .body
+        .clone();
+    assert_eq!(term["significance"], "failure");
+    assert_eq!(term["route"], "notify");
+    assert_eq!(w.notified(run), 1);
+}
+
+#[test]
+fn quiet_caps_notable_news_at_the_inbox() {
+    let w = World::new(vec![]);
+    let host = w.host(None);
+    // Trusted automation: an irreversible verified send in an autonomous run is notable.
+    let host = Host {
+        caps: Arc::new(PatternCapabilities {
+            automation: vec!["send:webhook:*".into()],
+            ..Default::default()
+        }),
+        ..host
+    };
+    w.schedule(&host, "quiet-ok", "skip", "skip", true, json!([
+        {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "webhook", "address": "https://h"}}]}},
+        {"deliver": "d1", "payload": {"text": "x"}}
+    ]));
+    w.clock.set(T0 + SEVEN + 1_000);
+    let r = host.tick().unwrap();
+    let run = &r.started[0].2;
+    let term = host
+        .store
+        .journal(run)
+        .unwrap()
+        .last()
+        .unwrap()
+        .body
+        .clone();
+    assert_eq!(term["significance"], "notable");
+    assert_eq!(term["route"], "inbox");
+    assert_eq!(w.notified(run), 0);
+    assert_eq!(w.sim.executions("d1"), 1);
+}
+
+#[test]
+fn two_hosts_on_one_home_never_both_run_a_slot() {
+    let w = World::new(vec![]);
+    let setup = w.host(None);
+    w.schedule(&setup, "brief", "skip", "skip", false, brief());
+    drop(setup);
+    w.clock.set(T0 + SEVEN + 1_000);
+    let hosts: Vec<Host> = (0..4).map(|_| w.host(None)).collect();
+    std::thread::scope(|s| {
+        for h in &hosts {
+            s.spawn(move || {
+                for _ in 0..5 {
+                    let _ = h.tick();
+                }
+            });
+        }
+    });
+    let host = w.host(None);
+    assert_eq!(host.store.slots("brief").unwrap().len(), 1);
+    assert_eq!(host.store.runs(100).unwrap().len(), 1);
+    assert_eq!(w.sim.executions("d1"), 1);
+}
