@@ -3,10 +3,11 @@
 # kill real `vouch` processes, the oracle fixtures and the scenario corpus.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# E-mail tests talk to a real SMTP server on loopback (aiosmtpd, from PyPI).
-if ! python3 -c "import aiosmtpd" 2>/dev/null; then
-  echo "installing aiosmtpd for the SMTP tests"
-  python3 -m pip install --quiet --disable-pip-version-check aiosmtpd
+# E-mail tests talk to a real SMTP server on loopback (aiosmtpd); notification tests own
+# org.freedesktop.Notifications on a private D-Bus session bus (dbus-next). Both from PyPI.
+if ! python3 -c "import aiosmtpd, dbus_next" 2>/dev/null; then
+  echo "installing aiosmtpd and dbus-next for the SMTP and D-Bus tests"
+  python3 -m pip install --quiet --disable-pip-version-check aiosmtpd dbus-next
 fi
 # Crash tests run the real binary; build it first so every test finds it.
 cargo build --workspace --bins

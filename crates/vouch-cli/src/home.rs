@@ -12,6 +12,7 @@ use vouch_runtime::config::{Config, ConfigCapabilities};
 use vouch_runtime::crash::{CrashMode, CrashPlan};
 use vouch_runtime::host::{Notifier, Progress};
 use vouch_runtime::model::DefaultModels;
+use vouch_runtime::notify::DesktopNotifier;
 use vouch_runtime::outbound::{CalendarProvider, EmailProvider, PaymentProvider};
 use vouch_runtime::provider::{FolderProvider, Provider, SurfaceProvider, WebhookProvider};
 use vouch_runtime::tools::{ScriptWorkTools, StandardTools};
@@ -70,6 +71,19 @@ impl Notifier for FileNotifier {
             .open(&self.path)
             .and_then(|mut f| writeln!(f, "{line}"))
             .map_err(|e| e.to_string())
+    }
+}
+
+/// Every notification is logged in the home (the inbox's record), then sent to the desktop.
+pub struct InboxAndDesktop {
+    pub log: FileNotifier,
+    pub desktop: DesktopNotifier,
+}
+
+impl Notifier for InboxAndDesktop {
+    fn notify(&self, row: &OutboxRow) -> std::result::Result<(), String> {
+        self.desktop.notify(row)?;
+        self.log.notify(row)
     }
 }
 
@@ -133,6 +147,7 @@ pub fn providers(dir: &Path, cfg: &Config) -> BTreeMap<DestinationKind, Arc<dyn 
 pub fn host(dir: &Path, progress: Option<Progress>) -> Result<Host> {
     let store = open_store(dir)?;
     let cfg = config(dir)?;
+    let push_url = cfg.notify.as_ref().and_then(|n| n.push_url.clone());
     let root = folder_root(dir);
     let providers = providers(dir, &cfg);
     let crash = std::env::var("VOUCH_CRASH_AFTER")
@@ -144,8 +159,14 @@ pub fn host(dir: &Path, progress: Option<Progress>) -> Result<Host> {
         clock: Arc::new(SystemClock),
         caps: Arc::new(ConfigCapabilities { config: cfg }),
         providers,
-        notifier: Arc::new(FileNotifier {
-            path: dir.join("notifications.jsonl"),
+        notifier: Arc::new(InboxAndDesktop {
+            log: FileNotifier {
+                path: dir.join("notifications.jsonl"),
+            },
+            desktop: DesktopNotifier {
+                push_url,
+                timeout_ms: 5_000,
+            },
         }),
         models: Arc::new(DefaultModels),
         work: Arc::new(ScriptWorkTools {

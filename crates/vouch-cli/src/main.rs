@@ -55,6 +55,13 @@ enum Cmd {
         /// Show progress as the run goes.
         #[arg(long)]
         watch: bool,
+        /// Where you will be when it ends: `watching` (default), `nearby`, or `away`
+        /// (you will be told through the desktop's notifications).
+        #[arg(long, default_value = "watching", value_parser = ["watching", "nearby", "away"])]
+        presence: String,
+        /// Save it, but don't tell me (quiet never hides failures).
+        #[arg(long)]
+        quiet: bool,
     },
     /// Print a run's receipt.
     Receipt { run: String },
@@ -380,6 +387,8 @@ fn run(cli: Cli) -> Result<i32> {
             prompt,
             script,
             watch,
+            presence,
+            quiet,
         } => {
             let host = open_host(&dir, watch || !json)?;
             let model = match &script {
@@ -397,8 +406,8 @@ fn run(cli: Cli) -> Result<i32> {
             let spec = RunSpec {
                 trigger: vouch_core::TriggerKind::Interactive,
                 title: prompt,
-                presence: None,
-                quiet: false,
+                presence: serde_json::from_value(json!(presence)).ok(),
+                quiet,
                 model,
                 scope: None,
             };

@@ -26,6 +26,15 @@ pub struct Config {
     pub capabilities: BTreeMap<String, Capability>,
     #[serde(default)]
     pub automation: Option<AutomationConfig>,
+    #[serde(default)]
+    pub notify: Option<NotifyConfig>,
+}
+
+/// Where `notify` goes when there is no desktop session bus.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NotifyConfig {
+    pub push_url: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -8,6 +8,7 @@ pub mod config;
 pub mod crash;
 pub mod host;
 pub mod model;
+pub mod notify;
 pub mod outbound;
 pub mod provider;
 pub mod receipt;
