@@ -154,6 +154,16 @@ enum ScheduleCmd {
 
 #[derive(Subcommand)]
 enum BenchCmd {
+    /// Durable journal appends per second (1 and N writers) beside the disk's fsync limit.
+    Journal {
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+        #[arg(long, default_value_t = 8)]
+        writers: usize,
+        /// Folder on the disk to measure (default: the temporary folder).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
     /// Runs per second, sequentially and N at once, on a temporary embedded home.
     Runs {
         #[arg(long, default_value_t = 200)]
@@ -640,6 +650,14 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Bench {
             cmd: BenchCmd::Runs { runs, concurrency },
         } => bench::runs(runs, concurrency, json),
+        Cmd::Bench {
+            cmd:
+                BenchCmd::Journal {
+                    seconds,
+                    writers,
+                    dir,
+                },
+        } => bench::journal(seconds, writers, dir, json),
     }
 }
 
