@@ -1824,8 +1824,9 @@ impl Host {
                         self.evd(EventKind::Preflight, &d.id, json!({"capability": item.capability, "posture": p, "rule": item.rule, "irreversible": item.irreversible, "connect_step": item.connect_step, "carried_from": parent_id})),
                     )?;
                 }
-                if let Some(hash) = item.granted.as_ref().filter(|_| item.status.is_none()) {
-                    // Approved in the parent, never attempted: the approval carries over.
+                if let Some(hash) = item.approved.as_ref().filter(|_| !item.status.map(|s| s.is_settled()).unwrap_or(false)) {
+                    // Approved in the parent and not settled there (never attempted, or definitely
+                    // failed): the approval of this exact hash carries over (§7, §8.2).
                     self.journal(
                         &id,
                         self.evd(

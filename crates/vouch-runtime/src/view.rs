@@ -24,6 +24,8 @@ pub struct ItemView {
     /// An approved card whose payload has not been attempted yet.
     pub granted: Option<String>,
     pub card_hash: Option<String>,
+    /// The hash the person approved for this item (kept after the attempt starts).
+    pub approved: Option<String>,
     /// A proposal was refused because an order dependency was not verified.
     pub blocked_on: Option<String>,
     pub carried: bool,
@@ -202,12 +204,14 @@ impl RunView {
                 it.awaiting = true;
                 it.card_hash = Some(str_of("payload_hash"));
                 it.granted = None;
+                it.approved = None;
             }
             EventKind::ApprovalSuperseded => {}
             EventKind::ApprovalGranted => {
                 let it = self.item(&d);
                 it.awaiting = false;
                 it.granted = Some(str_of("payload_hash"));
+                it.approved = Some(str_of("payload_hash"));
             }
             EventKind::ApprovalDenied => {
                 let it = self.item(&d);

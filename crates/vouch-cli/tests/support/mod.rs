@@ -1,0 +1,137 @@
+//! Shared test fixtures: a vouch home driven through the real binary, a real SMTP server
+//! (aiosmtpd) and an HTTP receiver that deduplicates by `Idempotency-Key`.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+
+pub struct Home {
+    pub tmp: tempfile::TempDir,
+    pub dir: PathBuf,
+}
+
+impl Home {
+    pub fn new(config: &str) -> Home {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("home");
+        let h = Home { tmp, dir };
+        assert!(h.vouch(&["init"], &[]).status.success());
+        std::fs::write(h.dir.join("vouch.toml"), config).unwrap();
+        h
+    }
+    pub fn vouch(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_vouch"));
+        c.arg("--home").arg(&self.dir).args(args).env_remove("VOUCH_CRASH_AFTER").env_remove("DBUS_SESSION_BUS_ADDRESS");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    }
+    pub fn json(&self, args: &[&str]) -> Value {
+        let mut a = vec!["--json"];
+        a.extend_from_slice(args);
+        let out = self.vouch(&a, &[]);
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
+    }
+    pub fn script(&self, turns: &Value) -> String {
+        let p = self.tmp.path().join("script.json");
+        std::fs::write(&p, turns.to_string()).unwrap();
+        p.to_string_lossy().into_owned()
+    }
+}
+
+pub struct SmtpSink {
+    child: Child,
+    pub dir: PathBuf,
+    pub port: u16,
+}
+
+impl Drop for SmtpSink {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl SmtpSink {
+    pub fn start(dir: &Path) -> SmtpSink {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/smtp_sink.py");
+        let mut child = Command::new("python3").arg(script).arg(port.to_string()).arg(dir).stdout(Stdio::piped()).spawn().expect("start the SMTP sink");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "READY", "the SMTP sink did not start (is aiosmtpd installed?)");
+        SmtpSink { child, dir: dir.to_path_buf(), port }
+    }
+    pub fn count(&self) -> usize {
+        std::fs::read_dir(&self.dir)
+            .map(|r| r.filter_map(|e| e.ok()).filter(|e| e.path().extension().map(|x| x == "eml").unwrap_or(false)).count())
+            .unwrap_or(0)
+    }
+}
+
+/// An HTTP receiver on loopback: applies each distinct `Idempotency-Key` once (or every
+/// request when `dedup` is false), answers 200 with `{"id": …}`.
+pub struct Receiver {
+    pub url: String,
+    pub applied: Arc<Mutex<Vec<String>>>,
+    pub requests: Arc<Mutex<usize>>,
+}
+
+impl Receiver {
+    pub fn start(dedup: bool) -> Receiver {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/in", listener.local_addr().unwrap());
+        let applied = Arc::new(Mutex::new(Vec::new()));
+        let requests = Arc::new(Mutex::new(0usize));
+        let (a, r) = (applied.clone(), requests.clone());
+        std::thread::spawn(move || {
+            for mut s in listener.incoming().flatten() {
+                let mut buf = vec![0u8; 1 << 16];
+                let mut n = 0;
+                loop {
+                    let k = match s.read(&mut buf[n..]) {
+                        Ok(0) | Err(_) => break,
+                        Ok(k) => k,
+                    };
+                    n += k;
+                    let text = String::from_utf8_lossy(&buf[..n]).to_string();
+                    if let Some(h) = text.find("\r\n\r\n") {
+                        let len = text
+                            .lines()
+                            .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)))
+                            .unwrap_or(0);
+                        if n >= h + 4 + len {
+                            break;
+                        }
+                    }
+                }
+                let text = String::from_utf8_lossy(&buf[..n]).to_string();
+                *r.lock().unwrap() += 1;
+                let key = text
+                    .lines()
+                    .find_map(|l| {
+                        let (k, v) = l.split_once(':')?;
+                        k.eq_ignore_ascii_case("idempotency-key").then(|| v.trim().to_string())
+                    })
+                    .unwrap_or_default();
+                let mut ap = a.lock().unwrap();
+                if !dedup || !ap.contains(&key) {
+                    ap.push(key.clone());
+                }
+                let id = format!("tr_{}", ap.len());
+                drop(ap);
+                let body = format!("{{\"id\":\"{id}\"}}");
+                let _ = write!(s, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+            }
+        });
+        Receiver { url, applied, requests }
+    }
+    pub fn applied(&self) -> usize {
+        self.applied.lock().unwrap().len()
+    }
+}
