@@ -631,6 +631,12 @@ impl Host {
     fn declare(&self, run: &RunRecord, args: &Value) -> HostResult<CallResult> {
         let m: Manifest = match serde_json::from_value(args.clone()) {
             Ok(m) => m,
+            Err(e) if !e.to_string().contains("unknown variant") => {
+                // Not a vocabulary problem: a malformed call the model can repair.
+                return Ok(CallResult::err(format!(
+                    "invalid arguments for `declare`: {e}; send {{\"deliveries\": [{{\"id\", \"verb\", \"destination\": {{\"kind\", \"address\"}}}}]}}"
+                )));
+            }
             Err(e) => {
                 // Outside the closed vocabulary (§3.3): the run asks.
                 self.journal(
@@ -1824,7 +1830,11 @@ impl Host {
                         self.evd(EventKind::Preflight, &d.id, json!({"capability": item.capability, "posture": p, "rule": item.rule, "irreversible": item.irreversible, "connect_step": item.connect_step, "carried_from": parent_id})),
                     )?;
                 }
-                if let Some(hash) = item.approved.as_ref().filter(|_| !item.status.map(|s| s.is_settled()).unwrap_or(false)) {
+                if let Some(hash) = item
+                    .approved
+                    .as_ref()
+                    .filter(|_| !item.status.map(|s| s.is_settled()).unwrap_or(false))
+                {
                     // Approved in the parent and not settled there (never attempted, or definitely
                     // failed): the approval of this exact hash carries over (§7, §8.2).
                     self.journal(

@@ -105,5 +105,6 @@ impl crate::host::ModelFactory for DefaultModels {
 }
 
 fn openai_model() -> Result<Box<dyn Model>, String> {
-    Err("no model provider is configured: set VOUCH_MODEL_URL (e.g. http://127.0.0.1:8080/v1) and VOUCH_MODEL, or pass --script FILE".into())
+    let config = openai::OpenAiConfig::from_env().map_err(|e| e.to_string())?;
+    Ok(Box::new(openai::OpenAiModel::new(config)))
 }
