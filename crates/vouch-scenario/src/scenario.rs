@@ -1,0 +1,651 @@
+//! The scenario file (scenarios.md, "The file"). Defaults are the documented ones.
+
+use crate::pattern::{dest_key, pattern_matches};
+use indexmap::IndexMap;
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
+use vouch_core::{
+    Capability, DeliveryStatus, Destination, EndedBy, Manifest, Outcome, Posture, Presence, Route,
+    Significance, TriggerKind, Verb,
+};
+
+use crate::report::{Gap, ReportState};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub id: String,
+    #[serde(default)]
+    pub prompt: String,
+    #[serde(default)]
+    pub trigger: Trigger,
+    /// `None` means the documented default: `watching` for interactive, else `away`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub presence: Option<Presence>,
+    #[serde(default)]
+    pub quiet: bool,
+    #[serde(default)]
+    pub world: World,
+    #[serde(default)]
+    pub script: Vec<Turn>,
+    #[serde(default)]
+    pub decisions: Vec<Decision>,
+    #[serde(default)]
+    pub faults: Vec<Fault>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<Expect>,
+}
+
+impl Scenario {
+    /// Presence with the documented default applied.
+    pub fn presence(&self) -> Presence {
+        self.presence.unwrap_or(match self.trigger.kind {
+            TriggerKind::Interactive => Presence::Watching,
+            _ => Presence::Away,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CatchUp {
+    #[default]
+    Skip,
+    Latest,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Overlap {
+    #[default]
+    Skip,
+    Allow,
+}
+
+fn interactive() -> TriggerKind {
+    TriggerKind::Interactive
+}
+fn utc() -> String {
+    "UTC".into()
+}
+fn yes() -> bool {
+    true
+}
+fn grace_default() -> u64 {
+    900
+}
+fn one() -> u32 {
+    1
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Trigger {
+    #[serde(default = "interactive")]
+    pub kind: TriggerKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cron: Option<String>,
+    #[serde(default = "utc")]
+    pub tz: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot: Option<String>,
+    /// false: the machine was off and the slot elapsed with no run (contract §12.3).
+    #[serde(default = "yes")]
+    pub ran: bool,
+    #[serde(default)]
+    pub catch_up: CatchUp,
+    #[serde(default)]
+    pub overlap: Overlap,
+    #[serde(default = "grace_default")]
+    pub grace_s: u64,
+}
+
+impl Default for Trigger {
+    fn default() -> Self {
+        Trigger {
+            kind: TriggerKind::Interactive,
+            cron: None,
+            tz: utc(),
+            slot: None,
+            ran: true,
+            catch_up: CatchUp::Skip,
+            overlap: Overlap::Skip,
+            grace_s: 900,
+        }
+    }
+}
+
+/// What a provider does on an attempt (applies to the first attempt at a destination).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Behavior {
+    #[default]
+    Accept,
+    Reject,
+    AcceptUnverifiable,
+    LoseResponse,
+    FalseSuccess,
+}
+
+impl Behavior {
+    pub const ALL: [Behavior; 5] = [
+        Behavior::Accept,
+        Behavior::Reject,
+        Behavior::AcceptUnverifiable,
+        Behavior::LoseResponse,
+        Behavior::FalseSuccess,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Behavior::Accept => "accept",
+            Behavior::Reject => "reject",
+            Behavior::AcceptUnverifiable => "accept_unverifiable",
+            Behavior::LoseResponse => "lose_response",
+            Behavior::FalseSuccess => "false_success",
+        }
+    }
+}
+
+/// The world the scenario runs in. Pattern maps keep file order: the first match wins.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct World {
+    #[serde(default)]
+    pub capabilities: IndexMap<String, Capability>,
+    #[serde(default)]
+    pub automation: Vec<String>,
+    #[serde(default)]
+    pub behavior: IndexMap<String, Behavior>,
+    #[serde(default)]
+    pub idempotent_by_key: Vec<String>,
+    #[serde(default)]
+    pub existing: Vec<String>,
+}
+
+impl World {
+    /// The configured level of the first matching pattern, `None` when unlisted
+    /// (scenarios.md: unlisted destinations are `executable`).
+    pub fn configured_capability(&self, d: &Destination) -> Option<Capability> {
+        let key = dest_key(d);
+        self.capabilities
+            .iter()
+            .find(|(p, _)| pattern_matches(p, &key))
+            .map(|(_, c)| *c)
+    }
+
+    /// Did the person opt `verb` at `d` into trusted automation?
+    pub fn automation_covers(&self, verb: Verb, d: &Destination) -> bool {
+        let key = format!("{}:{}", verb.as_str(), dest_key(d));
+        self.automation.iter().any(|p| pattern_matches(p, &key))
+    }
+
+    /// The behaviour of the first matching pattern (`accept` when none matches).
+    pub fn behavior_at(&self, d: &Destination) -> Behavior {
+        let key = dest_key(d);
+        self.behavior
+            .iter()
+            .find(|(p, _)| pattern_matches(p, &key))
+            .map(|(_, b)| *b)
+            .unwrap_or_default()
+    }
+
+    pub fn is_idempotent_by_key(&self, d: &Destination) -> bool {
+        let key = dest_key(d);
+        self.idempotent_by_key
+            .iter()
+            .any(|p| pattern_matches(p, &key))
+    }
+
+    pub fn exists(&self, d: &Destination) -> bool {
+        let key = dest_key(d);
+        self.existing.iter().any(|p| pattern_matches(p, &key))
+    }
+}
+
+/// A delivery-like act that no manifest item covers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Undeclared {
+    pub verb: Verb,
+    pub destination: Destination,
+}
+
+/// One model turn of the script.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Turn {
+    /// `{"declare": MANIFEST}`; a later one is an amendment.
+    Declare(Manifest),
+    /// `{"deliver": ID, "payload": {...}}`.
+    Deliver { id: String, payload: Value },
+    /// `{"undeclared": {"verb", "destination"}, "payload": {...}}`.
+    Undeclared { act: Undeclared, payload: Value },
+    /// `{"tool": NAME, "args": {...}, "fails": false}`.
+    Tool {
+        name: String,
+        args: Value,
+        fails: bool,
+    },
+    /// `{"clarify": "question"}`.
+    Clarify(String),
+    /// `{"final": "text"}`.
+    Final(String),
+}
+
+fn empty_object() -> Value {
+    Value::Object(Map::new())
+}
+
+mod shapes {
+    use super::*;
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Declare {
+        pub declare: Manifest,
+    }
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Deliver {
+        pub deliver: String,
+        #[serde(default = "empty_object")]
+        pub payload: Value,
+    }
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Undecl {
+        pub undeclared: Undeclared,
+        #[serde(default = "empty_object")]
+        pub payload: Value,
+    }
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Tool {
+        pub tool: String,
+        #[serde(default = "empty_object")]
+        pub args: Value,
+        #[serde(default)]
+        pub fails: bool,
+    }
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Clarify {
+        pub clarify: String,
+    }
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Final {
+        #[serde(rename = "final")]
+        pub text: String,
+    }
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Approve {
+        pub approve: String,
+    }
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Deny {
+        pub deny: String,
+    }
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Edit {
+        pub edit: String,
+        #[serde(default = "empty_object")]
+        pub payload: Value,
+    }
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Answer {
+        pub answer: String,
+    }
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Resume {
+        pub resume: bool,
+    }
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Cancel {
+        pub cancel: bool,
+    }
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Crash {
+        pub crash_after: CrashEvent,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub delivery: Option<String>,
+        #[serde(default = "one")]
+        pub nth: u32,
+    }
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Tamper {
+        pub tamper_payload: String,
+    }
+}
+
+/// Read a tagged object: `keys` lists the variant-identifying keys in priority order.
+fn tagged<'de, D: Deserializer<'de>>(
+    d: D,
+    what: &str,
+    keys: &[&'static str],
+) -> Result<(&'static str, Value), D::Error> {
+    let v = Value::deserialize(d)?;
+    let Some(obj) = v.as_object() else {
+        return Err(D::Error::custom(format!(
+            "a {what} must be a JSON object with one of {keys:?}"
+        )));
+    };
+    let Some(key) = keys.iter().find(|k| obj.contains_key(**k)) else {
+        let got: Vec<&String> = obj.keys().collect();
+        return Err(D::Error::custom(format!(
+            "unknown {what} {got:?}; expected an object with one of {keys:?}"
+        )));
+    };
+    Ok((key, v))
+}
+
+/// Deserialize the inner shape, keeping the inner field path in the message.
+fn inner<T: serde::de::DeserializeOwned, E: serde::de::Error>(
+    v: Value,
+    what: &str,
+) -> Result<T, E> {
+    serde_path_to_error::deserialize(v).map_err(|e| {
+        let path = e.path().to_string();
+        E::custom(format!("{what}: at `{path}`: {}", e.into_inner()))
+    })
+}
+
+impl<'de> Deserialize<'de> for Turn {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let (key, v) = tagged(
+            d,
+            "script turn",
+            &[
+                "declare",
+                "deliver",
+                "undeclared",
+                "tool",
+                "clarify",
+                "final",
+            ],
+        )?;
+        Ok(match key {
+            "declare" => Turn::Declare(inner::<shapes::Declare, _>(v, "declare turn")?.declare),
+            "deliver" => {
+                let s: shapes::Deliver = inner(v, "deliver turn")?;
+                Turn::Deliver {
+                    id: s.deliver,
+                    payload: s.payload,
+                }
+            }
+            "undeclared" => {
+                let s: shapes::Undecl = inner(v, "undeclared turn")?;
+                Turn::Undeclared {
+                    act: s.undeclared,
+                    payload: s.payload,
+                }
+            }
+            "tool" => {
+                let s: shapes::Tool = inner(v, "tool turn")?;
+                Turn::Tool {
+                    name: s.tool,
+                    args: s.args,
+                    fails: s.fails,
+                }
+            }
+            "clarify" => Turn::Clarify(inner::<shapes::Clarify, _>(v, "clarify turn")?.clarify),
+            _ => Turn::Final(inner::<shapes::Final, _>(v, "final turn")?.text),
+        })
+    }
+}
+
+impl Serialize for Turn {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Turn::Declare(m) => shapes::Declare { declare: m.clone() }.serialize(s),
+            Turn::Deliver { id, payload } => shapes::Deliver {
+                deliver: id.clone(),
+                payload: payload.clone(),
+            }
+            .serialize(s),
+            Turn::Undeclared { act, payload } => shapes::Undecl {
+                undeclared: act.clone(),
+                payload: payload.clone(),
+            }
+            .serialize(s),
+            Turn::Tool { name, args, fails } => shapes::Tool {
+                tool: name.clone(),
+                args: args.clone(),
+                fails: *fails,
+            }
+            .serialize(s),
+            Turn::Clarify(q) => shapes::Clarify { clarify: q.clone() }.serialize(s),
+            Turn::Final(t) => shapes::Final { text: t.clone() }.serialize(s),
+        }
+    }
+}
+
+/// The person's decisions, applied in order, each when a card it can answer is open.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    Approve(String),
+    Deny(String),
+    Edit { id: String, payload: Value },
+    Answer(String),
+    Resume,
+    Cancel,
+}
+
+impl<'de> Deserialize<'de> for Decision {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let (key, v) = tagged(
+            d,
+            "decision",
+            &["approve", "deny", "edit", "answer", "resume", "cancel"],
+        )?;
+        Ok(match key {
+            "approve" => Decision::Approve(inner::<shapes::Approve, _>(v, "approve")?.approve),
+            "deny" => Decision::Deny(inner::<shapes::Deny, _>(v, "deny")?.deny),
+            "edit" => {
+                let e: shapes::Edit = inner(v, "edit")?;
+                Decision::Edit {
+                    id: e.edit,
+                    payload: e.payload,
+                }
+            }
+            "answer" => Decision::Answer(inner::<shapes::Answer, _>(v, "answer")?.answer),
+            "resume" => {
+                if !inner::<shapes::Resume, _>(v, "resume")?.resume {
+                    return Err(D::Error::custom("`resume` must be true"));
+                }
+                Decision::Resume
+            }
+            _ => {
+                if !inner::<shapes::Cancel, _>(v, "cancel")?.cancel {
+                    return Err(D::Error::custom("`cancel` must be true"));
+                }
+                Decision::Cancel
+            }
+        })
+    }
+}
+
+impl Serialize for Decision {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Decision::Approve(id) => shapes::Approve {
+                approve: id.clone(),
+            }
+            .serialize(s),
+            Decision::Deny(id) => shapes::Deny { deny: id.clone() }.serialize(s),
+            Decision::Edit { id, payload } => shapes::Edit {
+                edit: id.clone(),
+                payload: payload.clone(),
+            }
+            .serialize(s),
+            Decision::Answer(a) => shapes::Answer { answer: a.clone() }.serialize(s),
+            Decision::Resume => shapes::Resume { resume: true }.serialize(s),
+            Decision::Cancel => shapes::Cancel { cancel: true }.serialize(s),
+        }
+    }
+}
+
+/// The journal events a crash can follow (scenarios.md, `faults`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CrashEvent {
+    ManifestDeclared,
+    AttemptStarted,
+    LedgerIntent,
+    ProviderEffect,
+    Evidence,
+    ApprovalRequested,
+    ApprovalGranted,
+    Terminal,
+}
+
+impl CrashEvent {
+    pub const ALL: [CrashEvent; 8] = [
+        CrashEvent::ManifestDeclared,
+        CrashEvent::AttemptStarted,
+        CrashEvent::LedgerIntent,
+        CrashEvent::ProviderEffect,
+        CrashEvent::Evidence,
+        CrashEvent::ApprovalRequested,
+        CrashEvent::ApprovalGranted,
+        CrashEvent::Terminal,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CrashEvent::ManifestDeclared => "manifest_declared",
+            CrashEvent::AttemptStarted => "attempt_started",
+            CrashEvent::LedgerIntent => "ledger_intent",
+            CrashEvent::ProviderEffect => "provider_effect",
+            CrashEvent::Evidence => "evidence",
+            CrashEvent::ApprovalRequested => "approval_requested",
+            CrashEvent::ApprovalGranted => "approval_granted",
+            CrashEvent::Terminal => "terminal",
+        }
+    }
+    /// Events that belong to one delivery (the others belong to the run).
+    pub fn per_delivery(self) -> bool {
+        !matches!(self, CrashEvent::ManifestDeclared | CrashEvent::Terminal)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// Kill the host right after the `nth` (1-based) durable `event` (of `delivery`, if given).
+    CrashAfter {
+        event: CrashEvent,
+        delivery: Option<String>,
+        nth: u32,
+    },
+    /// Alter the stored payload of `delivery` after it was approved.
+    TamperPayload(String),
+}
+
+impl<'de> Deserialize<'de> for Fault {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let (key, v) = tagged(d, "fault", &["crash_after", "tamper_payload"])?;
+        Ok(match key {
+            "crash_after" => {
+                let c: shapes::Crash = inner(v, "crash_after")?;
+                if c.nth == 0 {
+                    return Err(D::Error::custom("`nth` counts from 1"));
+                }
+                Fault::CrashAfter {
+                    event: c.crash_after,
+                    delivery: c.delivery,
+                    nth: c.nth,
+                }
+            }
+            _ => Fault::TamperPayload(
+                inner::<shapes::Tamper, _>(v, "tamper_payload")?.tamper_payload,
+            ),
+        })
+    }
+}
+
+impl Serialize for Fault {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Fault::CrashAfter {
+                event,
+                delivery,
+                nth,
+            } => shapes::Crash {
+                crash_after: *event,
+                delivery: delivery.clone(),
+                nth: *nth,
+            }
+            .serialize(s),
+            Fault::TamperPayload(id) => shapes::Tamper {
+                tamper_payload: id.clone(),
+            }
+            .serialize(s),
+        }
+    }
+}
+
+/// Present-but-null stays distinguishable from absent (`outcome: null` while suspended).
+fn some<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
+}
+
+/// One delivery in `expect`: any subset of the report's delivery fields.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectDelivery {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub posture: Option<Posture>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<DeliveryStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executions: Option<u32>,
+}
+
+/// `expect`: any subset of the output fields. Never read by the oracle.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<ReportState>,
+    #[serde(
+        default,
+        deserialize_with = "some",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub outcome: Option<Option<Outcome>>,
+    #[serde(
+        default,
+        deserialize_with = "some",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub ended_by: Option<Option<EndedBy>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deliveries: Option<IndexMap<String, ExpectDelivery>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needs_you: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub significance: Option<Significance>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention: Option<Route>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notifications: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gaps: Option<Vec<Gap>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_executions: Option<IndexMap<String, u32>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claims: Option<Vec<String>>,
+}
+
+impl Expect {
+    /// The expectation as a JSON object holding only the fields it names.
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
