@@ -181,5 +181,137 @@ pub fn host(dir: &Path, progress: Option<Progress>) -> Result<Host> {
         limits: Limits::default(),
         progress,
         policy_forbid: vec![],
+        presence: Some(Arc::new(FilePresence::new(dir))),
     })
+}
+
+/// Presence from the home's `presence/` folder: `watch-<run>` holds the expiry of a watching
+/// surface's lease (renewed by `vouch watch`); `active` holds the last time the person used
+/// vouch. Explicit `--presence` on the run wins over recent activity, never over watching.
+pub struct FilePresence {
+    dir: PathBuf,
+    pub nearby_window_ms: i64,
+}
+
+pub const NEARBY_WINDOW_MS: i64 = 10 * 60_000;
+
+impl FilePresence {
+    pub fn new(home: &Path) -> Self {
+        FilePresence {
+            dir: home.join("presence"),
+            nearby_window_ms: NEARBY_WINDOW_MS,
+        }
+    }
+    fn read_ms(&self, name: &str) -> Option<i64> {
+        std::fs::read_to_string(self.dir.join(name))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+    fn write_ms(&self, name: &str, ms: i64) {
+        let _ = std::fs::create_dir_all(&self.dir);
+        let tmp = self.dir.join(format!("{name}.tmp"));
+        if std::fs::write(&tmp, ms.to_string()).is_ok() {
+            let _ = std::fs::rename(&tmp, self.dir.join(name));
+        }
+    }
+    pub fn touch_active(&self, now_ms: i64) {
+        self.write_ms("active", now_ms);
+    }
+    pub fn hold_watch(&self, run: &str, until_ms: i64) {
+        self.write_ms(&format!("watch-{run}"), until_ms);
+    }
+    pub fn release_watch(&self, run: &str) {
+        let _ = std::fs::remove_file(self.dir.join(format!("watch-{run}")));
+    }
+}
+
+impl vouch_runtime::host::PresenceSource for FilePresence {
+    fn presence(&self, run: &vouch_store::RunRecord, now_ms: i64) -> Option<vouch_core::Presence> {
+        if self
+            .read_ms(&format!("watch-{}", run.id))
+            .map(|until| until > now_ms)
+            .unwrap_or(false)
+        {
+            return Some(vouch_core::Presence::Watching);
+        }
+        if run.spec.get("presence_explicit").and_then(|v| v.as_bool()) == Some(true) {
+            return None;
+        }
+        if run.trigger != vouch_core::TriggerKind::Interactive
+            && self
+                .read_ms("active")
+                .map(|t| now_ms - t < self.nearby_window_ms)
+                .unwrap_or(false)
+        {
+            return Some(vouch_core::Presence::Nearby);
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vouch_core::{Presence, TriggerKind};
+    use vouch_runtime::host::PresenceSource;
+
+    fn run(trigger: TriggerKind, spec: serde_json::Value) -> vouch_store::RunRecord {
+        vouch_store::RunRecord {
+            id: "r1".into(),
+            trigger,
+            title: "t".into(),
+            chain_root: "r1".into(),
+            parent: None,
+            scope: "r1".into(),
+            spec,
+            state: vouch_core::RunState::Running,
+            outcome: None,
+            ended_by: None,
+            created_ms: 0,
+            ended_ms: None,
+            owner: None,
+            lease_until_ms: None,
+        }
+    }
+
+    #[test]
+    fn watching_beats_everything_and_activity_makes_scheduled_runs_nearby() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = FilePresence::new(dir.path());
+        let sched = run(TriggerKind::Scheduled, serde_json::json!({}));
+        assert_eq!(
+            p.presence(&sched, 1_000),
+            None,
+            "no signal: the run's own default (away)"
+        );
+        p.touch_active(1_000);
+        assert_eq!(p.presence(&sched, 2_000), Some(Presence::Nearby));
+        assert_eq!(
+            p.presence(&sched, 1_000 + NEARBY_WINDOW_MS + 1),
+            None,
+            "activity expires"
+        );
+        let explicit = run(
+            TriggerKind::Scheduled,
+            serde_json::json!({"presence": "away", "presence_explicit": true}),
+        );
+        assert_eq!(
+            p.presence(&explicit, 2_000),
+            None,
+            "an explicit presence wins over activity"
+        );
+        p.hold_watch("r1", 10_000);
+        assert_eq!(p.presence(&explicit, 9_999), Some(Presence::Watching));
+        assert_eq!(
+            p.presence(&explicit, 10_001),
+            None,
+            "a lapsed watch lease is not watching"
+        );
+        p.release_watch("r1");
+        assert_eq!(p.presence(&sched, 5_000), Some(Presence::Nearby));
+        let interactive = run(TriggerKind::Interactive, serde_json::json!({}));
+        assert_eq!(p.presence(&interactive, 2_000), None);
+    }
 }

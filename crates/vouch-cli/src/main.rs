@@ -57,12 +57,14 @@ enum Cmd {
         watch: bool,
         /// Where you will be when it ends: `watching` (default), `nearby`, or `away`
         /// (you will be told through the desktop's notifications).
-        #[arg(long, default_value = "watching", value_parser = ["watching", "nearby", "away"])]
-        presence: String,
+        #[arg(long, value_parser = ["watching", "nearby", "away"])]
+        presence: Option<String>,
         /// Save it, but don't tell me (quiet never hides failures).
         #[arg(long)]
         quiet: bool,
     },
+    /// Watch a run: hold its surface open (presence `watching`) and follow its journal.
+    Watch { run: String },
     /// Print a run's receipt.
     Receipt { run: String },
     /// Start the continuation of an interrupted run (§9.2).
@@ -245,6 +247,8 @@ fn host_err(e: vouch_runtime::HostError) -> anyhow::Error {
 
 fn open_host(dir: &Path, watch: bool) -> Result<Host> {
     let host = home::host(dir, progress(watch))?;
+    // The person is using vouch now: `nearby` for the attention table (§11.1).
+    home::FilePresence::new(dir).touch_active(host.clock.now_ms());
     // Start-up reconciliation: every run whose owner is gone ends here (§9.1 b).
     let ended = host.boot().map_err(host_err)?;
     for id in ended {
@@ -416,7 +420,7 @@ fn run(cli: Cli) -> Result<i32> {
             let spec = RunSpec {
                 trigger: vouch_core::TriggerKind::Interactive,
                 title: prompt,
-                presence: serde_json::from_value(json!(presence)).ok(),
+                presence: presence.and_then(|p| serde_json::from_value(json!(p)).ok()),
                 quiet,
                 model,
                 scope: None,
@@ -424,6 +428,7 @@ fn run(cli: Cli) -> Result<i32> {
             let (id, end) = host.start(&spec).map_err(host_err)?;
             finish(&host, &id, &end, json)
         }
+        Cmd::Watch { run } => watch(&dir, &run, json),
         Cmd::Receipt { run } => {
             let host = open_host(&dir, false)?;
             let rec = find_run(host.store.as_ref(), &run)?;
@@ -905,5 +910,54 @@ fn serve(dir: &Path, tick_ms: u64, once: bool, json: bool) -> Result<i32> {
         }
         std::thread::sleep(std::time::Duration::from_millis(tick_ms.max(50)));
         host.boot().map_err(host_err)?;
+    }
+}
+
+fn watch(dir: &Path, run: &str, json: bool) -> Result<i32> {
+    let host = open_host(dir, false)?;
+    let rec = find_run(host.store.as_ref(), run)?;
+    let presence = home::FilePresence::new(dir);
+    let mut seen = 0usize;
+    let mut told = false;
+    if !json {
+        eprintln!("watching run {} — {} (Ctrl-C to stop)", rec.id, rec.title);
+    }
+    loop {
+        let now = host.clock.now_ms();
+        presence.hold_watch(&rec.id, now + 5_000);
+        let entries = host.store.journal(&rec.id)?;
+        for e in entries.iter().skip(seen) {
+            if json {
+                println!("{}", serde_json::to_string(e)?);
+            } else {
+                println!(
+                    "#{:<4} {:<20} {:<6} {}",
+                    e.seq,
+                    e.kind.as_str(),
+                    e.delivery.as_deref().unwrap_or(""),
+                    describe(&e.body)
+                );
+            }
+        }
+        seen = entries.len();
+        let cur = host
+            .store
+            .run(&rec.id)?
+            .ok_or_else(|| anyhow!("run vanished"))?;
+        match cur.state {
+            vouch_core::RunState::Ended => {
+                presence.release_watch(&rec.id);
+                if !json {
+                    print!("\n{}", host.store.receipt(&rec.id)?.unwrap_or_default());
+                }
+                return Ok(0);
+            }
+            vouch_core::RunState::Suspended if !json && !told => {
+                told = true;
+                eprintln!("the run is waiting for you: `vouch approvals` (still watching)");
+            }
+            _ => {}
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1_000));
     }
 }

@@ -194,6 +194,7 @@ impl Ctx {
             limits: Limits::default(),
             progress: None,
             policy_forbid: vec![],
+            presence: None,
         })
     }
 

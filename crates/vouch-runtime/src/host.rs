@@ -113,6 +113,14 @@ pub struct Host {
     pub progress: Option<Progress>,
     /// Runtime policy (§13.6): verbs forbidden per context.
     pub policy_forbid: Vec<(Context, Verb)>,
+    /// Where the person is right now (§11.1); `None` uses the run's own setting.
+    pub presence: Option<Arc<dyn PresenceSource>>,
+}
+
+/// The person's presence for a run at a moment (§11.1): `watching` while a surface of the
+/// run holds a presence lease, `nearby` while they were active in the product recently.
+pub trait PresenceSource: Send + Sync {
+    fn presence(&self, run: &RunRecord, now_ms: i64) -> Option<Presence>;
 }
 
 /// What the person asked for, and how the run should be driven.
@@ -258,7 +266,7 @@ impl Host {
             chain_root,
             parent: parent.map(|p| p.id.clone()),
             scope,
-            spec: json!({"model": spec.model, "presence": presence, "quiet": spec.quiet}),
+            spec: json!({"model": spec.model, "presence": presence, "presence_explicit": spec.presence.is_some(), "quiet": spec.quiet}),
             created_ms: self.now(),
         };
         match slot {
@@ -1728,7 +1736,12 @@ impl Host {
             irreversible_verified,
             false,
         );
-        let (presence, quiet) = presence_of(&run);
+        let (spec_presence, quiet) = presence_of(&run);
+        let presence = self
+            .presence
+            .as_ref()
+            .and_then(|p| p.presence(&run, self.now()))
+            .unwrap_or(spec_presence);
         let route = vouch_core::route(sig, presence, quiet);
         let receipt = crate::receipt::render(
             run_id,

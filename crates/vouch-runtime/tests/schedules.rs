@@ -78,6 +78,7 @@ impl World {
             limits: Limits::default(),
             progress: None,
             policy_forbid: vec![],
+            presence: None,
         }
     }
     fn schedule(

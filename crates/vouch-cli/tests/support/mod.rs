@@ -25,7 +25,11 @@ impl Home {
     }
     pub fn vouch(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         let mut c = Command::new(env!("CARGO_BIN_EXE_vouch"));
-        c.arg("--home").arg(&self.dir).args(args).env_remove("VOUCH_CRASH_AFTER").env_remove("DBUS_SESSION_BUS_ADDRESS");
+        c.arg("--home")
+            .arg(&self.dir)
+            .args(args)
+            .env_remove("VOUCH_CRASH_AFTER")
+            .env_remove("DBUS_SESSION_BUS_ADDRESS");
         for (k, v) in env {
             c.env(k, v);
         }
@@ -35,7 +39,8 @@ impl Home {
         let mut a = vec!["--json"];
         a.extend_from_slice(args);
         let out = self.vouch(&a, &[]);
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
     }
     pub fn script(&self, turns: &Value) -> String {
         let p = self.tmp.path().join("script.json");
@@ -59,17 +64,41 @@ impl Drop for SmtpSink {
 
 impl SmtpSink {
     pub fn start(dir: &Path) -> SmtpSink {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/smtp_sink.py");
-        let mut child = Command::new("python3").arg(script).arg(port.to_string()).arg(dir).stdout(Stdio::piped()).spawn().expect("start the SMTP sink");
+        let mut child = Command::new("python3")
+            .arg(script)
+            .arg(port.to_string())
+            .arg(dir)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the SMTP sink");
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        assert_eq!(line.trim(), "READY", "the SMTP sink did not start (is aiosmtpd installed?)");
-        SmtpSink { child, dir: dir.to_path_buf(), port }
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(
+            line.trim(),
+            "READY",
+            "the SMTP sink did not start (is aiosmtpd installed?)"
+        );
+        SmtpSink {
+            child,
+            dir: dir.to_path_buf(),
+            port,
+        }
     }
     pub fn count(&self) -> usize {
         std::fs::read_dir(&self.dir)
-            .map(|r| r.filter_map(|e| e.ok()).filter(|e| e.path().extension().map(|x| x == "eml").unwrap_or(false)).count())
+            .map(|r| {
+                r.filter_map(|e| e.ok())
+                    .filter(|e| e.path().extension().map(|x| x == "eml").unwrap_or(false))
+                    .count()
+            })
             .unwrap_or(0)
     }
 }
@@ -103,7 +132,11 @@ impl Receiver {
                     if let Some(h) = text.find("\r\n\r\n") {
                         let len = text
                             .lines()
-                            .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)))
+                            .find_map(|l| {
+                                l.to_ascii_lowercase()
+                                    .strip_prefix("content-length:")
+                                    .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                            })
                             .unwrap_or(0);
                         if n >= h + 4 + len {
                             break;
@@ -116,7 +149,8 @@ impl Receiver {
                     .lines()
                     .find_map(|l| {
                         let (k, v) = l.split_once(':')?;
-                        k.eq_ignore_ascii_case("idempotency-key").then(|| v.trim().to_string())
+                        k.eq_ignore_ascii_case("idempotency-key")
+                            .then(|| v.trim().to_string())
                     })
                     .unwrap_or_default();
                 let mut ap = a.lock().unwrap();
@@ -129,7 +163,11 @@ impl Receiver {
                 let _ = write!(s, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
             }
         });
-        Receiver { url, applied, requests }
+        Receiver {
+            url,
+            applied,
+            requests,
+        }
     }
     pub fn applied(&self) -> usize {
         self.applied.lock().unwrap().len()
