@@ -115,6 +115,19 @@ enum Cmd {
         #[arg(long)]
         once: bool,
     },
+    /// What the contract prescribes for scenarios (files or folders of *.json).
+    Oracle {
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Print only the coverage line: scenarios, agreeing, disagreeing, GAPs.
+        #[arg(long)]
+        summary: bool,
+    },
+    /// Scenarios through the real host, compared with the oracle and with `expect`.
+    Scenario {
+        #[command(subcommand)]
+        cmd: ScenarioCmd,
+    },
     /// Measure: `vouch bench runs` (scripted runs with one durable save each).
     Bench {
         #[command(subcommand)]
@@ -151,6 +164,15 @@ enum ScheduleCmd {
     List,
     Rm {
         name: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum ScenarioCmd {
+    /// Run each scenario on a fresh embedded store in a temporary directory.
+    Run {
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
     },
 }
 
@@ -651,6 +673,10 @@ fn run(cli: Cli) -> Result<i32> {
         }
         Cmd::Demo { keep } => demo::run(keep),
         Cmd::Schedule { cmd } => schedule(&dir, cmd, json),
+        Cmd::Oracle { paths, summary } => oracle(&paths, summary, json),
+        Cmd::Scenario {
+            cmd: ScenarioCmd::Run { paths },
+        } => scenario_run(&paths, json),
         Cmd::Serve { tick_ms, once } => serve(&dir, tick_ms, once, json),
         Cmd::Bench {
             cmd: BenchCmd::Runs { runs, concurrency },
@@ -960,4 +986,128 @@ fn watch(dir: &Path, run: &str, json: bool) -> Result<i32> {
         }
         std::thread::sleep(std::time::Duration::from_millis(1_000));
     }
+}
+
+fn load_scenarios(paths: &[PathBuf]) -> Result<Vec<(PathBuf, vouch_scenario::Scenario)>> {
+    vouch_scenario::load_paths(paths).map_err(|e| bad(e.to_string()))
+}
+
+fn oracle(paths: &[PathBuf], summary: bool, json: bool) -> Result<i32> {
+    let all = load_scenarios(paths)?;
+    if summary {
+        let s = vouch_oracle::summary(&all);
+        if json {
+            println!(
+                "{}",
+                json!({"scenarios": s.scenarios, "agreeing": s.agreeing, "disagreeing": s.disagreeing.len(), "without_expect": s.without_expect, "gaps": s.gaps.iter().map(|(id, q)| json!({"id": id, "question": q})).collect::<Vec<_>>()})
+            );
+        } else {
+            println!("{s}");
+        }
+        return Ok(s.exit_code());
+    }
+    let mut code = 0;
+    for (_, s) in &all {
+        let answer = vouch_oracle::evaluate(s);
+        let out = answer.output(s);
+        if out.expect_ok == Some(false) {
+            code = 1;
+        }
+        if json {
+            println!("{}", out.to_json_line());
+        } else {
+            print!("{}", vouch_oracle::render_human(&answer));
+            if out.expect_ok == Some(false) {
+                for d in out.disagreements.iter().flatten() {
+                    println!(
+                        "  DISAGREES WITH EXPECT {}: expected {} got {}",
+                        d.field, d.expected, d.actual
+                    );
+                }
+            }
+            println!();
+        }
+    }
+    Ok(code)
+}
+
+fn scenario_run(paths: &[PathBuf], json: bool) -> Result<i32> {
+    let all = load_scenarios(paths)?;
+    let total = all.len();
+    let started = std::time::Instant::now();
+    let (mut agreeing, mut failing) = (0usize, vec![]);
+    let mut gaps = 0usize;
+    for (i, (path, s)) in all.iter().enumerate() {
+        let oracle = vouch_oracle::evaluate(s);
+        let mut report = match vouch_runner::run_typed(s) {
+            Ok(r) => r,
+            Err(e) => {
+                failing.push(format!("{}: the runner failed: {e}", s.id));
+                if !json {
+                    eprintln!(
+                        "[{}/{total}] {} ERROR {e} ({})",
+                        i + 1,
+                        s.id,
+                        path.display()
+                    );
+                }
+                continue;
+            }
+        };
+        let mut dis = vouch_scenario::compare_reports(&oracle.report, &report);
+        let expect_ok = s.expect.as_ref().map(|e| {
+            let d = vouch_scenario::compare(&e.to_value(), &report.to_value());
+            let ok = d.is_empty();
+            for x in d {
+                dis.push(vouch_scenario::Disagreement {
+                    field: format!("expect.{}", x.field),
+                    ..x
+                });
+            }
+            ok
+        });
+        gaps += oracle.report.gaps.len();
+        report.gaps = oracle.report.gaps.clone();
+        report.agrees = Some(dis.iter().all(|d| d.field.starts_with("expect.")));
+        report.expect_ok = expect_ok;
+        let ok = dis.is_empty();
+        report.disagreements = Some(dis.clone());
+        if ok {
+            agreeing += 1;
+        } else {
+            failing.push(format!(
+                "{}: {}",
+                s.id,
+                dis.iter()
+                    .map(|d| format!("{} expected {} got {}", d.field, d.expected, d.actual))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ));
+        }
+        if json {
+            println!("{}", report.to_json_line());
+        } else {
+            eprintln!(
+                "[{}/{total}] {:<48} {}",
+                i + 1,
+                s.id,
+                if ok {
+                    "agrees".to_string()
+                } else {
+                    format!("DISAGREES ({} fields)", dis.len())
+                }
+            );
+        }
+    }
+    if !json {
+        println!(
+            "{total} scenarios run through the host in {:.1} s: {agreeing} agree, {} disagree, {gaps} oracle GAPs",
+            started.elapsed().as_secs_f64(),
+            failing.len()
+        );
+        for f in &failing {
+            println!("  {f}");
+        }
+    }
+    Ok(if failing.is_empty() { 0 } else { 1 })
 }

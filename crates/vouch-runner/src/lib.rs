@@ -533,3 +533,10 @@ pub fn run_in_tempdir(s: &Value) -> Result<Value, String> {
     let tmp = tempfile::tempdir().map_err(|e| format!("temporary directory: {e}"))?;
     run_scenario(s, tmp.path())
 }
+
+/// Run a typed scenario (as loaded by `vouch-scenario`) and return its report.
+pub fn run_typed(s: &vouch_scenario::Scenario) -> Result<vouch_scenario::ScenarioReport, String> {
+    let value = serde_json::to_value(s).map_err(|e| format!("scenario {}: {e}", s.id))?;
+    let report = run_in_tempdir(&value)?;
+    serde_json::from_value(report).map_err(|e| format!("scenario {}: runner report: {e}", s.id))
+}
