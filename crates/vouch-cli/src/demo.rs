@@ -19,7 +19,7 @@ fn progress() -> Progress {
 }
 
 fn section(n: usize, title: &str) {
-    println!("\n━━ {n}/3 {title}");
+    println!("\n━━ {n}/5 {title}");
 }
 
 fn spec(title: &str, turns: Value) -> RunSpec {
@@ -187,6 +187,89 @@ pub fn run(keep: bool) -> Result<i32> {
     ok &= rec3.outcome == Some(Outcome::Partial) && rec4.outcome == Some(Outcome::Succeeded);
     ok &= files.join("Reports/q4-summary.md").exists();
 
+    // 4. Approval binds to the exact text; the model cannot swap it.
+    section(
+        4,
+        "E-mail the board. You approve one text; the model then tries to send a regenerated one.",
+    );
+    let (smtp_port, inbox) = smtp_sink()?;
+    std::fs::write(
+        dir.join("vouch.toml"),
+        format!("[email]\nhost = \"127.0.0.1\"\nport = {smtp_port}\nfrom = \"agent@example.com\"\ntls = \"none\"\n"),
+    )?;
+    let host = home::host(&dir, Some(progress()))?;
+    let turns = json!([
+        {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "email", "address": "board@example.com"}}]}},
+        {"deliver": "d1", "payload": {"subject": "Q4", "body": "Revenue up 12%. Details in Reports/q4-brief.md."}},
+        {"deliver": "d1", "payload": {"subject": "Q4", "body": "Revenue up 15%!! (regenerated)"}},
+        {"final": "Sent the board the updated numbers."}
+    ]);
+    let (id5, _) = host
+        .start(&spec("E-mail the board the Q4 headline", turns))
+        .map_err(|e| anyhow!("{e}"))?;
+    let card = host
+        .store
+        .cards_for_run(&id5)?
+        .into_iter()
+        .find(|c| c.state == CardState::Open);
+    let Some(card) = card else {
+        bail!("demo run 4 should wait for approval")
+    };
+    println!(
+        "    You approve the text you were shown (hash {}…).",
+        &card.payload_hash[..12]
+    );
+    host.approve(&id5, "d1", &card.payload_hash)
+        .map_err(|e| anyhow!("{e}"))?;
+    print!("{}", indent(&host.store.receipt(&id5)?.unwrap_or_default()));
+    let received = inbox.lock().map(|v| v.clone()).unwrap_or_default();
+    println!("    The mail server received {} message(s); the approved text: {}; the regenerated one: {}.",
+        received.len(),
+        received.iter().any(|m| m.contains("Revenue up 12%")),
+        received.iter().any(|m| m.contains("regenerated")));
+    ok &= received.len() == 1
+        && received[0].contains("Revenue up 12%")
+        && !received[0].contains("regenerated");
+
+    // 5. The 7am brief: one slot that ran, one that never did.
+    section(
+        5,
+        "The daily brief. The machine was off for yesterday's slot; today's runs.",
+    );
+    let now = host.clock.now_ms();
+    let slot_min = (now / 60_000 - 5).rem_euclid(24 * 60);
+    let cron = format!("{} {} * * *", slot_min % 60, slot_min / 60);
+    host.store.put_schedule(&vouch_store::Schedule {
+        name: "daily-brief".into(),
+        cron: cron.clone(),
+        tz: "UTC".into(),
+        routine: json!({"prompt": "Prepare my daily brief and save it to Briefs/", "model": {"kind": "script", "turns": [
+            {"declare": {"deliveries": [{"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": "Briefs/today.md"}}]}},
+            {"tool": "search_news", "args": {"q": "markets"}},
+            {"deliver": "d1", "payload": {"text": "# Brief\nMarkets calm; two meetings.\n"}}
+        ]}}),
+        catch_up: "skip".into(),
+        overlap: "skip".into(),
+        grace_ms: 15 * 60_000,
+        created_ms: now - 36 * 3_600_000,
+    })?;
+    println!(
+        "    Schedule `daily-brief` ({cron} UTC), created 36 hours ago; `vouch serve` ticks once:"
+    );
+    let tick = host.tick().map_err(|e| anyhow!("{e}"))?;
+    for (_, _, run) in tick.missed.iter().chain(tick.started.iter()) {
+        print!("{}", indent(&host.store.receipt(run)?.unwrap_or_default()));
+    }
+    let notes = std::fs::read_to_string(dir.join("notifications.jsonl")).unwrap_or_default();
+    println!(
+        "    Notifications sent for the missed slot: {}.",
+        notes
+            .lines()
+            .filter(|l| tick.missed.iter().any(|(_, _, r)| l.contains(r.as_str())))
+            .count()
+    );
+    ok &= tick.missed.len() == 1 && tick.started.len() == 1;
+
     let report = host.store.verify()?;
     println!(
         "\nJournal: {} runs, {} events, {} broken chains.",
@@ -224,4 +307,55 @@ fn finish(dir: &Path, keep: bool, ok: bool) -> Result<i32> {
         println!("Demo finished, but something did not behave as expected (see above).");
         Ok(1)
     }
+}
+
+/// A minimal SMTP server on loopback for the demo: accepts every message and keeps it.
+fn smtp_sink() -> Result<(u16, Arc<std::sync::Mutex<Vec<String>>>)> {
+    use std::io::{BufRead, BufReader};
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .context("bind a loopback port for the demo mail server")?;
+    let port = listener.local_addr()?.port();
+    let store = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let st = store.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let Ok(read_half) = stream.try_clone() else {
+                continue;
+            };
+            let mut out = stream;
+            let mut reader = BufReader::new(read_half);
+            let _ = write!(out, "220 demo ESMTP\r\n");
+            let mut line = String::new();
+            loop {
+                line.clear();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+                let cmd = line.trim_end().to_ascii_uppercase();
+                if cmd.starts_with("EHLO") || cmd.starts_with("HELO") {
+                    let _ = write!(out, "250-demo\r\n250 8BITMIME\r\n");
+                } else if cmd.starts_with("DATA") {
+                    let _ = write!(out, "354 go ahead\r\n");
+                    let mut msg = String::new();
+                    loop {
+                        line.clear();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == ".\r\n" {
+                            break;
+                        }
+                        msg.push_str(&line);
+                    }
+                    if let Ok(mut v) = st.lock() {
+                        v.push(msg);
+                    }
+                    let _ = write!(out, "250 2.0.0 accepted\r\n");
+                } else if cmd.starts_with("QUIT") {
+                    let _ = write!(out, "221 bye\r\n");
+                    break;
+                } else {
+                    let _ = write!(out, "250 ok\r\n");
+                }
+            }
+        }
+    });
+    Ok((port, store))
 }

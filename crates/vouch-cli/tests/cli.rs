@@ -490,3 +490,19 @@ fn crash_points_around_an_approved_send_never_send_twice() {
     }
     assert!(requests.load(Ordering::SeqCst) >= applied.load(Ordering::SeqCst));
 }
+
+#[test]
+fn the_demo_runs_from_a_fresh_machine_and_every_story_checks_out() {
+    let out = Command::new(vouch_bin())
+        .arg("demo")
+        .output()
+        .expect("run demo");
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}{}", stderr(&out));
+    assert!(
+        text.contains("Demo finished: every receipt matched what really happened."),
+        "{text}"
+    );
+    assert!(text.contains("Failed: HTTP 503"), "{text}");
+    assert!(text.contains("The slot of"), "{text}");
+}

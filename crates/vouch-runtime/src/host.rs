@@ -1743,6 +1743,18 @@ impl Host {
             .and_then(|p| p.presence(&run, self.now()))
             .unwrap_or(spec_presence);
         let route = vouch_core::route(sig, presence, quiet);
+        let mut view = view;
+        if forced == Some(vouch_core::Outcome::Missed) {
+            let slot = run
+                .scope
+                .rsplit_once('@')
+                .and_then(|(_, ms)| ms.parse::<i64>().ok())
+                .and_then(|ms| chrono::DateTime::from_timestamp_millis(ms))
+                .map(|t| t.format("%Y-%m-%d %H:%M UTC").to_string())
+                .unwrap_or_else(|| run.scope.clone());
+            view.rejections.clear();
+            view.missed_note = Some(format!("The slot of {slot} passed its grace with nothing running (the machine was off, or `vouch serve` was not running)."));
+        }
         let receipt = crate::receipt::render(
             run_id,
             run.trigger.as_str(),

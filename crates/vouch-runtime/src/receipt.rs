@@ -42,6 +42,10 @@ pub fn render(
         "Outcome: {}\n",
         outcome_sentence(outcome, verified, required.len())
     ));
+    if let Some(note) = &view.missed_note {
+        out.push_str(note);
+        out.push('\n');
+    }
     if !view.rejections.is_empty() {
         out.push_str("The request contradicted itself:\n");
         for r in &view.rejections {

@@ -63,6 +63,8 @@ pub struct RunView {
     pub pending_calls: Vec<String>,
     /// For a continuation: the parent's completed turns (the script resumes there).
     pub turn_offset: usize,
+    /// For a missed slot: which slot, said plainly on the receipt.
+    pub missed_note: Option<String>,
 }
 
 impl RunView {
