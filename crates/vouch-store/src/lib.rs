@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use vouch_core::{EndedBy, Outcome, RunState, TriggerKind};
 
+#[cfg(feature = "conformance")]
+pub mod conformance;
 pub mod events;
 
 pub use events::EventKind;

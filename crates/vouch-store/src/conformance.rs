@@ -1,0 +1,392 @@
+//! One storage test suite for every backend (enable the `conformance` feature). A backend's
+//! test calls [`run_all`] with a function that opens its store over the same data each time
+//! (so reopening shows what was durable). Panics describe the first broken rule.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use crate::*;
+use serde_json::json;
+use std::sync::Arc;
+use vouch_core::{EndedBy, Outcome, RunState, TriggerKind};
+
+pub type Opener<'a> = &'a dyn Fn() -> Arc<dyn Store>;
+
+pub fn run_all(open: Opener<'_>) {
+    chains_are_gap_free_and_verify(open);
+    one_terminal_event_per_run(open);
+    ledger_rules(open);
+    cards_supersede_and_decide(open);
+    slots_are_consumed_once(open);
+    outbox_is_deduplicated_and_marked(open);
+    leases_and_orphans(open);
+    durable_across_reopen(open);
+    concurrent_appends_keep_chains(open);
+    schedules_crud(open);
+}
+
+fn new_run(id: &str) -> NewRun {
+    NewRun {
+        id: id.into(),
+        trigger: TriggerKind::Interactive,
+        title: format!("run {id}"),
+        chain_root: id.into(),
+        parent: None,
+        scope: id.into(),
+        spec: json!({"k": 1}),
+        created_ms: 1,
+    }
+}
+
+fn ev(n: i64) -> NewEvent {
+    NewEvent::new(EventKind::ToolCalled, n, json!({"n": n, "text": "é ✓"}))
+}
+
+fn terminal(route_notify: bool, run: &str) -> Terminal {
+    Terminal {
+        outcome: Outcome::Succeeded,
+        ended_by: EndedBy::Loop,
+        receipt: format!("Receipt for {run}"),
+        body: json!({"outcome": "succeeded"}),
+        at_ms: 99,
+        outbox: route_notify.then(|| NewOutbox {
+            dedup_key: format!("{run}:terminal"),
+            run_id: run.into(),
+            route: "notify".into(),
+            body: json!({}),
+        }),
+    }
+}
+
+pub fn chains_are_gap_free_and_verify(open: Opener<'_>) {
+    let s = open();
+    s.create_run(&new_run("c-chain")).unwrap();
+    for n in 0..20 {
+        let e = s.append("c-chain", &ev(n)).unwrap();
+        assert_eq!(e.seq, n + 1);
+    }
+    let j = s.journal("c-chain").unwrap();
+    assert_eq!(j.len(), 20);
+    assert_eq!(j[0].prev_hash, GENESIS_HASH);
+    assert!(verify_chain(&j).is_ok());
+    assert_eq!(j[3].body, json!({"n": 3, "text": "é ✓"}));
+    let report = s.verify().unwrap();
+    assert!(report.breaks.is_empty(), "{:?}", report.breaks);
+    assert!(matches!(
+        s.append("c-missing", &ev(1)),
+        Err(StoreError::NotFound { .. })
+    ));
+    let run = s.run("c-chain").unwrap().unwrap();
+    assert_eq!(run.spec, json!({"k": 1}));
+    assert_eq!(run.state, RunState::Created);
+}
+
+pub fn one_terminal_event_per_run(open: Opener<'_>) {
+    let s = open();
+    s.create_run(&new_run("c-term")).unwrap();
+    s.append("c-term", &ev(1)).unwrap();
+    assert!(matches!(
+        s.append("c-term", &NewEvent::new(EventKind::Terminal, 2, json!({}))),
+        Err(StoreError::Conflict(_))
+    ));
+    assert!(matches!(
+        s.end_run("c-term", &terminal(false, "c-term")).unwrap(),
+        EndResult::Ended(_)
+    ));
+    assert_eq!(
+        s.end_run("c-term", &terminal(false, "c-term")).unwrap(),
+        EndResult::AlreadyEnded
+    );
+    assert!(matches!(
+        s.append("c-term", &ev(3)),
+        Err(StoreError::Conflict(_))
+    ));
+    assert!(matches!(
+        s.set_run_state("c-term", RunState::Running),
+        Err(StoreError::Conflict(_))
+    ));
+    let j = s.journal("c-term").unwrap();
+    assert_eq!(
+        j.iter().filter(|e| e.kind == EventKind::Terminal).count(),
+        1
+    );
+    let run = s.run("c-term").unwrap().unwrap();
+    assert_eq!(run.state, RunState::Ended);
+    assert_eq!(run.outcome, Some(Outcome::Succeeded));
+    assert_eq!(
+        s.receipt("c-term").unwrap().as_deref(),
+        Some("Receipt for c-term")
+    );
+}
+
+fn ledger_entry(key: &str) -> LedgerEntry {
+    LedgerEntry {
+        key: key.into(),
+        scope: "s".into(),
+        run_id: "c-ledger".into(),
+        delivery: "d1".into(),
+        payload_hash: "h".into(),
+        state: LedgerState::Intended,
+        attempts: 1,
+        detail: json!({}),
+        updated_ms: 1,
+    }
+}
+
+pub fn ledger_rules(open: Opener<'_>) {
+    let s = open();
+    assert!(matches!(
+        s.ledger_intend(&ledger_entry("k1")).unwrap(),
+        LedgerIntent::Proceed(_)
+    ));
+    // intended → never executed again
+    match s.ledger_intend(&ledger_entry("k1")).unwrap() {
+        LedgerIntent::Recorded(e) => assert_eq!(e.state, LedgerState::Intended),
+        other => panic!("{other:?}"),
+    }
+    s.ledger_settle("k1", LedgerState::Failed, &json!({"why": "550"}), 2)
+        .unwrap();
+    // failed → may be attempted again
+    match s.ledger_intend(&ledger_entry("k1")).unwrap() {
+        LedgerIntent::Proceed(e) => assert_eq!(e.attempts, 2),
+        other => panic!("{other:?}"),
+    }
+    s.ledger_settle("k1", LedgerState::Done, &json!({"evidence": "250"}), 3)
+        .unwrap();
+    match s.ledger_intend(&ledger_entry("k1")).unwrap() {
+        LedgerIntent::Recorded(e) => {
+            assert_eq!(e.state, LedgerState::Done);
+            assert_eq!(e.detail, json!({"evidence": "250"}));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        s.ledger_settle("k1", LedgerState::Failed, &json!({}), 4),
+        Err(StoreError::Conflict(_))
+    ));
+    assert!(matches!(
+        s.ledger_settle("nope", LedgerState::Done, &json!({}), 4),
+        Err(StoreError::NotFound { .. })
+    ));
+    s.ledger_intend(&ledger_entry("k2")).unwrap();
+    s.ledger_settle("k2", LedgerState::Unknown, &json!({}), 5)
+        .unwrap();
+    assert!(matches!(
+        s.ledger_intend(&ledger_entry("k2")).unwrap(),
+        LedgerIntent::Recorded(_)
+    ));
+    assert_eq!(
+        s.ledger_get("k2").unwrap().unwrap().state,
+        LedgerState::Unknown
+    );
+    assert!(s.ledger_list().unwrap().len() >= 2);
+}
+
+fn card(run: &str, d: Option<&str>, hash: &str) -> Card {
+    Card {
+        run_id: run.into(),
+        delivery: d.map(String::from),
+        payload_hash: hash.into(),
+        summary: "s".into(),
+        state: CardState::Open,
+        created_ms: 1,
+        decided_ms: None,
+        answer: None,
+    }
+}
+
+pub fn cards_supersede_and_decide(open: Opener<'_>) {
+    let s = open();
+    s.create_run(&new_run("c-cards")).unwrap();
+    s.open_card(&card("c-cards", Some("d1"), "h1")).unwrap();
+    s.open_card(&card("c-cards", Some("d1"), "h2")).unwrap();
+    let cards = s.cards_for_run("c-cards").unwrap();
+    assert_eq!(
+        cards.iter().map(|c| c.state).collect::<Vec<_>>(),
+        vec![CardState::Superseded, CardState::Open]
+    );
+    assert!(matches!(
+        s.decide_card("c-cards", "d1", "h1", Decision::Approve, 2),
+        Err(StoreError::Conflict(_))
+    ));
+    assert!(matches!(
+        s.decide_card("c-cards", "d1", "zz", Decision::Approve, 2),
+        Err(StoreError::NotFound { .. })
+    ));
+    assert_eq!(
+        s.cards_for_run("c-cards").unwrap()[1].state,
+        CardState::Open,
+        "errors change nothing"
+    );
+    assert_eq!(
+        s.decide_card("c-cards", "d1", "h2", Decision::Approve, 3)
+            .unwrap()
+            .state,
+        CardState::Approved
+    );
+    assert!(matches!(
+        s.decide_card("c-cards", "d1", "h2", Decision::Deny, 4),
+        Err(StoreError::Conflict(_))
+    ));
+    s.open_card(&card("c-cards", None, "")).unwrap();
+    assert!(s
+        .open_cards()
+        .unwrap()
+        .iter()
+        .any(|c| c.run_id == "c-cards" && c.delivery.is_none()));
+    let answered = s.answer_clarify("c-cards", "blue", 5).unwrap();
+    assert_eq!(answered.answer.as_deref(), Some("blue"));
+    assert!(matches!(
+        s.answer_clarify("c-cards", "again", 6),
+        Err(StoreError::NotFound { .. })
+    ));
+    s.put_payload("h2", "{\"a\":1}").unwrap();
+    s.put_payload("h2", "{\"a\":1}").unwrap();
+    assert_eq!(s.payload("h2").unwrap().as_deref(), Some("{\"a\":1}"));
+}
+
+pub fn slots_are_consumed_once(open: Opener<'_>) {
+    let s = open();
+    assert!(s.consume_slot("brief", 1000, &new_run("c-slot-1")).unwrap());
+    assert!(!s.consume_slot("brief", 1000, &new_run("c-slot-2")).unwrap());
+    assert!(
+        s.run("c-slot-2").unwrap().is_none(),
+        "a refused slot creates no run"
+    );
+    assert_eq!(
+        s.slot_run("brief", 1000).unwrap().as_deref(),
+        Some("c-slot-1")
+    );
+    assert!(s.consume_slot("brief", 2000, &new_run("c-slot-3")).unwrap());
+    assert_eq!(
+        s.slots("brief").unwrap(),
+        vec![
+            (1000, "c-slot-1".to_string()),
+            (2000, "c-slot-3".to_string())
+        ]
+    );
+}
+
+pub fn outbox_is_deduplicated_and_marked(open: Opener<'_>) {
+    let s = open();
+    s.create_run(&new_run("c-out")).unwrap();
+    s.end_run("c-out", &terminal(true, "c-out")).unwrap();
+    s.end_run("c-out", &terminal(true, "c-out")).unwrap();
+    let rows = s.outbox_for_run("c-out").unwrap();
+    assert_eq!(rows.len(), 1);
+    assert!(s
+        .outbox_pending()
+        .unwrap()
+        .iter()
+        .any(|r| r.run_id == "c-out"));
+    s.outbox_mark_sent(rows[0].id, 7).unwrap();
+    assert!(!s
+        .outbox_pending()
+        .unwrap()
+        .iter()
+        .any(|r| r.run_id == "c-out"));
+    assert_eq!(s.outbox_for_run("c-out").unwrap()[0].sent_ms, Some(7));
+}
+
+pub fn leases_and_orphans(open: Opener<'_>) {
+    let s = open();
+    s.create_run(&new_run("c-lease")).unwrap();
+    assert!(
+        s.orphaned_runs(10)
+            .unwrap()
+            .iter()
+            .any(|r| r.id == "c-lease"),
+        "no owner: orphaned"
+    );
+    assert!(s.lease_run("c-lease", "a", 10, 100).unwrap());
+    assert!(
+        !s.lease_run("c-lease", "b", 50, 150).unwrap(),
+        "a live lease is exclusive"
+    );
+    assert!(!s
+        .orphaned_runs(50)
+        .unwrap()
+        .iter()
+        .any(|r| r.id == "c-lease"));
+    assert!(
+        s.orphaned_runs(101)
+            .unwrap()
+            .iter()
+            .any(|r| r.id == "c-lease"),
+        "a lapsed lease is orphaned"
+    );
+    assert!(
+        s.lease_run("c-lease", "b", 101, 200).unwrap(),
+        "a lapsed lease can be taken"
+    );
+    s.release_run("c-lease", "a").unwrap();
+    assert_eq!(
+        s.run("c-lease").unwrap().unwrap().owner.as_deref(),
+        Some("b"),
+        "only the owner releases"
+    );
+    s.release_run("c-lease", "b").unwrap();
+    assert_eq!(s.run("c-lease").unwrap().unwrap().owner, None);
+    assert!(matches!(
+        s.lease_run("c-nope", "a", 1, 2),
+        Err(StoreError::NotFound { .. })
+    ));
+}
+
+pub fn durable_across_reopen(open: Opener<'_>) {
+    {
+        let s = open();
+        s.create_run(&new_run("c-durable")).unwrap();
+        for n in 0..5 {
+            s.append("c-durable", &ev(n)).unwrap();
+        }
+        s.ledger_intend(&ledger_entry("k-durable")).unwrap();
+    }
+    let s = open();
+    assert_eq!(s.journal("c-durable").unwrap().len(), 5);
+    assert!(s.ledger_get("k-durable").unwrap().is_some());
+    assert!(s.verify().unwrap().breaks.is_empty());
+}
+
+pub fn concurrent_appends_keep_chains(open: Opener<'_>) {
+    let s = open();
+    for w in 0..4 {
+        s.create_run(&new_run(&format!("c-conc-{w}"))).unwrap();
+    }
+    std::thread::scope(|scope| {
+        for t in 0..8 {
+            let s = s.clone();
+            scope.spawn(move || {
+                for n in 0..50 {
+                    // Two threads per run: appends to the same run interleave.
+                    s.append(&format!("c-conc-{}", t % 4), &ev(n)).unwrap();
+                }
+            });
+        }
+    });
+    for w in 0..4 {
+        let j = s.journal(&format!("c-conc-{w}")).unwrap();
+        assert_eq!(j.len(), 100);
+        assert!(verify_chain(&j).is_ok());
+    }
+}
+
+pub fn schedules_crud(open: Opener<'_>) {
+    let s = open();
+    let sched = Schedule {
+        name: "c-brief".into(),
+        cron: "0 7 * * *".into(),
+        tz: "UTC".into(),
+        routine: json!({"prompt": "p"}),
+        catch_up: "skip".into(),
+        overlap: "skip".into(),
+        grace_ms: 900_000,
+        created_ms: 1,
+    };
+    s.put_schedule(&sched).unwrap();
+    assert!(matches!(
+        s.put_schedule(&sched),
+        Err(StoreError::Conflict(_))
+    ));
+    assert!(s.schedules().unwrap().contains(&sched));
+    assert!(s.remove_schedule("c-brief").unwrap());
+    assert!(!s.remove_schedule("c-brief").unwrap());
+}
