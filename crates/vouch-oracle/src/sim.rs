@@ -335,6 +335,7 @@ impl<'a> Sim<'a> {
             self.manifest = Some(kept.clone());
             for d in &kept.deliveries {
                 if !self.items.contains_key(&d.id) {
+                    // Pre-flight declines the items a forbid covers (R1).
                     self.add_item(d.clone());
                 }
                 if contradicting.contains(&d.id) {
@@ -918,7 +919,12 @@ impl<'a> Sim<'a> {
         let mut deliveries = IndexMap::new();
         let mut statuses = Vec::new();
         for it in self.items.values() {
-            let status = if it.status_open { None } else { it.status };
+            // §9.2.2: while suspended, an item nobody has attempted yet reads `not_attempted`.
+            let status = match (it.status_open, it.status) {
+                (true, _) => None,
+                (false, None) if suspended => Some(DeliveryStatus::NotAttempted),
+                (false, s) => s,
+            };
             deliveries.insert(
                 it.d.id.clone(),
                 DeliveryReport {
