@@ -998,7 +998,12 @@ impl<'a> Sim<'a> {
                     }
                     (Some(sig), Some(route), Some(n))
                 }
-                None => (Some(sig), None, None),
+                None => {
+                    self.gaps.push(Gap {
+                        question: "the attention table of §11.1 has no cell for this run".into(),
+                    });
+                    (Some(sig), None, None)
+                }
             }
         };
         let claims: Vec<String> = self
