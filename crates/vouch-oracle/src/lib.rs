@@ -187,3 +187,158 @@ pub fn render_human(answer: &OracleAnswer) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    //! One data-driven entry point: `check(scenario, expected)` where `expected` is any
+    //! subset of the answer (compared field by field), plus the rules that must be cited.
+    use super::*;
+    use serde_json::{json, Value};
+
+    fn check(scenario: Value, expected: Value, cites: &[&str]) {
+        let s: Scenario = serde_json::from_value(scenario).expect("valid scenario");
+        let a = evaluate(&s);
+        let d = compare(&expected, &a.report.to_value());
+        assert!(d.is_empty(), "{}: {d:?}\n{}", s.id, render_human(&a));
+        let cited: Vec<&str> = a
+            .report
+            .rules
+            .iter()
+            .flatten()
+            .map(|c| c.rule.as_str())
+            .collect();
+        for c in cites {
+            assert!(cited.contains(c), "{}: `{c}` not cited in {cited:?}", s.id);
+        }
+    }
+
+    fn one(verb: &str, kind: &str, addr: &str) -> Value {
+        json!({"declare": {"deliveries": [{"id": "d1", "verb": verb, "destination": {"kind": kind, "address": addr}}]}})
+    }
+
+    fn deliver() -> Value {
+        json!({"deliver": "d1", "payload": {"text": "x"}})
+    }
+
+    #[test]
+    fn posture_rules() {
+        let cases = [
+            (json!({}), "write", "surface", "answer", "R3"),
+            (
+                json!({"capabilities": {"folder:*": "unavailable"}}),
+                "save",
+                "folder",
+                "decline",
+                "R2",
+            ),
+            (
+                json!({"capabilities": {"email:*": "needs_setup"}}),
+                "send",
+                "email",
+                "draft",
+                "R5",
+            ),
+            (json!({}), "draft", "payment", "execute", "R6"),
+            (json!({}), "save", "folder", "execute", "R7"),
+            (json!({}), "send", "email", "confirm", "R9"),
+            (
+                json!({"automation": ["send:email:*"]}),
+                "send",
+                "email",
+                "confirm",
+                "R9",
+            ),
+        ];
+        for (world, verb, kind, posture, rule) in cases {
+            check(
+                json!({"id": format!("{verb}-{kind}-{posture}"), "world": world, "script": [one(verb, kind, "a"), deliver()], "decisions": [{"approve": "d1"}]}),
+                json!({"deliveries": {"d1": {"posture": posture}}}),
+                &[rule],
+            );
+        }
+        check(
+            json!({"id": "r8", "trigger": {"kind": "event"}, "world": {"automation": ["send:webhook:*"]}, "script": [one("send", "webhook", "h"), deliver()]}),
+            json!({"deliveries": {"d1": {"posture": "execute", "status": "verified"}}, "significance": "notable", "attention": "notify"}),
+            &["R8", "ledger.intent_before_attempt"],
+        );
+        check(
+            json!({"id": "r1", "script": [{"clarify": "?"}, {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "email", "address": "a"}}], "forbid": [{"verb": "send"}]}}], "decisions": [{"answer": "ok"}]}),
+            json!({"outcome": "failed", "deliveries": {"d1": {"posture": "decline", "status": "declined"}}}),
+            &["R1", "manifest.contradiction_declined"],
+        );
+        check(
+            json!({"id": "r4", "script": [{"declare": {"deliveries": [{"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": "a"}, "confidence": "low"}]}}, deliver()], "decisions": [{"answer": "yes"}]}),
+            json!({"state": "ended", "deliveries": {"d1": {"posture": "draft", "status": "drafted"}}}),
+            &["R4", "clarify.asked", "clarify.answered"],
+        );
+    }
+
+    #[test]
+    fn outcomes_and_attention() {
+        check(
+            json!({"id": "partial", "world": {"behavior": {"folder:b": "reject"}}, "script": [
+                {"declare": {"deliveries": [
+                    {"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": "a"}},
+                    {"id": "d2", "verb": "save", "destination": {"kind": "folder", "address": "b"}}]}},
+                deliver(), {"deliver": "d2", "payload": {}}, {"final": "All saved!"}]}),
+            json!({"outcome": "partial", "significance": "failure", "attention": "inline", "notifications": 0, "claims": ["d1"]}),
+            &[
+                "outcome.partial",
+                "significance.failure",
+                "final_text.not_evidence",
+            ],
+        );
+        check(
+            json!({"id": "missed", "trigger": {"kind": "scheduled", "slot": "2026-01-01T07:00:00Z", "ran": false}, "presence": "nearby"}),
+            json!({"outcome": "missed", "ended_by": "schedule", "significance": "failure", "attention": "notify", "notifications": 1}),
+            &["schedule.missed", "outcome.missed"],
+        );
+        check(
+            json!({"id": "quiet", "presence": "nearby", "quiet": true, "script": [one("send", "email", "a"), deliver()], "decisions": [{"approve": "d1"}]}),
+            json!({"outcome": "succeeded", "significance": "notable", "attention": "inbox", "notifications": 0}),
+            &["attention.quiet"],
+        );
+    }
+
+    #[test]
+    fn ledger_and_crashes() {
+        let pay = || json!([{"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "payment", "address": "acct"}}]}}, {"deliver": "d1", "payload": {"eur": 5}}]);
+        check(
+            json!({"id": "lost", "world": {"behavior": {"payment:*": "lose_response"}}, "script": pay(), "decisions": [{"approve": "d1"}]}),
+            json!({"deliveries": {"d1": {"status": "unknown"}}, "needs_you": ["d1"], "max_executions": {"d1": 1}}),
+            &["ledger.unknown_after_lost_result"],
+        );
+        check(
+            json!({"id": "idem", "world": {"behavior": {"payment:*": "lose_response"}, "idempotent_by_key": ["payment:*"]}, "script": pay(), "decisions": [{"approve": "d1"}]}),
+            json!({"deliveries": {"d1": {"status": "verified"}}, "needs_you": []}),
+            &["ledger.idempotent_retry"],
+        );
+        check(
+            json!({"id": "crash-intent", "script": pay(), "decisions": [{"approve": "d1"}], "faults": [{"crash_after": "ledger_intent", "delivery": "d1"}]}),
+            json!({"ended_by": "boot", "deliveries": {"d1": {"status": "unknown"}}}),
+            &["boot.reconcile", "ledger.unknown_after_lost_result"],
+        );
+        check(
+            json!({"id": "tamper", "script": pay(), "decisions": [{"approve": "d1"}], "faults": [{"tamper_payload": "d1"}]}),
+            json!({"deliveries": {"d1": {"status": "refused_mismatch"}}, "claims": []}),
+            &["approval.refused_mismatch"],
+        );
+        check(
+            json!({"id": "granted-resume", "script": pay(), "decisions": [{"approve": "d1"}, {"resume": true}], "faults": [{"crash_after": "approval_granted", "delivery": "d1"}]}),
+            json!({"ended_by": "loop", "deliveries": {"d1": {"status": "verified"}}}),
+            &["resume.continuation", "approval.survives_restart"],
+        );
+    }
+
+    #[test]
+    fn gaps_are_reported_not_guessed() {
+        let s: Scenario = serde_json::from_value(
+            json!({"id": "g", "trigger": {"kind": "task"}, "script": [{"final": "done"}]}),
+        )
+        .expect("valid");
+        let a = evaluate(&s);
+        assert_eq!(a.report.gaps.len(), 1);
+        assert_eq!(a.report.outcome, None);
+        assert_eq!(a.report.attention, None);
+    }
+}

@@ -707,9 +707,7 @@ impl<'a> Sim<'a> {
     /// §8.3 (and §6.2.1): an attempt whose result was lost. `effect` says whether the
     /// provider already applied it (the host itself does not know).
     fn resolve_lost(&mut self, id: &str, mut effect: bool) -> Option<DeliveryStatus> {
-        let Some(it) = self.items.get(id) else {
-            return None;
-        };
+        let it = self.items.get(id)?;
         let d = it.d.clone();
         if rules::reread_observable(d.verb, d.destination.kind) {
             self.cite("observation.reread", "§6.2");

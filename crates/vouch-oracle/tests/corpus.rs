@@ -40,3 +40,63 @@ fn every_cited_section_exists_in_the_contract() {
         }
     }
 }
+
+#[test]
+fn the_corpus_covers_every_rule_status_cell_crash_point_and_behaviour() {
+    use std::collections::BTreeSet;
+    use vouch_core::{DeliveryStatus, Presence, Significance};
+    use vouch_scenario::{Behavior, CrashEvent, Fault};
+    let all = vouch_scenario::load_paths(&[root().join("corpus")]).expect("corpus loads");
+    let (mut rules, mut statuses, mut cells) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
+    let (mut crashes, mut behaviours) = (BTreeSet::new(), BTreeSet::new());
+    for (_, s) in &all {
+        let a = vouch_oracle::evaluate(s);
+        for c in a.report.rules.iter().flatten() {
+            rules.insert(c.rule.clone());
+        }
+        for d in a.report.deliveries.values() {
+            if let Some(st) = d.status {
+                statuses.insert(st.as_str());
+            }
+        }
+        if let Some(sig) = a.report.significance {
+            cells.insert((sig.as_str(), s.presence().as_str()));
+        }
+        for f in &s.faults {
+            if let Fault::CrashAfter { event, .. } = f {
+                crashes.insert(event.as_str());
+            }
+        }
+        for b in s.world.behavior.values() {
+            behaviours.insert(b.as_str());
+        }
+    }
+    for r in ["R1", "R2", "R3", "R4", "R5", "R6", "R7", "R8", "R9"] {
+        assert!(rules.contains(r), "no scenario exercises {r}");
+    }
+    for st in DeliveryStatus::ALL {
+        assert!(statuses.contains(st.as_str()), "no scenario ends {st}");
+    }
+    for sig in Significance::ALL {
+        for p in Presence::ALL {
+            assert!(
+                cells.contains(&(sig.as_str(), p.as_str())),
+                "no scenario for {sig:?} × {p:?}"
+            );
+        }
+    }
+    for e in CrashEvent::ALL {
+        assert!(
+            crashes.contains(e.as_str()),
+            "no crash after {}",
+            e.as_str()
+        );
+    }
+    for b in Behavior::ALL {
+        assert!(
+            behaviours.contains(b.as_str()),
+            "no provider behaves {}",
+            b.as_str()
+        );
+    }
+}
