@@ -506,3 +506,42 @@ fn the_demo_runs_from_a_fresh_machine_and_every_story_checks_out() {
     assert!(text.contains("Failed: HTTP 503"), "{text}");
     assert!(text.contains("The slot of"), "{text}");
 }
+
+/// The corpus through the real host: every scenario must agree with the oracle and with its
+/// `expect` (issue: the contract as code). Runs `vouch scenario run corpus/` for real.
+#[test]
+fn the_whole_corpus_agrees_between_runner_and_oracle() {
+    let corpus = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../corpus");
+    let out = Command::new(vouch_bin())
+        .args(["scenario", "run"])
+        .arg(&corpus)
+        .output()
+        .expect("run corpus");
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains(" 0 disagree"), "{text}");
+    let out = Command::new(vouch_bin())
+        .args(["oracle", "--summary"])
+        .arg(&corpus)
+        .output()
+        .expect("oracle");
+    assert!(out.status.success(), "{}", stdout(&out));
+    assert!(stdout(&out).contains("0 disagreeing"), "{}", stdout(&out));
+}
+
+#[test]
+fn malformed_scenarios_exit_2_naming_file_and_field() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("bad.json");
+    std::fs::write(&p, r#"{"id": "x", "script": [], "wrld": {}}"#).unwrap();
+    for cmd in [vec!["oracle"], vec!["scenario", "run"]] {
+        let out = Command::new(vouch_bin())
+            .args(&cmd)
+            .arg(&p)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{cmd:?}");
+        let err = stderr(&out);
+        assert!(err.contains("bad.json") && err.contains("wrld"), "{err}");
+    }
+}

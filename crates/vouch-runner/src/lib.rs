@@ -21,7 +21,7 @@ use vouch_runtime::provider::{Behavior, FolderProvider, Provider, SimProvider, S
 use vouch_runtime::tools::{ScriptWorkTools, StandardTools};
 use vouch_runtime::view::RunView;
 use vouch_runtime::{Host, HostError, Limits, RunSpec};
-use vouch_store::{CardState, OutboxRow};
+use vouch_store::{CardState, OutboxRow, Store};
 use vouch_store_sqlite::SqliteStore;
 
 /// Crashes a scenario may inject before the runner gives up (each is a full reboot).
@@ -407,6 +407,16 @@ pub fn run_scenario(s: &Value, dir: &Path) -> Result<Value, String> {
         match result {
             Ok(Next::Done) => break,
             Err(HostError::Crashed(_)) => {
+                // The crash may have come inside a new continuation: follow the newest run.
+                if let Ok(store) = SqliteStore::open(&ctx.dir.join("vouch.db")) {
+                    if let Some(newest) = store
+                        .runs(1)
+                        .ok()
+                        .and_then(|r| r.first().map(|r| r.id.clone()))
+                    {
+                        run_id = Some(newest);
+                    }
+                }
                 crashes += 1;
                 if crashes > CRASHES_MAX {
                     return Err("too many crashes".into());
@@ -530,6 +540,13 @@ fn report(s: &Value, host: &Host, id: &str, ctx: &Ctx) -> Result<Value, String> 
 
 /// Run a scenario in a fresh temporary directory.
 pub fn run_in_tempdir(s: &Value) -> Result<Value, String> {
+    // Debugging aid: keep the store of one scenario where you can open it with `vouch --home`.
+    if let Ok(keep) = std::env::var("VOUCH_RUNNER_KEEP") {
+        let dir = std::path::PathBuf::from(keep);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        return run_scenario(s, &dir);
+    }
     let tmp = tempfile::tempdir().map_err(|e| format!("temporary directory: {e}"))?;
     run_scenario(s, tmp.path())
 }

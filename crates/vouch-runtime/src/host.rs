@@ -140,6 +140,8 @@ struct CallResult {
     ok: bool,
     text: String,
     suspend: Option<String>,
+    /// The host ends the run after this call (§5.3: a contradiction with the question spent).
+    end: Option<String>,
 }
 
 impl CallResult {
@@ -148,6 +150,7 @@ impl CallResult {
             ok: true,
             text: text.into(),
             suspend: None,
+            end: None,
         }
     }
     fn err(text: impl Into<String>) -> Self {
@@ -155,6 +158,7 @@ impl CallResult {
             ok: false,
             text: text.into(),
             suspend: None,
+            end: None,
         }
     }
 }
@@ -468,8 +472,9 @@ impl Host {
                 break;
             }
             let mut suspended = None;
+            let mut ended: Option<String> = None;
             for call in &turn.tool_calls {
-                let res = if suspended.is_some() {
+                let res = if suspended.is_some() || ended.is_some() {
                     CallResult::err("not run: the run is suspended; call again after it resumes")
                 } else {
                     self.handle_call(&run, call)?
@@ -484,6 +489,13 @@ impl Host {
                 if res.suspend.is_some() && suspended.is_none() {
                     suspended = res.suspend;
                 }
+                if res.end.is_some() && ended.is_none() {
+                    ended = res.end;
+                }
+            }
+            if let Some(reason) = ended {
+                end_reason = reason;
+                break;
             }
             if let Some(reason) = suspended {
                 self.journal(
@@ -517,7 +529,7 @@ impl Host {
             None if run.trigger == TriggerKind::Interactive => {
                 let m = Manifest {
                     deliveries: vec![vouch_core::Delivery {
-                        id: "answer".into(),
+                        id: "implied".into(),
                         verb: Verb::Write,
                         destination: Destination::new(DestinationKind::Surface, ""),
                         object: None,
@@ -533,7 +545,7 @@ impl Host {
                     self.ev(EventKind::ManifestImplied, json!({"manifest": m})),
                 )?;
                 self.preflight(run, &m, &m.deliveries[0])?;
-                Some("answer".to_string())
+                Some("implied".to_string())
             }
             None => None,
             Some(m) => m
@@ -712,10 +724,16 @@ impl Host {
                 &run.id,
                 self.ev(EventKind::ManifestRejected, json!({"errors": texts, "declined": ids, "reason": format!("the request contradicts itself: {}", texts.join("; "))})),
             )?;
-            return Ok(CallResult::err(format!(
-                "manifest rejected: {}; the contradicting items are declined",
+            let why = format!(
+                "the request contradicts itself and its one question was already asked: {}",
                 texts.join("; ")
-            )));
+            );
+            return Ok(CallResult {
+                ok: false,
+                text: format!("manifest rejected: {why}; the run ends"),
+                suspend: None,
+                end: Some(why),
+            });
         }
         self.journal(
             &run.id,
@@ -759,6 +777,7 @@ impl Host {
             ok: true,
             text: format!("manifest recorded; postures: {}", lines.join(", ")),
             suspend,
+            end: None,
         })
     }
 
@@ -873,6 +892,7 @@ impl Host {
             ok: true,
             text: "question asked; the run waits for the answer".into(),
             suspend: Some(format!("question: {question}")),
+            end: None,
         })
     }
 
@@ -992,6 +1012,7 @@ impl Host {
                     ok: true,
                     text: format!("{id} is still waiting for approval"),
                     suspend: Some(format!("approval of {id}")),
+                    end: None,
                 });
             }
             // A different payload for an item awaiting approval is an edit (§6, §7).
@@ -1042,6 +1063,7 @@ impl Host {
                     ok: status == DeliveryStatus::Verified,
                     text: format!("{id}: {status}"),
                     suspend: None,
+                    end: None,
                 })
             }
         }
@@ -1158,6 +1180,7 @@ impl Host {
             ok: true,
             text: format!("{} awaits the person's approval", d.id),
             suspend: Some(format!("approval of {}", d.id)),
+            end: None,
         })
     }
 
@@ -1334,7 +1357,7 @@ impl Host {
         if let Some(key) = key {
             let state = match status {
                 DeliveryStatus::Verified | DeliveryStatus::Unconfirmed => LedgerState::Done,
-                DeliveryStatus::Failed => LedgerState::Failed,
+                DeliveryStatus::Failed | DeliveryStatus::NotAttempted => LedgerState::Failed,
                 _ => LedgerState::Unknown,
             };
             self.store.ledger_settle(
@@ -1461,8 +1484,24 @@ impl Host {
             run_id,
             self.ev(EventKind::ClarifyAnswered, json!({"answer": text})),
         )?;
+        self.repreflight_clarified(run_id)?;
         self.journal(run_id, self.ev(EventKind::Resumed, json!({"by": "answer"})))?;
         self.continue_if_unblocked(run_id)
+    }
+
+    /// After the one question is answered, items that were waiting on it are pre-flighted
+    /// again with the question spent (contract §5.3.1): low confidence now drafts.
+    fn repreflight_clarified(&self, run_id: &str) -> HostResult<()> {
+        let run = self.record(run_id)?;
+        let view = self.view(run_id)?;
+        if let Some(m) = view.manifest.clone() {
+            for d in &m.deliveries {
+                if view.items.get(&d.id).and_then(|i| i.posture) == Some(Posture::Clarify) {
+                    self.preflight(&run, &m, d)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     pub fn cancel(&self, run_id: &str) -> HostResult<vouch_core::Outcome> {
@@ -1588,6 +1627,15 @@ impl Host {
                 "",
                 posture,
             ),
+            Observation::Absent { .. } if !open.started => self.settle(
+                run,
+                &d,
+                open.key.as_deref(),
+                DeliveryStatus::NotAttempted,
+                "",
+                "interrupted before it was attempted",
+                posture,
+            ),
             Observation::Absent { reason } => self.settle(
                 run,
                 &d,
@@ -1686,6 +1734,21 @@ impl Host {
             .collect();
         for id in open {
             self.settle_open_attempt(&run, &view, &id)?;
+        }
+        // Items the run never pre-flighted (it died right after the manifest) get their
+        // posture now, so the receipt can say what would have happened.
+        let view = self.view(run_id)?;
+        if let Some(m) = view.manifest.clone() {
+            for d in &m.deliveries {
+                let unflighted = view
+                    .items
+                    .get(&d.id)
+                    .map(|i| i.posture.is_none() && i.status.is_none())
+                    .unwrap_or(true);
+                if unflighted {
+                    self.preflight(&run, &m, d)?;
+                }
+            }
         }
         let view = self.view(run_id)?;
         let ids: Vec<String> = view
@@ -1825,6 +1888,18 @@ impl Host {
             return Err(HostError::Invalid(format!(
                 "run {parent_id} has not ended (it is {}); only an ended run can be resumed",
                 parent.state.as_str()
+            )));
+        }
+        if let Some(child) = self
+            .store
+            .runs(RUNS_SCAN_MAX)?
+            .into_iter()
+            .find(|r| r.parent.as_deref() == Some(parent_id))
+        {
+            // One continuation per run: resuming twice would redo what the first one did.
+            return Err(HostError::Invalid(format!(
+                "run {parent_id} was already resumed as run {}; resume that one instead (`vouch resume {}`)",
+                child.id, child.id
             )));
         }
         let pview = self.view(parent_id)?;

@@ -90,10 +90,15 @@ impl Model for ScriptedModel {
         }
         if let Some(id) = t.get("deliver").and_then(Value::as_str) {
             let payload = t.get("payload").cloned().unwrap_or(json!({}));
-            let tool = self
-                .verbs
-                .get(id)
-                .cloned()
+            // The verb of the latest declaration of this id before this turn.
+            let tool = self.turns[..i]
+                .iter()
+                .rev()
+                .filter_map(|t| t.pointer("/declare/deliveries").and_then(|d| d.as_array()))
+                .flat_map(|ds| ds.iter().rev())
+                .find(|d| d.get("id").and_then(Value::as_str) == Some(id))
+                .and_then(|d| d.get("verb").and_then(Value::as_str).map(String::from))
+                .or_else(|| self.verbs.get(id).cloned())
                 .unwrap_or_else(|| "deliver".to_string());
             return Ok(call(&tool, json!({"delivery": id, "payload": payload})));
         }

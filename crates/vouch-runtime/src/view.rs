@@ -33,6 +33,8 @@ pub struct ItemView {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct OpenAttempt {
+    /// False when only the ledger intent is journaled (the provider was not called yet).
+    pub started: bool,
     pub payload_hash: String,
     pub payload: Value,
     pub key: Option<String>,
@@ -226,6 +228,7 @@ impl RunView {
                 // leaves the act in doubt (§8.3) until evidence settles it.
                 let it = self.item(&d);
                 it.open_attempt = Some(OpenAttempt {
+                    started: false,
                     payload_hash: str_of("payload_hash"),
                     payload: b.get("payload").cloned().unwrap_or(Value::Null),
                     key: b.get("key").and_then(Value::as_str).map(String::from),
@@ -236,6 +239,7 @@ impl RunView {
                 let it = self.item(&d);
                 it.granted = None;
                 it.open_attempt = Some(OpenAttempt {
+                    started: true,
                     payload_hash: str_of("payload_hash"),
                     payload: b.get("payload").cloned().unwrap_or(Value::Null),
                     key: b.get("key").and_then(Value::as_str).map(String::from),
@@ -285,15 +289,13 @@ impl RunView {
         if let Some(s) = it.status {
             return s;
         }
-        if it.awaiting {
+        if it.awaiting || (it.posture == Some(Posture::Clarify) && self.clarify_open) {
             return DeliveryStatus::Awaiting;
         }
-        if let Some(m) = &self.manifest {
-            for dep in m.dependencies(id) {
-                if self.items.get(dep).and_then(|d| d.status) != Some(DeliveryStatus::Verified) {
-                    return DeliveryStatus::Blocked;
-                }
-            }
+        // Blocked only when a proposal was actually held back by its order and nothing
+        // settled it afterwards (contract §6.1); an item never proposed is not_attempted.
+        if it.blocked_on.is_some() {
+            return DeliveryStatus::Blocked;
         }
         DeliveryStatus::NotAttempted
     }
