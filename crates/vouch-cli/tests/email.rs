@@ -278,3 +278,81 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+#[test]
+fn edit_supersedes_the_card_and_bad_decisions_change_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sink = Sink::start(&tmp.path().join("mail"));
+    let h = Home::new(&config(sink.port));
+    let s = h.script(json!([
+        {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "email", "address": "board@example.com"}}]}},
+        {"deliver": "d1", "payload": {"subject": "Q4", "body": "first draft"}},
+        {"final": ""}
+    ]));
+    assert!(h
+        .vouch(&["run", "Email the board", "--script", &s], &[])
+        .status
+        .success());
+    let card = h.json(&["approvals"])[0].clone();
+    let run = card["run"].as_str().unwrap().to_string();
+    let old = card["payload_hash"].as_str().unwrap().to_string();
+
+    let bad = h.tmp.path().join("bad.json");
+    std::fs::write(&bad, "{not json").unwrap();
+    let out = h.vouch(
+        &["edit", &run, "d1", "--payload", bad.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bad.json"));
+    let out = h.vouch(
+        &["edit", &run, "d9", "--payload", bad.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2));
+
+    let good = h.tmp.path().join("good.json");
+    std::fs::write(&good, r#"{"subject": "Q4", "body": "the edited text"}"#).unwrap();
+    let out = h.vouch(
+        &[
+            "--json",
+            "edit",
+            &run,
+            "d1",
+            "--payload",
+            good.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let new = serde_json::from_slice::<Value>(&out.stdout).unwrap()["payload_hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(new, old);
+    // The superseded hash can no longer be approved, and nothing is sent.
+    let out = h.vouch(&["approve", &run, "d1", "--hash", &old], &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("superseded"));
+    assert!(sink.messages().is_empty());
+    let cards = h.json(&["approvals"]);
+    assert_eq!(cards.as_array().unwrap().len(), 1);
+    assert_eq!(cards[0]["payload"]["body"], "the edited text");
+    let out = h.vouch(&["approve", &run, "d1", "--hash", &new], &[]);
+    assert!(out.status.success());
+    let msgs = sink.messages();
+    assert_eq!(msgs.len(), 1);
+    assert!(msgs[0].contains("the edited text") && !msgs[0].contains("first draft"));
+    // Denying after the fact is refused.
+    let out = h.vouch(&["deny", &run, "d1"], &[]);
+    assert_ne!(out.status.code(), Some(0));
+}
