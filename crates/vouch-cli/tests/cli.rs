@@ -3,13 +3,11 @@
 //! tampering, and crash tests that kill real processes at every crash point and then check
 //! the world (files on disk, the HTTP receiver's count, journal rows) and the receipt.
 
+mod support;
+
 use serde_json::{json, Value};
-use std::io::{Read, Write};
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Command, Output};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
 
 fn vouch_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_vouch"))
@@ -241,60 +239,6 @@ fn tampering_with_the_journal_is_detected_and_named() {
     );
 }
 
-/// A loopback webhook receiver that deduplicates by Idempotency-Key and counts what it applied.
-fn receiver() -> (String, Arc<AtomicU32>, Arc<AtomicU32>) {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let requests = Arc::new(AtomicU32::new(0));
-    let applied = Arc::new(AtomicU32::new(0));
-    let (r, a) = (requests.clone(), applied.clone());
-    std::thread::spawn(move || {
-        let mut keys = std::collections::HashSet::new();
-        for mut s in listener.incoming().flatten() {
-            let mut buf = vec![0u8; 65536];
-            let mut n = 0;
-            // Read until the headers and the declared body have arrived.
-            loop {
-                let k = match s.read(&mut buf[n..]) {
-                    Ok(0) | Err(_) => break,
-                    Ok(k) => k,
-                };
-                n += k;
-                let text = String::from_utf8_lossy(&buf[..n]).to_string();
-                if let Some(hend) = text.find("\r\n\r\n") {
-                    let len = text
-                        .lines()
-                        .find_map(|l| {
-                            l.to_lowercase()
-                                .strip_prefix("content-length:")
-                                .map(|v| v.trim().parse::<usize>().unwrap_or(0))
-                        })
-                        .unwrap_or(0);
-                    if n >= hend + 4 + len {
-                        break;
-                    }
-                }
-            }
-            let text = String::from_utf8_lossy(&buf[..n]).to_string();
-            r.fetch_add(1, Ordering::SeqCst);
-            let key = text
-                .lines()
-                .find_map(|l| {
-                    l.strip_prefix("Idempotency-Key: ")
-                        .or_else(|| l.strip_prefix("idempotency-key: "))
-                        .map(|k| k.trim().to_string())
-                })
-                .unwrap_or_default();
-            if keys.insert(key) {
-                a.fetch_add(1, Ordering::SeqCst);
-            }
-            let body = "{\"id\":\"evt_1\"}";
-            let _ = write!(s, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
-        }
-    });
-    (format!("http://{addr}/hook"), requests, applied)
-}
-
 fn assert_one_terminal_and_intact(h: &Home) {
     for r in h.runs() {
         let id = r["id"].as_str().expect("id");
@@ -392,7 +336,8 @@ fn crash_at_every_point_of_a_folder_run_then_boot_and_resume() {
 
 #[test]
 fn crash_points_around_an_approved_send_never_send_twice() {
-    let (url, requests, applied) = receiver();
+    let hook = support::Receiver::start(true);
+    let url = hook.url.clone();
     let script = |h: &Home| {
         h.script("send.json", json!([
             {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "webhook", "address": url}}]}},
@@ -409,7 +354,7 @@ fn crash_points_around_an_approved_send_never_send_twice() {
         "evidence:d1",
         "terminal",
     ] {
-        let before = applied.load(Ordering::SeqCst);
+        let before = hook.applied();
         let h = Home::new();
         let s = script(&h);
         let crash_in_run = point == "approval_requested:d1";
@@ -462,7 +407,7 @@ fn crash_points_around_an_approved_send_never_send_twice() {
         } else {
             assert!(out.status.success(), "{point}: {}", stderr(&out));
         }
-        let sent = applied.load(Ordering::SeqCst) - before;
+        let sent = hook.applied() - before;
         assert!(sent <= 1, "{point}: the receiver applied {sent} effects");
         // Where the host cannot know, it says unknown — never a claim.
         for r in h.runs() {
@@ -488,7 +433,7 @@ fn crash_points_around_an_approved_send_never_send_twice() {
         }
         assert_one_terminal_and_intact(&h);
     }
-    assert!(requests.load(Ordering::SeqCst) >= applied.load(Ordering::SeqCst));
+    assert!(*hook.requests.lock().unwrap() >= hook.applied());
 }
 
 #[test]

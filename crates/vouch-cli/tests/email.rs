@@ -4,104 +4,11 @@
 //! `unknown` (never a second message), and a missing configuration drafts an openable .eml.
 
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
 
-struct Sink {
-    child: Child,
-    dir: PathBuf,
-    port: u16,
-}
+mod support;
 
-impl Drop for Sink {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Sink {
-    fn start(dir: &Path) -> Sink {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/smtp_sink.py");
-        let mut child = Command::new("python3")
-            .arg(script)
-            .arg(port.to_string())
-            .arg(dir)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start the SMTP sink (python3 with aiosmtpd: run ./scripts/test.sh, which installs it)");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("read READY");
-        assert_eq!(
-            line.trim(),
-            "READY",
-            "the SMTP sink did not start (is aiosmtpd installed?)"
-        );
-        Sink {
-            child,
-            dir: dir.to_path_buf(),
-            port,
-        }
-    }
-    fn messages(&self) -> Vec<String> {
-        let mut v: Vec<PathBuf> = std::fs::read_dir(&self.dir)
-            .map(|r| {
-                r.filter_map(|e| e.ok().map(|e| e.path()))
-                    .filter(|p| p.extension().map(|x| x == "eml").unwrap_or(false))
-                    .collect()
-            })
-            .unwrap_or_default();
-        v.sort();
-        v.iter()
-            .map(|p| std::fs::read_to_string(p).unwrap_or_default())
-            .collect()
-    }
-}
-
-struct Home {
-    tmp: tempfile::TempDir,
-    dir: PathBuf,
-}
-
-impl Home {
-    fn new(config: &str) -> Home {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("home");
-        let h = Home { tmp, dir };
-        assert!(h.vouch(&["init"], &[]).status.success());
-        std::fs::write(h.dir.join("vouch.toml"), config).unwrap();
-        h
-    }
-    fn vouch(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_vouch"));
-        c.arg("--home")
-            .arg(&self.dir)
-            .args(args)
-            .env_remove("VOUCH_CRASH_AFTER");
-        for (k, v) in env {
-            c.env(k, v);
-        }
-        c.output().unwrap()
-    }
-    fn json(&self, args: &[&str]) -> Value {
-        let mut a = vec!["--json"];
-        a.extend_from_slice(args);
-        serde_json::from_slice(&self.vouch(&a, &[]).stdout).unwrap()
-    }
-    fn script(&self, turns: Value) -> String {
-        let p = self.tmp.path().join("script.json");
-        std::fs::write(&p, turns.to_string()).unwrap();
-        p.to_string_lossy().into_owned()
-    }
-}
+use support::{Home, SmtpSink as Sink};
 
 fn send_script(text_first: &str, text_second: &str) -> Value {
     json!([
@@ -121,7 +28,7 @@ fn the_approved_text_reaches_the_server_exactly_once() {
     let tmp = tempfile::tempdir().unwrap();
     let sink = Sink::start(&tmp.path().join("mail"));
     let h = Home::new(&config(sink.port));
-    let s = h.script(send_script(
+    let s = h.script(&send_script(
         "The approved text.",
         "A regenerated text the person never saw.",
     ));
@@ -187,7 +94,7 @@ fn a_crash_between_the_servers_effect_and_the_journal_is_unknown_never_twice() {
     let tmp = tempfile::tempdir().unwrap();
     let sink = Sink::start(&tmp.path().join("mail"));
     let h = Home::new(&config(sink.port));
-    let s = h.script(send_script("Only once.", "Only once."));
+    let s = h.script(&send_script("Only once.", "Only once."));
     assert!(h
         .vouch(&["run", "Email the board", "--script", &s], &[])
         .status
@@ -231,7 +138,7 @@ fn a_crash_between_the_servers_effect_and_the_journal_is_unknown_never_twice() {
 #[test]
 fn without_email_configured_the_send_is_drafted_with_a_connect_step() {
     let h = Home::new("");
-    let s = h.script(send_script("Draft me.", "Draft me."));
+    let s = h.script(&send_script("Draft me.", "Draft me."));
     let out = h.vouch(&["run", "Email the board", "--script", &s], &[]);
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(text.contains("Drafted, not executed"), "{text}");
@@ -284,7 +191,7 @@ fn edit_supersedes_the_card_and_bad_decisions_change_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let sink = Sink::start(&tmp.path().join("mail"));
     let h = Home::new(&config(sink.port));
-    let s = h.script(json!([
+    let s = h.script(&json!([
         {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "email", "address": "board@example.com"}}]}},
         {"deliver": "d1", "payload": {"subject": "Q4", "body": "first draft"}},
         {"final": ""}

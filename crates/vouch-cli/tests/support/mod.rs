@@ -92,6 +92,20 @@ impl SmtpSink {
             port,
         }
     }
+    /// Every message received, oldest first.
+    pub fn messages(&self) -> Vec<String> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(&self.dir)
+            .map(|r| {
+                r.filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.extension().map(|x| x == "eml").unwrap_or(false))
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v.iter()
+            .map(|p| std::fs::read_to_string(p).unwrap_or_default())
+            .collect()
+    }
     pub fn count(&self) -> usize {
         std::fs::read_dir(&self.dir)
             .map(|r| {
