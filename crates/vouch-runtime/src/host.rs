@@ -1812,7 +1812,7 @@ impl Host {
                 .scope
                 .rsplit_once('@')
                 .and_then(|(_, ms)| ms.parse::<i64>().ok())
-                .and_then(|ms| chrono::DateTime::from_timestamp_millis(ms))
+                .and_then(chrono::DateTime::from_timestamp_millis)
                 .map(|t| t.format("%Y-%m-%d %H:%M UTC").to_string())
                 .unwrap_or_else(|| run.scope.clone());
             view.rejections.clear();
