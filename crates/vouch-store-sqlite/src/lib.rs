@@ -12,11 +12,12 @@ mod schema;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use vouch_core::{EndedBy, Outcome, RunState, TriggerKind};
 use vouch_store::{
-    event_hash, verify_chain, Card, CardState, Decision, EndResult, EventKind, JournalEntry,
+    verify_chain, Card, CardState, Decision, EndResult, EventContent, EventKind, JournalEntry,
     LedgerEntry, LedgerIntent, LedgerState, NewEvent, NewRun, OutboxRow, RunRecord, Schedule,
     Store, StoreError, StoreResult, Terminal, VerifyReport, GENESIS_HASH,
 };
@@ -36,12 +37,32 @@ pub const BODY_BYTES_MAX: usize = 4 << 20;
 pub const TAMPER_PAYLOAD_SQL: &str = "UPDATE payloads SET body = ?2 WHERE hash = ?1";
 
 type Finish = Box<dyn FnOnce(Option<&str>) + Send>;
-type Job = Box<dyn FnOnce(&Connection) -> Finish + Send>;
+/// A write job: given the writer's connection inside an open transaction (or, when the
+/// transaction could not begin, the reason), it does its work and returns how to answer its
+/// caller once the commit's fate is known.
+type Job = Box<dyn FnOnce(Result<&Connection, &str>) -> Finish + Send>;
+
+/// Counters of the writer thread, for benchmarks and diagnostics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteStats {
+    /// Transactions committed (one fsync each).
+    pub commits: u64,
+    /// Jobs (write calls) those transactions carried.
+    pub jobs: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    commits: AtomicU64,
+    jobs: AtomicU64,
+}
 
 pub struct SqliteStore {
     path: PathBuf,
-    writer: Mutex<Option<SyncSender<Job>>>,
-    handle: Mutex<Option<std::thread::JoinHandle<()>>>,
+    counters: Arc<Counters>,
+    /// `None` only while dropping (closing the channel stops the writer thread).
+    writer: Option<SyncSender<Job>>,
+    handle: Option<std::thread::JoinHandle<()>>,
     reader: Mutex<Connection>,
 }
 
@@ -127,7 +148,7 @@ fn migrate(conn: &Connection, path: &Path) -> StoreResult<()> {
     Ok(())
 }
 
-fn writer_loop(conn: Connection, rx: Receiver<Job>) {
+fn writer_loop(conn: Connection, rx: Receiver<Job>, counters: Arc<Counters>) {
     // Adaptive group commit: when the last batch had k jobs, k callers are probably about
     // to send again; wait a few microseconds for them instead of paying one fsync each.
     let mut last_batch = 1usize;
@@ -155,30 +176,47 @@ fn writer_loop(conn: Connection, rx: Receiver<Job>) {
             }
         }
         last_batch = batch.len();
-        let begin = conn.execute_batch("BEGIN IMMEDIATE");
-        if let Err(e) = begin {
+        if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+            // Run nothing; answer every caller with the reason.
             let msg = e.to_string();
             for job in batch {
-                // Run nothing; answer every caller with the error.
-                let finish = job_refused(job, &msg);
-                finish(Some(&msg));
+                job(Err(&msg))(None);
             }
             continue;
         }
-        let finishes: Vec<Finish> = batch.into_iter().map(|job| job(&conn)).collect();
-        let commit_err = conn.execute_batch("COMMIT").err().map(|e| e.to_string());
-        if commit_err.is_some() {
-            let _ = conn.execute_batch("ROLLBACK");
+        let jobs = batch.len() as u64;
+        let mut finishes: Vec<Finish> = Vec::with_capacity(batch.len());
+        for job in batch {
+            // Some errors (disk full, I/O) make SQLite roll back the whole transaction; the
+            // jobs after that must not run in autocommit mode, or they would be committed
+            // while the batch reports failure.
+            if conn.is_autocommit() {
+                finishes.push(job(Err(
+                    "an earlier write of the same batch rolled the transaction back",
+                )));
+            } else {
+                finishes.push(job(Ok(&conn)));
+            }
+        }
+        let commit_err = if conn.is_autocommit() {
+            Some("the transaction was rolled back by an earlier error".to_string())
+        } else {
+            match conn.execute_batch("COMMIT") {
+                Ok(()) => None,
+                Err(e) => {
+                    let _ = conn.execute_batch("ROLLBACK");
+                    Some(e.to_string())
+                }
+            }
+        };
+        if commit_err.is_none() {
+            counters.commits.fetch_add(1, Ordering::Relaxed);
+            counters.jobs.fetch_add(jobs, Ordering::Relaxed);
         }
         for f in finishes {
             f(commit_err.as_deref());
         }
     }
-}
-
-/// A job that could not start: give it a connection-less answer.
-fn job_refused(_job: Job, _msg: &str) -> Finish {
-    Box::new(|_| {})
 }
 
 impl SqliteStore {
@@ -191,14 +229,17 @@ impl SqliteStore {
         migrate(&wconn, path)?;
         let reader = open_conn(path)?;
         let (tx, rx) = sync_channel::<Job>(WRITE_QUEUE_MAX);
+        let counters = Arc::new(Counters::default());
+        let writer_counters = counters.clone();
         let handle = std::thread::Builder::new()
             .name("vouch-store-writer".into())
-            .spawn(move || writer_loop(wconn, rx))
+            .spawn(move || writer_loop(wconn, rx, writer_counters))
             .map_err(|e| StoreError::Fatal(format!("start the writer thread: {e}")))?;
         Ok(SqliteStore {
             path: path.to_path_buf(),
-            writer: Mutex::new(Some(tx)),
-            handle: Mutex::new(Some(handle)),
+            counters,
+            writer: Some(tx),
+            handle: Some(handle),
             reader: Mutex::new(reader),
         })
     }
@@ -207,85 +248,79 @@ impl SqliteStore {
         &self.path
     }
 
-    /// Run `f` in the writer's next group commit; returns once the batch is durable.
+    /// Commits and jobs since the store was opened (appends per fsync = jobs ÷ commits).
+    pub fn write_stats(&self) -> WriteStats {
+        WriteStats {
+            commits: self.counters.commits.load(Ordering::Relaxed),
+            jobs: self.counters.jobs.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Run `f` in the writer's next group commit, inside its own savepoint so that a failing
+    /// job leaves the rest of the batch intact; returns once the batch is durable.
     fn write<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
     ) -> StoreResult<T> {
-        let (tx, rx) = sync_channel::<StoreResult<T>>(1);
-        let job: Job = Box::new(move |conn: &Connection| {
-            let res = match conn
-                .prepare_cached("SAVEPOINT job")
+        self.submit(move |conn| {
+            conn.prepare_cached("SAVEPOINT job")
                 .and_then(|mut st| st.execute([]))
-            {
-                Err(e) => Err(db_err(e)),
-                Ok(_) => {
-                    let r = f(conn);
-                    let end = if r.is_ok() {
-                        conn.prepare_cached("RELEASE job")
-                            .and_then(|mut st| st.execute([]))
-                            .map(|_| ())
-                    } else {
-                        conn.execute_batch("ROLLBACK TO job; RELEASE job")
-                    };
-                    match end {
-                        Ok(()) => r,
-                        Err(e) => Err(db_err(e)),
-                    }
-                }
+                .map_err(db_err)?;
+            let r = f(conn);
+            let end = if r.is_ok() {
+                conn.prepare_cached("RELEASE job")
+                    .and_then(|mut st| st.execute([]))
+                    .map(|_| ())
+            } else {
+                conn.execute_batch("ROLLBACK TO job; RELEASE job")
+            };
+            end.map_err(db_err)?;
+            r
+        })
+    }
+
+    /// Like [`write`](Self::write) for jobs whose only change is one statement: SQLite
+    /// undoes a failed statement by itself, so no savepoint is needed (two statements less
+    /// per append, which is the hot path).
+    fn write_one<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
+    ) -> StoreResult<T> {
+        self.submit(f)
+    }
+
+    /// Hand a job to the writer thread and wait for the verdict on its batch.
+    fn submit<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
+    ) -> StoreResult<T> {
+        let (tx, rx) = sync_channel::<StoreResult<T>>(1);
+        let job: Job = Box::new(move |conn: Result<&Connection, &str>| {
+            let res = match conn {
+                Ok(conn) => f(conn),
+                Err(why) => Err(StoreError::Retryable(format!(
+                    "the write did not start: {why}"
+                ))),
             };
             Box::new(move |commit_err: Option<&str>| {
-                let out = match commit_err {
-                    Some(m) => Err(StoreError::Retryable(format!("commit failed: {m}"))),
-                    None => res,
+                let out = match (commit_err, res) {
+                    (_, Err(e)) => Err(e),
+                    (Some(m), Ok(_)) => Err(StoreError::Retryable(format!("commit failed: {m}"))),
+                    (None, ok) => ok,
                 };
                 let _ = tx.send(out);
             })
         });
         let sender = self
             .writer
-            .lock()
-            .map_err(|_| StoreError::Fatal("writer lock poisoned".into()))?
-            .clone()
+            .as_ref()
             .ok_or_else(|| StoreError::Fatal("store is closed".into()))?;
         sender
             .send(job)
             .map_err(|_| StoreError::Fatal("the writer thread has stopped".into()))?;
         rx.recv().map_err(|_| {
-            StoreError::Fatal(
-                "the writer thread dropped a job (a begin failure or a crash); retry".into(),
-            )
+            StoreError::Fatal("the writer thread stopped before answering; reopen the store".into())
         })?
-    }
-
-    /// Like [`write`](Self::write) for jobs whose only change is one statement: SQLite
-    /// undoes a failed statement by itself, so no savepoint is needed.
-    fn write_one<T: Send + 'static>(
-        &self,
-        f: impl FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
-    ) -> StoreResult<T> {
-        let (tx, rx) = sync_channel::<StoreResult<T>>(1);
-        let job: Job = Box::new(move |conn: &Connection| {
-            let res = f(conn);
-            Box::new(move |commit_err: Option<&str>| {
-                let out = match commit_err {
-                    Some(m) => Err(StoreError::Retryable(format!("commit failed: {m}"))),
-                    None => res,
-                };
-                let _ = tx.send(out);
-            })
-        });
-        let sender = self
-            .writer
-            .lock()
-            .map_err(|_| StoreError::Fatal("writer lock poisoned".into()))?
-            .clone()
-            .ok_or_else(|| StoreError::Fatal("store is closed".into()))?;
-        sender
-            .send(job)
-            .map_err(|_| StoreError::Fatal("the writer thread has stopped".into()))?;
-        rx.recv()
-            .map_err(|_| StoreError::Fatal("the writer thread dropped a job; retry".into()))?
     }
 
     fn read<T>(&self, f: impl FnOnce(&Connection) -> StoreResult<T>) -> StoreResult<T> {
@@ -299,13 +334,10 @@ impl SqliteStore {
 
 impl Drop for SqliteStore {
     fn drop(&mut self) {
-        if let Ok(mut w) = self.writer.lock() {
-            w.take();
-        }
-        if let Ok(mut h) = self.handle.lock() {
-            if let Some(h) = h.take() {
-                let _ = h.join();
-            }
+        // Close the channel; the writer finishes what is queued, then returns.
+        self.writer.take();
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
         }
     }
 }
@@ -463,15 +495,65 @@ fn read_err(e: rusqlite::Error) -> StoreError {
     }
 }
 
-/// Append inside the writer's transaction: next seq, chained hash, insert.
-fn append_in(conn: &Connection, run_id: &str, ev: &NewEvent) -> StoreResult<JournalEntry> {
-    let body = serde_json::to_string(&ev.body).map_err(|e| StoreError::Fatal(e.to_string()))?;
-    if body.len() > BODY_BYTES_MAX {
-        return Err(StoreError::Conflict(format!(
-            "event body of {} bytes exceeds {BODY_BYTES_MAX}",
-            body.len()
-        )));
+/// An event made ready for the writer: its body serialized as it will be stored and read
+/// back, and its content canonicalized. This is the costly part of an append; `append` does it
+/// on the caller's thread so the writer's serialized section is only "next seq, SHA-256,
+/// insert".
+struct PreparedEvent {
+    run_id: String,
+    kind: EventKind,
+    delivery: Option<String>,
+    at_ms: i64,
+    /// The body as stored.
+    body_text: String,
+    /// The body as it will be read back (what the hash covers).
+    body: Value,
+    content: EventContent,
+}
+
+impl PreparedEvent {
+    fn new(run_id: &str, ev: &NewEvent) -> StoreResult<PreparedEvent> {
+        let body_text =
+            serde_json::to_string(&ev.body).map_err(|e| StoreError::Fatal(e.to_string()))?;
+        if body_text.len() > BODY_BYTES_MAX {
+            return Err(StoreError::Conflict(format!(
+                "event body of {} bytes exceeds {BODY_BYTES_MAX}; store large content as a payload and journal its hash",
+                body_text.len()
+            )));
+        }
+        // Hash what will be read back: the body parsed from its stored text.
+        let body: Value =
+            serde_json::from_str(&body_text).map_err(|e| StoreError::Fatal(e.to_string()))?;
+        let content = EventContent::new(run_id, ev.kind, ev.delivery.as_deref(), ev.at_ms, &body);
+        Ok(PreparedEvent {
+            run_id: run_id.to_string(),
+            kind: ev.kind,
+            delivery: ev.delivery.clone(),
+            at_ms: ev.at_ms,
+            body_text,
+            body,
+            content,
+        })
     }
+
+    fn entry(self, seq: i64, prev_hash: String, hash: String) -> JournalEntry {
+        JournalEntry {
+            run_id: self.run_id,
+            seq,
+            kind: self.kind,
+            delivery: self.delivery,
+            body: self.body,
+            at_ms: self.at_ms,
+            prev_hash,
+            hash,
+        }
+    }
+}
+
+/// Append inside the writer's transaction: next seq, chained hash, insert. Returns
+/// `(seq, prev_hash, hash)`.
+fn insert_event(conn: &Connection, ev: &PreparedEvent) -> StoreResult<(i64, String, String)> {
+    let run_id = ev.run_id.as_str();
     let last: Option<(i64, String)> = conn
         .prepare_cached("SELECT seq, hash FROM journal WHERE run_id = ?1 ORDER BY seq DESC LIMIT 1")
         .and_then(|mut st| {
@@ -483,22 +565,11 @@ fn append_in(conn: &Connection, run_id: &str, ev: &NewEvent) -> StoreResult<Jour
         Some((s, h)) => (s + 1, h),
         None => (1, GENESIS_HASH.to_string()),
     };
-    // Hash what will be read back: the body as stored.
-    let stored_body: Value =
-        serde_json::from_str(&body).map_err(|e| StoreError::Fatal(e.to_string()))?;
-    let hash = event_hash(
-        &prev,
-        run_id,
-        seq,
-        ev.kind,
-        ev.delivery.as_deref(),
-        ev.at_ms,
-        &stored_body,
-    );
+    let hash = ev.content.hash(&prev, seq);
     conn.prepare_cached(
         "INSERT INTO journal (run_id, seq, kind, delivery, body, at_ms, prev_hash, hash) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)",
     )
-    .and_then(|mut st| st.execute(params![run_id, seq, ev.kind.as_str(), ev.delivery, body, ev.at_ms, prev, hash]))
+    .and_then(|mut st| st.execute(params![run_id, seq, ev.kind.as_str(), ev.delivery, ev.body_text, ev.at_ms, prev, hash]))
     .map_err(|e| match db_err(e) {
         // The foreign key stands for "the run exists" (one query less per append).
         StoreError::Conflict(m) if m.contains("FOREIGN KEY") => StoreError::NotFound {
@@ -510,16 +581,7 @@ fn append_in(conn: &Connection, run_id: &str, ev: &NewEvent) -> StoreResult<Jour
         }
         other => other,
     })?;
-    Ok(JournalEntry {
-        run_id: run_id.to_string(),
-        seq,
-        kind: ev.kind,
-        delivery: ev.delivery.clone(),
-        body: stored_body,
-        at_ms: ev.at_ms,
-        prev_hash: prev,
-        hash,
-    })
+    Ok((seq, prev, hash))
 }
 
 fn insert_run(conn: &Connection, run: &NewRun) -> StoreResult<()> {
@@ -597,8 +659,12 @@ impl Store for SqliteStore {
                 "the terminal event is written only by end_run".into(),
             ));
         }
-        let (run_id, event) = (run_id.to_string(), event.clone());
-        self.write_one(move |c| append_in(c, &run_id, &event))
+        let ev = PreparedEvent::new(run_id, event)?;
+        let (seq, prev, hash, ev) = self.write_one(move |c| {
+            let (seq, prev, hash) = insert_event(c, &ev)?;
+            Ok((seq, prev, hash, ev))
+        })?;
+        Ok(ev.entry(seq, prev, hash))
     }
 
     fn journal(&self, run_id: &str) -> StoreResult<Vec<JournalEntry>> {
@@ -668,6 +734,10 @@ impl Store for SqliteStore {
 
     fn end_run(&self, run_id: &str, terminal: &Terminal) -> StoreResult<EndResult> {
         let (run_id, t) = (run_id.to_string(), terminal.clone());
+        let ev = PreparedEvent::new(
+            &run_id,
+            &NewEvent::new(EventKind::Terminal, t.at_ms, t.body.clone()),
+        )?;
         self.write(move |c| {
             let state: Option<String> = c.query_row("SELECT state FROM runs WHERE id = ?1", [&run_id], |r| r.get(0)).optional().map_err(db_err)?;
             match state.as_deref() {
@@ -675,7 +745,8 @@ impl Store for SqliteStore {
                 Some("ended") => return Ok(EndResult::AlreadyEnded),
                 _ => {}
             }
-            let entry = append_in(c, &run_id, &NewEvent::new(EventKind::Terminal, t.at_ms, t.body.clone()))?;
+            let (seq, prev, hash) = insert_event(c, &ev)?;
+            let entry = ev.entry(seq, prev, hash);
             c.execute(
                 "UPDATE runs SET state = 'ended', outcome = ?2, ended_by = ?3, ended_ms = ?4, owner = NULL, lease_until_ms = NULL WHERE id = ?1",
                 params![run_id, enum_str(&t.outcome), enum_str(&t.ended_by), t.at_ms],

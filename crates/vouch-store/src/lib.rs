@@ -138,6 +138,60 @@ pub fn event_hash(
     hex::encode(h.finalize())
 }
 
+/// Integers up to this magnitude are written by RFC 8785 exactly as their decimal digits.
+const JCS_EXACT_INT_MAX: i64 = 1 << 53;
+
+/// An event's content, canonicalized once, before its place in the chain is known.
+///
+/// [`event_hash`] is the definition; this computes the same hash in two steps so that a
+/// backend can do the expensive part (canonical JSON of the body) on the caller's thread
+/// and only the cheap part (`seq`, `prev_hash`, SHA-256) in its serialized writer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventContent {
+    /// `[run_id,` — the canonical array up to `seq`.
+    head: String,
+    /// `,kind,delivery,at_ms,body]` — the canonical array after `seq`.
+    tail: String,
+}
+
+impl EventContent {
+    pub fn new(
+        run_id: &str,
+        kind: EventKind,
+        delivery: Option<&str>,
+        at_ms: i64,
+        body: &serde_json::Value,
+    ) -> Self {
+        let canon =
+            |v: serde_json::Value| vouch_core::canonical_json(&v).unwrap_or_else(|_| v.to_string());
+        let head = format!("[{},", canon(serde_json::Value::from(run_id)));
+        let tail = format!(
+            ",{},{},{},{}]",
+            canon(serde_json::Value::from(kind.as_str())),
+            canon(serde_json::json!(delivery)),
+            canon(serde_json::Value::from(at_ms)),
+            canon(body.clone()),
+        );
+        EventContent { head, tail }
+    }
+
+    /// The chained hash of this content at `seq` after `prev_hash`; equals [`event_hash`].
+    pub fn hash(&self, prev_hash: &str, seq: i64) -> String {
+        let seq_text = if seq.abs() <= JCS_EXACT_INT_MAX {
+            seq.to_string()
+        } else {
+            vouch_core::canonical_json(&serde_json::Value::from(seq))
+                .unwrap_or_else(|_| seq.to_string())
+        };
+        let mut h = Sha256::new();
+        h.update(prev_hash.as_bytes());
+        h.update(self.head.as_bytes());
+        h.update(seq_text.as_bytes());
+        h.update(self.tail.as_bytes());
+        hex::encode(h.finalize())
+    }
+}
+
 /// Check one run's chain as read back; returns the first broken event's seq and why.
 pub fn verify_chain(entries: &[JournalEntry]) -> Result<(), ChainBreak> {
     let mut prev = GENESIS_HASH.to_string();
@@ -439,4 +493,69 @@ pub trait Store: Send + Sync {
     fn outbox_pending(&self) -> StoreResult<Vec<OutboxRow>>;
     fn outbox_mark_sent(&self, id: i64, at_ms: i64) -> StoreResult<()>;
     fn outbox_for_run(&self, run_id: &str) -> StoreResult<Vec<OutboxRow>>;
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn body_strategy() -> impl Strategy<Value = serde_json::Value> {
+        let leaf = prop_oneof![
+            Just(json!(null)),
+            any::<bool>().prop_map(|b| json!(b)),
+            any::<i64>().prop_map(|n| json!(n)),
+            (-1.0e300f64..1.0e300).prop_map(|f| json!(f)),
+            ".{0,12}".prop_map(|s: String| json!(s)),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::Array),
+                prop::collection::btree_map(".{0,6}", inner, 0..4)
+                    .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn two_step_hash_equals_the_definition(
+            run_id in ".{0,16}",
+            kind in 0usize..EventKind::ALL.len(),
+            delivery in proptest::option::of(".{0,8}"),
+            at_ms in any::<i64>(),
+            seq in prop_oneof![1i64..1_000_000, any::<i64>()],
+            prev in "[0-9a-f]{64}",
+            body in body_strategy(),
+        ) {
+            let kind = EventKind::ALL[kind];
+            let content = EventContent::new(&run_id, kind, delivery.as_deref(), at_ms, &body);
+            prop_assert_eq!(
+                content.hash(&prev, seq),
+                event_hash(&prev, &run_id, seq, kind, delivery.as_deref(), at_ms, &body)
+            );
+        }
+    }
+
+    #[test]
+    fn two_step_hash_at_the_edges_of_exact_integers() {
+        let body = json!({"b": [1, 2.5, "\u{2028}"], "a": null});
+        for seq in [1, JCS_EXACT_INT_MAX, JCS_EXACT_INT_MAX + 1, i64::MAX, -5] {
+            let c = EventContent::new("r", EventKind::Turn, None, 1 << 60, &body);
+            assert_eq!(
+                c.hash(GENESIS_HASH, seq),
+                event_hash(
+                    GENESIS_HASH,
+                    "r",
+                    seq,
+                    EventKind::Turn,
+                    None,
+                    1 << 60,
+                    &body
+                )
+            );
+        }
+    }
 }
