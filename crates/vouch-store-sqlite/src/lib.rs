@@ -14,13 +14,16 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use vouch_core::{EndedBy, Outcome, RunState, TriggerKind};
 use vouch_store::{
     verify_chain, Card, CardState, Decision, EndResult, EventContent, EventKind, JournalEntry,
     LedgerEntry, LedgerIntent, LedgerState, NewEvent, NewRun, OutboxRow, RunRecord, Schedule,
     Store, StoreError, StoreResult, Terminal, VerifyReport, GENESIS_HASH,
 };
+
+/// The schema version a store has once opened (`PRAGMA user_version`).
+pub const SCHEMA_VERSION: usize = schema::MIGRATIONS.len();
 
 /// Jobs committed together at most.
 pub const GROUP_COMMIT_BATCH_MAX: usize = 256;
@@ -30,6 +33,8 @@ pub const GROUP_COMMIT_WAIT_US: u64 = 200;
 pub const WRITE_QUEUE_MAX: usize = 4096;
 /// How long SQLite waits for another process's lock before reporting busy.
 pub const BUSY_TIMEOUT_MS: u64 = 10_000;
+/// Read connections open at most (each holds a file descriptor and a page cache).
+pub const READ_CONNECTIONS_MAX: usize = 4;
 /// Largest event body or payload accepted.
 pub const BODY_BYTES_MAX: usize = 4 << 20;
 
@@ -63,7 +68,7 @@ pub struct SqliteStore {
     /// `None` only while dropping (closing the channel stops the writer thread).
     writer: Option<SyncSender<Job>>,
     handle: Option<std::thread::JoinHandle<()>>,
-    reader: Mutex<Connection>,
+    readers: ReaderPool,
 }
 
 fn db_err(e: rusqlite::Error) -> StoreError {
@@ -227,7 +232,7 @@ impl SqliteStore {
         }
         let wconn = open_conn(path)?;
         migrate(&wconn, path)?;
-        let reader = open_conn(path)?;
+        let readers = ReaderPool::new(path.to_path_buf(), open_conn(path)?);
         let (tx, rx) = sync_channel::<Job>(WRITE_QUEUE_MAX);
         let counters = Arc::new(Counters::default());
         let writer_counters = counters.clone();
@@ -240,7 +245,7 @@ impl SqliteStore {
             counters,
             writer: Some(tx),
             handle: Some(handle),
-            reader: Mutex::new(reader),
+            readers,
         })
     }
 
@@ -324,11 +329,65 @@ impl SqliteStore {
     }
 
     fn read<T>(&self, f: impl FnOnce(&Connection) -> StoreResult<T>) -> StoreResult<T> {
-        let conn = self
-            .reader
-            .lock()
-            .map_err(|_| StoreError::Fatal("reader lock poisoned".into()))?;
-        f(&conn)
+        let conn = self.readers.take()?;
+        let out = f(&conn);
+        self.readers.put(conn);
+        out
+    }
+}
+
+/// Read connections, opened on demand up to [`READ_CONNECTIONS_MAX`]. WAL lets every one of
+/// them read a consistent snapshot while the writer commits, so readers never wait for the
+/// writer and the writer never waits for them; beyond the limit a reader waits for a free
+/// connection (a bound on file descriptors and page caches).
+struct ReaderPool {
+    path: PathBuf,
+    state: Mutex<PoolState>,
+    freed: Condvar,
+}
+
+struct PoolState {
+    idle: Vec<Connection>,
+    opened: usize,
+}
+
+impl ReaderPool {
+    fn new(path: PathBuf, first: Connection) -> ReaderPool {
+        ReaderPool {
+            path,
+            state: Mutex::new(PoolState {
+                idle: vec![first],
+                opened: 1,
+            }),
+            freed: Condvar::new(),
+        }
+    }
+
+    fn take(&self) -> StoreResult<Connection> {
+        let poisoned = |_| StoreError::Fatal("the reader pool lock is poisoned".into());
+        let mut st = self.state.lock().map_err(poisoned)?;
+        loop {
+            if let Some(c) = st.idle.pop() {
+                return Ok(c);
+            }
+            if st.opened < READ_CONNECTIONS_MAX {
+                st.opened += 1;
+                drop(st);
+                return open_conn(&self.path).inspect_err(|_| {
+                    if let Ok(mut st) = self.state.lock() {
+                        st.opened -= 1;
+                    }
+                });
+            }
+            st = self.freed.wait(st).map_err(poisoned)?;
+        }
+    }
+
+    fn put(&self, conn: Connection) {
+        if let Ok(mut st) = self.state.lock() {
+            st.idle.push(conn);
+            self.freed.notify_one();
+        }
     }
 }
 
@@ -989,22 +1048,9 @@ impl Store for SqliteStore {
         self.write(move |c| {
             let found: Option<(i64, Card)> = c
                 .query_row(
-                    &format!("SELECT id, {CARD_COLS} FROM cards WHERE run_id = ?1 AND delivery = ?2 AND payload_hash = ?3 ORDER BY id DESC LIMIT 1"),
+                    &format!("SELECT {CARD_COLS}, id FROM cards WHERE run_id = ?1 AND delivery = ?2 AND payload_hash = ?3 ORDER BY id DESC LIMIT 1"),
                     params![run_id, delivery, hash],
-                    |r| {
-                        let id: i64 = r.get(0)?;
-                        let state: String = r.get(5)?;
-                        Ok((id, Card {
-                            run_id: r.get(1)?,
-                            delivery: r.get(2)?,
-                            payload_hash: r.get(3)?,
-                            summary: r.get(4)?,
-                            state: CardState::parse(&state).unwrap_or(CardState::Superseded),
-                            created_ms: r.get(6)?,
-                            decided_ms: r.get(7)?,
-                            answer: r.get(8)?,
-                        }))
-                    },
+                    |r| Ok((r.get(8)?, card_row(r)?)),
                 )
                 .optional()
                 .map_err(read_err)?;
@@ -1031,9 +1077,9 @@ impl Store for SqliteStore {
         self.write(move |c| {
             let found: Option<(i64, Card)> = c
                 .query_row(
-                    &format!("SELECT id, {CARD_COLS} FROM cards WHERE run_id = ?1 AND delivery IS NULL AND state = 'open' ORDER BY id DESC LIMIT 1"),
+                    &format!("SELECT {CARD_COLS}, id FROM cards WHERE run_id = ?1 AND delivery IS NULL AND state = 'open' ORDER BY id DESC LIMIT 1"),
                     [&run_id],
-                    |r| Ok((r.get(0)?, Card { run_id: r.get(1)?, delivery: r.get(2)?, payload_hash: r.get(3)?, summary: r.get(4)?, state: CardState::Open, created_ms: r.get(6)?, decided_ms: r.get(7)?, answer: r.get(8)? })),
+                    |r| Ok((r.get(8)?, card_row(r)?)),
                 )
                 .optional()
                 .map_err(read_err)?;

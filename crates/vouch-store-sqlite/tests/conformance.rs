@@ -111,3 +111,199 @@ fn files_that_are_not_vouch_stores_are_refused_untouched() {
         "a folder is not a store"
     );
 }
+
+fn ev(n: i64) -> NewEvent {
+    NewEvent::new(EventKind::ToolCalled, n, json!({"n": n}))
+}
+
+#[test]
+fn the_schema_itself_keeps_one_terminal_and_closes_the_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vouch.db");
+    {
+        let s = SqliteStore::open(&path).unwrap();
+        s.create_run(&run("r")).unwrap();
+        s.append("r", &ev(1)).unwrap();
+        let t = vouch_store::Terminal {
+            outcome: vouch_core::Outcome::Succeeded,
+            ended_by: vouch_core::EndedBy::Loop,
+            receipt: "done".into(),
+            body: json!({}),
+            at_ms: 2,
+            outbox: None,
+        };
+        s.end_run("r", &t).unwrap();
+    }
+    // Behind the store's back, straight SQL still cannot add a second terminal or any event
+    // after the first: the partial unique index and the trigger hold on their own.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let insert = |seq: i64, kind: &str| {
+        conn.execute(
+            "INSERT INTO journal (run_id, seq, kind, delivery, body, at_ms, prev_hash, hash) VALUES ('r', ?1, ?2, NULL, '{}', 3, 'x', 'y')",
+            rusqlite::params![seq, kind],
+        )
+    };
+    let err = insert(3, "terminal").unwrap_err().to_string();
+    assert!(err.contains("terminal"), "{err}");
+    let err = insert(3, "turn").unwrap_err().to_string();
+    assert!(err.contains("terminal"), "{err}");
+    conn.execute_batch("DROP TRIGGER journal_closed_after_terminal")
+        .unwrap();
+    let err = insert(3, "terminal").unwrap_err().to_string();
+    assert!(err.contains("UNIQUE"), "{err}");
+}
+
+#[test]
+fn migrations_are_recorded_and_a_newer_store_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vouch.db");
+    drop(SqliteStore::open(&path).unwrap());
+    let version = |p: &std::path::Path| -> i64 {
+        rusqlite::Connection::open(p)
+            .unwrap()
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap()
+    };
+    assert_eq!(version(&path), vouch_store_sqlite::SCHEMA_VERSION as i64);
+    // Reopening applies nothing twice.
+    drop(SqliteStore::open(&path).unwrap());
+    assert_eq!(version(&path), vouch_store_sqlite::SCHEMA_VERSION as i64);
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch(&format!(
+            "PRAGMA user_version = {}",
+            vouch_store_sqlite::SCHEMA_VERSION + 1
+        ))
+        .unwrap();
+    let err = SqliteStore::open(&path).err().unwrap();
+    assert!(matches!(err, StoreError::Fatal(_)), "{err:?}");
+    assert!(err.to_string().contains("newer vouch"), "{err}");
+}
+
+#[test]
+fn oversized_bodies_are_refused_and_nothing_is_appended() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = SqliteStore::open(&dir.path().join("vouch.db")).unwrap();
+    s.create_run(&run("r")).unwrap();
+    let big = "x".repeat(vouch_store_sqlite::BODY_BYTES_MAX + 1);
+    let err = s
+        .append(
+            "r",
+            &NewEvent::new(EventKind::Turn, 1, json!({ "text": big })),
+        )
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Conflict(_)), "{err:?}");
+    assert!(s.journal("r").unwrap().is_empty());
+    assert_eq!(s.append("r", &ev(2)).unwrap().seq, 1);
+}
+
+#[test]
+fn appends_are_group_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Arc::new(SqliteStore::open(&dir.path().join("vouch.db")).unwrap());
+    for w in 0..8 {
+        s.create_run(&run(&format!("g{w}"))).unwrap();
+    }
+    let before = s.write_stats();
+    std::thread::scope(|scope| {
+        for w in 0..8 {
+            let s = s.clone();
+            scope.spawn(move || {
+                for n in 0..50 {
+                    s.append(&format!("g{w}"), &ev(n)).unwrap();
+                }
+            });
+        }
+    });
+    let after = s.write_stats();
+    assert_eq!(after.jobs - before.jobs, 400);
+    // Every append is durable on return, yet they did not each pay for a commit.
+    assert!(
+        after.commits - before.commits < 400,
+        "{before:?} → {after:?}"
+    );
+}
+
+const CRASH_CHILD_ENV: &str = "VOUCH_STORE_CRASH_CHILD";
+/// Acknowledged appends the parent waits for before it kills the child.
+const CRASH_ACKS_BEFORE_KILL: usize = 300;
+/// Appends a child makes at most (it is normally killed long before).
+const CRASH_CHILD_APPENDS_MAX: i64 = 100_000;
+
+/// A real process appending from four threads is killed with SIGKILL; every append it
+/// acknowledged is in the journal afterwards and every chain verifies.
+#[test]
+fn a_killed_process_loses_no_acknowledged_append() {
+    use std::io::{BufRead, Write};
+    if let Ok(path) = std::env::var(CRASH_CHILD_ENV) {
+        // The child: append until killed, printing each acknowledgement once it returned.
+        let s = Arc::new(SqliteStore::open(std::path::Path::new(&path)).unwrap());
+        for w in 0..4 {
+            s.create_run(&run(&format!("k{w}"))).unwrap();
+        }
+        std::thread::scope(|scope| {
+            for w in 0..4 {
+                let s = s.clone();
+                scope.spawn(move || {
+                    for n in 0..CRASH_CHILD_APPENDS_MAX {
+                        let e = s.append(&format!("k{w}"), &ev(n)).unwrap();
+                        let mut out = std::io::stdout().lock();
+                        writeln!(out, "ack {} {}", e.run_id, e.seq).unwrap();
+                        out.flush().unwrap();
+                    }
+                });
+            }
+        });
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vouch.db");
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_killed_process_loses_no_acknowledged_append",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CRASH_CHILD_ENV, &path)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut acked: Vec<(String, i64)> = vec![];
+    let stdout = child.stdout.take().unwrap();
+    for line in std::io::BufReader::new(stdout).lines() {
+        let line = line.unwrap();
+        let mut parts = line.split_whitespace();
+        if parts.next() != Some("ack") {
+            continue;
+        }
+        let run = parts.next().unwrap().to_string();
+        let seq: i64 = parts.next().unwrap().parse().unwrap();
+        acked.push((run, seq));
+        if acked.len() >= CRASH_ACKS_BEFORE_KILL {
+            child.kill().unwrap();
+            break;
+        }
+    }
+    child.wait().unwrap();
+    assert_eq!(
+        acked.len(),
+        CRASH_ACKS_BEFORE_KILL,
+        "the child stopped early"
+    );
+    let s = SqliteStore::open(&path).unwrap();
+    for (run, seq) in &acked {
+        let j = s.journal(run).unwrap();
+        assert!(
+            j.iter().any(|e| e.seq == *seq),
+            "{run}#{seq} was acknowledged but is gone"
+        );
+    }
+    let report = s.verify().unwrap();
+    assert!(report.breaks.is_empty(), "{:?}", report.breaks);
+    assert!(report.events >= CRASH_ACKS_BEFORE_KILL);
+    // The store takes appends again after the crash, on the same chains.
+    let next = s.append("k0", &ev(-1)).unwrap();
+    assert_eq!(next.seq as usize, s.journal("k0").unwrap().len());
+}

@@ -21,6 +21,8 @@ pub fn run_all(open: Opener<'_>) {
     durable_across_reopen(open);
     concurrent_appends_keep_chains(open);
     schedules_crud(open);
+    ended_runs_are_closed(open);
+    races_have_one_winner(open);
 }
 
 fn new_run(id: &str) -> NewRun {
@@ -367,6 +369,110 @@ pub fn concurrent_appends_keep_chains(open: Opener<'_>) {
         assert_eq!(j.len(), 100);
         assert!(verify_chain(&j).is_ok());
     }
+    // All eight on one run: every append gets its own seq, none lost, none repeated.
+    s.create_run(&new_run("c-conc-all")).unwrap();
+    let seqs = std::sync::Mutex::new(vec![]);
+    std::thread::scope(|scope| {
+        for _ in 0..8 {
+            let (s, seqs) = (s.clone(), &seqs);
+            scope.spawn(move || {
+                for n in 0..25 {
+                    let e = s.append("c-conc-all", &ev(n)).unwrap();
+                    seqs.lock().unwrap().push(e.seq);
+                }
+            });
+        }
+    });
+    let mut seqs = seqs.into_inner().unwrap();
+    seqs.sort_unstable();
+    assert_eq!(seqs, (1..=200).collect::<Vec<i64>>());
+    let j = s.journal("c-conc-all").unwrap();
+    assert!(verify_chain(&j).is_ok());
+    assert!(s.verify().unwrap().breaks.is_empty());
+}
+
+pub fn ended_runs_are_closed(open: Opener<'_>) {
+    let s = open();
+    assert!(matches!(
+        s.end_run("c-nobody", &terminal(false, "c-nobody")),
+        Err(StoreError::NotFound { .. })
+    ));
+    s.create_run(&new_run("c-closed")).unwrap();
+    assert!(s.lease_run("c-closed", "a", 1, 100).unwrap());
+    s.append("c-closed", &ev(1)).unwrap();
+    let EndResult::Ended(t) = s.end_run("c-closed", &terminal(true, "c-closed")).unwrap() else {
+        panic!("the first end_run ends the run");
+    };
+    assert_eq!((t.kind, t.seq), (EventKind::Terminal, 2));
+    let j = s.journal("c-closed").unwrap();
+    assert_eq!(j.last(), Some(&t), "the terminal event closes the chain");
+    assert!(verify_chain(&j).is_ok());
+    let run = s.run("c-closed").unwrap().unwrap();
+    assert_eq!(run.ended_by, Some(EndedBy::Loop));
+    assert_eq!(run.ended_ms, Some(99));
+    assert_eq!(run.owner, None, "ending releases the lease");
+    assert!(
+        !s.orphaned_runs(i64::MAX)
+            .unwrap()
+            .iter()
+            .any(|r| r.id == "c-closed"),
+        "an ended run is never orphaned"
+    );
+    assert!(
+        !s.lease_run("c-closed", "b", 1, 100).unwrap(),
+        "an ended run cannot be leased"
+    );
+    // The outbox key is unique across runs too: one notification per key, ever.
+    s.create_run(&new_run("c-closed-2")).unwrap();
+    let mut t2 = terminal(true, "c-closed-2");
+    t2.outbox.as_mut().unwrap().dedup_key = "c-closed:terminal".into();
+    assert!(matches!(
+        s.end_run("c-closed-2", &t2).unwrap(),
+        EndResult::Ended(_)
+    ));
+    assert!(s.outbox_for_run("c-closed-2").unwrap().is_empty());
+    assert_eq!(s.outbox_for_run("c-closed").unwrap().len(), 1);
+    assert_eq!(s.payload("no-such-hash").unwrap(), None);
+    assert_eq!(s.receipt("c-nobody").unwrap(), None);
+}
+
+/// Concurrent callers racing for the same one-time thing: exactly one wins.
+pub fn races_have_one_winner(open: Opener<'_>) {
+    let s = open();
+    s.create_run(&new_run("c-race")).unwrap();
+    let results: Vec<(EndResult, bool, LedgerIntent)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..8)
+            .map(|t| {
+                let s = s.clone();
+                scope.spawn(move || {
+                    let ended = s.end_run("c-race", &terminal(true, "c-race")).unwrap();
+                    let slot = s
+                        .consume_slot("c-race-sched", 5000, &new_run(&format!("c-race-slot-{t}")))
+                        .unwrap();
+                    let intent = s.ledger_intend(&ledger_entry("k-race")).unwrap();
+                    (ended, slot, intent)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let ended = results
+        .iter()
+        .filter(|r| matches!(r.0, EndResult::Ended(_)))
+        .count();
+    let slots = results.iter().filter(|r| r.1).count();
+    let proceeds = results
+        .iter()
+        .filter(|r| matches!(r.2, LedgerIntent::Proceed(_)))
+        .count();
+    assert_eq!((ended, slots, proceeds), (1, 1, 1));
+    let j = s.journal("c-race").unwrap();
+    assert_eq!(
+        j.iter().filter(|e| e.kind == EventKind::Terminal).count(),
+        1
+    );
+    assert_eq!(s.outbox_for_run("c-race").unwrap().len(), 1);
+    assert_eq!(s.slots("c-race-sched").unwrap().len(), 1);
 }
 
 pub fn schedules_crud(open: Opener<'_>) {
