@@ -490,3 +490,104 @@ fn malformed_scenarios_exit_2_naming_file_and_field() {
         assert!(err.contains("bad.json") && err.contains("wrld"), "{err}");
     }
 }
+
+#[test]
+fn schedules_from_the_command_line_and_their_bad_input() {
+    let h = Home::new();
+    let routine = h.script(
+        "brief.json",
+        json!({"prompt": "Prepare my brief", "script": [
+            {"declare": {"deliveries": [{"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": "Briefs/b.md"}}]}},
+            {"deliver": "d1", "payload": {"text": "brief"}}
+        ]}),
+    );
+    let r = routine.to_str().unwrap();
+    let out = h.vouch(
+        &[
+            "schedule",
+            "add",
+            "brief",
+            "--cron",
+            "61 7 * * *",
+            "--routine",
+            r,
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("61 7 * * *"), "{}", stderr(&out));
+    let out = h.vouch(
+        &[
+            "schedule",
+            "add",
+            "brief",
+            "--cron",
+            "0 7 * * *",
+            "--tz",
+            "Mars/Base",
+            "--routine",
+            r,
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("Mars/Base"));
+    let out = h.vouch(
+        &[
+            "schedule",
+            "add",
+            "brief",
+            "--cron",
+            "0 7 * * *",
+            "--grace",
+            "5 parsecs",
+            "--routine",
+            r,
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let out = h.vouch(
+        &[
+            "schedule",
+            "add",
+            "brief",
+            "--cron",
+            "0 7 * * *",
+            "--tz",
+            "Europe/Berlin",
+            "--routine",
+            r,
+            "--catch-up",
+            "latest",
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = h.vouch(
+        &[
+            "schedule",
+            "add",
+            "brief",
+            "--cron",
+            "0 8 * * *",
+            "--routine",
+            r,
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2), "a duplicate name is refused");
+    let list = h.json(&["schedule", "list"]);
+    assert_eq!(list[0]["name"], "brief");
+    assert_eq!(list[0]["catch_up"], "latest");
+    assert_eq!(list[0]["routine"]["model"]["kind"], "script");
+    // One serve tick with nothing due starts nothing.
+    let out = h.vouch(&["--json", "serve", "--once"], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(h.runs().is_empty());
+    assert!(h.vouch(&["schedule", "rm", "brief"], &[]).status.success());
+    assert_eq!(
+        h.vouch(&["schedule", "rm", "brief"], &[]).status.code(),
+        Some(2)
+    );
+}
