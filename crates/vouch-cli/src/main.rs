@@ -657,16 +657,57 @@ fn run(cli: Cli) -> Result<i32> {
                 }
                 println!();
             }
-            for r in runs
+            let ended: Vec<_> = runs
                 .iter()
                 .filter(|r| r.state == vouch_core::RunState::Ended)
-            {
+                .collect();
+            if cards.is_empty() && ended.is_empty() {
+                println!("Your inbox is empty: no receipts and nothing waiting.");
+            }
+            for r in ended {
+                // What to do comes from the terminal record: needs_you, or resume, or nothing.
+                let terminal = host
+                    .store
+                    .journal(&r.id)?
+                    .into_iter()
+                    .rev()
+                    .find(|e| e.kind == vouch_store::EventKind::Terminal);
+                let needs: Vec<String> = terminal
+                    .as_ref()
+                    .and_then(|t| {
+                        t.body
+                            .get("needs_you")
+                            .and_then(|n| serde_json::from_value(n.clone()).ok())
+                    })
+                    .unwrap_or_default();
+                let child = runs
+                    .iter()
+                    .find(|c| c.parent.as_deref() == Some(r.id.as_str()));
+                let todo = if let Some(c) = child {
+                    format!("resumed as {}", c.id)
+                } else if !needs.is_empty() {
+                    format!("needs you: {} — `vouch receipt {}`", needs.join(", "), r.id)
+                } else if r.ended_by == Some(vouch_core::EndedBy::Boot)
+                    && r.outcome != Some(vouch_core::Outcome::Succeeded)
+                {
+                    format!("interrupted — `vouch resume {}`", r.id)
+                } else if matches!(
+                    r.outcome,
+                    Some(
+                        vouch_core::Outcome::Failed
+                            | vouch_core::Outcome::Partial
+                            | vouch_core::Outcome::Missed
+                    )
+                ) {
+                    format!("see what failed — `vouch receipt {}`", r.id)
+                } else {
+                    format!("`vouch receipt {}`", r.id)
+                };
                 println!(
-                    "{:<10} {} — {}   (`vouch receipt {}`)",
+                    "{:<10} {:<48} {}",
                     r.outcome.map(|o| o.as_str()).unwrap_or(""),
-                    r.id,
-                    r.title,
-                    r.id
+                    r.title.chars().take(48).collect::<String>(),
+                    todo
                 );
             }
             Ok(0)
