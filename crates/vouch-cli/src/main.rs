@@ -808,6 +808,19 @@ fn read_script(path: &Path) -> Result<Value> {
             )))
         }
     };
+    // Check every turn against the scenario format, naming the first bad one.
+    if let Some(items) = turns.as_array() {
+        for (i, t) in items.iter().enumerate() {
+            if let Err(e) = serde_json::from_value::<vouch_scenario::Turn>(t.clone()) {
+                return Err(bad(format!("script {}: turn {i} is not a valid turn ({e}); see the `script` format in docs", path.display())));
+            }
+        }
+    } else {
+        return Err(bad(format!(
+            "script {}: `script` must be an array of turns",
+            path.display()
+        )));
+    }
     Ok(turns)
 }
 

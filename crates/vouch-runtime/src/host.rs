@@ -1383,7 +1383,23 @@ impl Host {
 
     // ------------------------------------------------------------------ decisions (§7)
 
+    /// Decisions apply only to a run that is waiting for the person.
+    fn waiting(&self, run_id: &str) -> HostResult<RunRecord> {
+        let run = self.record(run_id)?;
+        match run.state {
+            RunState::Suspended => Ok(run),
+            RunState::Ended => Err(HostError::Invalid(format!(
+                "run {run_id} has already ended; there is nothing to decide (see `vouch receipt {run_id}`)"
+            ))),
+            _ => Err(HostError::Invalid(format!(
+                "run {run_id} is not waiting for a decision (it is {}); see `vouch approvals`",
+                run.state.as_str()
+            ))),
+        }
+    }
+
     pub fn approve(&self, run_id: &str, delivery: &str, hash: &str) -> HostResult<RunEnd> {
+        self.waiting(run_id)?;
         let run = self.record(run_id)?;
         self.lease(run_id)?;
         self.store
@@ -1412,6 +1428,7 @@ impl Host {
     }
 
     pub fn deny(&self, run_id: &str, delivery: &str) -> HostResult<RunEnd> {
+        self.waiting(run_id)?;
         let cards = self.store.cards_for_run(run_id)?;
         let Some(card) = cards
             .iter()
@@ -1448,6 +1465,7 @@ impl Host {
 
     /// A new payload for a pending approval: new hash, new card; the old one is superseded.
     pub fn edit(&self, run_id: &str, delivery: &str, payload: &Value) -> HostResult<String> {
+        self.waiting(run_id)?;
         let run = self.record(run_id)?;
         let view = self.view(run_id)?;
         let item = view
@@ -1479,6 +1497,7 @@ impl Host {
     }
 
     pub fn answer(&self, run_id: &str, text: &str) -> HostResult<RunEnd> {
+        self.waiting(run_id)?;
         self.store.answer_clarify(run_id, text, self.now())?;
         self.journal(
             run_id,
@@ -1505,6 +1524,11 @@ impl Host {
     }
 
     pub fn cancel(&self, run_id: &str) -> HostResult<vouch_core::Outcome> {
+        if self.record(run_id)?.state == RunState::Ended {
+            return Err(HostError::Invalid(format!(
+                "run {run_id} has already ended; nothing to cancel (see `vouch receipt {run_id}`)"
+            )));
+        }
         for c in self.store.cards_for_run(run_id)? {
             if c.state == CardState::Open {
                 if let Some(d) = &c.delivery {
@@ -1903,6 +1927,21 @@ impl Host {
             )));
         }
         let pview = self.view(parent_id)?;
+        let left = pview
+            .manifest
+            .as_ref()
+            .map(|m| {
+                m.deliveries
+                    .iter()
+                    .any(|d| !pview.final_status(&d.id).is_settled())
+            })
+            // Interrupted before it declared anything: all of it is left.
+            .unwrap_or(parent.ended_by == Some(EndedBy::Boot));
+        if !left {
+            return Err(HostError::Invalid(format!(
+                "run {parent_id} has nothing left to do: every delivery is settled (see `vouch receipt {parent_id}`)"
+            )));
+        }
         let id = new_id(self.clock.as_ref());
         let (presence, quiet) = presence_of(&parent);
         let spec = RunSpec {
