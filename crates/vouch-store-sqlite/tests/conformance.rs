@@ -307,3 +307,29 @@ fn a_killed_process_loses_no_acknowledged_append() {
     let next = s.append("k0", &ev(-1)).unwrap();
     assert_eq!(next.seq as usize, s.journal("k0").unwrap().len());
 }
+
+#[test]
+fn bodies_hash_as_they_read_back_floats_included() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vouch.db");
+    let bodies = [
+        json!({"x": 0.1, "y": 1e300, "z": 5e-324, "w": -0.0, "n": [1.5, {"deep": 2.2250738585072014e-308}]}),
+        json!({"b": u64::MAX, "a": i64::MIN, "s": "\u{2028}\"\\é", "t": true, "o": null}),
+        json!([]),
+        json!("just text"),
+    ];
+    {
+        let s = SqliteStore::open(&path).unwrap();
+        s.create_run(&run("f")).unwrap();
+        for (n, b) in bodies.iter().enumerate() {
+            let e = s
+                .append("f", &NewEvent::new(EventKind::Turn, n as i64, b.clone()))
+                .unwrap();
+            assert_eq!(&e, s.journal("f").unwrap().last().unwrap());
+        }
+    }
+    let s = SqliteStore::open(&path).unwrap();
+    let report = s.verify().unwrap();
+    assert!(report.breaks.is_empty(), "{:?}", report.breaks);
+    assert_eq!(s.journal("f").unwrap()[1].body, bodies[1]);
+}
