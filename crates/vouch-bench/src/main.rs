@@ -16,9 +16,12 @@ struct Cli {
 enum Command {
     /// Durable journal appends (1 and N writers) beside this disk's fsync limit.
     Journal {
-        /// Length of each of the four phases.
-        #[arg(long, default_value_t = 3.0)]
+        /// Total length of each of the four measurements (split over the rounds).
+        #[arg(long, default_value_t = 6.0)]
         seconds: f64,
+        /// Interleaved rounds: each measures all four in turn for seconds ÷ rounds.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
         /// Concurrent writers of the last phase, each appending to its own run.
         #[arg(long, default_value_t = 8)]
         writers: usize,
@@ -36,12 +39,13 @@ fn main() {
     let code = match cli.command {
         Command::Journal {
             seconds,
+            rounds,
             writers,
             dir,
             json,
         } => {
             let dir = dir.unwrap_or_else(std::env::temp_dir);
-            match vouch_bench::JournalOptions::new(seconds, writers, dir) {
+            match vouch_bench::JournalOptions::new(seconds, writers, rounds, dir) {
                 Err(e) => {
                     eprintln!("vouch-bench: {e:#}");
                     2
