@@ -1,11 +1,23 @@
 //! The embedded vouch store: bundled SQLite in one file under the home.
 //!
 //! Durability: WAL with `synchronous=FULL`, so a write is on disk when its method returns.
-//! Group commit: every write is a job handed to one writer thread, which drains whatever is
-//! queued (up to [`GROUP_COMMIT_BATCH_MAX`] jobs), runs each job in its own savepoint inside
-//! one transaction, commits once — one fsync for the whole batch — and only then answers
-//! the callers. A failing job rolls back its savepoint without disturbing the others.
-//! Reads use a separate connection (WAL lets them proceed while the writer commits).
+//!
+//! Group commit: every write — appends and all the others — is a job handed over a bounded
+//! channel ([`WRITE_QUEUE_MAX`]) to one writer thread that owns the only write connection. It
+//! drains whatever is queued (up to [`GROUP_COMMIT_BATCH_MAX`] jobs), runs the jobs inside one
+//! transaction, commits once — one fsync for the whole batch — and only then answers the
+//! callers. Multi-statement jobs run in their own savepoint, so a failing job rolls back alone;
+//! an append is one statement and needs none. Routing every write through the writer (rather
+//! than only appends) means SQLite never sees two writers of its own, so `SQLITE_BUSY` can only
+//! come from another process, and a ledger intent or an `end_run` shares the fsync of the
+//! appends around it.
+//!
+//! The costly part of an append — serializing the body and canonicalizing the event for its
+//! hash — runs on the caller's thread ([`vouch_store::EventContent`]); the writer only finds
+//! the next seq, hashes, and inserts.
+//!
+//! Reads use a small pool of their own connections ([`READ_CONNECTIONS_MAX`]); WAL gives each
+//! a consistent snapshot while the writer commits.
 
 mod schema;
 
