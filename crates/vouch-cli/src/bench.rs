@@ -103,113 +103,28 @@ pub fn runs(count: usize, concurrency: usize, json_out: bool) -> Result<i32> {
     Ok(0)
 }
 
-/// `vouch bench journal`: durable appends per second with 1 and with N concurrent writers,
-/// beside this disk's physical limit measured by the same program (one 4 KiB page write +
-/// fsync per operation, in a loop).
+/// `vouch bench journal`: the journal measurement of `vouch-bench` (durable appends with 1
+/// and N writers beside this disk's fsync limit), run from the `vouch` command.
 pub fn journal(
     seconds: f64,
     writers: usize,
+    rounds: usize,
     dir: Option<std::path::PathBuf>,
     json_out: bool,
 ) -> Result<i32> {
-    use std::io::Write as _;
-    use vouch_store::{EventKind, NewEvent, NewRun, Store};
-    let base = dir
-        .unwrap_or_else(std::env::temp_dir)
-        .join(format!("vouch-bench-journal-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&base);
-    std::fs::create_dir_all(&base)?;
-    let dur = std::time::Duration::from_secs_f64(seconds.max(0.2));
-
-    // 1. The disk's limit: write one page and fsync it, again and again.
-    if !json_out {
-        eprintln!("measuring the fsync limit for {seconds:.1} s…");
-    }
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .open(base.join("fsync.dat"))?;
-    let page = vec![0x5au8; 4096];
-    let t = Instant::now();
-    let mut fsyncs = 0u64;
-    while t.elapsed() < dur {
-        f.write_all(&page)?;
-        f.sync_data()?;
-        fsyncs += 1;
-    }
-    let fsync_rate = fsyncs as f64 / t.elapsed().as_secs_f64();
-
-    let store = Arc::new(
-        vouch_store_sqlite::SqliteStore::open(&base.join("vouch.db"))
-            .map_err(|e| anyhow!("{e}"))?,
-    );
-    let mk_run = |id: String| NewRun {
-        id: id.clone(),
-        trigger: TriggerKind::Interactive,
-        title: "bench".into(),
-        chain_root: id.clone(),
-        parent: None,
-        scope: id,
-        spec: json!({}),
-        created_ms: 0,
-    };
-    let measure = |n: usize| -> Result<f64> {
-        let mut handles = vec![];
-        let start = Instant::now();
-        for w in 0..n {
-            let store = store.clone();
-            let run = format!("bench-{n}-{w}");
-            store
-                .create_run(&mk_run(run.clone()))
-                .map_err(|e| anyhow!("{e}"))?;
-            handles.push(std::thread::spawn(move || -> Result<u64> {
-                let mut k = 0u64;
-                let body =
-                    json!({"payload_hash": "ab".repeat(32), "note": "a typical small event body"});
-                while start.elapsed() < dur {
-                    store
-                        .append(
-                            &run,
-                            &NewEvent::new(EventKind::ToolCalled, k as i64, body.clone()),
-                        )
-                        .map_err(|e| anyhow!("{e}"))?;
-                    k += 1;
-                }
-                Ok(k)
-            }));
+    let dir = dir.unwrap_or_else(std::env::temp_dir);
+    let opts = vouch_bench::JournalOptions::new(seconds, writers, rounds, dir)
+        .map_err(|e| crate::bad(format!("{e:#}")))?;
+    let report = vouch_bench::journal(&opts, &mut |line| {
+        if !json_out {
+            eprintln!("{line}");
         }
-        let mut total = 0;
-        for h in handles {
-            total += h.join().map_err(|_| anyhow!("writer panicked"))??;
-        }
-        Ok(total as f64 / start.elapsed().as_secs_f64())
-    };
-    if !json_out {
-        eprintln!("measuring 1 writer for {seconds:.1} s…");
-    }
-    let one = measure(1)?;
-    if !json_out {
-        eprintln!("measuring {writers} writers for {seconds:.1} s…");
-    }
-    let many = measure(writers)?;
-    let report = store.verify().map_err(|e| anyhow!("{e}"))?;
-    drop(store);
-    let _ = std::fs::remove_dir_all(&base);
+    })?;
     if json_out {
-        println!(
-            "{}",
-            json!({"fsync_per_s": fsync_rate, "appends_per_s_1": one, "writers": writers, "appends_per_s_n": many, "ratio_1_to_fsync": one / fsync_rate, "ratio_n_to_1": many / one, "events_verified": report.events, "broken_chains": report.breaks.len()})
-        );
+        println!("{}", serde_json::to_string(&report)?);
     } else {
-        println!("fsync loop (4 KiB write + fdatasync)   {fsync_rate:>10.0} ops/s");
-        println!("journal, 1 writer                      {one:>10.0} appends/s   ({:.2}× the fsync loop)", one / fsync_rate);
-        println!("journal, {writers} writers (group commit)     {many:>10.0} appends/s   ({:.2}× one writer)", many / one);
-        println!(
-            "{} events appended and verified, {} broken chains",
-            report.events,
-            report.breaks.len()
-        );
+        let command = std::env::args().collect::<Vec<_>>().join(" ");
+        print!("{}", vouch_bench::render(&report, &command));
     }
-    Ok(0)
+    Ok(if report.broken_chains > 0 { 1 } else { 0 })
 }

@@ -180,8 +180,12 @@ enum ScenarioCmd {
 enum BenchCmd {
     /// Durable journal appends per second (1 and N writers) beside the disk's fsync limit.
     Journal {
-        #[arg(long, default_value_t = 3.0)]
+        /// Length of each of the four measurements, split over the rounds.
+        #[arg(long, default_value_t = 6.0)]
         seconds: f64,
+        /// Interleaved rounds (background load falls on all measurements alike).
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
         #[arg(long, default_value_t = 8)]
         writers: usize,
         /// Folder on the disk to measure (default: the temporary folder).
@@ -218,7 +222,7 @@ impl std::fmt::Display for BadInput {
 }
 impl std::error::Error for BadInput {}
 
-fn bad(msg: impl Into<String>) -> anyhow::Error {
+pub(crate) fn bad(msg: impl Into<String>) -> anyhow::Error {
     anyhow!(BadInput(msg.into()))
 }
 
@@ -726,10 +730,11 @@ fn run(cli: Cli) -> Result<i32> {
             cmd:
                 BenchCmd::Journal {
                     seconds,
+                    rounds,
                     writers,
                     dir,
                 },
-        } => bench::journal(seconds, writers, dir, json),
+        } => bench::journal(seconds, writers, rounds, dir, json),
     }
 }
 

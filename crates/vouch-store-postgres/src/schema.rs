@@ -1,0 +1,154 @@
+//! Forward-only migrations, applied in order inside the store's own schema; the table
+//! `vouch_migrations` records each one applied (its presence marks a schema as a vouch store).
+//!
+//! The rules SQLite enforces with triggers are enforced here the same way, so a client that
+//! bypasses this crate (psql, another program) still cannot rewrite or extend a closed chain.
+
+/// Custom SQLSTATEs raised by the journal triggers (class `VJ` is not used by PostgreSQL).
+pub const SQLSTATE_APPEND_ONLY: &str = "VJ001";
+pub const SQLSTATE_RUN_CLOSED: &str = "VJ002";
+pub const SQLSTATE_CHAIN_BROKEN: &str = "VJ003";
+
+pub const MIGRATIONS: &[&str] = &[
+    // 1: the base schema (the same tables and rules as the SQLite store's migrations 1 and 2).
+    r#"
+CREATE TABLE runs (
+    id TEXT PRIMARY KEY,
+    -- Insertion order, for "newest first" among runs created in the same millisecond.
+    ord BIGINT GENERATED ALWAYS AS IDENTITY,
+    trigger TEXT NOT NULL,
+    title TEXT NOT NULL,
+    chain_root TEXT NOT NULL,
+    parent TEXT,
+    scope TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    state TEXT NOT NULL,
+    outcome TEXT,
+    ended_by TEXT,
+    created_ms BIGINT NOT NULL,
+    ended_ms BIGINT,
+    owner TEXT,
+    lease_until_ms BIGINT
+);
+CREATE INDEX runs_by_created ON runs (created_ms DESC, ord DESC);
+CREATE INDEX runs_not_ended ON runs (created_ms) WHERE state <> 'ended';
+
+-- The journal is append-only: per-run gap-free sequence, each event chained to the last.
+-- Bodies are stored as the exact JSON text that was hashed (not jsonb, which would reorder
+-- keys and rewrite numbers, so the text read back would no longer be what was hashed).
+CREATE TABLE journal (
+    run_id TEXT NOT NULL REFERENCES runs (id),
+    seq BIGINT NOT NULL CHECK (seq >= 1),
+    kind TEXT NOT NULL,
+    delivery TEXT,
+    body TEXT NOT NULL,
+    at_ms BIGINT NOT NULL,
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
+-- Exactly one terminal event per run, enforced by the schema.
+CREATE UNIQUE INDEX journal_one_terminal ON journal (run_id) WHERE kind = 'terminal';
+
+CREATE FUNCTION journal_refuse_change() RETURNS trigger LANGUAGE plpgsql
+    -- Resolve `journal` in this schema whatever the caller's search_path.
+    SET search_path FROM CURRENT AS $$
+BEGIN
+    RAISE EXCEPTION 'the journal is append-only' USING ERRCODE = 'VJ001';
+END $$;
+CREATE TRIGGER journal_no_update BEFORE UPDATE ON journal
+    FOR EACH ROW EXECUTE FUNCTION journal_refuse_change();
+CREATE TRIGGER journal_no_delete BEFORE DELETE ON journal
+    FOR EACH ROW EXECUTE FUNCTION journal_refuse_change();
+CREATE TRIGGER journal_no_truncate BEFORE TRUNCATE ON journal
+    FOR EACH STATEMENT EXECUTE FUNCTION journal_refuse_change();
+
+-- Closed after the terminal event; and (stricter than SQLite) each new event must extend the
+-- chain: the next seq after the last, chained to the last hash.
+CREATE FUNCTION journal_check_insert() RETURNS trigger LANGUAGE plpgsql
+    -- Resolve `journal` in this schema whatever the caller's search_path.
+    SET search_path FROM CURRENT AS $$
+DECLARE
+    last_seq BIGINT;
+    last_hash TEXT;
+BEGIN
+    IF EXISTS (SELECT 1 FROM journal WHERE run_id = NEW.run_id AND kind = 'terminal') THEN
+        RAISE EXCEPTION 'the run already has its terminal event' USING ERRCODE = 'VJ002';
+    END IF;
+    SELECT seq, hash INTO last_seq, last_hash FROM journal
+        WHERE run_id = NEW.run_id ORDER BY seq DESC LIMIT 1;
+    IF NEW.seq <> COALESCE(last_seq, 0) + 1
+       OR NEW.prev_hash <> COALESCE(last_hash, repeat('0', 64)) THEN
+        RAISE EXCEPTION 'event % of run % does not extend its chain', NEW.seq, NEW.run_id
+            USING ERRCODE = 'VJ003';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER journal_extends_chain BEFORE INSERT ON journal
+    FOR EACH ROW EXECUTE FUNCTION journal_check_insert();
+
+CREATE TABLE receipts (run_id TEXT PRIMARY KEY REFERENCES runs (id), text TEXT NOT NULL);
+CREATE TABLE payloads (hash TEXT PRIMARY KEY, body TEXT NOT NULL);
+
+CREATE TABLE ledger (
+    key TEXT PRIMARY KEY,
+    scope TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    delivery TEXT NOT NULL,
+    payload_hash TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('intended','done','failed','unknown')),
+    attempts BIGINT NOT NULL,
+    detail TEXT NOT NULL,
+    updated_ms BIGINT NOT NULL
+);
+CREATE INDEX ledger_by_updated ON ledger (updated_ms DESC);
+
+CREATE TABLE cards (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs (id),
+    delivery TEXT,
+    payload_hash TEXT NOT NULL,
+    summary TEXT NOT NULL,
+    state TEXT NOT NULL,
+    created_ms BIGINT NOT NULL,
+    decided_ms BIGINT,
+    answer TEXT
+);
+CREATE INDEX cards_open ON cards (state, created_ms DESC);
+CREATE INDEX cards_by_run ON cards (run_id);
+-- At most one open card per (run, delivery); a clarify card (no delivery) counts as its own.
+CREATE UNIQUE INDEX cards_one_open ON cards (run_id, (delivery IS NULL), COALESCE(delivery, ''))
+    WHERE state = 'open';
+
+-- A slot is consumed by a unique row, in the transaction that creates its run.
+CREATE TABLE slots (
+    schedule TEXT NOT NULL,
+    slot_ms BIGINT NOT NULL,
+    run_id TEXT NOT NULL REFERENCES runs (id),
+    PRIMARY KEY (schedule, slot_ms)
+);
+
+CREATE TABLE outbox (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    dedup_key TEXT NOT NULL UNIQUE,
+    run_id TEXT NOT NULL,
+    route TEXT NOT NULL,
+    body TEXT NOT NULL,
+    created_ms BIGINT NOT NULL,
+    sent_ms BIGINT
+);
+CREATE INDEX outbox_pending ON outbox (id) WHERE sent_ms IS NULL;
+CREATE INDEX outbox_by_run ON outbox (run_id);
+
+CREATE TABLE schedules (
+    name TEXT PRIMARY KEY,
+    cron TEXT NOT NULL,
+    tz TEXT NOT NULL,
+    routine TEXT NOT NULL,
+    catch_up TEXT NOT NULL CHECK (catch_up IN ('skip','latest')),
+    overlap TEXT NOT NULL CHECK (overlap IN ('skip','allow')),
+    grace_ms BIGINT NOT NULL,
+    created_ms BIGINT NOT NULL
+);
+"#,
+];

@@ -1,0 +1,374 @@
+//! The shared store suite against a real PostgreSQL, plus the rules only this backend's schema
+//! enforces. Each test works in a fresh schema `vouch_test_<pid>_<n>_<nanos>`, dropped at the
+//! end. The server comes from `VOUCH_PG_URL` (default: postgres://postgres@127.0.0.1:5432/test);
+//! an unreachable server fails the tests, it does not skip them.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use postgres::{Client, NoTls};
+use serde_json::json;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use vouch_core::{EndedBy, Outcome, TriggerKind};
+use vouch_store::{EventKind, NewEvent, NewRun, Store, StoreError, Terminal};
+use vouch_store_postgres::{PostgresStore, SCHEMA_VERSION};
+
+const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+
+fn url() -> String {
+    std::env::var("VOUCH_PG_URL").unwrap_or_else(|_| DEFAULT_URL.to_string())
+}
+
+/// The URL without its password, for messages.
+fn shown_url() -> String {
+    let url = url();
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if scheme + 3 < at => {
+            let user = &url[scheme + 3..at];
+            match user.find(':') {
+                Some(colon) => format!("{}:***{}", &url[..scheme + 3 + colon], &url[at..]),
+                None => url,
+            }
+        }
+        _ => url,
+    }
+}
+
+fn admin() -> Client {
+    Client::connect(&url(), NoTls).unwrap_or_else(|e| {
+        panic!(
+            "cannot reach PostgreSQL at {} ({e}). These tests need a running server: start one \
+             (trust auth on 127.0.0.1:5432, database `test`) or set VOUCH_PG_URL",
+            shown_url()
+        )
+    })
+}
+
+/// A fresh schema, dropped (with everything in it) when the test ends, pass or fail.
+struct TestSchema {
+    name: String,
+}
+
+impl TestSchema {
+    fn new() -> TestSchema {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let name = format!(
+            "vouch_test_{}_{}_{nanos}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        admin(); // fail early and clearly if the server is down
+        TestSchema { name }
+    }
+
+    fn open(&self) -> PostgresStore {
+        PostgresStore::open(&url(), &self.name)
+            .unwrap_or_else(|e| panic!("open the store in schema {}: {e}", self.name))
+    }
+
+    /// A raw connection inside the schema, to do what the store never would.
+    fn raw(&self) -> Client {
+        let mut c = admin();
+        c.batch_execute(&format!("SET search_path TO {}", self.name))
+            .unwrap();
+        c
+    }
+}
+
+impl Drop for TestSchema {
+    fn drop(&mut self) {
+        if let Ok(mut c) = Client::connect(&url(), NoTls) {
+            let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name));
+        }
+    }
+}
+
+fn new_run(id: &str) -> NewRun {
+    NewRun {
+        id: id.into(),
+        trigger: TriggerKind::Interactive,
+        title: format!("run {id}"),
+        chain_root: id.into(),
+        parent: None,
+        scope: id.into(),
+        spec: json!({}),
+        created_ms: 1,
+    }
+}
+
+fn terminal() -> Terminal {
+    Terminal {
+        outcome: Outcome::Succeeded,
+        ended_by: EndedBy::Loop,
+        receipt: "r".into(),
+        body: json!({}),
+        at_ms: 9,
+        outbox: None,
+    }
+}
+
+fn sqlstate(e: &postgres::Error) -> String {
+    e.code().map(|c| c.code().to_string()).unwrap_or_default()
+}
+
+#[test]
+fn conformance_suite() {
+    let schema = TestSchema::new();
+    let open = || -> Arc<dyn Store> { Arc::new(schema.open()) };
+    vouch_store::conformance::run_all(&open);
+}
+
+#[test]
+fn the_schema_keeps_the_journal_append_only_and_closed() {
+    let schema = TestSchema::new();
+    let s = schema.open();
+    s.create_run(&new_run("r1")).unwrap();
+    let first = s
+        .append(
+            "r1",
+            &NewEvent::new(EventKind::ToolCalled, 1, json!({"a": 1})),
+        )
+        .unwrap();
+    let mut c = schema.raw();
+    let update = c.execute("UPDATE journal SET body = '{}' WHERE run_id = 'r1'", &[]);
+    assert_eq!(sqlstate(&update.unwrap_err()), "VJ001");
+    let delete = c.execute("DELETE FROM journal WHERE run_id = 'r1'", &[]);
+    assert_eq!(sqlstate(&delete.unwrap_err()), "VJ001");
+    let truncate = c.batch_execute("TRUNCATE journal");
+    assert_eq!(sqlstate(&truncate.unwrap_err()), "VJ001");
+    // An insert that does not extend the chain (a gap, or a wrong prev_hash) is refused.
+    let insert = "INSERT INTO journal (run_id, seq, kind, delivery, body, at_ms, prev_hash, hash) VALUES ('r1', $1, $2, NULL, '{}', 1, $3, 'x')";
+    let gap = c.execute(insert, &[&3i64, &"turn", &first.hash]);
+    assert_eq!(sqlstate(&gap.unwrap_err()), "VJ003");
+    let fork = c.execute(insert, &[&2i64, &"turn", &"0".repeat(64)]);
+    assert_eq!(sqlstate(&fork.unwrap_err()), "VJ003");
+    // After the terminal event nothing more goes in, not even through SQL.
+    let vouch_store::EndResult::Ended(t) = s.end_run("r1", &terminal()).unwrap() else {
+        panic!("the first end_run ends the run");
+    };
+    let after = c.execute(insert, &[&3i64, &"terminal", &t.hash]);
+    assert_eq!(sqlstate(&after.unwrap_err()), "VJ002");
+    assert_eq!(s.journal("r1").unwrap().len(), 2);
+    assert!(s.verify().unwrap().breaks.is_empty());
+}
+
+#[test]
+fn one_terminal_per_run_is_a_unique_index() {
+    let schema = TestSchema::new();
+    let _s = schema.open();
+    let mut c = schema.raw();
+    let def: String = c
+        .query_one(
+            "SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() AND indexname = 'journal_one_terminal'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(def.contains("UNIQUE") && def.contains("terminal"), "{def}");
+}
+
+#[test]
+fn migrations_are_recorded_and_forward_only() {
+    let schema = TestSchema::new();
+    drop(schema.open());
+    drop(schema.open()); // reopening applies nothing twice
+    let mut c = schema.raw();
+    let versions: Vec<i32> = c
+        .query("SELECT version FROM vouch_migrations ORDER BY version", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(versions, (1..=SCHEMA_VERSION as i32).collect::<Vec<_>>());
+    c.execute("INSERT INTO vouch_migrations (version) VALUES (999)", &[])
+        .unwrap();
+    match PostgresStore::open(&url(), &schema.name) {
+        Err(StoreError::Fatal(m)) => assert!(m.contains("newer vouch"), "{m}"),
+        other => panic!("a newer schema must be refused, got {:?}", other.err()),
+    }
+}
+
+#[test]
+fn a_schema_of_another_program_is_refused() {
+    let schema = TestSchema::new();
+    let mut c = admin();
+    c.batch_execute(&format!(
+        "CREATE SCHEMA {0}; CREATE TABLE {0}.customers (id int)",
+        schema.name
+    ))
+    .unwrap();
+    assert!(matches!(
+        PostgresStore::open(&url(), &schema.name),
+        Err(StoreError::Corrupt(_))
+    ));
+}
+
+#[test]
+fn bad_schema_names_and_urls_are_refused_before_connecting() {
+    for bad in ["", "Public", "a;drop", "pg_catalog"] {
+        assert!(matches!(
+            PostgresStore::open(&url(), bad),
+            Err(StoreError::Fatal(_))
+        ));
+    }
+    assert!(matches!(
+        PostgresStore::open("postgres://x@[::1", "vouch"),
+        Err(StoreError::Fatal(_))
+    ));
+}
+
+#[test]
+fn an_unreachable_server_is_retryable() {
+    match PostgresStore::open(
+        "postgres://postgres@127.0.0.1:1/test?connect_timeout=2",
+        "vouch",
+    ) {
+        Err(StoreError::Retryable(m)) => assert!(m.contains("127.0.0.1:1"), "{m}"),
+        other => panic!("expected Retryable, got {:?}", other.err()),
+    }
+}
+
+#[test]
+fn unreadable_rows_are_corrupt_not_panics() {
+    let schema = TestSchema::new();
+    let s = schema.open();
+    s.create_run(&new_run("r1")).unwrap();
+    s.append("r1", &NewEvent::new(EventKind::ToolCalled, 1, json!({})))
+        .unwrap();
+    let mut c = schema.raw();
+    c.execute("UPDATE runs SET state = 'bogus' WHERE id = 'r1'", &[])
+        .unwrap();
+    assert!(matches!(s.run("r1"), Err(StoreError::Corrupt(_))));
+    c.execute(
+        "UPDATE runs SET state = 'created', spec = 'not json' WHERE id = 'r1'",
+        &[],
+    )
+    .unwrap();
+    assert!(matches!(s.runs(10), Err(StoreError::Corrupt(_))));
+    // A journal row that extends the chain but does not parse: reads say Corrupt, verify
+    // reports it as a break instead of failing.
+    let last: String = c
+        .query_one(
+            "SELECT hash FROM journal WHERE run_id = 'r1' AND seq = 1",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    c.execute(
+        "INSERT INTO journal (run_id, seq, kind, delivery, body, at_ms, prev_hash, hash) VALUES ('r1', 2, 'no_such_kind', NULL, '{', 1, $1, 'x')",
+        &[&last],
+    )
+    .unwrap();
+    assert!(matches!(s.journal("r1"), Err(StoreError::Corrupt(_))));
+    let report = s.verify().unwrap();
+    assert_eq!(report.breaks.len(), 1);
+    assert_eq!(
+        (report.breaks[0].run_id.as_str(), report.breaks[0].seq),
+        ("r1", 2)
+    );
+}
+
+#[test]
+fn concurrent_card_openers_supersede_instead_of_colliding() {
+    let schema = TestSchema::new();
+    let s = Arc::new(schema.open());
+    s.create_run(&new_run("r1")).unwrap();
+    std::thread::scope(|scope| {
+        for t in 0..8 {
+            let s = s.clone();
+            scope.spawn(move || {
+                for n in 0..10 {
+                    let card = vouch_store::Card {
+                        run_id: "r1".into(),
+                        delivery: Some("d1".into()),
+                        payload_hash: format!("h{t}-{n}"),
+                        summary: "s".into(),
+                        state: vouch_store::CardState::Open,
+                        created_ms: 1,
+                        decided_ms: None,
+                        answer: None,
+                    };
+                    s.open_card(&card).unwrap();
+                }
+            });
+        }
+    });
+    let cards = s.cards_for_run("r1").unwrap();
+    assert_eq!(cards.len(), 80);
+    let open = cards
+        .iter()
+        .filter(|c| c.state == vouch_store::CardState::Open)
+        .count();
+    assert_eq!(open, 1);
+}
+
+#[test]
+fn appends_to_a_missing_or_ended_run() {
+    let schema = TestSchema::new();
+    let s = schema.open();
+    assert!(matches!(
+        s.append("nope", &NewEvent::new(EventKind::ToolCalled, 1, json!({}))),
+        Err(StoreError::NotFound { .. })
+    ));
+    assert!(matches!(
+        s.end_run("nope", &terminal()),
+        Err(StoreError::NotFound { .. })
+    ));
+    assert!(matches!(
+        s.consume_slot("sch", 1, &new_run("sch-1")),
+        Ok(true)
+    ));
+    // The run id of a refused slot is free again: nothing of it was kept.
+    assert!(matches!(
+        s.consume_slot("sch", 1, &new_run("sch-2")),
+        Ok(false)
+    ));
+    s.create_run(&new_run("sch-2")).unwrap();
+}
+
+#[test]
+fn text_postgresql_cannot_hold_is_refused_as_a_conflict() {
+    let schema = TestSchema::new();
+    let s = schema.open();
+    let mut run = new_run("r-nul");
+    run.title = "a\0b".into();
+    assert!(matches!(s.create_run(&run), Err(StoreError::Conflict(_))));
+    assert!(s.run("r-nul").unwrap().is_none());
+    // NUL inside JSON bodies is fine: it is stored escaped.
+    s.create_run(&new_run("r-ok")).unwrap();
+    let e = s
+        .append(
+            "r-ok",
+            &NewEvent::new(EventKind::ToolCalled, 1, json!({"t": "a\0b"})),
+        )
+        .unwrap();
+    assert_eq!(s.journal("r-ok").unwrap(), vec![e]);
+}
+
+#[test]
+fn a_small_pool_still_serves_many_threads() {
+    let schema = TestSchema::new();
+    let options = vouch_store_postgres::PostgresOptions {
+        connections_max: 2,
+        ..Default::default()
+    };
+    let s = Arc::new(PostgresStore::open_with(&url(), &schema.name, options).unwrap());
+    s.create_run(&new_run("r1")).unwrap();
+    std::thread::scope(|scope| {
+        for _ in 0..6 {
+            let s = s.clone();
+            scope.spawn(move || {
+                for n in 0..10 {
+                    s.append("r1", &NewEvent::new(EventKind::ToolCalled, n, json!({})))
+                        .unwrap();
+                }
+            });
+        }
+    });
+    let j = s.journal("r1").unwrap();
+    assert_eq!(j.len(), 60);
+    assert!(vouch_store::verify_chain(&j).is_ok());
+}
