@@ -9,6 +9,12 @@ if ! python3 -c "import aiosmtpd, dbus_next" 2>/dev/null; then
   echo "installing aiosmtpd and dbus-next for the SMTP and D-Bus tests"
   python3 -m pip install --quiet --disable-pip-version-check aiosmtpd dbus-next
 fi
+# The PostgreSQL store's tests use the local server (127.0.0.1:5432, database `test`).
+if command -v pg_isready >/dev/null && ! pg_isready -q -h 127.0.0.1 -p 5432; then
+  echo "starting PostgreSQL for the store tests"
+  (service postgresql start || pg_ctlcluster 15 main start) >/dev/null 2>&1 || true
+  for _ in $(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done
+fi
 # Crash tests run the real binary; build it first so every test finds it.
 cargo build --workspace --bins
 cargo test --workspace --no-fail-fast "$@"
