@@ -41,11 +41,42 @@ pub fn init(dir: &Path) -> Result<bool> {
         std::fs::create_dir_all(dir.join(sub))
             .with_context(|| format!("create {}", dir.join(sub).display()))?;
     }
+    if let Some((url, schema)) = database_url() {
+        let existed = dir.join("files").exists() && dir.join(".postgres").exists();
+        vouch_store_postgres::PostgresStore::open(&url, &schema)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        std::fs::write(dir.join(".postgres"), format!("schema {schema}\n"))?;
+        return Ok(!existed);
+    }
     SqliteStore::open(&db).map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(!existed)
 }
 
-pub fn open_store(dir: &Path) -> Result<Arc<SqliteStore>> {
+/// `VOUCH_DATABASE_URL=postgres://…` selects the PostgreSQL store (schema from
+/// `VOUCH_DATABASE_SCHEMA`, default `vouch`); otherwise the embedded SQLite file in the home.
+pub fn database_url() -> Option<(String, String)> {
+    let url = std::env::var("VOUCH_DATABASE_URL")
+        .ok()
+        .filter(|u| !u.trim().is_empty())?;
+    let schema = std::env::var("VOUCH_DATABASE_SCHEMA")
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| "vouch".into());
+    Some((url, schema))
+}
+
+pub fn open_store(dir: &Path) -> Result<Arc<dyn Store>> {
+    if let Some((url, schema)) = database_url() {
+        if !dir.exists() {
+            bail!(
+                "no vouch home at {} — run `vouch init` first (or set VOUCH_HOME to your home)",
+                dir.display()
+            );
+        }
+        let store = vouch_store_postgres::PostgresStore::open(&url, &schema)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        return Ok(Arc::new(store));
+    }
     let db = dir.join(DB_FILE);
     if !db.exists() {
         bail!(

@@ -626,3 +626,73 @@ fn decisions_on_runs_that_are_not_waiting_are_refused_and_change_nothing() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("turn 0"), "{}", stderr(&out));
 }
+
+/// The same host on the real PostgreSQL (`VOUCH_DATABASE_URL`): a run killed halfway is
+/// reconciled at start-up and resumed, and every chain verifies.
+#[test]
+fn the_host_runs_on_postgresql_too() {
+    let url = std::env::var("VOUCH_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let schema = format!(
+        "vouch_cli_test_{}_{}",
+        std::process::id(),
+        nanos % 1_000_000_000
+    );
+    let env = [
+        ("VOUCH_DATABASE_URL", url.as_str()),
+        ("VOUCH_DATABASE_SCHEMA", schema.as_str()),
+    ];
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let vouch = |args: &[&str], extra: &[(&str, &str)]| {
+        let mut c = Command::new(vouch_bin());
+        c.arg("--home")
+            .arg(&home)
+            .args(args)
+            .env_remove("VOUCH_CRASH_AFTER");
+        for (k, v) in env.iter().chain(extra.iter()) {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+    let out = vouch(&["init"], &[]);
+    assert!(
+        out.status.success(),
+        "is PostgreSQL up on {url}? {}",
+        stderr(&out)
+    );
+    assert!(
+        !home.join("vouch.db").exists(),
+        "no SQLite file when PostgreSQL is chosen"
+    );
+    let script = tmp.path().join("s.json");
+    std::fs::write(&script, two_saves().to_string()).unwrap();
+    let out = vouch(
+        &["run", "Two reports", "--script", script.to_str().unwrap()],
+        &[("VOUCH_CRASH_AFTER", "evidence:d1")],
+    );
+    assert!(out.status.code().is_none(), "should have been killed");
+    let runs: Value =
+        serde_json::from_slice(&vouch(&["--json", "runs", "list"], &[]).stdout).unwrap();
+    let parent = runs[0]["id"].as_str().unwrap().to_string();
+    assert_eq!(runs[0]["ended_by"], "boot");
+    let out = vouch(&["resume", &parent], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(home.join("files/Reports/b.md")).unwrap(),
+        "B\n"
+    );
+    let out = vouch(&["journal", "verify"], &[]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    // Clean up the schema.
+    let mut client = postgres_drop(&url);
+    let _ = client.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
+}
+
+fn postgres_drop(url: &str) -> postgres::Client {
+    postgres::Client::connect(url, postgres::NoTls).unwrap()
+}
