@@ -35,6 +35,28 @@ pub fn pattern_matches(pattern: &str, key: &str) -> bool {
     glob_match(pattern, key)
 }
 
+/// Trusted automation (§5.2 R8): an irreversible act in an autonomous run whose
+/// `verb:kind:address` matches an opt-in is `automatable`, from `executable` or above only.
+pub fn with_automation(
+    level: Capability,
+    verb: Verb,
+    dest: &Destination,
+    context: Context,
+    irreversible: bool,
+    opt_ins: &[String],
+) -> Capability {
+    let act = format!("{verb}:{}", dest.key());
+    if irreversible
+        && context == Context::Autonomous
+        && level >= Capability::Executable
+        && opt_ins.iter().any(|p| pattern_matches(p, &act))
+    {
+        Capability::Automatable
+    } else {
+        level
+    }
+}
+
 impl CapabilityRegistry for PatternCapabilities {
     fn probe(
         &self,
@@ -44,20 +66,13 @@ impl CapabilityRegistry for PatternCapabilities {
         irreversible: bool,
     ) -> CapabilityAnswer {
         let key = dest.key();
-        let mut level = self
+        let level = self
             .levels
             .iter()
             .find(|(p, _)| pattern_matches(p, &key))
             .map(|(_, l)| *l)
             .unwrap_or(self.default_level.unwrap_or(Capability::Executable));
-        let act = format!("{}:{}", verb, key);
-        if irreversible
-            && context == Context::Autonomous
-            && level >= Capability::Executable
-            && self.automation.iter().any(|p| pattern_matches(p, &act))
-        {
-            level = Capability::Automatable;
-        }
+        let level = with_automation(level, verb, dest, context, irreversible, &self.automation);
         let connect_step = (level == Capability::NeedsSetup).then(|| {
             format!(
                 "connect {} in vouch.toml, then run `vouch doctor` to check it",

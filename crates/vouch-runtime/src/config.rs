@@ -229,19 +229,14 @@ impl CapabilityRegistry for ConfigCapabilities {
                 }
             }
         }
-        let act = format!("{verb}:{key}");
-        if irreversible
-            && context == Context::Autonomous
-            && level >= Capability::Executable
-            && self
-                .config
-                .automation
-                .as_ref()
-                .map(|a| a.routines.iter().any(|p| pattern_matches(p, &act)))
-                .unwrap_or(false)
-        {
-            level = Capability::Automatable;
-        }
+        let opt_ins = self
+            .config
+            .automation
+            .as_ref()
+            .map(|a| a.routines.as_slice())
+            .unwrap_or(&[]);
+        let level =
+            crate::capability::with_automation(level, verb, dest, context, irreversible, opt_ins);
         CapabilityAnswer {
             level,
             connect_step,
