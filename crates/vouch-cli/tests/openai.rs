@@ -5,7 +5,7 @@
 mod support;
 
 use serde_json::{json, Value};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 use support::Home;
@@ -19,36 +19,10 @@ fn stand_in(responses: Vec<(u16, Value)>) -> (String, Arc<Mutex<Vec<Value>>>) {
     std::thread::spawn(move || {
         let mut queue = responses.into_iter();
         for mut s in listener.incoming().flatten() {
-            let mut buf = vec![0u8; 1 << 20];
-            let mut n = 0;
-            let mut auth = String::new();
-            loop {
-                let k = match s.read(&mut buf[n..]) {
-                    Ok(0) | Err(_) => break,
-                    Ok(k) => k,
-                };
-                n += k;
-                let text = String::from_utf8_lossy(&buf[..n]).to_string();
-                if let Some(h) = text.find("\r\n\r\n") {
-                    let len = text
-                        .lines()
-                        .find_map(|l| {
-                            l.to_ascii_lowercase()
-                                .strip_prefix("content-length:")
-                                .map(|v| v.trim().parse::<usize>().unwrap_or(0))
-                        })
-                        .unwrap_or(0);
-                    auth = text
-                        .lines()
-                        .find(|l| l.to_ascii_lowercase().starts_with("authorization:"))
-                        .unwrap_or("")
-                        .to_string();
-                    if n >= h + 4 + len {
-                        break;
-                    }
-                }
-            }
-            let text = String::from_utf8_lossy(&buf[..n]).to_string();
+            let text = support::read_request(&mut s);
+            let auth = support::header(&text, "authorization")
+                .map(|v| format!("authorization: {v}"))
+                .unwrap_or_default();
             let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
             let mut v: Value = serde_json::from_str(body).unwrap_or(Value::Null);
             v["_auth"] = json!(auth);

@@ -505,7 +505,6 @@ impl Host {
                 self.store.set_run_state(run_id, RunState::Suspended)?;
                 self.store.release_run(run_id, &self.owner)?;
                 self.say(&format!("⏸ run {run_id} is waiting for you: {reason}"));
-                self.dispatch_card_notice(&run, &reason)?;
                 return Ok(RunEnd::Suspended { reason });
             }
             if repairs > self.limits.repairs_max {
@@ -801,13 +800,13 @@ impl Host {
         run: &RunRecord,
         m: &Manifest,
         d: &vouch_core::Delivery,
+        clarify_used: bool,
     ) -> HostResult<(
         Posture,
         vouch_core::Rule,
         crate::capability::CapabilityAnswer,
         bool,
     )> {
-        let view = self.view(&run.id)?;
         let context = run.trigger.context();
         let act = self.facts(d);
         let irreversible = is_irreversible(act);
@@ -830,7 +829,7 @@ impl Host {
             capability: cap.level,
             confidence: d.confidence,
             context,
-            clarify_used: view.clarify_used,
+            clarify_used,
             forbidden,
         });
         Ok((p, rule, cap, irreversible))
@@ -842,7 +841,8 @@ impl Host {
         m: &Manifest,
         d: &vouch_core::Delivery,
     ) -> HostResult<Posture> {
-        let (p, rule, cap, irreversible) = self.decide(run, m, d)?;
+        let clarify_used = self.view(&run.id)?.clarify_used;
+        let (p, rule, cap, irreversible) = self.decide(run, m, d, clarify_used)?;
         let reason = match rule {
             vouch_core::Rule::R1 => "forbidden for this run".to_string(),
             vouch_core::Rule::R2 => format!("{} is not available here", d.destination.kind),
@@ -1019,7 +1019,7 @@ impl Host {
             return self.request_approval(run, &d, &payload, &hash, item.card_hash.as_deref());
         }
         // Posture again, right before the attempt (§4).
-        let (p, rule, cap, irreversible) = self.decide(run, &m, &d)?;
+        let (p, rule, cap, irreversible) = self.decide(run, &m, &d, view.clarify_used)?;
         if item.posture != Some(p) {
             self.journal(
                 &run.id,
@@ -1400,7 +1400,6 @@ impl Host {
 
     pub fn approve(&self, run_id: &str, delivery: &str, hash: &str) -> HostResult<RunEnd> {
         self.waiting(run_id)?;
-        let run = self.record(run_id)?;
         self.lease(run_id)?;
         self.store
             .decide_card(run_id, delivery, hash, Decision::Approve, self.now())?;
@@ -1423,7 +1422,6 @@ impl Host {
             ),
         )?;
         self.say(&format!("✓ approved {delivery} of run {run_id}"));
-        let _ = run;
         self.continue_if_unblocked(run_id)
     }
 
@@ -1898,10 +1896,6 @@ impl Host {
             }
         }
         Ok(n)
-    }
-
-    fn dispatch_card_notice(&self, _run: &RunRecord, _reason: &str) -> HostResult<()> {
-        Ok(())
     }
 
     /// §9.2: a continuation run with the same manifest and ledger scope; settled deliveries

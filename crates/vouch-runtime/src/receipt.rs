@@ -1,7 +1,7 @@
 //! Receipts (§10): built from the journal alone, deterministically, with the core's wording.
 
 use crate::view::RunView;
-use vouch_core::receipt::{delivery_line, outcome_sentence, status_words, LineInput};
+use vouch_core::receipt::{delivery_line, outcome_sentence, LineInput};
 use vouch_core::{DeliveryStatus, Outcome};
 
 /// Render a run's receipt. `statuses` are the reconciled statuses (in manifest order).
@@ -139,6 +139,5 @@ pub fn line_for(view: &RunView, id: &str, status: DeliveryStatus) -> String {
         evidence: &iv.evidence,
         connect_step: iv.connect_step.as_deref().unwrap_or(""),
     };
-    let _ = status_words(&input);
     delivery_line(&input)
 }

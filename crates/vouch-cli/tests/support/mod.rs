@@ -134,39 +134,9 @@ impl Receiver {
         let (a, r) = (applied.clone(), requests.clone());
         std::thread::spawn(move || {
             for mut s in listener.incoming().flatten() {
-                let mut buf = vec![0u8; 1 << 16];
-                let mut n = 0;
-                loop {
-                    let k = match s.read(&mut buf[n..]) {
-                        Ok(0) | Err(_) => break,
-                        Ok(k) => k,
-                    };
-                    n += k;
-                    let text = String::from_utf8_lossy(&buf[..n]).to_string();
-                    if let Some(h) = text.find("\r\n\r\n") {
-                        let len = text
-                            .lines()
-                            .find_map(|l| {
-                                l.to_ascii_lowercase()
-                                    .strip_prefix("content-length:")
-                                    .map(|v| v.trim().parse::<usize>().unwrap_or(0))
-                            })
-                            .unwrap_or(0);
-                        if n >= h + 4 + len {
-                            break;
-                        }
-                    }
-                }
-                let text = String::from_utf8_lossy(&buf[..n]).to_string();
+                let text = read_request(&mut s);
                 *r.lock().unwrap() += 1;
-                let key = text
-                    .lines()
-                    .find_map(|l| {
-                        let (k, v) = l.split_once(':')?;
-                        k.eq_ignore_ascii_case("idempotency-key")
-                            .then(|| v.trim().to_string())
-                    })
-                    .unwrap_or_default();
+                let key = header(&text, "idempotency-key").unwrap_or_default();
                 let mut ap = a.lock().unwrap();
                 if !dedup || !ap.contains(&key) {
                     ap.push(key.clone());
@@ -186,4 +156,37 @@ impl Receiver {
     pub fn applied(&self) -> usize {
         self.applied.lock().unwrap().len()
     }
+}
+
+/// Read one HTTP/1.1 request (head and a body of `Content-Length` bytes) as text.
+pub fn read_request(s: &mut std::net::TcpStream) -> String {
+    let mut buf = vec![0u8; 1 << 20];
+    let mut n = 0;
+    loop {
+        let k = match s.read(&mut buf[n..]) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => k,
+        };
+        n += k;
+        let text = String::from_utf8_lossy(&buf[..n]);
+        if let Some(h) = text.find("\r\n\r\n") {
+            let len = header(&text, "content-length")
+                .and_then(|v| v.parse::<usize>().ok())
+                .unwrap_or(0);
+            if n >= h + 4 + len || n == buf.len() {
+                break;
+            }
+        }
+    }
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+/// The value of a request header, matched case-insensitively.
+pub fn header(request: &str, name: &str) -> Option<String> {
+    request.lines().take_while(|l| !l.is_empty()).find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.trim()
+            .eq_ignore_ascii_case(name)
+            .then(|| v.trim().to_string())
+    })
 }
