@@ -418,6 +418,18 @@ pub trait Store: Send + Sync {
     /// Append one event to a run's chain. Fails with `Conflict` after the terminal event.
     fn append(&self, run_id: &str, event: &NewEvent) -> StoreResult<JournalEntry>;
     fn journal(&self, run_id: &str) -> StoreResult<Vec<JournalEntry>>;
+    /// Journal entries of a run with `seq > after_seq`, in order.
+    fn journal_since(&self, run_id: &str, after_seq: i64) -> StoreResult<Vec<JournalEntry>> {
+        Ok(self
+            .journal(run_id)?
+            .into_iter()
+            .filter(|e| e.seq > after_seq)
+            .collect())
+    }
+    /// Appends events to one run's journal in order, durably, as one commit.
+    fn append_batch(&self, run_id: &str, events: &[NewEvent]) -> StoreResult<Vec<JournalEntry>> {
+        events.iter().map(|e| self.append(run_id, e)).collect()
+    }
     /// Verify every run's hash chain.
     fn verify(&self) -> StoreResult<VerifyReport>;
 

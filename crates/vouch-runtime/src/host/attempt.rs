@@ -1,0 +1,308 @@
+//! Attempts (§8): the idempotency ledger, the provider call, observation and settling,
+//! including settling an attempt whose result was lost to a crash. The only file that
+//! calls a provider.
+
+use super::*;
+
+impl Host {
+    /// The approved payload, read back by hash and re-hashed before execution (I4).
+    pub(super) fn execute_approved(&self, run: &RunRecord, id: &str, hash: &str) -> HostResult<()> {
+        let view = self.view(&run.id)?;
+        let Some(m) = view.manifest.clone() else {
+            return Ok(());
+        };
+        let Some(d) = m.delivery(id).cloned() else {
+            return Ok(());
+        };
+        let stored = self.store.payload(hash)?;
+        let parsed = stored
+            .as_deref()
+            .and_then(|s| serde_json::from_str::<Value>(s).ok());
+        let ok = parsed
+            .as_ref()
+            .and_then(|p| payload_hash(p).ok())
+            .as_deref()
+            == Some(hash);
+        match (ok, parsed) {
+            (true, Some(payload)) => {
+                let irreversible = is_irreversible(self.facts(&d));
+                self.perform(run, &d, &payload, hash, irreversible, Posture::Confirm)?;
+            }
+            _ => {
+                self.journal(
+                    &run.id,
+                    self.evd(EventKind::Evidence, id, json!({"status": "refused_mismatch", "reason": "the stored payload no longer matches the approved hash", "posture": "confirm"})),
+                )?;
+                self.say(&format!(
+                    "  ✋ {id} stopped: the content changed after approval"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Attempt, observe, record evidence. Irreversible acts go through the ledger (§8).
+    pub(super) fn perform(
+        &self,
+        run: &RunRecord,
+        d: &vouch_core::Delivery,
+        payload: &Value,
+        hash: &str,
+        irreversible: bool,
+        posture: Posture,
+    ) -> HostResult<DeliveryStatus> {
+        let Some(provider) = self.providers.get(&d.destination.kind).cloned() else {
+            self.journal(
+                &run.id,
+                self.evd(
+                    EventKind::Evidence,
+                    &d.id,
+                    json!({"status": "declined", "reason": "no provider for this destination"}),
+                ),
+            )?;
+            return Ok(DeliveryStatus::Declined);
+        };
+        let key = irreversible.then(|| ledger_key(&run.scope, &d.id, hash));
+        if let Some(key) = &key {
+            let entry = LedgerEntry {
+                key: key.clone(),
+                scope: run.scope.clone(),
+                run_id: run.id.clone(),
+                delivery: d.id.clone(),
+                payload_hash: hash.to_string(),
+                state: LedgerState::Intended,
+                attempts: 1,
+                detail: json!({}),
+                updated_ms: self.now(),
+            };
+            match self.store.ledger_intend(&entry)? {
+                LedgerIntent::Proceed(_) => {
+                    self.journal(
+                        &run.id,
+                        self.evd(
+                            EventKind::LedgerIntent,
+                            &d.id,
+                            json!({"key": key, "payload_hash": hash, "payload": payload}),
+                        ),
+                    )?;
+                }
+                LedgerIntent::Recorded(prev) => {
+                    // Never executed again: return the recorded outcome (§8.2).
+                    let (status, reason) = match prev.state {
+                        LedgerState::Done => (DeliveryStatus::Verified, String::new()),
+                        _ => (
+                            DeliveryStatus::Unknown,
+                            format!(
+                                "the ledger already holds this act as {}",
+                                prev.state.as_str()
+                            ),
+                        ),
+                    };
+                    let evidence = prev
+                        .detail
+                        .get("evidence")
+                        .and_then(Value::as_str)
+                        .unwrap_or("ledger")
+                        .to_string();
+                    self.journal(
+                        &run.id,
+                        self.evd(EventKind::Evidence, &d.id, json!({"status": status, "evidence": evidence, "reason": reason, "posture": posture, "ledger": prev.state.as_str()})),
+                    )?;
+                    return Ok(status);
+                }
+            }
+        }
+        let req = AttemptRequest {
+            run_id: run.id.clone(),
+            delivery: d.id.clone(),
+            verb: d.verb,
+            destination: d.destination.clone(),
+            payload: payload.clone(),
+            payload_hash: hash.to_string(),
+            idempotency_key: key.clone(),
+        };
+        self.journal(
+            &run.id,
+            self.evd(
+                EventKind::AttemptStarted,
+                &d.id,
+                json!({"payload_hash": hash, "payload": payload, "key": key, "posture": posture}),
+            ),
+        )?;
+        self.say(&format!("  → {} {} {}", d.id, d.verb, d.destination));
+        let mut reply = provider.attempt(&req);
+        self.crash_point("provider_effect", Some(&d.id))?;
+        let mut retries = 0;
+        while matches!(reply, AttemptReply::Lost { .. })
+            && key.is_some()
+            && provider.idempotent_by_key(&d.destination)
+            && retries < self.limits.key_retries_max
+        {
+            // Same key: the provider's deduplication makes the retry safe (§8.3).
+            retries += 1;
+            self.journal(
+                &run.id,
+                self.evd(
+                    EventKind::AttemptFinished,
+                    &d.id,
+                    json!({"reply": reply_json(&reply), "retrying_same_key": true}),
+                ),
+            )?;
+            reply = provider.attempt(&req);
+        }
+        self.journal(
+            &run.id,
+            self.evd(
+                EventKind::AttemptFinished,
+                &d.id,
+                json!({"reply": reply_json(&reply)}),
+            ),
+        )?;
+        let obs = provider.observe(&req, Some(&reply));
+        let (status, evidence, reason) = judge(&reply, &obs);
+        self.settle(run, d, key.as_deref(), status, &evidence, &reason, posture)?;
+        Ok(status)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn settle(
+        &self,
+        run: &RunRecord,
+        d: &vouch_core::Delivery,
+        key: Option<&str>,
+        status: DeliveryStatus,
+        evidence: &str,
+        reason: &str,
+        posture: Posture,
+    ) -> HostResult<()> {
+        if let Some(key) = key {
+            let state = match status {
+                DeliveryStatus::Verified | DeliveryStatus::Unconfirmed => LedgerState::Done,
+                DeliveryStatus::Failed | DeliveryStatus::NotAttempted => LedgerState::Failed,
+                _ => LedgerState::Unknown,
+            };
+            self.store.ledger_settle(
+                key,
+                state,
+                &json!({"status": status, "evidence": evidence}),
+                self.now(),
+            )?;
+        }
+        self.journal(&run.id, self.evd(EventKind::Evidence, &d.id, json!({"status": status, "evidence": evidence, "reason": reason, "posture": posture})))?;
+        let mark = vouch_core::receipt::status_mark(status);
+        self.say(&format!(
+            "  {mark} {} {status}{}",
+            d.id,
+            if evidence.is_empty() {
+                String::new()
+            } else {
+                format!(" ({evidence})")
+            }
+        ));
+        Ok(())
+    }
+
+    /// Settle an attempt whose result was lost to a crash (§8.3, §9.2).
+    pub(super) fn settle_open_attempt(
+        &self,
+        run: &RunRecord,
+        view: &RunView,
+        id: &str,
+    ) -> HostResult<()> {
+        let Some(item) = view.items.get(id) else {
+            return Ok(());
+        };
+        let Some(open) = &item.open_attempt else {
+            return Ok(());
+        };
+        let Some(d) = view.manifest.as_ref().and_then(|m| m.delivery(id)).cloned() else {
+            return Ok(());
+        };
+        let posture = item.posture.unwrap_or(Posture::Execute);
+        let Some(provider) = self.providers.get(&d.destination.kind).cloned() else {
+            return self.settle(
+                run,
+                &d,
+                open.key.as_deref(),
+                DeliveryStatus::Unknown,
+                "",
+                "interrupted; no provider to check with",
+                posture,
+            );
+        };
+        let req = AttemptRequest {
+            run_id: run.id.clone(),
+            delivery: id.to_string(),
+            verb: d.verb,
+            destination: d.destination.clone(),
+            payload: open.payload.clone(),
+            payload_hash: open.payload_hash.clone(),
+            idempotency_key: open.key.clone(),
+        };
+        match provider.observe(&req, None) {
+            Observation::Present { evidence } => self.settle(
+                run,
+                &d,
+                open.key.as_deref(),
+                DeliveryStatus::Verified,
+                &evidence,
+                "",
+                posture,
+            ),
+            Observation::Absent { .. } if !open.started => self.settle(
+                run,
+                &d,
+                open.key.as_deref(),
+                DeliveryStatus::NotAttempted,
+                "",
+                "interrupted before it was attempted",
+                posture,
+            ),
+            Observation::Absent { reason } => self.settle(
+                run,
+                &d,
+                open.key.as_deref(),
+                DeliveryStatus::Failed,
+                "",
+                &format!("interrupted before it took effect ({reason})"),
+                posture,
+            ),
+            Observation::Unobservable => {
+                if open.key.is_some() && provider.idempotent_by_key(&d.destination) {
+                    // Retry with the same key: the provider deduplicates (§8.3).
+                    self.journal(&run.id, self.evd(EventKind::AttemptStarted, id, json!({"payload_hash": open.payload_hash, "payload": open.payload, "key": open.key, "posture": posture, "retry_same_key": true})))?;
+                    let reply = provider.attempt(&req);
+                    self.journal(
+                        &run.id,
+                        self.evd(
+                            EventKind::AttemptFinished,
+                            id,
+                            json!({"reply": reply_json(&reply)}),
+                        ),
+                    )?;
+                    let obs = provider.observe(&req, Some(&reply));
+                    let (status, evidence, reason) = judge(&reply, &obs);
+                    self.settle(
+                        run,
+                        &d,
+                        open.key.as_deref(),
+                        status,
+                        &evidence,
+                        &reason,
+                        posture,
+                    )
+                } else {
+                    self.settle(
+                        run,
+                        &d,
+                        open.key.as_deref(),
+                        DeliveryStatus::Unknown,
+                        "",
+                        "the process stopped while it was being sent",
+                        posture,
+                    )
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,182 @@
+//! The person's decisions (§7): approve, deny, edit, answer, cancel. Each applies only to a
+//! waiting run and then continues it.
+
+use super::*;
+
+impl Host {
+    // ------------------------------------------------------------------ decisions (§7)
+
+    /// Decisions apply only to a run that is waiting for the person.
+    pub(super) fn waiting(&self, run_id: &str) -> HostResult<RunRecord> {
+        let run = self.record(run_id)?;
+        match run.state {
+            RunState::Suspended => Ok(run),
+            RunState::Ended => Err(HostError::Invalid(format!(
+                "run {run_id} has already ended; there is nothing to decide (see `vouch receipt {run_id}`)"
+            ))),
+            _ => Err(HostError::Invalid(format!(
+                "run {run_id} is not waiting for a decision (it is {}); see `vouch approvals`",
+                run.state.as_str()
+            ))),
+        }
+    }
+
+    pub fn approve(&self, run_id: &str, delivery: &str, hash: &str) -> HostResult<RunEnd> {
+        self.waiting(run_id)?;
+        self.lease(run_id)?;
+        self.store
+            .decide_card(run_id, delivery, hash, Decision::Approve, self.now())?;
+        // From here the run is ours and running: a crash leaves it interrupted, and the
+        // continuation carries the approval over (it is never lost).
+        self.store.set_run_state(run_id, RunState::Running)?;
+        self.journal(
+            run_id,
+            self.evd(
+                EventKind::ApprovalGranted,
+                delivery,
+                json!({"payload_hash": hash}),
+            ),
+        )?;
+        self.journal(
+            run_id,
+            self.ev(
+                EventKind::Resumed,
+                json!({"by": "approval", "delivery": delivery}),
+            ),
+        )?;
+        self.say(&format!("✓ approved {delivery} of run {run_id}"));
+        self.continue_if_unblocked(run_id)
+    }
+
+    pub fn deny(&self, run_id: &str, delivery: &str) -> HostResult<RunEnd> {
+        self.waiting(run_id)?;
+        let cards = self.store.cards_for_run(run_id)?;
+        let Some(card) = cards
+            .iter()
+            .find(|c| c.state == CardState::Open && c.delivery.as_deref() == Some(delivery))
+        else {
+            return Err(HostError::Invalid(format!(
+                "run {run_id} has no open approval for `{delivery}`; see `vouch approvals`"
+            )));
+        };
+        self.store.decide_card(
+            run_id,
+            delivery,
+            &card.payload_hash,
+            Decision::Deny,
+            self.now(),
+        )?;
+        self.journal(
+            run_id,
+            self.evd(
+                EventKind::ApprovalDenied,
+                delivery,
+                json!({"payload_hash": card.payload_hash}),
+            ),
+        )?;
+        self.journal(
+            run_id,
+            self.ev(
+                EventKind::Resumed,
+                json!({"by": "denial", "delivery": delivery}),
+            ),
+        )?;
+        self.continue_if_unblocked(run_id)
+    }
+
+    /// A new payload for a pending approval: new hash, new card; the old one is superseded.
+    pub fn edit(&self, run_id: &str, delivery: &str, payload: &Value) -> HostResult<String> {
+        self.waiting(run_id)?;
+        let run = self.record(run_id)?;
+        let view = self.view(run_id)?;
+        let item = view
+            .items
+            .get(delivery)
+            .filter(|i| i.awaiting)
+            .ok_or_else(|| {
+                HostError::Invalid(format!(
+                    "run {run_id} has no open approval for `{delivery}`; see `vouch approvals`"
+                ))
+            })?;
+        let d = view
+            .manifest
+            .as_ref()
+            .and_then(|m| m.delivery(delivery))
+            .cloned()
+            .ok_or_else(|| HostError::Invalid(format!("`{delivery}` is not in the manifest")))?;
+        if !payload.is_object() {
+            return Err(HostError::Invalid(
+                "the payload must be a JSON object".into(),
+            ));
+        }
+        let hash = payload_hash(payload).map_err(|e| HostError::Invalid(e.to_string()))?;
+        if item.card_hash.as_deref() == Some(hash.as_str()) {
+            return Ok(hash);
+        }
+        self.request_approval(&run, &d, payload, &hash, item.card_hash.as_deref())?;
+        Ok(hash)
+    }
+
+    pub fn answer(&self, run_id: &str, text: &str) -> HostResult<RunEnd> {
+        self.waiting(run_id)?;
+        self.store.answer_clarify(run_id, text, self.now())?;
+        self.journal(
+            run_id,
+            self.ev(EventKind::ClarifyAnswered, json!({"answer": text})),
+        )?;
+        self.repreflight_clarified(run_id)?;
+        self.journal(run_id, self.ev(EventKind::Resumed, json!({"by": "answer"})))?;
+        self.continue_if_unblocked(run_id)
+    }
+
+    /// After the one question is answered, items that were waiting on it are pre-flighted
+    /// again with the question spent (contract §5.3.1): low confidence now drafts.
+    pub(super) fn repreflight_clarified(&self, run_id: &str) -> HostResult<()> {
+        let run = self.record(run_id)?;
+        let view = self.view(run_id)?;
+        if let Some(m) = view.manifest.clone() {
+            for d in &m.deliveries {
+                if view.items.get(&d.id).and_then(|i| i.posture) == Some(Posture::Clarify) {
+                    self.preflight(&run, &m, d)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn cancel(&self, run_id: &str) -> HostResult<vouch_core::Outcome> {
+        if self.record(run_id)?.state == RunState::Ended {
+            return Err(HostError::Invalid(format!(
+                "run {run_id} has already ended; nothing to cancel (see `vouch receipt {run_id}`)"
+            )));
+        }
+        for c in self.store.cards_for_run(run_id)? {
+            if c.state == CardState::Open {
+                if let Some(d) = &c.delivery {
+                    let _ = self.store.decide_card(
+                        run_id,
+                        d,
+                        &c.payload_hash,
+                        Decision::Deny,
+                        self.now(),
+                    );
+                }
+            }
+        }
+        self.reconcile(run_id, EndedBy::Cancel)
+    }
+
+    pub(super) fn continue_if_unblocked(&self, run_id: &str) -> HostResult<RunEnd> {
+        let open = self
+            .store
+            .cards_for_run(run_id)?
+            .iter()
+            .any(|c| c.state == CardState::Open);
+        if open {
+            return Ok(RunEnd::Suspended {
+                reason: "other decisions are still open".into(),
+            });
+        }
+        self.drive(run_id)
+    }
+}

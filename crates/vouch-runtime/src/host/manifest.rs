@@ -1,0 +1,257 @@
+//! The manifest (§3): declare, the capability/posture decision, preflight and clarify.
+//! Writes manifest, preflight and clarify events; never calls a provider.
+
+use super::*;
+
+impl Host {
+    // ------------------------------------------------------------------ manifest (§3)
+
+    pub(super) fn declare(&self, run: &RunRecord, args: &Value) -> HostResult<CallResult> {
+        let m: Manifest = match serde_json::from_value(args.clone()) {
+            Ok(m) => m,
+            Err(e) if !e.to_string().contains("unknown variant") => {
+                // Not a vocabulary problem: a malformed call the model can repair.
+                return Ok(CallResult::err(format!(
+                    "invalid arguments for `declare`: {e}; send {{\"deliveries\": [{{\"id\", \"verb\", \"destination\": {{\"kind\", \"address\"}}}}]}}"
+                )));
+            }
+            Err(e) => {
+                // Outside the closed vocabulary (§3.3): the run asks.
+                self.journal(
+                    &run.id,
+                    self.ev(
+                        EventKind::ManifestRejected,
+                        json!({"errors": [e.to_string()]}),
+                    ),
+                )?;
+                return self.clarify(run, &format!("I could not map the request onto what I can deliver ({e}). What exactly should I deliver, and where?"), None);
+            }
+        };
+        let view = self.view(&run.id)?;
+        let (combined, amendment) = match &view.manifest {
+            Some(existing) => {
+                // A replayed identical item (a resumed run re-declaring) is not a duplicate.
+                let mut am = m.clone();
+                am.deliveries
+                    .retain(|d| existing.delivery(&d.id) != Some(d));
+                (existing.amended(&am), true)
+            }
+            None => (m.clone(), false),
+        };
+        if let Err(errors) = combined.validate() {
+            let texts: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+            let mut ids: Vec<String> = vec![];
+            for e in &errors {
+                match e {
+                    vouch_core::ManifestError::ContradictsForbid { id, .. }
+                    | vouch_core::ManifestError::DuplicateId { id } => ids.push(id.clone()),
+                    vouch_core::ManifestError::UnknownOrderId { .. }
+                    | vouch_core::ManifestError::OrderCycle { .. }
+                    | vouch_core::ManifestError::EmptyId { .. } => {}
+                }
+            }
+            ids.dedup();
+            if !view.clarify_used {
+                self.journal(
+                    &run.id,
+                    self.ev(EventKind::ManifestRejected, json!({"errors": texts})),
+                )?;
+                return self.clarify(
+                    run,
+                    &format!(
+                        "Your request contradicts itself: {}. What should I do?",
+                        texts.join("; ")
+                    ),
+                    None,
+                );
+            }
+            // §5.3: the one question is spent. Keep the manifest, decline the contradicting items, end.
+            let keep: Manifest = Manifest {
+                forbid: combined.forbid.clone(),
+                order: vec![],
+                deliveries: dedup_items(&combined),
+            };
+            self.journal(
+                &run.id,
+                self.ev(
+                    EventKind::ManifestDeclared,
+                    json!({"manifest": keep, "amendment": amendment}),
+                ),
+            )?;
+            self.journal(
+                &run.id,
+                self.ev(EventKind::ManifestRejected, json!({"errors": texts, "declined": ids, "reason": format!("the request contradicts itself: {}", texts.join("; "))})),
+            )?;
+            let why = format!(
+                "the request contradicts itself and its one question was already asked: {}",
+                texts.join("; ")
+            );
+            return Ok(CallResult {
+                ok: false,
+                text: format!("manifest rejected: {why}; the run ends"),
+                suspend: None,
+                end: Some(why),
+            });
+        }
+        self.journal(
+            &run.id,
+            self.ev(
+                EventKind::ManifestDeclared,
+                json!({"manifest": combined, "amendment": amendment}),
+            ),
+        )?;
+        self.say(&format!("  manifest: {}", summary(&combined)));
+        let mut lines = vec![];
+        let new_ids: Vec<String> = m.deliveries.iter().map(|d| d.id.clone()).collect();
+        let mut suspend = None;
+        for d in combined
+            .deliveries
+            .iter()
+            .filter(|d| new_ids.contains(&d.id))
+        {
+            if view
+                .items
+                .get(&d.id)
+                .map(|i| i.posture.is_some())
+                .unwrap_or(false)
+            {
+                continue; // already pre-flighted (replayed declare)
+            }
+            let p = self.preflight(run, &combined, d)?;
+            lines.push(format!("{}: {}", d.id, p));
+            if p == Posture::Clarify && suspend.is_none() {
+                let res = self.clarify(
+                    run,
+                    &format!(
+                        "I am not sure about `{}` ({} → {}). Can you confirm what you want?",
+                        d.id, d.verb, d.destination
+                    ),
+                    Some(&d.id),
+                )?;
+                suspend = res.suspend;
+            }
+        }
+        Ok(CallResult {
+            ok: true,
+            text: format!("manifest recorded; postures: {}", lines.join(", ")),
+            suspend,
+            end: None,
+        })
+    }
+
+    pub(super) fn facts(&self, d: &vouch_core::Delivery) -> ActFacts {
+        let overwrites = d.verb == Verb::Save
+            && self
+                .providers
+                .get(&d.destination.kind)
+                .map(|p| p.exists(&d.destination))
+                .unwrap_or(false);
+        ActFacts {
+            verb: d.verb,
+            kind: d.destination.kind,
+            has_other_attendees: !d.attendees.is_empty(),
+            overwrites_existing: overwrites,
+        }
+    }
+
+    pub(super) fn decide(
+        &self,
+        run: &RunRecord,
+        m: &Manifest,
+        d: &vouch_core::Delivery,
+        clarify_used: bool,
+    ) -> HostResult<(
+        Posture,
+        vouch_core::Rule,
+        crate::capability::CapabilityAnswer,
+        bool,
+    )> {
+        let context = run.trigger.context();
+        let act = self.facts(d);
+        let irreversible = is_irreversible(act);
+        let mut cap = self
+            .caps
+            .probe(d.verb, &d.destination, context, irreversible);
+        if cap.level >= vouch_core::Capability::Executable
+            && !self.providers.contains_key(&d.destination.kind)
+        {
+            // Configured as executable but nothing here can carry it out.
+            cap = crate::capability::CapabilityAnswer {
+                level: vouch_core::Capability::Unavailable,
+                connect_step: None,
+            };
+        }
+        let forbidden = m.is_forbidden(d.verb, &d.destination)
+            || self.policy_forbid.contains(&(context, d.verb));
+        let (p, rule) = posture(PostureInput {
+            act,
+            capability: cap.level,
+            confidence: d.confidence,
+            context,
+            clarify_used,
+            forbidden,
+        });
+        Ok((p, rule, cap, irreversible))
+    }
+
+    pub(super) fn preflight(
+        &self,
+        run: &RunRecord,
+        m: &Manifest,
+        d: &vouch_core::Delivery,
+    ) -> HostResult<Posture> {
+        let clarify_used = self.view(&run.id)?.clarify_used;
+        let (p, rule, cap, irreversible) = self.decide(run, m, d, clarify_used)?;
+        let reason = match rule {
+            vouch_core::Rule::R1 => "forbidden for this run".to_string(),
+            vouch_core::Rule::R2 => format!("{} is not available here", d.destination.kind),
+            _ => String::new(),
+        };
+        self.journal(
+            &run.id,
+            self.evd(
+                EventKind::Preflight,
+                &d.id,
+                json!({"capability": cap.level, "posture": p, "rule": rule.as_str(), "irreversible": irreversible, "connect_step": cap.connect_step, "reason": reason}),
+            ),
+        )?;
+        Ok(p)
+    }
+
+    // ------------------------------------------------------------------ clarify (§5.3)
+
+    pub(super) fn clarify(
+        &self,
+        run: &RunRecord,
+        question: &str,
+        about: Option<&str>,
+    ) -> HostResult<CallResult> {
+        let view = self.view(&run.id)?;
+        if view.clarify_used {
+            return Ok(CallResult::err("rejected: the one question of this run was already asked; proceed with what you have (low-confidence items are drafted)"));
+        }
+        self.store.open_card(&Card {
+            run_id: run.id.clone(),
+            delivery: None,
+            payload_hash: String::new(),
+            summary: question.to_string(),
+            state: CardState::Open,
+            created_ms: self.now(),
+            decided_ms: None,
+            answer: None,
+        })?;
+        self.journal(
+            &run.id,
+            self.ev(
+                EventKind::ClarifyAsked,
+                json!({"question": question, "about": about}),
+            ),
+        )?;
+        Ok(CallResult {
+            ok: true,
+            text: "question asked; the run waits for the answer".into(),
+            suspend: Some(format!("question: {question}")),
+            end: None,
+        })
+    }
+}

@@ -1,0 +1,341 @@
+//! The host: runs the agent loop, owns every effect, and ends every run through the one
+//! reconciler (§9). The model proposes; the host decides, acts, observes and records.
+
+use crate::capability::CapabilityRegistry;
+use crate::clock::Clock;
+use crate::crash::{CrashMode, CrashPlan};
+use crate::model::{ChatMessage, Model, ModelError, ModelTurn, ToolCall, ToolSpec};
+use crate::provider::{AttemptReply, AttemptRequest, Observation, Provider};
+use crate::view::RunView;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use vouch_core::{
+    canonical_json, is_irreversible, ledger_key, payload_hash, posture, ActFacts, Context,
+    DeliveryStatus, Destination, DestinationKind, EndedBy, Manifest, Posture, PostureInput,
+    Presence, RunState, TriggerKind, Verb,
+};
+use vouch_store::{
+    Card, CardState, Decision, EndResult, EventKind, LedgerEntry, LedgerIntent, LedgerState,
+    NewEvent, NewOutbox, NewRun, OutboxRow, RunRecord, Store, StoreError, Terminal,
+};
+
+// One file per transition; each says what it may touch (docs/architecture.md).
+mod attempt;
+mod decisions;
+mod manifest;
+mod proposal;
+mod reconcile;
+mod recovery;
+mod turn;
+
+/// Bounds on one run. Units in names.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub turns_max: usize,
+    pub tokens_max: u64,
+    /// Recoverable errors (bad tool arguments) returned to the model before the run ends.
+    pub repairs_max: u32,
+    /// Same-key retries for providers that deduplicate by key (§8.3).
+    pub key_retries_max: u32,
+    pub lease_ms: i64,
+    pub payload_bytes_max: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            turns_max: 400,
+            tokens_max: 2_000_000,
+            repairs_max: 3,
+            key_retries_max: 3,
+            lease_ms: 30_000,
+            payload_bytes_max: 1 << 20,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// An injected crash point was reached (scenario runner only).
+    #[error("crash injected after {0}")]
+    Crashed(String),
+    #[error("{0}")]
+    Invalid(String),
+    /// Another host consumed this schedule slot first (§12.2).
+    #[error("slot {0} was already consumed")]
+    SlotTaken(String),
+    #[error("model: {0}")]
+    Model(String),
+}
+
+pub type HostResult<T> = Result<T, HostError>;
+
+/// Work tools without delivery effect (read a file, write an artifact, search…).
+pub trait WorkTools: Send + Sync {
+    fn specs(&self) -> Vec<ToolSpec>;
+    /// `Ok(result)` or `Err(error text)`; `None` if the tool is unknown.
+    fn call(
+        &self,
+        run_id: &str,
+        spec: &Value,
+        call: &ToolCall,
+        args: &Value,
+    ) -> Option<Result<String, String>>;
+}
+
+/// Builds the model of a run from its stored spec, starting at a given completed-turn count.
+pub trait ModelFactory: Send + Sync {
+    fn model(&self, spec: &Value, start_turn: usize) -> Result<Box<dyn Model>, String>;
+}
+
+/// Delivers one outbox row on its route (desktop notification, push webhook, test counter).
+pub trait Notifier: Send + Sync {
+    fn notify(&self, row: &OutboxRow) -> Result<(), String>;
+}
+
+/// Where progress lines go (`--watch`), or nowhere.
+pub type Progress = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// How a call of `drive` ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunEnd {
+    Ended { outcome: vouch_core::Outcome },
+    Suspended { reason: String },
+}
+
+pub struct Host {
+    pub store: Arc<dyn Store>,
+    pub clock: Arc<dyn Clock>,
+    pub caps: Arc<dyn CapabilityRegistry>,
+    pub providers: BTreeMap<DestinationKind, Arc<dyn Provider>>,
+    pub notifier: Arc<dyn Notifier>,
+    pub models: Arc<dyn ModelFactory>,
+    pub work: Arc<dyn WorkTools>,
+    pub crash: Option<CrashPlan>,
+    pub owner: String,
+    pub drafts_dir: PathBuf,
+    pub limits: Limits,
+    pub progress: Option<Progress>,
+    /// Runtime policy (§13.6): verbs forbidden per context.
+    pub policy_forbid: Vec<(Context, Verb)>,
+    /// Where the person is right now (§11.1); `None` uses the run's own setting.
+    pub presence: Option<Arc<dyn PresenceSource>>,
+}
+
+/// The person's presence for a run at a moment (§11.1): `watching` while a surface of the
+/// run holds a presence lease, `nearby` while they were active in the product recently.
+pub trait PresenceSource: Send + Sync {
+    fn presence(&self, run: &RunRecord, now_ms: i64) -> Option<Presence>;
+}
+
+/// What the person asked for, and how the run should be driven.
+#[derive(Debug, Clone)]
+pub struct RunSpec {
+    pub trigger: TriggerKind,
+    pub title: String,
+    pub presence: Option<Presence>,
+    pub quiet: bool,
+    /// `{"kind":"script","turns":[...]}` or `{"kind":"openai"}`.
+    pub model: Value,
+    /// Ledger scope for scheduled runs (the slot); otherwise the chain root.
+    pub scope: Option<String>,
+}
+
+struct CallResult {
+    ok: bool,
+    text: String,
+    suspend: Option<String>,
+    /// The host ends the run after this call (§5.3: a contradiction with the question spent).
+    end: Option<String>,
+}
+
+impl CallResult {
+    fn ok(text: impl Into<String>) -> Self {
+        CallResult {
+            ok: true,
+            text: text.into(),
+            suspend: None,
+            end: None,
+        }
+    }
+    fn err(text: impl Into<String>) -> Self {
+        CallResult {
+            ok: false,
+            text: text.into(),
+            suspend: None,
+            end: None,
+        }
+    }
+}
+
+pub fn new_id(clock: &dyn Clock) -> String {
+    let ms = clock.now_ms().max(0) as u64;
+    let ts =
+        uuid::Timestamp::from_unix(uuid::NoContext, ms / 1000, ((ms % 1000) * 1_000_000) as u32);
+    uuid::Uuid::new_v7(ts).simple().to_string()[..20].to_string()
+}
+
+impl Host {
+    fn say(&self, line: &str) {
+        if let Some(p) = &self.progress {
+            p(line);
+        }
+    }
+
+    fn now(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    /// Append an event and honour an injected crash point right after it is durable.
+    fn journal(&self, run_id: &str, ev: NewEvent) -> HostResult<()> {
+        let kind = ev.kind;
+        let delivery = ev.delivery.clone();
+        self.store.append(run_id, &ev)?;
+        self.crash_point(kind.as_str(), delivery.as_deref())
+    }
+
+    fn crash_point(&self, point: &str, delivery: Option<&str>) -> HostResult<()> {
+        if let Some(plan) = &self.crash {
+            if plan.hit(point, delivery) {
+                match plan.mode {
+                    CrashMode::Abort => {
+                        eprintln!("vouch: injected crash after {point}");
+                        std::process::abort();
+                    }
+                    CrashMode::Simulate => return Err(HostError::Crashed(point.to_string())),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn ev(&self, kind: EventKind, body: Value) -> NewEvent {
+        NewEvent::new(kind, self.now(), body)
+    }
+
+    fn evd(&self, kind: EventKind, d: &str, body: Value) -> NewEvent {
+        NewEvent::for_delivery(kind, d, self.now(), body)
+    }
+
+    fn lease(&self, run_id: &str) -> HostResult<()> {
+        let now = self.now();
+        let until = now + self.limits.lease_ms;
+        if self.store.lease_run(run_id, &self.owner, now, until)? {
+            return Ok(());
+        }
+        // The holder may be a process of this machine that died: its lease is void.
+        if let Some(holder) = self.store.run(run_id)?.and_then(|r| r.owner) {
+            if owner_is_dead(Some(&holder)) {
+                self.store.release_run(run_id, &holder)?;
+                if self.store.lease_run(run_id, &self.owner, now, until)? {
+                    return Ok(());
+                }
+            }
+        }
+        Err(HostError::Invalid(format!(
+            "run {run_id} is owned by another live process; wait for it or stop it first"
+        )))
+    }
+}
+
+/// Runs scanned at boot for dead local owners.
+pub const RUNS_SCAN_MAX: usize = 100_000;
+
+/// The owner string of this process: `pid:<pid>`.
+pub fn process_owner() -> String {
+    format!("pid:{}", std::process::id())
+}
+
+/// True when `owner` names a process of this machine that has exited.
+pub fn owner_is_dead(owner: Option<&str>) -> bool {
+    let Some(pid) = owner
+        .and_then(|o| o.strip_prefix("pid:"))
+        .and_then(|p| p.parse::<u32>().ok())
+    else {
+        return false;
+    };
+    pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+fn dedup_items(m: &Manifest) -> Vec<vouch_core::Delivery> {
+    let mut seen = std::collections::BTreeSet::new();
+    m.deliveries
+        .iter()
+        .filter(|d| seen.insert(d.id.clone()))
+        .cloned()
+        .collect()
+}
+
+pub fn presence_of(run: &RunRecord) -> (Presence, bool) {
+    let presence = run
+        .spec
+        .get("presence")
+        .and_then(|p| serde_json::from_value(p.clone()).ok())
+        .unwrap_or(if run.trigger == TriggerKind::Interactive {
+            Presence::Watching
+        } else {
+            Presence::Away
+        });
+    let quiet = run
+        .spec
+        .get("quiet")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    (presence, quiet)
+}
+
+fn summary(m: &Manifest) -> String {
+    m.deliveries
+        .iter()
+        .map(|d| format!("{} {} → {}", d.id, d.verb, d.destination))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+fn reply_json(r: &AttemptReply) -> Value {
+    match r {
+        AttemptReply::Accepted { reference } => json!({"kind": "accepted", "reference": reference}),
+        AttemptReply::AcceptedUnverifiable { reference } => {
+            json!({"kind": "accepted_unverifiable", "reference": reference})
+        }
+        AttemptReply::Rejected { reason } => json!({"kind": "rejected", "reason": reason}),
+        AttemptReply::Lost { reason } => json!({"kind": "lost", "reason": reason}),
+    }
+}
+
+/// Evidence (§6): the status follows the host's observation, then the provider's reply.
+fn judge(reply: &AttemptReply, obs: &Observation) -> (DeliveryStatus, String, String) {
+    match (reply, obs) {
+        (_, Observation::Present { evidence }) => {
+            (DeliveryStatus::Verified, evidence.clone(), String::new())
+        }
+        (AttemptReply::Rejected { reason }, _) => {
+            (DeliveryStatus::Failed, String::new(), reason.clone())
+        }
+        (AttemptReply::Accepted { .. }, Observation::Absent { reason }) => (
+            DeliveryStatus::Failed,
+            String::new(),
+            format!("the tool reported success but {reason}"),
+        ),
+        (AttemptReply::Lost { reason }, Observation::Absent { .. }) => {
+            (DeliveryStatus::Failed, String::new(), reason.clone())
+        }
+        (AttemptReply::AcceptedUnverifiable { reference }, _) => (
+            DeliveryStatus::Unconfirmed,
+            reference.clone(),
+            String::new(),
+        ),
+        (AttemptReply::Lost { .. }, Observation::Unobservable) => (
+            DeliveryStatus::Unknown,
+            String::new(),
+            "the response was lost".into(),
+        ),
+        (AttemptReply::Accepted { reference }, Observation::Unobservable) => {
+            (DeliveryStatus::Verified, reference.clone(), String::new())
+        }
+    }
+}

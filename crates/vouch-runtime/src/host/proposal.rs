@@ -1,0 +1,294 @@
+//! Proposals and drafts (§6) and approval requests. Writes proposal, draft and approval
+//! request events and suspends the run; never calls a provider.
+
+use super::*;
+
+impl Host {
+    // ------------------------------------------------------------------ proposals (§6)
+
+    pub(super) fn propose(
+        &self,
+        run: &RunRecord,
+        call: &ToolCall,
+        verb: Verb,
+        generic: bool,
+        args: &Value,
+    ) -> HostResult<CallResult> {
+        let view = self.view(&run.id)?;
+        let Some(m) = view.manifest.clone() else {
+            self.reject(
+                run,
+                None,
+                "no_manifest",
+                "a delivery was proposed before the manifest was declared",
+                call,
+            )?;
+            return Ok(CallResult::err("rejected: declare the manifest first"));
+        };
+        let id = args.get("delivery").and_then(Value::as_str).unwrap_or("");
+        let Some(d) = m.delivery(id).cloned() else {
+            self.reject(
+                run,
+                None,
+                "undeclared",
+                &format!("`{verb}` is not covered by any manifest item"),
+                call,
+            )?;
+            return Ok(CallResult::err(
+                "rejected: no manifest item covers this; amend the manifest with `declare` first",
+            ));
+        };
+        if !generic && d.verb != verb {
+            self.reject(
+                run,
+                Some(id),
+                "verb_mismatch",
+                &format!("item {id} is a `{}`, not a `{verb}`", d.verb),
+                call,
+            )?;
+            return Ok(CallResult::err(format!(
+                "rejected: item {id} is declared as `{}`",
+                d.verb
+            )));
+        }
+        let Some(payload) = args.get("payload").cloned().filter(|p| p.is_object()) else {
+            return Ok(CallResult::err(
+                "invalid arguments: `payload` must be a JSON object",
+            ));
+        };
+        if canonical_json(&payload)
+            .map(|c| c.len())
+            .unwrap_or(usize::MAX)
+            > self.limits.payload_bytes_max
+        {
+            return Ok(CallResult::err(format!(
+                "invalid arguments: payload larger than {} bytes",
+                self.limits.payload_bytes_max
+            )));
+        }
+        let item = view.items.get(id).cloned().unwrap_or_default();
+        if let Some(s) = item.status.filter(|s| s.is_settled()) {
+            self.reject(
+                run,
+                Some(id),
+                "already_settled",
+                &format!("item {id} is already {s}"),
+                call,
+            )?;
+            return Ok(CallResult::err(format!(
+                "rejected: {id} is already settled ({s}); add a new item for different content"
+            )));
+        }
+        if item.open_attempt.is_some() {
+            self.reject(
+                run,
+                Some(id),
+                "in_flight",
+                &format!("item {id} has an attempt in flight"),
+                call,
+            )?;
+            return Ok(CallResult::err(format!(
+                "rejected: {id} is being attempted"
+            )));
+        }
+        if item.status == Some(DeliveryStatus::Drafted)
+            || item.status == Some(DeliveryStatus::Verified)
+        {
+            self.reject(
+                run,
+                Some(id),
+                "already_settled",
+                &format!("item {id} is already done"),
+                call,
+            )?;
+            return Ok(CallResult::err(format!("rejected: {id} is already done")));
+        }
+        for dep in m.dependencies(id) {
+            if view.status_now(dep) != Some(DeliveryStatus::Verified) {
+                self.say(&format!("  ⏳ {id} held back: waits for {dep}"));
+                let body = json!({"code": "blocked", "reason": format!("waits for {dep} to be verified"), "dependency": dep, "call_id": call.id});
+                self.journal(&run.id, self.evd(EventKind::ProposalRejected, id, body))?;
+                return Ok(CallResult::err(format!(
+                    "rejected: {id} waits for {dep} to be verified"
+                )));
+            }
+        }
+        let hash = payload_hash(&payload).map_err(|e| HostError::Invalid(e.to_string()))?;
+        if item.awaiting {
+            if item.card_hash.as_deref() == Some(hash.as_str()) {
+                return Ok(CallResult {
+                    ok: true,
+                    text: format!("{id} is still waiting for approval"),
+                    suspend: Some(format!("approval of {id}")),
+                    end: None,
+                });
+            }
+            // A different payload for an item awaiting approval is an edit (§6, §7).
+            return self.request_approval(run, &d, &payload, &hash, item.card_hash.as_deref());
+        }
+        // Posture again, right before the attempt (§4).
+        let (p, rule, cap, irreversible) = self.decide(run, &m, &d, view.clarify_used)?;
+        if item.posture != Some(p) {
+            self.journal(
+                &run.id,
+                self.evd(EventKind::Preflight, id, json!({"capability": cap.level, "posture": p, "rule": rule.as_str(), "irreversible": irreversible, "connect_step": cap.connect_step, "recheck": true})),
+            )?;
+        }
+        match p {
+            Posture::Decline => {
+                let reason = if rule == vouch_core::Rule::R1 {
+                    "forbidden for this run"
+                } else {
+                    "not available here"
+                };
+                self.reject(run, Some(id), "declined", reason, call)?;
+                self.journal(
+                    &run.id,
+                    self.evd(
+                        EventKind::Evidence,
+                        id,
+                        json!({"status": "declined", "reason": reason}),
+                    ),
+                )?;
+                Ok(CallResult::err(format!("declined: {reason}")))
+            }
+            Posture::Clarify => {
+                let res = self.clarify(
+                    run,
+                    &format!("I am not sure about `{id}`. Can you confirm?"),
+                    Some(id),
+                )?;
+                if res.suspend.is_some() {
+                    return Ok(res);
+                }
+                self.draft(run, &d, &payload, &hash, cap.connect_step.as_deref())
+            }
+            Posture::Draft => self.draft(run, &d, &payload, &hash, cap.connect_step.as_deref()),
+            Posture::Confirm => self.request_approval(run, &d, &payload, &hash, None),
+            Posture::Answer | Posture::Execute => {
+                let status = self.perform(run, &d, &payload, &hash, irreversible, p)?;
+                Ok(CallResult {
+                    ok: status == DeliveryStatus::Verified,
+                    text: format!("{id}: {status}"),
+                    suspend: None,
+                    end: None,
+                })
+            }
+        }
+    }
+
+    pub(super) fn draft(
+        &self,
+        run: &RunRecord,
+        d: &vouch_core::Delivery,
+        payload: &Value,
+        hash: &str,
+        connect: Option<&str>,
+    ) -> HostResult<CallResult> {
+        let dir = self.drafts_dir.join(&run.id);
+        let ext = if d.destination.kind == DestinationKind::Email {
+            "eml"
+        } else {
+            "json"
+        };
+        let path = dir.join(format!("{}.{ext}", d.id));
+        let content = if ext == "eml" {
+            crate::provider::draft_eml(d, payload)
+        } else {
+            serde_json::to_string_pretty(payload).unwrap_or_default()
+        };
+        let written = std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(&path, &content));
+        let reread = std::fs::read_to_string(&path)
+            .map(|c| c == content)
+            .unwrap_or(false);
+        self.journal(
+            &run.id,
+            self.evd(
+                EventKind::Drafted,
+                &d.id,
+                json!({"path": path.display().to_string(), "payload_hash": hash}),
+            ),
+        )?;
+        let (status, reason) = match (written, reread) {
+            (Ok(()), true) => (DeliveryStatus::Drafted, String::new()),
+            (Err(e), _) => (
+                DeliveryStatus::Failed,
+                format!("could not store the draft: {e}"),
+            ),
+            _ => (
+                DeliveryStatus::Failed,
+                "the stored draft did not read back".into(),
+            ),
+        };
+        self.journal(
+            &run.id,
+            self.evd(EventKind::Evidence, &d.id, json!({"status": status, "evidence": format!("draft {}", path.display()), "reason": reason, "connect_step": connect})),
+        )?;
+        self.say(&format!("  ✎ {} drafted at {}", d.id, path.display()));
+        Ok(CallResult::ok(format!(
+            "{}: drafted (stored at {}), not executed",
+            d.id,
+            path.display()
+        )))
+    }
+
+    pub(super) fn request_approval(
+        &self,
+        run: &RunRecord,
+        d: &vouch_core::Delivery,
+        payload: &Value,
+        hash: &str,
+        old: Option<&str>,
+    ) -> HostResult<CallResult> {
+        let canonical = canonical_json(payload).map_err(|e| HostError::Invalid(e.to_string()))?;
+        self.store.put_payload(hash, &canonical)?;
+        let summary = format!(
+            "{} → {}: {}",
+            d.verb,
+            d.destination,
+            crate::provider::payload_text(payload)
+                .chars()
+                .take(120)
+                .collect::<String>()
+        );
+        self.store.open_card(&Card {
+            run_id: run.id.clone(),
+            delivery: Some(d.id.clone()),
+            payload_hash: hash.to_string(),
+            summary: summary.clone(),
+            state: CardState::Open,
+            created_ms: self.now(),
+            decided_ms: None,
+            answer: None,
+        })?;
+        if let Some(old) = old {
+            self.journal(
+                &run.id,
+                self.evd(
+                    EventKind::ApprovalSuperseded,
+                    &d.id,
+                    json!({"old_hash": old, "new_hash": hash}),
+                ),
+            )?;
+        }
+        self.journal(
+            &run.id,
+            self.evd(
+                EventKind::ApprovalRequested,
+                &d.id,
+                json!({"payload_hash": hash, "payload": payload, "summary": summary}),
+            ),
+        )?;
+        self.say(&format!(
+            "  ⏸ {} needs your approval (hash {})",
+            d.id,
+            &hash[..12]
+        ));
+        Ok(CallResult {
+            ok: true,
+            text: format!("{} awaits the person's approval", d.id),
+            suspend: Some(format!("approval of {}", d.id)),
+            end: None,
+        })
+    }
+}

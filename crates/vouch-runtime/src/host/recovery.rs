@@ -1,0 +1,148 @@
+//! Start-up and resumption: boot ends runs whose owner is gone (§9), resume starts a child
+//! run from an ended one.
+
+use super::*;
+
+impl Host {
+    // ------------------------------------------------------------------ the reconciler (§9)
+
+    /// Start-up: end every run without a terminal record whose owner is gone; suspended runs
+    /// stay suspended. Then deliver pending notifications. Returns the runs it ended.
+    pub fn boot(&self) -> HostResult<Vec<String>> {
+        let now = self.now();
+        let mut ended = vec![];
+        let mut candidates = self.store.orphaned_runs(now)?;
+        // A lease held by a process of this machine that no longer exists is gone too.
+        for r in self.store.runs(RUNS_SCAN_MAX)? {
+            if r.state != RunState::Ended
+                && owner_is_dead(r.owner.as_deref())
+                && !candidates.iter().any(|c| c.id == r.id)
+            {
+                candidates.push(r);
+            }
+        }
+        for run in candidates {
+            if run.state == RunState::Suspended {
+                continue;
+            }
+            // Interrupted right after opening a card: the card is still valid, so the run is
+            // suspended, not ended (§9.2).
+            if self
+                .store
+                .cards_for_run(&run.id)?
+                .iter()
+                .any(|c| c.state == CardState::Open)
+            {
+                self.journal(
+                    &run.id,
+                    self.ev(
+                        EventKind::Suspended,
+                        json!({"reason": "a card is open", "at_boot": true}),
+                    ),
+                )?;
+                self.store.set_run_state(&run.id, RunState::Suspended)?;
+                continue;
+            }
+            // A dead local owner may still hold an unexpired lease; it cannot renew it.
+            if self.lease(&run.id).is_err() && !owner_is_dead(run.owner.as_deref()) {
+                continue;
+            }
+            self.reconcile(&run.id, EndedBy::Boot)?;
+            ended.push(run.id);
+        }
+        self.dispatch()?;
+        Ok(ended)
+    }
+
+    /// §9.2: a continuation run with the same manifest and ledger scope; settled deliveries
+    /// carry over as they are, the others are attempted again.
+    pub fn resume(&self, parent_id: &str) -> HostResult<(String, RunEnd)> {
+        let parent = self.record(parent_id)?;
+        if parent.state != RunState::Ended {
+            return Err(HostError::Invalid(format!(
+                "run {parent_id} has not ended (it is {}); only an ended run can be resumed",
+                parent.state.as_str()
+            )));
+        }
+        if let Some(child) = self
+            .store
+            .runs(RUNS_SCAN_MAX)?
+            .into_iter()
+            .find(|r| r.parent.as_deref() == Some(parent_id))
+        {
+            // One continuation per run: resuming twice would redo what the first one did.
+            return Err(HostError::Invalid(format!(
+                "run {parent_id} was already resumed as run {}; resume that one instead (`vouch resume {}`)",
+                child.id, child.id
+            )));
+        }
+        let pview = self.view(parent_id)?;
+        let left = pview
+            .manifest
+            .as_ref()
+            .map(|m| {
+                m.deliveries
+                    .iter()
+                    .any(|d| !pview.final_status(&d.id).is_settled())
+            })
+            // Interrupted before it declared anything: all of it is left.
+            .unwrap_or(parent.ended_by == Some(EndedBy::Boot));
+        if !left {
+            return Err(HostError::Invalid(format!(
+                "run {parent_id} has nothing left to do: every delivery is settled (see `vouch receipt {parent_id}`)"
+            )));
+        }
+        let id = new_id(self.clock.as_ref());
+        let (presence, quiet) = presence_of(&parent);
+        let spec = RunSpec {
+            trigger: parent.trigger,
+            title: parent.title.clone(),
+            presence: Some(presence),
+            quiet,
+            model: parent.spec.get("model").cloned().unwrap_or(Value::Null),
+            scope: Some(parent.scope.clone()),
+        };
+        self.create(&id, &spec, Some(&parent), None)?;
+        if let Some(m) = &pview.manifest {
+            self.journal(
+                &id,
+                self.ev(
+                    EventKind::ManifestDeclared,
+                    json!({"manifest": m, "carried_from": parent_id}),
+                ),
+            )?;
+            for d in &m.deliveries {
+                let item = pview.items.get(&d.id).cloned().unwrap_or_default();
+                if let Some(p) = item.posture {
+                    self.journal(
+                        &id,
+                        self.evd(EventKind::Preflight, &d.id, json!({"capability": item.capability, "posture": p, "rule": item.rule, "irreversible": item.irreversible, "connect_step": item.connect_step, "carried_from": parent_id})),
+                    )?;
+                }
+                if let Some(hash) = item
+                    .approved
+                    .as_ref()
+                    .filter(|_| !item.status.map(|s| s.is_settled()).unwrap_or(false))
+                {
+                    // Approved in the parent and not settled there (never attempted, or definitely
+                    // failed): the approval of this exact hash carries over (§7, §8.2).
+                    self.journal(
+                        &id,
+                        self.evd(
+                            EventKind::ApprovalGranted,
+                            &d.id,
+                            json!({"payload_hash": hash, "carried_from": parent_id}),
+                        ),
+                    )?;
+                }
+                if let Some(s) = item.status.filter(|s| s.is_settled()) {
+                    self.journal(&id, self.evd(EventKind::Evidence, &d.id, json!({"status": s, "evidence": item.evidence, "reason": item.reason, "carried_from": parent_id})))?;
+                }
+            }
+        }
+        // The script continues from the first turn the parent did not complete.
+        self.journal(&id, self.ev(EventKind::Resumed, json!({"by": "resume", "parent": parent_id, "start_turn": pview.turn_offset + pview.turns_complete})))?;
+        let end = self.drive(&id)?;
+        Ok((id, end))
+    }
+}

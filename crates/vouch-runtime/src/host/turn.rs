@@ -1,0 +1,424 @@
+//! The turn loop: creating a run, rebuilding its chat, driving model turns, and routing
+//! each tool call. Touches the run's state, lease and journal; no provider I/O.
+
+use super::*;
+
+impl Host {
+    // ------------------------------------------------------------------ starting runs
+
+    /// Create a run (journal `run_created`) and drive it.
+    pub fn start(&self, spec: &RunSpec) -> HostResult<(String, RunEnd)> {
+        let id = new_id(self.clock.as_ref());
+        self.create(&id, spec, None, None)?;
+        let end = self.drive(&id)?;
+        Ok((id, end))
+    }
+
+    pub fn create(
+        &self,
+        id: &str,
+        spec: &RunSpec,
+        parent: Option<&RunRecord>,
+        slot: Option<(&str, i64)>,
+    ) -> HostResult<()> {
+        let chain_root = parent
+            .map(|p| p.chain_root.clone())
+            .unwrap_or_else(|| id.to_string());
+        let scope = parent
+            .map(|p| p.scope.clone())
+            .or(spec.scope.clone())
+            .unwrap_or_else(|| chain_root.clone());
+        let presence = spec
+            .presence
+            .unwrap_or(if spec.trigger == TriggerKind::Interactive {
+                Presence::Watching
+            } else {
+                Presence::Away
+            });
+        let run = NewRun {
+            id: id.to_string(),
+            trigger: spec.trigger,
+            title: spec.title.clone(),
+            chain_root,
+            parent: parent.map(|p| p.id.clone()),
+            scope,
+            spec: json!({"model": spec.model, "presence": presence, "presence_explicit": spec.presence.is_some(), "quiet": spec.quiet}),
+            created_ms: self.now(),
+        };
+        match slot {
+            Some((schedule, slot_ms)) => {
+                if !self.store.consume_slot(schedule, slot_ms, &run)? {
+                    return Err(HostError::SlotTaken(format!("{schedule}@{slot_ms}")));
+                }
+            }
+            None => self.store.create_run(&run)?,
+        }
+        self.lease(id)?;
+        self.journal(
+            id,
+            self.ev(
+                EventKind::RunCreated,
+                json!({"title": spec.title, "trigger": spec.trigger, "parent": run.parent, "scope": run.scope}),
+            ),
+        )?;
+        self.say(&format!("▶ run {id} started: {}", spec.title));
+        Ok(())
+    }
+
+    pub(super) fn record(&self, run_id: &str) -> HostResult<RunRecord> {
+        self.store.run(run_id)?.ok_or_else(|| {
+            HostError::Invalid(format!(
+                "no run `{run_id}`; list runs with `vouch runs list`"
+            ))
+        })
+    }
+
+    pub(super) fn view(&self, run_id: &str) -> HostResult<RunView> {
+        Ok(RunView::from_journal(&self.store.journal(run_id)?))
+    }
+
+    // ------------------------------------------------------------------ the loop
+
+    pub(super) fn tool_specs(&self) -> Vec<ToolSpec> {
+        let mut specs = vec![
+            ToolSpec {
+                name: "declare".into(),
+                description: "Declare the manifest: what this run will deliver. Call it first."
+                    .into(),
+                parameters: json!({"type":"object","properties":{
+                    "deliveries":{"type":"array","items":{"type":"object","required":["id","verb","destination"],"properties":{
+                        "id":{"type":"string"},
+                        "verb":{"enum":["write","show","save","send","reply","draft","schedule","delete"]},
+                        "destination":{"type":"object","required":["kind"],"properties":{"kind":{"enum":["surface","folder","email","webhook","calendar","payment"]},"address":{"type":"string"}}},
+                        "confidence":{"enum":["low","medium","high"]},
+                        "required":{"type":"boolean"}}}},
+                    "forbid":{"type":"array"},"order":{"type":"array"}},"required":["deliveries"]}),
+            },
+            ToolSpec {
+                name: "clarify".into(),
+                description: "Ask the person one question (at most one per run).".into(),
+                parameters: json!({"type":"object","properties":{"question":{"type":"string"}},"required":["question"]}),
+            },
+        ];
+        for v in Verb::ALL {
+            specs.push(ToolSpec {
+                name: v.as_str().into(),
+                description: format!("Perform a declared `{v}` delivery with this payload."),
+                parameters: json!({"type":"object","properties":{"delivery":{"type":"string"},"payload":{"type":"object"}},"required":["delivery","payload"]}),
+            });
+        }
+        specs.extend(self.work.specs());
+        specs
+    }
+
+    pub(super) fn messages(&self, run: &RunRecord) -> HostResult<Vec<ChatMessage>> {
+        let mut msgs = vec![
+            ChatMessage::System {
+                content: "You are an agent hosted by vouch. First call `declare` with the manifest of what you will deliver; then do the work with tools and perform each delivery with its verb tool. The host decides what may run and reports what really happened.".into(),
+            },
+            ChatMessage::User { content: run.title.clone() },
+        ];
+        for e in self.store.journal(&run.id)? {
+            match e.kind {
+                EventKind::Turn => {
+                    let calls: Vec<ToolCall> = e
+                        .body
+                        .get("tool_calls")
+                        .and_then(|c| serde_json::from_value(c.clone()).ok())
+                        .unwrap_or_default();
+                    let content = e
+                        .body
+                        .get("content")
+                        .and_then(Value::as_str)
+                        .map(String::from);
+                    msgs.push(ChatMessage::Assistant {
+                        content,
+                        tool_calls: calls,
+                    });
+                }
+                EventKind::ToolCalled => msgs.push(ChatMessage::Tool {
+                    tool_call_id: e
+                        .body
+                        .get("call_id")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .into(),
+                    content: e
+                        .body
+                        .get("result")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .into(),
+                }),
+                EventKind::ClarifyAnswered => msgs.push(ChatMessage::User {
+                    content: e
+                        .body
+                        .get("answer")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .into(),
+                }),
+                _ => {}
+            }
+        }
+        Ok(msgs)
+    }
+
+    /// Drive a run until it suspends or ends. Safe to call on a run resumed after approval.
+    pub fn drive(&self, run_id: &str) -> HostResult<RunEnd> {
+        let run = self.record(run_id)?;
+        if run.state == RunState::Ended {
+            return Err(HostError::Invalid(format!(
+                "run {run_id} has already ended; see `vouch receipt {run_id}`"
+            )));
+        }
+        self.lease(run_id)?;
+        self.store.set_run_state(run_id, RunState::Running)?;
+        let view = self.view(run_id)?;
+        // Resume from the suspended step: execute an approved payload first (§7).
+        for (id, item) in &view.items {
+            if let Some(hash) = &item.granted {
+                self.execute_approved(&run, id, hash)?;
+            }
+        }
+        let view = self.view(run_id)?;
+        let mut model = self
+            .models
+            .model(&run.spec, view.turn_offset + view.turns_complete)
+            .map_err(HostError::Model)?;
+        let tools = self.tool_specs();
+        let mut turns = view.turns;
+        let mut tokens = view.prompt_tokens + view.completion_tokens;
+        let mut repairs = 0u32;
+        let end_reason: String;
+        loop {
+            if turns >= self.limits.turns_max {
+                end_reason = format!("turn budget of {} reached", self.limits.turns_max);
+                break;
+            }
+            if tokens >= self.limits.tokens_max {
+                end_reason = format!("token budget of {} reached", self.limits.tokens_max);
+                break;
+            }
+            self.lease(run_id)?;
+            let messages = self.messages(&run)?;
+            let turn: ModelTurn = match model.next_turn(&messages, &tools) {
+                Ok(t) => t,
+                Err(ModelError::ScriptExhausted) => {
+                    end_reason = "the model made its last call".into();
+                    break;
+                }
+                Err(e) => {
+                    self.journal(
+                        run_id,
+                        self.ev(
+                            EventKind::Turn,
+                            json!({"index": turns, "error": e.to_string(), "tool_calls": []}),
+                        ),
+                    )?;
+                    end_reason = format!("model error: {e}");
+                    break;
+                }
+            };
+            turns += 1;
+            tokens += turn.usage.prompt_tokens + turn.usage.completion_tokens;
+            self.journal(
+                run_id,
+                self.ev(
+                    EventKind::Turn,
+                    json!({"index": turns - 1, "content": turn.content, "tool_calls": turn.tool_calls, "usage": turn.usage}),
+                ),
+            )?;
+            if turn.tool_calls.is_empty() {
+                let text = turn.content.clone().unwrap_or_default();
+                self.say(&format!(
+                    "  model: {}",
+                    if text.is_empty() {
+                        "(no final text)".to_string()
+                    } else {
+                        text.clone()
+                    }
+                ));
+                self.final_text_to_surface(&run, &text)?;
+                end_reason = "the model gave its final text".into();
+                break;
+            }
+            let mut suspended = None;
+            let mut ended: Option<String> = None;
+            for call in &turn.tool_calls {
+                let res = if suspended.is_some() || ended.is_some() {
+                    CallResult::err("not run: the run is suspended; call again after it resumes")
+                } else {
+                    self.handle_call(&run, call)?
+                };
+                if !res.ok && res.text.starts_with("invalid arguments") {
+                    repairs += 1;
+                }
+                self.journal(
+                    run_id,
+                    self.ev(EventKind::ToolCalled, json!({"call_id": call.id, "name": call.name, "ok": res.ok, "result": res.text})),
+                )?;
+                if res.suspend.is_some() && suspended.is_none() {
+                    suspended = res.suspend;
+                }
+                if res.end.is_some() && ended.is_none() {
+                    ended = res.end;
+                }
+            }
+            if let Some(reason) = ended {
+                end_reason = reason;
+                break;
+            }
+            if let Some(reason) = suspended {
+                self.journal(
+                    run_id,
+                    self.ev(EventKind::Suspended, json!({"reason": reason})),
+                )?;
+                self.store.set_run_state(run_id, RunState::Suspended)?;
+                self.store.release_run(run_id, &self.owner)?;
+                self.say(&format!("⏸ run {run_id} is waiting for you: {reason}"));
+                return Ok(RunEnd::Suspended { reason });
+            }
+            if repairs > self.limits.repairs_max {
+                end_reason = format!("the model sent invalid tool arguments {repairs} times");
+                break;
+            }
+        }
+        self.say(&format!("  loop ended: {end_reason}"));
+        let outcome = self.reconcile(run_id, EndedBy::Loop)?;
+        Ok(RunEnd::Ended { outcome })
+    }
+
+    /// Interactive runs: final text with no manifest implies `{write → surface}` (§3.4); an
+    /// unsettled `write → surface` item receives the final text as its payload.
+    pub(super) fn final_text_to_surface(&self, run: &RunRecord, text: &str) -> HostResult<()> {
+        let view = self.view(&run.id)?;
+        if text.is_empty() {
+            return Ok(());
+        }
+        let target = match &view.manifest {
+            None if run.trigger == TriggerKind::Interactive => {
+                let m = Manifest {
+                    deliveries: vec![vouch_core::Delivery {
+                        id: "implied".into(),
+                        verb: Verb::Write,
+                        destination: Destination::new(DestinationKind::Surface, ""),
+                        object: None,
+                        confidence: vouch_core::Confidence::High,
+                        required: true,
+                        attendees: vec![],
+                    }],
+                    forbid: vec![],
+                    order: vec![],
+                };
+                self.journal(
+                    &run.id,
+                    self.ev(EventKind::ManifestImplied, json!({"manifest": m})),
+                )?;
+                self.preflight(run, &m, &m.deliveries[0])?;
+                Some("implied".to_string())
+            }
+            None => None,
+            Some(m) => m
+                .deliveries
+                .iter()
+                .find(|d| {
+                    d.verb == Verb::Write
+                        && d.destination.kind == DestinationKind::Surface
+                        && view.status_now(&d.id).is_none()
+                        && view
+                            .items
+                            .get(&d.id)
+                            .map(|i| i.open_attempt.is_none())
+                            .unwrap_or(true)
+                })
+                .map(|d| d.id.clone()),
+        };
+        if let Some(id) = target {
+            let call = ToolCall {
+                id: "final".into(),
+                name: "write".into(),
+                arguments: json!({"delivery": id, "payload": {"text": text}}).to_string(),
+            };
+            let res = self.handle_call(run, &call)?;
+            if !res.ok {
+                self.say(&format!("  final text not delivered: {}", res.text));
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn handle_call(&self, run: &RunRecord, call: &ToolCall) -> HostResult<CallResult> {
+        let args: Value = match serde_json::from_str(&call.arguments) {
+            Ok(v) => v,
+            Err(e) => {
+                return Ok(CallResult::err(format!(
+                    "invalid arguments for `{}`: {e}; send a JSON object",
+                    call.name
+                )))
+            }
+        };
+        match call.name.as_str() {
+            "declare" => self.declare(run, &args),
+            "clarify" => {
+                let q = args
+                    .get("question")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
+                self.clarify(run, &q, None)
+            }
+            name => {
+                if let Some(verb) = Verb::parse(name).or((name == "deliver").then_some(Verb::Write))
+                {
+                    self.propose(run, call, verb, name == "deliver", &args)
+                } else {
+                    self.work_tool(run, call, &args)
+                }
+            }
+        }
+    }
+
+    pub(super) fn work_tool(
+        &self,
+        run: &RunRecord,
+        call: &ToolCall,
+        args: &Value,
+    ) -> HostResult<CallResult> {
+        let view = self.view(&run.id)?;
+        // §3.4: no tool with an effect before the manifest. Work tools without effect may
+        // read, but we still require the manifest so intent is durable before work starts.
+        if view.manifest.is_none() {
+            self.reject(
+                run,
+                None,
+                "no_manifest",
+                "a tool was called before the manifest was declared",
+                call,
+            )?;
+            return Ok(CallResult::err("rejected: declare the manifest first"));
+        }
+        match self.work.call(&run.id, &run.spec, call, args) {
+            Some(Ok(text)) => Ok(CallResult::ok(text)),
+            Some(Err(e)) => Ok(CallResult::err(e)),
+            None => Ok(CallResult::err(format!("unknown tool `{}`", call.name))),
+        }
+    }
+
+    pub(super) fn reject(
+        &self,
+        run: &RunRecord,
+        delivery: Option<&str>,
+        code: &str,
+        reason: &str,
+        call: &ToolCall,
+    ) -> HostResult<()> {
+        self.say(&format!("  ✗ proposal rejected ({code}): {reason}"));
+        let body = json!({"code": code, "reason": reason, "call_id": call.id, "tool": call.name});
+        let ev = match delivery {
+            Some(d) => self.evd(EventKind::ProposalRejected, d, body),
+            None => self.ev(EventKind::ProposalRejected, body),
+        };
+        self.journal(&run.id, ev)
+    }
+}
