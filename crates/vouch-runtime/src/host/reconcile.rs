@@ -71,100 +71,32 @@ impl Host {
             }
         }
         let view = self.view(run_id)?;
-        let ids: Vec<String> = view
-            .manifest
-            .as_ref()
-            .map(|m| m.deliveries.iter().map(|d| d.id.clone()).collect())
-            .unwrap_or_default();
-        let statuses: Vec<(String, DeliveryStatus)> = ids
-            .iter()
-            .map(|id| {
-                let s = match view.final_status(id) {
-                    DeliveryStatus::Awaiting => DeliveryStatus::NotAttempted,
-                    s => s,
-                };
-                (id.clone(), s)
-            })
-            .collect();
-        let required = |id: &str| {
-            view.manifest
-                .as_ref()
-                .and_then(|m| m.delivery(id))
-                .map(|d| d.required)
-                .unwrap_or(true)
-        };
-        let items: Vec<(bool, DeliveryStatus)> =
-            statuses.iter().map(|(id, s)| (required(id), *s)).collect();
-        let outcome = forced.unwrap_or_else(|| vouch_core::outcome(&items));
-        let needs_you: Vec<String> = statuses
-            .iter()
-            .filter(|(id, s)| {
-                s.needs_person(
-                    view.items
-                        .get(id)
-                        .map(|i| i.connect_step.is_some())
-                        .unwrap_or(false),
-                )
-            })
-            .map(|(id, _)| id.clone())
-            .collect();
-        let irreversible_verified = statuses.iter().any(|(id, s)| {
-            *s == DeliveryStatus::Verified
-                && view.items.get(id).map(|i| i.irreversible).unwrap_or(false)
-        });
-        let sig = vouch_core::significance(
-            Some(outcome),
-            false,
-            !needs_you.is_empty(),
-            irreversible_verified,
-            false,
-        );
         let (spec_presence, quiet) = presence_of(&run);
         let presence = self
             .presence
             .as_ref()
             .and_then(|p| p.presence(&run, self.now()))
             .unwrap_or(spec_presence);
-        let route = vouch_core::route(sig, presence, quiet);
-        let mut view = view;
-        if forced == Some(vouch_core::Outcome::Missed) {
-            let slot = run
-                .scope
-                .rsplit_once('@')
-                .and_then(|(_, ms)| ms.parse::<i64>().ok())
-                .and_then(chrono::DateTime::from_timestamp_millis)
-                .map(|t| t.format("%Y-%m-%d %H:%M UTC").to_string())
-                .unwrap_or_else(|| run.scope.clone());
-            view.rejections.clear();
-            view.missed_note = Some(format!("The slot of {slot} passed its grace with nothing running (the machine was off, or `vouch serve` was not running)."));
-        }
-        let receipt = crate::receipt::render(
-            run_id,
-            run.trigger.as_str(),
+        let rec = terminal_record(
             &view,
-            &statuses,
-            Some(outcome),
-            Some(ended_by.as_str()),
-            &needs_you,
+            &TerminalFacts {
+                run_id,
+                trigger: run.trigger.as_str(),
+                scope: &run.scope,
+                ended_by,
+                forced,
+                presence,
+                quiet,
+            },
         );
-        let body = json!({
-            "outcome": outcome, "ended_by": ended_by,
-            "statuses": statuses.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
-            "needs_you": needs_you, "significance": sig, "route": route, "presence": presence, "quiet": quiet,
-        });
-        let outbox = (route == vouch_core::Route::Notify).then(|| NewOutbox {
-            dedup_key: format!("{run_id}:terminal"),
-            run_id: run_id.to_string(),
-            route: route.as_str().to_string(),
-            body: json!({"title": format!("vouch: {} — {}", outcome, view.title), "outcome": outcome, "significance": sig}),
-        });
+        let outcome = rec.outcome;
         let terminal = Terminal {
             outcome,
             ended_by,
-            receipt,
-            body,
+            receipt: rec.receipt,
+            body: rec.body,
             at_ms: self.now(),
-            outbox,
+            outbox: rec.outbox,
         };
         if let EndResult::Ended(_) = self.store.end_run(run_id, &terminal)? {
             self.crash_point("terminal", None)?;
@@ -194,5 +126,272 @@ impl Host {
             }
         }
         Ok(n)
+    }
+}
+
+/// What the reconciler needs besides the run's view: who the run is, how it ended, and who is
+/// around. Everything here is already read; the function below does no I/O.
+pub(crate) struct TerminalFacts<'a> {
+    pub run_id: &'a str,
+    pub trigger: &'a str,
+    /// The run's scope; for a missed slot it ends in `@<slot ms>`.
+    pub scope: &'a str,
+    pub ended_by: EndedBy,
+    /// An outcome imposed from outside (a missed slot, a cancel) instead of the folded one.
+    pub forced: Option<vouch_core::Outcome>,
+    pub presence: Presence,
+    pub quiet: bool,
+}
+
+/// The terminal record the reconciler writes (§9.2).
+// The host writes only outcome, receipt, body and outbox; the rest is what they were decided
+// from, kept so tests can check the decision itself rather than its rendering.
+#[derive(Debug, Clone)]
+#[allow(dead_code)]
+pub(crate) struct TerminalRecord {
+    pub statuses: Vec<(String, DeliveryStatus)>,
+    pub outcome: vouch_core::Outcome,
+    pub needs_you: Vec<String>,
+    pub significance: vouch_core::Significance,
+    pub route: vouch_core::Route,
+    pub receipt: String,
+    pub body: Value,
+    pub outbox: Option<NewOutbox>,
+}
+
+/// The reconciler's core, pure: from the settled view of a run to its terminal record
+/// (statuses, outcome, needs_you, significance, route, receipt). Kept free of the store so it
+/// can be tested on hand-built views and so there is exactly one place that decides these.
+pub(crate) fn terminal_record(view: &RunView, f: &TerminalFacts<'_>) -> TerminalRecord {
+    let ids: Vec<String> = view
+        .manifest
+        .as_ref()
+        .map(|m| m.deliveries.iter().map(|d| d.id.clone()).collect())
+        .unwrap_or_default();
+    let statuses: Vec<(String, DeliveryStatus)> = ids
+        .iter()
+        .map(|id| {
+            let s = match view.final_status(id) {
+                DeliveryStatus::Awaiting => DeliveryStatus::NotAttempted,
+                s => s,
+            };
+            (id.clone(), s)
+        })
+        .collect();
+    let required = |id: &str| {
+        view.manifest
+            .as_ref()
+            .and_then(|m| m.delivery(id))
+            .map(|d| d.required)
+            .unwrap_or(true)
+    };
+    let items: Vec<(bool, DeliveryStatus)> =
+        statuses.iter().map(|(id, s)| (required(id), *s)).collect();
+    let outcome = f.forced.unwrap_or_else(|| vouch_core::outcome(&items));
+    let needs_you: Vec<String> = statuses
+        .iter()
+        .filter(|(id, s)| {
+            s.needs_person(
+                view.items
+                    .get(id)
+                    .map(|i| i.connect_step.is_some())
+                    .unwrap_or(false),
+            )
+        })
+        .map(|(id, _)| id.clone())
+        .collect();
+    let irreversible_verified = statuses.iter().any(|(id, s)| {
+        *s == DeliveryStatus::Verified
+            && view.items.get(id).map(|i| i.irreversible).unwrap_or(false)
+    });
+    let sig = vouch_core::significance(
+        Some(outcome),
+        false,
+        !needs_you.is_empty(),
+        irreversible_verified,
+        false,
+    );
+    let route = vouch_core::route(sig, f.presence, f.quiet);
+    let mut view = view.clone();
+    if f.forced == Some(vouch_core::Outcome::Missed) {
+        let slot = f
+            .scope
+            .rsplit_once('@')
+            .and_then(|(_, ms)| ms.parse::<i64>().ok())
+            .and_then(chrono::DateTime::from_timestamp_millis)
+            .map(|t| t.format("%Y-%m-%d %H:%M UTC").to_string())
+            .unwrap_or_else(|| f.scope.to_string());
+        view.rejections.clear();
+        view.missed_note = Some(format!("The slot of {slot} passed its grace with nothing running (the machine was off, or `vouch serve` was not running)."));
+    }
+    let receipt = crate::receipt::render(
+        f.run_id,
+        f.trigger,
+        &view,
+        &statuses,
+        Some(outcome),
+        Some(f.ended_by.as_str()),
+        &needs_you,
+    );
+    let body = json!({
+        "outcome": outcome, "ended_by": f.ended_by,
+        "statuses": statuses.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
+        "needs_you": needs_you, "significance": sig, "route": route, "presence": f.presence, "quiet": f.quiet,
+    });
+    let outbox = (route == vouch_core::Route::Notify).then(|| NewOutbox {
+        dedup_key: format!("{}:terminal", f.run_id),
+        run_id: f.run_id.to_string(),
+        route: route.as_str().to_string(),
+        body: json!({"title": format!("vouch: {} — {}", outcome, view.title), "outcome": outcome, "significance": sig}),
+    });
+    TerminalRecord {
+        statuses,
+        outcome,
+        needs_you,
+        significance: sig,
+        route,
+        receipt,
+        body,
+        outbox,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::view::ItemView;
+    use vouch_core::{Confidence, Delivery, Destination, DestinationKind, Outcome, Verb};
+
+    fn delivery(id: &str, verb: Verb, kind: DestinationKind, required: bool) -> Delivery {
+        Delivery {
+            id: id.into(),
+            verb,
+            destination: Destination::new(kind, "x"),
+            object: None,
+            confidence: Confidence::High,
+            required,
+            attendees: vec![],
+        }
+    }
+
+    fn view_with(items: &[(Delivery, ItemView)]) -> RunView {
+        RunView {
+            manifest: Some(Manifest {
+                deliveries: items.iter().map(|(d, _)| d.clone()).collect(),
+                forbid: vec![],
+                order: vec![],
+            }),
+            items: items
+                .iter()
+                .map(|(d, i)| (d.id.clone(), i.clone()))
+                .collect(),
+            title: "test run".into(),
+            ..RunView::default()
+        }
+    }
+
+    fn settled(status: DeliveryStatus) -> ItemView {
+        ItemView {
+            status: Some(status),
+            ..ItemView::default()
+        }
+    }
+
+    fn facts(forced: Option<Outcome>, presence: Presence) -> TerminalFacts<'static> {
+        TerminalFacts {
+            run_id: "r1",
+            trigger: "manual",
+            scope: "brief@1764720000000",
+            ended_by: EndedBy::Loop,
+            forced,
+            presence,
+            quiet: false,
+        }
+    }
+
+    #[test]
+    fn all_required_verified_succeeds_and_needs_nobody() {
+        let v = view_with(&[
+            (
+                delivery("a", Verb::Save, DestinationKind::Folder, true),
+                settled(DeliveryStatus::Verified),
+            ),
+            (
+                delivery("b", Verb::Show, DestinationKind::Surface, true),
+                settled(DeliveryStatus::Verified),
+            ),
+        ]);
+        let rec = terminal_record(&v, &facts(None, Presence::Watching));
+        assert_eq!(rec.outcome, Outcome::Succeeded);
+        assert!(rec.needs_you.is_empty());
+        let ids: Vec<&str> = rec.statuses.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(ids, ["a", "b"], "statuses follow the manifest's order");
+        assert_eq!(rec.body["statuses"]["a"], json!("verified"));
+    }
+
+    #[test]
+    fn an_unknown_item_needs_the_person_and_is_not_success() {
+        let v = view_with(&[(
+            delivery("m", Verb::Send, DestinationKind::Email, true),
+            settled(DeliveryStatus::Unknown),
+        )]);
+        let rec = terminal_record(&v, &facts(None, Presence::Away));
+        assert_eq!(rec.needs_you, ["m"]);
+        assert_ne!(rec.outcome, Outcome::Succeeded);
+        assert_eq!(rec.body["significance"], json!(rec.significance));
+        assert_eq!(rec.body["needs_you"], json!(["m"]));
+    }
+
+    #[test]
+    fn an_item_still_awaiting_at_the_end_is_not_attempted() {
+        let v = view_with(&[(
+            delivery("m", Verb::Send, DestinationKind::Email, true),
+            ItemView {
+                awaiting: true,
+                ..ItemView::default()
+            },
+        )]);
+        let rec = terminal_record(&v, &facts(None, Presence::Nearby));
+        assert_eq!(
+            rec.statuses,
+            [("m".to_string(), DeliveryStatus::NotAttempted)]
+        );
+    }
+
+    #[test]
+    fn a_forced_missed_outcome_wins_and_names_the_slot_without_touching_the_view() {
+        let mut v = view_with(&[]);
+        v.rejections
+            .push("a rejection the missed receipt must not show".into());
+        let rec = terminal_record(&v, &facts(Some(Outcome::Missed), Presence::Away));
+        assert_eq!(rec.outcome, Outcome::Missed);
+        assert!(
+            rec.receipt.contains("2025-12-03 00:00 UTC"),
+            "{}",
+            rec.receipt
+        );
+        assert!(!rec.receipt.contains("a rejection the missed receipt"));
+        assert_eq!(v.rejections.len(), 1, "the caller's view is not changed");
+    }
+
+    #[test]
+    fn the_outbox_row_exists_exactly_when_the_route_notifies() {
+        for presence in [Presence::Watching, Presence::Nearby, Presence::Away] {
+            for status in [DeliveryStatus::Verified, DeliveryStatus::Unknown] {
+                let v = view_with(&[(
+                    delivery("m", Verb::Send, DestinationKind::Email, true),
+                    settled(status),
+                )]);
+                let rec = terminal_record(&v, &facts(None, presence));
+                assert_eq!(
+                    rec.outbox.is_some(),
+                    rec.route == vouch_core::Route::Notify,
+                    "{presence:?} {status:?}"
+                );
+                if let Some(o) = rec.outbox {
+                    assert_eq!(o.dedup_key, "r1:terminal");
+                }
+            }
+        }
     }
 }
