@@ -173,6 +173,9 @@ impl Host {
             )));
         }
         self.lease(run_id)?;
+        // The lease is renewed by elapsed time, not per turn: a renewal is a store commit, and
+        // renewing once a third of the lease has passed keeps it alive with room to spare.
+        let mut leased_at_ms = self.now();
         self.store.set_run_state(run_id, RunState::Running)?;
         let view = self.view(run_id)?;
         // Resume from the suspended step: execute an approved payload first (§7).
@@ -200,7 +203,10 @@ impl Host {
                 end_reason = format!("token budget of {} reached", self.limits.tokens_max);
                 break;
             }
-            self.lease(run_id)?;
+            if self.now() - leased_at_ms >= self.limits.lease_ms / 3 {
+                self.lease(run_id)?;
+                leased_at_ms = self.now();
+            }
             let messages = self.messages(&run)?;
             let turn: ModelTurn = match model.next_turn(&messages, &tools) {
                 Ok(t) => t,
