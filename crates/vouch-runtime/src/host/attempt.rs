@@ -132,23 +132,8 @@ impl Host {
         self.say(&format!("  → {} {} {}", d.id, d.verb, d.destination));
         let mut reply = provider.attempt(&req);
         self.crash_point("provider_effect", Some(&d.id))?;
-        let mut retries = 0;
-        while matches!(reply, AttemptReply::Lost { .. })
-            && key.is_some()
-            && provider.idempotent_by_key(&d.destination)
-            && retries < self.limits.key_retries_max
-        {
-            // Same key: the provider's deduplication makes the retry safe (§8.3).
-            retries += 1;
-            self.journal(
-                &run.id,
-                self.evd(
-                    EventKind::AttemptFinished,
-                    &d.id,
-                    json!({"reply": reply_json(&reply), "retrying_same_key": true}),
-                ),
-            )?;
-            reply = provider.attempt(&req);
+        if key.is_some() {
+            reply = self.retry_same_key(&run.id, &d.id, provider.as_ref(), &req, reply)?;
         }
         self.journal(
             &run.id,
@@ -162,6 +147,37 @@ impl Host {
         let (status, evidence, reason) = judge(&reply, &obs);
         self.settle(run, d, key.as_deref(), status, &evidence, &reason, posture)?;
         Ok(status)
+    }
+
+    /// The one same-key retry path (§8.3), used by a live attempt and by settling an attempt
+    /// a crash interrupted: while the reply was lost and the provider deduplicates by key,
+    /// try again with the same key, up to `key_retries_max` times. The caller has checked
+    /// that the act carries a ledger key.
+    pub(super) fn retry_same_key(
+        &self,
+        run_id: &str,
+        delivery: &str,
+        provider: &dyn Provider,
+        req: &AttemptRequest,
+        mut reply: AttemptReply,
+    ) -> HostResult<AttemptReply> {
+        let mut retries = 0;
+        while matches!(reply, AttemptReply::Lost { .. })
+            && provider.idempotent_by_key(&req.destination)
+            && retries < self.limits.key_retries_max
+        {
+            retries += 1;
+            self.journal(
+                run_id,
+                self.evd(
+                    EventKind::AttemptFinished,
+                    delivery,
+                    json!({"reply": reply_json(&reply), "retrying_same_key": true}),
+                ),
+            )?;
+            reply = provider.attempt(req);
+        }
+        Ok(reply)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -272,6 +288,7 @@ impl Host {
                     // Retry with the same key: the provider deduplicates (§8.3).
                     self.journal(&run.id, self.evd(EventKind::AttemptStarted, id, json!({"payload_hash": open.payload_hash, "payload": open.payload, "key": open.key, "posture": posture, "retry_same_key": true})))?;
                     let reply = provider.attempt(&req);
+                    let reply = self.retry_same_key(&run.id, id, provider.as_ref(), &req, reply)?;
                     self.journal(
                         &run.id,
                         self.evd(
