@@ -73,20 +73,27 @@ impl RunView {
     pub fn from_journal(entries: &[JournalEntry]) -> RunView {
         let mut v = RunView::default();
         for e in entries {
-            if v.first_ms == 0 {
-                v.first_ms = e.at_ms;
-            }
-            v.last_ms = e.at_ms;
             v.apply(e);
         }
         v
+    }
+
+    /// Fold one more journal entry into the view. Folding a journal entry by entry from any
+    /// prefix's view gives the same view as folding it whole, so a drive can keep its view
+    /// current by applying each event it appends instead of re-reading the journal.
+    pub fn apply(&mut self, e: &JournalEntry) {
+        if self.first_ms == 0 {
+            self.first_ms = e.at_ms;
+        }
+        self.last_ms = e.at_ms;
+        self.apply_body(e);
     }
 
     pub fn item(&mut self, id: &str) -> &mut ItemView {
         self.items.entry(id.to_string()).or_default()
     }
 
-    fn apply(&mut self, e: &JournalEntry) {
+    fn apply_body(&mut self, e: &JournalEntry) {
         let b = &e.body;
         let str_of = |k: &str| b.get(k).and_then(Value::as_str).unwrap_or("").to_string();
         let d = e.delivery.clone().unwrap_or_default();
@@ -302,5 +309,65 @@ impl RunView {
 
     pub fn status_now(&self, id: &str) -> Option<DeliveryStatus> {
         self.items.get(id).and_then(|i| i.status)
+    }
+}
+
+#[cfg(test)]
+mod fold_props {
+    use super::*;
+    use proptest::prelude::*;
+    use vouch_store::EventKind;
+
+    fn entry(seq: i64, kind: EventKind, delivery: Option<&str>, status: &str) -> JournalEntry {
+        JournalEntry {
+            run_id: "r".into(),
+            seq,
+            kind,
+            delivery: delivery.map(str::to_string),
+            body: serde_json::json!({"status": status, "title": "t", "reason": "why",
+                "evidence": "e", "key": "k", "payload_hash": "h", "text": "x"}),
+            at_ms: 1_000 + seq,
+            prev_hash: String::new(),
+            hash: String::new(),
+        }
+    }
+
+    fn journal() -> impl Strategy<Value = Vec<JournalEntry>> {
+        let kinds = prop::sample::select(vec![
+            EventKind::RunCreated,
+            EventKind::Turn,
+            EventKind::ToolCalled,
+            EventKind::ApprovalRequested,
+            EventKind::ApprovalGranted,
+            EventKind::ApprovalDenied,
+            EventKind::AttemptStarted,
+            EventKind::AttemptFinished,
+            EventKind::Evidence,
+            EventKind::Suspended,
+            EventKind::Resumed,
+        ]);
+        let delivery = prop::sample::select(vec![None, Some("d1"), Some("d2")]);
+        let status = prop::sample::select(vec!["verified", "failed", "unknown", "declined"]);
+        prop::collection::vec((kinds, delivery, status), 0..40).prop_map(|v| {
+            v.into_iter()
+                .enumerate()
+                .map(|(i, (k, d, s))| entry(i as i64 + 1, k, d, s))
+                .collect()
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn folding_incrementally_from_any_prefix_equals_folding_whole(
+            j in journal(),
+            cut in 0usize..41,
+        ) {
+            let cut = cut.min(j.len());
+            let mut v = RunView::from_journal(&j[..cut]);
+            for e in &j[cut..] {
+                v.apply(e);
+            }
+            prop_assert_eq!(v, RunView::from_journal(&j));
+        }
     }
 }
