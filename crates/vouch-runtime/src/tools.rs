@@ -43,14 +43,13 @@ impl WorkTools for StandardTools {
         match call.name.as_str() {
             "read_file" => {
                 let path = args.get("path").and_then(Value::as_str).unwrap_or("");
-                Some(match self.folder.resolve(path) {
-                    None => Err(format!("`{path}` is outside the allowed folder")),
-                    Some(p) => std::fs::read(&p)
-                        .map(|b| {
-                            String::from_utf8_lossy(&b[..b.len().min(READ_BYTES_MAX)]).into_owned()
-                        })
+                Some(
+                    self.folder
+                        .root()
+                        .read(path, READ_BYTES_MAX)
+                        .map(|b| String::from_utf8_lossy(&b).into_owned())
                         .map_err(|e| format!("cannot read `{path}`: {e}")),
-                })
+                )
             }
             "write_artifact" => {
                 let name = args.get("name").and_then(Value::as_str).unwrap_or("");
