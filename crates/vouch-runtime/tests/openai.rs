@@ -93,6 +93,7 @@ impl StandIn {
         c.max_retries = 3;
         c.backoff_base_ms = 1;
         c.backoff_max_ms = 60_000;
+        c.retry_after_max_ms = 60_000;
         c
     }
 }
@@ -358,6 +359,34 @@ fn rate_limit_then_success_is_retried_honouring_retry_after() {
 }
 
 #[test]
+fn retry_after_longer_than_the_backoff_cap_is_honoured_up_to_its_own_cap() {
+    // Regression: Retry-After was cut at the 30 s backoff cap with no way to raise it.
+    let server = StandIn::start(vec![
+        Reply::Http {
+            status: 429,
+            headers: vec![("Retry-After", "90".into())],
+            body: json!({"error": {"message": "slow down"}}).to_string(),
+        },
+        Reply::Http {
+            status: 503,
+            headers: vec![("Retry-After", "45".into())],
+            body: String::new(),
+        },
+        ok(completion(json!({"role": "assistant", "content": "Hi."}))),
+    ]);
+    let mut config = server.config();
+    config.backoff_max_ms = 30_000;
+    config.retry_after_max_ms = 120_000;
+    let (mut m, sleeps) = model(config);
+    m.next_turn(&hello(), &[]).unwrap();
+    assert_eq!(server.requests().len(), 3);
+    assert_eq!(
+        *sleeps.lock().unwrap(),
+        [Duration::from_secs(90), Duration::from_secs(45)]
+    );
+}
+
+#[test]
 fn retry_after_is_capped() {
     let server = StandIn::start(vec![
         Reply::Http {
@@ -368,7 +397,7 @@ fn retry_after_is_capped() {
         ok(completion(json!({"role": "assistant", "content": "Hi."}))),
     ]);
     let mut config = server.config();
-    config.backoff_max_ms = 2_000;
+    config.retry_after_max_ms = 2_000;
     let (mut m, sleeps) = model(config);
     m.next_turn(&hello(), &[]).unwrap();
     assert_eq!(*sleeps.lock().unwrap(), [Duration::from_millis(2_000)]);

@@ -39,8 +39,11 @@ pub struct OpenAiConfig {
     pub max_retries: u32,
     /// First backoff delay; doubled on each retry.
     pub backoff_base_ms: u64,
-    /// Cap on any single backoff delay, including one asked for by `Retry-After`.
+    /// Cap on any single backoff delay vouch chooses itself.
     pub backoff_max_ms: u64,
+    /// Cap on a delay the server asks for with `Retry-After`; honoured up to this, so a
+    /// provider that says "come back in 60 s" is not asked again after 30 and refused again.
+    pub retry_after_max_ms: u64,
     /// `max_tokens` sent with each request; `None` leaves it to the provider.
     pub max_tokens: Option<u32>,
 }
@@ -56,6 +59,7 @@ impl fmt::Debug for OpenAiConfig {
             .field("max_retries", &self.max_retries)
             .field("backoff_base_ms", &self.backoff_base_ms)
             .field("backoff_max_ms", &self.backoff_max_ms)
+            .field("retry_after_max_ms", &self.retry_after_max_ms)
             .field("max_tokens", &self.max_tokens)
             .finish()
     }
@@ -83,6 +87,7 @@ pub const ENV_API_KEY: &str = "VOUCH_API_KEY";
 pub const ENV_TIMEOUT_MS: &str = "VOUCH_MODEL_TIMEOUT_MS";
 pub const ENV_MAX_RETRIES: &str = "VOUCH_MODEL_MAX_RETRIES";
 pub const ENV_MAX_TOKENS: &str = "VOUCH_MODEL_MAX_TOKENS";
+pub const ENV_RETRY_AFTER_MAX_S: &str = "VOUCH_MODEL_RETRY_AFTER_MAX_S";
 
 const URL_HINT: &str = "set it to the provider's OpenAI-compatible base URL, e.g. \
 http://127.0.0.1:8080/v1 (llama.cpp, vLLM), http://127.0.0.1:11434/v1 (Ollama) or \
@@ -93,12 +98,14 @@ qwen2.5:7b; or pass --script FILE";
 /// Bounds on the optional numeric settings, so a typo cannot ask for a week-long timeout.
 const TIMEOUT_MS_MAX: u64 = 60 * 60 * 1000;
 const MAX_RETRIES_MAX: u32 = 20;
+const RETRY_AFTER_MAX_S_MAX: u64 = 60 * 60;
 
 impl OpenAiConfig {
     pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
     pub const DEFAULT_MAX_RETRIES: u32 = 3;
     pub const DEFAULT_BACKOFF_BASE_MS: u64 = 500;
     pub const DEFAULT_BACKOFF_MAX_MS: u64 = 30_000;
+    pub const DEFAULT_RETRY_AFTER_MAX_MS: u64 = 120_000;
 
     /// A config with the default limits and no API key.
     pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
@@ -110,13 +117,15 @@ impl OpenAiConfig {
             max_retries: Self::DEFAULT_MAX_RETRIES,
             backoff_base_ms: Self::DEFAULT_BACKOFF_BASE_MS,
             backoff_max_ms: Self::DEFAULT_BACKOFF_MAX_MS,
+            retry_after_max_ms: Self::DEFAULT_RETRY_AFTER_MAX_MS,
             max_tokens: None,
         }
     }
 
     /// Reads `VOUCH_MODEL_URL` and `VOUCH_MODEL` (required), `VOUCH_API_KEY` (optional), and
     /// the optional limits `VOUCH_MODEL_TIMEOUT_MS`, `VOUCH_MODEL_MAX_RETRIES`,
-    /// `VOUCH_MODEL_MAX_TOKENS`. An empty value counts as unset.
+    /// `VOUCH_MODEL_MAX_TOKENS`, `VOUCH_MODEL_RETRY_AFTER_MAX_S`. An empty value counts as
+    /// unset.
     pub fn from_env() -> Result<Self, OpenAiConfigError> {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
@@ -151,6 +160,10 @@ impl OpenAiConfig {
         }
         if let Some(v) = get(ENV_MAX_RETRIES) {
             config.max_retries = parse_bounded(ENV_MAX_RETRIES, &v, 0, MAX_RETRIES_MAX)?;
+        }
+        if let Some(v) = get(ENV_RETRY_AFTER_MAX_S) {
+            let secs: u64 = parse_bounded(ENV_RETRY_AFTER_MAX_S, &v, 0, RETRY_AFTER_MAX_S_MAX)?;
+            config.retry_after_max_ms = secs * 1000;
         }
         if let Some(v) = get(ENV_MAX_TOKENS) {
             config.max_tokens = Some(parse_bounded(ENV_MAX_TOKENS, &v, 1, u32::MAX)?);
@@ -577,7 +590,7 @@ impl Model for OpenAiModel {
                         return Err(ModelError::Unavailable { attempts, last });
                     }
                     let delay_ms = match retry_after_ms {
-                        Some(ms) => ms.min(self.config.backoff_max_ms),
+                        Some(ms) => ms.min(self.config.retry_after_max_ms),
                         None => self.backoff_ms(attempts - 1),
                     };
                     (self.sleep)(Duration::from_millis(delay_ms));
@@ -658,6 +671,22 @@ mod tests {
         let body = json!({"error": {"message": "model overloaded"}});
         let err = parse_response(body.to_string().as_bytes(), 0).expect_err("no choices");
         assert!(err.to_string().contains("model overloaded"), "{err}");
+    }
+
+    #[test]
+    fn retry_after_cap_is_read_in_seconds_and_bounded() {
+        let env = |v: &'static str| {
+            move |k: &str| match k {
+                ENV_URL => Some("http://h/v1".to_string()),
+                ENV_MODEL => Some("m".to_string()),
+                ENV_RETRY_AFTER_MAX_S => Some(v.to_string()),
+                _ => None,
+            }
+        };
+        let c = OpenAiConfig::from_lookup(env("300")).expect("valid");
+        assert_eq!(c.retry_after_max_ms, 300_000);
+        let err = OpenAiConfig::from_lookup(env("86400")).expect_err("a day is too long");
+        assert!(err.to_string().contains(ENV_RETRY_AFTER_MAX_S), "{err}");
     }
 
     #[test]
