@@ -263,6 +263,11 @@ impl OpenAiModel {
             Ok(response) if response.status() == 200 => read_limited(response, RESPONSE_BYTES_MAX)
                 .map_err(|e| match e {
                     ReadError::Io(e) => Failure::Retry {
+                        cause: if is_timeout(&e) {
+                            RetryCause::Timeout
+                        } else {
+                            RetryCause::Unreachable
+                        },
                         last: format!("reading the response failed: {e}"),
                         retry_after_ms: None,
                     },
@@ -290,21 +295,19 @@ impl OpenAiModel {
                 let message = error_message(response);
                 if status == 429 || status == 408 || (500..=599).contains(&status) {
                     Err(Failure::Retry {
+                        cause: RetryCause::Server,
                         last: format!("HTTP {status}: {message}"),
                         retry_after_ms,
                     })
                 } else {
-                    let hint = match status {
-                        401 | 403 => format!(" (check {ENV_API_KEY})"),
-                        404 => format!(
-                            " (check {ENV_URL}, usually ending in /v1, and {ENV_MODEL}={:?})",
-                            self.config.model
-                        ),
-                        _ => String::new(),
-                    };
-                    Err(Failure::Fatal(ModelError::Rejected(format!(
-                        "HTTP {status}: {message}{hint}"
-                    ))))
+                    Err(Failure::Fatal(match status {
+                        401 | 403 => ModelError::Unauthorized { status, message },
+                        404 => ModelError::NotFound {
+                            model: self.config.model.clone(),
+                            message,
+                        },
+                        _ => ModelError::BadRequest { status, message },
+                    }))
                 }
             }
             Err(ureq::Error::Transport(t)) => {
@@ -321,7 +324,15 @@ impl OpenAiModel {
                         format!("the provider did not answer in HTTP: {text}"),
                     ))),
                     K::Dns | K::ConnectionFailed | K::Io | K::ProxyConnect | K::HTTP => {
+                        let timed_out = std::error::Error::source(&t)
+                            .and_then(|e| e.downcast_ref::<std::io::Error>())
+                            .is_some_and(is_timeout);
                         Err(Failure::Retry {
+                            cause: if timed_out {
+                                RetryCause::Timeout
+                            } else {
+                                RetryCause::Unreachable
+                            },
                             last: text,
                             retry_after_ms: None,
                         })
@@ -332,8 +343,24 @@ impl OpenAiModel {
     }
 }
 
+fn is_timeout(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+    )
+}
+
+/// What kept failing, so the final error names the cause.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RetryCause {
+    Unreachable,
+    Timeout,
+    Server,
+}
+
 enum Failure {
     Retry {
+        cause: RetryCause,
         last: String,
         retry_after_ms: Option<u64>,
     },
@@ -583,11 +610,19 @@ impl Model for OpenAiModel {
                 Ok(bytes) => return parse_response(&bytes, messages.len()),
                 Err(Failure::Fatal(e)) => return Err(e),
                 Err(Failure::Retry {
+                    cause,
                     last,
                     retry_after_ms,
                 }) => {
                     if attempts >= attempts_max {
-                        return Err(ModelError::Unavailable { attempts, last });
+                        return Err(match cause {
+                            RetryCause::Unreachable => ModelError::Unreachable { attempts, last },
+                            RetryCause::Timeout => ModelError::Timeout {
+                                attempts,
+                                timeout_ms: self.config.timeout_ms,
+                            },
+                            RetryCause::Server => ModelError::Unavailable { attempts, last },
+                        });
                     }
                     let delay_ms = match retry_after_ms {
                         Some(ms) => ms.min(self.config.retry_after_max_ms),
