@@ -14,6 +14,7 @@ pub mod outbound;
 pub mod provider;
 pub mod receipt;
 pub mod scheduler;
+pub mod schemas;
 pub mod scripted;
 pub mod tools;
 pub mod view;

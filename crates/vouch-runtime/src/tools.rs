@@ -5,7 +5,7 @@
 use crate::host::WorkTools;
 use crate::model::{ToolCall, ToolSpec};
 use crate::provider::FolderProvider;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::path::PathBuf;
 
 /// Bytes a `read_file` returns at most.
@@ -22,13 +22,13 @@ impl WorkTools for StandardTools {
             ToolSpec {
                 name: "read_file".into(),
                 description: "Read a text file from the allowed folder.".into(),
-                parameters: json!({"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}),
+                parameters: crate::schemas::read_file(),
             },
             ToolSpec {
                 name: "write_artifact".into(),
                 description:
                     "Write a working artifact (notes, drafts) for this run; not a delivery.".into(),
-                parameters: json!({"type":"object","properties":{"name":{"type":"string"},"text":{"type":"string"}},"required":["name","text"]}),
+                parameters: crate::schemas::write_artifact(),
             },
         ]
     }
