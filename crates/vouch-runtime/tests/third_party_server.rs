@@ -47,7 +47,7 @@ fn start(master_key: &str) -> Proxy {
     std::fs::write(
         &config,
         format!(
-            "model_list:\n  - model_name: test-model\n    litellm_params:\n      model: openai/test-model\n      api_key: unused\n      mock_response: \"Hi from the proxy.\"\ngeneral_settings:\n  master_key: {master_key}\n"
+            "model_list:\n  - model_name: test-model\n    litellm_params:\n      model: openai/test-model\n      api_key: unused\n      mock_response: \"Hi from the proxy.\"\n  - model_name: tool-model\n    litellm_params:\n      model: openai/tool-model\n      api_key: unused\n      mock_response: \"\"\n      mock_tool_calls:\n        - id: call_1\n          type: function\n          function:\n            name: declare\n            arguments: '{{\"deliveries\": [], \"forbid\": null, \"order\": null}}'\ngeneral_settings:\n  master_key: {master_key}\n"
         ),
     )
     .unwrap();
@@ -91,6 +91,34 @@ fn a_turn_against_litellms_proxy_completes_and_an_unknown_model_is_refused() {
     let turn = m.next_turn(&hello(), &[]).expect("a completion");
     assert_eq!(turn.content.as_deref(), Some("Hi from the proxy."));
     assert!(turn.tool_calls.is_empty());
+
+    // A tool call comes back with its arguments, and the tool's answer goes back in.
+    let mut tc = config.clone();
+    tc.model = "tool-model".into();
+    let mut m = OpenAiModel::new(tc);
+    let tools = vec![vouch_runtime::model::ToolSpec {
+        name: "declare".into(),
+        description: "Declare the manifest.".into(),
+        parameters: vouch_runtime::schemas::declare(),
+    }];
+    let turn = m.next_turn(&hello(), &tools).expect("a tool call");
+    assert_eq!(turn.tool_calls.len(), 1, "{turn:?}");
+    assert_eq!(turn.tool_calls[0].name, "declare");
+    let args: serde_json::Value = serde_json::from_str(&turn.tool_calls[0].arguments).unwrap();
+    let manifest: vouch_core::Manifest =
+        serde_json::from_value(vouch_runtime::schemas::without_nulls(&args)).unwrap();
+    assert!(manifest.deliveries.is_empty());
+    let mut msgs = hello();
+    msgs.push(ChatMessage::Assistant {
+        content: None,
+        tool_calls: turn.tool_calls.clone(),
+    });
+    msgs.push(ChatMessage::Tool {
+        tool_call_id: turn.tool_calls[0].id.clone(),
+        content: "manifest accepted".into(),
+    });
+    m.next_turn(&msgs, &tools)
+        .expect("the proxy takes the tool result");
 
     // A model the proxy does not serve is refused, typed, and not retried.
     config.model = "no-such-model".into();
