@@ -9,6 +9,13 @@ if ! python3 -c "import aiosmtpd, dbus_next" 2>/dev/null; then
   echo "installing aiosmtpd and dbus-next for the SMTP and D-Bus tests"
   python3 -m pip install --quiet --disable-pip-version-check aiosmtpd dbus-next
 fi
+# The model client's third-party server test runs LiteLLM's proxy (mock responses) from a
+# repo-local virtual environment, created only when it is missing.
+if [ ! -x target/venv/bin/litellm ]; then
+  echo "creating target/venv with LiteLLM's proxy for the model client tests"
+  python3 -m venv target/venv
+  target/venv/bin/pip install --quiet --disable-pip-version-check "litellm[proxy]"
+fi
 # The PostgreSQL store's tests use the local server (127.0.0.1:5432, database `test`).
 if command -v pg_isready >/dev/null && ! pg_isready -q -h 127.0.0.1 -p 5432; then
   echo "starting PostgreSQL for the store tests"

@@ -1,8 +1,9 @@
 //! Providers: the host's hands. Each attempt returns the provider's own answer; the host
 //! then observes the effect itself (§6) — the provider's success flag never decides a status.
 
+use crate::fsroot::{FolderRoot, RootError};
 use std::collections::HashMap;
-use std::path::{Component, Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Mutex;
 use vouch_core::{sha256_hex, Destination, DestinationKind, Verb};
 
@@ -63,32 +64,23 @@ pub fn payload_text(payload: &serde_json::Value) -> String {
 }
 
 /// `folder`: files under a configured root. `save`/`write` write the payload text,
-/// `delete` removes the file; a path that escapes the root is refused.
+/// `delete` removes the file; every name is resolved beneath the root (see `fsroot`), so
+/// neither `..`, an absolute name nor a symlink can reach a file outside it.
 #[derive(Debug, Clone)]
 pub struct FolderProvider {
-    root: PathBuf,
+    root: FolderRoot,
 }
 
 impl FolderProvider {
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        FolderProvider { root: root.into() }
+        FolderProvider {
+            root: FolderRoot::new(root),
+        }
     }
 
-    /// Resolve an address inside the root; `None` if it would escape it.
-    pub fn resolve(&self, address: &str) -> Option<PathBuf> {
-        let rel = Path::new(address);
-        if address.is_empty() || rel.is_absolute() {
-            return None;
-        }
-        let mut out = self.root.clone();
-        for c in rel.components() {
-            match c {
-                Component::Normal(p) => out.push(p),
-                Component::CurDir => {}
-                _ => return None,
-            }
-        }
-        Some(out)
+    /// The root, for work tools that read beneath it.
+    pub fn root(&self) -> &FolderRoot {
+        &self.root
     }
 }
 
@@ -100,63 +92,43 @@ impl Provider for FolderProvider {
         false
     }
     fn exists(&self, dest: &Destination) -> bool {
-        self.resolve(&dest.address)
-            .map(|p| p.exists())
-            .unwrap_or(false)
+        self.root.exists(&dest.address)
     }
     fn attempt(&self, req: &AttemptRequest) -> AttemptReply {
-        let Some(path) = self.resolve(&req.destination.address) else {
-            return AttemptReply::Rejected {
-                reason: format!(
-                    "path `{}` is outside the folder root",
-                    req.destination.address
-                ),
-            };
-        };
+        let name = &req.destination.address;
         let result = match req.verb {
-            Verb::Delete => std::fs::remove_file(&path),
-            _ => {
-                let text = payload_text(&req.payload);
-                let parent_ok = match path.parent() {
-                    Some(parent) => std::fs::create_dir_all(parent),
-                    None => Ok(()),
-                };
-                // Write to a temporary name, fsync, rename: the file is whole or absent.
-                parent_ok.and_then(|_| {
-                    let tmp = path.with_extension("vouch-tmp");
-                    std::fs::write(&tmp, text.as_bytes())?;
-                    std::fs::File::open(&tmp)?.sync_all()?;
-                    std::fs::rename(&tmp, &path)
-                })
-            }
+            Verb::Delete => self.root.remove(name),
+            _ => self
+                .root
+                .write_atomic(name, payload_text(&req.payload).as_bytes()),
         };
-        match result {
-            Ok(()) => AttemptReply::Accepted {
+        match result.and_then(|()| self.root.display_path(name)) {
+            Ok(path) => AttemptReply::Accepted {
                 reference: path.display().to_string(),
             },
             Err(e) => AttemptReply::Rejected {
-                reason: format!("{}: {e}", req.destination.address),
+                reason: e.to_string(),
             },
         }
     }
     fn observe(&self, req: &AttemptRequest, _reply: Option<&AttemptReply>) -> Observation {
-        let Some(path) = self.resolve(&req.destination.address) else {
-            return Observation::Absent {
-                reason: "path outside the folder root".into(),
-            };
-        };
+        let name = &req.destination.address;
         if req.verb == Verb::Delete {
-            return if path.exists() {
-                Observation::Absent {
+            return match self.root.read(name, 0) {
+                Err(e) if e.is_not_found() => Observation::Present {
+                    evidence: format!("{name} is gone"),
+                },
+                Err(e @ (RootError::Outside { .. } | RootError::Escapes { .. })) => {
+                    Observation::Absent {
+                        reason: e.to_string(),
+                    }
+                }
+                Ok(_) | Err(_) => Observation::Absent {
                     reason: "the file is still there".into(),
-                }
-            } else {
-                Observation::Present {
-                    evidence: format!("{} is gone", req.destination.address),
-                }
+                },
             };
         }
-        match std::fs::read(&path) {
+        match self.root.read(name, usize::MAX) {
             Ok(bytes) => {
                 let want = sha256_hex(payload_text(&req.payload).as_bytes());
                 let got = sha256_hex(&bytes);
@@ -168,6 +140,11 @@ impl Provider for FolderProvider {
                     Observation::Absent {
                         reason: "the file on disk does not match the payload".into(),
                     }
+                }
+            }
+            Err(e @ (RootError::Outside { .. } | RootError::Escapes { .. })) => {
+                Observation::Absent {
+                    reason: e.to_string(),
                 }
             }
             Err(_) => Observation::Absent {

@@ -5,7 +5,7 @@
 use crate::host::WorkTools;
 use crate::model::{ToolCall, ToolSpec};
 use crate::provider::FolderProvider;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::path::PathBuf;
 
 /// Bytes a `read_file` returns at most.
@@ -22,13 +22,13 @@ impl WorkTools for StandardTools {
             ToolSpec {
                 name: "read_file".into(),
                 description: "Read a text file from the allowed folder.".into(),
-                parameters: json!({"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}),
+                parameters: crate::schemas::read_file(),
             },
             ToolSpec {
                 name: "write_artifact".into(),
                 description:
                     "Write a working artifact (notes, drafts) for this run; not a delivery.".into(),
-                parameters: json!({"type":"object","properties":{"name":{"type":"string"},"text":{"type":"string"}},"required":["name","text"]}),
+                parameters: crate::schemas::write_artifact(),
             },
         ]
     }
@@ -43,14 +43,13 @@ impl WorkTools for StandardTools {
         match call.name.as_str() {
             "read_file" => {
                 let path = args.get("path").and_then(Value::as_str).unwrap_or("");
-                Some(match self.folder.resolve(path) {
-                    None => Err(format!("`{path}` is outside the allowed folder")),
-                    Some(p) => std::fs::read(&p)
-                        .map(|b| {
-                            String::from_utf8_lossy(&b[..b.len().min(READ_BYTES_MAX)]).into_owned()
-                        })
+                Some(
+                    self.folder
+                        .root()
+                        .read(path, READ_BYTES_MAX)
+                        .map(|b| String::from_utf8_lossy(&b).into_owned())
                         .map_err(|e| format!("cannot read `{path}`: {e}")),
-                })
+                )
             }
             "write_artifact" => {
                 let name = args.get("name").and_then(Value::as_str).unwrap_or("");

@@ -22,6 +22,8 @@ enum Reply {
     },
     /// Read the request, then close without answering.
     Hangup,
+    /// Read the request, then say nothing until the client gives up and closes.
+    Stall,
 }
 
 fn ok(body: Value) -> Reply {
@@ -93,6 +95,7 @@ impl StandIn {
         c.max_retries = 3;
         c.backoff_base_ms = 1;
         c.backoff_max_ms = 60_000;
+        c.retry_after_max_ms = 60_000;
         c
     }
 }
@@ -145,6 +148,10 @@ fn serve(stream: TcpStream, reply: Reply, log: &Mutex<Vec<Request>>) {
     let mut stream = stream;
     match reply {
         Reply::Hangup => {}
+        Reply::Stall => {
+            // Blocks until the client closes its end (its timeout) or the read timeout.
+            let _ = stream.read(&mut [0u8; 1]);
+        }
         Reply::Http {
             status,
             headers,
@@ -358,6 +365,34 @@ fn rate_limit_then_success_is_retried_honouring_retry_after() {
 }
 
 #[test]
+fn retry_after_longer_than_the_backoff_cap_is_honoured_up_to_its_own_cap() {
+    // Regression: Retry-After was cut at the 30 s backoff cap with no way to raise it.
+    let server = StandIn::start(vec![
+        Reply::Http {
+            status: 429,
+            headers: vec![("Retry-After", "90".into())],
+            body: json!({"error": {"message": "slow down"}}).to_string(),
+        },
+        Reply::Http {
+            status: 503,
+            headers: vec![("Retry-After", "45".into())],
+            body: String::new(),
+        },
+        ok(completion(json!({"role": "assistant", "content": "Hi."}))),
+    ]);
+    let mut config = server.config();
+    config.backoff_max_ms = 30_000;
+    config.retry_after_max_ms = 120_000;
+    let (mut m, sleeps) = model(config);
+    m.next_turn(&hello(), &[]).unwrap();
+    assert_eq!(server.requests().len(), 3);
+    assert_eq!(
+        *sleeps.lock().unwrap(),
+        [Duration::from_secs(90), Duration::from_secs(45)]
+    );
+}
+
+#[test]
 fn retry_after_is_capped() {
     let server = StandIn::start(vec![
         Reply::Http {
@@ -368,7 +403,7 @@ fn retry_after_is_capped() {
         ok(completion(json!({"role": "assistant", "content": "Hi."}))),
     ]);
     let mut config = server.config();
-    config.backoff_max_ms = 2_000;
+    config.retry_after_max_ms = 2_000;
     let (mut m, sleeps) = model(config);
     m.next_turn(&hello(), &[]).unwrap();
     assert_eq!(*sleeps.lock().unwrap(), [Duration::from_millis(2_000)]);
@@ -409,13 +444,17 @@ fn unauthorized_is_rejected_with_the_servers_message_and_not_retried() {
     let (mut m, sleeps) = model(server.config());
     let err = m.next_turn(&hello(), &[]).unwrap_err();
     match &err {
-        ModelError::Rejected(msg) => {
-            assert!(msg.contains("Incorrect API key provided"), "{msg}");
-            assert!(msg.contains("401"), "{msg}");
-            assert!(msg.contains("VOUCH_API_KEY"), "{msg}");
+        ModelError::Unauthorized { status, message } => {
+            assert_eq!(*status, 401);
+            assert!(message.contains("Incorrect API key provided"), "{message}");
         }
-        other => panic!("expected Rejected, got {other:?}"),
+        other => panic!("expected Unauthorized, got {other:?}"),
     }
+    let text = err.to_string();
+    assert!(
+        text.contains("401") && text.contains("VOUCH_API_KEY"),
+        "{text}"
+    );
     assert_eq!(server.requests().len(), 1);
     assert!(sleeps.lock().unwrap().is_empty());
 }
@@ -429,7 +468,56 @@ fn ollama_style_error_body_is_quoted() {
     let (mut m, _) = model(server.config());
     let err = m.next_turn(&hello(), &[]).unwrap_err();
     assert!(
-        matches!(&err, ModelError::Rejected(msg) if msg.contains("try pulling it first")),
+        matches!(&err, ModelError::NotFound { message, model } if message.contains("try pulling it first") && model == "test-model"),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("VOUCH_MODEL_URL"), "{err}");
+}
+
+#[test]
+fn bad_request_is_its_own_cause_and_not_retried() {
+    let server = StandIn::start(vec![status(
+        400,
+        json!({"error": {"message": "tools[0].function.parameters: array schema missing items"}})
+            .to_string(),
+    )]);
+    let (mut m, sleeps) = model(server.config());
+    let err = m.next_turn(&hello(), &[]).unwrap_err();
+    assert!(
+        matches!(&err, ModelError::BadRequest { status: 400, message } if message.contains("missing items")),
+        "{err:?}"
+    );
+    assert_eq!(server.requests().len(), 1);
+    assert!(sleeps.lock().unwrap().is_empty());
+}
+
+#[test]
+fn forbidden_is_a_credentials_cause() {
+    let server = StandIn::start(vec![status(403, json!({"error": "no"}).to_string())]);
+    let (mut m, _) = model(server.config());
+    let err = m.next_turn(&hello(), &[]).unwrap_err();
+    assert!(
+        matches!(err, ModelError::Unauthorized { status: 403, .. }),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn a_server_that_never_answers_ends_in_timeout() {
+    let server = StandIn::start(vec![Reply::Stall]);
+    let mut config = server.config();
+    config.timeout_ms = 300;
+    config.max_retries = 0;
+    let (mut m, _) = model(config);
+    let err = m.next_turn(&hello(), &[]).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ModelError::Timeout {
+                attempts: 1,
+                timeout_ms: 300
+            }
+        ),
         "{err:?}"
     );
 }
@@ -480,7 +568,7 @@ fn a_dropped_connection_is_retried() {
 }
 
 #[test]
-fn connection_refused_ends_unavailable() {
+fn connection_refused_ends_unreachable() {
     // Bind and drop to get a loopback port with nothing listening.
     let port = TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -494,7 +582,7 @@ fn connection_refused_ends_unavailable() {
     let (mut m, sleeps) = model(config);
     let err = m.next_turn(&hello(), &[]).unwrap_err();
     assert!(
-        matches!(err, ModelError::Unavailable { attempts: 2, .. }),
+        matches!(err, ModelError::Unreachable { attempts: 2, .. }),
         "{err:?}"
     );
     assert_eq!(sleeps.lock().unwrap().len(), 1);

@@ -7,7 +7,7 @@ impl Host {
     // ------------------------------------------------------------------ manifest (§3)
 
     pub(super) fn declare(&self, run: &RunRecord, args: &Value) -> HostResult<CallResult> {
-        let m: Manifest = match serde_json::from_value(args.clone()) {
+        let m: Manifest = match serde_json::from_value(crate::schemas::without_nulls(args)) {
             Ok(m) => m,
             Err(e) if !e.to_string().contains("unknown variant") => {
                 // Not a vocabulary problem: a malformed call the model can repair.

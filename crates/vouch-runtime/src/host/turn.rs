@@ -85,26 +85,19 @@ impl Host {
                 name: "declare".into(),
                 description: "Declare the manifest: what this run will deliver. Call it first."
                     .into(),
-                parameters: json!({"type":"object","properties":{
-                    "deliveries":{"type":"array","items":{"type":"object","required":["id","verb","destination"],"properties":{
-                        "id":{"type":"string"},
-                        "verb":{"enum":["write","show","save","send","reply","draft","schedule","delete"]},
-                        "destination":{"type":"object","required":["kind"],"properties":{"kind":{"enum":["surface","folder","email","webhook","calendar","payment"]},"address":{"type":"string"}}},
-                        "confidence":{"enum":["low","medium","high"]},
-                        "required":{"type":"boolean"}}}},
-                    "forbid":{"type":"array"},"order":{"type":"array"}},"required":["deliveries"]}),
+                parameters: crate::schemas::declare(),
             },
             ToolSpec {
                 name: "clarify".into(),
                 description: "Ask the person one question (at most one per run).".into(),
-                parameters: json!({"type":"object","properties":{"question":{"type":"string"}},"required":["question"]}),
+                parameters: crate::schemas::clarify(),
             },
         ];
         for v in Verb::ALL {
             specs.push(ToolSpec {
                 name: v.as_str().into(),
                 description: format!("Perform a declared `{v}` delivery with this payload."),
-                parameters: json!({"type":"object","properties":{"delivery":{"type":"string"},"payload":{"type":"object"}},"required":["delivery","payload"]}),
+                parameters: crate::schemas::perform(),
             });
         }
         specs.extend(self.work.specs());

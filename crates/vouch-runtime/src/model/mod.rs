@@ -57,17 +57,39 @@ pub struct ModelTurn {
     pub usage: Usage,
 }
 
+/// Why the model gave no turn; each variant names the cause so the host can say it in the
+/// receipt ("the model could not be reached: …") and the person knows what to fix.
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
-    /// Retries were exhausted on 429/5xx or the connection kept failing.
-    #[error("model provider unavailable after {attempts} attempts: {last}")]
+    /// Nothing answered at the address (DNS, refused, reset), even after retries: start the
+    /// model server or fix `VOUCH_MODEL_URL`.
+    #[error("the model could not be reached after {attempts} attempts: {last}")]
+    Unreachable { attempts: u32, last: String },
+    /// Every attempt ran past the per-attempt timeout: raise `VOUCH_MODEL_TIMEOUT_MS` or use a
+    /// faster model.
+    #[error("the model did not answer within {timeout_ms} ms, {attempts} attempts")]
+    Timeout { attempts: u32, timeout_ms: u64 },
+    /// The server kept answering 429/408/5xx until the retries ran out: try again later.
+    #[error("the model server kept failing after {attempts} attempts: {last}")]
     Unavailable { attempts: u32, last: String },
+    /// 401/403: the server refused the credentials; fix `VOUCH_API_KEY`.
+    #[error(
+        "the model server refused the credentials (HTTP {status}): {message}; check VOUCH_API_KEY"
+    )]
+    Unauthorized { status: u16, message: String },
+    /// 404: wrong base URL or a model the server does not serve; fix `VOUCH_MODEL_URL` (it
+    /// usually ends in /v1) or `VOUCH_MODEL`.
+    #[error("the model or its address was not found (HTTP 404): {message}; check VOUCH_MODEL_URL (usually ending in /v1) and VOUCH_MODEL={model:?}")]
+    NotFound { model: String, message: String },
+    /// 400 and other 4xx: the server refused this request; retrying the same one will not help.
+    #[error("the model server rejected the request (HTTP {status}): {message}")]
+    BadRequest { status: u16, message: String },
+    /// The configuration cannot work (bad URL, redirect, proxy): fix the setting named.
+    #[error("model request rejected: {0}")]
+    Rejected(String),
     /// The provider answered with something that is not a chat completion.
     #[error("model provider returned an invalid response: {0}")]
     Protocol(String),
-    /// Configuration or request rejected (401, 400…): retrying will not help.
-    #[error("model request rejected: {0}")]
-    Rejected(String),
     /// A scripted model has no more turns.
     #[error("the script has no more turns")]
     ScriptExhausted,

@@ -39,8 +39,11 @@ pub struct OpenAiConfig {
     pub max_retries: u32,
     /// First backoff delay; doubled on each retry.
     pub backoff_base_ms: u64,
-    /// Cap on any single backoff delay, including one asked for by `Retry-After`.
+    /// Cap on any single backoff delay vouch chooses itself.
     pub backoff_max_ms: u64,
+    /// Cap on a delay the server asks for with `Retry-After`; honoured up to this, so a
+    /// provider that says "come back in 60 s" is not asked again after 30 and refused again.
+    pub retry_after_max_ms: u64,
     /// `max_tokens` sent with each request; `None` leaves it to the provider.
     pub max_tokens: Option<u32>,
 }
@@ -56,6 +59,7 @@ impl fmt::Debug for OpenAiConfig {
             .field("max_retries", &self.max_retries)
             .field("backoff_base_ms", &self.backoff_base_ms)
             .field("backoff_max_ms", &self.backoff_max_ms)
+            .field("retry_after_max_ms", &self.retry_after_max_ms)
             .field("max_tokens", &self.max_tokens)
             .finish()
     }
@@ -83,6 +87,7 @@ pub const ENV_API_KEY: &str = "VOUCH_API_KEY";
 pub const ENV_TIMEOUT_MS: &str = "VOUCH_MODEL_TIMEOUT_MS";
 pub const ENV_MAX_RETRIES: &str = "VOUCH_MODEL_MAX_RETRIES";
 pub const ENV_MAX_TOKENS: &str = "VOUCH_MODEL_MAX_TOKENS";
+pub const ENV_RETRY_AFTER_MAX_S: &str = "VOUCH_MODEL_RETRY_AFTER_MAX_S";
 
 const URL_HINT: &str = "set it to the provider's OpenAI-compatible base URL, e.g. \
 http://127.0.0.1:8080/v1 (llama.cpp, vLLM), http://127.0.0.1:11434/v1 (Ollama) or \
@@ -93,12 +98,14 @@ qwen2.5:7b; or pass --script FILE";
 /// Bounds on the optional numeric settings, so a typo cannot ask for a week-long timeout.
 const TIMEOUT_MS_MAX: u64 = 60 * 60 * 1000;
 const MAX_RETRIES_MAX: u32 = 20;
+const RETRY_AFTER_MAX_S_MAX: u64 = 60 * 60;
 
 impl OpenAiConfig {
     pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
     pub const DEFAULT_MAX_RETRIES: u32 = 3;
     pub const DEFAULT_BACKOFF_BASE_MS: u64 = 500;
     pub const DEFAULT_BACKOFF_MAX_MS: u64 = 30_000;
+    pub const DEFAULT_RETRY_AFTER_MAX_MS: u64 = 120_000;
 
     /// A config with the default limits and no API key.
     pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
@@ -110,13 +117,15 @@ impl OpenAiConfig {
             max_retries: Self::DEFAULT_MAX_RETRIES,
             backoff_base_ms: Self::DEFAULT_BACKOFF_BASE_MS,
             backoff_max_ms: Self::DEFAULT_BACKOFF_MAX_MS,
+            retry_after_max_ms: Self::DEFAULT_RETRY_AFTER_MAX_MS,
             max_tokens: None,
         }
     }
 
     /// Reads `VOUCH_MODEL_URL` and `VOUCH_MODEL` (required), `VOUCH_API_KEY` (optional), and
     /// the optional limits `VOUCH_MODEL_TIMEOUT_MS`, `VOUCH_MODEL_MAX_RETRIES`,
-    /// `VOUCH_MODEL_MAX_TOKENS`. An empty value counts as unset.
+    /// `VOUCH_MODEL_MAX_TOKENS`, `VOUCH_MODEL_RETRY_AFTER_MAX_S`. An empty value counts as
+    /// unset.
     pub fn from_env() -> Result<Self, OpenAiConfigError> {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
@@ -151,6 +160,10 @@ impl OpenAiConfig {
         }
         if let Some(v) = get(ENV_MAX_RETRIES) {
             config.max_retries = parse_bounded(ENV_MAX_RETRIES, &v, 0, MAX_RETRIES_MAX)?;
+        }
+        if let Some(v) = get(ENV_RETRY_AFTER_MAX_S) {
+            let secs: u64 = parse_bounded(ENV_RETRY_AFTER_MAX_S, &v, 0, RETRY_AFTER_MAX_S_MAX)?;
+            config.retry_after_max_ms = secs * 1000;
         }
         if let Some(v) = get(ENV_MAX_TOKENS) {
             config.max_tokens = Some(parse_bounded(ENV_MAX_TOKENS, &v, 1, u32::MAX)?);
@@ -250,6 +263,11 @@ impl OpenAiModel {
             Ok(response) if response.status() == 200 => read_limited(response, RESPONSE_BYTES_MAX)
                 .map_err(|e| match e {
                     ReadError::Io(e) => Failure::Retry {
+                        cause: if is_timeout(&e) {
+                            RetryCause::Timeout
+                        } else {
+                            RetryCause::Unreachable
+                        },
                         last: format!("reading the response failed: {e}"),
                         retry_after_ms: None,
                     },
@@ -277,21 +295,19 @@ impl OpenAiModel {
                 let message = error_message(response);
                 if status == 429 || status == 408 || (500..=599).contains(&status) {
                     Err(Failure::Retry {
+                        cause: RetryCause::Server,
                         last: format!("HTTP {status}: {message}"),
                         retry_after_ms,
                     })
                 } else {
-                    let hint = match status {
-                        401 | 403 => format!(" (check {ENV_API_KEY})"),
-                        404 => format!(
-                            " (check {ENV_URL}, usually ending in /v1, and {ENV_MODEL}={:?})",
-                            self.config.model
-                        ),
-                        _ => String::new(),
-                    };
-                    Err(Failure::Fatal(ModelError::Rejected(format!(
-                        "HTTP {status}: {message}{hint}"
-                    ))))
+                    Err(Failure::Fatal(match status {
+                        401 | 403 => ModelError::Unauthorized { status, message },
+                        404 => ModelError::NotFound {
+                            model: self.config.model.clone(),
+                            message,
+                        },
+                        _ => ModelError::BadRequest { status, message },
+                    }))
                 }
             }
             Err(ureq::Error::Transport(t)) => {
@@ -308,7 +324,15 @@ impl OpenAiModel {
                         format!("the provider did not answer in HTTP: {text}"),
                     ))),
                     K::Dns | K::ConnectionFailed | K::Io | K::ProxyConnect | K::HTTP => {
+                        let timed_out = std::error::Error::source(&t)
+                            .and_then(|e| e.downcast_ref::<std::io::Error>())
+                            .is_some_and(is_timeout);
                         Err(Failure::Retry {
+                            cause: if timed_out {
+                                RetryCause::Timeout
+                            } else {
+                                RetryCause::Unreachable
+                            },
                             last: text,
                             retry_after_ms: None,
                         })
@@ -319,8 +343,24 @@ impl OpenAiModel {
     }
 }
 
+fn is_timeout(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+    )
+}
+
+/// What kept failing, so the final error names the cause.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RetryCause {
+    Unreachable,
+    Timeout,
+    Server,
+}
+
 enum Failure {
     Retry {
+        cause: RetryCause,
         last: String,
         retry_after_ms: Option<u64>,
     },
@@ -570,14 +610,22 @@ impl Model for OpenAiModel {
                 Ok(bytes) => return parse_response(&bytes, messages.len()),
                 Err(Failure::Fatal(e)) => return Err(e),
                 Err(Failure::Retry {
+                    cause,
                     last,
                     retry_after_ms,
                 }) => {
                     if attempts >= attempts_max {
-                        return Err(ModelError::Unavailable { attempts, last });
+                        return Err(match cause {
+                            RetryCause::Unreachable => ModelError::Unreachable { attempts, last },
+                            RetryCause::Timeout => ModelError::Timeout {
+                                attempts,
+                                timeout_ms: self.config.timeout_ms,
+                            },
+                            RetryCause::Server => ModelError::Unavailable { attempts, last },
+                        });
                     }
                     let delay_ms = match retry_after_ms {
-                        Some(ms) => ms.min(self.config.backoff_max_ms),
+                        Some(ms) => ms.min(self.config.retry_after_max_ms),
                         None => self.backoff_ms(attempts - 1),
                     };
                     (self.sleep)(Duration::from_millis(delay_ms));
@@ -658,6 +706,22 @@ mod tests {
         let body = json!({"error": {"message": "model overloaded"}});
         let err = parse_response(body.to_string().as_bytes(), 0).expect_err("no choices");
         assert!(err.to_string().contains("model overloaded"), "{err}");
+    }
+
+    #[test]
+    fn retry_after_cap_is_read_in_seconds_and_bounded() {
+        let env = |v: &'static str| {
+            move |k: &str| match k {
+                ENV_URL => Some("http://h/v1".to_string()),
+                ENV_MODEL => Some("m".to_string()),
+                ENV_RETRY_AFTER_MAX_S => Some(v.to_string()),
+                _ => None,
+            }
+        };
+        let c = OpenAiConfig::from_lookup(env("300")).expect("valid");
+        assert_eq!(c.retry_after_max_ms, 300_000);
+        let err = OpenAiConfig::from_lookup(env("86400")).expect_err("a day is too long");
+        assert!(err.to_string().contains(ENV_RETRY_AFTER_MAX_S), "{err}");
     }
 
     #[test]
