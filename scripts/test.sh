@@ -3,19 +3,18 @@
 # kill real `vouch` processes, the oracle fixtures and the scenario corpus.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# E-mail tests talk to a real SMTP server on loopback (aiosmtpd); notification tests own
-# org.freedesktop.Notifications on a private D-Bus session bus (dbus-next). Both from PyPI.
-if ! python3 -c "import aiosmtpd, dbus_next" 2>/dev/null; then
-  echo "installing aiosmtpd and dbus-next for the SMTP and D-Bus tests"
-  python3 -m pip install --quiet --disable-pip-version-check aiosmtpd dbus-next
+# Python packages for the tests live in one virtual environment inside the repo's ignored
+# target/ folder, never in the machine's Python: aiosmtpd (a real SMTP server on loopback),
+# dbus-next (a real desktop-notification listener on a private session bus) and LiteLLM's
+# proxy (a third-party OpenAI-compatible server with mock responses). Created when missing.
+VENV=target/venv
+if [ ! -x "$VENV/bin/litellm" ] || ! "$VENV/bin/python" -c "import aiosmtpd, dbus_next" 2>/dev/null; then
+  echo "creating $VENV for the SMTP, D-Bus and model-server tests (aiosmtpd, dbus-next, litellm[proxy])"
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check aiosmtpd dbus-next "litellm[proxy]"
 fi
-# The model client's third-party server test runs LiteLLM's proxy (mock responses) from a
-# repo-local virtual environment, created only when it is missing.
-if [ ! -x target/venv/bin/litellm ]; then
-  echo "creating target/venv with LiteLLM's proxy for the model client tests"
-  python3 -m venv target/venv
-  target/venv/bin/pip install --quiet --disable-pip-version-check "litellm[proxy]"
-fi
+# The tests start `python3`: the venv's comes first.
+export PATH="$PWD/$VENV/bin:$PATH"
 # The PostgreSQL store's tests use the local server (127.0.0.1:5432, database `test`).
 if command -v pg_isready >/dev/null && ! pg_isready -q -h 127.0.0.1 -p 5432; then
   echo "starting PostgreSQL for the store tests"
