@@ -139,8 +139,13 @@ impl Config {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
             Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
         };
-        let mut cfg: Config =
-            toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        Config::parse(&text, home).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Parse the text of a `vouch.toml` whose home is `home` (relative paths are resolved
+    /// against it). Pure but for the path join; the fuzz target calls it directly.
+    pub fn parse(text: &str, home: &Path) -> Result<Config, String> {
+        let mut cfg: Config = toml::from_str(text).map_err(|e| e.to_string())?;
         // Relative paths are relative to the home.
         if let Some(f) = cfg.folder.as_mut() {
             if f.root.is_relative() {
