@@ -30,7 +30,7 @@ pub fn runs(count: usize, concurrency: usize, json_out: bool) -> Result<i32> {
     home::init(&tmp)?;
     let host = Arc::new(home::host(&tmp, None)?);
     if !json_out {
-        eprintln!(
+        errln!(
             "vouch bench runs: {count} scripted runs with one durable save each, home {}",
             tmp.display()
         );
@@ -48,7 +48,7 @@ pub fn runs(count: usize, concurrency: usize, json_out: bool) -> Result<i32> {
             return Err(anyhow!("bench run {i} did not succeed: {end:?}"));
         }
         if !json_out && (i + 1) % (count / 4).max(1) == 0 {
-            eprintln!("  sequential: {}/{count}", i + 1);
+            errln!("  sequential: {}/{count}", i + 1);
         }
     }
     let seq_s = t.elapsed().as_secs_f64();
@@ -86,14 +86,14 @@ pub fn runs(count: usize, concurrency: usize, json_out: bool) -> Result<i32> {
     let events = host.store.verify()?;
     let _ = std::fs::remove_dir_all(&tmp);
     if json_out {
-        println!(
+        outln!(
             "{}",
             json!({"runs": count, "sequential_runs_per_s": seq_rate, "concurrency": concurrency, "concurrent_runs": done, "concurrent_runs_per_s": par_rate, "journal_events": events.events})
         );
     } else {
-        println!("sequential      {count:>6} runs  {seq_s:>7.2} s  {seq_rate:>8.1} runs/s");
-        println!("{concurrency} at once       {done:>6} runs  {par_s:>7.2} s  {par_rate:>8.1} runs/s  ({:.2}× sequential)", par_rate / seq_rate);
-        println!(
+        outln!("sequential      {count:>6} runs  {seq_s:>7.2} s  {seq_rate:>8.1} runs/s");
+        outln!("{concurrency} at once       {done:>6} runs  {par_s:>7.2} s  {par_rate:>8.1} runs/s  ({:.2}× sequential)", par_rate / seq_rate);
+        outln!(
             "journal: {} events across {} runs, every chain intact: {}",
             events.events,
             events.runs,
@@ -117,14 +117,14 @@ pub fn journal(
         .map_err(|e| crate::bad(format!("{e:#}")))?;
     let report = vouch_bench::journal(&opts, &mut |line| {
         if !json_out {
-            eprintln!("{line}");
+            errln!("{line}");
         }
     })?;
     if json_out {
-        println!("{}", serde_json::to_string(&report)?);
+        outln!("{}", serde_json::to_string(&report)?);
     } else {
         let command = std::env::args().collect::<Vec<_>>().join(" ");
-        print!("{}", vouch_bench::render(&report, &command));
+        out!("{}", vouch_bench::render(&report, &command));
     }
     Ok(if report.broken_chains > 0 { 1 } else { 0 })
 }

@@ -7,7 +7,7 @@ use anyhow::{anyhow, bail, Context as _, Result};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use vouch_core::{Outcome, TriggerKind};
 use vouch_runtime::host::{Progress, RunEnd};
@@ -15,11 +15,11 @@ use vouch_runtime::RunSpec;
 use vouch_store::CardState;
 
 fn progress() -> Progress {
-    Arc::new(|line: &str| println!("    {line}"))
+    Arc::new(|line: &str| outln!("    {line}"))
 }
 
 fn section(n: usize, title: &str) {
-    println!("\n━━ {n}/5 {title}");
+    outln!("\n━━ {n}/5 {title}");
 }
 
 fn spec(title: &str, turns: Value) -> RunSpec {
@@ -56,12 +56,39 @@ fn failing_webhook() -> Result<(String, Arc<std::sync::atomic::AtomicU32>)> {
     Ok((format!("http://{addr}/hooks/team"), count))
 }
 
+/// Removes the demo's temporary home when dropped, unless the person asked to keep it.
+struct TempHome {
+    dir: PathBuf,
+    keep: bool,
+}
+
+impl Drop for TempHome {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
 pub fn run(keep: bool) -> Result<i32> {
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis())
         .unwrap_or(0);
     let dir = std::env::temp_dir().join(format!("vouch-demo-{}-{stamp}", std::process::id()));
+    // The temporary home goes on every way out: a normal end (`finish`), an error returned
+    // from any step (the guard's Drop), or Ctrl-C (the handler).
+    let _guard = TempHome {
+        dir: dir.clone(),
+        keep,
+    };
+    if !keep {
+        let d = dir.clone();
+        let _ = ctrlc::set_handler(move || {
+            let _ = std::fs::remove_dir_all(&d);
+            std::process::exit(130);
+        });
+    }
     home::init(&dir)?;
     let files = home::folder_root(&dir);
     std::fs::create_dir_all(files.join("sources"))?;
@@ -69,8 +96,8 @@ pub fn run(keep: bool) -> Result<i32> {
         files.join("sources/notes.md"),
         "Q4: revenue up 12%, churn down to 2.1%, two enterprise deals slipped to January.\n",
     )?;
-    println!("vouch demo — a fresh home at {}", dir.display());
-    println!(
+    outln!("vouch demo — a fresh home at {}", dir.display());
+    outln!(
         "Three runs with a scripted model. Watch what the model says, and what the receipt says."
     );
     let mut ok = true;
@@ -93,9 +120,9 @@ pub fn run(keep: bool) -> Result<i32> {
             turns,
         ))
         .map_err(|e| anyhow!("{e}"))?;
-    print!("{}", indent(&host.store.receipt(&id1)?.unwrap_or_default()));
+    out!("{}", indent(&host.store.receipt(&id1)?.unwrap_or_default()));
     let on_disk = std::fs::read_to_string(files.join("Reports/q4-brief.md")).unwrap_or_default();
-    println!(
+    outln!(
         "    The file is really there: {} bytes in Reports/q4-brief.md.",
         on_disk.len()
     );
@@ -123,15 +150,15 @@ pub fn run(keep: bool) -> Result<i32> {
     let Some(card) = card else {
         bail!("demo run 2 should wait for approval, but it is {end2:?}")
     };
-    println!("    The person approves the exact payload (hash {}…), as `vouch approve {id2} d1 --hash …` would.", &card.payload_hash[..12]);
+    outln!("    The person approves the exact payload (hash {}…), as `vouch approve {id2} d1 --hash …` would.", &card.payload_hash[..12]);
     host.approve(&id2, "d1", &card.payload_hash)
         .map_err(|e| anyhow!("{e}"))?;
-    print!("{}", indent(&host.store.receipt(&id2)?.unwrap_or_default()));
+    out!("{}", indent(&host.store.receipt(&id2)?.unwrap_or_default()));
     let rec2 = host
         .store
         .run(&id2)?
         .ok_or_else(|| anyhow!("run 2 missing"))?;
-    println!(
+    outln!(
         "    The server saw {} request(s); the receipt follows its answer, not the model's words.",
         hits.load(std::sync::atomic::Ordering::SeqCst)
     );
@@ -165,17 +192,17 @@ pub fn run(keep: bool) -> Result<i32> {
         .stderr(std::process::Stdio::null())
         .status()
         .context("start the child vouch process")?;
-    println!("    The child process died ({}).", describe_status(&status));
+    outln!("    The child process died ({}).", describe_status(&status));
     let host = home::host(&dir, Some(progress()))?;
     let ended = host.boot().map_err(|e| anyhow!("{e}"))?;
     let Some(id3) = ended.first().cloned() else {
         bail!("start-up reconciliation found no interrupted run")
     };
-    println!("    Start-up reconciliation ended run {id3}:");
-    print!("{}", indent(&host.store.receipt(&id3)?.unwrap_or_default()));
-    println!("    `vouch resume {id3}` finishes what is left:");
+    outln!("    Start-up reconciliation ended run {id3}:");
+    out!("{}", indent(&host.store.receipt(&id3)?.unwrap_or_default()));
+    outln!("    `vouch resume {id3}` finishes what is left:");
     let (id4, _) = host.resume(&id3).map_err(|e| anyhow!("{e}"))?;
-    print!("{}", indent(&host.store.receipt(&id4)?.unwrap_or_default()));
+    out!("{}", indent(&host.store.receipt(&id4)?.unwrap_or_default()));
     let rec3 = host
         .store
         .run(&id3)?
@@ -215,15 +242,15 @@ pub fn run(keep: bool) -> Result<i32> {
     let Some(card) = card else {
         bail!("demo run 4 should wait for approval")
     };
-    println!(
+    outln!(
         "    You approve the text you were shown (hash {}…).",
         &card.payload_hash[..12]
     );
     host.approve(&id5, "d1", &card.payload_hash)
         .map_err(|e| anyhow!("{e}"))?;
-    print!("{}", indent(&host.store.receipt(&id5)?.unwrap_or_default()));
+    out!("{}", indent(&host.store.receipt(&id5)?.unwrap_or_default()));
     let received = inbox.lock().map(|v| v.clone()).unwrap_or_default();
-    println!("    The mail server received {} message(s); the approved text: {}; the regenerated one: {}.",
+    outln!("    The mail server received {} message(s); the approved text: {}; the regenerated one: {}.",
         received.len(),
         received.iter().any(|m| m.contains("Revenue up 12%")),
         received.iter().any(|m| m.contains("regenerated")));
@@ -253,15 +280,15 @@ pub fn run(keep: bool) -> Result<i32> {
         grace_ms: 15 * 60_000,
         created_ms: now - 36 * 3_600_000,
     })?;
-    println!(
+    outln!(
         "    Schedule `daily-brief` ({cron} UTC), created 36 hours ago; `vouch serve` ticks once:"
     );
     let tick = host.tick().map_err(|e| anyhow!("{e}"))?;
     for (_, _, run) in tick.missed.iter().chain(tick.started.iter()) {
-        print!("{}", indent(&host.store.receipt(run)?.unwrap_or_default()));
+        out!("{}", indent(&host.store.receipt(run)?.unwrap_or_default()));
     }
     let notes = std::fs::read_to_string(dir.join("notifications.jsonl")).unwrap_or_default();
-    println!(
+    outln!(
         "    Notifications sent for the missed slot: {}.",
         notes
             .lines()
@@ -271,7 +298,7 @@ pub fn run(keep: bool) -> Result<i32> {
     ok &= tick.missed.len() == 1 && tick.started.len() == 1;
 
     let report = host.store.verify()?;
-    println!(
+    outln!(
         "\nJournal: {} runs, {} events, {} broken chains.",
         report.runs,
         report.events,
@@ -292,7 +319,7 @@ fn describe_status(s: &std::process::ExitStatus) -> String {
 
 fn finish(dir: &Path, keep: bool, ok: bool) -> Result<i32> {
     if keep {
-        println!(
+        outln!(
             "The demo home is kept at {} (try `vouch --home {} runs list`).",
             dir.display(),
             dir.display()
@@ -301,10 +328,10 @@ fn finish(dir: &Path, keep: bool, ok: bool) -> Result<i32> {
         let _ = std::fs::remove_dir_all(dir);
     }
     if ok {
-        println!("Demo finished: every receipt matched what really happened.");
+        outln!("Demo finished: every receipt matched what really happened.");
         Ok(0)
     } else {
-        println!("Demo finished, but something did not behave as expected (see above).");
+        outln!("Demo finished, but something did not behave as expected (see above).");
         Ok(1)
     }
 }

@@ -2,6 +2,8 @@
 //! one JSON document for programs. Exit codes: 0 success, 1 the work did not succeed or
 //! scenarios disagree, 2 bad input (unknown run, bad flags, unreadable files).
 
+#[macro_use]
+mod out;
 mod bench;
 mod demo;
 mod home;
@@ -245,9 +247,9 @@ fn main() {
                 1
             };
             if json {
-                println!("{}", json!({"error": format!("{e:#}")}));
+                outln!("{}", json!({"error": format!("{e:#}")}));
             } else {
-                eprintln!("error: {e:#}");
+                errln!("error: {e:#}");
             }
             std::process::exit(code);
         }
@@ -255,7 +257,7 @@ fn main() {
 }
 
 fn progress(enabled: bool) -> Option<Progress> {
-    enabled.then(|| Arc::new(|line: &str| eprintln!("{line}")) as Progress)
+    enabled.then(|| Arc::new(|line: &str| errln!("{line}")) as Progress)
 }
 
 fn host_err(e: vouch_runtime::HostError) -> anyhow::Error {
@@ -278,7 +280,7 @@ fn open_host(dir: &Path, watch: bool) -> Result<Host> {
     // Start-up reconciliation: every run whose owner is gone ends here (§9.1 b).
     let ended = host.boot().map_err(host_err)?;
     for id in ended {
-        eprintln!(
+        errln!(
             "vouch: run {id} was interrupted; reconciled at start-up (see `vouch receipt {id}`)"
         );
     }
@@ -292,11 +294,11 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Init => {
             let created = home::init(&dir)?;
             if json {
-                println!("{}", json!({"home": dir, "created": created}));
+                outln!("{}", json!({"home": dir, "created": created}));
             } else if created {
-                println!("Created a vouch home at {}.\nNext: `vouch demo` to see it work, or `vouch run \"PROMPT\" --script FILE`.", dir.display());
+                outln!("Created a vouch home at {}.\nNext: `vouch demo` to see it work, or `vouch run \"PROMPT\" --script FILE`.", dir.display());
             } else {
-                println!(
+                outln!(
                     "{} is already a vouch home; nothing changed.",
                     dir.display()
                 );
@@ -309,16 +311,19 @@ fn run(cli: Cli) -> Result<i32> {
             let host = open_host(&dir, false)?;
             let runs = host.store.runs(limit)?;
             if json {
-                println!("{}", serde_json::to_string(&runs)?);
+                outln!("{}", serde_json::to_string(&runs)?);
             } else if runs.is_empty() {
-                println!("No runs yet in {}. Start one with `vouch run \"PROMPT\" --script FILE` or try `vouch demo`.", dir.display());
+                outln!("No runs yet in {}. Start one with `vouch run \"PROMPT\" --script FILE` or try `vouch demo`.", dir.display());
             } else {
-                println!(
+                outln!(
                     "{:<22} {:<12} {:<10} {:<10} TITLE",
-                    "RUN", "TRIGGER", "STATE", "OUTCOME"
+                    "RUN",
+                    "TRIGGER",
+                    "STATE",
+                    "OUTCOME"
                 );
                 for r in runs {
-                    println!(
+                    outln!(
                         "{:<22} {:<12} {:<10} {:<10} {}",
                         r.id,
                         r.trigger.as_str(),
@@ -346,10 +351,10 @@ fn run(cli: Cli) -> Result<i32> {
                 })
                 .collect();
             if json {
-                println!("{}", json!({"run": rec, "deliveries": items}));
+                outln!("{}", json!({"run": rec, "deliveries": items}));
             } else {
-                println!("Run {} · {} · {}", rec.id, rec.trigger.as_str(), rec.title);
-                println!(
+                outln!("Run {} · {} · {}", rec.id, rec.trigger.as_str(), rec.title);
+                outln!(
                     "State: {}{}",
                     rec.state.as_str(),
                     rec.outcome
@@ -357,13 +362,13 @@ fn run(cli: Cli) -> Result<i32> {
                         .unwrap_or_default()
                 );
                 if let Some(e) = rec.ended_by {
-                    println!("Ended by: {}", e.as_str());
+                    outln!("Ended by: {}", e.as_str());
                 }
                 if let Some(p) = &rec.parent {
-                    println!("Continues: {p}");
+                    outln!("Continues: {p}");
                 }
                 for i in items {
-                    println!(
+                    outln!(
                         "  {} {} → {}  posture {}  status {}",
                         i["id"].as_str().unwrap_or(""),
                         i["verb"].as_str().unwrap_or(""),
@@ -374,7 +379,7 @@ fn run(cli: Cli) -> Result<i32> {
                         i["status"].as_str().unwrap_or("")
                     );
                 }
-                println!(
+                outln!(
                     "{} turns, {} events. Receipt: `vouch receipt {}`; journal: `vouch journal {}`",
                     view.turns,
                     host.store.journal(&rec.id)?.len(),
@@ -388,17 +393,18 @@ fn run(cli: Cli) -> Result<i32> {
             let store = home::open_store(&dir)?;
             let report = store.verify()?;
             if json {
-                println!("{}", serde_json::to_string(&report)?);
+                outln!("{}", serde_json::to_string(&report)?);
             } else if report.breaks.is_empty() {
-                println!(
+                outln!(
                     "Journal intact: {} runs, {} events, every hash chain verifies.",
-                    report.runs, report.events
+                    report.runs,
+                    report.events
                 );
             } else {
                 for b in &report.breaks {
-                    println!("BROKEN: run {} event #{}: {}", b.run_id, b.seq, b.reason);
+                    outln!("BROKEN: run {} event #{}: {}", b.run_id, b.seq, b.reason);
                 }
-                println!("{} of {} runs have a broken chain. The journal was changed outside vouch; keep a copy of {} before doing anything else.", report.breaks.len(), report.runs, dir.join(home::DB_FILE).display());
+                outln!("{} of {} runs have a broken chain. The journal was changed outside vouch; keep a copy of {} before doing anything else.", report.breaks.len(), report.runs, dir.join(home::DB_FILE).display());
             }
             Ok(if report.breaks.is_empty() { 0 } else { 1 })
         }
@@ -407,11 +413,11 @@ fn run(cli: Cli) -> Result<i32> {
             let rec = find_run(store.as_ref(), &target)?;
             let entries = store.journal(&rec.id)?;
             if json {
-                println!("{}", serde_json::to_string(&entries)?);
+                outln!("{}", serde_json::to_string(&entries)?);
             } else {
                 let t0 = entries.first().map(|e| e.at_ms).unwrap_or(0);
                 for e in &entries {
-                    println!(
+                    outln!(
                         "#{:<4} +{:>7.3}s  {:<20} {:<6} {}",
                         e.seq,
                         (e.at_ms - t0) as f64 / 1000.0,
@@ -467,12 +473,12 @@ fn run(cli: Cli) -> Result<i32> {
                 ),
             };
             if json {
-                println!(
+                outln!(
                     "{}",
                     json!({"run": rec.id, "state": rec.state, "outcome": rec.outcome, "receipt": text})
                 );
             } else {
-                print!("{text}");
+                out!("{text}");
             }
             Ok(0)
         }
@@ -490,19 +496,21 @@ fn run(cli: Cli) -> Result<i32> {
                     .iter()
                     .map(|c| json!({"run": c.run_id, "delivery": c.delivery, "payload_hash": c.payload_hash, "summary": c.summary, "payload": c.delivery.as_ref().and_then(|_| host.store.payload(&c.payload_hash).ok().flatten()).and_then(|p| serde_json::from_str::<Value>(&p).ok())}))
                     .collect();
-                println!("{}", serde_json::to_string(&out)?);
+                outln!("{}", serde_json::to_string(&out)?);
             } else if cards.is_empty() {
-                println!("Nothing is waiting for you.");
+                outln!("Nothing is waiting for you.");
             } else {
                 for c in cards {
                     match &c.delivery {
                         Some(d) => {
                             let payload = host.store.payload(&c.payload_hash)?.unwrap_or_default();
-                            println!("run {} · {} · {}\n  payload: {}\n  hash: {}\n  approve: vouch approve {} {} --hash {}\n  deny:    vouch deny {} {}\n", c.run_id, d, c.summary, payload, c.payload_hash, c.run_id, d, c.payload_hash, c.run_id, d);
+                            outln!("run {} · {} · {}\n  payload: {}\n  hash: {}\n  approve: vouch approve {} {} --hash {}\n  deny:    vouch deny {} {}\n", c.run_id, d, c.summary, payload, c.payload_hash, c.run_id, d, c.payload_hash, c.run_id, d);
                         }
-                        None => println!(
+                        None => outln!(
                             "run {} · question: {}\n  answer: vouch answer {} \"…\"\n",
-                            c.run_id, c.summary, c.run_id
+                            c.run_id,
+                            c.summary,
+                            c.run_id
                         ),
                     }
                 }
@@ -546,12 +554,12 @@ fn run(cli: Cli) -> Result<i32> {
             })?;
             let hash = host.edit(&rec.id, &delivery, &value).map_err(host_err)?;
             if json {
-                println!(
+                outln!(
                     "{}",
                     json!({"run": rec.id, "delivery": delivery, "payload_hash": hash})
                 );
             } else {
-                println!("New card for {delivery} (the previous one is superseded).\n  hash: {hash}\n  approve: vouch approve {} {delivery} --hash {hash}", rec.id);
+                outln!("New card for {delivery} (the previous one is superseded).\n  hash: {hash}\n  approve: vouch approve {} {delivery} --hash {hash}", rec.id);
             }
             Ok(0)
         }
@@ -587,14 +595,14 @@ fn run(cli: Cli) -> Result<i32> {
                 rows.push(json!({"kind": kind, "level": level, "connect_step": step}));
             }
             if json {
-                println!(
+                outln!(
                     "{}",
                     json!({"home": dir, "destinations": rows, "overrides": cfg.capabilities, "automation": cfg.automation.map(|a| a.routines).unwrap_or_default()})
                 );
             } else {
-                println!("vouch home {} — destinations:", dir.display());
+                outln!("vouch home {} — destinations:", dir.display());
                 for r in &rows {
-                    println!(
+                    outln!(
                         "  {:<9} {:<12} {}",
                         r["kind"].as_str().unwrap_or(""),
                         r["level"].as_str().unwrap_or(""),
@@ -602,7 +610,7 @@ fn run(cli: Cli) -> Result<i32> {
                     );
                 }
                 for (p, l) in &cfg.capabilities {
-                    println!("  override  {p} → {}", l.as_str());
+                    outln!("  override  {p} → {}", l.as_str());
                 }
             }
             Ok(0)
@@ -611,16 +619,19 @@ fn run(cli: Cli) -> Result<i32> {
             let host = open_host(&dir, false)?;
             let entries = host.store.ledger_list()?;
             if json {
-                println!("{}", serde_json::to_string(&entries)?);
+                outln!("{}", serde_json::to_string(&entries)?);
             } else if entries.is_empty() {
-                println!("The ledger is empty: no irreversible act has been attempted.");
+                outln!("The ledger is empty: no irreversible act has been attempted.");
             } else {
-                println!(
+                outln!(
                     "{:<18} {:<10} {:<8} {:<22} DELIVERY",
-                    "KEY", "STATE", "TRIES", "RUN"
+                    "KEY",
+                    "STATE",
+                    "TRIES",
+                    "RUN"
                 );
                 for e in entries {
-                    println!(
+                    outln!(
                         "{:<18} {:<10} {:<8} {:<22} {}",
                         &e.key[..16.min(e.key.len())],
                         e.state.as_str(),
@@ -638,35 +649,35 @@ fn run(cli: Cli) -> Result<i32> {
             if count {
                 // Computed from openable items now (§11.4), never stored.
                 if json {
-                    println!("{}", json!({"waiting": cards.len()}));
+                    outln!("{}", json!({"waiting": cards.len()}));
                 } else {
-                    println!("{}", cards.len());
+                    outln!("{}", cards.len());
                 }
                 return Ok(0);
             }
             let runs = host.store.runs(50)?;
             if json {
-                println!("{}", json!({"cards": cards, "runs": runs}));
+                outln!("{}", json!({"cards": cards, "runs": runs}));
                 return Ok(0);
             }
             if !cards.is_empty() {
-                println!("{} waiting for you — see `vouch approvals`:", cards.len());
+                outln!("{} waiting for you — see `vouch approvals`:", cards.len());
                 for c in &cards {
-                    println!(
+                    outln!(
                         "  • run {} {}: {}",
                         c.run_id,
                         c.delivery.as_deref().unwrap_or("question"),
                         c.summary
                     );
                 }
-                println!();
+                outln!();
             }
             let ended: Vec<_> = runs
                 .iter()
                 .filter(|r| r.state == vouch_core::RunState::Ended)
                 .collect();
             if cards.is_empty() && ended.is_empty() {
-                println!("Your inbox is empty: no receipts and nothing waiting.");
+                outln!("Your inbox is empty: no receipts and nothing waiting.");
             }
             for r in ended {
                 // What to do comes from the terminal record: needs_you, or resume, or nothing.
@@ -707,7 +718,7 @@ fn run(cli: Cli) -> Result<i32> {
                 } else {
                     format!("`vouch receipt {}`", r.id)
                 };
-                println!(
+                outln!(
                     "{:<10} {:<48} {}",
                     r.outcome.map(|o| o.as_str()).unwrap_or(""),
                     r.title.chars().take(48).collect::<String>(),
@@ -751,19 +762,19 @@ fn finish(host: &Host, id: &str, end: &RunEnd, json: bool) -> Result<i32> {
         .filter(|c| c.state == CardState::Open)
         .collect();
     if json {
-        println!(
+        outln!(
             "{}",
             json!({"run": id, "state": rec.state, "outcome": rec.outcome, "ended_by": rec.ended_by, "receipt": receipt, "open_cards": cards})
         );
     } else {
         match end {
-            RunEnd::Ended { .. } => print!("\n{}", receipt.unwrap_or_default()),
+            RunEnd::Ended { .. } => out!("\n{}", receipt.unwrap_or_default()),
             RunEnd::Suspended { reason } => {
-                println!("\nRun {id} is waiting for you ({reason}).");
+                outln!("\nRun {id} is waiting for you ({reason}).");
                 for c in cards {
                     match c.delivery {
-                        Some(d) => println!("  approve: vouch approve {id} {d} --hash {}\n  deny:    vouch deny {id} {d}", c.payload_hash),
-                        None => println!("  answer:  vouch answer {id} \"…\""),
+                        Some(d) => outln!("  approve: vouch approve {id} {d} --hash {}\n  deny:    vouch deny {id} {d}", c.payload_hash),
+                        None => outln!("  answer:  vouch answer {id} \"…\""),
                     }
                 }
             }
@@ -921,18 +932,18 @@ fn schedule(dir: &Path, cmd: ScheduleCmd, json: bool) -> Result<i32> {
                 other => anyhow!(other),
             })?;
             if json {
-                println!("{}", serde_json::to_string(&sched)?);
+                outln!("{}", serde_json::to_string(&sched)?);
             } else {
-                println!("Schedule `{name}` added ({} {}). It runs while `vouch serve` is running; slots missed while it is not are reported as missed.", sched.cron, sched.tz);
+                outln!("Schedule `{name}` added ({} {}). It runs while `vouch serve` is running; slots missed while it is not are reported as missed.", sched.cron, sched.tz);
             }
             Ok(0)
         }
         ScheduleCmd::List => {
             let all = store.schedules()?;
             if json {
-                println!("{}", serde_json::to_string(&all)?);
+                outln!("{}", serde_json::to_string(&all)?);
             } else if all.is_empty() {
-                println!("No schedules. Add one with `vouch schedule add NAME --cron \"0 7 * * *\" --tz Europe/Berlin --routine FILE`.");
+                outln!("No schedules. Add one with `vouch schedule add NAME --cron \"0 7 * * *\" --tz Europe/Berlin --routine FILE`.");
             } else {
                 for s in all {
                     let last = store
@@ -940,7 +951,7 @@ fn schedule(dir: &Path, cmd: ScheduleCmd, json: bool) -> Result<i32> {
                         .last()
                         .map(|(t, r)| format!("last slot {t} → run {r}"))
                         .unwrap_or_else(|| "no slot yet".into());
-                    println!(
+                    outln!(
                         "{:<16} {:<14} {:<16} catch-up {:<6} overlap {:<5} grace {}s  {last}",
                         s.name,
                         s.cron,
@@ -960,7 +971,7 @@ fn schedule(dir: &Path, cmd: ScheduleCmd, json: bool) -> Result<i32> {
                 )));
             }
             if !json {
-                println!("Schedule `{name}` removed; its past runs and receipts stay.");
+                outln!("Schedule `{name}` removed; its past runs and receipts stay.");
             }
             Ok(0)
         }
@@ -969,23 +980,23 @@ fn schedule(dir: &Path, cmd: ScheduleCmd, json: bool) -> Result<i32> {
 
 fn serve(dir: &Path, tick_ms: u64, once: bool, json: bool) -> Result<i32> {
     let host = open_host(dir, !json)?;
-    eprintln!(
+    errln!(
         "vouch serve: home {} — scheduler every {tick_ms} ms (Ctrl-C to stop)",
         dir.display()
     );
     loop {
         let report = host.tick().map_err(host_err)?;
         for (s, slot, run) in &report.started {
-            eprintln!("  {s}: slot {slot} ran as {run}");
+            errln!("  {s}: slot {slot} ran as {run}");
         }
         for (s, slot, run) in &report.missed {
-            eprintln!("  {s}: slot {slot} was missed (receipt: `vouch receipt {run}`)");
+            errln!("  {s}: slot {slot} was missed (receipt: `vouch receipt {run}`)");
         }
         for (s, slot, run) in &report.late {
-            eprintln!("  {s}: late run {run} for slot {slot}");
+            errln!("  {s}: late run {run} for slot {slot}");
         }
         if json {
-            println!(
+            outln!(
                 "{}",
                 json!({"started": report.started, "missed": report.missed, "late": report.late, "taken_by_another_host": report.taken})
             );
@@ -1005,7 +1016,7 @@ fn watch(dir: &Path, run: &str, json: bool) -> Result<i32> {
     let mut seen = 0usize;
     let mut told = false;
     if !json {
-        eprintln!("watching run {} — {} (Ctrl-C to stop)", rec.id, rec.title);
+        errln!("watching run {} — {} (Ctrl-C to stop)", rec.id, rec.title);
     }
     loop {
         let now = host.clock.now_ms();
@@ -1013,9 +1024,9 @@ fn watch(dir: &Path, run: &str, json: bool) -> Result<i32> {
         let entries = host.store.journal(&rec.id)?;
         for e in entries.iter().skip(seen) {
             if json {
-                println!("{}", serde_json::to_string(e)?);
+                outln!("{}", serde_json::to_string(e)?);
             } else {
-                println!(
+                outln!(
                     "#{:<4} {:<20} {:<6} {}",
                     e.seq,
                     e.kind.as_str(),
@@ -1033,13 +1044,13 @@ fn watch(dir: &Path, run: &str, json: bool) -> Result<i32> {
             vouch_core::RunState::Ended => {
                 presence.release_watch(&rec.id);
                 if !json {
-                    print!("\n{}", host.store.receipt(&rec.id)?.unwrap_or_default());
+                    out!("\n{}", host.store.receipt(&rec.id)?.unwrap_or_default());
                 }
                 return Ok(0);
             }
             vouch_core::RunState::Suspended if !json && !told => {
                 told = true;
-                eprintln!("the run is waiting for you: `vouch approvals` (still watching)");
+                errln!("the run is waiting for you: `vouch approvals` (still watching)");
             }
             _ => {}
         }
@@ -1056,12 +1067,12 @@ fn oracle(paths: &[PathBuf], summary: bool, json: bool) -> Result<i32> {
     if summary {
         let s = vouch_oracle::summary(&all);
         if json {
-            println!(
+            outln!(
                 "{}",
                 json!({"scenarios": s.scenarios, "agreeing": s.agreeing, "disagreeing": s.disagreeing.len(), "without_expect": s.without_expect, "gaps": s.gaps.iter().map(|(id, q)| json!({"id": id, "question": q})).collect::<Vec<_>>()})
             );
         } else {
-            println!("{s}");
+            outln!("{s}");
         }
         return Ok(s.exit_code());
     }
@@ -1073,18 +1084,20 @@ fn oracle(paths: &[PathBuf], summary: bool, json: bool) -> Result<i32> {
             code = 1;
         }
         if json {
-            println!("{}", out.to_json_line());
+            outln!("{}", out.to_json_line());
         } else {
-            print!("{}", vouch_oracle::render_human(&answer));
+            out!("{}", vouch_oracle::render_human(&answer));
             if out.expect_ok == Some(false) {
                 for d in out.disagreements.iter().flatten() {
-                    println!(
+                    outln!(
                         "  DISAGREES WITH EXPECT {}: expected {} got {}",
-                        d.field, d.expected, d.actual
+                        d.field,
+                        d.expected,
+                        d.actual
                     );
                 }
             }
-            println!();
+            outln!();
         }
     }
     Ok(code)
@@ -1103,7 +1116,7 @@ fn scenario_run(paths: &[PathBuf], json: bool) -> Result<i32> {
             Err(e) => {
                 failing.push(format!("{}: the runner failed: {e}", s.id));
                 if !json {
-                    eprintln!(
+                    errln!(
                         "[{}/{total}] {} ERROR {e} ({})",
                         i + 1,
                         s.id,
@@ -1150,9 +1163,9 @@ fn scenario_run(paths: &[PathBuf], json: bool) -> Result<i32> {
             ));
         }
         if json {
-            println!("{}", report.to_json_line());
+            outln!("{}", report.to_json_line());
         } else {
-            eprintln!(
+            errln!(
                 "[{}/{total}] {:<48} {}",
                 i + 1,
                 s.id,
@@ -1165,13 +1178,13 @@ fn scenario_run(paths: &[PathBuf], json: bool) -> Result<i32> {
         }
     }
     if !json {
-        println!(
+        outln!(
             "{total} scenarios run through the host in {:.1} s: {agreeing} agree, {} disagree, {gaps} oracle GAPs",
             started.elapsed().as_secs_f64(),
             failing.len()
         );
         for f in &failing {
-            println!("  {f}");
+            outln!("  {f}");
         }
     }
     Ok(if failing.is_empty() { 0 } else { 1 })

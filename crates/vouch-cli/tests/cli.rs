@@ -441,10 +441,17 @@ fn crash_points_around_an_approved_send_never_send_twice() {
 
 #[test]
 fn the_demo_runs_from_a_fresh_machine_and_every_story_checks_out() {
+    let tmp = tempfile::tempdir().expect("tempdir");
     let out = Command::new(vouch_bin())
         .arg("demo")
+        .env("TMPDIR", tmp.path())
         .output()
         .expect("run demo");
+    assert_eq!(
+        demo_homes_left(tmp.path()),
+        Vec::<String>::new(),
+        "the demo left its temporary home behind"
+    );
     let text = stdout(&out);
     assert!(out.status.success(), "{text}{}", stderr(&out));
     assert!(
@@ -695,4 +702,86 @@ fn the_host_runs_on_postgresql_too() {
 
 fn postgres_drop(url: &str) -> postgres::Client {
     postgres::Client::connect(url, postgres::NoTls).unwrap()
+}
+
+/// Issue 11 #1, "output can kill work": with stdout and stderr closed before the run prints
+/// anything (a pipe into `head`, a closed terminal), the run still ends as it would have —
+/// succeeded, the file on disk, one terminal record — and nothing is left for start-up
+/// reconciliation to call interrupted.
+#[test]
+fn closed_stdout_and_stderr_do_not_change_what_a_run_does() {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/save-notes.json");
+    for extra in [&[][..], &["--watch"][..]] {
+        let h = Home::new();
+        let mut c = Command::new(vouch_bin());
+        c.arg("--home")
+            .arg(&h.dir)
+            .args(["run", "Save my notes to Notes/", "--script"])
+            .arg(&script)
+            .args(extra)
+            .env_remove("VOUCH_CRASH_AFTER")
+            .env_remove("VOUCH_MODEL_URL")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = c.spawn().expect("spawn vouch run");
+        // Close the read ends before the process can print: every write it makes fails.
+        drop(child.stdout.take());
+        drop(child.stderr.take());
+        let status = child.wait().expect("wait");
+        assert!(
+            status.code() == Some(0),
+            "{extra:?}: a closed output changed the exit: {status:?}"
+        );
+        let runs = h.runs();
+        assert_eq!(runs.len(), 1, "{extra:?}: {runs:?}");
+        assert_eq!(runs[0]["outcome"], "succeeded", "{extra:?}: {:?}", runs[0]);
+        assert_ne!(runs[0]["ended_by"], "boot", "{extra:?}");
+        assert_eq!(
+            std::fs::read_to_string(h.file("Notes/today.md")).expect("saved file"),
+            "# Today\n\n- ship the foundation\n",
+            "{extra:?}"
+        );
+    }
+}
+
+fn demo_homes_left(tmp: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(tmp)
+        .expect("read tmp")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("vouch-demo-"))
+        .collect()
+}
+
+/// Issue 11 #1: the demo removes its temporary home on every way out — here Ctrl-C (SIGINT)
+/// while its stories run.
+#[test]
+fn the_demo_interrupted_by_ctrl_c_removes_its_temporary_home() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut child = Command::new(vouch_bin())
+        .arg("demo")
+        .env("TMPDIR", tmp.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn demo");
+    // Wait until the demo has made its home, then interrupt it.
+    for _ in 0..200 {
+        if !demo_homes_left(tmp.path()).is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    assert!(
+        !demo_homes_left(tmp.path()).is_empty(),
+        "the demo never created its home"
+    );
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill -INT");
+    assert!(kill.success());
+    let status = child.wait().expect("wait demo");
+    assert!(!status.success(), "an interrupted demo must not exit 0");
+    assert_eq!(demo_homes_left(tmp.path()), Vec::<String>::new());
 }

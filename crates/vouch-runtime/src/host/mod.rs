@@ -9,6 +9,7 @@ use crate::provider::{AttemptReply, AttemptRequest, Observation, Provider};
 use crate::view::RunView;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 use vouch_core::{
@@ -203,7 +204,8 @@ impl Host {
             if plan.hit(point, delivery) {
                 match plan.mode {
                     CrashMode::Abort => {
-                        eprintln!("vouch: injected crash after {point}");
+                        // A closed stderr must not turn the abort into a panic.
+                        let _ = writeln!(std::io::stderr(), "vouch: injected crash after {point}");
                         std::process::abort();
                     }
                     CrashMode::Simulate => return Err(HostError::Crashed(point.to_string())),
