@@ -10,6 +10,9 @@
 //! The library holds the measurement so that other binaries (the `vouch` CLI) can call it;
 //! the `vouch-bench` binary is a thin clap front end.
 
+mod commit_loop;
+pub use commit_loop::{sqlite_commits_per_s, COMMIT_LOOP_SECONDS_MAX};
+
 use anyhow::{anyhow, bail, Context, Result};
 use serde::Serialize;
 use serde_json::json;

@@ -176,7 +176,12 @@ pub fn providers(dir: &Path, cfg: &Config) -> BTreeMap<DestinationKind, Arc<dyn 
 }
 
 pub fn host(dir: &Path, progress: Option<Progress>) -> Result<Host> {
-    let store = open_store(dir)?;
+    host_on(dir, open_store(dir)?, progress)
+}
+
+/// The home's host on a store the caller opened (benchmarks keep the concrete store to read
+/// its write counters).
+pub fn host_on(dir: &Path, store: Arc<dyn Store>, progress: Option<Progress>) -> Result<Host> {
     let cfg = config(dir)?;
     let push_url = cfg.notify.as_ref().and_then(|n| n.push_url.clone());
     let root = folder_root(dir);

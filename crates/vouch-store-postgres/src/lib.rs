@@ -536,6 +536,21 @@ struct PreparedEvent {
     content: EventContent,
 }
 
+/// Prepare a batch of non-terminal events (the terminal event is written only by `end_run`).
+fn prepare_all(run_id: &str, events: &[NewEvent]) -> StoreResult<Vec<PreparedEvent>> {
+    events
+        .iter()
+        .map(|e| {
+            if e.kind == EventKind::Terminal {
+                return Err(StoreError::Conflict(
+                    "the terminal event is written only by end_run".into(),
+                ));
+            }
+            PreparedEvent::new(run_id, e)
+        })
+        .collect()
+}
+
 impl PreparedEvent {
     fn new(run_id: &str, ev: &NewEvent) -> StoreResult<PreparedEvent> {
         let body_text = to_json_text(&ev.body)?;
@@ -807,6 +822,39 @@ impl Store for PostgresStore {
         Ok(ev.entry(seq, prev, hash))
     }
 
+    fn append_batch(&self, run_id: &str, events: &[NewEvent]) -> StoreResult<Vec<JournalEntry>> {
+        if events.is_empty() {
+            return Ok(vec![]);
+        }
+        let prepared = prepare_all(run_id, events)?;
+        let chained = self.tx(|t| {
+            match lock_run(t, run_id)?.as_deref() {
+                None => {
+                    return Err(StoreError::NotFound {
+                        what: "run",
+                        id: run_id.to_string(),
+                    })
+                }
+                Some("ended") => {
+                    return Err(StoreError::Conflict(format!(
+                        "run {run_id} has already ended; nothing more can be journaled"
+                    )))
+                }
+                Some(_) => {}
+            }
+            let mut chained = Vec::with_capacity(prepared.len());
+            for ev in &prepared {
+                chained.push(insert_event(t, ev)?);
+            }
+            Ok(chained)
+        })?;
+        Ok(prepared
+            .into_iter()
+            .zip(chained)
+            .map(|(ev, (seq, prev, hash))| ev.entry(seq, prev, hash))
+            .collect())
+    }
+
     fn journal(&self, run_id: &str) -> StoreResult<Vec<JournalEntry>> {
         rows(
             self.query(
@@ -865,6 +913,16 @@ impl Store for PostgresStore {
     }
 
     fn end_run(&self, run_id: &str, terminal: &Terminal) -> StoreResult<EndResult> {
+        self.end_run_after(run_id, &[], terminal)
+    }
+
+    fn end_run_after(
+        &self,
+        run_id: &str,
+        events: &[NewEvent],
+        terminal: &Terminal,
+    ) -> StoreResult<EndResult> {
+        let before = prepare_all(run_id, events)?;
         let ev = PreparedEvent::new(
             run_id,
             &NewEvent::new(EventKind::Terminal, terminal.at_ms, terminal.body.clone()),
@@ -884,6 +942,9 @@ impl Store for PostgresStore {
                 }
                 Some("ended") => return Ok(None),
                 Some(_) => {}
+            }
+            for e in &before {
+                insert_event(t, e)?;
             }
             let (seq, prev, hash) = insert_event(t, &ev)?;
             t.execute(

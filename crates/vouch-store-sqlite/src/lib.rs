@@ -582,6 +582,21 @@ struct PreparedEvent {
     content: EventContent,
 }
 
+/// Prepare a batch of non-terminal events (the terminal event is written only by `end_run`).
+fn prepare_all(run_id: &str, events: &[NewEvent]) -> StoreResult<Vec<PreparedEvent>> {
+    events
+        .iter()
+        .map(|e| {
+            if e.kind == EventKind::Terminal {
+                return Err(StoreError::Conflict(
+                    "the terminal event is written only by end_run".into(),
+                ));
+            }
+            PreparedEvent::new(run_id, e)
+        })
+        .collect()
+}
+
 impl PreparedEvent {
     fn new(run_id: &str, ev: &NewEvent) -> StoreResult<PreparedEvent> {
         let body_text =
@@ -754,6 +769,22 @@ impl Store for SqliteStore {
         Ok(ev.entry(seq, prev, hash))
     }
 
+    fn append_batch(&self, run_id: &str, events: &[NewEvent]) -> StoreResult<Vec<JournalEntry>> {
+        if events.is_empty() {
+            return Ok(vec![]);
+        }
+        let prepared = prepare_all(run_id, events)?;
+        // One job, one savepoint: the batch is durable together or not at all.
+        self.write(move |c| {
+            let mut out = Vec::with_capacity(prepared.len());
+            for ev in prepared {
+                let (seq, prev, hash) = insert_event(c, &ev)?;
+                out.push(ev.entry(seq, prev, hash));
+            }
+            Ok(out)
+        })
+    }
+
     fn journal(&self, run_id: &str) -> StoreResult<Vec<JournalEntry>> {
         self.read(|c| {
             let mut st = c
@@ -820,6 +851,16 @@ impl Store for SqliteStore {
     }
 
     fn end_run(&self, run_id: &str, terminal: &Terminal) -> StoreResult<EndResult> {
+        self.end_run_after(run_id, &[], terminal)
+    }
+
+    fn end_run_after(
+        &self,
+        run_id: &str,
+        events: &[NewEvent],
+        terminal: &Terminal,
+    ) -> StoreResult<EndResult> {
+        let before = prepare_all(run_id, events)?;
         let (run_id, t) = (run_id.to_string(), terminal.clone());
         let ev = PreparedEvent::new(
             &run_id,
@@ -831,6 +872,9 @@ impl Store for SqliteStore {
                 None => return Err(StoreError::NotFound { what: "run", id: run_id }),
                 Some("ended") => return Ok(EndResult::AlreadyEnded),
                 _ => {}
+            }
+            for e in &before {
+                insert_event(c, e)?;
             }
             let (seq, prev, hash) = insert_event(c, &ev)?;
             let entry = ev.entry(seq, prev, hash);

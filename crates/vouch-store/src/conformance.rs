@@ -23,6 +23,7 @@ pub fn run_all(open: Opener<'_>) {
     schedules_crud(open);
     ended_runs_are_closed(open);
     races_have_one_winner(open);
+    batches_commit_together(open);
 }
 
 fn new_run(id: &str) -> NewRun {
@@ -495,4 +496,48 @@ pub fn schedules_crud(open: Opener<'_>) {
     assert!(s.schedules().unwrap().contains(&sched));
     assert!(s.remove_schedule("c-brief").unwrap());
     assert!(!s.remove_schedule("c-brief").unwrap());
+}
+
+/// `append_batch` and `end_run_after` (the durability points of §3.4/§9.2): a batch extends the
+/// chain in order and is durable across a reopen; the events before a terminal record commit
+/// with it; after the end nothing more is appended, and a second end changes nothing.
+pub fn batches_commit_together(open: Opener<'_>) {
+    let s = open();
+    s.create_run(&new_run("batch-1")).unwrap();
+    s.append("batch-1", &ev(0)).unwrap();
+    let batch: Vec<NewEvent> = (1..5).map(ev).collect();
+    let out = s.append_batch("batch-1", &batch).unwrap();
+    assert_eq!(
+        out.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        vec![2, 3, 4, 5]
+    );
+    assert!(s.append_batch("batch-1", &[]).unwrap().is_empty());
+    let before_end: Vec<NewEvent> = (5..8).map(ev).collect();
+    match s
+        .end_run_after("batch-1", &before_end, &terminal(false, "batch-1"))
+        .unwrap()
+    {
+        EndResult::Ended(t) => assert_eq!(t.seq, 9, "the terminal event follows the batch"),
+        EndResult::AlreadyEnded => panic!("a live run must end"),
+    }
+    drop(s);
+    let s = open();
+    let j = s.journal("batch-1").unwrap();
+    assert_eq!(j.len(), 9, "every batched event is durable across a reopen");
+    verify_chain(&j).unwrap();
+    assert_eq!(j[8].kind, EventKind::Terminal);
+    assert_eq!(j[7].body["n"], json!(7));
+    // Ended: a second end with more events changes nothing; a batch is refused whole.
+    assert_eq!(
+        s.end_run_after("batch-1", &[ev(9)], &terminal(false, "batch-1"))
+            .unwrap(),
+        EndResult::AlreadyEnded
+    );
+    assert!(s.append_batch("batch-1", &[ev(10), ev(11)]).is_err());
+    assert_eq!(s.journal("batch-1").unwrap().len(), 9);
+    // A terminal event inside a batch is refused, and nothing of the batch is written.
+    s.create_run(&new_run("batch-2")).unwrap();
+    let bad = vec![ev(0), NewEvent::new(EventKind::Terminal, 1, json!({}))];
+    assert!(s.append_batch("batch-2", &bad).is_err());
+    assert!(s.journal("batch-2").unwrap().is_empty());
 }

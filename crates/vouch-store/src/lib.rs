@@ -437,6 +437,20 @@ pub trait Store: Send + Sync {
     /// outcome and ended_by, store the receipt, insert the outbox row (if any, deduplicated by
     /// its key). Idempotent: a run already ended returns `AlreadyEnded` and changes nothing.
     fn end_run(&self, run_id: &str, terminal: &Terminal) -> StoreResult<EndResult>;
+    /// `events`, then the terminal transaction, committed together (the events still buffered
+    /// at the end of a run ride with its terminal record: one durability point, §9.2). A run
+    /// already ended returns `AlreadyEnded` and appends nothing.
+    fn end_run_after(
+        &self,
+        run_id: &str,
+        events: &[NewEvent],
+        terminal: &Terminal,
+    ) -> StoreResult<EndResult> {
+        if !events.is_empty() && self.run(run_id)?.map(|r| r.state) != Some(RunState::Ended) {
+            self.append_batch(run_id, events)?;
+        }
+        self.end_run(run_id, terminal)
+    }
     fn receipt(&self, run_id: &str) -> StoreResult<Option<String>>;
 
     // ---- ownership leases (§9.1 b) ----
