@@ -189,7 +189,8 @@ pub fn host_on(dir: &Path, store: Arc<dyn Store>, progress: Option<Progress>) ->
     let crash = std::env::var("VOUCH_CRASH_AFTER")
         .ok()
         .and_then(|s| CrashPlan::parse(&s, CrashMode::Abort));
-    let store_dyn: Arc<dyn Store> = store;
+    // The host writes through the durability points (runtime::durable).
+    let store_dyn: Arc<dyn Store> = Arc::new(vouch_runtime::durable::Durable::new(store));
     Ok(Host {
         store: store_dyn,
         clock: Arc::new(SystemClock),

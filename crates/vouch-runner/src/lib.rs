@@ -176,7 +176,7 @@ impl Ctx {
             });
         let files = self.dir.join("files");
         Ok(Host {
-            store: Arc::new(store),
+            store: Arc::new(vouch_runtime::durable::Durable::new(Arc::new(store))),
             clock: Arc::new(self.clock.clone()),
             caps: self.caps.clone(),
             providers,

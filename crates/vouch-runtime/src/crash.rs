@@ -18,6 +18,8 @@ pub struct CrashPlan {
     pub delivery: Option<String>,
     pub nth: u32,
     pub mode: CrashMode,
+    /// Crash without committing what is buffered (between two durability points).
+    pub volatile: bool,
     seen: AtomicU32,
 }
 
@@ -28,13 +30,18 @@ impl CrashPlan {
             delivery: delivery.map(String::from),
             nth: nth.max(1),
             mode,
+            volatile: false,
             seen: AtomicU32::new(0),
         }
     }
 
-    /// Parse `event[:delivery][@nth]`.
+    /// Parse `[~]event[:delivery][@nth]`; `~` crashes before the buffered events are durable.
     pub fn parse(spec: &str, mode: CrashMode) -> Option<Self> {
         let spec = spec.trim();
+        let (spec, volatile) = match spec.strip_prefix('~') {
+            Some(rest) => (rest, true),
+            None => (spec, false),
+        };
         if spec.is_empty() {
             return None;
         }
@@ -46,7 +53,9 @@ impl CrashPlan {
             Some((e, d)) => (e, Some(d)),
             None => (rest, None),
         };
-        Some(CrashPlan::new(event, delivery, nth, mode))
+        let mut plan = CrashPlan::new(event, delivery, nth, mode);
+        plan.volatile = volatile;
+        Some(plan)
     }
 
     /// Does this point trigger the crash? Counts matching points.

@@ -6,6 +6,7 @@ pub mod capability;
 pub mod clock;
 pub mod config;
 pub mod crash;
+pub mod durable;
 pub mod fsroot;
 pub mod host;
 pub mod model;

@@ -202,6 +202,12 @@ impl Host {
     fn crash_point(&self, point: &str, delivery: Option<&str>) -> HostResult<()> {
         if let Some(plan) = &self.crash {
             if plan.hit(point, delivery) {
+                // "Crash after EVENT": EVENT is durable when the process dies, unless the plan
+                // asks for a crash between two durability points (`~EVENT`), which loses what
+                // was still buffered.
+                if !plan.volatile {
+                    self.store.flush()?;
+                }
                 match plan.mode {
                     CrashMode::Abort => {
                         // A closed stderr must not turn the abort into a panic.

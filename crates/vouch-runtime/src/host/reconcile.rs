@@ -98,14 +98,17 @@ impl Host {
             at_ms: self.now(),
             outbox: rec.outbox,
         };
+        // The terminal transaction also clears the run's lease; only a run that had already
+        // ended (nothing written now) still needs this process's lease let go.
         if let EndResult::Ended(_) = self.store.end_run(run_id, &terminal)? {
             self.crash_point("terminal", None)?;
             self.say(&format!(
                 "■ run {run_id} ended: {outcome} ({})",
                 ended_by.as_str()
             ));
+        } else {
+            let _ = self.store.release_run(run_id, &self.owner);
         }
-        let _ = self.store.release_run(run_id, &self.owner);
         self.dispatch()?;
         Ok(outcome)
     }

@@ -165,11 +165,26 @@ impl Host {
                 "run {run_id} has already ended; see `vouch receipt {run_id}`"
             )));
         }
-        self.lease(run_id)?;
+        // A run this process created a moment ago already holds a fresh lease: taking it again
+        // would be a commit for nothing.
+        let now = self.now();
+        let fresh = run.owner.as_deref() == Some(self.owner.as_str())
+            && run
+                .lease_until_ms
+                .is_some_and(|until| until - now >= self.limits.lease_ms * 2 / 3);
+        if !fresh {
+            self.lease(run_id)?;
+        }
         // The lease is renewed by elapsed time, not per turn: a renewal is a store commit, and
         // renewing once a third of the lease has passed keeps it alive with room to spare.
-        let mut leased_at_ms = self.now();
-        self.store.set_run_state(run_id, RunState::Running)?;
+        let mut leased_at_ms = if fresh {
+            run.lease_until_ms.unwrap_or(now) - self.limits.lease_ms
+        } else {
+            self.now()
+        };
+        if run.state != RunState::Running {
+            self.store.set_run_state(run_id, RunState::Running)?;
+        }
         let view = self.view(run_id)?;
         // Resume from the suspended step: execute an approved payload first (§7).
         for (id, item) in &view.items {
