@@ -405,6 +405,10 @@ pub struct Schedule {
 
 /// One durable store. Implementations must be safe to share between threads; every write is
 /// durable on return, and concurrent appends may be group-committed.
+///
+/// The host writes through a buffer that implements this trait too
+/// (`vouch_runtime::durable::Durable`, the durability points of §3.4.2): a method added here
+/// must be delegated there as well, or the host would see its default instead of the backend's.
 pub trait Store: Send + Sync {
     // ---- runs ----
     fn create_run(&self, run: &NewRun) -> StoreResult<()>;
