@@ -85,7 +85,15 @@ pub fn run(keep: bool) -> Result<i32> {
     if !keep {
         let d = dir.clone();
         let _ = ctrlc::set_handler(move || {
-            let _ = std::fs::remove_dir_all(&d);
+            // The stories keep writing into the home while this handler runs (on its own
+            // thread), so one removal can race a file being created: remove until it is gone.
+            for _ in 0..100 {
+                let _ = std::fs::remove_dir_all(&d);
+                if !d.exists() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
             std::process::exit(130);
         });
     }
