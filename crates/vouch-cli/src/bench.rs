@@ -166,3 +166,184 @@ pub fn journal(
     }
     Ok(if report.broken_chains > 0 { 1 } else { 0 })
 }
+
+/// Most runs `bench scale` seeds into one store.
+pub const SCALE_RUNS_MAX: usize = 1_000_000;
+/// Repetitions of each timed operation; the median is reported.
+const SCALE_REPEATS: usize = 7;
+
+/// `vouch bench scale`: what start-up and listing cost as history grows. For each size, a
+/// fresh home is seeded with that many ended runs (each with a journal and a receipt), plus a few open cards; then the median of repeated start-ups
+/// (open the store and the host, start-up reconciliation — what every command does first) and
+/// of the listings a person asks for (the inbox: open cards and the newest runs; the badge).
+pub fn scale(sizes: &[usize], json_out: bool) -> Result<i32> {
+    if sizes.is_empty() || sizes.iter().any(|&n| n == 0 || n > SCALE_RUNS_MAX) {
+        return Err(crate::bad(format!(
+            "--sizes: give run counts between 1 and {SCALE_RUNS_MAX}, comma-separated"
+        )));
+    }
+    let mut rows = vec![];
+    for &n in sizes {
+        let tmp =
+            std::env::temp_dir().join(format!("vouch-bench-scale-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        home::init(&tmp)?;
+        if !json_out {
+            errln!(
+                "vouch bench scale: seeding {n} ended runs in {}",
+                tmp.display()
+            );
+        }
+        let t = Instant::now();
+        seed(&tmp, n)?;
+        let seed_s = t.elapsed().as_secs_f64();
+        let mut startup = vec![];
+        let mut list = vec![];
+        for _ in 0..SCALE_REPEATS {
+            let t = Instant::now();
+            let host = home::host(&tmp, None)?;
+            host.boot().map_err(|e| anyhow!("{e}"))?;
+            startup.push(t.elapsed().as_secs_f64() * 1e3);
+            let t = Instant::now();
+            let cards = host.store.open_cards()?;
+            let runs = host.store.runs(50)?;
+            list.push(t.elapsed().as_secs_f64() * 1e3);
+            if cards.len() != 3 || runs.len() != (n + 3).min(50) {
+                return Err(anyhow!(
+                    "scale {n}: the inbox shows {} cards and {} runs",
+                    cards.len(),
+                    runs.len()
+                ));
+            }
+        }
+        let _ = std::fs::remove_dir_all(&tmp);
+        let row = json!({"runs_in_store": n, "startup_ms": median(&mut startup), "list_ms": median(&mut list), "seed_s": seed_s});
+        if !json_out {
+            errln!(
+                "  {n:>8} runs: start-up {:.2} ms, inbox {:.2} ms (seeded in {seed_s:.1} s)",
+                row["startup_ms"].as_f64().unwrap_or(0.0),
+                row["list_ms"].as_f64().unwrap_or(0.0)
+            );
+        }
+        rows.push(row);
+    }
+    let ratio = |key: &str| -> f64 {
+        let first = rows.first().and_then(|r| r[key].as_f64()).unwrap_or(0.0);
+        let last = rows.last().and_then(|r| r[key].as_f64()).unwrap_or(0.0);
+        if first > 0.0 {
+            last / first
+        } else {
+            0.0
+        }
+    };
+    let (startup_ratio, list_ratio) = (ratio("startup_ms"), ratio("list_ms"));
+    if json_out {
+        outln!(
+            "{}",
+            json!({"sizes": rows, "startup_largest_vs_smallest": startup_ratio, "list_largest_vs_smallest": list_ratio})
+        );
+    } else {
+        outln!("runs in store   start-up ms   inbox ms");
+        for r in &rows {
+            outln!(
+                "{:>13}   {:>11.2}   {:>8.2}",
+                r["runs_in_store"],
+                r["startup_ms"].as_f64().unwrap_or(0.0),
+                r["list_ms"].as_f64().unwrap_or(0.0)
+            );
+        }
+        outln!("largest ÷ smallest: start-up {startup_ratio:.2}×, inbox {list_ratio:.2}×");
+    }
+    Ok(0)
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// `n` ended runs written straight to the store by 8 threads (two group-committed writes a
+/// run), plus three suspended runs with an open card each.
+fn seed(dir: &std::path::Path, n: usize) -> Result<()> {
+    use vouch_store::{Card, CardState, EventKind, NewEvent, NewRun, Store, Terminal};
+    let store: Arc<dyn Store> = home::open_store(dir)?;
+    let threads = 8usize;
+    let mut handles = vec![];
+    for w in 0..threads {
+        let store = store.clone();
+        handles.push(std::thread::spawn(move || -> Result<()> {
+            let mut i = w;
+            while i < n {
+                let id = format!("seed{i:08}");
+                let at = 1_700_000_000_000i64 + i as i64 * 1_000;
+                store.create_run(&NewRun {
+                    id: id.clone(),
+                    trigger: TriggerKind::Scheduled,
+                    title: format!("seeded run {i}"),
+                    chain_root: id.clone(),
+                    parent: None,
+                    scope: id.clone(),
+                    spec: json!({"presence": "away"}),
+                    created_ms: at,
+                })?;
+                let events = [
+                    NewEvent::new(
+                        EventKind::RunCreated,
+                        at,
+                        json!({"title": format!("seeded run {i}")}),
+                    ),
+                    NewEvent::new(
+                        EventKind::Turn,
+                        at,
+                        json!({"content": "done", "tool_calls": []}),
+                    ),
+                ];
+                store.end_run_after(
+                    &id,
+                    &events,
+                    &Terminal {
+                        outcome: vouch_core::Outcome::Succeeded,
+                        ended_by: vouch_core::EndedBy::Loop,
+                        receipt: format!("Receipt — seeded run {i}\n"),
+                        body: json!({"outcome": "succeeded"}),
+                        at_ms: at + 10,
+                        // Steady state: every notification has gone out.
+                        outbox: None,
+                    },
+                )?;
+                i += threads;
+            }
+            Ok(())
+        }));
+    }
+    for h in handles {
+        h.join()
+            .map_err(|_| anyhow!("a seeding thread panicked"))??;
+    }
+    for k in 0..3 {
+        let id = format!("open{k}");
+        let at = 1_800_000_000_000i64 + k;
+        store.create_run(&NewRun {
+            id: id.clone(),
+            trigger: TriggerKind::Interactive,
+            title: format!("waiting run {k}"),
+            chain_root: id.clone(),
+            parent: None,
+            scope: id.clone(),
+            spec: json!({}),
+            created_ms: at,
+        })?;
+        store.set_run_state(&id, vouch_core::RunState::Suspended)?;
+        store.open_card(&Card {
+            run_id: id.clone(),
+            delivery: Some("d1".into()),
+            payload_hash: format!("{k:064}"),
+            summary: "send a message".into(),
+            state: CardState::Open,
+            created_ms: at,
+            decided_ms: None,
+            answer: None,
+        })?;
+    }
+    Ok(())
+}

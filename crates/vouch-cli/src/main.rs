@@ -201,6 +201,12 @@ enum BenchCmd {
         #[arg(long, default_value_t = 8)]
         concurrency: usize,
     },
+    /// Start-up and inbox cost against the number of runs in the store (10, 1,000, 100,000).
+    Scale {
+        /// Store sizes to measure, comma-separated.
+        #[arg(long, value_delimiter = ',', default_values_t = [10usize, 1_000, 100_000])]
+        sizes: Vec<usize>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -738,6 +744,9 @@ fn run(cli: Cli) -> Result<i32> {
             cmd: BenchCmd::Runs { runs, concurrency },
         } => bench::runs(runs, concurrency, json),
         Cmd::Bench {
+            cmd: BenchCmd::Scale { sizes },
+        } => bench::scale(&sizes, json),
+        Cmd::Bench {
             cmd:
                 BenchCmd::Journal {
                     seconds,
@@ -792,11 +801,12 @@ fn find_run(store: &dyn Store, id: &str) -> Result<vouch_store::RunRecord> {
     if let Some(r) = store.run(id)? {
         return Ok(r);
     }
-    let matches: Vec<_> = store
-        .runs(vouch_runtime::host::RUNS_SCAN_MAX)?
-        .into_iter()
-        .filter(|r| r.id.starts_with(id))
-        .collect();
+    // Two are enough to tell "unique" from "ambiguous".
+    let matches = if id.is_empty() {
+        vec![]
+    } else {
+        store.runs_by_prefix(id, 2)?
+    };
     match matches.len() {
         1 => Ok(matches
             .into_iter()
@@ -805,7 +815,9 @@ fn find_run(store: &dyn Store, id: &str) -> Result<vouch_store::RunRecord> {
         0 => Err(bad(format!(
             "no run `{id}` in this home; list runs with `vouch runs list`"
         ))),
-        n => Err(bad(format!("`{id}` matches {n} runs; give more of the id"))),
+        _ => Err(bad(format!(
+            "`{id}` matches more than one run; give more of the id"
+        ))),
     }
 }
 

@@ -248,6 +248,16 @@ impl Store for Durable {
         self.inner.orphaned_runs(now_ms)
     }
 
+    fn open_runs(&self) -> StoreResult<Vec<RunRecord>> {
+        self.inner.open_runs()
+    }
+    fn runs_by_prefix(&self, prefix: &str, limit: usize) -> StoreResult<Vec<RunRecord>> {
+        self.inner.runs_by_prefix(prefix, limit)
+    }
+    fn continuation_of(&self, parent: &str) -> StoreResult<Option<RunRecord>> {
+        self.inner.continuation_of(parent)
+    }
+
     fn put_payload(&self, hash: &str, canonical_json: &str) -> StoreResult<()> {
         self.inner.put_payload(hash, canonical_json)
     }

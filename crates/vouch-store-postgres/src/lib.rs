@@ -1026,6 +1026,43 @@ impl Store for PostgresStore {
         )
     }
 
+    fn open_runs(&self) -> StoreResult<Vec<RunRecord>> {
+        rows(
+            self.query(
+                &format!(
+                    "SELECT {RUN_COLS} FROM runs WHERE state <> 'ended' ORDER BY created_ms, ord"
+                ),
+                &[],
+            )?,
+            run_row,
+        )
+    }
+
+    fn runs_by_prefix(&self, prefix: &str, limit: usize) -> StoreResult<Vec<RunRecord>> {
+        let limit = limit as i64;
+        rows(
+            self.query(
+                &format!(
+                    "SELECT {RUN_COLS} FROM runs WHERE starts_with(id, $1) ORDER BY id LIMIT $2"
+                ),
+                &[&prefix, &limit],
+            )?,
+            run_row,
+        )
+    }
+
+    fn continuation_of(&self, parent: &str) -> StoreResult<Option<RunRecord>> {
+        Ok(rows(
+            self.query(
+                &format!("SELECT {RUN_COLS} FROM runs WHERE parent = $1 ORDER BY created_ms, ord LIMIT 1"),
+                &[&parent],
+            )?,
+            run_row,
+        )?
+        .into_iter()
+        .next())
+    }
+
     fn put_payload(&self, hash: &str, canonical_json: &str) -> StoreResult<()> {
         if canonical_json.len() > BODY_BYTES_MAX {
             return Err(StoreError::Conflict(format!(

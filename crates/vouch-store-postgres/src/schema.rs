@@ -151,4 +151,9 @@ CREATE TABLE schedules (
     created_ms BIGINT NOT NULL
 );
 "#,
+    // 2: what start-up and resume look up costs what is open, not what ever happened.
+    r#"
+CREATE INDEX runs_open ON runs (created_ms, ord) WHERE state <> 'ended';
+CREATE INDEX runs_by_parent ON runs (parent) WHERE parent IS NOT NULL;
+"#,
 ];

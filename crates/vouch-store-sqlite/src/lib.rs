@@ -959,6 +959,50 @@ impl Store for SqliteStore {
         })
     }
 
+    fn open_runs(&self) -> StoreResult<Vec<RunRecord>> {
+        self.read(|c| {
+            let mut st = c
+                .prepare(&format!(
+                    "SELECT {RUN_COLS} FROM runs WHERE state != 'ended' ORDER BY created_ms"
+                ))
+                .map_err(db_err)?;
+            let rows = st.query_map([], run_row).map_err(db_err)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
+        })
+    }
+
+    fn runs_by_prefix(&self, prefix: &str, limit: usize) -> StoreResult<Vec<RunRecord>> {
+        // A range on the primary key: ids are compared bytewise, and U+10FFFF sorts after
+        // every character an id can hold.
+        let upper = format!("{prefix}\u{10FFFF}");
+        let prefix = prefix.to_string();
+        self.read(move |c| {
+            let mut st = c
+                .prepare(&format!(
+                    "SELECT {RUN_COLS} FROM runs WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT ?3"
+                ))
+                .map_err(db_err)?;
+            let rows = st
+                .query_map(params![prefix, upper, limit as i64], run_row)
+                .map_err(db_err)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
+        })
+    }
+
+    fn continuation_of(&self, parent: &str) -> StoreResult<Option<RunRecord>> {
+        self.read(|c| {
+            c.query_row(
+                &format!(
+                    "SELECT {RUN_COLS} FROM runs WHERE parent = ?1 ORDER BY created_ms LIMIT 1"
+                ),
+                [parent],
+                run_row,
+            )
+            .optional()
+            .map_err(read_err)
+        })
+    }
+
     fn put_payload(&self, hash: &str, canonical_json: &str) -> StoreResult<()> {
         if canonical_json.len() > BODY_BYTES_MAX {
             return Err(StoreError::Conflict(format!(

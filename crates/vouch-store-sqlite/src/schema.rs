@@ -106,4 +106,9 @@ CREATE TABLE schedules (
     created_ms INTEGER NOT NULL
 );
 "#,
+    // 3: what start-up and resume look up costs what is open, not what ever happened.
+    r#"
+CREATE INDEX runs_open ON runs(created_ms) WHERE state != 'ended';
+CREATE INDEX runs_by_parent ON runs(parent) WHERE parent IS NOT NULL;
+"#,
 ];

@@ -24,6 +24,7 @@ pub fn run_all(open: Opener<'_>) {
     ended_runs_are_closed(open);
     races_have_one_winner(open);
     batches_commit_together(open);
+    lookups_cost_what_is_open(open);
 }
 
 fn new_run(id: &str) -> NewRun {
@@ -540,4 +541,36 @@ pub fn batches_commit_together(open: Opener<'_>) {
     let bad = vec![ev(0), NewEvent::new(EventKind::Terminal, 1, json!({}))];
     assert!(s.append_batch("batch-2", &bad).is_err());
     assert!(s.journal("batch-2").unwrap().is_empty());
+}
+
+/// `open_runs`, `continuation_of` and `runs_by_prefix` answer from indexes (start-up, resume
+/// and a typed id cost what is open or asked for, not the history).
+pub fn lookups_cost_what_is_open(open: Opener<'_>) {
+    let s = open();
+    for id in ["look-a1", "look-a2", "look-b1"] {
+        s.create_run(&new_run(id)).unwrap();
+    }
+    s.end_run("look-a1", &terminal(false, "look-a1")).unwrap();
+    let open_ids: Vec<String> = s.open_runs().unwrap().into_iter().map(|r| r.id).collect();
+    assert!(!open_ids.contains(&"look-a1".to_string()), "{open_ids:?}");
+    assert!(open_ids.contains(&"look-a2".to_string()) && open_ids.contains(&"look-b1".to_string()));
+    let mut child = new_run("look-c1");
+    child.parent = Some("look-a1".into());
+    child.chain_root = "look-a1".into();
+    s.create_run(&child).unwrap();
+    assert_eq!(
+        s.continuation_of("look-a1").unwrap().map(|r| r.id),
+        Some("look-c1".into())
+    );
+    assert_eq!(s.continuation_of("look-a2").unwrap(), None);
+    let a: Vec<String> = s
+        .runs_by_prefix("look-a", 10)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(a, vec!["look-a1".to_string(), "look-a2".to_string()]);
+    assert_eq!(s.runs_by_prefix("look-a", 1).unwrap().len(), 1);
+    assert!(s.runs_by_prefix("look-z", 10).unwrap().is_empty());
+    assert_eq!(s.runs_by_prefix("look-b1", 10).unwrap().len(), 1);
 }

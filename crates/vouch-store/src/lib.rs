@@ -470,6 +470,13 @@ pub trait Store: Send + Sync {
     fn release_run(&self, run_id: &str, owner: &str) -> StoreResult<()>;
     /// Non-ended runs whose lease has lapsed (or never existed) at `now_ms`.
     fn orphaned_runs(&self, now_ms: i64) -> StoreResult<Vec<RunRecord>>;
+    /// Every run not ended, oldest first (an index on open runs: the cost follows what is
+    /// open, not the store's history).
+    fn open_runs(&self) -> StoreResult<Vec<RunRecord>>;
+    /// Runs whose id starts with `prefix` (a person typing a shortened id), at most `limit`.
+    fn runs_by_prefix(&self, prefix: &str, limit: usize) -> StoreResult<Vec<RunRecord>>;
+    /// The continuation of `parent` (§9.2.4: at most one), if it was resumed.
+    fn continuation_of(&self, parent: &str) -> StoreResult<Option<RunRecord>>;
 
     // ---- payloads by content hash (§7) ----
     fn put_payload(&self, hash: &str, canonical_json: &str) -> StoreResult<()>;

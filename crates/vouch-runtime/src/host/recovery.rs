@@ -13,11 +13,8 @@ impl Host {
         let mut ended = vec![];
         let mut candidates = self.store.orphaned_runs(now)?;
         // A lease held by a process of this machine that no longer exists is gone too.
-        for r in self.store.runs(RUNS_SCAN_MAX)? {
-            if r.state != RunState::Ended
-                && owner_is_dead(r.owner.as_deref())
-                && !candidates.iter().any(|c| c.id == r.id)
-            {
+        for r in self.store.open_runs()? {
+            if owner_is_dead(r.owner.as_deref()) && !candidates.iter().any(|c| c.id == r.id) {
                 candidates.push(r);
             }
         }
@@ -64,12 +61,7 @@ impl Host {
                 parent.state.as_str()
             )));
         }
-        if let Some(child) = self
-            .store
-            .runs(RUNS_SCAN_MAX)?
-            .into_iter()
-            .find(|r| r.parent.as_deref() == Some(parent_id))
-        {
+        if let Some(child) = self.store.continuation_of(parent_id)? {
             // One continuation per run: resuming twice would redo what the first one did.
             return Err(HostError::Invalid(format!(
                 "run {parent_id} was already resumed as run {}; resume that one instead (`vouch resume {}`)",
