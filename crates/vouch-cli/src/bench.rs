@@ -347,3 +347,101 @@ fn seed(dir: &std::path::Path, n: usize) -> Result<()> {
     }
     Ok(())
 }
+
+/// Most work-tool turns `bench turns` runs in one run.
+pub const TURNS_MAX: usize = 50_000;
+
+/// `vouch bench turns`: one run per size, each with that many read-only work-tool turns
+/// between its declaration and one save. Reports the host's cost per turn (the scripted model
+/// costs nothing) and the commits of each run: a turn with no effect commits nothing of its own.
+pub fn turns(sizes: &[usize], json_out: bool) -> Result<i32> {
+    if sizes.is_empty() || sizes.iter().any(|&n| n == 0 || n > TURNS_MAX) {
+        return Err(crate::bad(format!(
+            "--sizes: give turn counts between 1 and {TURNS_MAX}, comma-separated"
+        )));
+    }
+    let tmp = std::env::temp_dir().join(format!("vouch-bench-turns-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    home::init(&tmp)?;
+    std::fs::create_dir_all(home::folder_root(&tmp).join("src"))?;
+    std::fs::write(
+        home::folder_root(&tmp).join("src/notes.md"),
+        "a line to read\n",
+    )?;
+    let sqlite = Arc::new(
+        vouch_store_sqlite::SqliteStore::open(&tmp.join(home::DB_FILE))
+            .map_err(|e| anyhow!("{e}"))?,
+    );
+    let store: Arc<dyn vouch_store::Store> = sqlite.clone();
+    let mut host = home::host_on(&tmp, store, None)?;
+    host.limits.turns_max = TURNS_MAX + 10;
+    let mut rows = vec![];
+    for (k, &n) in sizes.iter().enumerate() {
+        let mut script = vec![
+            json!({"declare": {"deliveries": [{"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": format!("out/{k}.md")}}]}}),
+        ];
+        script
+            .extend((0..n).map(|_| json!({"tool": "read_file", "args": {"path": "src/notes.md"}})));
+        script.push(json!({"deliver": "d1", "payload": {"text": "done\n"}}));
+        script.push(json!({"final": "Saved."}));
+        let spec = RunSpec {
+            trigger: TriggerKind::Interactive,
+            title: format!("bench {n} turns"),
+            presence: None,
+            quiet: false,
+            model: json!({"kind": "script", "turns": script}),
+            scope: None,
+        };
+        if !json_out {
+            errln!("vouch bench turns: a run of {n} work-tool turns");
+        }
+        let before = sqlite.write_stats();
+        let t = Instant::now();
+        let (_, end) = host.start(&spec).map_err(|e| anyhow!("{e}"))?;
+        let secs = t.elapsed().as_secs_f64();
+        let after = sqlite.write_stats();
+        if !matches!(
+            end,
+            vouch_runtime::RunEnd::Ended {
+                outcome: vouch_core::Outcome::Succeeded
+            }
+        ) {
+            return Err(anyhow!("the run of {n} turns did not succeed: {end:?}"));
+        }
+        let turns = n + 3;
+        rows.push(json!({
+            "work_turns": n,
+            "seconds": secs,
+            "per_turn_us": secs * 1e6 / turns as f64,
+            "commits": after.commits - before.commits,
+        }));
+    }
+    drop(host);
+    let _ = std::fs::remove_dir_all(&tmp);
+    let per =
+        |r: Option<&serde_json::Value>| r.and_then(|r| r["per_turn_us"].as_f64()).unwrap_or(0.0);
+    let ratio = if per(rows.first()) > 0.0 {
+        per(rows.last()) / per(rows.first())
+    } else {
+        0.0
+    };
+    if json_out {
+        outln!(
+            "{}",
+            json!({"sizes": rows, "per_turn_largest_vs_smallest": ratio})
+        );
+    } else {
+        outln!("work turns   seconds   per turn µs   commits");
+        for r in &rows {
+            outln!(
+                "{:>10}   {:>7.2}   {:>11.1}   {:>7}",
+                r["work_turns"],
+                r["seconds"].as_f64().unwrap_or(0.0),
+                r["per_turn_us"].as_f64().unwrap_or(0.0),
+                r["commits"]
+            );
+        }
+        outln!("per-turn cost, largest ÷ smallest: {ratio:.2}×");
+    }
+    Ok(0)
+}

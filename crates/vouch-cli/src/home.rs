@@ -219,6 +219,7 @@ pub fn host_on(dir: &Path, store: Arc<dyn Store>, progress: Option<Progress>) ->
         progress,
         policy_forbid: vec![],
         presence: Some(Arc::new(FilePresence::new(dir))),
+        drives: Default::default(),
     })
 }
 

@@ -207,6 +207,12 @@ enum BenchCmd {
         #[arg(long, value_delimiter = ',', default_values_t = [10usize, 1_000, 100_000])]
         sizes: Vec<usize>,
     },
+    /// Host cost per turn in runs of 50, 500 and 5,000 read-only work-tool turns.
+    Turns {
+        /// Work-tool turns per run, comma-separated.
+        #[arg(long, value_delimiter = ',', default_values_t = [50usize, 500, 5_000])]
+        sizes: Vec<usize>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -746,6 +752,9 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Bench {
             cmd: BenchCmd::Scale { sizes },
         } => bench::scale(&sizes, json),
+        Cmd::Bench {
+            cmd: BenchCmd::Turns { sizes },
+        } => bench::turns(&sizes, json),
         Cmd::Bench {
             cmd:
                 BenchCmd::Journal {

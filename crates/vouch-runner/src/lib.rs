@@ -195,6 +195,7 @@ impl Ctx {
             progress: None,
             policy_forbid: vec![],
             presence: None,
+            drives: Default::default(),
         })
     }
 

@@ -79,6 +79,7 @@ impl World {
             progress: None,
             policy_forbid: vec![],
             presence: None,
+            drives: Default::default(),
         }
     }
     fn schedule(

@@ -8,7 +8,7 @@ use crate::model::{ChatMessage, Model, ModelError, ModelTurn, ToolCall, ToolSpec
 use crate::provider::{AttemptReply, AttemptRequest, Observation, Provider};
 use crate::view::RunView;
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -18,8 +18,8 @@ use vouch_core::{
     Presence, RunState, TriggerKind, Verb,
 };
 use vouch_store::{
-    Card, CardState, Decision, EndResult, EventKind, LedgerEntry, LedgerIntent, LedgerState,
-    NewEvent, NewOutbox, NewRun, OutboxRow, RunRecord, Store, StoreError, Terminal,
+    Card, CardState, Decision, EndResult, EventKind, JournalEntry, LedgerEntry, LedgerIntent,
+    LedgerState, NewEvent, NewOutbox, NewRun, OutboxRow, RunRecord, Store, StoreError, Terminal,
 };
 
 // One file per transition; each says what it may touch (docs/architecture.md).
@@ -125,6 +125,67 @@ pub struct Host {
     pub policy_forbid: Vec<(Context, Verb)>,
     /// Where the person is right now (§11.1); `None` uses the run's own setting.
     pub presence: Option<Arc<dyn PresenceSource>>,
+    /// The runs this host is driving now: their views and conversations in memory.
+    pub drives: Drives,
+}
+
+/// What a drive keeps of its run while it drives: the view (§6.1 statuses, budgets) and the
+/// conversation, each extended by every event appended, so a turn costs the same at turn 5,000
+/// as at turn 5.
+struct DriveState {
+    view: RunView,
+    messages: Vec<ChatMessage>,
+}
+
+/// The runs driven by this host right now (several threads may drive different runs).
+#[derive(Default)]
+pub struct Drives(std::sync::Mutex<HashMap<String, Arc<std::sync::Mutex<DriveState>>>>);
+
+impl Drives {
+    fn get(&self, run_id: &str) -> Option<Arc<std::sync::Mutex<DriveState>>> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(run_id)
+            .cloned()
+    }
+
+    fn open(&self, run_id: &str, view: RunView, messages: Vec<ChatMessage>) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).insert(
+            run_id.to_string(),
+            Arc::new(std::sync::Mutex::new(DriveState { view, messages })),
+        );
+    }
+
+    fn close(&self, run_id: &str) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(run_id);
+    }
+
+    fn apply(&self, entry: &JournalEntry) {
+        if let Some(d) = self.get(&entry.run_id) {
+            let mut d = d.lock().unwrap_or_else(|p| p.into_inner());
+            d.view.apply(entry);
+            if let Some(m) = turn::chat_message(entry.kind, &entry.body) {
+                d.messages.push(m);
+            }
+        }
+    }
+
+    fn view(&self, run_id: &str) -> Option<RunView> {
+        let d = self.get(run_id)?;
+        let d = d.lock().unwrap_or_else(|p| p.into_inner());
+        Some(d.view.clone())
+    }
+
+    /// Run `f` over the conversation of a run being driven (no copy of it).
+    fn with_messages<T>(&self, run_id: &str, f: impl FnOnce(&[ChatMessage]) -> T) -> Option<T> {
+        let d = self.get(run_id)?;
+        let d = d.lock().unwrap_or_else(|p| p.into_inner());
+        Some(f(&d.messages))
+    }
 }
 
 /// The person's presence for a run at a moment (§11.1): `watching` while a surface of the
@@ -195,7 +256,8 @@ impl Host {
     fn journal(&self, run_id: &str, ev: NewEvent) -> HostResult<()> {
         let kind = ev.kind;
         let delivery = ev.delivery.clone();
-        self.store.append(run_id, &ev)?;
+        let entry = self.store.append(run_id, &ev)?;
+        self.drives.apply(&entry);
         self.crash_point(kind.as_str(), delivery.as_deref())
     }
 

@@ -74,6 +74,9 @@ impl Host {
     }
 
     pub(super) fn view(&self, run_id: &str) -> HostResult<RunView> {
+        if let Some(v) = self.drives.view(run_id) {
+            return Ok(v);
+        }
         Ok(RunView::from_journal(&self.store.journal(run_id)?))
     }
 
@@ -111,54 +114,26 @@ impl Host {
             },
             ChatMessage::User { content: run.title.clone() },
         ];
-        for e in self.store.journal(&run.id)? {
-            match e.kind {
-                EventKind::Turn => {
-                    let calls: Vec<ToolCall> = e
-                        .body
-                        .get("tool_calls")
-                        .and_then(|c| serde_json::from_value(c.clone()).ok())
-                        .unwrap_or_default();
-                    let content = e
-                        .body
-                        .get("content")
-                        .and_then(Value::as_str)
-                        .map(String::from);
-                    msgs.push(ChatMessage::Assistant {
-                        content,
-                        tool_calls: calls,
-                    });
-                }
-                EventKind::ToolCalled => msgs.push(ChatMessage::Tool {
-                    tool_call_id: e
-                        .body
-                        .get("call_id")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .into(),
-                    content: e
-                        .body
-                        .get("result")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .into(),
-                }),
-                EventKind::ClarifyAnswered => msgs.push(ChatMessage::User {
-                    content: e
-                        .body
-                        .get("answer")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .into(),
-                }),
-                _ => {}
-            }
-        }
+        msgs.extend(
+            self.store
+                .journal(&run.id)?
+                .iter()
+                .filter_map(|e| chat_message(e.kind, &e.body)),
+        );
         Ok(msgs)
     }
 
     /// Drive a run until it suspends or ends. Safe to call on a run resumed after approval.
+    /// While it drives, the run's view and conversation live in memory, extended by each
+    /// append (per-turn cost does not grow with the run); they are rebuilt from the store
+    /// whenever a run is (re)opened.
     pub fn drive(&self, run_id: &str) -> HostResult<RunEnd> {
+        let result = self.drive_open(run_id);
+        self.drives.close(run_id);
+        result
+    }
+
+    fn drive_open(&self, run_id: &str) -> HostResult<RunEnd> {
         let run = self.record(run_id)?;
         if run.state == RunState::Ended {
             return Err(HostError::Invalid(format!(
@@ -185,6 +160,11 @@ impl Host {
         if run.state != RunState::Running {
             self.store.set_run_state(run_id, RunState::Running)?;
         }
+        self.drives.open(
+            run_id,
+            RunView::from_journal(&self.store.journal(run_id)?),
+            self.messages(&run)?,
+        );
         let view = self.view(run_id)?;
         // Resume from the suspended step: execute an approved payload first (§7).
         for (id, item) in &view.items {
@@ -215,8 +195,14 @@ impl Host {
                 self.lease(run_id)?;
                 leased_at_ms = self.now();
             }
-            let messages = self.messages(&run)?;
-            let turn: ModelTurn = match model.next_turn(&messages, &tools) {
+            let next = self
+                .drives
+                .with_messages(run_id, |messages| model.next_turn(messages, &tools));
+            let next = match next {
+                Some(n) => n,
+                None => model.next_turn(&self.messages(&run)?, &tools),
+            };
+            let turn: ModelTurn = match next {
                 Ok(t) => t,
                 Err(ModelError::ScriptExhausted) => {
                     end_reason = "the model made its last call".into();
@@ -434,5 +420,47 @@ impl Host {
             None => self.ev(EventKind::ProposalRejected, body),
         };
         self.journal(&run.id, ev)
+    }
+}
+
+/// The chat message a journal event adds to the conversation the model sees, if any: the same
+/// mapping builds the conversation from the journal when a drive opens and extends it with
+/// each event the drive appends.
+pub(super) fn chat_message(kind: EventKind, body: &Value) -> Option<ChatMessage> {
+    match kind {
+        EventKind::Turn => {
+            let calls: Vec<ToolCall> = body
+                .get("tool_calls")
+                .and_then(|c| serde_json::from_value(c.clone()).ok())
+                .unwrap_or_default();
+            let content = body
+                .get("content")
+                .and_then(Value::as_str)
+                .map(String::from);
+            Some(ChatMessage::Assistant {
+                content,
+                tool_calls: calls,
+            })
+        }
+        EventKind::ToolCalled => Some(ChatMessage::Tool {
+            tool_call_id: body
+                .get("call_id")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .into(),
+            content: body
+                .get("result")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .into(),
+        }),
+        EventKind::ClarifyAnswered => Some(ChatMessage::User {
+            content: body
+                .get("answer")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .into(),
+        }),
+        _ => None,
     }
 }
