@@ -7,6 +7,7 @@ mod out;
 mod bench;
 mod demo;
 mod home;
+mod identity;
 
 use anyhow::{anyhow, Result};
 use clap::{Parser, Subcommand};
@@ -134,6 +135,11 @@ enum Cmd {
     Bench {
         #[command(subcommand)]
         cmd: BenchCmd,
+    },
+    /// Ed25519 identities: `vouch identity new NAME`, `vouch identity list` (§13.6).
+    Identity {
+        #[command(subcommand)]
+        cmd: identity::IdentityCmd,
     },
     /// Show vouch working end to end in a fresh temporary home.
     Demo {
@@ -734,6 +740,7 @@ fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Cmd::Demo { keep } => demo::run(keep),
+        Cmd::Identity { cmd } => identity::run(&dir, cmd, json),
         Cmd::Schedule { cmd } => schedule(&dir, cmd, json),
         Cmd::Oracle { paths, summary } => oracle(&paths, summary, json),
         Cmd::Scenario {
