@@ -141,6 +141,16 @@ enum Cmd {
         #[command(subcommand)]
         cmd: identity::IdentityCmd,
     },
+    /// An identity's signed diary: list it, `--verify` every hash and signature, `--add TEXT`.
+    Diary {
+        name: String,
+        /// Verify the chain and every signature; name the first bad entry (exit 1).
+        #[arg(long, conflicts_with = "add")]
+        verify: bool,
+        /// Append a signed entry `{"text": TEXT}` (needs the identity's key file here).
+        #[arg(long, value_name = "TEXT")]
+        add: Option<String>,
+    },
     /// Show vouch working end to end in a fresh temporary home.
     Demo {
         /// Keep the demo home instead of deleting it.
@@ -741,6 +751,7 @@ fn run(cli: Cli) -> Result<i32> {
         }
         Cmd::Demo { keep } => demo::run(keep),
         Cmd::Identity { cmd } => identity::run(&dir, cmd, json),
+        Cmd::Diary { name, verify, add } => identity::diary(&dir, &name, verify, add, json),
         Cmd::Schedule { cmd } => schedule(&dir, cmd, json),
         Cmd::Oracle { paths, summary } => oracle(&paths, summary, json),
         Cmd::Scenario {

@@ -115,3 +115,104 @@ fn identity_new_and_list_on_postgres() {
     assert!(init.status.success(), "{}", stderr(&init));
     identity_new_and_list(&h, &pg.env());
 }
+
+fn diary_add_list_verify(h: &Home, env: &[(&str, &str)]) {
+    assert!(h.vouch(&["identity", "new", "w"], env).status.success());
+    for text in ["first", "second \u{1b}[31mred\u{202e}", "third"] {
+        let o = h.vouch(&["diary", "w", "--add", text], env);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let o = h.vouch(&["diary", "w"], env);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("#1") && text.contains("first"), "{text}");
+    assert!(
+        !text.contains('\u{1b}') && !text.contains('\u{202e}') && text.contains("\\u{1b}"),
+        "control and bidi characters are shown escaped: {text}"
+    );
+    let v: Vec<Value> =
+        serde_json::from_slice(&h.vouch(&["--json", "diary", "w"], env).stdout).unwrap();
+    assert_eq!(v.len(), 3);
+    assert_eq!(v[0]["body"]["text"], "first");
+    assert_eq!(v[1]["prev_hash"], v[0]["hash"]);
+    let o = h.vouch(&["diary", "w", "--verify"], env);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("intact: 3 entries"), "{}", stdout(&o));
+
+    let o = h.vouch(&["diary", "nobody"], env);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("no identity `nobody`"),
+        "{}",
+        stderr(&o)
+    );
+    let o = h.vouch(&["diary", "w", "--verify", "--add", "x"], env);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn diary_on_sqlite_and_a_tampered_row_is_named() {
+    let h = Home::new("");
+    diary_add_list_verify(&h, &[]);
+    let db = h.dir.join("vouch.db");
+    {
+        let c = rusqlite::Connection::open(&db).unwrap();
+        assert!(
+            c.execute(
+                "UPDATE diary SET body = '{\"text\":\"forged\"}' WHERE seq = 2",
+                []
+            )
+            .is_err(),
+            "the schema refuses edits"
+        );
+        c.execute_batch("DROP TRIGGER diary_no_update").unwrap();
+        c.execute(
+            "UPDATE diary SET body = '{\"text\":\"forged\"}' WHERE seq = 2",
+            [],
+        )
+        .unwrap();
+    }
+    let o = h.vouch(&["diary", "w", "--verify"], &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("entry #2") && stdout(&o).contains("edited after it was written"),
+        "{}",
+        stdout(&o)
+    );
+    let v: Value =
+        serde_json::from_slice(&h.vouch(&["--json", "diary", "w", "--verify"], &[]).stdout)
+            .unwrap();
+    assert_eq!(v["intact"], false);
+    assert_eq!(v["break"]["seq"], 2);
+
+    // A forger who also recomputes the hash is caught by the signature.
+    {
+        let c = rusqlite::Connection::open(&db).unwrap();
+        let (prev, at_ms): (String, i64) = c
+            .query_row(
+                "SELECT prev_hash, at_ms FROM diary WHERE seq = 2",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        let st = serde_json::json!({"diary": "w", "seq": 2, "prev_hash": prev, "at_ms": at_ms, "body": {"text": "forged"}});
+        let hash = vouch_core::sha256_hex(vouch_core::canonical_json(&st).unwrap().as_bytes());
+        c.execute("UPDATE diary SET hash = ?1 WHERE seq = 2", [&hash])
+            .unwrap();
+    }
+    let o = h.vouch(&["diary", "w", "--verify"], &[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stdout(&o).contains("entry #2") && stdout(&o).contains("signature"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn diary_on_postgres() {
+    let pg = PgSchema::new("diary");
+    let h = Home::new("");
+    assert!(h.vouch(&["init"], &pg.env()).status.success());
+    diary_add_list_verify(&h, &pg.env());
+}
