@@ -220,6 +220,120 @@ pub fn diary(dir: &Path, name: &str, verify: bool, add: Option<String>, json: bo
     Ok(0)
 }
 
+/// `vouch receipt RUN --signed` (§16): the statement signed by the host's own identity
+/// (created in the home on first use). Always JSON: it is the file format `vouch verify` reads;
+/// `--json` prints it on one line.
+pub fn signed_receipt(dir: &Path, run: &str, json: bool) -> Result<i32> {
+    let (store, ids) = home::open_stores(dir)?;
+    let rec = crate::find_run(store.as_ref(), run)?;
+    let journal = store.journal(&rec.id)?;
+    if !journal
+        .iter()
+        .any(|e| e.kind == vouch_store::EventKind::Terminal)
+    {
+        return Err(bad(format!(
+            "run {} has not ended yet ({}); a signed receipt exists only once it has its terminal record — see `vouch approvals`",
+            rec.id,
+            rec.state.as_str()
+        )));
+    }
+    let host = vouch_identity::host(&KeyDir::in_home(dir), ids.as_ref(), now_ms())
+        .map_err(identity_err)?;
+    let text = store.receipt(&rec.id)?;
+    let file = vouch_identity::receipt::sign(&host, &rec.id, &journal, text.as_deref())
+        .map_err(identity_err)?;
+    if json {
+        outln!("{}", serde_json::to_string(&file)?);
+    } else {
+        outln!("{}", serde_json::to_string_pretty(&file)?);
+    }
+    Ok(0)
+}
+
+/// `vouch verify FILE [--offline]` (§16): the signature alone, then — when this home's store
+/// is there and knows the run — the journal chain, the head and every field, and that the
+/// signing key is this host's. Exit 0 verified, 1 a check failed, 2 not a receipt.
+pub fn verify(dir: &Path, file: &Path, offline: bool, json: bool) -> Result<i32> {
+    use vouch_identity::receipt::{self, Check};
+    let meta =
+        std::fs::metadata(file).map_err(|e| bad(format!("cannot read {}: {e}", file.display())))?;
+    if meta.len() > receipt::FILE_BYTES_MAX {
+        return Err(bad(format!(
+            "{} is {} bytes, larger than any signed receipt ({} at most)",
+            file.display(),
+            meta.len(),
+            receipt::FILE_BYTES_MAX
+        )));
+    }
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| bad(format!("cannot read {}: {e}", file.display())))?;
+    let r = receipt::parse(&text).map_err(|e| bad(format!("{}: {e}", file.display())))?;
+    let run = r.run().unwrap_or_default().to_string();
+    let mut checks = vec![receipt::check_offline(&r)];
+    let mut scope = "offline: the signature only";
+    if !offline {
+        match home::open_stores(dir) {
+            Err(_) => scope = "offline: no vouch home here, so the signature only",
+            Ok((store, ids)) => match store.run(&run)? {
+                None => scope = "offline: this home's store has no such run, so the signature only",
+                Some(_) => {
+                    scope = "with this home's store";
+                    let journal = store.journal(&run)?;
+                    let receipt_text = store.receipt(&run)?;
+                    checks.extend(receipt::check_against_journal(
+                        &r,
+                        &journal,
+                        receipt_text.as_deref(),
+                    ));
+                    let key = r.host_key().unwrap_or_default();
+                    checks.push(match ids.identity(vouch_identity::HOST_IDENTITY)? {
+                        Some(h) if h.public_key == key => Check {
+                            check: "host key".into(),
+                            ok: true,
+                            detail: "the signing key is this host's identity".into(),
+                        },
+                        Some(h) => Check {
+                            check: "host key".into(),
+                            ok: false,
+                            detail: format!("signed by {key}, but this host's key is {}", h.public_key),
+                        },
+                        None => Check {
+                            check: "host key".into(),
+                            ok: false,
+                            detail: "this store has no host identity, so the key that signed it is not this host's".into(),
+                        },
+                    });
+                }
+            },
+        }
+    }
+    let verified = checks.iter().all(|c| c.ok);
+    if json {
+        outln!(
+            "{}",
+            json!({"file": file, "run": run, "verified": verified, "scope": scope, "checks": checks})
+        );
+    } else {
+        for c in &checks {
+            let mark = if c.ok { "ok    " } else { "FAILED" };
+            outln!("{mark} {}: {}", c.check, shown(&c.detail));
+        }
+        if verified {
+            outln!(
+                "Verified ({scope}): run {} — {}.",
+                shown(&run),
+                shown(r.statement["outcome"].as_str().unwrap_or("?"))
+            );
+        } else {
+            outln!(
+                "NOT verified ({scope}): do not trust this receipt for run {}.",
+                shown(&run)
+            );
+        }
+    }
+    Ok(if verified { 0 } else { 1 })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

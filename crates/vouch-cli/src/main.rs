@@ -69,7 +69,19 @@ enum Cmd {
     /// Watch a run: hold its surface open (presence `watching`) and follow its journal.
     Watch { run: String },
     /// Print a run's receipt.
-    Receipt { run: String },
+    Receipt {
+        run: String,
+        /// Print the receipt as a statement signed by this host (JSON; check it with `vouch verify`).
+        #[arg(long)]
+        signed: bool,
+    },
+    /// Check a signed receipt: its signature, and with this home's store its journal (§16).
+    Verify {
+        file: PathBuf,
+        /// Check the signature only, without the store.
+        #[arg(long)]
+        offline: bool,
+    },
     /// Start the continuation of an interrupted run (§9.2).
     Resume { run: String },
     /// List open approval and clarify cards.
@@ -483,7 +495,8 @@ fn run(cli: Cli) -> Result<i32> {
             finish(&host, &id, &end, json)
         }
         Cmd::Watch { run } => watch(&dir, &run, json),
-        Cmd::Receipt { run } => {
+        Cmd::Receipt { run, signed: true } => identity::signed_receipt(&dir, &run, json),
+        Cmd::Receipt { run, .. } => {
             let host = open_host(&dir, false)?;
             let rec = find_run(host.store.as_ref(), &run)?;
             let text = match host.store.receipt(&rec.id)? {
@@ -751,6 +764,7 @@ fn run(cli: Cli) -> Result<i32> {
         }
         Cmd::Demo { keep } => demo::run(keep),
         Cmd::Identity { cmd } => identity::run(&dir, cmd, json),
+        Cmd::Verify { file, offline } => identity::verify(&dir, &file, offline, json),
         Cmd::Diary { name, verify, add } => identity::diary(&dir, &name, verify, add, json),
         Cmd::Schedule { cmd } => schedule(&dir, cmd, json),
         Cmd::Oracle { paths, summary } => oracle(&paths, summary, json),

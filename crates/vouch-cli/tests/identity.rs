@@ -216,3 +216,174 @@ fn diary_on_postgres() {
     assert!(h.vouch(&["init"], &pg.env()).status.success());
     diary_add_list_verify(&h, &pg.env());
 }
+
+/// A finished scripted run that saves one file; returns its id.
+fn finished_run(h: &Home, env: &[(&str, &str)]) -> String {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let file = format!(
+        "n{}.md",
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    let s = h.script(&serde_json::json!([
+        {"declare": {"deliveries": [{"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": file}}]}},
+        {"deliver": "d1", "payload": {"text": "x"}}
+    ]));
+    let o = h.vouch(&["run", "Save a note", "--script", &s], env);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let runs: Vec<Value> =
+        serde_json::from_slice(&h.vouch(&["--json", "runs", "list"], env).stdout).unwrap();
+    runs[0]["id"].as_str().unwrap().to_string()
+}
+
+fn signed_file(h: &Home, run: &str, env: &[(&str, &str)]) -> (std::path::PathBuf, Value) {
+    let o = h.vouch(&["receipt", run, "--signed"], env);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let o = h.vouch(&["--json", "receipt", run, "--signed"], env);
+    assert_eq!(
+        serde_json::from_slice::<Value>(&o.stdout).unwrap(),
+        v,
+        "`--json` prints the same statement, the file format"
+    );
+    let path = h.tmp.path().join(format!("{run}.receipt.json"));
+    std::fs::write(&path, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    (path, v)
+}
+
+fn verify(h: &Home, file: &std::path::Path, extra: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut args = vec!["verify", file.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    h.vouch(&args, env)
+}
+
+fn signed_receipt_verifies_and_a_changed_field_is_named(h: &Home, env: &[(&str, &str)]) {
+    let run = finished_run(h, env);
+    let (path, v) = signed_file(h, &run, env);
+    assert_eq!(v["run"], run.as_str());
+    assert_eq!(v["outcome"], "succeeded");
+    assert_eq!(v["deliveries"][0]["id"], "d1");
+    assert_eq!(v["deliveries"][0]["status"], "verified");
+    assert!(v["signature"].as_str().unwrap().len() == 128);
+    let journal: Vec<Value> =
+        serde_json::from_slice(&h.vouch(&["--json", "journal", &run], env).stdout).unwrap();
+    let last = journal.last().unwrap();
+    assert_eq!(last["kind"], "terminal");
+    assert_eq!(v["journal_head"]["hash"], last["hash"]);
+    let mode = std::fs::metadata(h.dir.join("identities/host.key"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600, "the host's key was made on first use, 0600");
+    let ids: Vec<Value> =
+        serde_json::from_slice(&h.vouch(&["--json", "identity", "list"], env).stdout).unwrap();
+    assert!(ids
+        .iter()
+        .any(|i| i["name"] == "host" && i["public_key"] == v["host_key"]));
+
+    let o = verify(h, &path, &[], env);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).contains("Verified (with this home's store)"),
+        "{}",
+        stdout(&o)
+    );
+    let o = verify(h, &path, &["--offline"], env);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    let j: Value = serde_json::from_slice(
+        &h.vouch(&["--json", "verify", path.to_str().unwrap()], env)
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(j["verified"], true);
+
+    for (field, value) in [
+        ("outcome", serde_json::json!("failed")),
+        (
+            "deliveries",
+            serde_json::json!([{"id": "d1", "status": "failed", "evidence": null, "evidence_event": null}]),
+        ),
+        ("journal_head", serde_json::json!({"seq": 1, "hash": "00"})),
+    ] {
+        let mut t = v.clone();
+        t[field] = value;
+        let tampered = h.tmp.path().join("tampered.json");
+        std::fs::write(&tampered, t.to_string()).unwrap();
+        let o = verify(h, &tampered, &[], env);
+        assert_eq!(o.status.code(), Some(1), "{field}: {}", stdout(&o));
+        assert!(
+            stdout(&o).contains(&format!("FAILED field {field}")),
+            "{field} is named: {}",
+            stdout(&o)
+        );
+        assert!(stdout(&o).contains("FAILED signature"), "{}", stdout(&o));
+        let o = verify(h, &tampered, &["--offline"], env);
+        assert_eq!(o.status.code(), Some(1), "{field} offline: {}", stdout(&o));
+        assert!(stdout(&o).contains("FAILED signature"), "{}", stdout(&o));
+    }
+
+    let not_json = h.tmp.path().join("not.json");
+    std::fs::write(&not_json, "hello").unwrap();
+    let o = verify(h, &not_json, &[], env);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("not JSON"), "{}", stderr(&o));
+    let o = verify(h, &h.tmp.path().join("missing.json"), &[], env);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn signed_receipts_on_sqlite_and_a_changed_journal_is_named() {
+    let h = Home::new("");
+    signed_receipt_verifies_and_a_changed_field_is_named(&h, &[]);
+    let run = finished_run(&h, &[]);
+    let (path, _) = signed_file(&h, &run, &[]);
+
+    // Checked where no home exists: the signature alone, said so.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_vouch"))
+        .arg("--home")
+        .arg(elsewhere.path().join("none"))
+        .args(["verify", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(stdout(&o).contains("offline"), "{}", stdout(&o));
+
+    // The journal changed behind the store's back: the receipt no longer verifies.
+    {
+        let c = rusqlite::Connection::open(h.dir.join("vouch.db")).unwrap();
+        c.execute_batch("DROP TRIGGER journal_no_update").unwrap();
+        let n = c
+            .execute(
+                "UPDATE journal SET body = '{\"status\":\"verified\",\"evidence\":\"forged\"}' WHERE run_id = ?1 AND kind = 'evidence'",
+                [&run],
+            )
+            .unwrap();
+        assert!(n >= 1);
+    }
+    let o = verify(&h, &path, &[], &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("FAILED journal chain") && stdout(&o).contains("event #"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(
+        stdout(&o).contains("FAILED field deliveries"),
+        "{}",
+        stdout(&o)
+    );
+    // The file itself is intact: offline, the signature still holds.
+    assert_eq!(
+        verify(&h, &path, &["--offline"], &[]).status.code(),
+        Some(0)
+    );
+}
+
+#[test]
+fn signed_receipts_on_postgres() {
+    let pg = PgSchema::new("receipt");
+    let h = Home::new("");
+    assert!(h.vouch(&["init"], &pg.env()).status.success());
+    signed_receipt_verifies_and_a_changed_field_is_named(&h, &pg.env());
+}

@@ -14,6 +14,7 @@
 
 pub mod diary;
 pub mod keys;
+pub mod receipt;
 
 use ed25519_dalek::{Signer as _, SigningKey, VerifyingKey};
 use serde_json::Value;
