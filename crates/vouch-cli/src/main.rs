@@ -4,6 +4,7 @@
 
 #[macro_use]
 mod out;
+mod artifact;
 mod bench;
 mod demo;
 mod home;
@@ -162,6 +163,11 @@ enum Cmd {
         /// Append a signed entry `{"text": TEXT}` (needs the identity's key file here).
         #[arg(long, value_name = "TEXT")]
         add: Option<String>,
+    },
+    /// Artifacts by content id: `vouch artifact put FILE`, `get CID [-o FILE]`, `list` (§13.5).
+    Artifact {
+        #[command(subcommand)]
+        cmd: artifact::ArtifactCmd,
     },
     /// Show vouch working end to end in a fresh temporary home.
     Demo {
@@ -764,6 +770,7 @@ fn run(cli: Cli) -> Result<i32> {
         }
         Cmd::Demo { keep } => demo::run(keep),
         Cmd::Identity { cmd } => identity::run(&dir, cmd, json),
+        Cmd::Artifact { cmd } => artifact::run(&dir, cmd, json),
         Cmd::Verify { file, offline } => identity::verify(&dir, &file, offline, json),
         Cmd::Diary { name, verify, add } => identity::diary(&dir, &name, verify, add, json),
         Cmd::Schedule { cmd } => schedule(&dir, cmd, json),

@@ -387,3 +387,96 @@ fn signed_receipts_on_postgres() {
     assert!(h.vouch(&["init"], &pg.env()).status.success());
     signed_receipt_verifies_and_a_changed_field_is_named(&h, &pg.env());
 }
+
+#[test]
+fn artifacts_put_get_and_the_size_limit() {
+    let h = Home::new("");
+    let src = h.tmp.path().join("in.bin");
+    let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&src, &data).unwrap();
+    let o = h.vouch(&["artifact", "put", src.to_str().unwrap()], &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let cid = stdout(&o).trim().to_string();
+    let expected = format!("sha256:{}", vouch_core::sha256_hex(&data));
+    assert_eq!(cid, expected);
+
+    let v: Value = serde_json::from_slice(
+        &h.vouch(
+            &["--json", "artifact", "put", src.to_str().unwrap(), "--pin"],
+            &[],
+        )
+        .stdout,
+    )
+    .unwrap();
+    assert_eq!(v["cid"], cid.as_str());
+    assert_eq!(v["size_bytes"], 10_000);
+    assert_eq!(v["pinned"], true);
+
+    let o = h.vouch(&["artifact", "get", &cid], &[]);
+    assert!(o.status.success());
+    assert_eq!(o.stdout, data, "the exact bytes on stdout");
+    let out = h.tmp.path().join("out.bin");
+    let v: Value = serde_json::from_slice(
+        &h.vouch(
+            &[
+                "--json",
+                "artifact",
+                "get",
+                &cid,
+                "-o",
+                out.to_str().unwrap(),
+            ],
+            &[],
+        )
+        .stdout,
+    )
+    .unwrap();
+    assert_eq!(v["size_bytes"], 10_000);
+    assert_eq!(std::fs::read(&out).unwrap(), data);
+
+    for bad in [
+        "sha256:nothex",
+        "md5:abc",
+        &format!("sha256:{}", "0".repeat(64)),
+    ] {
+        let o = h.vouch(&["artifact", "get", bad], &[]);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", stderr(&o));
+    }
+    assert_eq!(
+        h.vouch(&["artifact", "put", "/nonexistent/file"], &[])
+            .status
+            .code(),
+        Some(2)
+    );
+
+    // A copy changed on disk is refused, not served.
+    let obj = h
+        .dir
+        .join("objects/sha256")
+        .join(&cid[7..9])
+        .join(&cid[7..]);
+    std::fs::write(&obj, b"changed").unwrap();
+    let o = h.vouch(&["artifact", "get", &cid], &[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("corrupt"), "{}", stderr(&o));
+    assert!(o.stdout.is_empty(), "nothing of the bad copy is printed");
+
+    // 25 MiB is accepted, one byte more is refused by name and nothing is stored.
+    let big = h.tmp.path().join("big.bin");
+    let f = std::fs::File::create(&big).unwrap();
+    f.set_len(25 * 1024 * 1024 + 1).unwrap();
+    let o = h.vouch(&["artifact", "put", big.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("26214401 bytes") && stderr(&o).contains("26214400"),
+        "{}",
+        stderr(&o)
+    );
+    f.set_len(25 * 1024 * 1024).unwrap();
+    let o = h.vouch(&["artifact", "put", big.to_str().unwrap()], &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let staged: Vec<Value> =
+        serde_json::from_slice(&h.vouch(&["--json", "artifact", "list"], &[]).stdout).unwrap();
+    assert_eq!(staged.len(), 1, "the pinned one is not staged: {staged:?}");
+    assert_eq!(staged[0]["size_bytes"], 25 * 1024 * 1024);
+}
