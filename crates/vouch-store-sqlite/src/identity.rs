@@ -1,6 +1,6 @@
 //! [`IdentityStore`] on SQLite: identities and diaries in the same file, written through the
-//! same group-committing writer. The schema's triggers (its identities migration) refuse edits, deletes and
-//! an entry that does not extend its identity's chain, whoever the writer is.
+//! same group-committing writer. The schema's triggers (its identities migration) refuse
+//! edits, deletes and an entry that does not extend its identity's chain, whoever writes.
 
 use crate::{db_err, json_col, read_err, SqliteStore, BODY_BYTES_MAX};
 use rusqlite::{params, OptionalExtension, Row};
