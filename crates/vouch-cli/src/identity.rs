@@ -33,6 +33,7 @@ pub fn identity_err(e: IdentityError) -> anyhow::Error {
         | IdentityError::NotFound { .. }
         | IdentityError::KeyFile { .. }
         | IdentityError::KeyMismatch { .. }
+        | IdentityError::BadSignature { .. }
         | IdentityError::Store(StoreError::Conflict(_) | StoreError::NotFound { .. }) => {
             bad(e.to_string())
         }

@@ -53,6 +53,9 @@ pub enum IdentityError {
         file_key: String,
         store_key: String,
     },
+    /// A signature that is not `name`'s over the statement: refuse what it signs.
+    #[error("signature by `{name}` refused: {reason}")]
+    BadSignature { name: String, reason: VerifyError },
     #[error("cannot put a value in canonical form: {0}")]
     Canon(String),
     #[error("the OS random source failed: {0}")]
@@ -281,6 +284,50 @@ pub fn load(
     }
 }
 
+/// Verify that `signature` over the canonical form of `value` was made by the identity `name`
+/// as the store records it — what the host does with every signed claim and report (§13.6).
+/// An unknown identity is `Store(NotFound)`; a bad signature is `BadSignature`.
+pub fn verify_by(
+    store: &dyn IdentityStore,
+    name: &str,
+    value: &Value,
+    signature: &str,
+) -> Result<(), IdentityError> {
+    let rec = store.identity(name)?.ok_or_else(|| StoreError::NotFound {
+        what: "identity",
+        id: name.to_string(),
+    })?;
+    verify(&rec.public_key, value, signature).map_err(|reason| IdentityError::BadSignature {
+        name: name.to_string(),
+        reason,
+    })
+}
+
+/// A worker's identity: its key file here if there is one (registered in the store if the
+/// store does not have it yet, refused if the store has another key), else a new identity.
+pub fn open_or_create(
+    keys: &KeyDir,
+    store: &dyn IdentityStore,
+    name: &str,
+    now_ms: i64,
+) -> Result<Identity, IdentityError> {
+    validate_name(name)?;
+    if name == HOST_IDENTITY {
+        return Err(IdentityError::Reserved);
+    }
+    if keys.exists(name) {
+        let id = keys.load(name)?;
+        if store.identity(name)?.is_none() {
+            store.put_identity(&id.record(now_ms))?;
+        }
+        return load(keys, store, name);
+    }
+    match create_named(keys, store, name, now_ms) {
+        Err(IdentityError::Exists { .. }) => load(keys, store, name),
+        other => other,
+    }
+}
+
 /// The host's own identity: loaded from the home, or created there (and in the store) on
 /// first use.
 pub fn host(
@@ -418,6 +465,92 @@ mod tests {
         let shown = format!("{id:?}");
         assert!(!shown.contains(&id.secret_hex()));
         assert!(shown.contains(&id.public_key()));
+    }
+
+    #[test]
+    fn lifecycle_through_a_store() {
+        use vouch_store_sqlite::SqliteStore;
+        let home = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&home.path().join("vouch.db")).unwrap();
+        let keys = KeyDir::in_home(home.path());
+
+        let w = create(&keys, &store, "w1", 5).unwrap();
+        assert!(matches!(
+            create(&keys, &store, "w1", 6),
+            Err(IdentityError::Exists { .. })
+        ));
+        assert!(matches!(
+            create(&keys, &store, HOST_IDENTITY, 6),
+            Err(IdentityError::Reserved)
+        ));
+        assert_eq!(
+            load(&keys, &store, "w1").unwrap().public_key(),
+            w.public_key()
+        );
+        assert_eq!(
+            open_or_create(&keys, &store, "w1", 7).unwrap().public_key(),
+            w.public_key(),
+            "an existing worker keeps its key"
+        );
+        let fresh = open_or_create(&keys, &store, "w2", 7).unwrap();
+        assert_eq!(
+            store.identity("w2").unwrap().unwrap().public_key,
+            fresh.public_key()
+        );
+
+        let report = json!({"task": "t1", "attempt": 1, "output": "sha256:00"});
+        let sig = w.sign(&report).unwrap();
+        verify_by(&store, "w1", &report, &sig).unwrap();
+        assert!(matches!(
+            verify_by(&store, "w2", &report, &sig),
+            Err(IdentityError::BadSignature { .. })
+        ));
+        assert!(matches!(
+            verify_by(
+                &store,
+                "w1",
+                &json!({"task": "t2", "attempt": 1, "output": "sha256:00"}),
+                &sig
+            ),
+            Err(IdentityError::BadSignature { .. })
+        ));
+        assert!(matches!(
+            verify_by(&store, "ghost", &report, &sig),
+            Err(IdentityError::Store(StoreError::NotFound { .. }))
+        ));
+
+        // The host's identity is made once and then reused.
+        let h1 = host(&keys, &store, 9).unwrap();
+        let h2 = host(&keys, &store, 10).unwrap();
+        assert_eq!(h1.public_key(), h2.public_key());
+        assert_eq!(
+            store.identity(HOST_IDENTITY).unwrap().unwrap().public_key,
+            h1.public_key()
+        );
+
+        // A key file of another home under a name this store already has is refused.
+        let other_home = tempfile::tempdir().unwrap();
+        let other_keys = KeyDir::in_home(other_home.path());
+        other_keys
+            .write_new(&Identity::generate("w1").unwrap())
+            .unwrap();
+        assert!(matches!(
+            load(&other_keys, &store, "w1"),
+            Err(IdentityError::KeyMismatch { .. })
+        ));
+        assert!(matches!(
+            open_or_create(&other_keys, &store, "w1", 11),
+            Err(IdentityError::KeyMismatch { .. })
+        ));
+        assert!(create(&other_keys, &store, "w3", 11).is_ok());
+        assert!(
+            matches!(
+                create(&KeyDir::in_home(home.path()), &store, "w3", 12),
+                Err(IdentityError::Store(StoreError::Conflict(_)))
+            ),
+            "a name taken in the store from another home is refused"
+        );
+        assert!(!keys.exists("w3"), "and no key file is left behind");
     }
 
     fn json_strategy() -> impl Strategy<Value = Value> {
