@@ -17,7 +17,7 @@ use vouch_runtime::outbound::{CalendarProvider, EmailProvider, PaymentProvider};
 use vouch_runtime::provider::{FolderProvider, Provider, SurfaceProvider, WebhookProvider};
 use vouch_runtime::tools::{ScriptWorkTools, StandardTools};
 use vouch_runtime::{Host, Limits};
-use vouch_store::{OutboxRow, Store};
+use vouch_store::{IdentityStore, OutboxRow, Store};
 use vouch_store_sqlite::SqliteStore;
 
 pub const DB_FILE: &str = "vouch.db";
@@ -66,6 +66,11 @@ pub fn database_url() -> Option<(String, String)> {
 }
 
 pub fn open_store(dir: &Path) -> Result<Arc<dyn Store>> {
+    Ok(open_stores(dir)?.0)
+}
+
+/// The home's store seen through both of its interfaces: runs and identities (§13.6).
+pub fn open_stores(dir: &Path) -> Result<(Arc<dyn Store>, Arc<dyn IdentityStore>)> {
     if let Some((url, schema)) = database_url() {
         if !dir.exists() {
             bail!(
@@ -73,9 +78,11 @@ pub fn open_store(dir: &Path) -> Result<Arc<dyn Store>> {
                 dir.display()
             );
         }
-        let store = vouch_store_postgres::PostgresStore::open(&url, &schema)
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        return Ok(Arc::new(store));
+        let store = Arc::new(
+            vouch_store_postgres::PostgresStore::open(&url, &schema)
+                .map_err(|e| anyhow::anyhow!("{e}"))?,
+        );
+        return Ok((store.clone(), store));
     }
     let db = dir.join(DB_FILE);
     if !db.exists() {
@@ -84,8 +91,8 @@ pub fn open_store(dir: &Path) -> Result<Arc<dyn Store>> {
             dir.display()
         );
     }
-    let store = SqliteStore::open(&db).map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(Arc::new(store))
+    let store = Arc::new(SqliteStore::open(&db).map_err(|e| anyhow::anyhow!("{e}"))?);
+    Ok((store.clone(), store))
 }
 
 /// The inbox's notify route for now: one JSON line per notification in the home.

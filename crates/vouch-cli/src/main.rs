@@ -4,9 +4,11 @@
 
 #[macro_use]
 mod out;
+mod artifact;
 mod bench;
 mod demo;
 mod home;
+mod identity;
 
 use anyhow::{anyhow, Result};
 use clap::{Parser, Subcommand};
@@ -68,7 +70,19 @@ enum Cmd {
     /// Watch a run: hold its surface open (presence `watching`) and follow its journal.
     Watch { run: String },
     /// Print a run's receipt.
-    Receipt { run: String },
+    Receipt {
+        run: String,
+        /// Print the receipt as a statement signed by this host (JSON; check it with `vouch verify`).
+        #[arg(long)]
+        signed: bool,
+    },
+    /// Check a signed receipt: its signature, and with this home's store its journal (§16).
+    Verify {
+        file: PathBuf,
+        /// Check the signature only, without the store.
+        #[arg(long)]
+        offline: bool,
+    },
     /// Start the continuation of an interrupted run (§9.2).
     Resume { run: String },
     /// List open approval and clarify cards.
@@ -134,6 +148,26 @@ enum Cmd {
     Bench {
         #[command(subcommand)]
         cmd: BenchCmd,
+    },
+    /// Ed25519 identities: `vouch identity new NAME`, `vouch identity list` (§13.6).
+    Identity {
+        #[command(subcommand)]
+        cmd: identity::IdentityCmd,
+    },
+    /// An identity's signed diary: list it, `--verify` every hash and signature, `--add TEXT`.
+    Diary {
+        name: String,
+        /// Verify the chain and every signature; name the first bad entry (exit 1).
+        #[arg(long, conflicts_with = "add")]
+        verify: bool,
+        /// Append a signed entry `{"text": TEXT}` (needs the identity's key file here).
+        #[arg(long, value_name = "TEXT")]
+        add: Option<String>,
+    },
+    /// Artifacts by content id: `vouch artifact put FILE`, `get CID [-o FILE]`, `list` (§13.5).
+    Artifact {
+        #[command(subcommand)]
+        cmd: artifact::ArtifactCmd,
     },
     /// Show vouch working end to end in a fresh temporary home.
     Demo {
@@ -473,7 +507,8 @@ fn run(cli: Cli) -> Result<i32> {
             finish(&host, &id, &end, json)
         }
         Cmd::Watch { run } => watch(&dir, &run, json),
-        Cmd::Receipt { run } => {
+        Cmd::Receipt { run, signed: true } => identity::signed_receipt(&dir, &run, json),
+        Cmd::Receipt { run, .. } => {
             let host = open_host(&dir, false)?;
             let rec = find_run(host.store.as_ref(), &run)?;
             let text = match host.store.receipt(&rec.id)? {
@@ -740,6 +775,10 @@ fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Cmd::Demo { keep } => demo::run(keep),
+        Cmd::Identity { cmd } => identity::run(&dir, cmd, json),
+        Cmd::Artifact { cmd } => artifact::run(&dir, cmd, json),
+        Cmd::Verify { file, offline } => identity::verify(&dir, &file, offline, json),
+        Cmd::Diary { name, verify, add } => identity::diary(&dir, &name, verify, add, json),
         Cmd::Schedule { cmd } => schedule(&dir, cmd, json),
         Cmd::Oracle { paths, summary } => oracle(&paths, summary, json),
         Cmd::Scenario {

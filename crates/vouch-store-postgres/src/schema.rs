@@ -156,4 +156,64 @@ CREATE TABLE schedules (
 CREATE INDEX runs_open ON runs (created_ms, ord) WHERE state <> 'ended';
 CREATE INDEX runs_by_parent ON runs (parent) WHERE parent IS NOT NULL;
 "#,
+    // 3: identities (public keys, immutable) and their append-only signed diaries (§13.6),
+    // the same rules as the SQLite store's migration 4.
+    r#"
+CREATE TABLE identities (
+    name TEXT PRIMARY KEY,
+    public_key TEXT NOT NULL,
+    created_ms BIGINT NOT NULL
+);
+CREATE FUNCTION identities_refuse_change() RETURNS trigger LANGUAGE plpgsql
+    SET search_path FROM CURRENT AS $$
+BEGIN
+    RAISE EXCEPTION 'an identity is immutable: make a new one instead' USING ERRCODE = 'VJ001';
+END $$;
+CREATE TRIGGER identities_no_update BEFORE UPDATE ON identities
+    FOR EACH ROW EXECUTE FUNCTION identities_refuse_change();
+CREATE TRIGGER identities_no_delete BEFORE DELETE ON identities
+    FOR EACH ROW EXECUTE FUNCTION identities_refuse_change();
+CREATE TRIGGER identities_no_truncate BEFORE TRUNCATE ON identities
+    FOR EACH STATEMENT EXECUTE FUNCTION identities_refuse_change();
+
+-- Bodies are the exact JSON text that was hashed and signed (not jsonb).
+CREATE TABLE diary (
+    identity TEXT NOT NULL REFERENCES identities (name),
+    seq BIGINT NOT NULL CHECK (seq >= 1),
+    at_ms BIGINT NOT NULL,
+    body TEXT NOT NULL,
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    signature TEXT NOT NULL,
+    PRIMARY KEY (identity, seq)
+);
+CREATE FUNCTION diary_refuse_change() RETURNS trigger LANGUAGE plpgsql
+    SET search_path FROM CURRENT AS $$
+BEGIN
+    RAISE EXCEPTION 'the diary is append-only' USING ERRCODE = 'VJ001';
+END $$;
+CREATE TRIGGER diary_no_update BEFORE UPDATE ON diary
+    FOR EACH ROW EXECUTE FUNCTION diary_refuse_change();
+CREATE TRIGGER diary_no_delete BEFORE DELETE ON diary
+    FOR EACH ROW EXECUTE FUNCTION diary_refuse_change();
+CREATE TRIGGER diary_no_truncate BEFORE TRUNCATE ON diary
+    FOR EACH STATEMENT EXECUTE FUNCTION diary_refuse_change();
+CREATE FUNCTION diary_check_insert() RETURNS trigger LANGUAGE plpgsql
+    SET search_path FROM CURRENT AS $$
+DECLARE
+    last_seq BIGINT;
+    last_hash TEXT;
+BEGIN
+    SELECT seq, hash INTO last_seq, last_hash FROM diary
+        WHERE identity = NEW.identity ORDER BY seq DESC LIMIT 1;
+    IF NEW.seq <> COALESCE(last_seq, 0) + 1
+       OR NEW.prev_hash <> COALESCE(last_hash, repeat('0', 64)) THEN
+        RAISE EXCEPTION 'diary entry % of % does not extend its chain', NEW.seq, NEW.identity
+            USING ERRCODE = 'VJ003';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER diary_extends_chain BEFORE INSERT ON diary
+    FOR EACH ROW EXECUTE FUNCTION diary_check_insert();
+"#,
 ];

@@ -372,3 +372,51 @@ fn a_small_pool_still_serves_many_threads() {
     assert_eq!(j.len(), 60);
     assert!(vouch_store::verify_chain(&j).is_ok());
 }
+
+#[test]
+fn identity_conformance_suite() {
+    let schema = TestSchema::new();
+    let open = || -> Arc<dyn vouch_store::IdentityStore> { Arc::new(schema.open()) };
+    vouch_store::identity_conformance::run_all(&open);
+}
+
+#[test]
+fn the_schema_keeps_identities_immutable_and_the_diary_append_only() {
+    use vouch_store::{DiaryEntry, IdentityRecord, IdentityStore, GENESIS_HASH};
+    let schema = TestSchema::new();
+    let s = schema.open();
+    s.put_identity(&IdentityRecord {
+        name: "w".into(),
+        public_key: format!("ed25519:{}", "11".repeat(32)),
+        created_ms: 1,
+    })
+    .unwrap();
+    s.diary_append(&DiaryEntry {
+        identity: "w".into(),
+        seq: 1,
+        at_ms: 2,
+        body: json!({"text": "hi"}),
+        prev_hash: GENESIS_HASH.into(),
+        hash: "22".repeat(32),
+        signature: "33".repeat(64),
+    })
+    .unwrap();
+    let mut raw = schema.raw();
+    for (sql, state) in [
+        ("UPDATE diary SET body = '{}' WHERE identity = 'w'", "VJ001"),
+        ("DELETE FROM diary WHERE identity = 'w'", "VJ001"),
+        ("TRUNCATE diary", "VJ001"),
+        (
+            "UPDATE identities SET public_key = 'x' WHERE name = 'w'",
+            "VJ001",
+        ),
+        ("DELETE FROM identities WHERE name = 'w'", "VJ001"),
+        (
+            "INSERT INTO diary VALUES ('w', 3, 1, '{}', 'x', 'y', 'z')",
+            "VJ003",
+        ),
+    ] {
+        let e = raw.batch_execute(sql).expect_err(sql);
+        assert_eq!(sqlstate(&e), state, "{sql}: {e}");
+    }
+}

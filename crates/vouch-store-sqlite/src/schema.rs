@@ -111,4 +111,37 @@ CREATE TABLE schedules (
 CREATE INDEX runs_open ON runs(created_ms) WHERE state != 'ended';
 CREATE INDEX runs_by_parent ON runs(parent) WHERE parent IS NOT NULL;
 "#,
+    // 4: identities (public keys, immutable) and their append-only signed diaries (§13.6).
+    r#"
+CREATE TABLE identities (
+    name TEXT PRIMARY KEY,
+    public_key TEXT NOT NULL,
+    created_ms INTEGER NOT NULL
+);
+CREATE TRIGGER identities_no_update BEFORE UPDATE ON identities
+BEGIN SELECT RAISE(ABORT, 'an identity is immutable: make a new one instead'); END;
+CREATE TRIGGER identities_no_delete BEFORE DELETE ON identities
+BEGIN SELECT RAISE(ABORT, 'an identity is immutable: make a new one instead'); END;
+
+CREATE TABLE diary (
+    identity TEXT NOT NULL REFERENCES identities(name),
+    seq INTEGER NOT NULL CHECK (seq >= 1),
+    at_ms INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    signature TEXT NOT NULL,
+    PRIMARY KEY (identity, seq)
+) WITHOUT ROWID;
+CREATE TRIGGER diary_no_update BEFORE UPDATE ON diary
+BEGIN SELECT RAISE(ABORT, 'the diary is append-only'); END;
+CREATE TRIGGER diary_no_delete BEFORE DELETE ON diary
+BEGIN SELECT RAISE(ABORT, 'the diary is append-only'); END;
+CREATE TRIGGER diary_extends_chain BEFORE INSERT ON diary
+WHEN NEW.seq <> COALESCE((SELECT max(seq) FROM diary WHERE identity = NEW.identity), 0) + 1
+  OR NEW.prev_hash <> COALESCE(
+       (SELECT hash FROM diary WHERE identity = NEW.identity ORDER BY seq DESC LIMIT 1),
+       '0000000000000000000000000000000000000000000000000000000000000000')
+BEGIN SELECT RAISE(ABORT, 'a diary entry must extend its chain (next seq, previous hash)'); END;
+"#,
 ];

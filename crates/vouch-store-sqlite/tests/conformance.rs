@@ -333,3 +333,51 @@ fn bodies_hash_as_they_read_back_floats_included() {
     assert!(report.breaks.is_empty(), "{:?}", report.breaks);
     assert_eq!(s.journal("f").unwrap()[1].body, bodies[1]);
 }
+
+#[test]
+fn the_shared_identity_suite() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vouch.db");
+    vouch_store::identity_conformance::run_all(&|| {
+        Arc::new(SqliteStore::open(&path).unwrap()) as Arc<dyn vouch_store::IdentityStore>
+    });
+}
+
+#[test]
+fn diary_and_identities_refuse_edits_in_the_schema() {
+    use vouch_store::{DiaryEntry, IdentityRecord, IdentityStore, GENESIS_HASH};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vouch.db");
+    {
+        let s = SqliteStore::open(&path).unwrap();
+        s.put_identity(&IdentityRecord {
+            name: "w".into(),
+            public_key: format!("ed25519:{}", "11".repeat(32)),
+            created_ms: 1,
+        })
+        .unwrap();
+        s.diary_append(&DiaryEntry {
+            identity: "w".into(),
+            seq: 1,
+            at_ms: 2,
+            body: json!({"text": "hi"}),
+            prev_hash: GENESIS_HASH.into(),
+            hash: "22".repeat(32),
+            signature: "33".repeat(64),
+        })
+        .unwrap();
+    }
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    for sql in [
+        "UPDATE diary SET body = '{}' WHERE identity = 'w'",
+        "DELETE FROM diary WHERE identity = 'w'",
+        "UPDATE identities SET public_key = 'x' WHERE name = 'w'",
+        "DELETE FROM identities WHERE name = 'w'",
+        "INSERT INTO diary VALUES ('w', 3, 1, '{}', 'x', 'y', 'z')",
+    ] {
+        assert!(
+            conn.execute(sql, []).is_err(),
+            "the schema must refuse: {sql}"
+        );
+    }
+}

@@ -12,8 +12,12 @@ use vouch_core::{EndedBy, Outcome, RunState, TriggerKind};
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod events;
+pub mod identity;
+#[cfg(feature = "conformance")]
+pub mod identity_conformance;
 
 pub use events::EventKind;
+pub use identity::{DiaryEntry, IdentityRecord, IdentityStore, PutIdentity};
 
 /// The hash that starts every run's chain.
 pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
