@@ -19,6 +19,7 @@
 //! Reads use a small pool of their own connections ([`READ_CONNECTIONS_MAX`]); WAL gives each
 //! a consistent snapshot while the writer commits.
 
+mod board;
 mod schema;
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
