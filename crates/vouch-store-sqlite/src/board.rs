@@ -7,9 +7,9 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::Value;
 use vouch_core::board::{AttemptState, Condition, TaskState};
 use vouch_store::board::{
-    self as ops, AttemptRecord, AttemptRef, BoardStore, BoardTx, Claim, ClaimRequest, Cohort,
-    Heartbeat, MeasureRow, MeasuresQuery, NewTask, Offered, Report, Reported, SweepReport,
-    TaskFilter, TaskRecord, TaskSpec, Usage, Verdict, SWEEP_BATCH_MAX, TASK_LIST_MAX,
+    self as ops, AttemptRecord, AttemptRef, BoardStore, BoardTx, Claim, ClaimRequest, Heartbeat,
+    MeasureRow, MeasuresQuery, NewTask, Offered, Report, Reported, SweepReport, TaskFilter,
+    TaskRecord, TaskSpec, Usage, Verdict, SWEEP_BATCH_MAX, TASK_LIST_MAX,
 };
 use vouch_store::{StoreError, StoreResult};
 
@@ -509,7 +509,7 @@ impl BoardStore for SqliteStore {
     }
 
     fn measures(&self, q: &MeasuresQuery) -> StoreResult<Vec<MeasureRow>> {
-        let sql = measures_sql(q.by);
+        let sql = ops::measures_sql(q.by, false);
         self.read(|c| {
             let mut st = c.prepare(&sql).map_err(db_err)?;
             let rows = st
@@ -541,79 +541,4 @@ impl BoardStore for SqliteStore {
             rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
         })
     }
-}
-
-/// The cohort key of a task row `t` (joined with its latest attempt `la`).
-fn cohort_expr(by: Cohort) -> (&'static str, &'static str) {
-    // (expression, extra join)
-    match by {
-        Cohort::All => ("'all'", ""),
-        Cohort::Type => ("t.kind", ""),
-        Cohort::Tag => ("g.tag", "JOIN task_tags g ON g.task_id = t.id"),
-        Cohort::Claimant => ("COALESCE(la.claimant, '(unclaimed)')", ""),
-        Cohort::Profile => ("COALESCE(la.profile, '(unclaimed)')", ""),
-        Cohort::Model => ("COALESCE(la.model, '(none)')", ""),
-    }
-}
-
-/// §13.7 in SQL. `?1` window start (queue time), `?2`/`?3` friction thresholds. A task
-/// belongs to the cohort of its latest attempt (claimant, profile, model), of its type, or
-/// of each of its tags; attempt figures follow their task.
-pub(crate) fn measures_sql(by: Cohort) -> String {
-    let (key, join) = cohort_expr(by);
-    format!(
-        "WITH ct AS ( \
-           SELECT {key} AS cohort, t.id, t.state, t.attempts, t.accepted_attempt, t.queued_ms, t.ended_ms \
-           FROM tasks t {join} \
-           LEFT JOIN task_attempts la ON la.task_id = t.id AND la.n = t.attempts \
-           WHERE t.queued_ms IS NOT NULL AND t.queued_ms >= ?1 \
-         ), \
-         ca AS ( \
-           SELECT ct.cohort, a.turns, a.tokens, a.tool_calls, a.failed_tool_calls \
-           FROM ct JOIN task_attempts a ON a.task_id = ct.id \
-         ), \
-         mt AS ( \
-           SELECT cohort, AVG(turns) AS m FROM ( \
-             SELECT cohort, turns, ROW_NUMBER() OVER (PARTITION BY cohort ORDER BY turns) AS rn, \
-                    COUNT(*) OVER (PARTITION BY cohort) AS c FROM ca) x \
-           WHERE rn IN ((c + 1) / 2, (c + 2) / 2) GROUP BY cohort \
-         ), \
-         mq AS ( \
-           SELECT cohort, AVG(d) AS m FROM ( \
-             SELECT cohort, ended_ms - queued_ms AS d, \
-                    ROW_NUMBER() OVER (PARTITION BY cohort ORDER BY ended_ms - queued_ms) AS rn, \
-                    COUNT(*) OVER (PARTITION BY cohort) AS c \
-             FROM ct WHERE accepted_attempt IS NOT NULL) x \
-           WHERE rn IN ((c + 1) / 2, (c + 2) / 2) GROUP BY cohort \
-         ), \
-         tk AS ( \
-           SELECT cohort, COUNT(*) AS tasks, \
-             SUM(CASE WHEN accepted_attempt IS NOT NULL THEN 1 ELSE 0 END) AS accepted, \
-             SUM(CASE WHEN accepted_attempt = 1 THEN 1 ELSE 0 END) AS first_ok, \
-             SUM(CASE WHEN state IN ('failed', 'expired') AND accepted_attempt IS NULL THEN 1 ELSE 0 END) AS term_failed, \
-             SUM(CASE WHEN state = 'cancelled' THEN 1 ELSE 0 END) AS cancelled, \
-             SUM(CASE WHEN attempts > 1 THEN 1 ELSE 0 END) AS retried, \
-             SUM(CASE WHEN accepted_attempt > 1 THEN 1 ELSE 0 END) AS recovered \
-           FROM ct GROUP BY cohort \
-         ), \
-         at AS ( \
-           SELECT cohort, COUNT(*) AS attempts, SUM(tool_calls) AS tool_calls, \
-             SUM(failed_tool_calls) AS failed_tool_calls, \
-             SUM(CASE WHEN turns >= ?2 OR failed_tool_calls >= ?3 THEN 1 ELSE 0 END) AS friction, \
-             SUM(tokens) AS tokens \
-           FROM ca GROUP BY cohort \
-         ), \
-         vd AS ( \
-           SELECT ct.cohort, COUNT(*) AS judged, SUM(CASE WHEN v.passed THEN 1 ELSE 0 END) AS passed \
-           FROM ct JOIN task_verdicts v ON v.target = ct.id GROUP BY ct.cohort \
-         ) \
-         SELECT tk.cohort, tk.tasks, tk.accepted, tk.first_ok, tk.term_failed, tk.cancelled, \
-           tk.retried, tk.recovered, COALESCE(at.attempts, 0), COALESCE(at.tool_calls, 0), \
-           COALESCE(at.failed_tool_calls, 0), COALESCE(at.friction, 0), \
-           CAST(mt.m AS REAL), CAST(mq.m AS REAL), COALESCE(at.tokens, 0), \
-           COALESCE(vd.judged, 0), COALESCE(vd.passed, 0) \
-         FROM tk LEFT JOIN at ON at.cohort = tk.cohort LEFT JOIN mt ON mt.cohort = tk.cohort \
-         LEFT JOIN mq ON mq.cohort = tk.cohort LEFT JOIN vd ON vd.cohort = tk.cohort \
-         ORDER BY tk.cohort"
-    )
 }

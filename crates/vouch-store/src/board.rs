@@ -936,3 +936,86 @@ pub fn rates(m: &MeasureRow) -> Value {
         "verdict_pass_rate": r(m.verdicts_passed, m.judged),
     })
 }
+
+/// The cohort key of a task row `t` (joined with its latest attempt `la`).
+fn cohort_expr(by: Cohort) -> (&'static str, &'static str) {
+    // (expression, extra join)
+    match by {
+        Cohort::All => ("'all'", ""),
+        Cohort::Type => ("t.kind", ""),
+        Cohort::Tag => ("g.tag", "JOIN task_tags g ON g.task_id = t.id"),
+        Cohort::Claimant => ("COALESCE(la.claimant, '(unclaimed)')", ""),
+        Cohort::Profile => ("COALESCE(la.profile, '(unclaimed)')", ""),
+        Cohort::Model => ("COALESCE(la.model, '(none)')", ""),
+    }
+}
+
+/// §13.7 in portable SQL over the board's tables (the same in every backend's schema);
+/// placeholders `?N` (SQLite) or `$N` (PostgreSQL). `?1` window start (queue time), `?2`/`?3` friction thresholds. A task
+/// belongs to the cohort of its latest attempt (claimant, profile, model), of its type, or
+/// of each of its tags; attempt figures follow their task.
+pub fn measures_sql(by: Cohort, dollar: bool) -> String {
+    let (key, join) = cohort_expr(by);
+    let sql = format!(
+        "WITH ct AS ( \
+           SELECT {key} AS cohort, t.id, t.state, t.attempts, t.accepted_attempt, t.queued_ms, t.ended_ms \
+           FROM tasks t {join} \
+           LEFT JOIN task_attempts la ON la.task_id = t.id AND la.n = t.attempts \
+           WHERE t.queued_ms IS NOT NULL AND t.queued_ms >= ?1 \
+         ), \
+         ca AS ( \
+           SELECT ct.cohort, a.turns, a.tokens, a.tool_calls, a.failed_tool_calls \
+           FROM ct JOIN task_attempts a ON a.task_id = ct.id \
+         ), \
+         mt AS ( \
+           SELECT cohort, AVG(turns) AS m FROM ( \
+             SELECT cohort, turns, ROW_NUMBER() OVER (PARTITION BY cohort ORDER BY turns) AS rn, \
+                    COUNT(*) OVER (PARTITION BY cohort) AS c FROM ca) x \
+           WHERE rn IN ((c + 1) / 2, (c + 2) / 2) GROUP BY cohort \
+         ), \
+         mq AS ( \
+           SELECT cohort, AVG(d) AS m FROM ( \
+             SELECT cohort, ended_ms - queued_ms AS d, \
+                    ROW_NUMBER() OVER (PARTITION BY cohort ORDER BY ended_ms - queued_ms) AS rn, \
+                    COUNT(*) OVER (PARTITION BY cohort) AS c \
+             FROM ct WHERE accepted_attempt IS NOT NULL) x \
+           WHERE rn IN ((c + 1) / 2, (c + 2) / 2) GROUP BY cohort \
+         ), \
+         tk AS ( \
+           SELECT cohort, COUNT(*) AS tasks, \
+             CAST(SUM(CASE WHEN accepted_attempt IS NOT NULL THEN 1 ELSE 0 END) AS BIGINT) AS accepted, \
+             CAST(SUM(CASE WHEN accepted_attempt = 1 THEN 1 ELSE 0 END) AS BIGINT) AS first_ok, \
+             CAST(SUM(CASE WHEN state IN ('failed', 'expired') AND accepted_attempt IS NULL THEN 1 ELSE 0 END) AS BIGINT) AS term_failed, \
+             CAST(SUM(CASE WHEN state = 'cancelled' THEN 1 ELSE 0 END) AS BIGINT) AS cancelled, \
+             CAST(SUM(CASE WHEN attempts > 1 THEN 1 ELSE 0 END) AS BIGINT) AS retried, \
+             CAST(SUM(CASE WHEN accepted_attempt > 1 THEN 1 ELSE 0 END) AS BIGINT) AS recovered \
+           FROM ct GROUP BY cohort \
+         ), \
+         at AS ( \
+           SELECT cohort, COUNT(*) AS attempts, CAST(SUM(tool_calls) AS BIGINT) AS tool_calls, \
+             CAST(SUM(failed_tool_calls) AS BIGINT) AS failed_tool_calls, \
+             CAST(SUM(CASE WHEN turns >= ?2 OR failed_tool_calls >= ?3 THEN 1 ELSE 0 END) AS BIGINT) AS friction, \
+             CAST(SUM(tokens) AS BIGINT) AS tokens \
+           FROM ca GROUP BY cohort \
+         ), \
+         vd AS ( \
+           SELECT ct.cohort, COUNT(*) AS judged, CAST(SUM(CASE WHEN v.passed THEN 1 ELSE 0 END) AS BIGINT) AS passed \
+           FROM ct JOIN task_verdicts v ON v.target = ct.id GROUP BY ct.cohort \
+         ) \
+         SELECT tk.cohort, tk.tasks, tk.accepted, tk.first_ok, tk.term_failed, tk.cancelled, \
+           tk.retried, tk.recovered, COALESCE(at.attempts, 0), COALESCE(at.tool_calls, 0), \
+           COALESCE(at.failed_tool_calls, 0), COALESCE(at.friction, 0), \
+           CAST(mt.m AS DOUBLE PRECISION), CAST(mq.m AS DOUBLE PRECISION), COALESCE(at.tokens, 0), \
+           COALESCE(vd.judged, 0), COALESCE(vd.passed, 0) \
+         FROM tk LEFT JOIN at ON at.cohort = tk.cohort LEFT JOIN mt ON mt.cohort = tk.cohort \
+         LEFT JOIN mq ON mq.cohort = tk.cohort LEFT JOIN vd ON vd.cohort = tk.cohort \
+         ORDER BY tk.cohort"
+    );
+    if dollar {
+        sql.replace("?1", "$1")
+            .replace("?2", "$2")
+            .replace("?3", "$3")
+    } else {
+        sql
+    }
+}
