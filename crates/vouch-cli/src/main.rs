@@ -7,6 +7,7 @@ mod out;
 mod bench;
 mod demo;
 mod home;
+mod task;
 
 use anyhow::{anyhow, Result};
 use clap::{Parser, Subcommand};
@@ -135,6 +136,15 @@ enum Cmd {
         #[command(subcommand)]
         cmd: BenchCmd,
     },
+    /// The task board: offer, list, show, cancel and sweep tasks (§13).
+    Task {
+        #[command(subcommand)]
+        cmd: task::TaskCmd,
+    },
+    /// A board worker: claims tasks, runs each as a vouch run, heartbeats and reports.
+    Worker(task::WorkerArgs),
+    /// The board's measures per cohort (§13.7), never collapsed into one rate.
+    Measures(task::MeasuresArgs),
     /// Show vouch working end to end in a fresh temporary home.
     Demo {
         /// Keep the demo home instead of deleting it.
@@ -734,6 +744,9 @@ fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Cmd::Demo { keep } => demo::run(keep),
+        Cmd::Task { cmd } => task::task(&dir, cmd, json),
+        Cmd::Worker(a) => task::worker(&dir, a, json),
+        Cmd::Measures(a) => task::measures(&dir, a, json),
         Cmd::Schedule { cmd } => schedule(&dir, cmd, json),
         Cmd::Oracle { paths, summary } => oracle(&paths, summary, json),
         Cmd::Scenario {
