@@ -26,6 +26,8 @@ const LIST_MAX: usize = 1000;
 const CONCURRENCY_MAX: usize = 64;
 /// How long a worker waits between looks at an empty board.
 const IDLE_POLL_MS: u64 = 200;
+/// How often a worker sweeps the board (orphaned attempts, deadlines, conditions).
+const SWEEP_EVERY_MS: i64 = 500;
 
 #[derive(Subcommand)]
 pub enum TaskCmd {
@@ -523,6 +525,7 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
     let policy = json!({"profile": a.profile, "context": "autonomous"});
     let fingerprint = content_id(&policy).map_err(store_err)?;
     let mut handles = vec![];
+    let mut swept_ms = 0i64;
     say(
         json,
         json!({"event": "worker_started", "worker": name}),
@@ -533,7 +536,10 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
             break;
         }
         let now = now_ms();
-        board.sweep(now).map_err(store_err)?;
+        if now - swept_ms >= SWEEP_EVERY_MS {
+            board.sweep(now).map_err(store_err)?;
+            swept_ms = now;
+        }
         if running.load(Ordering::SeqCst) >= a.concurrency {
             std::thread::sleep(Duration::from_millis(20));
             continue;
@@ -646,7 +652,14 @@ impl AttemptCtx {
             );
             std::thread::spawn(move || {
                 while !done.load(Ordering::SeqCst) {
-                    std::thread::sleep(Duration::from_millis(hb_ms));
+                    // Sleep in short steps so the attempt's end is not held up by a long
+                    // heartbeat interval.
+                    let mut slept = 0;
+                    while slept < hb_ms && !done.load(Ordering::SeqCst) {
+                        let step = (hb_ms - slept).min(50);
+                        std::thread::sleep(Duration::from_millis(step));
+                        slept += step;
+                    }
                     if done.load(Ordering::SeqCst) {
                         break;
                     }
