@@ -1019,3 +1019,118 @@ pub fn measures_sql(by: Cohort, dollar: bool) -> String {
         sql
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// signatures (§13.6): the seam worker identities plug into
+
+/// What a claim says, canonically: the statement its claimant signs.
+pub fn claim_statement(req: &ClaimRequest) -> StoreResult<String> {
+    canonical(&serde_json::json!({"claim": {
+        "claimant": req.claimant,
+        "task": req.task_id,
+        "profile": req.profile,
+        "policy_fingerprint": req.policy_fingerprint,
+        "at_ms": req.now_ms,
+    }}))
+}
+
+/// What a report says, canonically (task, attempt, outcome, output content id): the
+/// statement its claimant signs.
+pub fn report_statement(r: &Report) -> StoreResult<String> {
+    let (outcome, output) = match &r.kind {
+        ReportKind::Accepted { result, .. } => ("accepted", Some(content_id(result)?)),
+        ReportKind::Failed { .. } => ("failed", None),
+        ReportKind::Aborted { .. } => ("aborted", None),
+    };
+    canonical(&serde_json::json!({"report": {
+        "task": r.attempt.task_id,
+        "attempt": r.attempt.n,
+        "claimant": r.attempt.claimant,
+        "epoch": r.attempt.epoch,
+        "outcome": outcome,
+        "output": output,
+        "run": r.run_id,
+    }}))
+}
+
+fn canonical(v: &Value) -> StoreResult<String> {
+    vouch_core::canonical_json(v).map_err(|e| StoreError::Fatal(e.to_string()))
+}
+
+/// Checks an identity's signature over a statement (Ed25519 with the identity's stored public
+/// key, once worker identities exist). `Err` says why it does not verify.
+pub trait SignatureVerifier: Send + Sync {
+    fn verify(
+        &self,
+        identity: &str,
+        statement: &str,
+        signature: Option<&str>,
+    ) -> Result<(), String>;
+}
+
+/// A board that verifies every claim and report before it is written: an unsigned or badly
+/// signed one is refused (`Conflict`) and changes nothing; the signature is stored with the
+/// attempt.
+pub struct Verified {
+    pub inner: std::sync::Arc<dyn BoardStore>,
+    pub verifier: std::sync::Arc<dyn SignatureVerifier>,
+}
+
+impl BoardStore for Verified {
+    fn offer(&self, task: &NewTask) -> StoreResult<Offered> {
+        self.inner.offer(task)
+    }
+    fn task(&self, id: &str) -> StoreResult<Option<TaskRecord>> {
+        self.inner.task(id)
+    }
+    fn tasks(&self, filter: &TaskFilter) -> StoreResult<Vec<TaskRecord>> {
+        self.inner.tasks(filter)
+    }
+    fn attempts(&self, task_id: &str) -> StoreResult<Vec<AttemptRecord>> {
+        self.inner.attempts(task_id)
+    }
+    fn claim(&self, req: &ClaimRequest) -> StoreResult<Option<Claim>> {
+        self.verifier
+            .verify(
+                &req.claimant,
+                &claim_statement(req)?,
+                req.signature.as_deref(),
+            )
+            .map_err(|e| StoreError::Conflict(format!("claim refused: {e}")))?;
+        self.inner.claim(req)
+    }
+    fn heartbeat(&self, at: &AttemptRef, now_ms: i64) -> StoreResult<Heartbeat> {
+        self.inner.heartbeat(at, now_ms)
+    }
+    fn suspend(&self, at: &AttemptRef, now_ms: i64) -> StoreResult<TaskRecord> {
+        self.inner.suspend(at, now_ms)
+    }
+    fn resume_ready(&self, task_id: &str, now_ms: i64) -> StoreResult<TaskRecord> {
+        self.inner.resume_ready(task_id, now_ms)
+    }
+    fn report(&self, report: &Report) -> StoreResult<Reported> {
+        self.verifier
+            .verify(
+                &report.attempt.claimant,
+                &report_statement(report)?,
+                report.signature.as_deref(),
+            )
+            .map_err(|e| StoreError::Conflict(format!("report refused: {e}")))?;
+        self.inner.report(report)
+    }
+    fn cancel(&self, task_id: &str, now_ms: i64) -> StoreResult<TaskRecord> {
+        self.inner.cancel(task_id, now_ms)
+    }
+    fn sweep(&self, now_ms: i64) -> StoreResult<SweepReport> {
+        self.inner.sweep(now_ms)
+    }
+    fn result(&self, id: &str) -> StoreResult<Option<Value>> {
+        self.inner.result(id)
+    }
+    fn verdicts(&self, target: &str) -> StoreResult<Vec<(String, Verdict)>> {
+        self.inner.verdicts(target)
+    }
+    fn measures(&self, q: &MeasuresQuery) -> StoreResult<Vec<MeasureRow>> {
+        self.inner.measures(q)
+    }
+}

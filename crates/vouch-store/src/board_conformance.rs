@@ -24,6 +24,7 @@ pub fn run_all(open: BoardOpener<'_>) {
     racing_claimants_get_each_task_once(open);
     cancel_races_report(open);
     measures_count_by_cohort(open);
+    signatures_are_verified(open);
 }
 
 pub fn new_task(id: &str, max_attempts: u32, at: i64) -> NewTask {
@@ -738,4 +739,57 @@ pub fn measures_count_by_cohort(open: BoardOpener<'_>) {
         by_tag.iter().find(|r| r.cohort == "m-tag").map(|r| r.tasks),
         Some(4)
     );
+}
+
+/// A stand-in for Ed25519 in the seam's test: the "signature" is SHA-256 over the identity's
+/// secret and the statement; the verifier knows every identity's secret.
+struct TestKeys;
+
+fn test_sign(identity: &str, statement: &str) -> String {
+    vouch_core::sha256_hex(format!("{identity}-secret\n{statement}").as_bytes())
+}
+
+impl SignatureVerifier for TestKeys {
+    fn verify(&self, identity: &str, statement: &str, sig: Option<&str>) -> Result<(), String> {
+        match sig {
+            None => Err(format!("`{identity}` did not sign it")),
+            Some(s) if s == test_sign(identity, statement) => Ok(()),
+            Some(_) => Err(format!(
+                "the signature is not `{identity}`'s over this statement"
+            )),
+        }
+    }
+}
+
+pub fn signatures_are_verified(open: BoardOpener<'_>) {
+    let s = Verified {
+        inner: open(),
+        verifier: Arc::new(TestKeys),
+    };
+    s.offer(&new_task("sig-1", 1, 1)).unwrap();
+    let mut req = claim_req("signer", Some("sig-1"), 10);
+    conflict(s.claim(&req), "an unsigned claim");
+    req.signature = Some(test_sign("intruder", &claim_statement(&req).unwrap()));
+    conflict(s.claim(&req), "a claim signed by someone else");
+    assert_eq!(s.task("sig-1").unwrap().unwrap().state, TaskState::Queued);
+    req.signature = Some(test_sign("signer", &claim_statement(&req).unwrap()));
+    let c = s.claim(&req).unwrap().unwrap();
+    assert_eq!(c.attempt.detail["claim_signature"], json!(req.signature));
+    let mut r = report(&c, accepted(json!({"signed": true})), 20);
+    // Signed over a different output: refused, nothing changes.
+    let mut other = r.clone();
+    other.kind = accepted(json!({"signed": false}));
+    r.signature = Some(test_sign("signer", &report_statement(&other).unwrap()));
+    let before = (s.task("sig-1").unwrap(), s.attempts("sig-1").unwrap());
+    conflict(s.report(&r), "a report signed over another output");
+    r.signature = None;
+    conflict(s.report(&r), "an unsigned report");
+    assert_eq!(
+        before,
+        (s.task("sig-1").unwrap(), s.attempts("sig-1").unwrap())
+    );
+    r.signature = Some(test_sign("signer", &report_statement(&r).unwrap()));
+    let done = s.report(&r).unwrap();
+    assert_eq!(done.task.state, TaskState::Completed);
+    assert_eq!(done.attempt.detail["report_signature"], json!(r.signature));
 }
