@@ -5,6 +5,7 @@
 #[macro_use]
 mod out;
 mod bench;
+mod bench_board;
 mod demo;
 mod home;
 mod task;
@@ -203,6 +204,13 @@ enum BenchCmd {
         /// Folder on the disk to measure (default: the temporary folder).
         #[arg(long)]
         dir: Option<PathBuf>,
+    },
+    /// The board: offer → claim → run → submit → accepted, W workers racing (§13).
+    Board {
+        #[arg(long, default_value_t = 1000)]
+        tasks: usize,
+        #[arg(long, default_value_t = 4)]
+        workers: usize,
     },
     /// Runs per second, sequentially and N at once, on a temporary embedded home.
     Runs {
@@ -756,6 +764,9 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Bench {
             cmd: BenchCmd::Runs { runs, concurrency },
         } => bench::runs(runs, concurrency, json),
+        Cmd::Bench {
+            cmd: BenchCmd::Board { tasks, workers },
+        } => bench_board::board(tasks, workers, json),
         Cmd::Bench {
             cmd: BenchCmd::Scale { sizes },
         } => bench::scale(&sizes, json),
