@@ -6,9 +6,11 @@
 mod out;
 mod artifact;
 mod bench;
+mod bench_board;
 mod demo;
 mod home;
 mod identity;
+mod task;
 
 use anyhow::{anyhow, Result};
 use clap::{Parser, Subcommand};
@@ -169,6 +171,15 @@ enum Cmd {
         #[command(subcommand)]
         cmd: artifact::ArtifactCmd,
     },
+    /// The task board: offer, list, show, cancel and sweep tasks (§13).
+    Task {
+        #[command(subcommand)]
+        cmd: task::TaskCmd,
+    },
+    /// A board worker: claims tasks, runs each as a vouch run, heartbeats and reports.
+    Worker(task::WorkerArgs),
+    /// The board's measures per cohort (§13.7), never collapsed into one rate.
+    Measures(task::MeasuresArgs),
     /// Show vouch working end to end in a fresh temporary home.
     Demo {
         /// Keep the demo home instead of deleting it.
@@ -227,6 +238,13 @@ enum BenchCmd {
         /// Folder on the disk to measure (default: the temporary folder).
         #[arg(long)]
         dir: Option<PathBuf>,
+    },
+    /// The board: offer → claim → run → submit → accepted, W workers racing (§13).
+    Board {
+        #[arg(long, default_value_t = 1000)]
+        tasks: usize,
+        #[arg(long, default_value_t = 4)]
+        workers: usize,
     },
     /// Runs per second, sequentially and N at once, on a temporary embedded home.
     Runs {
@@ -779,6 +797,9 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Artifact { cmd } => artifact::run(&dir, cmd, json),
         Cmd::Verify { file, offline } => identity::verify(&dir, &file, offline, json),
         Cmd::Diary { name, verify, add } => identity::diary(&dir, &name, verify, add, json),
+        Cmd::Task { cmd } => task::task(&dir, cmd, json),
+        Cmd::Worker(a) => task::worker(&dir, a, json),
+        Cmd::Measures(a) => task::measures(&dir, a, json),
         Cmd::Schedule { cmd } => schedule(&dir, cmd, json),
         Cmd::Oracle { paths, summary } => oracle(&paths, summary, json),
         Cmd::Scenario {
@@ -788,6 +809,9 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Bench {
             cmd: BenchCmd::Runs { runs, concurrency },
         } => bench::runs(runs, concurrency, json),
+        Cmd::Bench {
+            cmd: BenchCmd::Board { tasks, workers },
+        } => bench_board::board(tasks, workers, json),
         Cmd::Bench {
             cmd: BenchCmd::Scale { sizes },
         } => bench::scale(&sizes, json),

@@ -5,6 +5,7 @@
 //! oracle can all rely on the same vocabulary. Section numbers (§) refer to `docs/contract.md`.
 
 pub mod attention;
+pub mod board;
 pub mod canon;
 pub mod capability;
 pub mod manifest;

@@ -117,6 +117,14 @@ impl Model for ScriptedModel {
         if let Some(name) = t.get("tool").and_then(Value::as_str) {
             return Ok(call(name, t.get("args").cloned().unwrap_or(json!({}))));
         }
+        if let Some(result) = t.get("submit") {
+            // A task run submits its result (the implied `result` item, contract §13.1).
+            let assessment = t.get("self_assessment").cloned().unwrap_or(Value::Null);
+            return Ok(call(
+                "submit",
+                json!({"result": result, "self_assessment": assessment}),
+            ));
+        }
         if let Some(q) = t.get("clarify").and_then(Value::as_str) {
             return Ok(call("clarify", json!({"question": q})));
         }

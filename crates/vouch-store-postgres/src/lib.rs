@@ -19,6 +19,7 @@
 //! terminal event per run, closed after it, and each insert must extend the chain.
 
 mod identity;
+mod board;
 mod schema;
 
 use postgres::error::SqlState;

@@ -215,5 +215,91 @@ BEGIN
 END $$;
 CREATE TRIGGER diary_extends_chain BEFORE INSERT ON diary
     FOR EACH ROW EXECUTE FUNCTION diary_check_insert();
+    // 4: the task board (§13); the same tables as the SQLite store's migration 5.
+    r#"
+CREATE TABLE tasks (
+    id TEXT PRIMARY KEY,
+    ord BIGINT GENERATED ALWAYS AS IDENTITY,
+    kind TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('waiting','queued','dispatched','running','completed','failed','cancelled','expired')),
+    max_attempts BIGINT NOT NULL CHECK (max_attempts BETWEEN 1 AND 20),
+    attempts BIGINT NOT NULL,
+    aborts BIGINT NOT NULL,
+    epoch BIGINT NOT NULL,
+    claimant TEXT,
+    lease_until_ms BIGINT,
+    lease_ms BIGINT NOT NULL CHECK (lease_ms > 0),
+    deadline_ms BIGINT,
+    profiles TEXT NOT NULL,
+    tags TEXT NOT NULL,
+    excluded_claimant TEXT,
+    condition TEXT,
+    idempotency_key TEXT UNIQUE,
+    request_id TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    created_ms BIGINT NOT NULL,
+    queued_ms BIGINT,
+    ended_ms BIGINT,
+    accepted_attempt BIGINT,
+    result_id TEXT,
+    resuming BOOLEAN NOT NULL,
+    updated_ms BIGINT NOT NULL
+);
+CREATE INDEX tasks_claimable ON tasks (resuming DESC, queued_ms, ord) WHERE state = 'queued';
+CREATE INDEX tasks_by_created ON tasks (created_ms, ord);
+CREATE INDEX tasks_waiting ON tasks (created_ms) WHERE state = 'waiting';
+CREATE TABLE task_tags (
+    task_id TEXT NOT NULL REFERENCES tasks (id),
+    tag TEXT NOT NULL,
+    PRIMARY KEY (tag, task_id)
+);
+CREATE INDEX task_tags_by_task ON task_tags (task_id);
+CREATE TABLE task_attempts (
+    task_id TEXT NOT NULL REFERENCES tasks (id),
+    n BIGINT NOT NULL CHECK (n >= 1),
+    state TEXT NOT NULL CHECK (state IN ('claimed','running','suspended','completed','failed','cancelled','aborted','timed_out')),
+    claimant TEXT NOT NULL,
+    epoch BIGINT NOT NULL,
+    profile TEXT NOT NULL,
+    model TEXT,
+    policy_fingerprint TEXT NOT NULL,
+    claimed_ms BIGINT NOT NULL,
+    started_ms BIGINT,
+    lease_until_ms BIGINT,
+    dispatch_deadline_ms BIGINT,
+    running_deadline_ms BIGINT,
+    running_left_ms BIGINT,
+    ended_ms BIGINT,
+    end_reason TEXT,
+    retryable BOOLEAN,
+    run_id TEXT,
+    result_id TEXT,
+    turns BIGINT NOT NULL,
+    tokens BIGINT NOT NULL,
+    tool_calls BIGINT NOT NULL,
+    failed_tool_calls BIGINT NOT NULL,
+    detail TEXT NOT NULL,
+    PRIMARY KEY (task_id, n)
+);
+CREATE INDEX task_attempts_live ON task_attempts (task_id) WHERE state IN ('claimed','running');
+-- An ended attempt never changes again: history is never rewritten.
+CREATE FUNCTION task_attempts_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'an ended attempt never changes' USING ERRCODE = 'VJ001';
+END $$;
+CREATE TRIGGER task_attempts_final BEFORE UPDATE ON task_attempts
+    FOR EACH ROW
+    WHEN (OLD.state IN ('completed','failed','cancelled','aborted','timed_out'))
+    EXECUTE FUNCTION task_attempts_refuse_change();
+CREATE TABLE task_results (id TEXT PRIMARY KEY, task_id TEXT NOT NULL, body TEXT NOT NULL);
+CREATE TABLE task_verdicts (
+    judge_task TEXT PRIMARY KEY,
+    target TEXT NOT NULL,
+    passed BOOLEAN NOT NULL,
+    scores TEXT NOT NULL,
+    at_ms BIGINT NOT NULL
+);
+CREATE INDEX task_verdicts_by_target ON task_verdicts (target);
 "#,
 ];

@@ -122,6 +122,29 @@ fn conformance_suite() {
 }
 
 #[test]
+fn board_conformance_suite() {
+    let schema = TestSchema::new();
+    let open = || -> Arc<dyn vouch_store::board::BoardStore> { Arc::new(schema.open()) };
+    vouch_store::board_conformance::run_all(&open);
+    // The schema itself refuses to rewrite an ended attempt, whoever writes.
+    let mut c = admin();
+    let err = c
+        .execute(
+            &format!(
+                "UPDATE {}.task_attempts SET state = 'running' WHERE task_id = 'h-1' AND n = 1",
+                schema.name
+            ),
+            &[],
+        )
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("an ended attempt never changes")
+            || format!("{err:?}").contains("an ended attempt never changes"),
+        "{err:?}"
+    );
+}
+
+#[test]
 fn the_schema_keeps_the_journal_append_only_and_closed() {
     let schema = TestSchema::new();
     let s = schema.open();

@@ -20,6 +20,7 @@
 //! a consistent snapshot while the writer commits.
 
 mod identity;
+mod board;
 mod schema;
 
 use rusqlite::{params, Connection, OptionalExtension, Row};

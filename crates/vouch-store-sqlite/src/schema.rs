@@ -143,5 +143,83 @@ WHEN NEW.seq <> COALESCE((SELECT max(seq) FROM diary WHERE identity = NEW.identi
        (SELECT hash FROM diary WHERE identity = NEW.identity ORDER BY seq DESC LIMIT 1),
        '0000000000000000000000000000000000000000000000000000000000000000')
 BEGIN SELECT RAISE(ABORT, 'a diary entry must extend its chain (next seq, previous hash)'); END;
+    // 5: the task board (§13).
+    r#"
+CREATE TABLE tasks (
+    id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('waiting','queued','dispatched','running','completed','failed','cancelled','expired')),
+    max_attempts INTEGER NOT NULL CHECK (max_attempts BETWEEN 1 AND 20),
+    attempts INTEGER NOT NULL,
+    aborts INTEGER NOT NULL,
+    epoch INTEGER NOT NULL,
+    claimant TEXT,
+    lease_until_ms INTEGER,
+    lease_ms INTEGER NOT NULL CHECK (lease_ms > 0),
+    deadline_ms INTEGER,
+    profiles TEXT NOT NULL,
+    tags TEXT NOT NULL,
+    excluded_claimant TEXT,
+    condition TEXT,
+    idempotency_key TEXT UNIQUE,
+    request_id TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    created_ms INTEGER NOT NULL,
+    queued_ms INTEGER,
+    ended_ms INTEGER,
+    accepted_attempt INTEGER,
+    result_id TEXT,
+    resuming INTEGER NOT NULL,
+    updated_ms INTEGER NOT NULL
+);
+CREATE INDEX tasks_claimable ON tasks(state, resuming DESC, queued_ms);
+CREATE INDEX tasks_by_created ON tasks(created_ms);
+CREATE TABLE task_tags (
+    task_id TEXT NOT NULL REFERENCES tasks(id),
+    tag TEXT NOT NULL,
+    PRIMARY KEY (tag, task_id)
+) WITHOUT ROWID;
+CREATE TABLE task_attempts (
+    task_id TEXT NOT NULL REFERENCES tasks(id),
+    n INTEGER NOT NULL CHECK (n >= 1),
+    state TEXT NOT NULL CHECK (state IN ('claimed','running','suspended','completed','failed','cancelled','aborted','timed_out')),
+    claimant TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    profile TEXT NOT NULL,
+    model TEXT,
+    policy_fingerprint TEXT NOT NULL,
+    claimed_ms INTEGER NOT NULL,
+    started_ms INTEGER,
+    lease_until_ms INTEGER,
+    dispatch_deadline_ms INTEGER,
+    running_deadline_ms INTEGER,
+    running_left_ms INTEGER,
+    ended_ms INTEGER,
+    end_reason TEXT,
+    retryable INTEGER,
+    run_id TEXT,
+    result_id TEXT,
+    turns INTEGER NOT NULL,
+    tokens INTEGER NOT NULL,
+    tool_calls INTEGER NOT NULL,
+    failed_tool_calls INTEGER NOT NULL,
+    detail TEXT NOT NULL,
+    PRIMARY KEY (task_id, n)
+) WITHOUT ROWID;
+CREATE INDEX task_attempts_live ON task_attempts(state) WHERE state IN ('claimed','running');
+-- An ended attempt never changes again: history is never rewritten.
+CREATE TRIGGER task_attempts_final BEFORE UPDATE ON task_attempts
+WHEN OLD.state IN ('completed','failed','cancelled','aborted','timed_out')
+BEGIN SELECT RAISE(ABORT, 'an ended attempt never changes'); END;
+CREATE TABLE task_results (id TEXT PRIMARY KEY, task_id TEXT NOT NULL, body TEXT NOT NULL);
+CREATE TABLE task_verdicts (
+    judge_task TEXT PRIMARY KEY,
+    target TEXT NOT NULL,
+    passed INTEGER NOT NULL,
+    scores TEXT NOT NULL,
+    at_ms INTEGER NOT NULL
+);
+CREATE INDEX task_verdicts_by_target ON task_verdicts(target);
 "#,
 ];

@@ -16,6 +16,27 @@ fn the_shared_suite() {
     });
 }
 
+#[test]
+fn the_board_suite() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vouch.db");
+    vouch_store::board_conformance::run_all(&|| {
+        Arc::new(SqliteStore::open(&path).unwrap()) as Arc<dyn vouch_store::board::BoardStore>
+    });
+    // The schema itself refuses to rewrite an ended attempt, whoever writes.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let err = conn
+        .execute(
+            "UPDATE task_attempts SET state = 'running' WHERE task_id = 'h-1' AND n = 1",
+            [],
+        )
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("an ended attempt never changes"),
+        "{err}"
+    );
+}
+
 fn run(id: &str) -> NewRun {
     NewRun {
         id: id.into(),

@@ -9,6 +9,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use vouch_core::{EndedBy, Outcome, RunState, TriggerKind};
 
+pub mod board;
+#[cfg(feature = "conformance")]
+pub mod board_conformance;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod events;

@@ -29,7 +29,10 @@ mod manifest;
 mod proposal;
 mod reconcile;
 mod recovery;
+mod task;
 mod turn;
+
+pub use task::{usage_of, validate, AttemptJob, AttemptOutcome, TaskType, TaskTypes, TaskWork};
 
 /// Bounds on one run. Units in names.
 #[derive(Debug, Clone)]

@@ -1,0 +1,921 @@
+//! The board's commands (§13): `vouch task offer|list|show|cancel|sweep`, `vouch worker`,
+//! `vouch measures`. They decide nothing: the store's board procedures and the host's task
+//! runs do; this module parses, calls, and prints (`--json` for programs).
+
+use crate::{bad, home};
+use anyhow::{anyhow, Context as _, Result};
+use clap::{Args, Subcommand};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use vouch_core::board::{self as core_board, Condition, TaskState};
+use vouch_runtime::clock::{Clock, SystemClock};
+use vouch_runtime::host::{AttemptJob, TaskTypes, TaskWork};
+use vouch_runtime::Host;
+use vouch_store::board::{
+    content_id, rates, AttemptRef, BoardStore, ClaimRequest, Cohort, MeasuresQuery, NewTask,
+    Offered, Report, ReportKind, TaskFilter, TaskRecord, TaskSpec,
+};
+use vouch_store::{Store, StoreError};
+
+/// Tasks listed at most.
+const LIST_MAX: usize = 1000;
+/// Workers run this many attempts at once at most.
+const CONCURRENCY_MAX: usize = 64;
+/// How long a worker waits between looks at an empty board.
+const IDLE_POLL_MS: u64 = 200;
+/// How often a worker sweeps the board (orphaned attempts, deadlines, conditions).
+const SWEEP_EVERY_MS: i64 = 500;
+
+#[derive(Subcommand)]
+pub enum TaskCmd {
+    /// Offer a task on the board → {"id", "state"}.
+    Offer(OfferArgs),
+    /// Tasks, oldest first.
+    List {
+        #[arg(long)]
+        state: Option<String>,
+        #[arg(long)]
+        tag: Option<String>,
+    },
+    /// One task: its attempts, result and receipts.
+    Show { id: String },
+    /// Cancel a task that has not ended (a live attempt becomes `cancelled`).
+    Cancel { id: String },
+    /// End attempts whose clocks ran out, expire passed deadlines, promote waiting tasks.
+    Sweep,
+}
+
+#[derive(Args)]
+pub struct OfferArgs {
+    /// The task type: `freeform`, `judge`, or a type registered in the home's `types/`.
+    #[arg(long = "type")]
+    kind: String,
+    #[arg(long)]
+    brief: String,
+    /// The input (JSON file), validated against the type's input schema.
+    #[arg(long)]
+    input: Option<PathBuf>,
+    #[arg(long = "tag")]
+    tags: Vec<String>,
+    /// Success criteria (JSON file); the producer must self-assess against them.
+    #[arg(long)]
+    criteria: Option<PathBuf>,
+    /// 1–20 (default 1).
+    #[arg(long, default_value_t = core_board::DEFAULT_MAX_ATTEMPTS)]
+    max_attempts: u32,
+    /// Claimable only once this task has an accepted output (repeatable: all of them).
+    #[arg(long = "after")]
+    after: Vec<String>,
+    /// The same key with the same request returns the same task.
+    #[arg(long)]
+    idempotency_key: Option<String>,
+    /// Runtime profiles allowed to claim (default: any).
+    #[arg(long = "profile")]
+    profiles: Vec<String>,
+    /// Expire the task if nobody claimed it within this many seconds.
+    #[arg(long)]
+    deadline_s: Option<i64>,
+    #[arg(long, default_value_t = core_board::DEFAULT_LEASE_MS)]
+    lease_ms: i64,
+    #[arg(long, default_value_t = core_board::DEFAULT_HEARTBEAT_MS)]
+    heartbeat_ms: i64,
+    #[arg(long, default_value_t = core_board::DEFAULT_DISPATCH_TIMEOUT_MS)]
+    dispatch_timeout_ms: i64,
+    #[arg(long, default_value_t = core_board::DEFAULT_RUNNING_TIMEOUT_MS)]
+    running_timeout_ms: i64,
+}
+
+#[derive(Args)]
+pub struct WorkerArgs {
+    /// The worker's identity name (the claimant on every claim and report).
+    #[arg(long)]
+    name: Option<String>,
+    /// A script of model turns (JSON array) for every attempt; default: the configured model.
+    #[arg(long)]
+    script: Option<PathBuf>,
+    /// Only these task types (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    types: Vec<String>,
+    #[arg(long = "tag")]
+    tags: Vec<String>,
+    /// The runtime profile the worker claims under.
+    #[arg(long, default_value = "default")]
+    profile: String,
+    #[arg(long, default_value_t = 1)]
+    concurrency: usize,
+    /// Exit once nothing is claimable and no attempt is running.
+    #[arg(long)]
+    drain: bool,
+    /// Wait this long (heartbeating) before running each claimed attempt: for demos and
+    /// crash tests that need an attempt in flight.
+    #[arg(long, default_value_t = 0)]
+    attempt_delay_ms: u64,
+    /// Malformed submissions the run may repair (§13.4).
+    #[arg(long, default_value_t = core_board::DEFAULT_REPAIRS_MAX)]
+    repairs: u32,
+}
+
+#[derive(Args)]
+pub struct MeasuresArgs {
+    #[arg(long, default_value = "all", value_parser = ["all", "tag", "type", "claimant", "profile", "model"])]
+    by: String,
+    /// Only tasks queued within this window: `3600s`, `90m`, `24h`, `7d` (default: all).
+    #[arg(long)]
+    since: Option<String>,
+    /// An attempt with at least this many turns is high-friction.
+    #[arg(long, default_value_t = 8)]
+    friction_turns: i64,
+    /// An attempt with at least this many failed tool calls is high-friction.
+    #[arg(long, default_value_t = 3)]
+    friction_failed_tools: i64,
+}
+
+/// Human output never carries control or bidi characters from task or model text.
+pub fn clean(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| {
+            let bidi = matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}');
+            if c.is_control() || bidi {
+                c.escape_unicode().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
+}
+
+/// One store, seen both as the run store and as the board.
+pub fn open_board(dir: &Path) -> Result<(Arc<dyn Store>, Arc<dyn BoardStore>)> {
+    if let Some((url, schema)) = home::database_url() {
+        if !dir.exists() {
+            return Err(bad(format!(
+                "no vouch home at {} — run `vouch init` first (or set VOUCH_HOME to your home)",
+                dir.display()
+            )));
+        }
+        let s = Arc::new(
+            vouch_store_postgres::PostgresStore::open(&url, &schema).map_err(|e| anyhow!("{e}"))?,
+        );
+        return Ok((s.clone(), s));
+    }
+    let db = dir.join(home::DB_FILE);
+    if !db.exists() {
+        return Err(bad(format!(
+            "no vouch home at {} — run `vouch init` first (or set VOUCH_HOME to your home)",
+            dir.display()
+        )));
+    }
+    let s = Arc::new(vouch_store_sqlite::SqliteStore::open(&db).map_err(|e| anyhow!("{e}"))?);
+    Ok((s.clone(), s))
+}
+
+fn store_err(e: StoreError) -> anyhow::Error {
+    match e {
+        StoreError::NotFound { .. } | StoreError::Conflict(_) => bad(e.to_string()),
+        other => anyhow!("{other}"),
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemClock.now_ms()
+}
+
+fn read_json(path: &Path, what: &str) -> Result<Value> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| bad(format!("cannot read {what} {}: {e}", path.display())))?;
+    serde_json::from_str(&text)
+        .map_err(|e| bad(format!("{what} {} is not JSON: {e}", path.display())))
+}
+
+fn types(dir: &Path) -> Result<TaskTypes> {
+    TaskTypes::with_dir(&dir.join("types")).map_err(bad)
+}
+
+pub fn task(dir: &Path, cmd: TaskCmd, json: bool) -> Result<i32> {
+    let (_, board) = open_board(dir)?;
+    match cmd {
+        TaskCmd::Offer(a) => offer(dir, &*board, a, json),
+        TaskCmd::List { state, tag } => {
+            let state = state
+                .map(|s| {
+                    TaskState::parse(&s).ok_or_else(|| {
+                        bad(format!(
+                            "unknown state `{s}`; use one of {}",
+                            TaskState::ALL
+                                .iter()
+                                .map(|s| s.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ))
+                    })
+                })
+                .transpose()?;
+            let tasks = board
+                .tasks(&TaskFilter {
+                    state,
+                    tag,
+                    limit: LIST_MAX,
+                })
+                .map_err(store_err)?;
+            if json {
+                outln!("{}", serde_json::to_string(&tasks)?);
+            } else if tasks.is_empty() {
+                outln!("No tasks. Offer one with `vouch task offer --type freeform --brief TEXT`.");
+            } else {
+                outln!(
+                    "{:<22} {:<11} {:<10} {:>8}  BRIEF",
+                    "TASK",
+                    "STATE",
+                    "TYPE",
+                    "ATTEMPTS"
+                );
+                for t in &tasks {
+                    outln!(
+                        "{:<22} {:<11} {:<10} {:>8}  {}",
+                        t.id,
+                        t.state,
+                        clean(&t.kind),
+                        format!("{}/{}", t.attempts, t.max_attempts),
+                        clean(&t.spec.brief)
+                    );
+                }
+            }
+            Ok(0)
+        }
+        TaskCmd::Show { id } => {
+            let t = board
+                .task(&id)
+                .map_err(store_err)?
+                .ok_or_else(|| bad(format!("no task `{id}`; list tasks with `vouch task list`")))?;
+            let attempts = board.attempts(&id).map_err(store_err)?;
+            let result = match &t.result_id {
+                Some(r) => board.result(r).map_err(store_err)?,
+                None => None,
+            };
+            let verdicts = board.verdicts(&id).map_err(store_err)?;
+            if json {
+                outln!(
+                    "{}",
+                    json!({"task": t, "attempts": attempts, "result": result, "verdicts": verdicts})
+                );
+                return Ok(0);
+            }
+            outln!("Task {} ({}) — {}", t.id, clean(&t.kind), t.state);
+            outln!("  brief: {}", clean(&t.spec.brief));
+            if !t.tags.is_empty() {
+                outln!("  tags: {}", clean(&t.tags.join(", ")));
+            }
+            outln!("  attempts: {} of {} allowed", t.attempts, t.max_attempts);
+            for a in &attempts {
+                outln!(
+                    "  #{} {} by {} (profile {}){}{}",
+                    a.n,
+                    a.state,
+                    clean(&a.claimant),
+                    clean(&a.profile),
+                    a.end_reason
+                        .as_deref()
+                        .map(|r| format!(" — {}", clean(r)))
+                        .unwrap_or_default(),
+                    a.run_id
+                        .as_deref()
+                        .map(|r| format!(" [run {r}]"))
+                        .unwrap_or_default()
+                );
+                if let Some(receipt) = a.detail.get("receipt").and_then(Value::as_str) {
+                    for line in receipt.lines() {
+                        outln!("      {}", clean(line));
+                    }
+                }
+            }
+            if let (Some(id), Some(r)) = (&t.result_id, &result) {
+                outln!("  accepted output {id}:");
+                outln!("    {}", clean(&r.to_string()));
+            }
+            for (judge, v) in &verdicts {
+                outln!(
+                    "  verdict by {judge}: {} {}",
+                    if v.passed { "passed" } else { "did not pass" },
+                    clean(&v.scores.to_string())
+                );
+            }
+            Ok(0)
+        }
+        TaskCmd::Cancel { id } => {
+            let t = board.cancel(&id, now_ms()).map_err(store_err)?;
+            if json {
+                outln!("{}", json!({"id": t.id, "state": t.state}));
+            } else {
+                outln!(
+                    "Task {} is cancelled; a worker on it learns so at its next heartbeat.",
+                    t.id
+                );
+            }
+            Ok(0)
+        }
+        TaskCmd::Sweep => {
+            let r = board.sweep(now_ms()).map_err(store_err)?;
+            if json {
+                outln!("{}", serde_json::to_string(&r)?);
+            } else {
+                outln!(
+                    "Swept: {} attempt(s) timed out, {} task(s) expired, {} promoted.",
+                    r.timed_out.len(),
+                    r.expired.len(),
+                    r.promoted.len()
+                );
+            }
+            Ok(0)
+        }
+    }
+}
+
+fn offer(dir: &Path, board: &dyn BoardStore, a: OfferArgs, json: bool) -> Result<i32> {
+    core_board::check_max_attempts(a.max_attempts).map_err(bad)?;
+    for (v, name) in [
+        (a.lease_ms, "--lease-ms"),
+        (a.heartbeat_ms, "--heartbeat-ms"),
+        (a.dispatch_timeout_ms, "--dispatch-timeout-ms"),
+        (a.running_timeout_ms, "--running-timeout-ms"),
+    ] {
+        if v <= 0 {
+            return Err(bad(format!(
+                "{name} must be a positive number of milliseconds"
+            )));
+        }
+    }
+    if a.heartbeat_ms >= a.lease_ms {
+        return Err(bad(
+            "--heartbeat-ms must be shorter than --lease-ms, or every lease lapses between heartbeats",
+        ));
+    }
+    if a.brief.trim().is_empty() {
+        return Err(bad("--brief is empty; say what the task is"));
+    }
+    let types = types(dir)?;
+    let ty = types.get(&a.kind).ok_or_else(|| {
+        bad(format!(
+            "unknown task type `{}`; known: {} (register more as JSON files in {})",
+            a.kind,
+            types.names().join(", "),
+            dir.join("types").display()
+        ))
+    })?;
+    let input = match &a.input {
+        Some(p) => read_json(p, "input")?,
+        None => json!({"brief": a.brief}),
+    };
+    if let Err(errors) = vouch_runtime::host::validate(&ty.input_schema, &input) {
+        return Err(bad(format!(
+            "the input does not fit type `{}`: {}",
+            a.kind,
+            errors.join("; ")
+        )));
+    }
+    let criteria = a
+        .criteria
+        .as_deref()
+        .map(|p| read_json(p, "criteria"))
+        .transpose()?;
+    let mut references = a.after.clone();
+    let mut excluded = None;
+    if a.kind == "judge" {
+        let target = input
+            .get("target")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let t = board
+            .task(target)
+            .map_err(store_err)?
+            .ok_or_else(|| bad(format!("the judge's target `{target}` is not a task here")))?;
+        let Some(n) = t.accepted_attempt else {
+            return Err(bad(format!(
+                "task `{target}` has no accepted output to judge (it is {})",
+                t.state
+            )));
+        };
+        // The producer may not judge its own output (§13.4).
+        excluded = board
+            .attempts(target)
+            .map_err(store_err)?
+            .into_iter()
+            .find(|x| x.n == n)
+            .map(|x| x.claimant);
+        references.push(target.to_string());
+    }
+    let condition = match a.after.len() {
+        0 => None,
+        1 => Some(Condition::TaskAccepted(a.after[0].clone())),
+        _ => Some(Condition::All(
+            a.after
+                .iter()
+                .cloned()
+                .map(Condition::TaskAccepted)
+                .collect(),
+        )),
+    };
+    let now = now_ms();
+    let request = json!({
+        "type": a.kind, "brief": a.brief, "input": input, "tags": a.tags, "criteria": criteria,
+        "max_attempts": a.max_attempts, "after": a.after, "profiles": a.profiles,
+        "deadline_s": a.deadline_s, "lease_ms": a.lease_ms, "heartbeat_ms": a.heartbeat_ms,
+        "dispatch_timeout_ms": a.dispatch_timeout_ms, "running_timeout_ms": a.running_timeout_ms,
+    });
+    let request_id = content_id(&request).map_err(store_err)?;
+    let id = format!("t{}", vouch_runtime::host::new_id(&SystemClock));
+    let task = NewTask {
+        id,
+        kind: a.kind.clone(),
+        owner: "person".into(),
+        max_attempts: a.max_attempts,
+        deadline_ms: a.deadline_s.map(|s| now + s.saturating_mul(1000)),
+        profiles: a.profiles,
+        tags: a.tags,
+        excluded_claimant: excluded,
+        condition,
+        idempotency_key: a.idempotency_key,
+        request_id,
+        spec: TaskSpec {
+            brief: a.brief,
+            input,
+            correlation: String::new(),
+            criteria,
+            references,
+            lease_ms: a.lease_ms,
+            heartbeat_ms: a.heartbeat_ms,
+            dispatch_timeout_ms: a.dispatch_timeout_ms,
+            running_timeout_ms: a.running_timeout_ms,
+        },
+        created_ms: now,
+    };
+    let offered = board.offer(&task).map_err(store_err)?;
+    let t = offered.task();
+    if json {
+        outln!(
+            "{}",
+            json!({"id": t.id, "state": t.state, "existing": matches!(offered, Offered::Existing(_))})
+        );
+    } else {
+        match offered {
+            Offered::Existing(_) => outln!(
+                "Task {} already exists for this idempotency key ({}); nothing new was offered.",
+                t.id,
+                t.state
+            ),
+            Offered::Created(_) => outln!(
+                "Offered task {} ({}). Watch it with `vouch task show {}`.",
+                t.id,
+                t.state,
+                t.id
+            ),
+        }
+    }
+    Ok(0)
+}
+
+fn say(json: bool, v: Value, human: String) {
+    if json {
+        outln!("{v}");
+    } else {
+        outln!("{human}");
+    }
+}
+
+pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
+    if a.concurrency == 0 || a.concurrency > CONCURRENCY_MAX {
+        return Err(bad(format!(
+            "--concurrency must be between 1 and {CONCURRENCY_MAX}"
+        )));
+    }
+    let name = a
+        .name
+        .clone()
+        .unwrap_or_else(|| format!("worker-{}", std::process::id()));
+    let model = match &a.script {
+        Some(p) => {
+            let v = read_json(p, "script")?;
+            let turns = v.get("script").cloned().unwrap_or(v);
+            if !turns.is_array() {
+                return Err(bad(format!(
+                    "script {} must be a JSON array of turns (scenarios.md)",
+                    p.display()
+                )));
+            }
+            json!({"kind": "script", "turns": turns})
+        }
+        None => json!({"kind": "openai"}),
+    };
+    let types = Arc::new(types(dir)?);
+    let (store, board) = open_board(dir)?;
+    let mut host = home::host(dir, None)?;
+    host.store = store;
+    let work = Arc::new(TaskWork::new(host.work.clone()));
+    host.work = work.clone();
+    let host = Arc::new(host);
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst))
+            .context("install the SIGTERM/SIGINT handler")?;
+    }
+    let running = Arc::new(AtomicUsize::new(0));
+    let policy = json!({"profile": a.profile, "context": "autonomous"});
+    let fingerprint = content_id(&policy).map_err(store_err)?;
+    let mut handles = vec![];
+    let mut swept_ms = 0i64;
+    say(
+        json,
+        json!({"event": "worker_started", "worker": name}),
+        format!("Worker {} is looking for tasks.", clean(&name)),
+    );
+    loop {
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let now = now_ms();
+        if now - swept_ms >= SWEEP_EVERY_MS {
+            board.sweep(now).map_err(store_err)?;
+            swept_ms = now;
+        }
+        if running.load(Ordering::SeqCst) >= a.concurrency {
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        }
+        let req = ClaimRequest {
+            claimant: name.clone(),
+            profile: a.profile.clone(),
+            model: Some(model["kind"].as_str().unwrap_or("openai").to_string()),
+            policy_fingerprint: fingerprint.clone(),
+            types: a.types.clone(),
+            tags: a.tags.clone(),
+            task_id: None,
+            // The identity seam: claims are signed once worker identities exist (§13.6).
+            signature: None,
+            policy: policy.clone(),
+            now_ms: now,
+        };
+        let claim = match board.claim(&req) {
+            Ok(c) => c,
+            Err(StoreError::Retryable(_)) => continue,
+            Err(e) => return Err(store_err(e)),
+        };
+        let Some(claim) = claim else {
+            if a.drain && running.load(Ordering::SeqCst) == 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(IDLE_POLL_MS));
+            continue;
+        };
+        say(
+            json,
+            json!({"event": "claimed", "task": claim.task.id, "attempt": claim.attempt.n, "resumption": claim.resumption}),
+            format!(
+                "Claimed task {} (attempt {}{}).",
+                claim.task.id,
+                claim.attempt.n,
+                if claim.resumption { ", resumed" } else { "" }
+            ),
+        );
+        running.fetch_add(1, Ordering::SeqCst);
+        let ctx = AttemptCtx {
+            host: host.clone(),
+            work: work.clone(),
+            types: types.clone(),
+            board: board.clone(),
+            stop: stop.clone(),
+            json,
+            delay_ms: a.attempt_delay_ms,
+            repairs: a.repairs,
+            model: model.clone(),
+        };
+        let running2 = running.clone();
+        handles.push(std::thread::spawn(move || {
+            if let Err(e) = ctx.run(claim) {
+                errln!("attempt failed in the worker: {e:#}");
+            }
+            running2.fetch_sub(1, Ordering::SeqCst);
+        }));
+        handles.retain(|h| !h.is_finished());
+    }
+    for h in handles {
+        let _ = h.join();
+    }
+    say(
+        json,
+        json!({"event": "worker_stopped", "worker": name}),
+        format!("Worker {} stopped.", clean(&name)),
+    );
+    Ok(0)
+}
+
+struct AttemptCtx {
+    host: Arc<Host>,
+    work: Arc<TaskWork>,
+    types: Arc<TaskTypes>,
+    board: Arc<dyn BoardStore>,
+    stop: Arc<AtomicBool>,
+    json: bool,
+    delay_ms: u64,
+    repairs: u32,
+    model: Value,
+}
+
+impl AttemptCtx {
+    fn run(self, claim: vouch_store::board::Claim) -> Result<()> {
+        let at = AttemptRef {
+            task_id: claim.task.id.clone(),
+            n: claim.attempt.n,
+            claimant: claim.attempt.claimant.clone(),
+            epoch: claim.attempt.epoch,
+        };
+        let hb_ms = claim.task.spec.heartbeat_ms.max(10) as u64;
+        let done = Arc::new(AtomicBool::new(false));
+        let cancelled = Arc::new(AtomicBool::new(false));
+        // The first heartbeat moves the task to running; later ones keep the lease.
+        if self
+            .board
+            .heartbeat(&at, now_ms())
+            .map_err(store_err)?
+            .cancelled
+        {
+            return self.cancelled(&claim.task);
+        }
+        let hb = {
+            let (board, at, done, cancelled) = (
+                self.board.clone(),
+                at.clone(),
+                done.clone(),
+                cancelled.clone(),
+            );
+            std::thread::spawn(move || {
+                while !done.load(Ordering::SeqCst) {
+                    // Sleep in short steps so the attempt's end is not held up by a long
+                    // heartbeat interval.
+                    let mut slept = 0;
+                    while slept < hb_ms && !done.load(Ordering::SeqCst) {
+                        let step = (hb_ms - slept).min(50);
+                        std::thread::sleep(Duration::from_millis(step));
+                        slept += step;
+                    }
+                    if done.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    match board.heartbeat(&at, now_ms()) {
+                        Ok(h) if h.cancelled => {
+                            cancelled.store(true, Ordering::SeqCst);
+                            break;
+                        }
+                        Ok(_) | Err(StoreError::Retryable(_)) => {}
+                        Err(_) => break,
+                    }
+                }
+            })
+        };
+        let finish = |kind: ReportKind, run_id: Option<String>, receipt, usage| {
+            done.store(true, Ordering::SeqCst);
+            self.report(&at, &claim.task, kind, run_id, receipt, usage)
+        };
+        // Optional hold (demos, crash tests); a shutdown now aborts the attempt, retryably.
+        let mut waited = 0u64;
+        while waited < self.delay_ms {
+            if self.stop.load(Ordering::SeqCst) {
+                return finish(
+                    ReportKind::Aborted {
+                        reason: "the worker shut down".into(),
+                    },
+                    None,
+                    None,
+                    Default::default(),
+                );
+            }
+            if cancelled.load(Ordering::SeqCst) {
+                done.store(true, Ordering::SeqCst);
+                let _ = hb.join();
+                return self.cancelled(&claim.task);
+            }
+            let step = (self.delay_ms - waited).min(50);
+            std::thread::sleep(Duration::from_millis(step));
+            waited += step;
+        }
+        let job = AttemptJob {
+            task_id: claim.task.id.clone(),
+            kind: claim.task.kind.clone(),
+            brief: claim.task.spec.brief.clone(),
+            input: claim.task.spec.input.clone(),
+            criteria: claim.task.spec.criteria.clone(),
+            model: self.model.clone(),
+            repairs_max: self.repairs,
+        };
+        let out = self.host.run_task_attempt(&self.work, &self.types, &job);
+        let r = match out {
+            Ok(o) => match o.report {
+                Some(kind) => finish(kind, Some(o.run_id), o.receipt, o.usage),
+                None => {
+                    done.store(true, Ordering::SeqCst);
+                    self.board.suspend(&at, now_ms()).map_err(store_err)?;
+                    say(
+                        self.json,
+                        json!({"event": "suspended", "task": at.task_id, "attempt": at.n, "run": o.run_id}),
+                        format!(
+                            "Task {} waits for a person (run {}); the worker is free.",
+                            at.task_id, o.run_id
+                        ),
+                    );
+                    Ok(())
+                }
+            },
+            Err(e) => finish(
+                ReportKind::Failed {
+                    retryable: true,
+                    reason: format!("the run could not go on: {e}"),
+                },
+                None,
+                None,
+                Default::default(),
+            ),
+        };
+        let _ = hb.join();
+        r
+    }
+
+    fn cancelled(&self, t: &TaskRecord) -> Result<()> {
+        say(
+            self.json,
+            json!({"event": "cancelled", "task": t.id}),
+            format!("Task {} was cancelled by its owner; stopped.", t.id),
+        );
+        Ok(())
+    }
+
+    fn report(
+        &self,
+        at: &AttemptRef,
+        task: &TaskRecord,
+        kind: ReportKind,
+        run_id: Option<String>,
+        receipt: Option<String>,
+        usage: vouch_store::board::Usage,
+    ) -> Result<()> {
+        let expected = match &kind {
+            ReportKind::Accepted { result, .. } => Some(result.clone()),
+            _ => None,
+        };
+        let r = Report {
+            attempt: at.clone(),
+            kind,
+            run_id: run_id.clone(),
+            receipt,
+            usage,
+            // The identity seam: reports are signed once worker identities exist (§13.6).
+            signature: None,
+            now_ms: now_ms(),
+        };
+        match self.board.report(&r) {
+            Ok(done) => {
+                // Acceptance is observed, not assumed: read the output back by content id.
+                if let (Some(id), Some(want)) = (&done.task.result_id, &expected) {
+                    let back = self.board.result(id).map_err(store_err)?;
+                    if back.as_ref() != Some(want) {
+                        return Err(anyhow!(
+                            "the board stored {id} but reads back something else"
+                        ));
+                    }
+                }
+                say(
+                    self.json,
+                    json!({"event": "reported", "task": task.id, "attempt": at.n, "attempt_state": done.attempt.state, "task_state": done.task.state, "result": done.task.result_id, "run": run_id}),
+                    format!(
+                        "Task {} attempt {}: {} (task {}).",
+                        task.id, at.n, done.attempt.state, done.task.state
+                    ),
+                );
+                Ok(())
+            }
+            Err(StoreError::Conflict(m)) => {
+                say(
+                    self.json,
+                    json!({"event": "refused", "task": task.id, "attempt": at.n, "reason": m}),
+                    format!(
+                        "Task {} attempt {}: report refused ({})",
+                        task.id,
+                        at.n,
+                        clean(&m)
+                    ),
+                );
+                Ok(())
+            }
+            Err(e) => Err(store_err(e)),
+        }
+    }
+}
+
+fn parse_window(s: &str) -> Result<i64> {
+    let (num, unit) = s.split_at(s.trim_end_matches(|c: char| c.is_ascii_alphabetic()).len());
+    let n: i64 = num.parse().map_err(|_| {
+        bad(format!(
+            "--since `{s}`: use a number and a unit, e.g. 90m, 24h, 7d"
+        ))
+    })?;
+    let ms = match unit {
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return Err(bad(format!("--since `{s}`: the unit must be s, m, h or d"))),
+    };
+    Ok(n.saturating_mul(ms))
+}
+
+pub fn measures(dir: &Path, a: MeasuresArgs, json: bool) -> Result<i32> {
+    let (_, board) = open_board(dir)?;
+    let by = Cohort::parse(&a.by).ok_or_else(|| bad(format!("unknown cohort `{}`", a.by)))?;
+    let since_ms = match &a.since {
+        Some(s) => now_ms() - parse_window(s)?,
+        None => i64::MIN,
+    };
+    let rows = board
+        .measures(&MeasuresQuery {
+            by,
+            since_ms,
+            friction_turns: a.friction_turns,
+            friction_failed_tools: a.friction_failed_tools,
+        })
+        .map_err(store_err)?;
+    let thresholds = json!({"friction_turns": a.friction_turns, "friction_failed_tool_calls": a.friction_failed_tools});
+    if json {
+        let rows: Vec<Value> = rows
+            .iter()
+            .map(|r| json!({"cohort": r.cohort, "counts": r, "rates": rates(r)}))
+            .collect();
+        outln!(
+            "{}",
+            json!({"by": a.by, "thresholds": thresholds, "cohorts": rows})
+        );
+        return Ok(0);
+    }
+    if rows.is_empty() {
+        outln!("No tasks in this window yet.");
+        return Ok(0);
+    }
+    let pct = |v: &Value| {
+        v.as_f64()
+            .map(|f| format!("{:.1}%", f * 100.0))
+            .unwrap_or_else(|| "—".into())
+    };
+    for r in &rows {
+        let q = rates(r);
+        outln!("{} ({} tasks)", clean(&r.cohort), r.tasks);
+        outln!(
+            "  accepted outputs        {} ({})",
+            r.accepted,
+            pct(&q["accepted_output_rate"])
+        );
+        outln!(
+            "  first-attempt accepted  {}",
+            pct(&q["first_attempt_acceptance"])
+        );
+        outln!(
+            "  terminal failure        {} (cancelled apart: {})",
+            pct(&q["terminal_failure"]),
+            r.cancelled
+        );
+        outln!("  retry recovery          {}", pct(&q["retry_recovery"]));
+        outln!(
+            "  failed tool calls       {} of {}",
+            r.failed_tool_calls,
+            r.tool_calls
+        );
+        outln!(
+            "  high-friction attempts  {} of {} (≥ {} turns or ≥ {} failed tool calls)",
+            r.high_friction_attempts,
+            r.attempts,
+            a.friction_turns,
+            a.friction_failed_tools
+        );
+        let opt = |v: Option<f64>, unit: &str| {
+            v.map(|x| format!("{x:.0}{unit}"))
+                .unwrap_or_else(|| "—".into())
+        };
+        outln!("  median turns/attempt    {}", opt(r.median_turns, ""));
+        outln!(
+            "  median queued→accepted  {}",
+            opt(r.median_queued_to_accepted_ms, " ms")
+        );
+        outln!(
+            "  tokens per accepted     {}",
+            q["tokens_per_accepted_output"]
+                .as_f64()
+                .map(|x| format!("{x:.0}"))
+                .unwrap_or_else(|| "—".into())
+        );
+        outln!(
+            "  verdict pass rate       {} of {} judged",
+            r.verdicts_passed,
+            r.judged
+        );
+    }
+    Ok(0)
+}

@@ -1,0 +1,457 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! The task board through the real binary, on both backends: racing worker processes, a
+//! worker killed with SIGKILL mid-attempt, SIGTERM, cancel at a heartbeat, a report after
+//! cancel, a malformed result repaired in-session. Each test checks the stored world (task
+//! and attempt rows, accepted outputs), never timing.
+
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+
+fn vouch_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_vouch"))
+}
+
+/// Polls of the stored state at most (each after a short pause) before a test gives up.
+const POLLS_MAX: usize = 600;
+
+struct Board {
+    tmp: tempfile::TempDir,
+    dir: PathBuf,
+    env: Vec<(String, String)>,
+    pg_schema: Option<String>,
+}
+
+fn pg_url() -> String {
+    std::env::var("VOUCH_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+impl Board {
+    fn new(pg: bool) -> Board {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("home");
+        let mut env = vec![];
+        let mut pg_schema = None;
+        if pg {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos();
+            let schema = format!(
+                "vouch_test_board_{}_{}",
+                std::process::id(),
+                nanos % 1_000_000_000_000
+            );
+            env.push(("VOUCH_DATABASE_URL".into(), pg_url()));
+            env.push(("VOUCH_DATABASE_SCHEMA".into(), schema.clone()));
+            pg_schema = Some(schema);
+        }
+        let b = Board {
+            tmp,
+            dir,
+            env,
+            pg_schema,
+        };
+        let out = b.run(&["init"]);
+        assert!(
+            out.status.success(),
+            "init: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        b
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(vouch_bin());
+        c.arg("--home")
+            .arg(&self.dir)
+            .args(args)
+            .env_remove("VOUCH_CRASH_AFTER")
+            .env_remove("VOUCH_MODEL_URL")
+            .env_remove("VOUCH_DATABASE_URL");
+        for (k, v) in &self.env {
+            c.env(k, v);
+        }
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let mut a = vec!["--json"];
+        a.extend_from_slice(args);
+        let out = self.run(&a);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
+    }
+
+    fn offer(&self, extra: &[&str]) -> String {
+        let mut a = vec!["task", "offer", "--type", "freeform", "--brief", "do it"];
+        a.extend_from_slice(extra);
+        self.json(&a)["id"].as_str().unwrap().to_string()
+    }
+
+    fn show(&self, id: &str) -> Value {
+        self.json(&["task", "show", id])
+    }
+
+    fn script(&self, turns: Value) -> String {
+        let p = self.tmp.path().join(format!(
+            "script-{}.json",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ));
+        std::fs::write(&p, turns.to_string()).unwrap();
+        p.to_str().unwrap().to_string()
+    }
+
+    fn worker(&self, name: &str, script: &str, extra: &[&str]) -> Child {
+        let mut a = vec!["--json", "worker", "--name", name, "--script", script];
+        a.extend_from_slice(extra);
+        self.cmd(&a)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// Poll `task show` until `pred` holds.
+    fn wait_for(&self, id: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        for _ in 0..POLLS_MAX {
+            let v = self.show(id);
+            if pred(&v) {
+                return v;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!("task {id} never reached: {what}; last: {}", self.show(id));
+    }
+}
+
+impl Drop for Board {
+    fn drop(&mut self) {
+        if let Some(schema) = &self.pg_schema {
+            if let Ok(mut c) = postgres::Client::connect(&pg_url(), postgres::NoTls) {
+                let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"));
+            }
+        }
+    }
+}
+
+fn events(out: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+fn good_script() -> Value {
+    json!([
+        {"declare": {"deliveries": []}},
+        {"submit": {"summary": "done"}},
+        {"final": "submitted"}
+    ])
+}
+
+fn state(v: &Value) -> &str {
+    v["task"]["state"].as_str().unwrap_or("")
+}
+
+fn attempt_states(v: &Value) -> Vec<String> {
+    v["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["state"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn eight_workers_race(pg: bool) {
+    let b = Board::new(pg);
+    const TASKS: usize = 200;
+    for _ in 0..TASKS {
+        b.offer(&[]);
+    }
+    let script = b.script(good_script());
+    let workers: Vec<Child> = (0..8)
+        .map(|i| {
+            b.worker(
+                &format!("racer-{i}"),
+                &script,
+                &["--drain", "--concurrency", "2"],
+            )
+        })
+        .collect();
+    let outs: Vec<Output> = workers
+        .into_iter()
+        .map(|w| w.wait_with_output().unwrap())
+        .collect();
+    let mut reported = vec![];
+    for o in &outs {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        for e in events(o) {
+            assert_ne!(e["event"], "refused", "no report may be refused: {e}");
+            if e["event"] == "reported" {
+                reported.push((
+                    e["task"].as_str().unwrap().to_string(),
+                    e["attempt"].as_u64().unwrap(),
+                ));
+            }
+        }
+    }
+    assert_eq!(reported.len(), TASKS, "one report per task");
+    reported.sort();
+    reported.dedup();
+    assert_eq!(reported.len(), TASKS, "no attempt reported twice");
+    let tasks = b.json(&["task", "list"]);
+    let tasks = tasks.as_array().unwrap();
+    assert_eq!(tasks.len(), TASKS);
+    for t in tasks {
+        assert_eq!(t["state"], "completed", "{t}");
+        assert_eq!(t["attempts"], 1, "{t}");
+        assert_eq!(t["accepted_attempt"], 1, "{t}");
+    }
+    let m = b.json(&["measures"]);
+    assert_eq!(m["cohorts"][0]["counts"]["accepted"], TASKS as u64);
+}
+
+fn sigkill_mid_attempt_lease_lapses(pg: bool) {
+    let b = Board::new(pg);
+    let id = b.offer(&[
+        "--max-attempts",
+        "2",
+        "--lease-ms",
+        "1500",
+        "--heartbeat-ms",
+        "200",
+    ]);
+    let script = b.script(good_script());
+    let mut a = b.worker("doomed", &script, &["--attempt-delay-ms", "600000"]);
+    b.wait_for(&id, "running under the first worker", |v| {
+        state(v) == "running"
+    });
+    a.kill().unwrap(); // SIGKILL: no abort, no report; only the lease can tell.
+    a.wait().unwrap();
+    let mut rounds = 0;
+    let v = loop {
+        let out = b.run(&[
+            "--json", "worker", "--name", "rescuer", "--script", &script, "--drain",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v = b.show(&id);
+        if state(&v) == "completed" {
+            break v;
+        }
+        rounds += 1;
+        assert!(rounds < POLLS_MAX, "never completed: {v}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert_eq!(attempt_states(&v), vec!["timed_out", "completed"]);
+    let atts = v["attempts"].as_array().unwrap();
+    assert_eq!(atts[0]["claimant"], "doomed");
+    assert_eq!(atts[1]["claimant"], "rescuer");
+    assert!(atts[0]["result_id"].is_null());
+    assert_eq!(atts[1]["result_id"], v["task"]["result_id"]);
+    assert_eq!(v["result"], json!({"summary": "done"}));
+}
+
+fn malformed_result_repaired_in_session(pg: bool) {
+    let b = Board::new(pg);
+    let id = b.offer(&[]);
+    let script = b.script(json!([
+        {"declare": {"deliveries": []}},
+        {"submit": {"summary": 42}},
+        {"submit": {"summary": "repaired"}},
+        {"final": "ok"}
+    ]));
+    let out = b.run(&[
+        "--json", "worker", "--name", "w", "--script", &script, "--drain",
+    ]);
+    assert!(out.status.success());
+    let v = b.show(&id);
+    assert_eq!(state(&v), "completed");
+    assert_eq!(attempt_states(&v), vec!["completed"]);
+    assert_eq!(v["result"], json!({"summary": "repaired"}));
+    let usage = &v["attempts"][0]["usage"];
+    assert_eq!(usage["failed_tool_calls"], 1, "{usage}");
+    // The journal holds the path the model was told about.
+    let run = v["attempts"][0]["run_id"].as_str().unwrap();
+    let j = b.run(&["--json", "journal", run]);
+    assert!(
+        String::from_utf8_lossy(&j.stdout).contains("at /summary"),
+        "the repair error names the path"
+    );
+    // Without a valid submission, the attempt fails: the host notices the missing handoff.
+    let id2 = b.offer(&[]);
+    let never = b.script(json!([
+        {"declare": {"deliveries": []}},
+        {"submit": {"nope": true}},
+        {"final": "I did it, trust me"}
+    ]));
+    b.run(&["worker", "--name", "w", "--script", &never, "--drain"]);
+    let v = b.show(&id2);
+    assert_eq!(state(&v), "failed");
+    assert_eq!(
+        v["attempts"][0]["end_reason"],
+        "the run ended without an accepted submission"
+    );
+}
+
+fn cancel_seen_at_heartbeat_and_late_report_refused(pg: bool) {
+    let b = Board::new(pg);
+    let script = b.script(good_script());
+    // Cancel while the worker holds the attempt: its next heartbeat says so.
+    let id = b.offer(&["--lease-ms", "60000", "--heartbeat-ms", "200"]);
+    let w = b.worker("w1", &script, &["--attempt-delay-ms", "600000", "--drain"]);
+    b.wait_for(&id, "running", |v| state(v) == "running");
+    b.json(&["task", "cancel", &id]);
+    let out = w.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let ev = events(&out);
+    assert!(
+        ev.iter()
+            .any(|e| e["event"] == "cancelled" && e["task"] == id.as_str()),
+        "{ev:?}"
+    );
+    let v = b.show(&id);
+    assert_eq!(attempt_states(&v), vec!["cancelled"]);
+    // Cancel while no heartbeat will come before the report: the report is refused.
+    let id = b.offer(&["--lease-ms", "600000", "--heartbeat-ms", "300000"]);
+    let w = b.worker("w2", &script, &["--attempt-delay-ms", "4000", "--drain"]);
+    b.wait_for(&id, "running", |v| state(v) == "running");
+    b.json(&["task", "cancel", &id]);
+    let out = w.wait_with_output().unwrap();
+    let ev = events(&out);
+    assert!(
+        ev.iter()
+            .any(|e| e["event"] == "refused" && e["task"] == id.as_str()),
+        "{ev:?}"
+    );
+    let v = b.show(&id);
+    assert_eq!(state(&v), "cancelled");
+    assert_eq!(attempt_states(&v), vec!["cancelled"]);
+    assert!(v["task"]["result_id"].is_null() && v["result"].is_null());
+}
+
+fn sigterm_aborts_retryably(pg: bool) {
+    let b = Board::new(pg);
+    let script = b.script(good_script());
+    let id = b.offer(&["--heartbeat-ms", "200"]);
+    let w = b.worker("w1", &script, &["--attempt-delay-ms", "600000"]);
+    b.wait_for(&id, "running", |v| state(v) == "running");
+    let st = Command::new("kill")
+        .args(["-TERM", &w.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = w.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = b.show(&id);
+    assert_eq!(
+        state(&v),
+        "queued",
+        "an abort is retryable even with one attempt"
+    );
+    assert_eq!(attempt_states(&v), vec!["aborted"]);
+    b.run(&["worker", "--name", "w2", "--script", &script, "--drain"]);
+    let v = b.show(&id);
+    assert_eq!(attempt_states(&v), vec!["aborted", "completed"]);
+}
+
+fn bad_input_is_exit_2(pg: bool) {
+    let b = Board::new(pg);
+    for args in [
+        vec!["task", "offer", "--type", "nope", "--brief", "x"],
+        vec![
+            "task",
+            "offer",
+            "--type",
+            "freeform",
+            "--brief",
+            "x",
+            "--max-attempts",
+            "21",
+        ],
+        vec!["task", "show", "missing"],
+        vec!["task", "cancel", "missing"],
+        vec!["task", "list", "--state", "weird"],
+        vec!["measures", "--since", "3 weeks"],
+    ] {
+        let out = b.run(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // Idempotency: same key + same request → same task; a different request → refused.
+    let a = b.json(&[
+        "task",
+        "offer",
+        "--type",
+        "freeform",
+        "--brief",
+        "x",
+        "--idempotency-key",
+        "k1",
+    ]);
+    let again = b.json(&[
+        "task",
+        "offer",
+        "--type",
+        "freeform",
+        "--brief",
+        "x",
+        "--idempotency-key",
+        "k1",
+    ]);
+    assert_eq!(a["id"], again["id"]);
+    assert_eq!(again["existing"], true);
+    let out = b.run(&[
+        "task",
+        "offer",
+        "--type",
+        "freeform",
+        "--brief",
+        "y",
+        "--idempotency-key",
+        "k1",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("idempotency key"));
+}
+
+macro_rules! both {
+    ($($name:ident),*) => {
+        mod sqlite { $( #[test] fn $name() { super::$name(false) } )* }
+        mod postgresql { $( #[test] fn $name() { super::$name(true) } )* }
+    };
+}
+
+both!(
+    eight_workers_race,
+    sigkill_mid_attempt_lease_lapses,
+    malformed_result_repaired_in_session,
+    cancel_seen_at_heartbeat_and_late_report_refused,
+    sigterm_aborts_retryably,
+    bad_input_is_exit_2
+);

@@ -1,0 +1,1136 @@
+//! The task board's storage interface (§13): records, the [`BoardStore`] trait, and the
+//! board's write procedures, written once over a tiny transaction interface ([`BoardTx`]).
+//!
+//! Every decision comes from the core's pure [`step`](vouch_core::board::step); every write
+//! is guarded by the state it was decided from (`WHERE state = old AND epoch = old`), so a
+//! write whose premise changed underneath affects no row and is refused. A backend provides
+//! the row access (SQL of its dialect), the transaction (a row lock on PostgreSQL, the single
+//! writer on SQLite) and the claim, which is one conditional `UPDATE … RETURNING` of its own.
+
+use crate::{StoreError, StoreResult};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use vouch_core::board::{
+    apply, step, AttemptChange, AttemptEnd, AttemptState, BoardEvent, Condition, Refused,
+    TaskSnapshot, TaskState, Transition,
+};
+
+/// Largest task input, result or report detail, in bytes of JSON.
+pub const TASK_JSON_BYTES_MAX: usize = 1 << 20;
+/// Tasks one listing returns at most.
+pub const TASK_LIST_MAX: usize = 1000;
+/// Tasks one sweep handles at most per kind of work (the next sweep takes the rest).
+pub const SWEEP_BATCH_MAX: usize = 500;
+
+/// What `offer` stores. Ids and times are the caller's (the store never reads a clock).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewTask {
+    pub id: String,
+    /// The task's type (`freeform`, `judge`, or a registered type).
+    pub kind: String,
+    pub owner: String,
+    pub max_attempts: u32,
+    pub deadline_ms: Option<i64>,
+    /// Runtime profiles allowed to claim (empty: any).
+    pub profiles: Vec<String>,
+    pub tags: Vec<String>,
+    /// An identity that may not claim this task (a judge's producer, §13.4).
+    pub excluded_claimant: Option<String>,
+    pub condition: Option<Condition>,
+    pub idempotency_key: Option<String>,
+    /// Content id of the create request's canonical JSON (compared under the same key).
+    pub request_id: String,
+    /// Everything else the task says (brief, input, criteria, correlation, clocks …).
+    pub spec: TaskSpec,
+    pub created_ms: i64,
+}
+
+/// The parts of a task no SQL condition reads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskSpec {
+    pub brief: String,
+    pub input: Value,
+    pub correlation: String,
+    pub criteria: Option<Value>,
+    /// Other tasks this one refers to (e.g. a judge's target).
+    pub references: Vec<String>,
+    pub lease_ms: i64,
+    pub heartbeat_ms: i64,
+    pub dispatch_timeout_ms: i64,
+    pub running_timeout_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskRecord {
+    pub id: String,
+    pub kind: String,
+    pub owner: String,
+    pub state: TaskState,
+    pub max_attempts: u32,
+    /// Attempts made (numbers 1..=attempts) and how many of them were aborts.
+    pub attempts: u32,
+    pub aborts: u32,
+    /// Lease epoch: grows with every claim (a resumption included).
+    pub epoch: i64,
+    pub claimant: Option<String>,
+    pub lease_until_ms: Option<i64>,
+    pub deadline_ms: Option<i64>,
+    pub profiles: Vec<String>,
+    pub tags: Vec<String>,
+    pub excluded_claimant: Option<String>,
+    pub condition: Option<Condition>,
+    pub idempotency_key: Option<String>,
+    pub request_id: String,
+    pub spec: TaskSpec,
+    pub created_ms: i64,
+    /// When the task (first) became claimable: the window measures group by (§13.7).
+    pub queued_ms: Option<i64>,
+    pub ended_ms: Option<i64>,
+    pub accepted_attempt: Option<u32>,
+    pub result_id: Option<String>,
+    /// Queued to resume its suspended latest attempt (claim-next prefers these).
+    pub resuming: bool,
+    pub updated_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttemptRecord {
+    pub task_id: String,
+    pub n: u32,
+    pub state: AttemptState,
+    /// The identity holding (or last holding) the attempt's lease.
+    pub claimant: String,
+    pub epoch: i64,
+    pub profile: String,
+    pub model: Option<String>,
+    /// SHA-256 of the runtime profile's canonical policy recorded at claim (§13.6).
+    pub policy_fingerprint: String,
+    pub claimed_ms: i64,
+    /// First heartbeat.
+    pub started_ms: Option<i64>,
+    pub lease_until_ms: Option<i64>,
+    /// No first heartbeat by then: timed out (cleared by the first heartbeat).
+    pub dispatch_deadline_ms: Option<i64>,
+    /// Total running time ends then (moved out while suspended: the clocks stop).
+    pub running_deadline_ms: Option<i64>,
+    /// Running time left while suspended.
+    pub running_left_ms: Option<i64>,
+    pub ended_ms: Option<i64>,
+    pub end_reason: Option<String>,
+    pub retryable: Option<bool>,
+    pub run_id: Option<String>,
+    pub result_id: Option<String>,
+    /// From the host's own journal of the attempt's run (§13.7), not from the worker's word.
+    pub usage: Usage,
+    /// Receipt, self-assessment, signatures, policy snapshot, failure detail.
+    pub detail: Value,
+}
+
+/// Counts the host takes from an attempt's journal.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub turns: i64,
+    pub tokens: i64,
+    pub tool_calls: i64,
+    pub failed_tool_calls: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Offered {
+    Created(TaskRecord),
+    /// The same idempotency key with the same request: the task it created before.
+    Existing(TaskRecord),
+}
+
+impl Offered {
+    pub fn task(&self) -> &TaskRecord {
+        match self {
+            Offered::Created(t) | Offered::Existing(t) => t,
+        }
+    }
+}
+
+/// A worker asking for work. `task_id` set: claim-by-id; otherwise claim-next.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClaimRequest {
+    pub claimant: String,
+    pub profile: String,
+    pub model: Option<String>,
+    pub policy_fingerprint: String,
+    /// Only these types (empty: any).
+    pub types: Vec<String>,
+    /// Only tasks carrying at least one of these tags (empty: any).
+    pub tags: Vec<String>,
+    pub task_id: Option<String>,
+    /// Signature over the claim's canonical form (§13.6), stored with the attempt.
+    pub signature: Option<String>,
+    pub policy: Value,
+    pub now_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Claim {
+    pub task: TaskRecord,
+    pub attempt: AttemptRecord,
+    /// The attempt was suspended and continues under a new epoch.
+    pub resumption: bool,
+}
+
+/// Names a live attempt as its claimant sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttemptRef {
+    pub task_id: String,
+    pub n: u32,
+    pub claimant: String,
+    pub epoch: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Heartbeat {
+    /// The task was cancelled: stop working (the attempt is already `cancelled`).
+    pub cancelled: bool,
+    pub lease_until_ms: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "outcome")]
+pub enum ReportKind {
+    /// A result the caller validated against the type's output schema.
+    Accepted {
+        result: Value,
+        /// The producer's self-assessment against the criteria (advisory, kept apart).
+        self_assessment: Option<Value>,
+        /// For `judge` tasks: the verdict on the target task.
+        verdict: Option<Box<Verdict>>,
+    },
+    Failed {
+        retryable: bool,
+        reason: String,
+    },
+    Aborted {
+        reason: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub target: String,
+    pub passed: bool,
+    pub scores: Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub attempt: AttemptRef,
+    pub kind: ReportKind,
+    pub run_id: Option<String>,
+    pub receipt: Option<String>,
+    pub usage: Usage,
+    pub signature: Option<String>,
+    pub now_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reported {
+    pub task: TaskRecord,
+    pub attempt: AttemptRecord,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SweepReport {
+    pub promoted: Vec<String>,
+    pub expired: Vec<String>,
+    /// (task, attempt number, which clock)
+    pub timed_out: Vec<(String, u32, String)>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TaskFilter {
+    pub state: Option<TaskState>,
+    pub tag: Option<String>,
+    pub limit: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cohort {
+    All,
+    Tag,
+    Type,
+    Claimant,
+    Profile,
+    Model,
+}
+
+impl Cohort {
+    pub fn parse(s: &str) -> Option<Cohort> {
+        Some(match s {
+            "all" => Cohort::All,
+            "tag" => Cohort::Tag,
+            "type" => Cohort::Type,
+            "claimant" => Cohort::Claimant,
+            "profile" => Cohort::Profile,
+            "model" => Cohort::Model,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MeasuresQuery {
+    pub by: Cohort,
+    /// Tasks queued at or after this instant (the window, §13.7).
+    pub since_ms: i64,
+    pub friction_turns: i64,
+    pub friction_failed_tools: i64,
+}
+
+/// Raw counts per cohort; the rates are computed from them, never collapsed (§13.7).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MeasureRow {
+    pub cohort: String,
+    pub tasks: i64,
+    pub accepted: i64,
+    pub first_attempt_accepted: i64,
+    pub terminal_failed: i64,
+    pub cancelled: i64,
+    pub retried: i64,
+    pub retry_recovered: i64,
+    pub attempts: i64,
+    pub tool_calls: i64,
+    pub failed_tool_calls: i64,
+    pub high_friction_attempts: i64,
+    pub median_turns: Option<f64>,
+    pub median_queued_to_accepted_ms: Option<f64>,
+    pub tokens: i64,
+    pub judged: i64,
+    pub verdicts_passed: i64,
+}
+
+/// The board's store. Every write is durable on return and refused (`Conflict`, nothing
+/// changed) when its premise no longer holds.
+pub trait BoardStore: Send + Sync {
+    /// Create a task (`waiting` when its condition is false, else `queued`). With an
+    /// idempotency key already used: the same request returns `Existing`, a different one is
+    /// `Conflict`.
+    fn offer(&self, task: &NewTask) -> StoreResult<Offered>;
+    fn task(&self, id: &str) -> StoreResult<Option<TaskRecord>>;
+    /// Oldest first.
+    fn tasks(&self, filter: &TaskFilter) -> StoreResult<Vec<TaskRecord>>;
+    fn attempts(&self, task_id: &str) -> StoreResult<Vec<AttemptRecord>>;
+    /// One conditional update (§13.2); `None` when nothing is claimable for this worker.
+    fn claim(&self, req: &ClaimRequest) -> StoreResult<Option<Claim>>;
+    /// Extend the lease; the first moves `dispatched → running`. Answers `cancelled` when
+    /// the owner cancelled; any other ended attempt is `Conflict`.
+    fn heartbeat(&self, at: &AttemptRef, now_ms: i64) -> StoreResult<Heartbeat>;
+    /// The attempt's run waits for a person: lease released, clocks stopped.
+    fn suspend(&self, at: &AttemptRef, now_ms: i64) -> StoreResult<TaskRecord>;
+    /// The person decided: the suspended attempt becomes claimable as a resumption.
+    fn resume_ready(&self, task_id: &str, now_ms: i64) -> StoreResult<TaskRecord>;
+    fn report(&self, report: &Report) -> StoreResult<Reported>;
+    fn cancel(&self, task_id: &str, now_ms: i64) -> StoreResult<TaskRecord>;
+    /// Promote waiting tasks whose condition holds, expire passed deadlines, time out
+    /// attempts whose clocks ran out — each with the same guarded writes.
+    fn sweep(&self, now_ms: i64) -> StoreResult<SweepReport>;
+    /// A stored result by content id.
+    fn result(&self, id: &str) -> StoreResult<Option<Value>>;
+    fn verdicts(&self, target: &str) -> StoreResult<Vec<(String, Verdict)>>;
+    fn measures(&self, q: &MeasuresQuery) -> StoreResult<Vec<MeasureRow>>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// the procedures, once for every backend
+
+/// Row access inside one transaction (PostgreSQL: rows read with `lock` are `FOR UPDATE`).
+pub trait BoardTx {
+    fn task(&mut self, id: &str, lock: bool) -> StoreResult<Option<TaskRecord>>;
+    fn task_by_key(&mut self, key: &str) -> StoreResult<Option<TaskRecord>>;
+    fn insert_task(&mut self, t: &TaskRecord) -> StoreResult<()>;
+    /// Write every mutable column of `t` where the row still has `old_state` and `old_epoch`.
+    /// Returns whether a row matched.
+    fn update_task(
+        &mut self,
+        t: &TaskRecord,
+        old_state: TaskState,
+        old_epoch: i64,
+    ) -> StoreResult<bool>;
+    fn attempt(&mut self, task_id: &str, n: u32) -> StoreResult<Option<AttemptRecord>>;
+    fn insert_attempt(&mut self, a: &AttemptRecord) -> StoreResult<()>;
+    /// Write every mutable column of `a` where the row still has `old_state` and `old_epoch`.
+    fn update_attempt(
+        &mut self,
+        a: &AttemptRecord,
+        old_state: AttemptState,
+        old_epoch: i64,
+    ) -> StoreResult<bool>;
+    /// Insert a result by content id (a second insert of the same id is a no-op).
+    fn put_result(&mut self, id: &str, task_id: &str, body: &str) -> StoreResult<()>;
+    fn put_verdict(&mut self, judge_task: &str, v: &Verdict, at_ms: i64) -> StoreResult<()>;
+    /// The backend's one conditional update (§13.2): moves the oldest claimable matching
+    /// task (resumptions first) from `queued` to `dispatched` — only if still queued, not past
+    /// its deadline, attempts remaining, the profile allowed, the claimant not excluded —
+    /// setting claimant, lease (`now + lease_ms`) and epoch (+1) together, and returns the
+    /// row as updated. Contending claimants skip each other's rows (PostgreSQL) or are
+    /// serialized (SQLite).
+    fn claim_row(&mut self, req: &ClaimRequest) -> StoreResult<Option<TaskRecord>>;
+}
+
+fn refused(what: &str, r: Refused) -> StoreError {
+    StoreError::Conflict(format!("{what} refused: {r}"))
+}
+
+fn snapshot(t: &TaskRecord, latest: Option<&AttemptRecord>) -> TaskSnapshot {
+    TaskSnapshot {
+        state: t.state,
+        attempts: t.attempts,
+        aborts: t.aborts,
+        max_attempts: t.max_attempts,
+        latest: latest.map(|a| a.state),
+    }
+}
+
+/// Read the task (locked) and its latest attempt.
+fn load(tx: &mut dyn BoardTx, task_id: &str) -> StoreResult<(TaskRecord, Option<AttemptRecord>)> {
+    let t = tx
+        .task(task_id, true)?
+        .ok_or_else(|| StoreError::NotFound {
+            what: "task",
+            id: task_id.to_string(),
+        })?;
+    let a = if t.attempts > 0 {
+        tx.attempt(task_id, t.attempts)?
+    } else {
+        None
+    };
+    Ok((t, a))
+}
+
+/// Write a decided transition: the task row, then the attempt row, both guarded.
+fn commit(
+    tx: &mut dyn BoardTx,
+    old: &TaskRecord,
+    new: &TaskRecord,
+    attempt: Option<(&AttemptRecord, &AttemptRecord)>,
+) -> StoreResult<()> {
+    if !tx.update_task(new, old.state, old.epoch)? {
+        return Err(StoreError::Conflict(format!(
+            "task `{}` changed while this write was decided; read it again",
+            old.id
+        )));
+    }
+    if let Some((before, after)) = attempt {
+        if !tx.update_attempt(after, before.state, before.epoch)? {
+            return Err(StoreError::Conflict(format!(
+                "attempt {} of task `{}` changed while this write was decided",
+                before.n, before.task_id
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The task's columns after a transition (state, counters, lease, end).
+fn task_after(
+    t: &TaskRecord,
+    latest: Option<AttemptState>,
+    tr: &Transition,
+    now_ms: i64,
+) -> TaskRecord {
+    let mut before = snapshot(t, None);
+    before.latest = latest;
+    let snap = apply(&before, tr);
+    let mut n = t.clone();
+    n.state = tr.task;
+    n.attempts = snap.attempts;
+    n.aborts = snap.aborts;
+    n.updated_ms = now_ms;
+    n.resuming = snap.is_resumption();
+    if !matches!(tr.task, TaskState::Dispatched | TaskState::Running) {
+        n.claimant = None;
+        n.lease_until_ms = None;
+    }
+    if tr.task == TaskState::Queued && n.queued_ms.is_none() {
+        n.queued_ms = Some(now_ms);
+    }
+    if tr.task.is_final() {
+        n.ended_ms = Some(now_ms);
+    }
+    n
+}
+
+fn attempt_after(a: &AttemptRecord, state: AttemptState, now_ms: i64) -> AttemptRecord {
+    let mut n = a.clone();
+    n.state = state;
+    if state.is_final() {
+        n.ended_ms = Some(now_ms);
+        n.lease_until_ms = None;
+        n.dispatch_deadline_ms = None;
+    }
+    n
+}
+
+fn check_json(v: &Value, what: &str) -> StoreResult<String> {
+    let s = serde_json::to_string(v).map_err(|e| StoreError::Fatal(format!("{what}: {e}")))?;
+    if s.len() > TASK_JSON_BYTES_MAX {
+        return Err(StoreError::Conflict(format!(
+            "{what} is {} bytes; at most {TASK_JSON_BYTES_MAX} are accepted",
+            s.len()
+        )));
+    }
+    Ok(s)
+}
+
+/// Content id of a JSON value (§13.5): `sha256:` + hex SHA-256 of its canonical form.
+pub fn content_id(v: &Value) -> StoreResult<String> {
+    let c = vouch_core::canonical_json(v)
+        .map_err(|e| StoreError::Conflict(format!("the value has no canonical form: {e}")))?;
+    Ok(format!("sha256:{}", vouch_core::sha256_hex(c.as_bytes())))
+}
+
+pub fn offer(tx: &mut dyn BoardTx, t: &NewTask) -> StoreResult<Offered> {
+    vouch_core::board::check_max_attempts(t.max_attempts).map_err(StoreError::Conflict)?;
+    check_json(&t.spec.input, "the task input")?;
+    if let Some(key) = &t.idempotency_key {
+        if let Some(existing) = tx.task_by_key(key)? {
+            return if existing.request_id == t.request_id {
+                Ok(Offered::Existing(existing))
+            } else {
+                Err(StoreError::Conflict(format!(
+                    "idempotency key `{key}` was used for a different request (task `{}`); use a new key or repeat the same request",
+                    existing.id
+                )))
+            };
+        }
+    }
+    let holds = match &t.condition {
+        None => true,
+        Some(c) => {
+            c.check().map_err(StoreError::Conflict)?;
+            let mut states = Vec::new();
+            for id in c.tasks() {
+                states.push((id.to_string(), tx.task(id, false)?.map(|x| x.state)));
+            }
+            c.holds(&|id| states.iter().find(|(i, _)| i == id).and_then(|(_, s)| *s))
+        }
+    };
+    let rec = TaskRecord {
+        id: t.id.clone(),
+        kind: t.kind.clone(),
+        owner: t.owner.clone(),
+        state: if holds {
+            TaskState::Queued
+        } else {
+            TaskState::Waiting
+        },
+        max_attempts: t.max_attempts,
+        attempts: 0,
+        aborts: 0,
+        epoch: 0,
+        claimant: None,
+        lease_until_ms: None,
+        deadline_ms: t.deadline_ms,
+        profiles: t.profiles.clone(),
+        tags: t.tags.clone(),
+        excluded_claimant: t.excluded_claimant.clone(),
+        condition: t.condition.clone(),
+        idempotency_key: t.idempotency_key.clone(),
+        request_id: t.request_id.clone(),
+        spec: t.spec.clone(),
+        created_ms: t.created_ms,
+        queued_ms: holds.then_some(t.created_ms),
+        ended_ms: None,
+        accepted_attempt: None,
+        result_id: None,
+        resuming: false,
+        updated_ms: t.created_ms,
+    };
+    tx.insert_task(&rec)?;
+    Ok(Offered::Created(rec))
+}
+
+pub fn claim(tx: &mut dyn BoardTx, req: &ClaimRequest) -> StoreResult<Option<Claim>> {
+    let Some(claimed) = tx.claim_row(req)? else {
+        return Ok(None);
+    };
+    let mut before = claimed.clone();
+    before.state = TaskState::Queued;
+    before.epoch = claimed.epoch - 1;
+    before.claimant = None;
+    before.lease_until_ms = None;
+    let latest = if before.attempts > 0 {
+        tx.attempt(&before.id, before.attempts)?
+    } else {
+        None
+    };
+    let snap = snapshot(&before, latest.as_ref());
+    // The conditional update already moved the row; the core must agree, or undo it all.
+    let tr = step(&snap, BoardEvent::Claim).map_err(|r| refused("claim", r))?;
+    let now = req.now_ms;
+    let lease_until = claimed.lease_until_ms.unwrap_or(now + before.spec.lease_ms);
+    let mut task = task_after(&before, snap.latest, &tr, now);
+    task.epoch = claimed.epoch;
+    task.claimant = Some(req.claimant.clone());
+    task.lease_until_ms = Some(lease_until);
+    let mut detail = serde_json::json!({
+        "policy": req.policy,
+        "claim_signature": req.signature,
+    });
+    let (attempt, resumption) = match (tr.attempt, latest) {
+        (AttemptChange::New, _) => {
+            let a = AttemptRecord {
+                task_id: before.id.clone(),
+                n: task.attempts,
+                state: AttemptState::Claimed,
+                claimant: req.claimant.clone(),
+                epoch: task.epoch,
+                profile: req.profile.clone(),
+                model: req.model.clone(),
+                policy_fingerprint: req.policy_fingerprint.clone(),
+                claimed_ms: now,
+                started_ms: None,
+                lease_until_ms: Some(lease_until),
+                dispatch_deadline_ms: Some(now + before.spec.dispatch_timeout_ms),
+                running_deadline_ms: Some(now + before.spec.running_timeout_ms),
+                running_left_ms: None,
+                ended_ms: None,
+                end_reason: None,
+                retryable: None,
+                run_id: None,
+                result_id: None,
+                usage: Usage::default(),
+                detail,
+            };
+            tx.insert_attempt(&a)?;
+            (a, false)
+        }
+        (AttemptChange::To { state }, Some(old)) => {
+            let mut a = attempt_after(&old, state, now);
+            a.claimant = req.claimant.clone();
+            a.epoch = task.epoch;
+            a.lease_until_ms = Some(lease_until);
+            a.dispatch_deadline_ms = Some(now + before.spec.dispatch_timeout_ms);
+            let left = old
+                .running_left_ms
+                .unwrap_or(before.spec.running_timeout_ms);
+            a.running_deadline_ms = Some(now + left);
+            a.running_left_ms = None;
+            // Keep earlier claimants in the history of this attempt.
+            if let Value::Object(m) = &mut detail {
+                let mut prior = old
+                    .detail
+                    .get("resumed_from")
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                if !prior.is_array() {
+                    prior = Value::Array(vec![]);
+                }
+                if let Value::Array(xs) = &mut prior {
+                    xs.push(serde_json::json!({"claimant": old.claimant, "epoch": old.epoch}));
+                }
+                m.insert("resumed_from".into(), prior);
+            }
+            a.detail = merge(&old.detail, &detail);
+            if !tx.update_attempt(&a, old.state, old.epoch)? {
+                return Err(StoreError::Conflict(
+                    "the suspended attempt changed during the claim".into(),
+                ));
+            }
+            (a, true)
+        }
+        _ => {
+            return Err(StoreError::Corrupt(format!(
+                "task `{}` is queued for resumption without a suspended attempt",
+                before.id
+            )))
+        }
+    };
+    // The row was written by claim_row; write the remaining columns under the new epoch.
+    if !tx.update_task(&task, TaskState::Dispatched, task.epoch)? {
+        return Err(StoreError::Conflict(format!(
+            "task `{}` changed during its claim",
+            before.id
+        )));
+    }
+    Ok(Some(Claim {
+        task,
+        attempt,
+        resumption,
+    }))
+}
+
+fn merge(a: &Value, b: &Value) -> Value {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let mut m = x.clone();
+            for (k, v) in y {
+                m.insert(k.clone(), v.clone());
+            }
+            Value::Object(m)
+        }
+        (_, b) => b.clone(),
+    }
+}
+
+/// Load and check that `at` names the live attempt and its claimant.
+fn load_for_claimant(
+    tx: &mut dyn BoardTx,
+    at: &AttemptRef,
+    what: &str,
+) -> StoreResult<(TaskRecord, AttemptRecord)> {
+    let (t, latest) = load(tx, &at.task_id)?;
+    let a = match latest {
+        Some(a) if a.n == at.n => a,
+        _ => {
+            let a = tx
+                .attempt(&at.task_id, at.n)?
+                .ok_or_else(|| StoreError::NotFound {
+                    what: "attempt",
+                    id: format!("{}#{}", at.task_id, at.n),
+                })?;
+            return Err(StoreError::Conflict(format!(
+                "{what} refused: attempt {} of task `{}` already ended ({})",
+                a.n, a.task_id, a.state
+            )));
+        }
+    };
+    if a.claimant != at.claimant || a.epoch != at.epoch {
+        return Err(StoreError::Conflict(format!(
+            "{what} refused: `{}` does not hold the lease of attempt {} of task `{}`",
+            at.claimant, at.n, at.task_id
+        )));
+    }
+    if a.state.is_leased() && t.claimant.as_deref() != Some(at.claimant.as_str()) {
+        return Err(StoreError::Conflict(format!(
+            "{what} refused: the task names another claimant"
+        )));
+    }
+    Ok((t, a))
+}
+
+pub fn heartbeat(tx: &mut dyn BoardTx, at: &AttemptRef, now: i64) -> StoreResult<Heartbeat> {
+    let (t, a) = load_for_claimant(tx, at, "heartbeat")?;
+    if a.state == AttemptState::Cancelled {
+        return Ok(Heartbeat {
+            cancelled: true,
+            lease_until_ms: None,
+        });
+    }
+    let tr = step(&snapshot(&t, Some(&a)), BoardEvent::Heartbeat)
+        .map_err(|r| refused("heartbeat", r))?;
+    let lease_until = now + t.spec.lease_ms;
+    let mut nt = task_after(&t, Some(a.state), &tr, now);
+    nt.lease_until_ms = Some(lease_until);
+    let mut na = attempt_after(&a, AttemptState::Running, now);
+    na.lease_until_ms = Some(lease_until);
+    if na.started_ms.is_none() {
+        na.started_ms = Some(now);
+    }
+    na.dispatch_deadline_ms = None;
+    commit(tx, &t, &nt, Some((&a, &na)))?;
+    Ok(Heartbeat {
+        cancelled: false,
+        lease_until_ms: Some(lease_until),
+    })
+}
+
+pub fn suspend(tx: &mut dyn BoardTx, at: &AttemptRef, now: i64) -> StoreResult<TaskRecord> {
+    let (t, a) = load_for_claimant(tx, at, "suspend")?;
+    let tr =
+        step(&snapshot(&t, Some(&a)), BoardEvent::Suspend).map_err(|r| refused("suspend", r))?;
+    let mut nt = task_after(&t, Some(a.state), &tr, now);
+    nt.claimant = None;
+    nt.lease_until_ms = None;
+    let mut na = attempt_after(&a, AttemptState::Suspended, now);
+    na.lease_until_ms = None;
+    na.dispatch_deadline_ms = None;
+    na.running_left_ms = Some(
+        a.running_deadline_ms
+            .map_or(t.spec.running_timeout_ms, |d| (d - now).max(0)),
+    );
+    na.running_deadline_ms = None;
+    commit(tx, &t, &nt, Some((&a, &na)))?;
+    Ok(nt)
+}
+
+pub fn resume_ready(tx: &mut dyn BoardTx, task_id: &str, now: i64) -> StoreResult<TaskRecord> {
+    let (t, a) = load(tx, task_id)?;
+    let tr = step(&snapshot(&t, a.as_ref()), BoardEvent::ResumeReady)
+        .map_err(|r| refused("resume", r))?;
+    let nt = task_after(&t, a.as_ref().map(|a| a.state), &tr, now);
+    commit(tx, &t, &nt, None)?;
+    Ok(nt)
+}
+
+pub fn report(tx: &mut dyn BoardTx, r: &Report) -> StoreResult<Reported> {
+    let (t, a) = load_for_claimant(tx, &r.attempt, "report")?;
+    let end = match &r.kind {
+        ReportKind::Accepted { .. } => AttemptEnd::Accepted,
+        ReportKind::Failed { retryable, .. } => AttemptEnd::Failed {
+            retryable: *retryable,
+        },
+        ReportKind::Aborted { .. } => AttemptEnd::Aborted,
+    };
+    let tr =
+        step(&snapshot(&t, Some(&a)), BoardEvent::End(end)).map_err(|e| refused("report", e))?;
+    let now = r.now_ms;
+    let mut nt = task_after(&t, Some(a.state), &tr, now);
+    let AttemptChange::To { state } = tr.attempt else {
+        return Err(StoreError::Fatal("a report must end the attempt".into()));
+    };
+    let mut na = attempt_after(&a, state, now);
+    na.run_id = r.run_id.clone();
+    na.usage = r.usage;
+    let mut detail = serde_json::json!({
+        "receipt": r.receipt,
+        "report_signature": r.signature,
+    });
+    match &r.kind {
+        ReportKind::Accepted {
+            result,
+            self_assessment,
+            verdict,
+        } => {
+            let body = check_json(result, "the result")?;
+            let id = content_id(result)?;
+            tx.put_result(&id, &t.id, &body)?;
+            na.result_id = Some(id.clone());
+            nt.result_id = Some(id);
+            nt.accepted_attempt = Some(a.n);
+            na.end_reason = Some("accepted".into());
+            if let Value::Object(m) = &mut detail {
+                m.insert(
+                    "self_assessment".into(),
+                    self_assessment.clone().unwrap_or(Value::Null),
+                );
+            }
+            if let Some(v) = verdict {
+                tx.put_verdict(&t.id, v, now)?;
+            }
+        }
+        ReportKind::Failed { retryable, reason } => {
+            na.retryable = Some(*retryable);
+            na.end_reason = Some(reason.clone());
+        }
+        ReportKind::Aborted { reason } => {
+            na.retryable = Some(true);
+            na.end_reason = Some(reason.clone());
+        }
+    }
+    check_json(&detail, "the report")?;
+    na.detail = merge(&a.detail, &detail);
+    commit(tx, &t, &nt, Some((&a, &na)))?;
+    Ok(Reported {
+        task: nt,
+        attempt: na,
+    })
+}
+
+pub fn cancel(tx: &mut dyn BoardTx, task_id: &str, now: i64) -> StoreResult<TaskRecord> {
+    let (t, a) = load(tx, task_id)?;
+    let tr =
+        step(&snapshot(&t, a.as_ref()), BoardEvent::Cancel).map_err(|r| refused("cancel", r))?;
+    let nt = task_after(&t, a.as_ref().map(|a| a.state), &tr, now);
+    match (tr.attempt, &a) {
+        (AttemptChange::To { state }, Some(a)) => {
+            let mut na = attempt_after(a, state, now);
+            na.end_reason = Some("cancelled by the owner".into());
+            commit(tx, &t, &nt, Some((a, &na)))?;
+        }
+        _ => commit(tx, &t, &nt, None)?,
+    }
+    Ok(nt)
+}
+
+/// Time out one attempt whose clock ran out, if it still has; `None` when nothing is due.
+pub fn time_out(
+    tx: &mut dyn BoardTx,
+    task_id: &str,
+    now: i64,
+) -> StoreResult<Option<(u32, String)>> {
+    let (t, Some(a)) = load(tx, task_id)? else {
+        return Ok(None);
+    };
+    if !a.state.is_leased() {
+        return Ok(None);
+    }
+    let clock = if a.dispatch_deadline_ms.is_some_and(|d| d <= now) {
+        "dispatch"
+    } else if a.lease_until_ms.is_some_and(|d| d <= now) {
+        "lease"
+    } else if a.running_deadline_ms.is_some_and(|d| d <= now) {
+        "running"
+    } else {
+        return Ok(None);
+    };
+    let tr = step(
+        &snapshot(&t, Some(&a)),
+        BoardEvent::End(AttemptEnd::TimedOut),
+    )
+    .map_err(|r| refused("time out", r))?;
+    let nt = task_after(&t, Some(a.state), &tr, now);
+    let mut na = attempt_after(&a, AttemptState::TimedOut, now);
+    na.end_reason = Some(format!("the {clock} clock ran out"));
+    commit(tx, &t, &nt, Some((&a, &na)))?;
+    Ok(Some((a.n, clock.to_string())))
+}
+
+/// Expire a waiting or queued task whose deadline passed; false when not due.
+pub fn expire(tx: &mut dyn BoardTx, task_id: &str, now: i64) -> StoreResult<bool> {
+    let (t, a) = load(tx, task_id)?;
+    if t.deadline_ms.is_none_or(|d| d > now) {
+        return Ok(false);
+    }
+    let Ok(tr) = step(&snapshot(&t, a.as_ref()), BoardEvent::Expire) else {
+        return Ok(false);
+    };
+    let nt = task_after(&t, a.as_ref().map(|a| a.state), &tr, now);
+    match (tr.attempt, &a) {
+        (AttemptChange::To { state }, Some(a)) => {
+            let mut na = attempt_after(a, state, now);
+            na.end_reason = Some("the deadline passed while it waited to resume".into());
+            commit(tx, &t, &nt, Some((a, &na)))?;
+        }
+        _ => commit(tx, &t, &nt, None)?,
+    }
+    Ok(true)
+}
+
+/// Promote a waiting task whose condition now holds; false when it does not (yet).
+pub fn promote(tx: &mut dyn BoardTx, task_id: &str, now: i64) -> StoreResult<bool> {
+    let (t, a) = load(tx, task_id)?;
+    if t.state != TaskState::Waiting {
+        return Ok(false);
+    }
+    let holds = match &t.condition {
+        None => true,
+        Some(c) => {
+            let mut states = Vec::new();
+            for id in c.tasks() {
+                states.push((id.to_string(), tx.task(id, false)?.map(|x| x.state)));
+            }
+            c.holds(&|id| states.iter().find(|(i, _)| i == id).and_then(|(_, s)| *s))
+        }
+    };
+    if !holds {
+        return Ok(false);
+    }
+    let tr =
+        step(&snapshot(&t, a.as_ref()), BoardEvent::Promote).map_err(|r| refused("promote", r))?;
+    let nt = task_after(&t, a.as_ref().map(|a| a.state), &tr, now);
+    commit(tx, &t, &nt, None)?;
+    Ok(true)
+}
+
+/// The rates of a measures row (§13.7), each `None` when its denominator is zero.
+pub fn rates(m: &MeasureRow) -> Value {
+    let r = |a: i64, b: i64| (b > 0).then(|| a as f64 / b as f64);
+    serde_json::json!({
+        "accepted_output_rate": r(m.accepted, m.tasks),
+        "first_attempt_acceptance": r(m.first_attempt_accepted, m.tasks),
+        "terminal_failure": r(m.terminal_failed, m.tasks),
+        "cancelled": r(m.cancelled, m.tasks),
+        "retry_recovery": r(m.retry_recovered, m.retried),
+        "failed_tool_calls": r(m.failed_tool_calls, m.tool_calls),
+        "high_friction_attempts": r(m.high_friction_attempts, m.attempts),
+        "tokens_per_accepted_output": r(m.tokens, m.accepted),
+        "verdict_pass_rate": r(m.verdicts_passed, m.judged),
+    })
+}
+
+/// The cohort key of a task row `t` (joined with its latest attempt `la`).
+fn cohort_expr(by: Cohort) -> (&'static str, &'static str) {
+    // (expression, extra join)
+    match by {
+        Cohort::All => ("'all'", ""),
+        Cohort::Type => ("t.kind", ""),
+        Cohort::Tag => ("g.tag", "JOIN task_tags g ON g.task_id = t.id"),
+        Cohort::Claimant => ("COALESCE(la.claimant, '(unclaimed)')", ""),
+        Cohort::Profile => ("COALESCE(la.profile, '(unclaimed)')", ""),
+        Cohort::Model => ("COALESCE(la.model, '(none)')", ""),
+    }
+}
+
+/// §13.7 in portable SQL over the board's tables (the same in every backend's schema);
+/// placeholders `?N` (SQLite) or `$N` (PostgreSQL). `?1` window start (queue time), `?2`/`?3` friction thresholds. A task
+/// belongs to the cohort of its latest attempt (claimant, profile, model), of its type, or
+/// of each of its tags; attempt figures follow their task.
+pub fn measures_sql(by: Cohort, dollar: bool) -> String {
+    let (key, join) = cohort_expr(by);
+    let sql = format!(
+        "WITH ct AS ( \
+           SELECT {key} AS cohort, t.id, t.state, t.attempts, t.accepted_attempt, t.queued_ms, t.ended_ms \
+           FROM tasks t {join} \
+           LEFT JOIN task_attempts la ON la.task_id = t.id AND la.n = t.attempts \
+           WHERE t.queued_ms IS NOT NULL AND t.queued_ms >= ?1 \
+         ), \
+         ca AS ( \
+           SELECT ct.cohort, a.turns, a.tokens, a.tool_calls, a.failed_tool_calls \
+           FROM ct JOIN task_attempts a ON a.task_id = ct.id \
+         ), \
+         mt AS ( \
+           SELECT cohort, AVG(turns) AS m FROM ( \
+             SELECT cohort, turns, ROW_NUMBER() OVER (PARTITION BY cohort ORDER BY turns) AS rn, \
+                    COUNT(*) OVER (PARTITION BY cohort) AS c FROM ca) x \
+           WHERE rn IN ((c + 1) / 2, (c + 2) / 2) GROUP BY cohort \
+         ), \
+         mq AS ( \
+           SELECT cohort, AVG(d) AS m FROM ( \
+             SELECT cohort, ended_ms - queued_ms AS d, \
+                    ROW_NUMBER() OVER (PARTITION BY cohort ORDER BY ended_ms - queued_ms) AS rn, \
+                    COUNT(*) OVER (PARTITION BY cohort) AS c \
+             FROM ct WHERE accepted_attempt IS NOT NULL) x \
+           WHERE rn IN ((c + 1) / 2, (c + 2) / 2) GROUP BY cohort \
+         ), \
+         tk AS ( \
+           SELECT cohort, COUNT(*) AS tasks, \
+             CAST(SUM(CASE WHEN accepted_attempt IS NOT NULL THEN 1 ELSE 0 END) AS BIGINT) AS accepted, \
+             CAST(SUM(CASE WHEN accepted_attempt = 1 THEN 1 ELSE 0 END) AS BIGINT) AS first_ok, \
+             CAST(SUM(CASE WHEN state IN ('failed', 'expired') AND accepted_attempt IS NULL THEN 1 ELSE 0 END) AS BIGINT) AS term_failed, \
+             CAST(SUM(CASE WHEN state = 'cancelled' THEN 1 ELSE 0 END) AS BIGINT) AS cancelled, \
+             CAST(SUM(CASE WHEN attempts > 1 THEN 1 ELSE 0 END) AS BIGINT) AS retried, \
+             CAST(SUM(CASE WHEN accepted_attempt > 1 THEN 1 ELSE 0 END) AS BIGINT) AS recovered \
+           FROM ct GROUP BY cohort \
+         ), \
+         at AS ( \
+           SELECT cohort, COUNT(*) AS attempts, CAST(SUM(tool_calls) AS BIGINT) AS tool_calls, \
+             CAST(SUM(failed_tool_calls) AS BIGINT) AS failed_tool_calls, \
+             CAST(SUM(CASE WHEN turns >= ?2 OR failed_tool_calls >= ?3 THEN 1 ELSE 0 END) AS BIGINT) AS friction, \
+             CAST(SUM(tokens) AS BIGINT) AS tokens \
+           FROM ca GROUP BY cohort \
+         ), \
+         vd AS ( \
+           SELECT ct.cohort, COUNT(*) AS judged, CAST(SUM(CASE WHEN v.passed THEN 1 ELSE 0 END) AS BIGINT) AS passed \
+           FROM ct JOIN task_verdicts v ON v.target = ct.id GROUP BY ct.cohort \
+         ) \
+         SELECT tk.cohort, tk.tasks, tk.accepted, tk.first_ok, tk.term_failed, tk.cancelled, \
+           tk.retried, tk.recovered, COALESCE(at.attempts, 0), COALESCE(at.tool_calls, 0), \
+           COALESCE(at.failed_tool_calls, 0), COALESCE(at.friction, 0), \
+           CAST(mt.m AS DOUBLE PRECISION), CAST(mq.m AS DOUBLE PRECISION), COALESCE(at.tokens, 0), \
+           COALESCE(vd.judged, 0), COALESCE(vd.passed, 0) \
+         FROM tk LEFT JOIN at ON at.cohort = tk.cohort LEFT JOIN mt ON mt.cohort = tk.cohort \
+         LEFT JOIN mq ON mq.cohort = tk.cohort LEFT JOIN vd ON vd.cohort = tk.cohort \
+         ORDER BY tk.cohort"
+    );
+    if dollar {
+        sql.replace("?1", "$1")
+            .replace("?2", "$2")
+            .replace("?3", "$3")
+    } else {
+        sql
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// signatures (§13.6): the seam worker identities plug into
+
+/// What a claim says, canonically: the statement its claimant signs.
+pub fn claim_statement(req: &ClaimRequest) -> StoreResult<String> {
+    canonical(&serde_json::json!({"claim": {
+        "claimant": req.claimant,
+        "task": req.task_id,
+        "profile": req.profile,
+        "policy_fingerprint": req.policy_fingerprint,
+        "at_ms": req.now_ms,
+    }}))
+}
+
+/// What a report says, canonically (task, attempt, outcome, output content id): the
+/// statement its claimant signs.
+pub fn report_statement(r: &Report) -> StoreResult<String> {
+    let (outcome, output) = match &r.kind {
+        ReportKind::Accepted { result, .. } => ("accepted", Some(content_id(result)?)),
+        ReportKind::Failed { .. } => ("failed", None),
+        ReportKind::Aborted { .. } => ("aborted", None),
+    };
+    canonical(&serde_json::json!({"report": {
+        "task": r.attempt.task_id,
+        "attempt": r.attempt.n,
+        "claimant": r.attempt.claimant,
+        "epoch": r.attempt.epoch,
+        "outcome": outcome,
+        "output": output,
+        "run": r.run_id,
+    }}))
+}
+
+fn canonical(v: &Value) -> StoreResult<String> {
+    vouch_core::canonical_json(v).map_err(|e| StoreError::Fatal(e.to_string()))
+}
+
+/// Checks an identity's signature over a statement (Ed25519 with the identity's stored public
+/// key, once worker identities exist). `Err` says why it does not verify.
+pub trait SignatureVerifier: Send + Sync {
+    fn verify(
+        &self,
+        identity: &str,
+        statement: &str,
+        signature: Option<&str>,
+    ) -> Result<(), String>;
+}
+
+/// A board that verifies every claim and report before it is written: an unsigned or badly
+/// signed one is refused (`Conflict`) and changes nothing; the signature is stored with the
+/// attempt.
+pub struct Verified {
+    pub inner: std::sync::Arc<dyn BoardStore>,
+    pub verifier: std::sync::Arc<dyn SignatureVerifier>,
+}
+
+impl BoardStore for Verified {
+    fn offer(&self, task: &NewTask) -> StoreResult<Offered> {
+        self.inner.offer(task)
+    }
+    fn task(&self, id: &str) -> StoreResult<Option<TaskRecord>> {
+        self.inner.task(id)
+    }
+    fn tasks(&self, filter: &TaskFilter) -> StoreResult<Vec<TaskRecord>> {
+        self.inner.tasks(filter)
+    }
+    fn attempts(&self, task_id: &str) -> StoreResult<Vec<AttemptRecord>> {
+        self.inner.attempts(task_id)
+    }
+    fn claim(&self, req: &ClaimRequest) -> StoreResult<Option<Claim>> {
+        self.verifier
+            .verify(
+                &req.claimant,
+                &claim_statement(req)?,
+                req.signature.as_deref(),
+            )
+            .map_err(|e| StoreError::Conflict(format!("claim refused: {e}")))?;
+        self.inner.claim(req)
+    }
+    fn heartbeat(&self, at: &AttemptRef, now_ms: i64) -> StoreResult<Heartbeat> {
+        self.inner.heartbeat(at, now_ms)
+    }
+    fn suspend(&self, at: &AttemptRef, now_ms: i64) -> StoreResult<TaskRecord> {
+        self.inner.suspend(at, now_ms)
+    }
+    fn resume_ready(&self, task_id: &str, now_ms: i64) -> StoreResult<TaskRecord> {
+        self.inner.resume_ready(task_id, now_ms)
+    }
+    fn report(&self, report: &Report) -> StoreResult<Reported> {
+        self.verifier
+            .verify(
+                &report.attempt.claimant,
+                &report_statement(report)?,
+                report.signature.as_deref(),
+            )
+            .map_err(|e| StoreError::Conflict(format!("report refused: {e}")))?;
+        self.inner.report(report)
+    }
+    fn cancel(&self, task_id: &str, now_ms: i64) -> StoreResult<TaskRecord> {
+        self.inner.cancel(task_id, now_ms)
+    }
+    fn sweep(&self, now_ms: i64) -> StoreResult<SweepReport> {
+        self.inner.sweep(now_ms)
+    }
+    fn result(&self, id: &str) -> StoreResult<Option<Value>> {
+        self.inner.result(id)
+    }
+    fn verdicts(&self, target: &str) -> StoreResult<Vec<(String, Verdict)>> {
+        self.inner.verdicts(target)
+    }
+    fn measures(&self, q: &MeasuresQuery) -> StoreResult<Vec<MeasureRow>> {
+        self.inner.measures(q)
+    }
+}

@@ -1,0 +1,795 @@
+//! The board's shared test suite (§13), run against every backend with the `conformance`
+//! feature. Each case uses its own task ids, so one store can serve the whole suite.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use crate::board::*;
+use crate::StoreError;
+use serde_json::json;
+use std::sync::Arc;
+use vouch_core::board::{AttemptState, Condition, TaskState};
+
+pub type BoardOpener<'a> = &'a dyn Fn() -> Arc<dyn BoardStore>;
+
+pub fn run_all(open: BoardOpener<'_>) {
+    offer_and_idempotency(open);
+    claim_order_and_filters(open);
+    heartbeat_report_and_late_words(open);
+    retries_make_new_attempts(open);
+    cancel_wins(open);
+    sweeper_clocks_deadlines_and_conditions(open);
+    suspended_attempts_resume_first(open);
+    aborts_are_retryable(open);
+    judge_excludes_the_producer(open);
+    durable_across_reopen(open);
+    racing_claimants_get_each_task_once(open);
+    cancel_races_report(open);
+    measures_count_by_cohort(open);
+    signatures_are_verified(open);
+}
+
+pub fn new_task(id: &str, max_attempts: u32, at: i64) -> NewTask {
+    NewTask {
+        id: id.into(),
+        kind: "freeform".into(),
+        owner: "owner".into(),
+        max_attempts,
+        deadline_ms: None,
+        profiles: vec![],
+        tags: vec![],
+        excluded_claimant: None,
+        condition: None,
+        idempotency_key: None,
+        request_id: format!("sha256:{id}"),
+        spec: TaskSpec {
+            brief: format!("brief of {id}"),
+            input: json!({"brief": format!("brief of {id}")}),
+            correlation: id.into(),
+            criteria: None,
+            references: vec![],
+            lease_ms: 1_000,
+            heartbeat_ms: 200,
+            dispatch_timeout_ms: 5_000,
+            running_timeout_ms: 60_000,
+        },
+        created_ms: at,
+    }
+}
+
+pub fn claim_req(claimant: &str, task_id: Option<&str>, now: i64) -> ClaimRequest {
+    ClaimRequest {
+        claimant: claimant.into(),
+        profile: "default".into(),
+        model: Some("scripted".into()),
+        policy_fingerprint: "sha256:policy".into(),
+        types: vec![],
+        tags: vec![],
+        task_id: task_id.map(str::to_string),
+        signature: None,
+        policy: json!({}),
+        now_ms: now,
+    }
+}
+
+fn at(c: &Claim) -> AttemptRef {
+    AttemptRef {
+        task_id: c.task.id.clone(),
+        n: c.attempt.n,
+        claimant: c.attempt.claimant.clone(),
+        epoch: c.attempt.epoch,
+    }
+}
+
+fn report(c: &Claim, kind: ReportKind, now: i64) -> Report {
+    Report {
+        attempt: at(c),
+        kind,
+        run_id: Some(format!("run-{}-{}", c.task.id, c.attempt.n)),
+        receipt: Some("receipt".into()),
+        usage: Usage {
+            turns: 3,
+            tokens: 100,
+            tool_calls: 2,
+            failed_tool_calls: 0,
+        },
+        signature: None,
+        now_ms: now,
+    }
+}
+
+fn accepted(v: serde_json::Value) -> ReportKind {
+    ReportKind::Accepted {
+        result: v,
+        self_assessment: None,
+        verdict: None,
+    }
+}
+
+fn conflict<T: std::fmt::Debug>(r: Result<T, StoreError>, what: &str) {
+    match r {
+        Err(StoreError::Conflict(_)) => {}
+        other => panic!("{what}: expected a refusal (Conflict), got {other:?}"),
+    }
+}
+
+/// Claim the given task by id (so cases do not take each other's tasks).
+fn claim_id(s: &dyn BoardStore, claimant: &str, id: &str, now: i64) -> Claim {
+    s.claim(&claim_req(claimant, Some(id), now))
+        .unwrap()
+        .unwrap_or_else(|| panic!("{claimant} could not claim {id}"))
+}
+
+pub fn offer_and_idempotency(open: BoardOpener<'_>) {
+    let s = open();
+    let mut t = new_task("o-1", 1, 10);
+    t.idempotency_key = Some("key-1".into());
+    let first = s.offer(&t).unwrap();
+    assert!(matches!(first, Offered::Created(_)));
+    assert_eq!(first.task().state, TaskState::Queued);
+    assert_eq!(first.task().queued_ms, Some(10));
+    // Same key, same request (a retried create with a new id): the same task.
+    let mut again = t.clone();
+    again.id = "o-1-retry".into();
+    match s.offer(&again).unwrap() {
+        Offered::Existing(x) => assert_eq!(x.id, "o-1"),
+        other => panic!("expected the existing task, got {other:?}"),
+    }
+    assert!(s.task("o-1-retry").unwrap().is_none());
+    // Same key, different request: refused.
+    let mut other = again.clone();
+    other.request_id = "sha256:different".into();
+    conflict(s.offer(&other), "a reused key with another request");
+    for bad in [0, 21] {
+        conflict(
+            s.offer(&new_task(&format!("o-bad-{bad}"), bad, 1)),
+            "max attempts",
+        );
+    }
+    // A second task with the same id is refused and changes nothing.
+    conflict(s.offer(&new_task("o-1", 2, 11)), "a duplicate id");
+    assert_eq!(s.task("o-1").unwrap().unwrap().max_attempts, 1);
+    let back = s.task("o-1").unwrap().unwrap();
+    assert_eq!(back.spec, t.spec);
+    assert_eq!(back.idempotency_key.as_deref(), Some("key-1"));
+}
+
+pub fn claim_order_and_filters(open: BoardOpener<'_>) {
+    let s = open();
+    // A namespace of tags so that other cases' tasks are never claimed here.
+    let mut a = new_task("f-a", 1, 100);
+    a.tags = vec!["f-tag".into()];
+    a.kind = "f-type".into();
+    let mut b = new_task("f-b", 1, 50);
+    b.tags = vec!["f-tag".into(), "f-other".into()];
+    b.kind = "f-type".into();
+    b.profiles = vec!["gpu".into()];
+    let mut c = new_task("f-c", 1, 70);
+    c.tags = vec!["f-tag".into()];
+    c.kind = "f-type2".into();
+    for t in [&a, &b, &c] {
+        s.offer(t).unwrap();
+    }
+    let mut req = claim_req("w1", None, 1_000);
+    req.tags = vec!["f-tag".into()];
+    req.types = vec!["f-type".into()];
+    // b is older but needs profile gpu; a is the oldest claimable for profile default.
+    let got = s.claim(&req).unwrap().unwrap();
+    assert_eq!(got.task.id, "f-a");
+    assert_eq!(got.task.state, TaskState::Dispatched);
+    assert_eq!(got.task.claimant.as_deref(), Some("w1"));
+    assert_eq!(got.task.lease_until_ms, Some(1_000 + 1_000));
+    assert_eq!(got.attempt.n, 1);
+    assert_eq!(got.attempt.state, AttemptState::Claimed);
+    assert_eq!(got.attempt.policy_fingerprint, "sha256:policy");
+    assert!(!got.resumption);
+    assert!(s.claim(&req).unwrap().is_none(), "nothing else matches");
+    req.profile = "gpu".into();
+    assert_eq!(s.claim(&req).unwrap().unwrap().task.id, "f-b");
+    req.types = vec!["f-type2".into()];
+    req.tags = vec!["f-missing".into()];
+    assert!(s.claim(&req).unwrap().is_none());
+    req.tags = vec![];
+    req.task_id = Some("f-c".into());
+    assert_eq!(s.claim(&req).unwrap().unwrap().task.id, "f-c");
+    // claim-by-id of a task that is no longer queued: nothing.
+    assert!(s.claim(&req).unwrap().is_none());
+    let listed = s
+        .tasks(&TaskFilter {
+            state: Some(TaskState::Dispatched),
+            tag: Some("f-other".into()),
+            limit: 10,
+        })
+        .unwrap();
+    assert_eq!(
+        listed.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
+        vec!["f-b"]
+    );
+}
+
+pub fn heartbeat_report_and_late_words(open: BoardOpener<'_>) {
+    let s = open();
+    s.offer(&new_task("h-1", 1, 1)).unwrap();
+    let c = claim_id(&*s, "w1", "h-1", 10);
+    // Someone else's heartbeat or report is refused and changes nothing.
+    let mut other = at(&c);
+    other.claimant = "intruder".into();
+    conflict(s.heartbeat(&other, 11), "a non-claimant's heartbeat");
+    let before = (s.task("h-1").unwrap(), s.attempts("h-1").unwrap());
+    let mut r = report(&c, accepted(json!({"summary": "x"})), 12);
+    r.attempt.claimant = "intruder".into();
+    conflict(s.report(&r), "a non-claimant's report");
+    assert_eq!(before, (s.task("h-1").unwrap(), s.attempts("h-1").unwrap()));
+
+    let hb = s.heartbeat(&at(&c), 20).unwrap();
+    assert!(!hb.cancelled);
+    assert_eq!(hb.lease_until_ms, Some(1_020));
+    let t = s.task("h-1").unwrap().unwrap();
+    assert_eq!(t.state, TaskState::Running);
+    let a = &s.attempts("h-1").unwrap()[0];
+    assert_eq!((a.state, a.started_ms), (AttemptState::Running, Some(20)));
+    s.heartbeat(&at(&c), 500).unwrap();
+    assert_eq!(s.task("h-1").unwrap().unwrap().lease_until_ms, Some(1_500));
+
+    let result = json!({"summary": "done", "n": [1, 2]});
+    let done = s
+        .report(&report(
+            &c,
+            ReportKind::Accepted {
+                result: result.clone(),
+                self_assessment: Some(json!({"criterion": "met"})),
+                verdict: None,
+            },
+            600,
+        ))
+        .unwrap();
+    assert_eq!(done.task.state, TaskState::Completed);
+    assert_eq!(done.task.accepted_attempt, Some(1));
+    assert_eq!(done.attempt.state, AttemptState::Completed);
+    assert_eq!(done.attempt.usage.turns, 3);
+    let id = done.task.result_id.clone().unwrap();
+    assert_eq!(id, content_id(&result).unwrap());
+    assert!(id.starts_with("sha256:"));
+    assert_eq!(s.result(&id).unwrap(), Some(result));
+    let a = &s.attempts("h-1").unwrap()[0];
+    assert_eq!(a.detail["self_assessment"], json!({"criterion": "met"}));
+    assert_eq!(a.detail["receipt"], json!("receipt"));
+    // A second report, or a heartbeat, after the attempt ended: refused, nothing changes.
+    let before = (s.task("h-1").unwrap(), s.attempts("h-1").unwrap());
+    conflict(
+        s.report(&report(
+            &c,
+            ReportKind::Failed {
+                retryable: true,
+                reason: "late".into(),
+            },
+            700,
+        )),
+        "a report after the attempt ended",
+    );
+    conflict(s.heartbeat(&at(&c), 700), "a heartbeat after the end");
+    conflict(s.cancel("h-1", 700), "cancel of a completed task");
+    assert_eq!(before, (s.task("h-1").unwrap(), s.attempts("h-1").unwrap()));
+    assert!(matches!(
+        s.heartbeat(
+            &AttemptRef {
+                task_id: "h-missing".into(),
+                n: 1,
+                claimant: "w1".into(),
+                epoch: 1
+            },
+            1
+        ),
+        Err(StoreError::NotFound { .. })
+    ));
+}
+
+pub fn retries_make_new_attempts(open: BoardOpener<'_>) {
+    let s = open();
+    s.offer(&new_task("r-1", 3, 1)).unwrap();
+    let c1 = claim_id(&*s, "w1", "r-1", 10);
+    let out = s
+        .report(&report(
+            &c1,
+            ReportKind::Failed {
+                retryable: true,
+                reason: "flaky".into(),
+            },
+            20,
+        ))
+        .unwrap();
+    assert_eq!(out.task.state, TaskState::Queued);
+    let c2 = claim_id(&*s, "w2", "r-1", 30);
+    assert_eq!((c2.attempt.n, c2.attempt.epoch), (2, c1.attempt.epoch + 1));
+    // The first attempt's word after its end: refused.
+    conflict(
+        s.report(&report(&c1, accepted(json!({})), 31)),
+        "the old attempt's late report",
+    );
+    let out = s
+        .report(&report(
+            &c2,
+            ReportKind::Failed {
+                retryable: false,
+                reason: "bad input".into(),
+            },
+            40,
+        ))
+        .unwrap();
+    assert_eq!(out.task.state, TaskState::Failed);
+    let atts = s.attempts("r-1").unwrap();
+    assert_eq!(
+        atts.iter().map(|a| a.state).collect::<Vec<_>>(),
+        vec![AttemptState::Failed, AttemptState::Failed]
+    );
+    assert_eq!(atts[0].end_reason.as_deref(), Some("flaky"));
+    assert_eq!(atts[0].retryable, Some(true));
+    assert_eq!(atts[0].claimant, "w1");
+    assert!(s
+        .claim(&claim_req("w3", Some("r-1"), 50))
+        .unwrap()
+        .is_none());
+}
+
+pub fn cancel_wins(open: BoardOpener<'_>) {
+    let s = open();
+    s.offer(&new_task("x-1", 2, 1)).unwrap();
+    let c = claim_id(&*s, "w1", "x-1", 10);
+    s.heartbeat(&at(&c), 11).unwrap();
+    let t = s.cancel("x-1", 12).unwrap();
+    assert_eq!(t.state, TaskState::Cancelled);
+    assert_eq!(s.attempts("x-1").unwrap()[0].state, AttemptState::Cancelled);
+    // The next heartbeat says so; a report after it is refused.
+    assert!(s.heartbeat(&at(&c), 13).unwrap().cancelled);
+    let before = (s.task("x-1").unwrap(), s.attempts("x-1").unwrap());
+    conflict(
+        s.report(&report(&c, accepted(json!({"late": true})), 14)),
+        "a report after cancel",
+    );
+    assert_eq!(before, (s.task("x-1").unwrap(), s.attempts("x-1").unwrap()));
+    assert!(s
+        .claim(&claim_req("w2", Some("x-1"), 15))
+        .unwrap()
+        .is_none());
+    // Cancel of a queued task, of an unknown task.
+    s.offer(&new_task("x-2", 1, 1)).unwrap();
+    assert_eq!(s.cancel("x-2", 5).unwrap().state, TaskState::Cancelled);
+    assert!(matches!(
+        s.cancel("x-none", 5),
+        Err(StoreError::NotFound { .. })
+    ));
+}
+
+pub fn sweeper_clocks_deadlines_and_conditions(open: BoardOpener<'_>) {
+    let s = open();
+    // Lease lapse: attempt timed out, attempt 2 by another worker.
+    s.offer(&new_task("s-lease", 2, 1)).unwrap();
+    let c = claim_id(&*s, "w1", "s-lease", 100);
+    s.heartbeat(&at(&c), 200).unwrap(); // lease until 1_200
+    let sw = s.sweep(1_100).unwrap();
+    assert!(!sw.timed_out.iter().any(|(t, ..)| t == "s-lease"));
+    let sw = s.sweep(1_200).unwrap();
+    assert!(sw
+        .timed_out
+        .contains(&("s-lease".to_string(), 1, "lease".to_string())));
+    assert_eq!(s.task("s-lease").unwrap().unwrap().state, TaskState::Queued);
+    conflict(s.heartbeat(&at(&c), 1_201), "a heartbeat after the lapse");
+    conflict(
+        s.report(&report(&c, accepted(json!({})), 1_202)),
+        "a report after the lapse",
+    );
+    let c2 = claim_id(&*s, "w2", "s-lease", 1_300);
+    assert_eq!(c2.attempt.n, 2);
+    // Dispatch timeout: no first heartbeat (lease 1 s would also lapse; dispatch is first).
+    let mut t = new_task("s-dispatch", 1, 1);
+    t.spec.dispatch_timeout_ms = 500;
+    s.offer(&t).unwrap();
+    claim_id(&*s, "w1", "s-dispatch", 100);
+    let sw = s.sweep(600).unwrap();
+    assert!(sw
+        .timed_out
+        .contains(&("s-dispatch".to_string(), 1, "dispatch".to_string())));
+    assert_eq!(
+        s.task("s-dispatch").unwrap().unwrap().state,
+        TaskState::Failed
+    );
+    // Running timeout: heartbeats keep the lease alive, the total still runs out.
+    let mut t = new_task("s-running", 1, 1);
+    t.spec.running_timeout_ms = 2_500;
+    s.offer(&t).unwrap();
+    let c = claim_id(&*s, "w1", "s-running", 0);
+    for now in [500, 1_300, 2_100] {
+        s.heartbeat(&at(&c), now).unwrap();
+    }
+    let sw = s.sweep(2_600).unwrap();
+    assert!(sw
+        .timed_out
+        .contains(&("s-running".to_string(), 1, "running".to_string())));
+    // Deadline: a queued task expires.
+    let mut t = new_task("s-deadline", 1, 1);
+    t.deadline_ms = Some(5_000);
+    s.offer(&t).unwrap();
+    assert!(s
+        .claim(&claim_req("w1", Some("s-deadline"), 5_000))
+        .unwrap()
+        .is_none());
+    let sw = s.sweep(5_000).unwrap();
+    assert!(sw.expired.contains(&"s-deadline".to_string()));
+    assert_eq!(
+        s.task("s-deadline").unwrap().unwrap().state,
+        TaskState::Expired
+    );
+    // Conditions: waiting until the dependency is accepted.
+    s.offer(&new_task("s-dep", 1, 1)).unwrap();
+    let mut t = new_task("s-after", 1, 2);
+    t.condition = Some(Condition::TaskAccepted("s-dep".into()));
+    assert_eq!(s.offer(&t).unwrap().task().state, TaskState::Waiting);
+    assert!(s
+        .claim(&claim_req("w1", Some("s-after"), 10))
+        .unwrap()
+        .is_none());
+    assert!(!s
+        .sweep(10)
+        .unwrap()
+        .promoted
+        .contains(&"s-after".to_string()));
+    let c = claim_id(&*s, "w1", "s-dep", 10);
+    s.report(&report(&c, accepted(json!({"ok": 1})), 20))
+        .unwrap();
+    assert!(s
+        .sweep(30)
+        .unwrap()
+        .promoted
+        .contains(&"s-after".to_string()));
+    let t = s.task("s-after").unwrap().unwrap();
+    assert_eq!((t.state, t.queued_ms), (TaskState::Queued, Some(30)));
+    // A condition that already holds at offer: queued at once.
+    let mut t = new_task("s-after2", 1, 40);
+    t.condition = Some(Condition::Any(vec![
+        Condition::TaskEnded("s-missing".into()),
+        Condition::TaskAccepted("s-dep".into()),
+    ]));
+    assert_eq!(s.offer(&t).unwrap().task().state, TaskState::Queued);
+}
+
+pub fn suspended_attempts_resume_first(open: BoardOpener<'_>) {
+    let s = open();
+    let mut t = new_task("u-1", 1, 1);
+    t.tags = vec!["u".into()];
+    t.spec.running_timeout_ms = 10_000;
+    s.offer(&t).unwrap();
+    let c = claim_id(&*s, "w1", "u-1", 1_000);
+    s.heartbeat(&at(&c), 2_000).unwrap();
+    let t = s.suspend(&at(&c), 3_000).unwrap();
+    assert_eq!(t.state, TaskState::Running);
+    assert_eq!(t.claimant, None);
+    let a = &s.attempts("u-1").unwrap()[0];
+    assert_eq!(a.state, AttemptState::Suspended);
+    assert_eq!((a.lease_until_ms, a.running_left_ms), (None, Some(8_000)));
+    // The clocks stopped: no sweep times it out, nobody can claim it.
+    assert!(s
+        .sweep(100_000)
+        .unwrap()
+        .timed_out
+        .iter()
+        .all(|(t, ..)| t != "u-1"));
+    let mut req = claim_req("w2", None, 100_000);
+    req.tags = vec!["u".into()];
+    let mut other = new_task("u-0", 1, 0);
+    other.tags = vec!["u".into()];
+    s.offer(&other).unwrap();
+    conflict(
+        s.heartbeat(&at(&c), 100_001),
+        "a heartbeat of a suspended attempt",
+    );
+    // The person decides: claim-next prefers the resumption over the older queued task.
+    s.resume_ready("u-1", 100_002).unwrap();
+    let r = s.claim(&req).unwrap().unwrap();
+    assert_eq!(r.task.id, "u-1");
+    assert!(r.resumption);
+    assert_eq!((r.attempt.n, r.attempt.claimant.as_str()), (1, "w2"));
+    assert_eq!(r.attempt.epoch, c.attempt.epoch + 1);
+    assert_eq!(r.attempt.running_deadline_ms, Some(100_000 + 8_000));
+    // The first claimant's old lease is gone.
+    conflict(
+        s.report(&report(&c, accepted(json!({})), 100_004)),
+        "the first claimant after a resumption",
+    );
+    s.report(&report(&r, accepted(json!({"resumed": true})), 100_005))
+        .unwrap();
+    assert_eq!(s.task("u-1").unwrap().unwrap().state, TaskState::Completed);
+    assert_eq!(s.claim(&req).unwrap().unwrap().task.id, "u-0");
+}
+
+pub fn aborts_are_retryable(open: BoardOpener<'_>) {
+    let s = open();
+    s.offer(&new_task("a-1", 1, 1)).unwrap();
+    let c = claim_id(&*s, "w1", "a-1", 10);
+    let out = s
+        .report(&report(
+            &c,
+            ReportKind::Aborted {
+                reason: "SIGTERM".into(),
+            },
+            20,
+        ))
+        .unwrap();
+    assert_eq!(out.task.state, TaskState::Queued);
+    assert_eq!(out.attempt.state, AttemptState::Aborted);
+    let c2 = claim_id(&*s, "w2", "a-1", 30);
+    assert_eq!(c2.attempt.n, 2);
+    let out = s
+        .report(&report(
+            &c2,
+            ReportKind::Failed {
+                retryable: true,
+                reason: "x".into(),
+            },
+            40,
+        ))
+        .unwrap();
+    // One counted attempt of one allowed: the retryable failure ends it.
+    assert_eq!(out.task.state, TaskState::Failed);
+}
+
+pub fn judge_excludes_the_producer(open: BoardOpener<'_>) {
+    let s = open();
+    let mut t = new_task("j-1", 1, 1);
+    t.kind = "judge".into();
+    t.excluded_claimant = Some("producer".into());
+    s.offer(&t).unwrap();
+    assert!(s
+        .claim(&claim_req("producer", Some("j-1"), 10))
+        .unwrap()
+        .is_none());
+    let c = claim_id(&*s, "judge-w", "j-1", 11);
+    s.report(&report(
+        &c,
+        ReportKind::Accepted {
+            result: json!({"passed": true}),
+            self_assessment: None,
+            verdict: Some(Box::new(Verdict {
+                target: "h-1".into(),
+                passed: true,
+                scores: json!({"clarity": 1.0}),
+            })),
+        },
+        12,
+    ))
+    .unwrap();
+    let v = s.verdicts("h-1").unwrap();
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0].0, "j-1");
+    assert!(v[0].1.passed);
+}
+
+pub fn durable_across_reopen(open: BoardOpener<'_>) {
+    {
+        let s = open();
+        s.offer(&new_task("d-1", 2, 1)).unwrap();
+        let c = claim_id(&*s, "w1", "d-1", 10);
+        s.heartbeat(&at(&c), 11).unwrap();
+    }
+    let s = open();
+    let t = s.task("d-1").unwrap().unwrap();
+    assert_eq!(
+        (t.state, t.claimant.as_deref()),
+        (TaskState::Running, Some("w1"))
+    );
+    assert_eq!(s.attempts("d-1").unwrap().len(), 1);
+}
+
+pub fn racing_claimants_get_each_task_once(open: BoardOpener<'_>) {
+    let s = open();
+    const TASKS: usize = 200;
+    for i in 0..TASKS {
+        let mut t = new_task(&format!("race-{i:04}"), 1, 1_000 + i as i64);
+        t.kind = "race".into();
+        s.offer(&t).unwrap();
+    }
+    let claims: Vec<Vec<(String, String, u32)>> = std::thread::scope(|scope| {
+        let hs: Vec<_> = (0..8)
+            .map(|w| {
+                let s = s.clone();
+                scope.spawn(move || {
+                    let mut got = vec![];
+                    let mut req = claim_req(&format!("racer-{w}"), None, 10_000);
+                    req.types = vec!["race".into()];
+                    loop {
+                        match s.claim(&req) {
+                            Ok(Some(c)) => {
+                                s.report(&report(&c, accepted(json!({"by": w})), 10_001))
+                                    .unwrap();
+                                got.push((c.task.id, c.attempt.claimant, c.attempt.n));
+                            }
+                            Ok(None) => break,
+                            Err(StoreError::Retryable(_)) => continue,
+                            Err(e) => panic!("claim failed: {e}"),
+                        }
+                    }
+                    got
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut all: Vec<_> = claims.into_iter().flatten().collect();
+    assert_eq!(all.len(), TASKS, "every task claimed exactly once");
+    all.sort();
+    all.dedup_by(|a, b| a.0 == b.0);
+    assert_eq!(all.len(), TASKS, "no task claimed twice");
+    for (id, who, n) in &all {
+        let t = s.task(id).unwrap().unwrap();
+        assert_eq!(t.state, TaskState::Completed);
+        assert_eq!((t.attempts, *n), (1, 1));
+        assert_eq!(&s.attempts(id).unwrap()[0].claimant, who);
+    }
+}
+
+pub fn cancel_races_report(open: BoardOpener<'_>) {
+    let s = open();
+    for i in 0..40 {
+        let id = format!("cr-{i}");
+        s.offer(&new_task(&id, 1, 1)).unwrap();
+        let c = claim_id(&*s, "w1", &id, 10);
+        let (cancel, rep) = std::thread::scope(|scope| {
+            let s1 = s.clone();
+            let s2 = s.clone();
+            let id2 = id.clone();
+            let c2 = c.clone();
+            let h1 = scope.spawn(move || s1.cancel(&id2, 20));
+            let h2 = scope.spawn(move || s2.report(&report(&c2, accepted(json!({"i": i})), 20)));
+            (h1.join().unwrap(), h2.join().unwrap())
+        });
+        // Exactly one of them took effect, and the stored state says which.
+        let t = s.task(&id).unwrap().unwrap();
+        match (cancel.is_ok(), rep.is_ok()) {
+            (true, false) => assert_eq!(t.state, TaskState::Cancelled),
+            (false, true) => assert_eq!(t.state, TaskState::Completed),
+            other => panic!("cancel and report both {other:?} for {id}"),
+        }
+    }
+}
+
+pub fn measures_count_by_cohort(open: BoardOpener<'_>) {
+    let s = open();
+    let tag = |id: &str, max| {
+        let mut t = new_task(id, max, 1_000_000);
+        t.tags = vec!["m-tag".into()];
+        t.kind = "m-type".into();
+        t
+    };
+    for (id, max) in [("m-1", 1), ("m-2", 2), ("m-3", 1), ("m-4", 1)] {
+        s.offer(&tag(id, max)).unwrap();
+    }
+    let c = claim_id(&*s, "w1", "m-1", 1_000_100);
+    s.report(&report(&c, accepted(json!({"m": 1})), 1_000_200))
+        .unwrap();
+    let c = claim_id(&*s, "w1", "m-2", 1_000_100);
+    s.report(&report(
+        &c,
+        ReportKind::Failed {
+            retryable: true,
+            reason: "x".into(),
+        },
+        1_000_150,
+    ))
+    .unwrap();
+    let c = claim_id(&*s, "w2", "m-2", 1_000_160);
+    s.report(&report(&c, accepted(json!({"m": 2})), 1_000_400))
+        .unwrap();
+    let c = claim_id(&*s, "w2", "m-3", 1_000_100);
+    s.report(&report(
+        &c,
+        ReportKind::Failed {
+            retryable: false,
+            reason: "x".into(),
+        },
+        1_000_150,
+    ))
+    .unwrap();
+    s.cancel("m-4", 1_000_100).unwrap();
+    let rows = s
+        .measures(&MeasuresQuery {
+            by: Cohort::Type,
+            since_ms: 1_000_000,
+            friction_turns: 3,
+            friction_failed_tools: 3,
+        })
+        .unwrap();
+    let m = rows
+        .iter()
+        .find(|r| r.cohort == "m-type")
+        .unwrap_or_else(|| panic!("no m-type cohort in {rows:?}"));
+    assert_eq!(m.tasks, 4);
+    assert_eq!(m.accepted, 2);
+    assert_eq!(m.first_attempt_accepted, 1);
+    assert_eq!(m.terminal_failed, 1);
+    assert_eq!(m.cancelled, 1);
+    assert_eq!(m.retried, 1);
+    assert_eq!(m.retry_recovered, 1);
+    assert_eq!(m.attempts, 4);
+    assert_eq!(m.tool_calls, 8);
+    assert_eq!(m.high_friction_attempts, 4);
+    assert_eq!(m.median_turns, Some(3.0));
+    // Queued at 1_000_000; accepted at 1_000_200 and 1_000_400: median 300.
+    assert_eq!(m.median_queued_to_accepted_ms, Some(300.0));
+    assert_eq!(m.tokens, 400);
+    let r = rates(m);
+    assert_eq!(r["accepted_output_rate"], json!(0.5));
+    assert_eq!(r["retry_recovery"], json!(1.0));
+    let by_claimant = s
+        .measures(&MeasuresQuery {
+            by: Cohort::Claimant,
+            since_ms: 1_000_000,
+            friction_turns: 8,
+            friction_failed_tools: 3,
+        })
+        .unwrap();
+    let w2 = by_claimant.iter().find(|r| r.cohort == "w2").unwrap();
+    assert_eq!((w2.tasks, w2.accepted), (2, 1));
+    assert_eq!(w2.high_friction_attempts, 0);
+    let by_tag = s
+        .measures(&MeasuresQuery {
+            by: Cohort::Tag,
+            since_ms: 1_000_000,
+            friction_turns: 8,
+            friction_failed_tools: 3,
+        })
+        .unwrap();
+    assert_eq!(
+        by_tag.iter().find(|r| r.cohort == "m-tag").map(|r| r.tasks),
+        Some(4)
+    );
+}
+
+/// A stand-in for Ed25519 in the seam's test: the "signature" is SHA-256 over the identity's
+/// secret and the statement; the verifier knows every identity's secret.
+struct TestKeys;
+
+fn test_sign(identity: &str, statement: &str) -> String {
+    vouch_core::sha256_hex(format!("{identity}-secret\n{statement}").as_bytes())
+}
+
+impl SignatureVerifier for TestKeys {
+    fn verify(&self, identity: &str, statement: &str, sig: Option<&str>) -> Result<(), String> {
+        match sig {
+            None => Err(format!("`{identity}` did not sign it")),
+            Some(s) if s == test_sign(identity, statement) => Ok(()),
+            Some(_) => Err(format!(
+                "the signature is not `{identity}`'s over this statement"
+            )),
+        }
+    }
+}
+
+pub fn signatures_are_verified(open: BoardOpener<'_>) {
+    let s = Verified {
+        inner: open(),
+        verifier: Arc::new(TestKeys),
+    };
+    s.offer(&new_task("sig-1", 1, 1)).unwrap();
+    let mut req = claim_req("signer", Some("sig-1"), 10);
+    conflict(s.claim(&req), "an unsigned claim");
+    req.signature = Some(test_sign("intruder", &claim_statement(&req).unwrap()));
+    conflict(s.claim(&req), "a claim signed by someone else");
+    assert_eq!(s.task("sig-1").unwrap().unwrap().state, TaskState::Queued);
+    req.signature = Some(test_sign("signer", &claim_statement(&req).unwrap()));
+    let c = s.claim(&req).unwrap().unwrap();
+    assert_eq!(c.attempt.detail["claim_signature"], json!(req.signature));
+    let mut r = report(&c, accepted(json!({"signed": true})), 20);
+    // Signed over a different output: refused, nothing changes.
+    let mut other = r.clone();
+    other.kind = accepted(json!({"signed": false}));
+    r.signature = Some(test_sign("signer", &report_statement(&other).unwrap()));
+    let before = (s.task("sig-1").unwrap(), s.attempts("sig-1").unwrap());
+    conflict(s.report(&r), "a report signed over another output");
+    r.signature = None;
+    conflict(s.report(&r), "an unsigned report");
+    assert_eq!(
+        before,
+        (s.task("sig-1").unwrap(), s.attempts("sig-1").unwrap())
+    );
+    r.signature = Some(test_sign("signer", &report_statement(&r).unwrap()));
+    let done = s.report(&r).unwrap();
+    assert_eq!(done.task.state, TaskState::Completed);
+    assert_eq!(done.attempt.detail["report_signature"], json!(r.signature));
+}
