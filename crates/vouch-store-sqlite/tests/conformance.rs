@@ -26,6 +26,7 @@ fn run(id: &str) -> NewRun {
         scope: id.into(),
         spec: json!({}),
         created_ms: 1,
+        lease: None,
     }
 }
 

@@ -320,6 +320,18 @@ pub fn process_owner() -> String {
     format!("pid:{}", std::process::id())
 }
 
+/// True when `owner` names a process of this machine that is still running (this one
+/// included).
+pub fn owner_is_alive(owner: Option<&str>) -> bool {
+    owner
+        .and_then(|o| o.strip_prefix("pid:"))
+        .and_then(|p| p.parse::<u32>().ok())
+        .map(|pid| {
+            pid == std::process::id() || std::path::Path::new(&format!("/proc/{pid}")).exists()
+        })
+        .unwrap_or(false)
+}
+
 /// True when `owner` names a process of this machine that has exited.
 pub fn owner_is_dead(owner: Option<&str>) -> bool {
     let Some(pid) = owner

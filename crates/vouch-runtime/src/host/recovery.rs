@@ -22,6 +22,12 @@ impl Host {
             if run.state == RunState::Suspended {
                 continue;
             }
+            // Only runs whose owner is gone (§9.2.5): a lapsed lease held by a process of this
+            // machine that is still alive (a slow provider or model call outlived the lease) is
+            // that process's run, not an orphan.
+            if owner_is_alive(run.owner.as_deref()) {
+                continue;
+            }
             // Interrupted right after opening a card: the card is still valid, so the run is
             // suspended, not ended (§9.2).
             if self

@@ -44,6 +44,12 @@ impl Host {
             scope,
             spec: json!({"model": spec.model, "presence": presence, "presence_explicit": spec.presence.is_some(), "quiet": spec.quiet}),
             created_ms: self.now(),
+            // Born owned: another process's start-up reconciliation must never take a run
+            // that is being created for an orphan (issue 11 #10).
+            lease: Some(vouch_store::RunLease {
+                owner: self.owner.clone(),
+                until_ms: self.now() + self.limits.lease_ms,
+            }),
         };
         match slot {
             Some((schedule, slot_ms)) => {
@@ -53,7 +59,6 @@ impl Host {
             }
             None => self.store.create_run(&run)?,
         }
-        self.lease(id)?;
         self.journal(
             id,
             self.ev(
