@@ -168,7 +168,8 @@ impl Drives {
         if let Some(d) = self.get(&entry.run_id) {
             let mut d = d.lock().unwrap_or_else(|p| p.into_inner());
             d.view.apply(entry);
-            if let Some(m) = turn::chat_message(entry.kind, &entry.body) {
+            if let Some(m) = turn::chat_message(entry.kind, entry.delivery.as_deref(), &entry.body)
+            {
                 d.messages.push(m);
             }
         }
