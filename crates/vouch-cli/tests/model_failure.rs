@@ -175,3 +175,43 @@ fn a_model_past_its_repair_limit_fails_the_run_and_says_so() {
         "{receipt}"
     );
 }
+
+#[test]
+fn a_run_whose_model_never_answered_can_be_tried_again_with_resume() {
+    let h = Home::new("");
+    let url = closed_url();
+    let out = h.vouch(
+        &["run", "Summarise my week"],
+        &[
+            ("VOUCH_MODEL_URL", url.as_str()),
+            ("VOUCH_MODEL", "m"),
+            ("VOUCH_MODEL_MAX_RETRIES", "0"),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let run = h.json(&["runs", "list"])[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let receipt = h.json(&["receipt", &run])["receipt"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        receipt.contains(&format!("vouch resume {run}")),
+        "{receipt}"
+    );
+    // The model is back: the continuation answers and succeeds.
+    let url = stand_in(vec![(
+        200,
+        json!({"choices": [{"message": {"role": "assistant", "content": "Your week: three meetings."}}], "usage": {"prompt_tokens": 10, "completion_tokens": 5}}),
+    )]);
+    let out = h.vouch(
+        &["resume", &run],
+        &[("VOUCH_MODEL_URL", url.as_str()), ("VOUCH_MODEL", "m")],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let child = h.json(&["runs", "list"])[0].clone();
+    assert_ne!(child["id"], json!(run));
+    assert_eq!(child["outcome"], "succeeded", "{child}");
+}

@@ -101,6 +101,11 @@ pub fn render(
             ));
         }
     }
+    if ended_by == Some("loop") && view.manifest.is_none() && outcome == Some(Outcome::Failed) {
+        out.push_str(&format!(
+            "\nNothing was done. To try again once the model answers: vouch resume {run_id}\n"
+        ));
+    }
     let interrupted = ended_by == Some("boot");
     if interrupted {
         let open = statuses.iter().any(|(_, s)| !s.is_settled()) || view.manifest.is_none();

@@ -105,8 +105,9 @@ impl Host {
                     .iter()
                     .any(|d| !pview.final_status(&d.id).is_settled())
             })
-            // Interrupted before it declared anything: all of it is left.
-            .unwrap_or(parent.ended_by == Some(EndedBy::Boot));
+            // Interrupted, or failed (the model never answered, §3.4), before it declared
+            // anything: all of it is left. A cancelled run is the person's decision.
+            .unwrap_or(parent.ended_by != Some(EndedBy::Cancel));
         if !left {
             return Err(HostError::Invalid(format!(
                 "run {parent_id} has nothing left to do: every delivery is settled (see `vouch receipt {parent_id}`)"
