@@ -12,6 +12,17 @@ use support::{Home, SmtpSink};
 
 #[test]
 fn a_crash_right_after_an_approval_still_sends_the_approved_email_exactly_once() {
+    crash_after_approval("approval_granted");
+}
+
+#[test]
+fn a_crash_before_the_approval_event_was_durable_still_carries_out_the_approved_card() {
+    // `~`: the process dies between two durability points, so the `approval_granted` event
+    // is lost with the buffer; the card's committed decision is the durable instruction.
+    crash_after_approval("~approval_granted:d1");
+}
+
+fn crash_after_approval(point: &str) {
     let tmp = tempfile::tempdir().unwrap();
     let sink = SmtpSink::start(&tmp.path().join("mail"));
     let h = Home::new(&format!(
@@ -34,7 +45,7 @@ fn a_crash_right_after_an_approval_still_sends_the_approved_email_exactly_once()
     // Killed right after the approval is durable: nothing has gone out yet.
     let out = h.vouch(
         &["approve", &run, "d1", "--hash", &hash],
-        &[("VOUCH_CRASH_AFTER", "approval_granted")],
+        &[("VOUCH_CRASH_AFTER", point)],
     );
     assert_eq!(out.status.code(), None, "the process was killed");
     assert_eq!(sink.count(), 0, "the kill came before the attempt");

@@ -63,6 +63,36 @@ impl Host {
     /// payload is read back by its hash and executed through the ledger (I4, §8) before the
     /// run is reconciled. An attempt already begun (a ledger intent) is settled by §8.3 instead.
     pub(super) fn carry_out_approvals(&self, run: &RunRecord) -> HostResult<()> {
+        // The card's decision is committed before the `approval_granted` event, which may
+        // still have been buffered when the process died: the approved card is the durable
+        // instruction, so the event is written from it.
+        let view = self.view(&run.id)?;
+        for c in self.store.cards_for_run(&run.id)? {
+            let Some(d) = c
+                .delivery
+                .as_deref()
+                .filter(|_| c.state == CardState::Approved)
+            else {
+                continue;
+            };
+            let Some(item) = view.items.get(d) else {
+                continue;
+            };
+            if item.awaiting
+                && item.granted.is_none()
+                && item.status.is_none()
+                && item.card_hash.as_deref() == Some(c.payload_hash.as_str())
+            {
+                self.journal(
+                    &run.id,
+                    self.evd(
+                        EventKind::ApprovalGranted,
+                        d,
+                        json!({"payload_hash": c.payload_hash, "from_card": true}),
+                    ),
+                )?;
+            }
+        }
         let view = self.view(&run.id)?;
         for (id, item) in &view.items {
             if item.open_attempt.is_some() || item.status.is_some() {
