@@ -332,6 +332,7 @@ fn create_runs(store: &SqliteStore, prefix: &str, count: usize) -> Result<Vec<St
                 scope: id.clone(),
                 spec: json!({}),
                 created_ms: 0,
+                lease: None,
             })
             .map_err(|e| anyhow!("create run {id}: {e}"))?;
         runs.push(id);

@@ -285,6 +285,7 @@ fn seed(dir: &std::path::Path, n: usize) -> Result<()> {
                     scope: id.clone(),
                     spec: json!({"presence": "away"}),
                     created_ms: at,
+                    lease: None,
                 })?;
                 let events = [
                     NewEvent::new(
@@ -332,6 +333,7 @@ fn seed(dir: &std::path::Path, n: usize) -> Result<()> {
             scope: id.clone(),
             spec: json!({}),
             created_ms: at,
+            lease: None,
         })?;
         store.set_run_state(&id, vouch_core::RunState::Suspended)?;
         store.open_card(&Card {

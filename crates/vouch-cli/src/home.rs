@@ -159,6 +159,7 @@ pub fn providers(dir: &Path, cfg: &Config) -> BTreeMap<DestinationKind, Arc<dyn 
                 wh.timeout_ms
             },
             idempotent: wh.idempotent,
+            status_url: wh.status_url,
         }),
     );
     if let Some(e) = &cfg.email {

@@ -504,11 +504,10 @@ fn run(cli: Cli) -> Result<i32> {
             let model = match &script {
                 Some(path) => json!({"kind": "script", "turns": read_script(path)?}),
                 None => {
-                    if std::env::var("VOUCH_MODEL_URL")
-                        .map(|v| v.is_empty())
-                        .unwrap_or(true)
-                    {
-                        return Err(bad("no model is configured: pass --script FILE, or set VOUCH_MODEL_URL (an OpenAI-compatible /v1 endpoint) and VOUCH_MODEL"));
+                    // Settings are checked before a run exists: a missing or malformed model
+                    // setting is bad input and leaves no run behind.
+                    if let Err(e) = vouch_runtime::model::openai::OpenAiConfig::from_env() {
+                        return Err(bad(format!("no usable model is configured: {e}; pass --script FILE, or set VOUCH_MODEL_URL (an OpenAI-compatible /v1 endpoint) and VOUCH_MODEL")));
                     }
                     json!({"kind": "openai"})
                 }
@@ -845,7 +844,7 @@ fn finish(host: &Host, id: &str, end: &RunEnd, json: bool) -> Result<i32> {
     if json {
         outln!(
             "{}",
-            json!({"run": id, "state": rec.state, "outcome": rec.outcome, "ended_by": rec.ended_by, "receipt": receipt, "open_cards": cards})
+            json!({"run": id, "state": rec.state, "outcome": rec.outcome, "ended_by": rec.ended_by, "receipt": receipt, "open_cards": cards, "why": run_why(host, id)?})
         );
     } else {
         match end {
@@ -866,6 +865,22 @@ fn finish(host: &Host, id: &str, end: &RunEnd, json: bool) -> Result<i32> {
         Some(vouch_core::Outcome::Withdrawn) => 0,
         Some(_) => 1,
     })
+}
+
+/// Why an ended run ended as it did, from its terminal record: how the loop stopped (if it
+/// stopped without the work) and the reason of every delivery that is not verified.
+fn run_why(host: &Host, id: &str) -> Result<Value> {
+    let body = host
+        .store
+        .journal(id)?
+        .into_iter()
+        .rev()
+        .find(|e| e.kind == vouch_store::EventKind::Terminal)
+        .map(|e| e.body)
+        .unwrap_or(Value::Null);
+    Ok(
+        json!({"loop_end": body.get("loop_end").cloned().unwrap_or(Value::Null), "deliveries": body.get("reasons").cloned().unwrap_or(Value::Null)}),
+    )
 }
 
 /// Resolve a run id, or a unique prefix of one.

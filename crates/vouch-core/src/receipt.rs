@@ -43,7 +43,7 @@ pub const WORDING: &[Wording] = &[
     Wording { status: DeliveryStatus::Denied, text: "Withdrawn at your request" },
     Wording { status: DeliveryStatus::Declined, text: "Not done: {reason}" },
     Wording { status: DeliveryStatus::Blocked, text: "Held back: waits for {dependency}" },
-    Wording { status: DeliveryStatus::NotAttempted, text: "Not done" },
+    Wording { status: DeliveryStatus::NotAttempted, text: "Not done: {reason}" },
     Wording { status: DeliveryStatus::RefusedMismatch, text: "Stopped: the content changed after you approved it" },
 ];
 

@@ -323,19 +323,79 @@ mod tests {
             json!({"deliveries": {"d1": {"status": "refused_mismatch"}}, "claims": []}),
             &["approval.refused_mismatch"],
         );
+        // §7.1/§9.2: a crash right after the approval became durable — start-up
+        // reconciliation carries the approval out, once.
         check(
-            json!({"id": "granted-resume", "script": pay(), "decisions": [{"approve": "d1"}, {"resume": true}], "faults": [{"crash_after": "approval_granted", "delivery": "d1"}]}),
-            json!({"ended_by": "loop", "deliveries": {"d1": {"status": "verified"}}}),
-            &["resume.continuation", "approval.survives_restart"],
+            json!({"id": "granted-boot", "script": pay(), "decisions": [{"approve": "d1"}], "faults": [{"crash_after": "approval_granted", "delivery": "d1"}]}),
+            json!({"ended_by": "boot", "outcome": "succeeded", "deliveries": {"d1": {"status": "verified"}}, "max_executions": {"d1": 1}}),
+            &["boot.carries_out_approval", "ledger.intent_before_attempt"],
+        );
+        check(
+            json!({"id": "granted-boot-tamper", "script": pay(), "decisions": [{"approve": "d1"}], "faults": [{"crash_after": "approval_granted", "delivery": "d1"}, {"tamper_payload": "d1"}]}),
+            json!({"ended_by": "boot", "deliveries": {"d1": {"status": "refused_mismatch"}}, "claims": []}),
+            &["boot.carries_out_approval", "approval.refused_mismatch"],
+        );
+    }
+
+    #[test]
+    fn a_cancel_denies_what_is_unsettled_and_is_not_a_failure() {
+        check(
+            json!({"id": "cancel", "script": [
+                {"declare": {"deliveries": [
+                    {"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": "a"}},
+                    {"id": "d2", "verb": "send", "destination": {"kind": "email", "address": "b"}},
+                    {"id": "d3", "verb": "save", "destination": {"kind": "folder", "address": "c"}}]}},
+                deliver(), {"deliver": "d2", "payload": {}}, {"deliver": "d3", "payload": {}}],
+                "decisions": [{"cancel": true}]}),
+            json!({"ended_by": "cancel", "outcome": "succeeded", "deliveries": {"d1": {"status": "verified"}, "d2": {"status": "denied"}, "d3": {"status": "denied"}}}),
+            &["cancel.denies_unsettled"],
+        );
+        check(
+            json!({"id": "cancel-all", "script": [one("send", "email", "a"), deliver()], "decisions": [{"cancel": true}]}),
+            json!({"ended_by": "cancel", "outcome": "withdrawn", "deliveries": {"d1": {"status": "denied"}}, "significance": "routine"}),
+            &["cancel.denies_unsettled"],
+        );
+    }
+
+    #[test]
+    fn the_reply_is_the_evidence_where_it_is_the_only_observation() {
+        for kind in ["email", "webhook", "payment"] {
+            check(
+                json!({"id": format!("false-success-{kind}"), "world": {"behavior": {format!("{kind}:*"): "false_success"}}, "script": [one("send", kind, "a"), deliver()], "decisions": [{"approve": "d1"}]}),
+                json!({"outcome": "succeeded", "deliveries": {"d1": {"status": "verified"}}}),
+                &["observation.reply_is_evidence"],
+            );
+        }
+        check(
+            json!({"id": "false-success-folder", "world": {"behavior": {"folder:*": "false_success"}}, "script": [one("save", "folder", "a"), deliver()]}),
+            json!({"outcome": "failed", "deliveries": {"d1": {"status": "failed"}}}),
+            &["observation.no_effect"],
+        );
+    }
+
+    #[test]
+    fn a_run_without_a_manifest_fails_and_reaches_the_person() {
+        for trigger in ["task", "event"] {
+            check(
+                json!({"id": "no-manifest", "trigger": {"kind": trigger}, "script": [{"final": "done"}]}),
+                json!({"outcome": "failed", "deliveries": {}, "significance": "failure", "attention": "notify", "notifications": 1, "gaps": []}),
+                &["outcome.no_manifest_failed"],
+            );
+        }
+        check(
+            json!({"id": "empty", "script": [{"final": ""}]}),
+            json!({"outcome": "failed", "significance": "failure", "attention": "inline"}),
+            &["outcome.no_manifest_failed"],
         );
     }
 
     #[test]
     fn gaps_are_reported_not_guessed() {
-        let s: Scenario = serde_json::from_value(
-            json!({"id": "g", "trigger": {"kind": "task"}, "script": [{"final": "done"}]}),
-        )
-        .expect("valid");
+        let turns: Vec<Value> = (0..=crate::sim::TURNS_MAX)
+            .map(|_| json!({"tool": "t", "args": {}}))
+            .collect();
+        let s: Scenario =
+            serde_json::from_value(json!({"id": "g", "script": turns})).expect("valid");
         let a = evaluate(&s);
         assert_eq!(a.report.gaps.len(), 1);
         assert_eq!(a.report.outcome, None);

@@ -678,23 +678,21 @@ impl<'a> Sim<'a> {
                 self.emit(CrashEvent::ProviderEffect, Some(id))?;
                 self.resolve_lost(id, true)
             }
-            Behavior::FalseSuccess => self.false_success(id, reread),
+            Behavior::FalseSuccess => self.false_success(reread),
         };
         self.set_open(id, None);
         self.set_status(id, status);
         self.emit(CrashEvent::Evidence, Some(id))
     }
 
-    fn false_success(&mut self, id: &str, reread: bool) -> Option<DeliveryStatus> {
+    fn false_success(&mut self, reread: bool) -> Option<DeliveryStatus> {
         if reread {
             self.cite("observation.no_effect", "§6.1");
             Some(DeliveryStatus::Failed)
         } else {
-            self.gap(format!(
-                "`{id}`: the provider reported success but applied nothing, and §6.2 names that provider's own reply as the observation — is the delivery verified (by the reply) or failed (no effect)?"
-            ));
-            self.aggregate_open = true;
-            None
+            // §6.3: where the reply is the only observation, the reply is the evidence.
+            self.cite("observation.reply_is_evidence", "§6.3");
+            Some(DeliveryStatus::Verified)
         }
     }
 
@@ -732,7 +730,7 @@ impl<'a> Sim<'a> {
                 Behavior::Reject => return Some(DeliveryStatus::Failed),
                 Behavior::AcceptUnverifiable => return Some(DeliveryStatus::Unconfirmed),
                 Behavior::LoseResponse => effect = true,
-                Behavior::FalseSuccess => return self.false_success(id, false),
+                Behavior::FalseSuccess => return self.false_success(false),
             }
         }
         self.cite("ledger.unknown_after_lost_result", "§8.3");
@@ -745,6 +743,15 @@ impl<'a> Sim<'a> {
         match (card, d) {
             (_, Decision::Cancel) => {
                 self.cite("run.cancelled", "§2.3");
+                // §9.4: a cancel denies every item not yet attempted or decided; what has an
+                // outcome of its own keeps it.
+                for it in self.items.values_mut() {
+                    if matches!(it.status, None | Some(DeliveryStatus::Awaiting)) {
+                        it.status = Some(DeliveryStatus::Denied);
+                        it.card = None;
+                    }
+                }
+                self.cite("cancel.denies_unsettled", "§9.4");
                 self.end(EndedBy::Cancel);
                 Ok(Flow::EndLoop)
             }
@@ -799,8 +806,25 @@ impl<'a> Sim<'a> {
 
     // ------------------------------------------------------------------ crashes
 
-    fn crashed(&mut self, c: Crash, turn: usize) {
+    fn crashed(&mut self, mut c: Crash, turn: usize) {
         self.cite("boot.reconcile", "§9.2");
+        if c.event == CrashEvent::ApprovalGranted {
+            // §9.2: an approval is a durable instruction. Start-up reconciliation carries it
+            // out (ledger first, the payload read back by its hash) before it ends the run.
+            let id = c.delivery.clone().unwrap_or_default();
+            self.cite("boot.carries_out_approval", "§9.2");
+            let step = if self.tamper_pending(&id) {
+                self.cite("approval.refused_mismatch", "§7");
+                self.set_status(&id, Some(DeliveryStatus::RefusedMismatch));
+                self.emit(CrashEvent::Evidence, Some(&id))
+            } else {
+                self.attempt(&id)
+            };
+            if let Err(again) = step {
+                // Killed again while carrying it out: the next start-up settles what is open.
+                c = again;
+            }
+        }
         if c.event == CrashEvent::ApprovalRequested {
             // The card is durable: the run is suspended and stays so (§9.2).
             self.cite("boot.suspended_stays", "§9.2");
@@ -933,15 +957,20 @@ impl<'a> Sim<'a> {
             );
             statuses.push((it.d.required, status));
         }
-        if !suspended && self.manifest.is_none() && !self.interactive && !self.missed {
-            self.gap("an autonomous run ended without a manifest: §3.4 implies one only for interactive runs — what are its deliveries and its outcome (withdrawn hides a run that did nothing)?".into());
-            self.aggregate_open = true;
-        }
+        // §3.4: a run that ends with no manifest and no implied one declared nothing and
+        // delivered nothing: `failed`, never `withdrawn` (a person's cancel excepted, §9.4).
+        let no_manifest = !suspended
+            && self.manifest.is_none()
+            && !self.missed
+            && ended_by != Some(EndedBy::Cancel);
         let outcome = if suspended {
             None
         } else if self.missed {
             self.cite("outcome.missed", "§9.3");
             Some(Outcome::Missed)
+        } else if no_manifest && !self.aggregate_open {
+            self.cite("outcome.no_manifest_failed", "§3.4");
+            Some(Outcome::Failed)
         } else if self.aggregate_open || statuses.iter().any(|(_, s)| s.is_none()) {
             None
         } else {

@@ -94,13 +94,17 @@ fn approval_edit_tamper_and_lost_responses() {
     ));
     assert_eq!(r["deliveries"]["d1"]["status"], "unknown");
     assert_eq!(r["deliveries"]["d1"]["executions"], 1);
+    // A crash right after the approval became durable: start-up reconciliation carries it
+    // out, once (§7.1), and the run ends at boot with nothing left to resume.
     let r = run(base(
-        json!([{"approve": "d1"}, {"resume": true}]),
+        json!([{"approve": "d1"}]),
         json!([{"crash_after": "approval_granted", "delivery": "d1"}]),
         json!({}),
     ));
     assert_eq!(r["deliveries"]["d1"]["status"], "verified", "{r}");
     assert_eq!(r["deliveries"]["d1"]["executions"], 1);
+    assert_eq!(r["ended_by"], "boot");
+    assert_eq!(r["outcome"], "succeeded");
 }
 
 #[test]

@@ -103,6 +103,11 @@ pub struct WebhookConfig {
     pub idempotent: Vec<String>,
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
+    /// A read-back (§6.3): `GET` this URL after a 2xx, `{id}` replaced by the response's id
+    /// and `{key}` by the `Idempotency-Key`; 2xx means the effect is there, 404/410 that it is
+    /// not (the delivery is then `failed`).
+    #[serde(default)]
+    pub status_url: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -120,6 +125,10 @@ pub struct PaymentConfig {
     pub idempotent: bool,
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
+    /// A read-back (§6.3): `GET` this URL, `{id}` replaced by the transfer id and `{key}` by
+    /// the idempotency key; 2xx means the transfer exists, 404/410 that it does not.
+    #[serde(default)]
+    pub status_url: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

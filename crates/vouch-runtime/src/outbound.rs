@@ -145,7 +145,7 @@ impl Provider for EmailProvider {
                 if reference.starts_with("SMTP 250") && reference.contains(&message_id(req)) =>
             {
                 Observation::Present {
-                    evidence: reference.clone(),
+                    evidence: format!("accepted by the server: {reference}"),
                 }
             }
             Some(AttemptReply::Accepted { reference }) => Observation::Absent {
@@ -328,12 +328,58 @@ impl Provider for PaymentProvider {
             },
         }
     }
-    fn observe(&self, _req: &AttemptRequest, reply: Option<&AttemptReply>) -> Observation {
+    fn observe(&self, req: &AttemptRequest, reply: Option<&AttemptReply>) -> Observation {
+        // §6.3: a configured read-back decides; otherwise the transfer id in the reply is the
+        // observation, named as exactly that.
+        let id = match reply {
+            Some(AttemptReply::Accepted { reference }) => {
+                reference.strip_prefix("transfer ").map(String::from)
+            }
+            _ => None,
+        };
+        if let Some(o) = read_back(
+            self.config.status_url.as_deref(),
+            id.as_deref(),
+            req.idempotency_key.as_deref(),
+            self.config.timeout_ms,
+        ) {
+            return o;
+        }
         match reply {
             Some(AttemptReply::Accepted { reference }) => Observation::Present {
-                evidence: reference.clone(),
+                evidence: format!("accepted by the provider: {reference}"),
             },
             _ => Observation::Unobservable,
         }
+    }
+}
+
+/// A configured status URL read back (§6.3): `{id}` and `{key}` are filled from the reply's id
+/// and the idempotency key. `None` when there is no read-back to do (none configured, a value
+/// it needs is missing, or the status service could not be asked — then the reply stands);
+/// otherwise 2xx → the effect is there, 404/410 → it is not.
+pub fn read_back(
+    template: Option<&str>,
+    id: Option<&str>,
+    key: Option<&str>,
+    timeout_ms: u64,
+) -> Option<Observation> {
+    let mut url = template?.to_string();
+    for (name, value) in [("{id}", id), ("{key}", key)] {
+        if url.contains(name) {
+            url = url.replace(name, value?);
+        }
+    }
+    let agent = ureq::AgentBuilder::new()
+        .timeout(std::time::Duration::from_millis(timeout_ms))
+        .build();
+    match agent.get(&url).call() {
+        Ok(resp) => Some(Observation::Present {
+            evidence: format!("read back: HTTP {} from {url}", resp.status()),
+        }),
+        Err(ureq::Error::Status(code @ (404 | 410), _)) => Some(Observation::Absent {
+            reason: format!("the status URL {url} answered HTTP {code}: the effect is not there"),
+        }),
+        Err(_) => None,
     }
 }

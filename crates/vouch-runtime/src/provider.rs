@@ -365,18 +365,13 @@ impl Provider for SimProvider {
                 }
             };
         }
+        // §6.3: where the reply is the only observation, it is the evidence — named as
+        // exactly what was observed. A provider that says yes and applies nothing is beyond
+        // what the host can see here (no read-back is configured in a scenario world).
         match reply {
-            Some(AttemptReply::Accepted { reference }) => {
-                if present {
-                    Observation::Present {
-                        evidence: reference.clone(),
-                    }
-                } else {
-                    Observation::Absent {
-                        reason: "the provider reported success but the effect is not there".into(),
-                    }
-                }
-            }
+            Some(AttemptReply::Accepted { reference }) => Observation::Present {
+                evidence: format!("accepted by the provider: {reference}"),
+            },
             _ => Observation::Unobservable,
         }
     }
@@ -416,6 +411,8 @@ pub struct WebhookProvider {
     pub timeout_ms: u64,
     /// Destination patterns known to deduplicate by key.
     pub idempotent: Vec<String>,
+    /// A configured read-back (§6.3), see `WebhookConfig::status_url`.
+    pub status_url: Option<String>,
 }
 
 impl Provider for WebhookProvider {
@@ -479,10 +476,26 @@ impl Provider for WebhookProvider {
             },
         }
     }
-    fn observe(&self, _req: &AttemptRequest, reply: Option<&AttemptReply>) -> Observation {
+    fn observe(&self, req: &AttemptRequest, reply: Option<&AttemptReply>) -> Observation {
+        // §6.3: a configured read-back decides; otherwise the reply is the observation and
+        // the evidence names exactly that.
+        let id = match reply {
+            Some(AttemptReply::Accepted { reference }) => reference
+                .split_once("response ")
+                .map(|(_, id)| id.to_string()),
+            _ => None,
+        };
+        if let Some(o) = crate::outbound::read_back(
+            self.status_url.as_deref(),
+            id.as_deref(),
+            req.idempotency_key.as_deref(),
+            self.timeout_ms,
+        ) {
+            return o;
+        }
         match reply {
             Some(AttemptReply::Accepted { reference }) => Observation::Present {
-                evidence: reference.clone(),
+                evidence: format!("accepted by the server: {reference}"),
             },
             _ => Observation::Unobservable,
         }

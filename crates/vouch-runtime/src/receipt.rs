@@ -38,10 +38,26 @@ pub fn render(
         .iter()
         .filter(|(_, s)| *s == DeliveryStatus::Verified)
         .count();
-    out.push_str(&format!(
-        "Outcome: {}\n",
-        outcome_sentence(outcome, verified, required.len())
-    ));
+    if view.manifest.is_none() && outcome == Some(Outcome::Failed) {
+        // §3.4: nothing was declared; say why instead of "0 of 0".
+        out.push_str("Outcome: Failed — the run declared nothing and delivered nothing\n");
+    } else {
+        out.push_str(&format!(
+            "Outcome: {}\n",
+            outcome_sentence(outcome, verified, required.len())
+        ));
+    }
+    if let Some(l) = &view.loop_end {
+        out.push_str(&format!(
+            "Why it stopped: {}\n",
+            vouch_core::receipt::scrub(&l.reason)
+        ));
+    } else if view.manifest.is_none()
+        && outcome == Some(Outcome::Failed)
+        && ended_by == Some("loop")
+    {
+        out.push_str("Why it stopped: the model ended without declaring anything to deliver\n");
+    }
     if let Some(note) = &view.missed_note {
         out.push_str(note);
         out.push('\n');
@@ -85,9 +101,14 @@ pub fn render(
             ));
         }
     }
+    if ended_by == Some("loop") && view.manifest.is_none() && outcome == Some(Outcome::Failed) {
+        out.push_str(&format!(
+            "\nNothing was done. To try again once the model answers: vouch resume {run_id}\n"
+        ));
+    }
     let interrupted = ended_by == Some("boot");
     if interrupted {
-        let open = statuses.iter().any(|(_, s)| !s.is_settled());
+        let open = statuses.iter().any(|(_, s)| !s.is_settled()) || view.manifest.is_none();
         out.push_str("\nThe run was interrupted and reconciled at start-up.");
         if open {
             out.push_str(&format!(" To finish what is left: vouch resume {run_id}"));
@@ -107,6 +128,23 @@ pub fn render(
     out
 }
 
+/// Why a delivery has its status, in plain words; an item the loop never reached says why the
+/// loop stopped (a model error, a budget, the repair limit).
+pub fn reason_for(view: &RunView, id: &str, status: DeliveryStatus) -> String {
+    let iv = view.items.get(id);
+    let reason = iv.map(|i| i.reason.clone()).unwrap_or_default();
+    if !reason.is_empty() {
+        return reason;
+    }
+    match (status, &view.loop_end) {
+        (DeliveryStatus::NotAttempted | DeliveryStatus::Blocked, Some(l)) => {
+            format!("the run stopped before it was attempted: {}", l.reason)
+        }
+        (DeliveryStatus::NotAttempted, None) => "the run ended before it was attempted".into(),
+        _ => String::new(),
+    }
+}
+
 pub fn line_for(view: &RunView, id: &str, status: DeliveryStatus) -> String {
     let m = view.manifest.as_ref();
     let item = m.and_then(|m| m.delivery(id));
@@ -124,10 +162,7 @@ pub fn line_for(view: &RunView, id: &str, status: DeliveryStatus) -> String {
         .filter(|s| !s.is_empty())
         .or(iv.blocked_on.clone())
         .unwrap_or_default();
-    let mut reason = iv.reason.clone();
-    if status == DeliveryStatus::NotAttempted && reason.is_empty() {
-        reason = "the run ended before it was attempted".into();
-    }
+    let reason = reason_for(view, id, status);
     let input = LineInput {
         id,
         verb,

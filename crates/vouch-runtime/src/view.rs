@@ -29,6 +29,9 @@ pub struct ItemView {
     /// A proposal was refused because an order dependency was not verified.
     pub blocked_on: Option<String>,
     pub carried: bool,
+    /// The hash of the payload stored as this item's draft (§9.5: finishing a draft executes
+    /// exactly it).
+    pub draft_hash: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -67,6 +70,18 @@ pub struct RunView {
     pub turn_offset: usize,
     /// For a missed slot: which slot, said plainly on the receipt.
     pub missed_note: Option<String>,
+    /// Why the agent loop stopped without the work (a model error, a budget, the repair
+    /// limit), if it did.
+    pub loop_end: Option<LoopEnd>,
+}
+
+/// The agent loop stopped without the work (journal `loop_ended`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoopEnd {
+    /// `model_error`, `turn_budget`, `token_budget` or `repair_limit`.
+    pub cause: String,
+    /// In plain words, e.g. "the model could not be reached after 4 attempts: …".
+    pub reason: String,
 }
 
 impl RunView {
@@ -229,7 +244,10 @@ impl RunView {
                 it.awaiting = false;
                 it.status = Some(DeliveryStatus::Denied);
             }
-            EventKind::Drafted => {}
+            EventKind::Drafted => {
+                let h = str_of("payload_hash");
+                self.item(&d).draft_hash = (!h.is_empty()).then_some(h);
+            }
             EventKind::LedgerIntent => {
                 // The intent is durable before the provider is called: from here a crash
                 // leaves the act in doubt (§8.3) until evidence settles it.
@@ -282,6 +300,12 @@ impl RunView {
                 if let Some(n) = b.get("start_turn").and_then(Value::as_u64) {
                     self.turn_offset = n as usize;
                 }
+            }
+            EventKind::LoopEnded => {
+                self.loop_end = Some(LoopEnd {
+                    cause: str_of("cause"),
+                    reason: str_of("reason"),
+                })
             }
             EventKind::Terminal => self.terminal = Some(b.clone()),
         }
@@ -345,6 +369,7 @@ mod fold_props {
             EventKind::Evidence,
             EventKind::Suspended,
             EventKind::Resumed,
+            EventKind::LoopEnded,
         ]);
         let delivery = prop::sample::select(vec![None, Some("d1"), Some("d2")]);
         let status = prop::sample::select(vec!["verified", "failed", "unknown", "declined"]);

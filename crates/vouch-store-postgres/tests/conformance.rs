@@ -96,6 +96,7 @@ fn new_run(id: &str) -> NewRun {
         scope: id.into(),
         spec: json!({}),
         created_ms: 1,
+        lease: None,
     }
 }
 

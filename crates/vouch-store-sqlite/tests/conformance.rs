@@ -47,6 +47,7 @@ fn run(id: &str) -> NewRun {
         scope: id.into(),
         spec: json!({}),
         created_ms: 1,
+        lease: None,
     }
 }
 

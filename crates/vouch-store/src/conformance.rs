@@ -18,6 +18,7 @@ pub fn run_all(open: Opener<'_>) {
     slots_are_consumed_once(open);
     outbox_is_deduplicated_and_marked(open);
     leases_and_orphans(open);
+    runs_are_born_leased(open);
     durable_across_reopen(open);
     concurrent_appends_keep_chains(open);
     schedules_crud(open);
@@ -37,6 +38,7 @@ fn new_run(id: &str) -> NewRun {
         scope: id.into(),
         spec: json!({"k": 1}),
         created_ms: 1,
+        lease: None,
     }
 }
 
@@ -333,6 +335,58 @@ pub fn leases_and_orphans(open: Opener<'_>) {
         s.lease_run("c-nope", "a", 1, 2),
         Err(StoreError::NotFound { .. })
     ));
+}
+
+/// Issue 11 #10: a run is created with its owner's lease in the same transaction, so between
+/// its creation and its first lease no other process's start-up reconciliation sees it as
+/// orphaned. The same holds for a run created by consuming a schedule slot (§12.2).
+pub fn runs_are_born_leased(open: Opener<'_>) {
+    let s = open();
+    let leased = |id: &str| NewRun {
+        lease: Some(RunLease {
+            owner: "pid:1".into(),
+            until_ms: 100,
+        }),
+        ..new_run(id)
+    };
+    s.create_run(&leased("c-born")).unwrap();
+    let r = s.run("c-born").unwrap().unwrap();
+    assert_eq!(r.owner.as_deref(), Some("pid:1"), "created with its owner");
+    assert_eq!(r.lease_until_ms, Some(100));
+    assert!(
+        !s.orphaned_runs(50)
+            .unwrap()
+            .iter()
+            .any(|r| r.id == "c-born"),
+        "a run born leased is not orphaned while its lease lives"
+    );
+    assert!(
+        !s.lease_run("c-born", "pid:2", 50, 150).unwrap(),
+        "another owner cannot take a newborn run"
+    );
+    assert!(
+        s.lease_run("c-born", "pid:1", 50, 150).unwrap(),
+        "its owner renews it"
+    );
+    assert!(s
+        .orphaned_runs(151)
+        .unwrap()
+        .iter()
+        .any(|r| r.id == "c-born"));
+    assert!(s
+        .consume_slot("c-born-sched", 7, &leased("c-born-slot"))
+        .unwrap());
+    let r = s.run("c-born-slot").unwrap().unwrap();
+    assert_eq!(
+        r.owner.as_deref(),
+        Some("pid:1"),
+        "a slot's run is born leased too"
+    );
+    assert!(!s
+        .orphaned_runs(50)
+        .unwrap()
+        .iter()
+        .any(|r| r.id == "c-born-slot"));
 }
 
 pub fn durable_across_reopen(open: Opener<'_>) {

@@ -26,11 +26,13 @@ pub enum EventKind {
     Evidence,
     Suspended,
     Resumed,
+    /// The agent loop stopped without the work: a model error, a budget, the repair limit.
+    LoopEnded,
     Terminal,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 22] = [
+    pub const ALL: [EventKind; 23] = [
         EventKind::RunCreated,
         EventKind::Turn,
         EventKind::ToolCalled,
@@ -52,6 +54,7 @@ impl EventKind {
         EventKind::Evidence,
         EventKind::Suspended,
         EventKind::Resumed,
+        EventKind::LoopEnded,
         EventKind::Terminal,
     ];
 
@@ -78,6 +81,7 @@ impl EventKind {
             EventKind::Evidence => "evidence",
             EventKind::Suspended => "suspended",
             EventKind::Resumed => "resumed",
+            EventKind::LoopEnded => "loop_ended",
             EventKind::Terminal => "terminal",
         }
     }

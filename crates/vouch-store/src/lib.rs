@@ -59,6 +59,17 @@ pub struct NewRun {
     /// Free-form run settings (routine, script, presence, quiet…), JSON.
     pub spec: serde_json::Value,
     pub created_ms: i64,
+    /// The owner's lease, taken in the same transaction that creates the run, so no other
+    /// process's start-up reconciliation can mistake a run being born for one whose owner is
+    /// gone (§9.2.5). `None` creates the run unowned (it is then orphaned at once).
+    pub lease: Option<RunLease>,
+}
+
+/// Who holds a run and until when (`owner` is `pid:<pid>` for a local process).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunLease {
+    pub owner: String,
+    pub until_ms: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -144,12 +144,18 @@ impl Host {
         Ok(())
     }
 
+    /// §9.4: a person's cancel denies every item not yet attempted or decided (each reads
+    /// "Withdrawn at your request"); items with an outcome of their own keep it, and the
+    /// outcome follows §9.3 — `withdrawn` when nothing remains. Never a failure by itself.
     pub fn cancel(&self, run_id: &str) -> HostResult<vouch_core::Outcome> {
-        if self.record(run_id)?.state == RunState::Ended {
+        let run = self.record(run_id)?;
+        if run.state == RunState::Ended {
             return Err(HostError::Invalid(format!(
                 "run {run_id} has already ended; nothing to cancel (see `vouch receipt {run_id}`)"
             )));
         }
+        // A run another live process is driving is that process's to end.
+        self.lease(run_id)?;
         for c in self.store.cards_for_run(run_id)? {
             if c.state == CardState::Open {
                 if let Some(d) = &c.delivery {
@@ -160,6 +166,31 @@ impl Host {
                         Decision::Deny,
                         self.now(),
                     );
+                }
+            }
+        }
+        let view = self.view(run_id)?;
+        if let Some(m) = &view.manifest {
+            for d in &m.deliveries {
+                let unsettled = matches!(
+                    view.final_status(&d.id),
+                    DeliveryStatus::NotAttempted
+                        | DeliveryStatus::Awaiting
+                        | DeliveryStatus::Blocked
+                ) && view
+                    .items
+                    .get(&d.id)
+                    .map(|i| i.open_attempt.is_none())
+                    .unwrap_or(true);
+                if unsettled {
+                    self.journal(
+                        run_id,
+                        self.evd(
+                            EventKind::Evidence,
+                            &d.id,
+                            json!({"status": "denied", "reason": "cancelled at your request"}),
+                        ),
+                    )?;
                 }
             }
         }

@@ -171,7 +171,8 @@ impl Drives {
         if let Some(d) = self.get(&entry.run_id) {
             let mut d = d.lock().unwrap_or_else(|p| p.into_inner());
             d.view.apply(entry);
-            if let Some(m) = turn::chat_message(entry.kind, &entry.body) {
+            if let Some(m) = turn::chat_message(entry.kind, entry.delivery.as_deref(), &entry.body)
+            {
                 d.messages.push(m);
             }
         }
@@ -321,6 +322,18 @@ pub const RUNS_SCAN_MAX: usize = 100_000;
 /// The owner string of this process: `pid:<pid>`.
 pub fn process_owner() -> String {
     format!("pid:{}", std::process::id())
+}
+
+/// True when `owner` names a process of this machine that is still running (this one
+/// included).
+pub fn owner_is_alive(owner: Option<&str>) -> bool {
+    owner
+        .and_then(|o| o.strip_prefix("pid:"))
+        .and_then(|p| p.parse::<u32>().ok())
+        .map(|pid| {
+            pid == std::process::id() || std::path::Path::new(&format!("/proc/{pid}")).exists()
+        })
+        .unwrap_or(false)
 }
 
 /// True when `owner` names a process of this machine that has exited.

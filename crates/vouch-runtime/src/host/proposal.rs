@@ -185,6 +185,10 @@ impl Host {
         hash: &str,
         connect: Option<&str>,
     ) -> HostResult<CallResult> {
+        // The payload is kept by its hash too, so finishing the draft later executes exactly
+        // it (§9.5, I4) — the model is never asked for the text again.
+        let canonical = canonical_json(payload).map_err(|e| HostError::Invalid(e.to_string()))?;
+        self.store.put_payload(hash, &canonical)?;
         let dir = self.drafts_dir.join(&run.id);
         let ext = if d.destination.kind == DestinationKind::Email {
             "eml"
@@ -290,5 +294,61 @@ impl Host {
             suspend: Some(format!("approval of {}", d.id)),
             end: None,
         })
+    }
+
+    /// §9.5: finish a delivery its parent run drafted because the destination was not ready.
+    /// The item is pre-flighted again; if it may now execute, the stored payload (read back by
+    /// its hash and re-hashed) is executed (reversible) or put on an approval card
+    /// (irreversible). Otherwise it stays drafted, as it was. Returns the suspension reason
+    /// when a card was opened.
+    pub(super) fn finish_draft(
+        &self,
+        run: &RunRecord,
+        m: &Manifest,
+        d: &vouch_core::Delivery,
+        parent: &crate::view::ItemView,
+    ) -> HostResult<Option<String>> {
+        let view = self.view(&run.id)?;
+        let stored = parent
+            .draft_hash
+            .as_deref()
+            .map(|h| self.store.payload(h).map(|p| (h.to_string(), p)))
+            .transpose()?;
+        let payload = stored.and_then(|(h, p)| {
+            let v = p.and_then(|p| serde_json::from_str::<Value>(&p).ok())?;
+            (payload_hash(&v).ok().as_deref() == Some(h.as_str())).then_some((h, v))
+        });
+        let (p, rule, cap, irreversible) = self.decide(run, m, d, view.clarify_used)?;
+        let ready = matches!(p, Posture::Execute | Posture::Answer | Posture::Confirm);
+        let Some((hash, payload)) = payload.filter(|_| ready) else {
+            // Still not ready (or no stored payload to finish from): it stays drafted, and the
+            // draft's hash rides along so a later continuation can still finish it.
+            if let Some(h) = &parent.draft_hash {
+                self.journal(
+                    &run.id,
+                    self.evd(EventKind::Drafted, &d.id, json!({"path": parent.evidence.strip_prefix("draft ").unwrap_or(&parent.evidence), "payload_hash": h, "carried_from": run.parent})),
+                )?;
+            }
+            self.journal(
+                &run.id,
+                self.evd(EventKind::Evidence, &d.id, json!({"status": "drafted", "evidence": parent.evidence, "reason": parent.reason, "connect_step": cap.connect_step.clone().or(parent.connect_step.clone()), "carried_from": run.parent})),
+            )?;
+            return Ok(None);
+        };
+        self.journal(
+            &run.id,
+            self.evd(EventKind::Preflight, &d.id, json!({"capability": cap.level, "posture": p, "rule": rule.as_str(), "irreversible": irreversible, "connect_step": cap.connect_step, "recheck": true, "finishing_draft": hash})),
+        )?;
+        self.say(&format!(
+            "  ↻ finishing the draft of {} ({})",
+            d.id,
+            &hash[..12]
+        ));
+        if p == Posture::Confirm {
+            let res = self.request_approval(run, d, &payload, &hash, None)?;
+            return Ok(res.suspend);
+        }
+        self.perform(run, d, &payload, &hash, irreversible, p)?;
+        Ok(None)
     }
 }

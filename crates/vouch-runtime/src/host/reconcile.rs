@@ -190,7 +190,17 @@ pub(crate) fn terminal_record(view: &RunView, f: &TerminalFacts<'_>) -> Terminal
     };
     let items: Vec<(bool, DeliveryStatus)> =
         statuses.iter().map(|(id, s)| (required(id), *s)).collect();
-    let outcome = f.forced.unwrap_or_else(|| vouch_core::outcome(&items));
+    // §3.4: a run that ends with no manifest (and no implied one) declared nothing and
+    // delivered nothing — an autonomous run that never declared, or a model that failed
+    // before it declared or answered. That is a failure of the run, never `withdrawn`, so it
+    // reaches the person (I7). Only a person's cancel withdraws it (§9.4).
+    let outcome = f.forced.unwrap_or_else(|| {
+        if view.manifest.is_none() && f.ended_by != EndedBy::Cancel {
+            vouch_core::Outcome::Failed
+        } else {
+            vouch_core::outcome(&items)
+        }
+    });
     let needs_you: Vec<String> = statuses
         .iter()
         .filter(|(id, s)| {
@@ -240,6 +250,8 @@ pub(crate) fn terminal_record(view: &RunView, f: &TerminalFacts<'_>) -> Terminal
         "outcome": outcome, "ended_by": f.ended_by,
         "statuses": statuses.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
         "needs_you": needs_you, "significance": sig, "route": route, "presence": f.presence, "quiet": f.quiet,
+        "loop_end": view.loop_end.as_ref().map(|l| json!({"cause": l.cause, "reason": l.reason})),
+        "reasons": statuses.iter().filter(|(_, s)| *s != DeliveryStatus::Verified).map(|(k, s)| (k.clone(), json!(crate::receipt::reason_for(&view, k, *s)))).collect::<serde_json::Map<_, _>>(),
     });
     let outbox = (route == vouch_core::Route::Notify).then(|| NewOutbox {
         dedup_key: format!("{}:terminal", f.run_id),

@@ -22,6 +22,12 @@ impl Host {
             if run.state == RunState::Suspended {
                 continue;
             }
+            // Only runs whose owner is gone (§9.2.5): a lapsed lease held by a process of this
+            // machine that is still alive (a slow provider or model call outlived the lease) is
+            // that process's run, not an orphan.
+            if owner_is_alive(run.owner.as_deref()) {
+                continue;
+            }
             // Interrupted right after opening a card: the card is still valid, so the run is
             // suspended, not ended (§9.2).
             if self
@@ -44,11 +50,63 @@ impl Host {
             if self.lease(&run.id).is_err() && !owner_is_dead(run.owner.as_deref()) {
                 continue;
             }
+            self.carry_out_approvals(&run)?;
             self.reconcile(&run.id, EndedBy::Boot)?;
             ended.push(run.id);
         }
         self.dispatch()?;
         Ok(ended)
+    }
+
+    /// §9.2: an approval is a durable instruction, not a moment. A run interrupted after the
+    /// person approved a card and before the approved payload was attempted keeps it: the
+    /// payload is read back by its hash and executed through the ledger (I4, §8) before the
+    /// run is reconciled. An attempt already begun (a ledger intent) is settled by §8.3 instead.
+    pub(super) fn carry_out_approvals(&self, run: &RunRecord) -> HostResult<()> {
+        // The card's decision is committed before the `approval_granted` event, which may
+        // still have been buffered when the process died: the approved card is the durable
+        // instruction, so the event is written from it.
+        let view = self.view(&run.id)?;
+        for c in self.store.cards_for_run(&run.id)? {
+            let Some(d) = c
+                .delivery
+                .as_deref()
+                .filter(|_| c.state == CardState::Approved)
+            else {
+                continue;
+            };
+            let Some(item) = view.items.get(d) else {
+                continue;
+            };
+            if item.awaiting
+                && item.granted.is_none()
+                && item.status.is_none()
+                && item.card_hash.as_deref() == Some(c.payload_hash.as_str())
+            {
+                self.journal(
+                    &run.id,
+                    self.evd(
+                        EventKind::ApprovalGranted,
+                        d,
+                        json!({"payload_hash": c.payload_hash, "from_card": true}),
+                    ),
+                )?;
+            }
+        }
+        let view = self.view(&run.id)?;
+        for (id, item) in &view.items {
+            if item.open_attempt.is_some() || item.status.is_some() {
+                continue;
+            }
+            if let Some(hash) = &item.granted {
+                self.say(&format!(
+                    "  ↻ {id} of run {} was approved before the interruption; carrying it out",
+                    run.id
+                ));
+                self.execute_approved(run, id, hash)?;
+            }
+        }
+        Ok(())
     }
 
     /// §9.2: a continuation run with the same manifest and ledger scope; settled deliveries
@@ -77,8 +135,9 @@ impl Host {
                     .iter()
                     .any(|d| !pview.final_status(&d.id).is_settled())
             })
-            // Interrupted before it declared anything: all of it is left.
-            .unwrap_or(parent.ended_by == Some(EndedBy::Boot));
+            // Interrupted, or failed (the model never answered, §3.4), before it declared
+            // anything: all of it is left. A cancelled run is the person's decision.
+            .unwrap_or(parent.ended_by != Some(EndedBy::Cancel));
         if !left {
             return Err(HostError::Invalid(format!(
                 "run {parent_id} has nothing left to do: every delivery is settled (see `vouch receipt {parent_id}`)"
@@ -127,6 +186,10 @@ impl Host {
                         ),
                     )?;
                 }
+                if item.status == Some(DeliveryStatus::Drafted) {
+                    // Finished below, once the continuation is set up (§9.5).
+                    continue;
+                }
                 if let Some(s) = item.status.filter(|s| s.is_settled()) {
                     self.journal(&id, self.evd(EventKind::Evidence, &d.id, json!({"status": s, "evidence": item.evidence, "reason": item.reason, "carried_from": parent_id})))?;
                 }
@@ -134,6 +197,30 @@ impl Host {
         }
         // The script continues from the first turn the parent did not complete.
         self.journal(&id, self.ev(EventKind::Resumed, json!({"by": "resume", "parent": parent_id, "start_turn": pview.turn_offset + pview.turns_complete})))?;
+        // §9.5: drafts the parent left because their destination was not ready are finished
+        // from their stored payload, never re-asked of the model.
+        let mut suspend = None;
+        if let Some(m) = &pview.manifest {
+            let run = self.record(&id)?;
+            for d in &m.deliveries {
+                let item = pview.items.get(&d.id).cloned().unwrap_or_default();
+                if item.status == Some(DeliveryStatus::Drafted) {
+                    if let Some(reason) = self.finish_draft(&run, m, d, &item)? {
+                        suspend.get_or_insert(reason);
+                    }
+                }
+            }
+        }
+        if let Some(reason) = suspend {
+            self.journal(
+                &id,
+                self.ev(EventKind::Suspended, json!({"reason": reason})),
+            )?;
+            self.store.set_run_state(&id, RunState::Suspended)?;
+            self.store.release_run(&id, &self.owner)?;
+            self.say(&format!("⏸ run {id} is waiting for you: {reason}"));
+            return Ok((id, RunEnd::Suspended { reason }));
+        }
         let end = self.drive(&id)?;
         Ok((id, end))
     }

@@ -44,6 +44,12 @@ impl Host {
             scope,
             spec: json!({"model": spec.model, "presence": presence, "presence_explicit": spec.presence.is_some(), "quiet": spec.quiet}),
             created_ms: self.now(),
+            // Born owned: another process's start-up reconciliation must never take a run
+            // that is being created for an orphan (issue 11 #10).
+            lease: Some(vouch_store::RunLease {
+                owner: self.owner.clone(),
+                until_ms: self.now() + self.limits.lease_ms,
+            }),
         };
         match slot {
             Some((schedule, slot_ms)) => {
@@ -53,7 +59,6 @@ impl Host {
             }
             None => self.store.create_run(&run)?,
         }
-        self.lease(id)?;
         self.journal(
             id,
             self.ev(
@@ -118,7 +123,7 @@ impl Host {
             self.store
                 .journal(&run.id)?
                 .iter()
-                .filter_map(|e| chat_message(e.kind, &e.body)),
+                .filter_map(|e| chat_message(e.kind, e.delivery.as_deref(), &e.body)),
         );
         Ok(msgs)
     }
@@ -173,22 +178,48 @@ impl Host {
             }
         }
         let view = self.view(run_id)?;
-        let mut model = self
+        let mut model = match self
             .models
             .model(&run.spec, view.turn_offset + view.turns_complete)
-            .map_err(HostError::Model)?;
+        {
+            Ok(m) => m,
+            Err(e) => {
+                // A model that cannot even be built never answered: the run ends with the
+                // reason, never silently (§3.4).
+                return self.end_loop(
+                    run_id,
+                    Some((
+                        "model_error",
+                        format!("the model could not be started: {e}"),
+                    )),
+                );
+            }
+        };
         let tools = self.tool_specs();
         let mut turns = view.turns;
         let mut tokens = view.prompt_tokens + view.completion_tokens;
         let mut repairs = 0u32;
-        let end_reason: String;
+        // Why the loop stopped without the work, if it did (model error, budget, repairs).
+        let stopped: Option<(&str, String)>;
         loop {
             if turns >= self.limits.turns_max {
-                end_reason = format!("turn budget of {} reached", self.limits.turns_max);
+                stopped = Some((
+                    "turn_budget",
+                    format!(
+                        "the model used its whole turn budget ({} turns)",
+                        self.limits.turns_max
+                    ),
+                ));
                 break;
             }
             if tokens >= self.limits.tokens_max {
-                end_reason = format!("token budget of {} reached", self.limits.tokens_max);
+                stopped = Some((
+                    "token_budget",
+                    format!(
+                        "the model used its whole token budget ({} tokens)",
+                        self.limits.tokens_max
+                    ),
+                ));
                 break;
             }
             if self.now() - leased_at_ms >= self.limits.lease_ms / 3 {
@@ -205,7 +236,8 @@ impl Host {
             let turn: ModelTurn = match next {
                 Ok(t) => t,
                 Err(ModelError::ScriptExhausted) => {
-                    end_reason = "the model made its last call".into();
+                    self.say("  loop ended: the model made its last call");
+                    stopped = None;
                     break;
                 }
                 Err(e) => {
@@ -216,7 +248,7 @@ impl Host {
                             json!({"index": turns, "error": e.to_string(), "tool_calls": []}),
                         ),
                     )?;
-                    end_reason = format!("model error: {e}");
+                    stopped = Some(("model_error", e.to_string()));
                     break;
                 }
             };
@@ -240,7 +272,8 @@ impl Host {
                     }
                 ));
                 self.final_text_to_surface(&run, &text)?;
-                end_reason = "the model gave its final text".into();
+                self.say("  loop ended: the model gave its final text");
+                stopped = None;
                 break;
             }
             let mut suspended = None;
@@ -266,7 +299,8 @@ impl Host {
                 }
             }
             if let Some(reason) = ended {
-                end_reason = reason;
+                self.say(&format!("  loop ended: {reason}"));
+                stopped = None;
                 break;
             }
             if let Some(reason) = suspended {
@@ -280,11 +314,29 @@ impl Host {
                 return Ok(RunEnd::Suspended { reason });
             }
             if repairs > self.limits.repairs_max {
-                end_reason = format!("the model sent invalid tool arguments {repairs} times");
+                stopped = Some((
+                    "repair_limit",
+                    format!("the model gave invalid tool arguments {repairs} times"),
+                ));
                 break;
             }
         }
-        self.say(&format!("  loop ended: {end_reason}"));
+        self.end_loop(run_id, stopped)
+    }
+
+    /// The loop is over: when it stopped without the work, say why in the journal (so the
+    /// receipt and `--json` name it, §3.4, §10), then reconcile.
+    fn end_loop(&self, run_id: &str, stopped: Option<(&str, String)>) -> HostResult<RunEnd> {
+        if let Some((cause, reason)) = stopped {
+            self.say(&format!("  loop ended: {reason}"));
+            self.journal(
+                run_id,
+                self.ev(
+                    EventKind::LoopEnded,
+                    json!({"cause": cause, "reason": reason}),
+                ),
+            )?;
+        }
         let outcome = self.reconcile(run_id, EndedBy::Loop)?;
         Ok(RunEnd::Ended { outcome })
     }
@@ -426,8 +478,56 @@ impl Host {
 /// The chat message a journal event adds to the conversation the model sees, if any: the same
 /// mapping builds the conversation from the journal when a drive opens and extends it with
 /// each event the drive appends.
-pub(super) fn chat_message(kind: EventKind, body: &Value) -> Option<ChatMessage> {
+///
+/// What happened while the run waited for the person — an approval carried out, a denial — and
+/// what a continuation carried over is told to the model as the host's own message before its
+/// next turn, so it never works from "awaits the person's approval" (issue 11). Statuses still
+/// come only from evidence (I2): these messages only report it.
+pub(super) fn chat_message(
+    kind: EventKind,
+    delivery: Option<&str>,
+    body: &Value,
+) -> Option<ChatMessage> {
+    let d = delivery.unwrap_or("");
+    let host = |text: String| {
+        Some(ChatMessage::User {
+            content: format!("[vouch host] {text}"),
+        })
+    };
+    let carried = body.get("carried_from").is_some();
     match kind {
+        EventKind::ApprovalGranted => host(format!(
+            "The person approved {d}; the host carries out exactly the approved payload{}.",
+            if carried {
+                " (approved in the run this one continues)"
+            } else {
+                ""
+            }
+        )),
+        EventKind::ApprovalDenied => host(format!(
+            "The person denied {d}: it is withdrawn and will not be done; do not attempt it again."
+        )),
+        // The outcome of an approved act (it follows the wait, so no tool result carries it),
+        // or a status carried over from the interrupted run this one continues.
+        EventKind::Evidence
+            if carried || body.get("posture").and_then(Value::as_str) == Some("confirm") =>
+        {
+            let status = body.get("status").and_then(Value::as_str).unwrap_or("");
+            let detail = ["evidence", "reason"]
+                .iter()
+                .filter_map(|k| body.get(*k).and_then(Value::as_str))
+                .find(|t| !t.is_empty())
+                .map(|t| format!(" ({t})"))
+                .unwrap_or_default();
+            host(format!(
+                "{d} is now {status}{detail}{}.",
+                if carried {
+                    ", settled by the interrupted run this one continues"
+                } else {
+                    ""
+                }
+            ))
+        }
         EventKind::Turn => {
             let calls: Vec<ToolCall> = body
                 .get("tool_calls")

@@ -1,0 +1,80 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Issue 11 #11: a crash turned a "yes" into "not done". A process killed right after the
+//! person's approval became durable (before the payload was attempted) left the run `failed`
+//! with the approved e-mail never sent, until the person noticed and resumed it. Per §9.2 /
+//! contract §7.1 the next start-up carries the approval out, through the ledger: the approved
+//! bytes reach a real SMTP server exactly once, with no `resume`.
+
+mod support;
+
+use serde_json::json;
+use support::{Home, SmtpSink};
+
+#[test]
+fn a_crash_right_after_an_approval_still_sends_the_approved_email_exactly_once() {
+    crash_after_approval("approval_granted");
+}
+
+#[test]
+fn a_crash_before_the_approval_event_was_durable_still_carries_out_the_approved_card() {
+    // `~`: the process dies between two durability points, so the `approval_granted` event
+    // is lost with the buffer; the card's committed decision is the durable instruction.
+    crash_after_approval("~approval_granted:d1");
+}
+
+fn crash_after_approval(point: &str) {
+    let tmp = tempfile::tempdir().unwrap();
+    let sink = SmtpSink::start(&tmp.path().join("mail"));
+    let h = Home::new(&format!(
+        "[email]\nhost = \"127.0.0.1\"\nport = {}\nfrom = \"agent@example.com\"\ntls = \"none\"\ntimeout_ms = 5000\n",
+        sink.port
+    ));
+    let s = h.script(&json!([
+        {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "email", "address": "board@example.com"}}]}},
+        {"deliver": "d1", "payload": {"subject": "Q4", "body": "The approved numbers."}},
+        {"final": ""}
+    ]));
+    assert!(h
+        .vouch(&["run", "Email the board", "--script", &s], &[])
+        .status
+        .success());
+    let card = h.json(&["approvals"])[0].clone();
+    let run = card["run"].as_str().unwrap().to_string();
+    let hash = card["payload_hash"].as_str().unwrap().to_string();
+
+    // Killed right after the approval is durable: nothing has gone out yet.
+    let out = h.vouch(
+        &["approve", &run, "d1", "--hash", &hash],
+        &[("VOUCH_CRASH_AFTER", point)],
+    );
+    assert_eq!(out.status.code(), None, "the process was killed");
+    assert_eq!(sink.count(), 0, "the kill came before the attempt");
+
+    // The next start of any command reconciles the run and carries the approval out.
+    let show = h.json(&["runs", "show", &run]);
+    assert_eq!(show["run"]["state"], "ended", "{show}");
+    assert_eq!(show["run"]["ended_by"], "boot", "{show}");
+    assert_eq!(show["run"]["outcome"], "succeeded", "{show}");
+    assert_eq!(show["deliveries"][0]["status"], "verified", "{show}");
+    let msgs = sink.messages();
+    assert_eq!(msgs.len(), 1, "exactly one message");
+    assert!(msgs[0].contains("The approved numbers."), "{}", msgs[0]);
+    let receipt = h.json(&["receipt", &run])["receipt"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        receipt.contains("Sent to email board@example.com"),
+        "{receipt}"
+    );
+    let ledger = h.json(&["ledger"]);
+    assert_eq!(ledger.as_array().unwrap().len(), 1);
+    assert_eq!(ledger[0]["state"], "done");
+
+    // Later starts change nothing: no second message, one run, nothing to resume.
+    h.vouch(&["runs", "list"], &[]);
+    assert_eq!(h.json(&["runs", "list"]).as_array().unwrap().len(), 1);
+    assert_eq!(sink.count(), 1);
+    assert_eq!(h.vouch(&["resume", &run], &[]).status.code(), Some(2));
+    assert_eq!(sink.count(), 1);
+}
