@@ -59,6 +59,7 @@ fn host(dir: &std::path::Path, notes: Arc<Count>, limits: Limits) -> Host {
         progress: None,
         policy_forbid: vec![],
         presence: None,
+        drives: Default::default(),
     }
 }
 
