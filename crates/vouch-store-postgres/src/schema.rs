@@ -215,6 +215,7 @@ BEGIN
 END $$;
 CREATE TRIGGER diary_extends_chain BEFORE INSERT ON diary
     FOR EACH ROW EXECUTE FUNCTION diary_check_insert();
+"#,
     // 4: the task board (§13); the same tables as the SQLite store's migration 5.
     r#"
 CREATE TABLE tasks (

@@ -143,6 +143,7 @@ WHEN NEW.seq <> COALESCE((SELECT max(seq) FROM diary WHERE identity = NEW.identi
        (SELECT hash FROM diary WHERE identity = NEW.identity ORDER BY seq DESC LIMIT 1),
        '0000000000000000000000000000000000000000000000000000000000000000')
 BEGIN SELECT RAISE(ABORT, 'a diary entry must extend its chain (next seq, previous hash)'); END;
+"#,
     // 5: the task board (§13).
     r#"
 CREATE TABLE tasks (
