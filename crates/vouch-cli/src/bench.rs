@@ -447,3 +447,232 @@ pub fn turns(sizes: &[usize], json_out: bool) -> Result<i32> {
     }
     Ok(0)
 }
+
+/// Most runs `bench recovery` and `bench approval` accept.
+pub const RECOVERY_RUNS_MAX: usize = 100_000;
+
+/// The pid of a process that has exited: an owner that is certainly gone.
+fn dead_owner() -> Result<String> {
+    let mut child = std::process::Command::new("true").spawn()?;
+    child.wait()?;
+    Ok(format!("pid:{}", child.id()))
+}
+
+fn two_saves(i: usize) -> RunSpec {
+    RunSpec {
+        trigger: TriggerKind::Interactive,
+        title: format!("bench recovery {i}"),
+        presence: None,
+        quiet: false,
+        model: json!({"kind": "script", "turns": [
+            {"declare": {"deliveries": [
+                {"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": format!("rec/{i}-a.md")}},
+                {"id": "d2", "verb": "save", "destination": {"kind": "folder", "address": format!("rec/{i}-b.md")}}
+            ]}},
+            {"deliver": "d1", "payload": {"text": "first\n"}},
+            {"deliver": "d2", "payload": {"text": "second\n"}},
+            {"final": "Saved both."}
+        ]}),
+        scope: None,
+    }
+}
+
+/// `vouch bench recovery --runs N`: N runs each interrupted after their first of two saves
+/// (the process's memory dropped: a host whose owner is gone, the store reopened), then the
+/// time for start-up reconciliation to end them all, and the time to resume and finish all.
+pub fn recovery(runs: usize, json_out: bool) -> Result<i32> {
+    if runs == 0 || runs > RECOVERY_RUNS_MAX {
+        return Err(crate::bad(format!(
+            "--runs: give between 1 and {RECOVERY_RUNS_MAX}"
+        )));
+    }
+    let tmp = std::env::temp_dir().join(format!("vouch-bench-recovery-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    home::init(&tmp)?;
+    let owner = dead_owner()?;
+    if !json_out {
+        errln!("vouch bench recovery: interrupting {runs} runs after their first save");
+    }
+    for i in 0..runs {
+        // A fresh host per run: each crash drops everything the process held in memory.
+        let mut host = home::host(&tmp, None)?;
+        host.owner = owner.clone();
+        host.crash = Some(vouch_runtime::crash::CrashPlan::new(
+            "evidence",
+            Some("d1"),
+            1,
+            vouch_runtime::crash::CrashMode::Simulate,
+        ));
+        match host.start(&two_saves(i)) {
+            Err(vouch_runtime::HostError::Crashed(_)) => {}
+            other => return Err(anyhow!("run {i} was not interrupted: {other:?}")),
+        }
+    }
+    // Restart: a new process (host) over the reopened store reconciles every orphan.
+    let t = Instant::now();
+    let host = home::host(&tmp, None)?;
+    let ended = host.boot().map_err(|e| anyhow!("{e}"))?;
+    let reconcile_s = t.elapsed().as_secs_f64();
+    if ended.len() != runs {
+        return Err(anyhow!(
+            "start-up reconciled {} of {runs} runs",
+            ended.len()
+        ));
+    }
+    let t = Instant::now();
+    let mut finished = 0;
+    for id in &ended {
+        let (_, end) = host.resume(id).map_err(|e| anyhow!("{e}"))?;
+        if matches!(
+            end,
+            vouch_runtime::RunEnd::Ended {
+                outcome: vouch_core::Outcome::Succeeded
+            }
+        ) {
+            finished += 1;
+        }
+    }
+    let resume_s = t.elapsed().as_secs_f64();
+    // The world: every second file exactly once, every first file untouched by the resume.
+    let root = home::folder_root(&tmp);
+    let files = (0..runs)
+        .filter(|i| {
+            std::fs::read_to_string(root.join(format!("rec/{i}-a.md")))
+                .ok()
+                .as_deref()
+                == Some("first\n")
+                && std::fs::read_to_string(root.join(format!("rec/{i}-b.md")))
+                    .ok()
+                    .as_deref()
+                    == Some("second\n")
+        })
+        .count();
+    drop(host);
+    let _ = std::fs::remove_dir_all(&tmp);
+    let report = json!({
+        "runs": runs,
+        "reconcile_s": reconcile_s,
+        "resume_and_finish_s": resume_s,
+        "restart_to_all_done_s": reconcile_s + resume_s,
+        "resumed_and_succeeded": finished,
+        "runs_with_both_files": files,
+    });
+    if json_out {
+        outln!("{report}");
+    } else {
+        outln!("{runs} interrupted runs: start-up reconciliation {reconcile_s:.2} s, resume and finish {resume_s:.2} s");
+        outln!("restart → all done: {:.2} s; {finished} succeeded; {files} runs with both files on disk", reconcile_s + resume_s);
+    }
+    Ok(if finished == runs && files == runs {
+        0
+    } else {
+        1
+    })
+}
+
+/// `vouch bench approval --runs N`: N runs suspended on an approval card (an e-mail drafted
+/// for confirmation is replaced here by a webhook to a loopback receiver), then each approved:
+/// the time from approve to executed-and-ended, p50 and p90, and how many earlier steps were
+/// executed again (must be 0).
+pub fn approval(runs: usize, json_out: bool) -> Result<i32> {
+    if runs == 0 || runs > RECOVERY_RUNS_MAX {
+        return Err(crate::bad(format!(
+            "--runs: give between 1 and {RECOVERY_RUNS_MAX}"
+        )));
+    }
+    let tmp = std::env::temp_dir().join(format!("vouch-bench-approval-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    home::init(&tmp)?;
+    let host = home::host(&tmp, None)?;
+    if !json_out {
+        errln!("vouch bench approval: {runs} runs waiting on a card, then approved");
+    }
+    let mut waiting = vec![];
+    for i in 0..runs {
+        // d1 saves a new file (runs at once); d2 overwrites it (irreversible: needs approval).
+        let spec = RunSpec {
+            trigger: TriggerKind::Interactive,
+            title: format!("bench approval {i}"),
+            presence: None,
+            quiet: false,
+            model: json!({"kind": "script", "turns": [
+                {"declare": {"deliveries": [
+                    {"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": format!("ap/{i}-log.md")}},
+                    {"id": "d2", "verb": "save", "destination": {"kind": "folder", "address": "ap/shared.md"}}
+                ]}},
+                {"deliver": "d1", "payload": {"text": format!("step one {i}\n")}},
+                {"deliver": "d2", "payload": {"text": format!("approved text {i}\n")}},
+                {"final": "Done."}
+            ]}),
+            scope: None,
+        };
+        if i == 0 {
+            // The first run creates shared.md, so every later d2 overwrites it.
+            std::fs::create_dir_all(home::folder_root(&tmp).join("ap"))?;
+            std::fs::write(home::folder_root(&tmp).join("ap/shared.md"), "before\n")?;
+        }
+        let (id, end) = host.start(&spec).map_err(|e| anyhow!("{e}"))?;
+        if !matches!(end, vouch_runtime::RunEnd::Suspended { .. }) {
+            return Err(anyhow!("run {i} did not wait for approval: {end:?}"));
+        }
+        waiting.push(id);
+    }
+    let cards = host.store.open_cards()?;
+    let mut ms = vec![];
+    let mut ended_ok = 0;
+    for id in &waiting {
+        let card = cards
+            .iter()
+            .find(|c| &c.run_id == id)
+            .ok_or_else(|| anyhow!("run {id} has no open card"))?;
+        let t = Instant::now();
+        let end = host
+            .approve(
+                id,
+                card.delivery.as_deref().unwrap_or(""),
+                &card.payload_hash,
+            )
+            .map_err(|e| anyhow!("{e}"))?;
+        ms.push(t.elapsed().as_secs_f64() * 1e3);
+        if matches!(end, vouch_runtime::RunEnd::Ended { .. }) {
+            ended_ok += 1;
+        }
+    }
+    // Re-executions: d1's attempts per run (exactly one each).
+    let mut reexecuted = 0usize;
+    for id in &waiting {
+        let starts = host
+            .store
+            .journal(id)?
+            .iter()
+            .filter(|e| {
+                e.kind == vouch_store::EventKind::AttemptStarted
+                    && e.delivery.as_deref() == Some("d1")
+            })
+            .count();
+        reexecuted += starts.saturating_sub(1);
+    }
+    drop(host);
+    let _ = std::fs::remove_dir_all(&tmp);
+    ms.sort_by(|a, b| a.total_cmp(b));
+    let pct = |p: f64| {
+        ms.get(((ms.len() as f64 - 1.0) * p).round() as usize)
+            .copied()
+            .unwrap_or(0.0)
+    };
+    let report = json!({"runs": runs, "approve_to_done_ms_p50": pct(0.5), "approve_to_done_ms_p90": pct(0.9), "ended": ended_ok, "earlier_steps_reexecuted": reexecuted});
+    if json_out {
+        outln!("{report}");
+    } else {
+        outln!(
+            "approve → executed and ended: p50 {:.2} ms, p90 {:.2} ms over {runs} runs; earlier steps re-executed: {reexecuted}",
+            pct(0.5),
+            pct(0.9)
+        );
+    }
+    Ok(if ended_ok == runs && reexecuted == 0 {
+        0
+    } else {
+        1
+    })
+}

@@ -259,6 +259,18 @@ enum BenchCmd {
         #[arg(long, value_delimiter = ',', default_values_t = [10usize, 1_000, 100_000])]
         sizes: Vec<usize>,
     },
+    /// Runs interrupted mid-run, then start-up reconciliation and resuming them all.
+    Recovery {
+        /// How many runs to interrupt.
+        #[arg(long, default_value_t = 1000)]
+        runs: usize,
+    },
+    /// Approve → executed and ended, p50/p90, over runs waiting on a card.
+    Approval {
+        /// How many runs wait on a card.
+        #[arg(long, default_value_t = 200)]
+        runs: usize,
+    },
     /// Host cost per turn in runs of 50, 500 and 5,000 read-only work-tool turns.
     Turns {
         /// Work-tool turns per run, comma-separated.
@@ -817,6 +829,12 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Bench {
             cmd: BenchCmd::Turns { sizes },
         } => bench::turns(&sizes, json),
+        Cmd::Bench {
+            cmd: BenchCmd::Recovery { runs },
+        } => bench::recovery(runs, json),
+        Cmd::Bench {
+            cmd: BenchCmd::Approval { runs },
+        } => bench::approval(runs, json),
         Cmd::Bench {
             cmd:
                 BenchCmd::Journal {

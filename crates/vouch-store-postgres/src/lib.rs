@@ -18,8 +18,8 @@
 //! The journal's rules are in the schema too (see `schema.rs`): append-only triggers, one
 //! terminal event per run, closed after it, and each insert must extend the chain.
 
-mod identity;
 mod board;
+mod identity;
 mod schema;
 
 use postgres::error::SqlState;

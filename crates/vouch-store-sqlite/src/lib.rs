@@ -19,8 +19,8 @@
 //! Reads use a small pool of their own connections ([`READ_CONNECTIONS_MAX`]); WAL gives each
 //! a consistent snapshot while the writer commits.
 
-mod identity;
 mod board;
+mod identity;
 mod schema;
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
