@@ -15,11 +15,11 @@ use vouch_runtime::RunSpec;
 use vouch_store::CardState;
 
 fn progress() -> Progress {
-    Arc::new(|line: &str| outln!("    {line}"))
+    Arc::new(|line: &str| houtln!("    {line}"))
 }
 
 fn section(n: usize, title: &str) {
-    outln!("\n━━ {n}/5 {title}");
+    houtln!("\n━━ {n}/5 {title}");
 }
 
 fn spec(title: &str, turns: Value) -> RunSpec {
@@ -104,8 +104,8 @@ pub fn run(keep: bool) -> Result<i32> {
         files.join("sources/notes.md"),
         "Q4: revenue up 12%, churn down to 2.1%, two enterprise deals slipped to January.\n",
     )?;
-    outln!("vouch demo — a fresh home at {}", dir.display());
-    outln!(
+    houtln!("vouch demo — a fresh home at {}", dir.display());
+    houtln!(
         "Three runs with a scripted model. Watch what the model says, and what the receipt says."
     );
     let mut ok = true;
@@ -128,9 +128,9 @@ pub fn run(keep: bool) -> Result<i32> {
             turns,
         ))
         .map_err(|e| anyhow!("{e}"))?;
-    out!("{}", indent(&host.store.receipt(&id1)?.unwrap_or_default()));
+    hout!("{}", indent(&host.store.receipt(&id1)?.unwrap_or_default()));
     let on_disk = std::fs::read_to_string(files.join("Reports/q4-brief.md")).unwrap_or_default();
-    outln!(
+    houtln!(
         "    The file is really there: {} bytes in Reports/q4-brief.md.",
         on_disk.len()
     );
@@ -158,15 +158,15 @@ pub fn run(keep: bool) -> Result<i32> {
     let Some(card) = card else {
         bail!("demo run 2 should wait for approval, but it is {end2:?}")
     };
-    outln!("    The person approves the exact payload (hash {}…), as `vouch approve {id2} d1 --hash …` would.", &card.payload_hash[..12]);
+    houtln!("    The person approves the exact payload (hash {}…), as `vouch approve {id2} d1 --hash …` would.", &card.payload_hash[..12]);
     host.approve(&id2, "d1", &card.payload_hash)
         .map_err(|e| anyhow!("{e}"))?;
-    out!("{}", indent(&host.store.receipt(&id2)?.unwrap_or_default()));
+    hout!("{}", indent(&host.store.receipt(&id2)?.unwrap_or_default()));
     let rec2 = host
         .store
         .run(&id2)?
         .ok_or_else(|| anyhow!("run 2 missing"))?;
-    outln!(
+    houtln!(
         "    The server saw {} request(s); the receipt follows its answer, not the model's words.",
         hits.load(std::sync::atomic::Ordering::SeqCst)
     );
@@ -200,17 +200,17 @@ pub fn run(keep: bool) -> Result<i32> {
         .stderr(std::process::Stdio::null())
         .status()
         .context("start the child vouch process")?;
-    outln!("    The child process died ({}).", describe_status(&status));
+    houtln!("    The child process died ({}).", describe_status(&status));
     let host = home::host(&dir, Some(progress()))?;
     let ended = host.boot().map_err(|e| anyhow!("{e}"))?;
     let Some(id3) = ended.first().cloned() else {
         bail!("start-up reconciliation found no interrupted run")
     };
-    outln!("    Start-up reconciliation ended run {id3}:");
-    out!("{}", indent(&host.store.receipt(&id3)?.unwrap_or_default()));
-    outln!("    `vouch resume {id3}` finishes what is left:");
+    houtln!("    Start-up reconciliation ended run {id3}:");
+    hout!("{}", indent(&host.store.receipt(&id3)?.unwrap_or_default()));
+    houtln!("    `vouch resume {id3}` finishes what is left:");
     let (id4, _) = host.resume(&id3).map_err(|e| anyhow!("{e}"))?;
-    out!("{}", indent(&host.store.receipt(&id4)?.unwrap_or_default()));
+    hout!("{}", indent(&host.store.receipt(&id4)?.unwrap_or_default()));
     let rec3 = host
         .store
         .run(&id3)?
@@ -250,15 +250,15 @@ pub fn run(keep: bool) -> Result<i32> {
     let Some(card) = card else {
         bail!("demo run 4 should wait for approval")
     };
-    outln!(
+    houtln!(
         "    You approve the text you were shown (hash {}…).",
         &card.payload_hash[..12]
     );
     host.approve(&id5, "d1", &card.payload_hash)
         .map_err(|e| anyhow!("{e}"))?;
-    out!("{}", indent(&host.store.receipt(&id5)?.unwrap_or_default()));
+    hout!("{}", indent(&host.store.receipt(&id5)?.unwrap_or_default()));
     let received = inbox.lock().map(|v| v.clone()).unwrap_or_default();
-    outln!("    The mail server received {} message(s); the approved text: {}; the regenerated one: {}.",
+    houtln!("    The mail server received {} message(s); the approved text: {}; the regenerated one: {}.",
         received.len(),
         received.iter().any(|m| m.contains("Revenue up 12%")),
         received.iter().any(|m| m.contains("regenerated")));
@@ -288,15 +288,15 @@ pub fn run(keep: bool) -> Result<i32> {
         grace_ms: 15 * 60_000,
         created_ms: now - 36 * 3_600_000,
     })?;
-    outln!(
+    houtln!(
         "    Schedule `daily-brief` ({cron} UTC), created 36 hours ago; `vouch serve` ticks once:"
     );
     let tick = host.tick().map_err(|e| anyhow!("{e}"))?;
     for (_, _, run) in tick.missed.iter().chain(tick.started.iter()) {
-        out!("{}", indent(&host.store.receipt(run)?.unwrap_or_default()));
+        hout!("{}", indent(&host.store.receipt(run)?.unwrap_or_default()));
     }
     let notes = std::fs::read_to_string(dir.join("notifications.jsonl")).unwrap_or_default();
-    outln!(
+    houtln!(
         "    Notifications sent for the missed slot: {}.",
         notes
             .lines()
@@ -306,7 +306,7 @@ pub fn run(keep: bool) -> Result<i32> {
     ok &= tick.missed.len() == 1 && tick.started.len() == 1;
 
     let report = host.store.verify()?;
-    outln!(
+    houtln!(
         "\nJournal: {} runs, {} events, {} broken chains.",
         report.runs,
         report.events,
@@ -327,7 +327,7 @@ fn describe_status(s: &std::process::ExitStatus) -> String {
 
 fn finish(dir: &Path, keep: bool, ok: bool) -> Result<i32> {
     if keep {
-        outln!(
+        houtln!(
             "The demo home is kept at {} (try `vouch --home {} runs list`).",
             dir.display(),
             dir.display()
@@ -336,10 +336,10 @@ fn finish(dir: &Path, keep: bool, ok: bool) -> Result<i32> {
         let _ = std::fs::remove_dir_all(dir);
     }
     if ok {
-        outln!("Demo finished: every receipt matched what really happened.");
+        houtln!("Demo finished: every receipt matched what really happened.");
         Ok(0)
     } else {
-        outln!("Demo finished, but something did not behave as expected (see above).");
+        houtln!("Demo finished, but something did not behave as expected (see above).");
         Ok(1)
     }
 }

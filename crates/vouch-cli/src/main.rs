@@ -308,9 +308,9 @@ fn run(cli: Cli) -> Result<i32> {
             if json {
                 outln!("{}", json!({"home": dir, "created": created}));
             } else if created {
-                outln!("Created a vouch home at {}.\nNext: `vouch demo` to see it work, or `vouch run \"PROMPT\" --script FILE`.", dir.display());
+                houtln!("Created a vouch home at {}.\nNext: `vouch demo` to see it work, or `vouch run \"PROMPT\" --script FILE`.", dir.display());
             } else {
-                outln!(
+                houtln!(
                     "{} is already a vouch home; nothing changed.",
                     dir.display()
                 );
@@ -325,9 +325,9 @@ fn run(cli: Cli) -> Result<i32> {
             if json {
                 outln!("{}", serde_json::to_string(&runs)?);
             } else if runs.is_empty() {
-                outln!("No runs yet in {}. Start one with `vouch run \"PROMPT\" --script FILE` or try `vouch demo`.", dir.display());
+                houtln!("No runs yet in {}. Start one with `vouch run \"PROMPT\" --script FILE` or try `vouch demo`.", dir.display());
             } else {
-                outln!(
+                houtln!(
                     "{:<22} {:<12} {:<10} {:<10} TITLE",
                     "RUN",
                     "TRIGGER",
@@ -335,13 +335,13 @@ fn run(cli: Cli) -> Result<i32> {
                     "OUTCOME"
                 );
                 for r in runs {
-                    outln!(
+                    houtln!(
                         "{:<22} {:<12} {:<10} {:<10} {}",
                         r.id,
                         r.trigger.as_str(),
                         r.state.as_str(),
                         r.outcome.map(|o| o.as_str()).unwrap_or("—"),
-                        r.title.chars().take(60).collect::<String>()
+                        out::short(&r.title, 60)
                     );
                 }
             }
@@ -365,8 +365,13 @@ fn run(cli: Cli) -> Result<i32> {
             if json {
                 outln!("{}", json!({"run": rec, "deliveries": items}));
             } else {
-                outln!("Run {} · {} · {}", rec.id, rec.trigger.as_str(), rec.title);
-                outln!(
+                houtln!(
+                    "Run {} · {} · {}",
+                    rec.id,
+                    rec.trigger.as_str(),
+                    out::line(&rec.title)
+                );
+                houtln!(
                     "State: {}{}",
                     rec.state.as_str(),
                     rec.outcome
@@ -374,13 +379,13 @@ fn run(cli: Cli) -> Result<i32> {
                         .unwrap_or_default()
                 );
                 if let Some(e) = rec.ended_by {
-                    outln!("Ended by: {}", e.as_str());
+                    houtln!("Ended by: {}", e.as_str());
                 }
                 if let Some(p) = &rec.parent {
-                    outln!("Continues: {p}");
+                    houtln!("Continues: {p}");
                 }
                 for i in items {
-                    outln!(
+                    houtln!(
                         "  {} {} → {}  posture {}  status {}",
                         i["id"].as_str().unwrap_or(""),
                         i["verb"].as_str().unwrap_or(""),
@@ -391,7 +396,7 @@ fn run(cli: Cli) -> Result<i32> {
                         i["status"].as_str().unwrap_or("")
                     );
                 }
-                outln!(
+                houtln!(
                     "{} turns, {} events. Receipt: `vouch receipt {}`; journal: `vouch journal {}`",
                     view.turns,
                     host.store.journal(&rec.id)?.len(),
@@ -407,16 +412,16 @@ fn run(cli: Cli) -> Result<i32> {
             if json {
                 outln!("{}", serde_json::to_string(&report)?);
             } else if report.breaks.is_empty() {
-                outln!(
+                houtln!(
                     "Journal intact: {} runs, {} events, every hash chain verifies.",
                     report.runs,
                     report.events
                 );
             } else {
                 for b in &report.breaks {
-                    outln!("BROKEN: run {} event #{}: {}", b.run_id, b.seq, b.reason);
+                    houtln!("BROKEN: run {} event #{}: {}", b.run_id, b.seq, b.reason);
                 }
-                outln!("{} of {} runs have a broken chain. The journal was changed outside vouch; keep a copy of {} before doing anything else.", report.breaks.len(), report.runs, dir.join(home::DB_FILE).display());
+                houtln!("{} of {} runs have a broken chain. The journal was changed outside vouch; keep a copy of {} before doing anything else.", report.breaks.len(), report.runs, dir.join(home::DB_FILE).display());
             }
             Ok(if report.breaks.is_empty() { 0 } else { 1 })
         }
@@ -429,7 +434,7 @@ fn run(cli: Cli) -> Result<i32> {
             } else {
                 let t0 = entries.first().map(|e| e.at_ms).unwrap_or(0);
                 for e in &entries {
-                    outln!(
+                    houtln!(
                         "#{:<4} +{:>7.3}s  {:<20} {:<6} {}",
                         e.seq,
                         (e.at_ms - t0) as f64 / 1000.0,
@@ -490,7 +495,7 @@ fn run(cli: Cli) -> Result<i32> {
                     json!({"run": rec.id, "state": rec.state, "outcome": rec.outcome, "receipt": text})
                 );
             } else {
-                out!("{text}");
+                hout!("{text}");
             }
             Ok(0)
         }
@@ -510,18 +515,18 @@ fn run(cli: Cli) -> Result<i32> {
                     .collect();
                 outln!("{}", serde_json::to_string(&out)?);
             } else if cards.is_empty() {
-                outln!("Nothing is waiting for you.");
+                houtln!("Nothing is waiting for you.");
             } else {
                 for c in cards {
                     match &c.delivery {
                         Some(d) => {
                             let payload = host.store.payload(&c.payload_hash)?.unwrap_or_default();
-                            outln!("run {} · {} · {}\n  payload: {}\n  hash: {}\n  approve: vouch approve {} {} --hash {}\n  deny:    vouch deny {} {}\n", c.run_id, d, c.summary, payload, c.payload_hash, c.run_id, d, c.payload_hash, c.run_id, d);
+                            houtln!("run {} · {} · {}\n  payload: {}\n  hash: {}\n  approve: vouch approve {} {} --hash {}\n  deny:    vouch deny {} {}\n", c.run_id, d, out::line(&c.summary), out::line(&payload), c.payload_hash, c.run_id, d, c.payload_hash, c.run_id, d);
                         }
-                        None => outln!(
+                        None => houtln!(
                             "run {} · question: {}\n  answer: vouch answer {} \"…\"\n",
                             c.run_id,
-                            c.summary,
+                            out::line(&c.summary),
                             c.run_id
                         ),
                     }
@@ -571,7 +576,7 @@ fn run(cli: Cli) -> Result<i32> {
                     json!({"run": rec.id, "delivery": delivery, "payload_hash": hash})
                 );
             } else {
-                outln!("New card for {delivery} (the previous one is superseded).\n  hash: {hash}\n  approve: vouch approve {} {delivery} --hash {hash}", rec.id);
+                houtln!("New card for {delivery} (the previous one is superseded).\n  hash: {hash}\n  approve: vouch approve {} {delivery} --hash {hash}", rec.id);
             }
             Ok(0)
         }
@@ -612,9 +617,9 @@ fn run(cli: Cli) -> Result<i32> {
                     json!({"home": dir, "destinations": rows, "overrides": cfg.capabilities, "automation": cfg.automation.map(|a| a.routines).unwrap_or_default()})
                 );
             } else {
-                outln!("vouch home {} — destinations:", dir.display());
+                houtln!("vouch home {} — destinations:", dir.display());
                 for r in &rows {
-                    outln!(
+                    houtln!(
                         "  {:<9} {:<12} {}",
                         r["kind"].as_str().unwrap_or(""),
                         r["level"].as_str().unwrap_or(""),
@@ -622,7 +627,7 @@ fn run(cli: Cli) -> Result<i32> {
                     );
                 }
                 for (p, l) in &cfg.capabilities {
-                    outln!("  override  {p} → {}", l.as_str());
+                    houtln!("  override  {p} → {}", l.as_str());
                 }
             }
             Ok(0)
@@ -633,9 +638,9 @@ fn run(cli: Cli) -> Result<i32> {
             if json {
                 outln!("{}", serde_json::to_string(&entries)?);
             } else if entries.is_empty() {
-                outln!("The ledger is empty: no irreversible act has been attempted.");
+                houtln!("The ledger is empty: no irreversible act has been attempted.");
             } else {
-                outln!(
+                houtln!(
                     "{:<18} {:<10} {:<8} {:<22} DELIVERY",
                     "KEY",
                     "STATE",
@@ -643,7 +648,7 @@ fn run(cli: Cli) -> Result<i32> {
                     "RUN"
                 );
                 for e in entries {
-                    outln!(
+                    houtln!(
                         "{:<18} {:<10} {:<8} {:<22} {}",
                         &e.key[..16.min(e.key.len())],
                         e.state.as_str(),
@@ -663,7 +668,7 @@ fn run(cli: Cli) -> Result<i32> {
                 if json {
                     outln!("{}", json!({"waiting": cards.len()}));
                 } else {
-                    outln!("{}", cards.len());
+                    houtln!("{}", cards.len());
                 }
                 return Ok(0);
             }
@@ -673,13 +678,13 @@ fn run(cli: Cli) -> Result<i32> {
                 return Ok(0);
             }
             if !cards.is_empty() {
-                outln!("{} waiting for you — see `vouch approvals`:", cards.len());
+                houtln!("{} waiting for you — see `vouch approvals`:", cards.len());
                 for c in &cards {
-                    outln!(
+                    houtln!(
                         "  • run {} {}: {}",
                         c.run_id,
                         c.delivery.as_deref().unwrap_or("question"),
-                        c.summary
+                        out::short(&c.summary, 100)
                     );
                 }
                 outln!();
@@ -689,7 +694,7 @@ fn run(cli: Cli) -> Result<i32> {
                 .filter(|r| r.state == vouch_core::RunState::Ended)
                 .collect();
             if cards.is_empty() && ended.is_empty() {
-                outln!("Your inbox is empty: no receipts and nothing waiting.");
+                houtln!("Your inbox is empty: no receipts and nothing waiting.");
             }
             for r in ended {
                 // What to do comes from the terminal record: needs_you, or resume, or nothing.
@@ -730,10 +735,10 @@ fn run(cli: Cli) -> Result<i32> {
                 } else {
                     format!("`vouch receipt {}`", r.id)
                 };
-                outln!(
+                houtln!(
                     "{:<10} {:<48} {}",
                     r.outcome.map(|o| o.as_str()).unwrap_or(""),
-                    r.title.chars().take(48).collect::<String>(),
+                    out::short(&r.title, 48),
                     todo
                 );
             }
@@ -786,13 +791,13 @@ fn finish(host: &Host, id: &str, end: &RunEnd, json: bool) -> Result<i32> {
         );
     } else {
         match end {
-            RunEnd::Ended { .. } => out!("\n{}", receipt.unwrap_or_default()),
+            RunEnd::Ended { .. } => hout!("\n{}", receipt.unwrap_or_default()),
             RunEnd::Suspended { reason } => {
-                outln!("\nRun {id} is waiting for you ({reason}).");
+                houtln!("\nRun {id} is waiting for you ({reason}).");
                 for c in cards {
                     match c.delivery {
-                        Some(d) => outln!("  approve: vouch approve {id} {d} --hash {}\n  deny:    vouch deny {id} {d}", c.payload_hash),
-                        None => outln!("  answer:  vouch answer {id} \"…\""),
+                        Some(d) => houtln!("  approve: vouch approve {id} {d} --hash {}\n  deny:    vouch deny {id} {d}", c.payload_hash),
+                        None => houtln!("  answer:  vouch answer {id} \"…\""),
                     }
                 }
             }
@@ -861,13 +866,9 @@ fn read_script(path: &Path) -> Result<Value> {
     Ok(turns)
 }
 
+/// A journal body on one line: JSON escapes C0 controls but not C1 or bidirectional ones.
 fn describe(body: &Value) -> String {
-    let s = body.to_string();
-    if s.len() > 140 {
-        format!("{}…", s.chars().take(140).collect::<String>())
-    } else {
-        s
-    }
+    out::short(&body.to_string(), 140)
 }
 
 fn parse_duration_ms(s: &str) -> Result<i64> {
@@ -955,7 +956,7 @@ fn schedule(dir: &Path, cmd: ScheduleCmd, json: bool) -> Result<i32> {
             if json {
                 outln!("{}", serde_json::to_string(&sched)?);
             } else {
-                outln!("Schedule `{name}` added ({} {}). It runs while `vouch serve` is running; slots missed while it is not are reported as missed.", sched.cron, sched.tz);
+                houtln!("Schedule `{name}` added ({} {}). It runs while `vouch serve` is running; slots missed while it is not are reported as missed.", sched.cron, sched.tz);
             }
             Ok(0)
         }
@@ -964,7 +965,7 @@ fn schedule(dir: &Path, cmd: ScheduleCmd, json: bool) -> Result<i32> {
             if json {
                 outln!("{}", serde_json::to_string(&all)?);
             } else if all.is_empty() {
-                outln!("No schedules. Add one with `vouch schedule add NAME --cron \"0 7 * * *\" --tz Europe/Berlin --routine FILE`.");
+                houtln!("No schedules. Add one with `vouch schedule add NAME --cron \"0 7 * * *\" --tz Europe/Berlin --routine FILE`.");
             } else {
                 for s in all {
                     let last = store
@@ -972,7 +973,7 @@ fn schedule(dir: &Path, cmd: ScheduleCmd, json: bool) -> Result<i32> {
                         .last()
                         .map(|(t, r)| format!("last slot {t} → run {r}"))
                         .unwrap_or_else(|| "no slot yet".into());
-                    outln!(
+                    houtln!(
                         "{:<16} {:<14} {:<16} catch-up {:<6} overlap {:<5} grace {}s  {last}",
                         s.name,
                         s.cron,
@@ -992,7 +993,7 @@ fn schedule(dir: &Path, cmd: ScheduleCmd, json: bool) -> Result<i32> {
                 )));
             }
             if !json {
-                outln!("Schedule `{name}` removed; its past runs and receipts stay.");
+                houtln!("Schedule `{name}` removed; its past runs and receipts stay.");
             }
             Ok(0)
         }
@@ -1037,7 +1038,11 @@ fn watch(dir: &Path, run: &str, json: bool) -> Result<i32> {
     let mut seen = 0usize;
     let mut told = false;
     if !json {
-        errln!("watching run {} — {} (Ctrl-C to stop)", rec.id, rec.title);
+        errln!(
+            "watching run {} — {} (Ctrl-C to stop)",
+            rec.id,
+            out::line(&rec.title)
+        );
     }
     loop {
         let now = host.clock.now_ms();
@@ -1047,7 +1052,7 @@ fn watch(dir: &Path, run: &str, json: bool) -> Result<i32> {
             if json {
                 outln!("{}", serde_json::to_string(e)?);
             } else {
-                outln!(
+                houtln!(
                     "#{:<4} {:<20} {:<6} {}",
                     e.seq,
                     e.kind.as_str(),
@@ -1065,7 +1070,7 @@ fn watch(dir: &Path, run: &str, json: bool) -> Result<i32> {
             vouch_core::RunState::Ended => {
                 presence.release_watch(&rec.id);
                 if !json {
-                    out!("\n{}", host.store.receipt(&rec.id)?.unwrap_or_default());
+                    hout!("\n{}", host.store.receipt(&rec.id)?.unwrap_or_default());
                 }
                 return Ok(0);
             }
@@ -1093,7 +1098,7 @@ fn oracle(paths: &[PathBuf], summary: bool, json: bool) -> Result<i32> {
                 json!({"scenarios": s.scenarios, "agreeing": s.agreeing, "disagreeing": s.disagreeing.len(), "without_expect": s.without_expect, "gaps": s.gaps.iter().map(|(id, q)| json!({"id": id, "question": q})).collect::<Vec<_>>()})
             );
         } else {
-            outln!("{s}");
+            houtln!("{s}");
         }
         return Ok(s.exit_code());
     }
@@ -1107,10 +1112,10 @@ fn oracle(paths: &[PathBuf], summary: bool, json: bool) -> Result<i32> {
         if json {
             outln!("{}", out.to_json_line());
         } else {
-            out!("{}", vouch_oracle::render_human(&answer));
+            hout!("{}", vouch_oracle::render_human(&answer));
             if out.expect_ok == Some(false) {
                 for d in out.disagreements.iter().flatten() {
-                    outln!(
+                    houtln!(
                         "  DISAGREES WITH EXPECT {}: expected {} got {}",
                         d.field,
                         d.expected,
@@ -1199,13 +1204,13 @@ fn scenario_run(paths: &[PathBuf], json: bool) -> Result<i32> {
         }
     }
     if !json {
-        outln!(
+        houtln!(
             "{total} scenarios run through the host in {:.1} s: {agreeing} agree, {} disagree, {gaps} oracle GAPs",
             started.elapsed().as_secs_f64(),
             failing.len()
         );
         for f in &failing {
-            outln!("  {f}");
+            houtln!("  {f}");
         }
     }
     Ok(if failing.is_empty() { 0 } else { 1 })

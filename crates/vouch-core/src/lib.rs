@@ -7,6 +7,7 @@
 pub mod attention;
 pub mod canon;
 pub mod capability;
+pub mod escape;
 pub mod manifest;
 pub mod posture;
 pub mod receipt;
@@ -16,6 +17,7 @@ pub mod status;
 pub use attention::{route, significance, Presence, Route, Significance};
 pub use canon::{canonical_json, ledger_key, payload_hash, sha256_hex, CanonError};
 pub use capability::{is_irreversible, ActFacts, Capability};
+pub use escape::{escape_line, escape_text};
 pub use manifest::{
     Confidence, Delivery, Destination, DestinationKind, Forbid, Manifest, ManifestError, Order,
     Verb,

@@ -20,7 +20,8 @@ pub fn render(
     } else {
         view.title.as_str()
     };
-    out.push_str(&format!("Receipt · {title}\n"));
+    // The title is the person's or a trigger's text: one line, controls escaped (§10).
+    out.push_str(&format!("Receipt · {}\n", vouch_core::escape_line(title)));
     out.push_str(&format!("run {run_id} · {trigger}\n"));
     let required: Vec<&(String, DeliveryStatus)> = statuses
         .iter()
@@ -104,7 +105,9 @@ pub fn render(
             .map(|e| format!(" · ended by {e}"))
             .unwrap_or_default()
     ));
-    out
+    // Reasons, destinations, evidence and connect steps come from models, payloads and
+    // providers: no control or bidirectional character reaches a person (§10).
+    vouch_core::escape_text(&out).into_owned()
 }
 
 pub fn line_for(view: &RunView, id: &str, status: DeliveryStatus) -> String {

@@ -1,0 +1,89 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! What people see and type (issue 11 #5, #6, #7, #9): escaped human output, exact `--json`,
+//! approvals a person can act on, a damaged or read-only store, a CLI that means what it
+//! says. Every test drives the real binary on a real home.
+
+mod support;
+
+use serde_json::json;
+use std::process::Output;
+use support::Home;
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Characters that must never reach a terminal raw from model, payload or provider text.
+const RAW: &[char] = &[
+    '\u{1b}', '\r', '\u{7}', '\u{8}', '\u{9b}', '\u{202e}', '\u{2066}', '\u{200f}',
+];
+
+fn assert_no_raw(what: &str, text: &str) {
+    if let Some(c) = text.chars().find(|c| RAW.contains(c)) {
+        panic!("{what}: raw {c:?} reached the terminal:\n{text:?}");
+    }
+}
+
+/// A title and a payload built to rewrite what a person sees: clear the screen, set the
+/// window title, go back to the line start, reverse the text, a C1 CSI.
+const EVIL: &str = "Q3 report\u{1b}[2J\u{1b}]0;owned\u{7}\r\u{202e}gpj.exe\u{9b}31m\u{2066}";
+
+fn evil_webhook_script(h: &Home, url: &str) -> String {
+    h.script(&json!([
+        {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "webhook", "address": url}}]}},
+        {"deliver": "d1", "payload": {"text": EVIL}},
+        {"final": format!("Done{EVIL}")}
+    ]))
+}
+
+#[test]
+fn terminal_escapes_in_a_payload_never_reach_the_terminal_raw() {
+    let h = Home::new("");
+    let rx = support::Receiver::start(true);
+    let script = evil_webhook_script(&h, &rx.url);
+    let title = format!("Post {EVIL}");
+    let out = h.vouch(&["run", &title, "--script", &script, "--watch"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_no_raw("run (stdout)", &stdout(&out));
+    assert_no_raw("run (stderr)", &stderr(&out));
+    let runs = h.json(&["runs", "list"]);
+    let run = runs[0]["id"].as_str().unwrap().to_string();
+    // --json stays exact: the title and the payload come back byte for byte.
+    assert_eq!(runs[0]["title"], title.as_str());
+    let cards = h.json(&["approvals"]);
+    assert_eq!(cards[0]["payload"]["text"], EVIL);
+    for args in [
+        vec!["approvals"],
+        vec!["runs", "list"],
+        vec!["runs", "show", run.as_str()],
+        vec!["journal", run.as_str()],
+        vec!["inbox"],
+        vec!["ledger"],
+    ] {
+        let o = h.vouch(&args, &[]);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        assert_no_raw(&format!("{args:?}"), &stdout(&o));
+        assert_no_raw(&format!("{args:?} (stderr)"), &stderr(&o));
+    }
+    // The escaped form is visible: a person sees that something odd is in the payload.
+    let shown = stdout(&h.vouch(&["approvals"], &[]));
+    assert!(shown.contains("\\x1b[2J"), "{shown}");
+    assert!(shown.contains("\\u{202e}"), "{shown}");
+    // The decision's receipt, and the receipt command, are escaped too.
+    let hash = cards[0]["payload_hash"].as_str().unwrap().to_string();
+    let o = h.vouch(&["approve", &run, "d1", "--hash", &hash], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_no_raw("approve", &stdout(&o));
+    assert_no_raw("approve (stderr)", &stderr(&o));
+    let o = h.vouch(&["receipt", &run], &[]);
+    assert_no_raw("receipt", &stdout(&o));
+    assert!(stdout(&o).contains("Receipt · Post Q3 report\\x1b[2J"));
+    let o = h.vouch(&["watch", &run], &[]);
+    assert_no_raw("watch", &stdout(&o));
+    assert_no_raw("watch (stderr)", &stderr(&o));
+    assert_eq!(rx.applied(), 1, "the approved payload went out once");
+}
