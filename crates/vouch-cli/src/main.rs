@@ -353,13 +353,20 @@ fn run(cli: Cli) -> Result<i32> {
             let host = open_host(&dir, false)?;
             let rec = find_run(host.store.as_ref(), &run)?;
             let view = vouch_runtime::view::RunView::from_journal(&host.store.journal(&rec.id)?);
+            let cards = host.store.cards_for_run(&rec.id)?;
             let items: Vec<Value> = view
                 .manifest
                 .iter()
                 .flat_map(|m| m.deliveries.iter())
                 .map(|d| {
                     let iv = view.items.get(&d.id).cloned().unwrap_or_default();
-                    json!({"id": d.id, "verb": d.verb, "destination": d.destination, "posture": iv.posture, "status": view.final_status(&d.id)})
+                    // The open card of this item, with why the person is asked (§7).
+                    let approval = cards
+                        .iter()
+                        .rev()
+                        .find(|c| c.state == CardState::Open && c.delivery.as_deref() == Some(d.id.as_str()))
+                        .map(|c| json!({"payload_hash": c.payload_hash, "reason": c.reason}));
+                    json!({"id": d.id, "verb": d.verb, "destination": d.destination, "posture": iv.posture, "status": view.final_status(&d.id), "approval": approval})
                 })
                 .collect();
             if json {
@@ -395,6 +402,13 @@ fn run(cli: Cli) -> Result<i32> {
                         i["posture"].as_str().unwrap_or("—"),
                         i["status"].as_str().unwrap_or("")
                     );
+                    if let Some(a) = i["approval"].as_object() {
+                        houtln!(
+                            "     waits for your approval: {}\n     hash {} — `vouch approvals` shows the payload",
+                            out::line(a["reason"].as_str().unwrap_or("")),
+                            a["payload_hash"].as_str().unwrap_or("")
+                        );
+                    }
                 }
                 houtln!(
                     "{} turns, {} events. Receipt: `vouch receipt {}`; journal: `vouch journal {}`",
@@ -511,7 +525,7 @@ fn run(cli: Cli) -> Result<i32> {
             if json {
                 let out: Vec<Value> = cards
                     .iter()
-                    .map(|c| json!({"run": c.run_id, "delivery": c.delivery, "payload_hash": c.payload_hash, "summary": c.summary, "payload": c.delivery.as_ref().and_then(|_| host.store.payload(&c.payload_hash).ok().flatten()).and_then(|p| serde_json::from_str::<Value>(&p).ok())}))
+                    .map(|c| json!({"run": c.run_id, "delivery": c.delivery, "payload_hash": c.payload_hash, "summary": c.summary, "reason": c.reason, "payload": c.delivery.as_ref().and_then(|_| host.store.payload(&c.payload_hash).ok().flatten()).and_then(|p| serde_json::from_str::<Value>(&p).ok())}))
                     .collect();
                 outln!("{}", serde_json::to_string(&out)?);
             } else if cards.is_empty() {
@@ -521,7 +535,7 @@ fn run(cli: Cli) -> Result<i32> {
                     match &c.delivery {
                         Some(d) => {
                             let payload = host.store.payload(&c.payload_hash)?.unwrap_or_default();
-                            houtln!("run {} · {} · {}\n  payload: {}\n  hash: {}\n  approve: vouch approve {} {} --hash {}\n  deny:    vouch deny {} {}\n", c.run_id, d, out::line(&c.summary), out::line(&payload), c.payload_hash, c.run_id, d, c.payload_hash, c.run_id, d);
+                            houtln!("run {} · {} · {}\n  why:     {}\n  payload: {}\n  hash:    {}\n  approve: vouch approve {} {} --hash {}\n  deny:    vouch deny {} {}\n", c.run_id, d, out::line(&c.summary), out::line(&c.reason), out::line(&payload), c.payload_hash, c.run_id, d, c.payload_hash, c.run_id, d);
                         }
                         None => houtln!(
                             "run {} · question: {}\n  answer: vouch answer {} \"…\"\n",
@@ -796,7 +810,7 @@ fn finish(host: &Host, id: &str, end: &RunEnd, json: bool) -> Result<i32> {
                 houtln!("\nRun {id} is waiting for you ({reason}).");
                 for c in cards {
                     match c.delivery {
-                        Some(d) => houtln!("  approve: vouch approve {id} {d} --hash {}\n  deny:    vouch deny {id} {d}", c.payload_hash),
+                        Some(d) => houtln!("  {d} waits for your approval: {}\n  approve: vouch approve {id} {d} --hash {}\n  deny:    vouch deny {id} {d}", out::line(&c.reason), c.payload_hash),
                         None => houtln!("  answer:  vouch answer {id} \"…\""),
                     }
                 }

@@ -87,3 +87,102 @@ fn terminal_escapes_in_a_payload_never_reach_the_terminal_raw() {
     assert_no_raw("watch (stderr)", &stderr(&o));
     assert_eq!(rx.applied(), 1, "the approved payload went out once");
 }
+
+fn email_card(h: &Home) -> (String, String) {
+    let script = h.script(&json!([
+        {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "email", "address": "board@example.com"}}]}},
+        {"deliver": "d1", "payload": {"subject": "Q3", "body": "Revenue up."}},
+        {"final": "Sent."}
+    ]));
+    let out = h.vouch(&["run", "E-mail the board", "--script", &script], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // The run's own output says why it waits.
+    assert!(
+        stdout(&out).contains("sending e-mail cannot be undone"),
+        "{}",
+        stdout(&out)
+    );
+    let cards = h.json(&["approvals"]);
+    (
+        cards[0]["run"].as_str().unwrap().to_string(),
+        cards[0]["payload_hash"].as_str().unwrap().to_string(),
+    )
+}
+
+#[test]
+fn approval_cards_say_why_and_accept_the_hash_as_shown() {
+    // SMTP is configured (so e-mail is executable and needs approval); nothing listens on
+    // the port, which this test does not need: it checks the decision, not the send.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let h = Home::new(&format!(
+        "[email]\nhost = \"127.0.0.1\"\nport = {port}\nfrom = \"agent@example.com\"\ntls = \"none\"\n"
+    ));
+    let (run, hash) = email_card(&h);
+    // The reason is stored with the card and shown wherever the card is.
+    let cards = h.json(&["approvals"]);
+    assert_eq!(
+        cards[0]["reason"],
+        "sending e-mail cannot be undone (rule R9: irreversible acts wait for your approval)"
+    );
+    let shown = stdout(&h.vouch(&["approvals"], &[]));
+    assert!(
+        shown.contains("why:     sending e-mail cannot be undone"),
+        "{shown}"
+    );
+    let show = stdout(&h.vouch(&["runs", "show", &run], &[]));
+    assert!(
+        show.contains("waits for your approval: sending e-mail cannot be undone"),
+        "{show}"
+    );
+    let show = h.json(&["runs", "show", &run]);
+    assert_eq!(
+        show["deliveries"][0]["approval"]["payload_hash"],
+        hash.as_str()
+    );
+
+    // Wrong delivery id and wrong hash: two different messages, each with the next step.
+    let wrong_delivery = h.vouch(&["approve", &run, "d9", "--hash", &hash], &[]);
+    assert_eq!(wrong_delivery.status.code(), Some(2));
+    let wd = stderr(&wrong_delivery);
+    assert!(
+        wd.contains("no delivery `d9`") && wd.contains("it waits for d1"),
+        "{wd}"
+    );
+    let wrong_hash = h.vouch(&["approve", &run, "d1", "--hash", "ffffffffffffffff"], &[]);
+    assert_eq!(wrong_hash.status.code(), Some(2));
+    let wh = stderr(&wrong_hash);
+    assert!(
+        wh.contains("matches no hash") && wh.contains(&hash[..12]),
+        "{wh}"
+    );
+    assert_ne!(wd, wh);
+    let short = h.vouch(&["approve", &run, "d1", "--hash", &hash[..8]], &[]);
+    assert_eq!(short.status.code(), Some(2));
+    assert!(stderr(&short).contains("too short"), "{}", stderr(&short));
+    let not_hex = h.vouch(&["approve", &run, "d1", "--hash", "sha256:xyz"], &[]);
+    assert_eq!(not_hex.status.code(), Some(2));
+    assert!(
+        stderr(&not_hex).contains("not a hash"),
+        "{}",
+        stderr(&not_hex)
+    );
+    let granted = |h: &Home| {
+        h.json(&["journal", &run])
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["kind"] == "approval_granted")
+            .map(|e| e["body"]["payload_hash"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert!(granted(&h).is_empty(), "refused approvals changed nothing");
+
+    // The 12-digit form that `vouch run` prints is accepted back, bound to the full hash.
+    let ok = h.vouch(&["approve", &run, "d1", "--hash", &hash[..12]], &[]);
+    assert_ne!(ok.status.code(), Some(2), "{}", stderr(&ok));
+    assert_eq!(granted(&h), vec![hash.clone()]);
+}

@@ -4,6 +4,7 @@
 //! Every function is deterministic in its arguments, so the runtime, the store and the
 //! oracle can all rely on the same vocabulary. Section numbers (§) refer to `docs/contract.md`.
 
+pub mod approval;
 pub mod attention;
 pub mod canon;
 pub mod capability;

@@ -470,7 +470,7 @@ fn ledger_row(r: &Row) -> StoreResult<LedgerEntry> {
 }
 
 const CARD_COLS: &str =
-    "run_id, delivery, payload_hash, summary, state, created_ms, decided_ms, answer";
+    "run_id, delivery, payload_hash, summary, state, created_ms, decided_ms, answer, reason";
 
 fn card_row(r: &Row) -> StoreResult<Card> {
     let state: &str = col(r, 4, "card state")?;
@@ -483,6 +483,7 @@ fn card_row(r: &Row) -> StoreResult<Card> {
         created_ms: col(r, 5, "card created_ms")?,
         decided_ms: col(r, 6, "card decided_ms")?,
         answer: col(r, 7, "card answer")?,
+        reason: col(r, 8, "card reason")?,
     })
 }
 
@@ -1191,8 +1192,8 @@ impl Store for PostgresStore {
             )
             .map_err(db_err)?;
             t.execute(
-                &format!("INSERT INTO cards ({CARD_COLS}) VALUES ($1,$2,$3,$4,'open',$5,NULL,NULL)"),
-                &[&card.run_id, &card.delivery, &card.payload_hash, &card.summary, &card.created_ms],
+                &format!("INSERT INTO cards ({CARD_COLS}) VALUES ($1,$2,$3,$4,'open',$5,NULL,NULL,$6)"),
+                &[&card.run_id, &card.delivery, &card.payload_hash, &card.summary, &card.created_ms, &card.reason],
             )
             .map_err(db_err)?;
             Ok(())
@@ -1242,7 +1243,7 @@ impl Store for PostgresStore {
                 });
             };
             let card = card_row(&row)?;
-            let id: i64 = col(&row, 8, "card id")?;
+            let id: i64 = col(&row, 9, "card id")?;
             if card.state != CardState::Open {
                 return Err(StoreError::Conflict(format!(
                     "the card for {delivery} with this hash is {}; it can no longer be decided (see `vouch approvals` for the current one)",
@@ -1281,7 +1282,7 @@ impl Store for PostgresStore {
                 });
             };
             let card = card_row(&row)?;
-            let id: i64 = col(&row, 8, "card id")?;
+            let id: i64 = col(&row, 9, "card id")?;
             t.execute(
                 "UPDATE cards SET state = 'answered', decided_ms = $2, answer = $3 WHERE id = $1",
                 &[&id, &at_ms, &answer],

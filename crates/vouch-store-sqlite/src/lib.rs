@@ -514,7 +514,7 @@ fn ledger_row(r: &Row) -> rusqlite::Result<LedgerEntry> {
 }
 
 const CARD_COLS: &str =
-    "run_id, delivery, payload_hash, summary, state, created_ms, decided_ms, answer";
+    "run_id, delivery, payload_hash, summary, state, created_ms, decided_ms, answer, reason";
 
 fn card_row(r: &Row) -> rusqlite::Result<Card> {
     let state: String = r.get(4)?;
@@ -533,6 +533,7 @@ fn card_row(r: &Row) -> rusqlite::Result<Card> {
         created_ms: r.get(5)?,
         decided_ms: r.get(6)?,
         answer: r.get(7)?,
+        reason: r.get(8)?,
     })
 }
 
@@ -1120,8 +1121,8 @@ impl Store for SqliteStore {
             )
             .map_err(db_err)?;
             c.execute(
-                &format!("INSERT INTO cards ({CARD_COLS}) VALUES (?1,?2,?3,?4,'open',?5,NULL,NULL)"),
-                params![card.run_id, card.delivery, card.payload_hash, card.summary, card.created_ms],
+                &format!("INSERT INTO cards ({CARD_COLS}) VALUES (?1,?2,?3,?4,'open',?5,NULL,NULL,?6)"),
+                params![card.run_id, card.delivery, card.payload_hash, card.summary, card.created_ms, card.reason],
             )
             .map_err(db_err)?;
             Ok(())
@@ -1166,7 +1167,7 @@ impl Store for SqliteStore {
                 .query_row(
                     &format!("SELECT {CARD_COLS}, id FROM cards WHERE run_id = ?1 AND delivery = ?2 AND payload_hash = ?3 ORDER BY id DESC LIMIT 1"),
                     params![run_id, delivery, hash],
-                    |r| Ok((r.get(8)?, card_row(r)?)),
+                    |r| Ok((r.get(9)?, card_row(r)?)),
                 )
                 .optional()
                 .map_err(read_err)?;
@@ -1195,7 +1196,7 @@ impl Store for SqliteStore {
                 .query_row(
                     &format!("SELECT {CARD_COLS}, id FROM cards WHERE run_id = ?1 AND delivery IS NULL AND state = 'open' ORDER BY id DESC LIMIT 1"),
                     [&run_id],
-                    |r| Ok((r.get(8)?, card_row(r)?)),
+                    |r| Ok((r.get(9)?, card_row(r)?)),
                 )
                 .optional()
                 .map_err(read_err)?;

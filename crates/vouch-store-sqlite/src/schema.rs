@@ -111,4 +111,8 @@ CREATE TABLE schedules (
 CREATE INDEX runs_open ON runs(created_ms) WHERE state != 'ended';
 CREATE INDEX runs_by_parent ON runs(parent) WHERE parent IS NOT NULL;
 "#,
+    // 4: card reasons (§7): why the person is asked, stored with the card.
+    r#"
+ALTER TABLE cards ADD COLUMN reason TEXT NOT NULL DEFAULT '';
+"#,
 ];

@@ -194,6 +194,7 @@ fn card(run: &str, d: Option<&str>, hash: &str) -> Card {
         created_ms: 1,
         decided_ms: None,
         answer: None,
+        reason: format!("reason for {hash}"),
     }
 }
 
@@ -207,6 +208,11 @@ pub fn cards_supersede_and_decide(open: Opener<'_>) {
         cards.iter().map(|c| c.state).collect::<Vec<_>>(),
         vec![CardState::Superseded, CardState::Open]
     );
+    // The reason is stored with the card and read back (§7).
+    assert_eq!(cards[1].reason, "reason for h2");
+    let open_now = s.open_cards().unwrap();
+    let open_now = open_now.iter().find(|c| c.run_id == "c-cards").unwrap();
+    assert_eq!(open_now.reason, "reason for h2");
     assert!(matches!(
         s.decide_card("c-cards", "d1", "h1", Decision::Approve, 2),
         Err(StoreError::Conflict(_))

@@ -377,6 +377,10 @@ pub struct Card {
     pub decided_ms: Option<i64>,
     /// For clarify cards: the person's answer.
     pub answer: Option<String>,
+    /// Why the person is asked, in plain words: the rule and its cause (§7), e.g. "sending
+    /// e-mail cannot be undone (rule R9)". Empty on cards opened before reasons were stored.
+    #[serde(default)]
+    pub reason: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
