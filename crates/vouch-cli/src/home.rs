@@ -84,7 +84,17 @@ pub fn open_store(dir: &Path) -> Result<Arc<dyn Store>> {
             dir.display()
         );
     }
-    let store = SqliteStore::open(&db).map_err(|e| anyhow::anyhow!("{e}"))?;
+    // `VOUCH_READ_ONLY=1` opens the home for reading only (a backup, a copy from another
+    // machine): nothing is written, not even start-up reconciliation.
+    let store = if std::env::var("VOUCH_READ_ONLY").is_ok_and(|v| v == "1") {
+        SqliteStore::open_read_only(&db, "opened with VOUCH_READ_ONLY=1")
+    } else {
+        SqliteStore::open(&db)
+    }
+    .map_err(|e| match e {
+        vouch_store::StoreError::ReadOnly(_) => crate::bad(e.to_string()),
+        other => anyhow::anyhow!("{other}"),
+    })?;
     Ok(Arc::new(store))
 }
 

@@ -253,7 +253,25 @@ fn main() {
     match run(cli) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
-            let code = if e.downcast_ref::<BadInput>().is_some() {
+            let corrupt = matches!(
+                e.downcast_ref::<vouch_store::StoreError>(),
+                Some(vouch_store::StoreError::Corrupt(_))
+            ) || matches!(
+                e.downcast_ref::<vouch_runtime::HostError>(),
+                Some(vouch_runtime::HostError::Store(
+                    vouch_store::StoreError::Corrupt(_)
+                ))
+            );
+            let e = if corrupt {
+                e.context("the store is damaged: `vouch journal verify` names what is damaged")
+            } else {
+                e
+            };
+            let read_only = matches!(
+                e.downcast_ref::<vouch_store::StoreError>(),
+                Some(vouch_store::StoreError::ReadOnly(_))
+            );
+            let code = if e.downcast_ref::<BadInput>().is_some() || read_only {
                 2
             } else {
                 1
@@ -281,12 +299,20 @@ fn host_err(e: vouch_runtime::HostError) -> anyhow::Error {
             ))
         }
         vouch_runtime::HostError::Store(vouch_store::StoreError::Conflict(m)) => bad(m),
+        vouch_runtime::HostError::Store(e @ vouch_store::StoreError::ReadOnly(_)) => {
+            bad(format!("{e}; use a writable home for this command"))
+        }
         other => anyhow!(other),
     }
 }
 
 fn open_host(dir: &Path, watch: bool) -> Result<Host> {
     let host = home::host(dir, progress(watch))?;
+    if let Some(why) = host.store.read_only() {
+        // Reading a read-only home changes nothing there: no presence, no reconciliation.
+        errln!("vouch: this home is read-only ({why}); showing what is stored, changing nothing.");
+        return Ok(host);
+    }
     // The person is using vouch now: `nearby` for the attention table (§11.1).
     home::FilePresence::new(dir).touch_active(host.clock.now_ms());
     // Start-up reconciliation: every run whose owner is gone ends here (§9.1 b).
@@ -425,19 +451,32 @@ fn run(cli: Cli) -> Result<i32> {
             let report = store.verify()?;
             if json {
                 outln!("{}", serde_json::to_string(&report)?);
-            } else if report.breaks.is_empty() {
+            } else if report.intact() {
                 houtln!(
-                    "Journal intact: {} runs, {} events, every hash chain verifies.",
+                    "Store and journal intact: {} runs, {} events, every hash chain verifies and every row reads back.",
                     report.runs,
                     report.events
                 );
             } else {
+                let kept = if home::database_url().is_some() {
+                    "a dump of the database".to_string()
+                } else {
+                    format!("a copy of {}", dir.join(home::DB_FILE).display())
+                };
+                for d in &report.damage {
+                    houtln!("DAMAGED: {d}");
+                }
                 for b in &report.breaks {
                     houtln!("BROKEN: run {} event #{}: {}", b.run_id, b.seq, b.reason);
                 }
-                houtln!("{} of {} runs have a broken chain. The journal was changed outside vouch; keep a copy of {} before doing anything else.", report.breaks.len(), report.runs, dir.join(home::DB_FILE).display());
+                if !report.damage.is_empty() {
+                    houtln!("The store itself is damaged ({} problems above). Keep {kept} before doing anything else; then restore it from a backup, or run `vouch init` in a new folder.", report.damage.len());
+                }
+                if !report.breaks.is_empty() {
+                    houtln!("{} of {} runs have a broken chain. The journal was changed outside vouch; keep {kept} before doing anything else.", report.breaks.len(), report.runs);
+                }
             }
-            Ok(if report.breaks.is_empty() { 0 } else { 1 })
+            Ok(if report.intact() { 0 } else { 1 })
         }
         Cmd::Journal { target } => {
             let store = home::open_store(&dir)?;

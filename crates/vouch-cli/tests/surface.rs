@@ -186,3 +186,136 @@ fn approval_cards_say_why_and_accept_the_hash_as_shown() {
     assert_ne!(ok.status.code(), Some(2), "{}", stderr(&ok));
     assert_eq!(granted(&h), vec![hash.clone()]);
 }
+
+fn save_script(h: &Home, name: &str) -> String {
+    h.script(&json!([
+        {"declare": {"deliveries": [{"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": format!("Reports/{name}.md")}}]}},
+        {"deliver": "d1", "payload": {"text": format!("# {name}\n")}},
+        {"final": "Saved."}
+    ]))
+}
+
+/// Fold the WAL into the database file, so bytes changed in the file are what SQLite reads.
+fn checkpoint(db: &std::path::Path) {
+    let c = rusqlite::Connection::open(db).unwrap();
+    c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .unwrap();
+}
+
+#[test]
+fn a_damaged_store_is_named_by_verify_never_reported_intact() {
+    let h = Home::new("");
+    for n in 0..3 {
+        let s = save_script(&h, &format!("r{n}"));
+        let o = h.vouch(&["run", &format!("Save report {n}"), "--script", &s], &[]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+    let db = h.dir.join("vouch.db");
+    checkpoint(&db);
+    let ok = h.vouch(&["journal", "verify"], &[]);
+    assert_eq!(ok.status.code(), Some(0), "{}", stdout(&ok));
+    assert!(stdout(&ok).contains("intact"), "{}", stdout(&ok));
+    // Overwrite the `runs` table's page in the closed store's file with garbage.
+    let (root, page_size): (i64, i64) = {
+        let c = rusqlite::Connection::open(&db).unwrap();
+        let root = c
+            .query_row(
+                "SELECT rootpage FROM sqlite_master WHERE name = 'runs'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        let ps = c.query_row("PRAGMA page_size", [], |r| r.get(0)).unwrap();
+        (root, ps)
+    };
+    let mut bytes = std::fs::read(&db).unwrap();
+    let start = ((root - 1) * page_size) as usize;
+    for b in &mut bytes[start..start + page_size as usize] {
+        *b = 0xAB;
+    }
+    std::fs::write(&db, &bytes).unwrap();
+
+    let out = h.vouch(&["journal", "verify"], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(!text.contains("intact"), "{text}");
+    assert!(text.contains("DAMAGED: table runs"), "{text}");
+    let report = h.json(&["journal", "verify"]);
+    let damage = report["damage"].as_array().unwrap();
+    assert!(
+        damage.iter().any(|d| d.as_str().unwrap().contains("runs")),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_read_only_home_reads_as_read_only_not_corrupt() {
+    let h = Home::new("");
+    let rx = support::Receiver::start(true);
+    let s = save_script(&h, "a");
+    assert!(h
+        .vouch(&["run", "Save a", "--script", &s], &[])
+        .status
+        .success());
+    let card = h.script(&json!([
+        {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "webhook", "address": rx.url}}]}},
+        {"deliver": "d1", "payload": {"text": "hello"}}
+    ]));
+    assert!(h
+        .vouch(&["run", "Post hello", "--script", &card], &[])
+        .status
+        .success());
+    let runs = h.json(&["runs", "list"]);
+    let run = runs[1]["id"].as_str().unwrap().to_string();
+    let db = h.dir.join("vouch.db");
+    checkpoint(&db);
+    let before = std::fs::read(&db).unwrap();
+
+    let check = |env: &[(&str, &str)], how: &str| {
+        for args in [
+            vec!["runs", "list"],
+            vec!["runs", "show", run.as_str()],
+            vec!["receipt", run.as_str()],
+            vec!["journal", run.as_str()],
+            vec!["journal", "verify"],
+            vec!["inbox"],
+            vec!["approvals"],
+            vec!["ledger"],
+        ] {
+            let o = h.vouch(&args, env);
+            assert_eq!(o.status.code(), Some(0), "{how} {args:?}: {}", stderr(&o));
+            let all = format!("{}{}", stdout(&o), stderr(&o));
+            assert!(!all.contains("corrupt"), "{how} {args:?}: {all}");
+        }
+        let shown = stdout(&h.vouch(&["approvals"], env));
+        assert!(
+            shown.contains("Post hello") || shown.contains("hello"),
+            "{shown}"
+        );
+        let o = h.vouch(&["runs", "list"], env);
+        assert!(stderr(&o).contains("read-only"), "{how}: {}", stderr(&o));
+        // A command that must write says the home is read-only, exit 2.
+        let o = h.vouch(&["run", "Save b", "--script", &s], env);
+        assert_eq!(o.status.code(), Some(2), "{how}: {}", stderr(&o));
+        assert!(stderr(&o).contains("read-only"), "{how}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("corrupt"), "{how}: {}", stderr(&o));
+    };
+    check(&[("VOUCH_READ_ONLY", "1")], "VOUCH_READ_ONLY");
+    assert_eq!(std::fs::read(&db).unwrap(), before, "nothing was written");
+    assert_eq!(h.json(&["runs", "list"]).as_array().unwrap().len(), 2);
+
+    // A write-protected home (where permissions bind: not for root).
+    use std::os::unix::fs::PermissionsExt;
+    let set = |mode: u32| {
+        for p in [h.dir.clone(), db.clone()] {
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+    };
+    set(0o555);
+    let binds = std::fs::OpenOptions::new().write(true).open(&db).is_err();
+    if binds {
+        check(&[], "chmod a-w");
+    }
+    set(0o755);
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
+}

@@ -487,6 +487,89 @@ fn card_row(r: &Row) -> StoreResult<Card> {
     })
 }
 
+/// Every run's hash chain, streamed one run at a time; an unreadable event is a break.
+fn verify_chains(conn: &mut postgres::Client, report: &mut VerifyReport) -> StoreResult<()> {
+    // Streamed, one run's chain in memory at a time; one statement, so one snapshot.
+    let mut it = conn
+        .query_raw(
+            &format!("SELECT {JOURNAL_COLS} FROM journal ORDER BY run_id, seq"),
+            std::iter::empty::<&str>(),
+        )
+        .map_err(db_err)?;
+    let mut current: Vec<JournalEntry> = vec![];
+    let flush = |entries: &mut Vec<JournalEntry>, report: &mut VerifyReport| {
+        if entries.is_empty() {
+            return;
+        }
+        report.runs += 1;
+        report.events += entries.len();
+        if let Err(b) = verify_chain(entries) {
+            report.breaks.push(b);
+        }
+        entries.clear();
+    };
+    while let Some(r) = it.next().map_err(db_err)? {
+        let entry = match journal_row(&r) {
+            Ok(e) => e,
+            Err(e) => {
+                report.breaks.push(ChainBreak {
+                    run_id: r.try_get(0).unwrap_or_default(),
+                    seq: r.try_get(1).unwrap_or_default(),
+                    reason: format!("unreadable event: {e}"),
+                });
+                continue;
+            }
+        };
+        if current.first().is_some_and(|f| f.run_id != entry.run_id) {
+            flush(&mut current, report);
+        }
+        current.push(entry);
+    }
+    flush(&mut current, report);
+    Ok(())
+}
+
+type RowCheck = fn(&Row) -> StoreResult<()>;
+
+/// The row checks (§10.2): every run, card and ledger row reads back as its type, and the
+/// cross-table checks of [`vouch_store::ROW_CHECKS`]; each problem names what is damaged.
+fn row_damage(conn: &mut postgres::Client) -> Vec<String> {
+    let mut out = vec![];
+    let typed: [(&str, String, RowCheck); 3] = [
+        ("runs", format!("SELECT {RUN_COLS} FROM runs"), |r| {
+            run_row(r).map(|_| ())
+        }),
+        ("cards", format!("SELECT {CARD_COLS} FROM cards"), |r| {
+            card_row(r).map(|_| ())
+        }),
+        ("ledger", format!("SELECT {LEDGER_COLS} FROM ledger"), |r| {
+            ledger_row(r).map(|_| ())
+        }),
+    ];
+    for (table, sql, check) in typed {
+        match conn.query(sql.as_str(), &[]) {
+            Ok(rows) => {
+                if let Some(e) = rows.iter().find_map(|r| check(r).err()) {
+                    out.push(format!(
+                        "table {table}: a row does not read back as a {table} row ({e})"
+                    ));
+                }
+            }
+            Err(e) => out.push(format!("table {table}: cannot be read ({e})")),
+        }
+    }
+    for (what, sql) in vouch_store::ROW_CHECKS {
+        match conn.query(*sql, &[]) {
+            Ok(rows) => out.extend(rows.iter().map(|r| {
+                let id: String = r.try_get(0).unwrap_or_default();
+                format!("{what}: run {id}")
+            })),
+            Err(e) => out.push(format!("{what}: the check could not run ({e})")),
+        }
+    }
+    out
+}
+
 const OUTBOX_COLS: &str = "id, dedup_key, run_id, route, body, created_ms, sent_ms";
 
 fn outbox_row(r: &Row) -> StoreResult<OutboxRow> {
@@ -868,48 +951,18 @@ impl Store for PostgresStore {
 
     fn verify(&self) -> StoreResult<VerifyReport> {
         let mut conn = self.pool.get()?;
-        // Streamed, one run's chain in memory at a time; one statement, so one snapshot.
-        let mut it = conn
-            .query_raw(
-                &format!("SELECT {JOURNAL_COLS} FROM journal ORDER BY run_id, seq"),
-                std::iter::empty::<&str>(),
-            )
-            .map_err(db_err)?;
         let mut report = VerifyReport {
             runs: 0,
             events: 0,
             breaks: vec![],
+            damage: vec![],
         };
-        let mut current: Vec<JournalEntry> = vec![];
-        let flush = |entries: &mut Vec<JournalEntry>, report: &mut VerifyReport| {
-            if entries.is_empty() {
-                return;
-            }
-            report.runs += 1;
-            report.events += entries.len();
-            if let Err(b) = verify_chain(entries) {
-                report.breaks.push(b);
-            }
-            entries.clear();
-        };
-        while let Some(r) = it.next().map_err(db_err)? {
-            let entry = match journal_row(&r) {
-                Ok(e) => e,
-                Err(e) => {
-                    report.breaks.push(ChainBreak {
-                        run_id: r.try_get(0).unwrap_or_default(),
-                        seq: r.try_get(1).unwrap_or_default(),
-                        reason: format!("unreadable event: {e}"),
-                    });
-                    continue;
-                }
-            };
-            if current.first().is_some_and(|f| f.run_id != entry.run_id) {
-                flush(&mut current, &mut report);
-            }
-            current.push(entry);
+        if let Err(e) = verify_chains(&mut conn, &mut report) {
+            report
+                .damage
+                .push(format!("table journal: not every event can be read ({e})"));
         }
-        flush(&mut current, &mut report);
+        report.damage.extend(row_damage(&mut conn));
         Ok(report)
     }
 

@@ -74,6 +74,9 @@ pub fn chains_are_gap_free_and_verify(open: Opener<'_>) {
     assert_eq!(j[3].body, json!({"n": 3, "text": "é ✓"}));
     let report = s.verify().unwrap();
     assert!(report.breaks.is_empty(), "{:?}", report.breaks);
+    // The store's own checks (integrity, rows read back, row checks) find nothing.
+    assert!(report.damage.is_empty(), "{:?}", report.damage);
+    assert!(report.intact());
     assert!(matches!(
         s.append("c-missing", &ev(1)),
         Err(StoreError::NotFound { .. })
@@ -95,6 +98,8 @@ pub fn one_terminal_event_per_run(open: Opener<'_>) {
         s.end_run("c-term", &terminal(false, "c-term")).unwrap(),
         EndResult::Ended(_)
     ));
+    let report = s.verify().unwrap();
+    assert!(report.intact(), "an ended run is intact: {report:?}");
     assert_eq!(
         s.end_run("c-term", &terminal(false, "c-term")).unwrap(),
         EndResult::AlreadyEnded
