@@ -139,7 +139,8 @@ pub fn folder_root(dir: &Path) -> PathBuf {
 }
 
 pub fn config(dir: &Path) -> Result<Config> {
-    Config::load(dir).map_err(|e| anyhow::anyhow!("{e}; fix vouch.toml (see README) and try again"))
+    Config::load(dir)
+        .map_err(|e| crate::bad(format!("{e}; fix vouch.toml (see README) and try again")))
 }
 
 pub fn providers(dir: &Path, cfg: &Config) -> BTreeMap<DestinationKind, Arc<dyn Provider>> {

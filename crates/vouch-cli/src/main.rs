@@ -6,7 +6,10 @@
 mod out;
 mod bench;
 mod demo;
+#[cfg(test)]
+mod help_tests;
 mod home;
+mod when;
 
 use anyhow::{anyhow, Result};
 use clap::{Parser, Subcommand};
@@ -45,16 +48,17 @@ enum Cmd {
     },
     /// Show a run's journal, or verify every hash chain (`vouch journal verify`).
     Journal {
-        /// A run id, or `verify`.
+        /// A run id (a unique prefix, or `last`), or `verify` to check every chain and the store.
         target: String,
     },
     /// Run an agent on a prompt (scripted model with --script, else the configured provider).
     Run {
+        /// What you ask for, in your words; it also titles the run and its receipt.
         prompt: String,
-        /// A script of model turns (scenarios.md `script`): a JSON array, or a scenario file.
+        /// A script of model turns (format: docs/scripts.md): a JSON array, or an object with `script`.
         #[arg(long)]
         script: Option<PathBuf>,
-        /// Show progress as the run goes.
+        /// Print each step on stderr as the run goes (without it, only the outcome is printed).
         #[arg(long)]
         watch: bool,
         /// Where you will be when it ends: `watching` (default), `nearby`, or `away`
@@ -66,33 +70,61 @@ enum Cmd {
         quiet: bool,
     },
     /// Watch a run: hold its surface open (presence `watching`) and follow its journal.
-    Watch { run: String },
+    Watch {
+        /// The run id (or a unique prefix, or `last` for the newest run).
+        run: String,
+    },
     /// Print a run's receipt.
-    Receipt { run: String },
-    /// Start the continuation of an interrupted run (§9.2).
-    Resume { run: String },
+    Receipt {
+        /// The run id (or a unique prefix, or `last` for the newest run).
+        run: String,
+    },
+    /// Finish an interrupted run: a continuation does what is left, never redoing what is done.
+    Resume {
+        /// The interrupted run's id (or a unique prefix, or `last`).
+        run: String,
+    },
     /// List open approval and clarify cards.
     Approvals,
     /// Approve the exact payload with this hash; the run resumes and executes it.
     Approve {
+        /// The waiting run's id (or a unique prefix, or `last`), as `vouch approvals` shows it.
         run: String,
+        /// The delivery id of the card, like `d1`.
         delivery: String,
+        /// The payload's hash as shown: all 64 hex digits, or a unique prefix of at least 12.
         #[arg(long)]
         hash: String,
     },
     /// Refuse a pending delivery.
-    Deny { run: String, delivery: String },
+    Deny {
+        /// The waiting run's id (or a unique prefix, or `last`).
+        run: String,
+        /// The delivery id of the card, like `d1`.
+        delivery: String,
+    },
     /// Replace a pending payload (a new card with a new hash).
     Edit {
+        /// The waiting run's id (or a unique prefix, or `last`).
         run: String,
+        /// The delivery id of the card, like `d1`.
         delivery: String,
+        /// A JSON file with the new payload (an object, like the one `vouch approvals` shows).
         #[arg(long)]
         payload: PathBuf,
     },
     /// Answer a run's question.
-    Answer { run: String, text: String },
+    Answer {
+        /// The waiting run's id (or a unique prefix, or `last`).
+        run: String,
+        /// Your answer, in words.
+        text: String,
+    },
     /// Cancel a run that has not ended.
-    Cancel { run: String },
+    Cancel {
+        /// The run's id (or a unique prefix, or `last`).
+        run: String,
+    },
     /// Every destination kind with its capability level, and how to connect what is missing.
     Doctor,
     /// List idempotency ledger keys and their states.
@@ -111,14 +143,15 @@ enum Cmd {
     /// The long-running host: scheduler, start-up reconciliation, notification dispatch.
     Serve {
         /// Milliseconds between scheduler ticks.
-        #[arg(long, default_value_t = 1000)]
+        #[arg(long, default_value_t = 1000, conflicts_with = "once")]
         tick_ms: u64,
-        /// Run one tick and exit.
+        /// Reconcile, run one scheduler tick, report what it did, and exit.
         #[arg(long)]
         once: bool,
     },
     /// What the contract prescribes for scenarios (files or folders of *.json).
     Oracle {
+        /// Scenario files, or folders of them (`corpus/` holds the project's).
         #[arg(required = true)]
         paths: Vec<PathBuf>,
         /// Print only the coverage line: scenarios, agreeing, disagreeing, GAPs.
@@ -147,24 +180,34 @@ enum Cmd {
 enum ScheduleCmd {
     /// Add a schedule.
     Add {
+        /// A name for the schedule, unique in this home.
         name: String,
+        /// When it runs: five cron fields (minute hour day month weekday), like `0 7 * * *`.
         #[arg(long)]
         cron: String,
+        /// The time zone the cron fields are read in: an IANA name like `Europe/Berlin`.
         #[arg(long, default_value = "UTC")]
         tz: String,
-        /// A routine file: {"prompt": …, "script": [...]} (or "model": {"kind": "openai"}).
+        /// A routine file (format: docs/scripts.md): {"prompt": …, "script": [...]}, or
+        /// "model": {"kind": "openai"} for the configured model.
         #[arg(long)]
         routine: PathBuf,
+        /// Slots missed while vouch was not serving: `skip` them (each reported as missed),
+        /// or also run the `latest` one late.
         #[arg(long, default_value = "skip", value_parser = ["skip", "latest"])]
         catch_up: String,
+        /// A slot due while the previous run is still going: `skip` it, or `allow` both.
         #[arg(long, default_value = "skip", value_parser = ["skip", "allow"])]
         overlap: String,
         /// How late a slot may still start: `900s`, `15m`, `1h` (default 15m).
         #[arg(long, default_value = "15m")]
         grace: String,
     },
+    /// List schedules with their last slot.
     List,
+    /// Remove a schedule; its past runs and receipts stay.
     Rm {
+        /// The schedule's name, as `vouch schedule list` shows it.
         name: String,
     },
 }
@@ -173,6 +216,7 @@ enum ScheduleCmd {
 enum ScenarioCmd {
     /// Run each scenario on a fresh embedded store in a temporary directory.
     Run {
+        /// Scenario files, or folders of them (`corpus/` holds the project's).
         #[arg(required = true)]
         paths: Vec<PathBuf>,
     },
@@ -188,6 +232,7 @@ enum BenchCmd {
         /// Interleaved rounds (background load falls on all measurements alike).
         #[arg(long, default_value_t = 3)]
         rounds: usize,
+        /// Concurrent writers in the N-writer measurement.
         #[arg(long, default_value_t = 8)]
         writers: usize,
         /// Folder on the disk to measure (default: the temporary folder).
@@ -196,8 +241,10 @@ enum BenchCmd {
     },
     /// Runs per second, sequentially and N at once, on a temporary embedded home.
     Runs {
+        /// How many runs to measure.
         #[arg(long, default_value_t = 200)]
         runs: usize,
+        /// Runs at once in the concurrent measurement.
         #[arg(long, default_value_t = 8)]
         concurrency: usize,
     },
@@ -219,11 +266,26 @@ enum BenchCmd {
 enum RunsCmd {
     /// Newest first.
     List {
-        #[arg(long, default_value_t = 50)]
+        /// Show at most this many runs (1 or more).
+        #[arg(long, default_value_t = 50, value_parser = parse_limit)]
         limit: usize,
     },
     /// One run: state, outcome, deliveries.
-    Show { run: String },
+    Show {
+        /// The run id (or a unique prefix, or `last` for the newest run).
+        run: String,
+    },
+}
+
+/// `--limit`: a whole number of at least 1 (a limit of 0 would list nothing and look empty).
+fn parse_limit(s: &str) -> std::result::Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1 (it is how many runs to show)".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!(
+            "`{s}` is not a whole number; give how many runs to show, like 20"
+        )),
+    }
 }
 
 /// An error that is the user's input (exit 2), as opposed to work that did not succeed.
@@ -245,7 +307,17 @@ fn main() {
         Ok(c) => c,
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
-            let _ = e.print();
+            // `--json` means JSON for every answer, a refused command line included.
+            if code == 2 && std::env::args_os().any(|a| a == "--json") {
+                let msg = e.kind().to_string();
+                let detail = e.render().to_string();
+                outln!(
+                    "{}",
+                    json!({"error": detail.trim(), "kind": msg, "exit_code": 2})
+                );
+            } else {
+                let _ = e.print();
+            }
             std::process::exit(code);
         }
     };
@@ -277,7 +349,7 @@ fn main() {
                 1
             };
             if json {
-                outln!("{}", json!({"error": format!("{e:#}")}));
+                outln!("{}", json!({"error": format!("{e:#}"), "exit_code": code}));
             } else {
                 errln!("error: {e:#}");
             }
@@ -328,6 +400,24 @@ fn open_host(dir: &Path, watch: bool) -> Result<Host> {
 fn run(cli: Cli) -> Result<i32> {
     let dir = home::home_dir(cli.home.as_deref());
     let json = cli.json;
+    // Options that would do nothing are refused, not silently ignored.
+    let homeless = match &cli.cmd {
+        Cmd::Demo { .. } => Some("demo"),
+        Cmd::Oracle { .. } => Some("oracle"),
+        Cmd::Scenario { .. } => Some("scenario"),
+        Cmd::Bench { .. } => Some("bench"),
+        _ => None,
+    };
+    if let (Some(name), Some(_)) = (homeless, &cli.home) {
+        return Err(bad(format!(
+            "`vouch {name}` does not use a home (it works in its own temporary folder); leave out --home"
+        )));
+    }
+    if matches!(cli.cmd, Cmd::Demo { .. }) && json {
+        return Err(bad(
+            "`vouch demo` is a tour for people and has no JSON form; leave out --json (for programs: `vouch --json scenario run corpus/`)",
+        ));
+    }
     match cli.cmd {
         Cmd::Init => {
             let created = home::init(&dir)?;
@@ -506,7 +596,7 @@ fn run(cli: Cli) -> Result<i32> {
             presence,
             quiet,
         } => {
-            let host = open_host(&dir, watch || !json)?;
+            let host = open_host(&dir, watch)?;
             let model = match &script {
                 Some(path) => json!({"kind": "script", "turns": read_script(path)?}),
                 None => {
@@ -863,10 +953,15 @@ fn finish(host: &Host, id: &str, end: &RunEnd, json: bool) -> Result<i32> {
     })
 }
 
-/// Resolve a run id, or a unique prefix of one.
+/// Resolve a run id, a unique prefix of one, or `last` (the newest run).
 fn find_run(store: &dyn Store, id: &str) -> Result<vouch_store::RunRecord> {
     if let Some(r) = store.run(id)? {
         return Ok(r);
+    }
+    if id == "last" {
+        return store.runs(1)?.into_iter().next().ok_or_else(|| {
+            bad("there is no run yet, so no `last` one; start one with `vouch run \"PROMPT\" --script FILE`")
+        });
     }
     // Two are enough to tell "unique" from "ambiguous".
     let matches = if id.is_empty() {
@@ -907,7 +1002,7 @@ fn read_script(path: &Path) -> Result<Value> {
     if let Some(items) = turns.as_array() {
         for (i, t) in items.iter().enumerate() {
             if let Err(e) = serde_json::from_value::<vouch_scenario::Turn>(t.clone()) {
-                return Err(bad(format!("script {}: turn {i} is not a valid turn ({e}); see the `script` format in docs", path.display())));
+                return Err(bad(format!("script {}: turn {i} is not a valid turn ({e}); see the script format in docs/scripts.md", path.display())));
             }
         }
     } else {
@@ -1024,7 +1119,7 @@ fn schedule(dir: &Path, cmd: ScheduleCmd, json: bool) -> Result<i32> {
                     let last = store
                         .slots(&s.name)?
                         .last()
-                        .map(|(t, r)| format!("last slot {t} → run {r}"))
+                        .map(|(t, r)| format!("last slot {} → run {r}", when::slot_time(*t, &s.tz)))
                         .unwrap_or_else(|| "no slot yet".into());
                     houtln!(
                         "{:<16} {:<14} {:<16} catch-up {:<6} overlap {:<5} grace {}s  {last}",
@@ -1055,28 +1150,69 @@ fn schedule(dir: &Path, cmd: ScheduleCmd, json: bool) -> Result<i32> {
 
 fn serve(dir: &Path, tick_ms: u64, once: bool, json: bool) -> Result<i32> {
     let host = open_host(dir, !json)?;
-    errln!(
-        "vouch serve: home {} — scheduler every {tick_ms} ms (Ctrl-C to stop)",
-        dir.display()
-    );
+    if once {
+        errln!(
+            "vouch serve --once: home {} — one scheduler tick",
+            dir.display()
+        );
+    } else {
+        errln!(
+            "vouch serve: home {} — scheduler every {tick_ms} ms (Ctrl-C to stop)",
+            dir.display()
+        );
+    }
     loop {
         let report = host.tick().map_err(host_err)?;
+        // Slots are shown as times in their schedule's zone, never as epoch milliseconds.
+        let zones: std::collections::BTreeMap<String, String> = host
+            .store
+            .schedules()?
+            .into_iter()
+            .map(|s| (s.name, s.tz))
+            .collect();
+        let zone = |s: &str| zones.get(s).cloned().unwrap_or_else(|| "UTC".into());
+        let at = |s: &str, slot: i64| when::slot_time(slot, &zone(s));
         for (s, slot, run) in &report.started {
-            errln!("  {s}: slot {slot} ran as {run}");
+            errln!("  {s}: the {} slot ran as {run}", at(s, *slot));
         }
         for (s, slot, run) in &report.missed {
-            errln!("  {s}: slot {slot} was missed (receipt: `vouch receipt {run}`)");
+            errln!(
+                "  {s}: the {} slot was missed (receipt: `vouch receipt {run}`)",
+                at(s, *slot)
+            );
         }
         for (s, slot, run) in &report.late {
-            errln!("  {s}: late run {run} for slot {slot}");
+            errln!("  {s}: the {} slot runs late as {run}", at(s, *slot));
         }
         if json {
+            let rows = |v: &[(String, i64, String)]| {
+                v.iter()
+                    .map(|(s, slot, run)| json!({"schedule": s, "slot_ms": slot, "slot": when::slot_rfc3339(*slot, &zone(s)), "run": run}))
+                    .collect::<Vec<_>>()
+            };
             outln!(
                 "{}",
-                json!({"started": report.started, "missed": report.missed, "late": report.late, "taken_by_another_host": report.taken})
+                json!({"started": rows(&report.started), "missed": rows(&report.missed), "late": rows(&report.late), "taken_by_another_host": report.taken})
             );
         }
         if once {
+            if !json {
+                let n = report.started.len() + report.missed.len() + report.late.len();
+                if n == 0 && report.taken == 0 {
+                    houtln!(
+                        "One tick: nothing was due ({} schedules; no slot fell in this tick).",
+                        zones.len()
+                    );
+                } else {
+                    houtln!(
+                        "One tick: {} slots started, {} missed, {} running late, {} taken by another host.",
+                        report.started.len(),
+                        report.missed.len(),
+                        report.late.len(),
+                        report.taken
+                    );
+                }
+            }
             return Ok(0);
         }
         std::thread::sleep(std::time::Duration::from_millis(tick_ms.max(50)));

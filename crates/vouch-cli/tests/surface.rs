@@ -319,3 +319,139 @@ fn a_read_only_home_reads_as_read_only_not_corrupt() {
     set(0o755);
     std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
 }
+
+#[test]
+fn a_cli_that_means_what_it_says() {
+    let h = Home::new("");
+    let s = save_script(&h, "a");
+    // --watch shows the steps; without it only the outcome is printed.
+    let quiet = h.vouch(&["run", "Save a", "--script", &s], &[]);
+    assert_eq!(quiet.status.code(), Some(0), "{}", stderr(&quiet));
+    assert!(!stderr(&quiet).contains("▶ run"), "{}", stderr(&quiet));
+    assert!(stdout(&quiet).contains("Receipt"));
+    let watched = h.vouch(&["run", "Save a again", "--script", &s, "--watch"], &[]);
+    assert!(stderr(&watched).contains("▶ run"), "{}", stderr(&watched));
+
+    // `runs list --limit 0` is refused; long titles are shortened in lists.
+    let o = h.vouch(&["runs", "list", "--limit", "0"], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("at least 1"), "{}", stderr(&o));
+    let long = format!("Summarise {}", "the quarterly numbers ".repeat(10));
+    assert!(h
+        .vouch(&["run", &long, "--script", &s], &[])
+        .status
+        .success());
+    let list = stdout(&h.vouch(&["runs", "list"], &[]));
+    let line = list.lines().find(|l| l.contains("Summarise")).unwrap();
+    assert!(line.ends_with('…') && !line.contains(long.trim()), "{line}");
+    assert!(line.chars().count() < 130, "{line}");
+
+    // --json answers in JSON, errors included (also a refused command line), with exit 2.
+    for args in [
+        vec!["--json", "runs", "show", "nope"],
+        vec!["--json", "runs", "list", "--limit", "0"],
+        vec!["--json", "approve", "nope"],
+    ] {
+        let o = h.vouch(&args, &[]);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {}", stdout(&o)));
+        assert!(v["error"].as_str().is_some_and(|e| !e.is_empty()), "{v}");
+        assert_eq!(v["exit_code"], 2);
+    }
+
+    // The demo makes its own home and is for people: --home and --json are refused.
+    for args in [vec!["demo"], vec!["--json", "demo"]] {
+        let o = h.vouch(&args, &[]);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+    }
+    let o = h.vouch(&["oracle", "corpus"], &[]);
+    assert_eq!(o.status.code(), Some(2), "--home on oracle: {}", stderr(&o));
+}
+
+#[test]
+fn a_malformed_vouch_toml_is_bad_input_naming_the_line() {
+    let h = Home::new("[email]\nhost = \"127.0.0.1\"\nport = \"not a number\n");
+    let s = save_script(&h, "a");
+    for args in [
+        vec!["doctor"],
+        vec!["run", "Save a", "--script", s.as_str()],
+    ] {
+        let o = h.vouch(&args, &[]);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(
+            e.contains("vouch.toml") && e.contains("line 3"),
+            "{args:?}: {e}"
+        );
+    }
+    let c = rusqlite::Connection::open(h.dir.join("vouch.db")).unwrap();
+    let runs: i64 = c
+        .query_row("SELECT count(*) FROM runs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(runs, 0, "no run was left behind");
+}
+
+#[test]
+fn serve_once_reports_what_it_did_with_slots_as_times() {
+    let h = Home::new("");
+    let routine = h.tmp.path().join("routine.json");
+    std::fs::write(
+        &routine,
+        json!({"prompt": "Morning brief", "script": [
+            {"declare": {"deliveries": [{"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": "Briefs/today.md"}}]}},
+            {"deliver": "d1", "payload": {"text": "brief"}}
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let o = h.vouch(
+        &[
+            "schedule",
+            "add",
+            "brief",
+            "--cron",
+            "0 7 * * *",
+            "--tz",
+            "Europe/Berlin",
+            "--routine",
+            routine.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = h.vouch(&["serve", "--once"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("One tick: nothing was due"),
+        "{}",
+        stdout(&o)
+    );
+    // The schedule existed three days ago: its past 07:00 slots were missed while nobody
+    // was serving.
+    let db = h.dir.join("vouch.db");
+    checkpoint(&db);
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let three_days_ms: i64 = 3 * 24 * 3_600_000;
+    c.execute(
+        "UPDATE schedules SET created_ms = created_ms - ?1",
+        [three_days_ms],
+    )
+    .unwrap();
+    drop(c);
+    let o = h.vouch(&["serve", "--once"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert!(out.contains("One tick:") && out.contains("missed"), "{out}");
+    assert!(err.contains("07:00 Europe/Berlin slot was missed"), "{err}");
+    assert!(
+        !err.split_whitespace()
+            .any(|w| w.len() >= 13 && w.chars().all(|c| c.is_ascii_digit())),
+        "no epoch milliseconds: {err}"
+    );
+    let list = stdout(&h.vouch(&["schedule", "list"], &[]));
+    assert!(
+        list.contains("Europe/Berlin →") || list.contains(" Europe/Berlin → run"),
+        "{list}"
+    );
+}
