@@ -106,8 +106,21 @@ pub fn run(keep: bool) -> Result<i32> {
     )?;
     houtln!("vouch demo — a fresh home at {}", dir.display());
     houtln!(
-        "Three runs with a scripted model. Watch what the model says, and what the receipt says."
+        "Five short stories, each a real run with a scripted model (files on disk, a real HTTP"
     );
+    houtln!("server and mail server on loopback), a few seconds in all:");
+    houtln!("  1. a document is researched and saved; the receipt follows the file on disk");
+    houtln!(
+        "  2. the model says \"Done — sent\" while the server refused: the receipt says it failed"
+    );
+    houtln!("  3. the process is killed on purpose halfway; start-up reconciliation and `resume` finish it");
+    houtln!(
+        "  4. you approve one e-mail text; the model's regenerated text cannot be sent instead"
+    );
+    houtln!(
+        "  5. a daily schedule: yesterday's slot, missed while the machine was off, is reported"
+    );
+    houtln!("Watch what the model says, and what the receipt says.");
     let mut ok = true;
 
     // 1. Research, save, end on the tool call with no final text.
@@ -175,7 +188,7 @@ pub fn run(keep: bool) -> Result<i32> {
     // 3. Killed halfway, reconciled at start-up, resumed.
     section(
         3,
-        "Save two reports; the process is killed right after the first is verified.",
+        "Save two reports; the demo kills the process on purpose right after the first is verified.",
     );
     let script = dir.join("two-reports.json");
     std::fs::write(
@@ -200,7 +213,10 @@ pub fn run(keep: bool) -> Result<i32> {
         .stderr(std::process::Stdio::null())
         .status()
         .context("start the child vouch process")?;
-    houtln!("    The child process died ({}).", describe_status(&status));
+    houtln!(
+        "    The child process died ({}) — deliberately, to show a crash mid-run.",
+        describe_status(&status)
+    );
     let host = home::host(&dir, Some(progress()))?;
     let ended = host.boot().map_err(|e| anyhow!("{e}"))?;
     let Some(id3) = ended.first().cloned() else {
@@ -337,6 +353,15 @@ fn finish(dir: &Path, keep: bool, ok: bool) -> Result<i32> {
     }
     if ok {
         houtln!("Demo finished: every receipt matched what really happened.");
+        houtln!("\nWhat to try next (from the repository's root; `vouch` is target/debug/vouch):");
+        houtln!("  vouch init                                   # your own home (./.vouch)");
+        houtln!(
+            "  vouch run \"Save my notes to Notes/\" --script examples/save-notes.json --watch"
+        );
+        houtln!("  vouch receipt last                           # then the tour in README.md");
+        houtln!(
+            "  docs/scripts.md                              # write your own scripts and routines"
+        );
         Ok(0)
     } else {
         houtln!("Demo finished, but something did not behave as expected (see above).");

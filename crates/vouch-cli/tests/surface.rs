@@ -455,3 +455,31 @@ fn serve_once_reports_what_it_did_with_slots_as_times() {
         "{list}"
     );
 }
+
+#[test]
+fn the_demo_says_what_it_shows_that_the_kill_is_deliberate_and_what_to_try_next() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vouch"))
+        .arg("demo")
+        .env("TMPDIR", tmp.path())
+        .env_remove("VOUCH_HOME")
+        .output()
+        .unwrap();
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
+    assert!(text.contains("Five short stories"), "{text}");
+    for n in 1..=5 {
+        assert!(text.contains(&format!("━━ {n}/5")), "story {n}: {text}");
+    }
+    assert!(text.contains("on purpose"), "{text}");
+    assert!(text.contains("deliberately"), "{text}");
+    let next = text
+        .split("What to try next")
+        .nth(1)
+        .expect("ends with what to try next");
+    assert!(next.contains("examples/save-notes.json"), "{next}");
+    // What it suggests exists in the repository.
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    assert!(root.join("examples/save-notes.json").exists());
+    assert!(root.join("docs/scripts.md").exists());
+}
