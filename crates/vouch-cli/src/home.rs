@@ -65,6 +65,11 @@ pub fn database_url() -> Option<(String, String)> {
     Some((url, schema))
 }
 
+/// `VOUCH_READ_ONLY=1`: open the store for reading only, whichever backend.
+fn read_only_requested() -> bool {
+    std::env::var("VOUCH_READ_ONLY").is_ok_and(|v| v == "1")
+}
+
 pub fn open_store(dir: &Path) -> Result<Arc<dyn Store>> {
     if let Some((url, schema)) = database_url() {
         if !dir.exists() {
@@ -73,8 +78,19 @@ pub fn open_store(dir: &Path) -> Result<Arc<dyn Store>> {
                 dir.display()
             );
         }
-        let store = vouch_store_postgres::PostgresStore::open(&url, &schema)
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let store = if read_only_requested() {
+            vouch_store_postgres::PostgresStore::open_read_only(
+                &url,
+                &schema,
+                "opened with VOUCH_READ_ONLY=1",
+            )
+        } else {
+            vouch_store_postgres::PostgresStore::open(&url, &schema)
+        }
+        .map_err(|e| match e {
+            vouch_store::StoreError::ReadOnly(_) => crate::bad(e.to_string()),
+            other => anyhow::anyhow!("{other}"),
+        })?;
         return Ok(Arc::new(store));
     }
     let db = dir.join(DB_FILE);
@@ -86,7 +102,7 @@ pub fn open_store(dir: &Path) -> Result<Arc<dyn Store>> {
     }
     // `VOUCH_READ_ONLY=1` opens the home for reading only (a backup, a copy from another
     // machine): nothing is written, not even start-up reconciliation.
-    let store = if std::env::var("VOUCH_READ_ONLY").is_ok_and(|v| v == "1") {
+    let store = if read_only_requested() {
         SqliteStore::open_read_only(&db, "opened with VOUCH_READ_ONLY=1")
     } else {
         SqliteStore::open(&db)

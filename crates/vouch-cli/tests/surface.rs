@@ -483,3 +483,94 @@ fn the_demo_says_what_it_shows_that_the_kill_is_deliberate_and_what_to_try_next(
     assert!(root.join("examples/save-notes.json").exists());
     assert!(root.join("docs/scripts.md").exists());
 }
+
+/// The same on PostgreSQL: `journal verify` runs the row checks and names what is wrong, and
+/// a read-only open (`VOUCH_READ_ONLY=1`: the server refuses every write of the session)
+/// reads as read-only.
+#[test]
+fn postgresql_verify_names_damage_and_a_read_only_open_reads() {
+    let url = std::env::var("VOUCH_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let schema = format!(
+        "vouch_test_surface_{}_{}",
+        std::process::id(),
+        nanos % 1_000_000_000
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let vouch = |args: &[&str], extra: &[(&str, &str)]| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_vouch"));
+        c.arg("--home")
+            .arg(&home)
+            .args(args)
+            .env("VOUCH_DATABASE_URL", &url)
+            .env("VOUCH_DATABASE_SCHEMA", &schema)
+            .env_remove("VOUCH_CRASH_AFTER");
+        for (k, v) in extra {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+    let o = vouch(&["init"], &[]);
+    assert!(
+        o.status.success(),
+        "is PostgreSQL up on {url}? {}",
+        stderr(&o)
+    );
+    let script = tmp.path().join("s.json");
+    std::fs::write(
+        &script,
+        json!([
+            {"declare": {"deliveries": [{"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": "a.md"}}]}},
+            {"deliver": "d1", "payload": {"text": "a"}}
+        ])
+        .to_string(),
+    )
+    .unwrap();
+    let o = vouch(
+        &["run", "Save a", "--script", script.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = vouch(&["journal", "verify"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+
+    // Read-only: reading works and says so; writing is refused as read-only.
+    let ro = [("VOUCH_READ_ONLY", "1")];
+    for args in [
+        vec!["runs", "list"],
+        vec!["receipt", "last"],
+        vec!["journal", "verify"],
+    ] {
+        let o = vouch(&args, &ro);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+    }
+    assert!(stderr(&vouch(&["runs", "list"], &ro)).contains("read-only"));
+    let o = vouch(
+        &["run", "Save b", "--script", script.to_str().unwrap()],
+        &ro,
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("read-only"), "{}", stderr(&o));
+
+    // Damage a row behind vouch's back: the run says it ended, its terminal event is gone.
+    let mut pg = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    pg.batch_execute(&format!(
+        "ALTER TABLE \"{schema}\".journal DISABLE TRIGGER USER; \
+         DELETE FROM \"{schema}\".journal WHERE kind = 'terminal'; \
+         ALTER TABLE \"{schema}\".journal ENABLE TRIGGER USER;"
+    ))
+    .unwrap();
+    let o = vouch(&["journal", "verify"], &[]);
+    let _ = pg.batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"));
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("DAMAGED: runs marked ended whose journal has no terminal event"),
+        "{}",
+        stdout(&o)
+    );
+}

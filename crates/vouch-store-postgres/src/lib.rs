@@ -92,6 +92,9 @@ fn db_err(e: postgres::Error) -> StoreError {
         };
         let class = &code.code()[..2.min(code.code().len())];
         return match code.code() {
+            _ if *code == SqlState::READ_ONLY_SQL_TRANSACTION => {
+                StoreError::ReadOnly(format!("{msg}; PostgreSQL refuses writes in this session"))
+            }
             schema::SQLSTATE_APPEND_ONLY
             | schema::SQLSTATE_RUN_CLOSED
             | schema::SQLSTATE_CHAIN_BROKEN => StoreError::Conflict(msg),
@@ -163,6 +166,8 @@ struct Pool {
     config: Config,
     schema: String,
     options: PostgresOptions,
+    /// Why the store is read-only; then every session is `default_transaction_read_only`.
+    read_only: Option<String>,
     state: Mutex<PoolState>,
     freed: Condvar,
 }
@@ -235,6 +240,12 @@ impl Pool {
                 self.options.lock_timeout_ms,
             ))
             .map_err(db_err)?;
+        if self.read_only.is_some() {
+            // The server itself refuses every write of a read-only open (SQLSTATE 25006).
+            client
+                .batch_execute("SET default_transaction_read_only TO on")
+                .map_err(db_err)?;
+        }
         Ok(client)
     }
 
@@ -762,6 +773,26 @@ impl PostgresStore {
         schema: &str,
         options: PostgresOptions,
     ) -> StoreResult<PostgresStore> {
+        Self::build(url, schema, options, None)
+    }
+
+    /// Open an existing store for reading only: no migration, and the server refuses every
+    /// write ([`StoreError::ReadOnly`]). `why` says why (shown to the person).
+    pub fn open_read_only(url: &str, schema: &str, why: &str) -> StoreResult<PostgresStore> {
+        Self::build(
+            url,
+            schema,
+            PostgresOptions::default(),
+            Some(why.to_string()),
+        )
+    }
+
+    fn build(
+        url: &str,
+        schema: &str,
+        options: PostgresOptions,
+        read_only: Option<String>,
+    ) -> StoreResult<PostgresStore> {
         if !valid_schema_name(schema) {
             return Err(StoreError::Fatal(format!(
                 "`{schema}` is not a usable schema name; use lowercase letters, digits and `_` (at most {SCHEMA_NAME_BYTES_MAX}, not starting with a digit or `pg_`)"
@@ -782,6 +813,7 @@ impl PostgresStore {
             config,
             schema: schema.to_string(),
             options,
+            read_only: read_only.clone(),
             state: Mutex::new(PoolState {
                 idle: vec![],
                 opened: 0,
@@ -790,7 +822,29 @@ impl PostgresStore {
         };
         {
             let mut conn = pool.get()?;
-            migrate(&mut conn, schema)?;
+            match &read_only {
+                None => migrate(&mut conn, schema)?,
+                Some(why) => {
+                    let version: i32 = conn
+                        .query_one(
+                            "SELECT COALESCE(max(version), 0) FROM vouch_migrations",
+                            &[],
+                        )
+                        .and_then(|r| r.try_get(0))
+                        .map_err(|e| {
+                            StoreError::Corrupt(format!(
+                                "schema `{schema}` holds no vouch store to read ({})",
+                                db_err(e)
+                            ))
+                        })?;
+                    if version as usize != schema::MIGRATIONS.len() {
+                        return Err(StoreError::ReadOnly(format!(
+                            "schema `{schema}` has store version {version} and this vouch reads {}; it is read-only ({why}), so it cannot be upgraded",
+                            schema::MIGRATIONS.len()
+                        )));
+                    }
+                }
+            }
         }
         Ok(PostgresStore {
             schema: schema.to_string(),
@@ -834,6 +888,10 @@ impl PostgresStore {
 }
 
 impl Store for PostgresStore {
+    fn read_only(&self) -> Option<String> {
+        self.pool.read_only.clone()
+    }
+
     fn create_run(&self, run: &NewRun) -> StoreResult<()> {
         insert_run(&mut *self.pool.get()?, run)
     }
