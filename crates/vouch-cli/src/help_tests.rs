@@ -85,3 +85,26 @@ fn the_files_help_points_to_exist() {
         }
     }
 }
+
+/// The help people read, as data: a change to any of it shows in review.
+#[test]
+fn help_snapshots() {
+    let mut cmd = Cli::command();
+    cmd.build();
+    // Commands whose help is this change's; the top level and `serve` grow with other work.
+    for path in [
+        vec!["run"],
+        vec!["approve"],
+        vec!["journal"],
+        vec!["runs", "list"],
+        vec!["schedule", "add"],
+    ] {
+        let mut c = &mut cmd;
+        for p in &path {
+            c = c.find_subcommand_mut(p).expect("a subcommand");
+        }
+        let help = c.render_long_help().to_string();
+        let name = format!("vouch_{}", path.join("_"));
+        insta::assert_snapshot!(name, help);
+    }
+}
