@@ -1,7 +1,7 @@
 //! The vouch home: `$VOUCH_HOME` (default `./.vouch`) holding the embedded store, the
 //! surfaces, drafts, artifacts and the notification log.
 
-use anyhow::{bail, Context as _, Result};
+use anyhow::{Context as _, Result};
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -73,10 +73,10 @@ fn read_only_requested() -> bool {
 pub fn open_store(dir: &Path) -> Result<Arc<dyn Store>> {
     if let Some((url, schema)) = database_url() {
         if !dir.exists() {
-            bail!(
+            return Err(crate::bad(format!(
                 "no vouch home at {} — run `vouch init` first (or set VOUCH_HOME to your home)",
                 dir.display()
-            );
+            )));
         }
         let store = if read_only_requested() {
             vouch_store_postgres::PostgresStore::open_read_only(
@@ -95,10 +95,10 @@ pub fn open_store(dir: &Path) -> Result<Arc<dyn Store>> {
     }
     let db = dir.join(DB_FILE);
     if !db.exists() {
-        bail!(
+        return Err(crate::bad(format!(
             "no vouch home at {} — run `vouch init` first (or set VOUCH_HOME to your home)",
             dir.display()
-        );
+        )));
     }
     // `VOUCH_READ_ONLY=1` opens the home for reading only (a backup, a copy from another
     // machine): nothing is written, not even start-up reconciliation.

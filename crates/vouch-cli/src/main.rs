@@ -936,7 +936,7 @@ fn finish(host: &Host, id: &str, end: &RunEnd, json: bool) -> Result<i32> {
         match end {
             RunEnd::Ended { .. } => hout!("\n{}", receipt.unwrap_or_default()),
             RunEnd::Suspended { reason } => {
-                houtln!("\nRun {id} is waiting for you ({reason}).");
+                houtln!("\nRun {id} is waiting for you ({}).", out::line(reason));
                 for c in cards {
                     match c.delivery {
                         Some(d) => houtln!("  {d} waits for your approval: {}\n  approve: vouch approve {id} {d} --hash {}\n  deny:    vouch deny {id} {d}", out::line(&c.reason), c.payload_hash),
