@@ -315,9 +315,43 @@ fn a_read_only_home_reads_as_read_only_not_corrupt() {
     let binds = std::fs::OpenOptions::new().write(true).open(&db).is_err();
     if binds {
         check(&[], "chmod a-w");
+    } else if std::path::Path::new("/usr/bin/setpriv").exists() {
+        // As root, permissions do not bind: run vouch as `nobody`, for whom the write-protected
+        // home (owned by root, mode a-w) really cannot be written.
+        std::fs::set_permissions(h.tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let as_nobody = |args: &[&str]| {
+            std::process::Command::new("/usr/bin/setpriv")
+                .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+                .arg(env!("CARGO_BIN_EXE_vouch"))
+                .arg("--home")
+                .arg(&h.dir)
+                .args(args)
+                .env_remove("VOUCH_READ_ONLY")
+                .output()
+                .unwrap()
+        };
+        for args in [
+            vec!["runs", "list"],
+            vec!["receipt", run.as_str()],
+            vec!["journal", "verify"],
+            vec!["approvals"],
+            vec!["inbox"],
+        ] {
+            let o = as_nobody(&args);
+            assert_eq!(o.status.code(), Some(0), "nobody {args:?}: {}", stderr(&o));
+            let all = format!("{}{}", stdout(&o), stderr(&o));
+            assert!(!all.contains("corrupt"), "nobody {args:?}: {all}");
+        }
+        let o = as_nobody(&["runs", "list"]);
+        assert!(stderr(&o).contains("read-only"), "{}", stderr(&o));
+        assert!(stdout(&o).contains("Post hello"), "{}", stdout(&o));
+        let o = as_nobody(&["run", "Save b", "--script", &s]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(stderr(&o).contains("read-only"), "{}", stderr(&o));
     }
     set(0o755);
     std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert_eq!(std::fs::read(&db).unwrap(), before, "nothing was written");
 }
 
 #[test]
