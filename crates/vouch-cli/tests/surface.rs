@@ -608,3 +608,100 @@ fn postgresql_verify_names_damage_and_a_read_only_open_reads() {
         stdout(&o)
     );
 }
+
+/// Issue 11 #9: every bad input exits 2 with a message naming what is wrong; none panics.
+#[test]
+fn every_bad_input_exits_2_naming_what_is_wrong() {
+    let h = Home::new("");
+    let dir = h.tmp.path();
+    let none = dir.join("none.json").to_string_lossy().into_owned();
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, "not json").unwrap();
+    let bad = bad.to_string_lossy().into_owned();
+    let routine = dir.join("r.json");
+    std::fs::write(&routine, r#"{"prompt": "x", "script": []}"#).unwrap();
+    let routine = routine.to_string_lossy().into_owned();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["run", "x", "--script", &none], "cannot read script"),
+        (vec!["run", "x"], "no model is configured"),
+        (vec!["run", "x", "--script", &bad], "not valid JSON"),
+        (
+            vec![
+                "schedule",
+                "add",
+                "s",
+                "--cron",
+                "bad",
+                "--routine",
+                &routine,
+            ],
+            "cron expression `bad`",
+        ),
+        (
+            vec![
+                "schedule",
+                "add",
+                "s",
+                "--cron",
+                "0 7 * * *",
+                "--tz",
+                "Mars/Base",
+                "--routine",
+                &routine,
+            ],
+            "time zone `Mars/Base`",
+        ),
+        (
+            vec![
+                "schedule",
+                "add",
+                "s",
+                "--cron",
+                "0 7 * * *",
+                "--grace",
+                "5y",
+                "--routine",
+                &routine,
+            ],
+            "duration `5y`",
+        ),
+        (
+            vec![
+                "schedule",
+                "add",
+                "s",
+                "--cron",
+                "0 7 * * *",
+                "--routine",
+                &bad,
+            ],
+            "is not JSON",
+        ),
+        (vec!["schedule", "rm", "nope"], "no schedule `nope`"),
+        (vec!["receipt", "nope"], "no run `nope`"),
+        (vec!["watch", "nope"], "no run `nope`"),
+        (vec!["journal", "nope"], "no run `nope`"),
+        (vec!["resume", "nope"], "no run `nope`"),
+        (vec!["answer", "nope", "hi"], "no run `nope`"),
+        (vec!["runs", "list", "--limit", "x"], "not a whole number"),
+        (vec!["runs", "list", "--limit", "0"], "at least 1"),
+        (vec!["runs", "show", "last"], "no run yet"),
+    ];
+    for (args, says) in cases {
+        // An empty model URL is no model (whatever the machine's environment holds).
+        let o = h.vouch(&args, &[("VOUCH_MODEL_URL", "")]);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("panicked"), "{args:?}: {}", stderr(&o));
+    }
+    for args in [
+        vec!["oracle", none.as_str()],
+        vec!["scenario", "run", bad.as_str()],
+    ] {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_vouch"))
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+    }
+}
