@@ -345,6 +345,7 @@ fn seed(dir: &std::path::Path, n: usize) -> Result<()> {
             created_ms: at,
             decided_ms: None,
             answer: None,
+            reason: "sending cannot be undone (rule R9)".into(),
         })?;
     }
     Ok(())

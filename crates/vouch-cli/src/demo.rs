@@ -15,11 +15,11 @@ use vouch_runtime::RunSpec;
 use vouch_store::CardState;
 
 fn progress() -> Progress {
-    Arc::new(|line: &str| outln!("    {line}"))
+    Arc::new(|line: &str| houtln!("    {line}"))
 }
 
 fn section(n: usize, title: &str) {
-    outln!("\n━━ {n}/5 {title}");
+    houtln!("\n━━ {n}/5 {title}");
 }
 
 fn spec(title: &str, turns: Value) -> RunSpec {
@@ -104,10 +104,23 @@ pub fn run(keep: bool) -> Result<i32> {
         files.join("sources/notes.md"),
         "Q4: revenue up 12%, churn down to 2.1%, two enterprise deals slipped to January.\n",
     )?;
-    outln!("vouch demo — a fresh home at {}", dir.display());
-    outln!(
-        "Three runs with a scripted model. Watch what the model says, and what the receipt says."
+    houtln!("vouch demo — a fresh home at {}", dir.display());
+    houtln!(
+        "Five short stories, each a real run with a scripted model (files on disk, a real HTTP"
     );
+    houtln!("server and mail server on loopback), a few seconds in all:");
+    houtln!("  1. a document is researched and saved; the receipt follows the file on disk");
+    houtln!(
+        "  2. the model says \"Done — sent\" while the server refused: the receipt says it failed"
+    );
+    houtln!("  3. the process is killed on purpose halfway; start-up reconciliation and `resume` finish it");
+    houtln!(
+        "  4. you approve one e-mail text; the model's regenerated text cannot be sent instead"
+    );
+    houtln!(
+        "  5. a daily schedule: yesterday's slot, missed while the machine was off, is reported"
+    );
+    houtln!("Watch what the model says, and what the receipt says.");
     let mut ok = true;
 
     // 1. Research, save, end on the tool call with no final text.
@@ -128,9 +141,9 @@ pub fn run(keep: bool) -> Result<i32> {
             turns,
         ))
         .map_err(|e| anyhow!("{e}"))?;
-    out!("{}", indent(&host.store.receipt(&id1)?.unwrap_or_default()));
+    hout!("{}", indent(&host.store.receipt(&id1)?.unwrap_or_default()));
     let on_disk = std::fs::read_to_string(files.join("Reports/q4-brief.md")).unwrap_or_default();
-    outln!(
+    houtln!(
         "    The file is really there: {} bytes in Reports/q4-brief.md.",
         on_disk.len()
     );
@@ -158,15 +171,15 @@ pub fn run(keep: bool) -> Result<i32> {
     let Some(card) = card else {
         bail!("demo run 2 should wait for approval, but it is {end2:?}")
     };
-    outln!("    The person approves the exact payload (hash {}…), as `vouch approve {id2} d1 --hash …` would.", &card.payload_hash[..12]);
+    houtln!("    The person approves the exact payload (hash {}…), as `vouch approve {id2} d1 --hash …` would.", &card.payload_hash[..12]);
     host.approve(&id2, "d1", &card.payload_hash)
         .map_err(|e| anyhow!("{e}"))?;
-    out!("{}", indent(&host.store.receipt(&id2)?.unwrap_or_default()));
+    hout!("{}", indent(&host.store.receipt(&id2)?.unwrap_or_default()));
     let rec2 = host
         .store
         .run(&id2)?
         .ok_or_else(|| anyhow!("run 2 missing"))?;
-    outln!(
+    houtln!(
         "    The server saw {} request(s); the receipt follows its answer, not the model's words.",
         hits.load(std::sync::atomic::Ordering::SeqCst)
     );
@@ -175,7 +188,7 @@ pub fn run(keep: bool) -> Result<i32> {
     // 3. Killed halfway, reconciled at start-up, resumed.
     section(
         3,
-        "Save two reports; the process is killed right after the first is verified.",
+        "Save two reports; the demo kills the process on purpose right after the first is verified.",
     );
     let script = dir.join("two-reports.json");
     std::fs::write(
@@ -200,17 +213,20 @@ pub fn run(keep: bool) -> Result<i32> {
         .stderr(std::process::Stdio::null())
         .status()
         .context("start the child vouch process")?;
-    outln!("    The child process died ({}).", describe_status(&status));
+    houtln!(
+        "    The child process died ({}) — deliberately, to show a crash mid-run.",
+        describe_status(&status)
+    );
     let host = home::host(&dir, Some(progress()))?;
     let ended = host.boot().map_err(|e| anyhow!("{e}"))?;
     let Some(id3) = ended.first().cloned() else {
         bail!("start-up reconciliation found no interrupted run")
     };
-    outln!("    Start-up reconciliation ended run {id3}:");
-    out!("{}", indent(&host.store.receipt(&id3)?.unwrap_or_default()));
-    outln!("    `vouch resume {id3}` finishes what is left:");
+    houtln!("    Start-up reconciliation ended run {id3}:");
+    hout!("{}", indent(&host.store.receipt(&id3)?.unwrap_or_default()));
+    houtln!("    `vouch resume {id3}` finishes what is left:");
     let (id4, _) = host.resume(&id3).map_err(|e| anyhow!("{e}"))?;
-    out!("{}", indent(&host.store.receipt(&id4)?.unwrap_or_default()));
+    hout!("{}", indent(&host.store.receipt(&id4)?.unwrap_or_default()));
     let rec3 = host
         .store
         .run(&id3)?
@@ -250,15 +266,15 @@ pub fn run(keep: bool) -> Result<i32> {
     let Some(card) = card else {
         bail!("demo run 4 should wait for approval")
     };
-    outln!(
+    houtln!(
         "    You approve the text you were shown (hash {}…).",
         &card.payload_hash[..12]
     );
     host.approve(&id5, "d1", &card.payload_hash)
         .map_err(|e| anyhow!("{e}"))?;
-    out!("{}", indent(&host.store.receipt(&id5)?.unwrap_or_default()));
+    hout!("{}", indent(&host.store.receipt(&id5)?.unwrap_or_default()));
     let received = inbox.lock().map(|v| v.clone()).unwrap_or_default();
-    outln!("    The mail server received {} message(s); the approved text: {}; the regenerated one: {}.",
+    houtln!("    The mail server received {} message(s); the approved text: {}; the regenerated one: {}.",
         received.len(),
         received.iter().any(|m| m.contains("Revenue up 12%")),
         received.iter().any(|m| m.contains("regenerated")));
@@ -288,15 +304,15 @@ pub fn run(keep: bool) -> Result<i32> {
         grace_ms: 15 * 60_000,
         created_ms: now - 36 * 3_600_000,
     })?;
-    outln!(
+    houtln!(
         "    Schedule `daily-brief` ({cron} UTC), created 36 hours ago; `vouch serve` ticks once:"
     );
     let tick = host.tick().map_err(|e| anyhow!("{e}"))?;
     for (_, _, run) in tick.missed.iter().chain(tick.started.iter()) {
-        out!("{}", indent(&host.store.receipt(run)?.unwrap_or_default()));
+        hout!("{}", indent(&host.store.receipt(run)?.unwrap_or_default()));
     }
     let notes = std::fs::read_to_string(dir.join("notifications.jsonl")).unwrap_or_default();
-    outln!(
+    houtln!(
         "    Notifications sent for the missed slot: {}.",
         notes
             .lines()
@@ -306,7 +322,7 @@ pub fn run(keep: bool) -> Result<i32> {
     ok &= tick.missed.len() == 1 && tick.started.len() == 1;
 
     let report = host.store.verify()?;
-    outln!(
+    houtln!(
         "\nJournal: {} runs, {} events, {} broken chains.",
         report.runs,
         report.events,
@@ -327,7 +343,7 @@ fn describe_status(s: &std::process::ExitStatus) -> String {
 
 fn finish(dir: &Path, keep: bool, ok: bool) -> Result<i32> {
     if keep {
-        outln!(
+        houtln!(
             "The demo home is kept at {} (try `vouch --home {} runs list`).",
             dir.display(),
             dir.display()
@@ -336,10 +352,19 @@ fn finish(dir: &Path, keep: bool, ok: bool) -> Result<i32> {
         let _ = std::fs::remove_dir_all(dir);
     }
     if ok {
-        outln!("Demo finished: every receipt matched what really happened.");
+        houtln!("Demo finished: every receipt matched what really happened.");
+        houtln!("\nWhat to try next (from the repository's root; `vouch` is target/debug/vouch):");
+        houtln!("  vouch init                                   # your own home (./.vouch)");
+        houtln!(
+            "  vouch run \"Save my notes to Notes/\" --script examples/save-notes.json --watch"
+        );
+        houtln!("  vouch receipt last                           # then the tour in README.md");
+        houtln!(
+            "  docs/scripts.md                              # write your own scripts and routines"
+        );
         Ok(0)
     } else {
-        outln!("Demo finished, but something did not behave as expected (see above).");
+        houtln!("Demo finished, but something did not behave as expected (see above).");
         Ok(1)
     }
 }

@@ -1,7 +1,7 @@
 //! The vouch home: `$VOUCH_HOME` (default `./.vouch`) holding the embedded store, the
 //! surfaces, drafts, artifacts and the notification log.
 
-use anyhow::{bail, Context as _, Result};
+use anyhow::{Context as _, Result};
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -65,6 +65,11 @@ pub fn database_url() -> Option<(String, String)> {
     Some((url, schema))
 }
 
+/// `VOUCH_READ_ONLY=1`: open the store for reading only, whichever backend.
+fn read_only_requested() -> bool {
+    std::env::var("VOUCH_READ_ONLY").is_ok_and(|v| v == "1")
+}
+
 pub fn open_store(dir: &Path) -> Result<Arc<dyn Store>> {
     Ok(open_stores(dir)?.0)
 }
@@ -73,25 +78,46 @@ pub fn open_store(dir: &Path) -> Result<Arc<dyn Store>> {
 pub fn open_stores(dir: &Path) -> Result<(Arc<dyn Store>, Arc<dyn IdentityStore>)> {
     if let Some((url, schema)) = database_url() {
         if !dir.exists() {
-            bail!(
+            return Err(crate::bad(format!(
                 "no vouch home at {} — run `vouch init` first (or set VOUCH_HOME to your home)",
                 dir.display()
-            );
+            )));
         }
-        let store = Arc::new(
+        let store = if read_only_requested() {
+            vouch_store_postgres::PostgresStore::open_read_only(
+                &url,
+                &schema,
+                "opened with VOUCH_READ_ONLY=1",
+            )
+        } else {
             vouch_store_postgres::PostgresStore::open(&url, &schema)
-                .map_err(|e| anyhow::anyhow!("{e}"))?,
-        );
+        }
+        .map_err(|e| match e {
+            vouch_store::StoreError::ReadOnly(_) => crate::bad(e.to_string()),
+            other => anyhow::anyhow!("{other}"),
+        })?;
+        let store = Arc::new(store);
         return Ok((store.clone(), store));
     }
     let db = dir.join(DB_FILE);
     if !db.exists() {
-        bail!(
+        return Err(crate::bad(format!(
             "no vouch home at {} — run `vouch init` first (or set VOUCH_HOME to your home)",
             dir.display()
-        );
+        )));
     }
-    let store = Arc::new(SqliteStore::open(&db).map_err(|e| anyhow::anyhow!("{e}"))?);
+    // `VOUCH_READ_ONLY=1` opens the home for reading only (a backup, a copy from another
+    // machine): nothing is written, not even start-up reconciliation.
+    let store = if read_only_requested() {
+        SqliteStore::open_read_only(&db, "opened with VOUCH_READ_ONLY=1")
+    } else {
+        SqliteStore::open(&db)
+    }
+    .map_err(|e| match e {
+        vouch_store::StoreError::ReadOnly(_) => crate::bad(e.to_string()),
+        other => anyhow::anyhow!("{other}"),
+    })?;
+    let store = Arc::new(store);
     Ok((store.clone(), store))
 }
 
@@ -136,7 +162,8 @@ pub fn folder_root(dir: &Path) -> PathBuf {
 }
 
 pub fn config(dir: &Path) -> Result<Config> {
-    Config::load(dir).map_err(|e| anyhow::anyhow!("{e}; fix vouch.toml (see README) and try again"))
+    Config::load(dir)
+        .map_err(|e| crate::bad(format!("{e}; fix vouch.toml (see README) and try again")))
 }
 
 pub fn providers(dir: &Path, cfg: &Config) -> BTreeMap<DestinationKind, Arc<dyn Provider>> {

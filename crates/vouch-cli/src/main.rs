@@ -8,9 +8,12 @@ mod artifact;
 mod bench;
 mod bench_board;
 mod demo;
+#[cfg(test)]
+mod help_tests;
 mod home;
 mod identity;
 mod task;
+mod when;
 
 use anyhow::{anyhow, Result};
 use clap::{Parser, Subcommand};
@@ -49,16 +52,17 @@ enum Cmd {
     },
     /// Show a run's journal, or verify every hash chain (`vouch journal verify`).
     Journal {
-        /// A run id, or `verify`.
+        /// A run id (a unique prefix, or `last`), or `verify` to check every chain and the store.
         target: String,
     },
     /// Run an agent on a prompt (scripted model with --script, else the configured provider).
     Run {
+        /// What you ask for, in your words; it also titles the run and its receipt.
         prompt: String,
-        /// A script of model turns (scenarios.md `script`): a JSON array, or a scenario file.
+        /// A script of model turns (format: docs/scripts.md): a JSON array, or an object with `script`.
         #[arg(long)]
         script: Option<PathBuf>,
-        /// Show progress as the run goes.
+        /// Print each step on stderr as the run goes (without it, only the outcome is printed).
         #[arg(long)]
         watch: bool,
         /// Where you will be when it ends: `watching` (default), `nearby`, or `away`
@@ -70,45 +74,72 @@ enum Cmd {
         quiet: bool,
     },
     /// Watch a run: hold its surface open (presence `watching`) and follow its journal.
-    Watch { run: String },
+    Watch {
+        /// The run id (or a unique prefix, or `last` for the newest run).
+        run: String,
+    },
     /// Print a run's receipt.
     Receipt {
+        /// The run id (or a unique prefix, or `last` for the newest run).
         run: String,
         /// Print the receipt as a statement signed by this host (JSON; check it with `vouch verify`).
         #[arg(long)]
         signed: bool,
     },
-    /// Check a signed receipt: its signature, and with this home's store its journal (§16).
+    /// Check a signed receipt: its signature, and with this home's store its journal.
     Verify {
+        /// The signed receipt (a file written from `vouch receipt RUN --signed`).
         file: PathBuf,
         /// Check the signature only, without the store.
         #[arg(long)]
         offline: bool,
     },
-    /// Start the continuation of an interrupted run (§9.2).
-    Resume { run: String },
+    /// Finish an interrupted run: a continuation does what is left, never redoing what is done.
+    Resume {
+        /// The interrupted run's id (or a unique prefix, or `last`).
+        run: String,
+    },
     /// List open approval and clarify cards.
     Approvals,
     /// Approve the exact payload with this hash; the run resumes and executes it.
     Approve {
+        /// The waiting run's id (or a unique prefix, or `last`), as `vouch approvals` shows it.
         run: String,
+        /// The delivery id of the card, like `d1`.
         delivery: String,
+        /// The payload's hash as shown: all 64 hex digits, or a unique prefix of at least 12.
         #[arg(long)]
         hash: String,
     },
     /// Refuse a pending delivery.
-    Deny { run: String, delivery: String },
+    Deny {
+        /// The waiting run's id (or a unique prefix, or `last`).
+        run: String,
+        /// The delivery id of the card, like `d1`.
+        delivery: String,
+    },
     /// Replace a pending payload (a new card with a new hash).
     Edit {
+        /// The waiting run's id (or a unique prefix, or `last`).
         run: String,
+        /// The delivery id of the card, like `d1`.
         delivery: String,
+        /// A JSON file with the new payload (an object, like the one `vouch approvals` shows).
         #[arg(long)]
         payload: PathBuf,
     },
     /// Answer a run's question.
-    Answer { run: String, text: String },
+    Answer {
+        /// The waiting run's id (or a unique prefix, or `last`).
+        run: String,
+        /// Your answer, in words.
+        text: String,
+    },
     /// Cancel a run that has not ended.
-    Cancel { run: String },
+    Cancel {
+        /// The run's id (or a unique prefix, or `last`).
+        run: String,
+    },
     /// Every destination kind with its capability level, and how to connect what is missing.
     Doctor,
     /// List idempotency ledger keys and their states.
@@ -127,14 +158,15 @@ enum Cmd {
     /// The long-running host: scheduler, start-up reconciliation, notification dispatch.
     Serve {
         /// Milliseconds between scheduler ticks.
-        #[arg(long, default_value_t = 1000)]
+        #[arg(long, default_value_t = 1000, conflicts_with = "once")]
         tick_ms: u64,
-        /// Run one tick and exit.
+        /// Reconcile, run one scheduler tick, report what it did, and exit.
         #[arg(long)]
         once: bool,
     },
     /// What the contract prescribes for scenarios (files or folders of *.json).
     Oracle {
+        /// Scenario files, or folders of them (`corpus/` holds the project's).
         #[arg(required = true)]
         paths: Vec<PathBuf>,
         /// Print only the coverage line: scenarios, agreeing, disagreeing, GAPs.
@@ -192,24 +224,34 @@ enum Cmd {
 enum ScheduleCmd {
     /// Add a schedule.
     Add {
+        /// A name for the schedule, unique in this home.
         name: String,
+        /// When it runs: five cron fields (minute hour day month weekday), like `0 7 * * *`.
         #[arg(long)]
         cron: String,
+        /// The time zone the cron fields are read in: an IANA name like `Europe/Berlin`.
         #[arg(long, default_value = "UTC")]
         tz: String,
-        /// A routine file: {"prompt": …, "script": [...]} (or "model": {"kind": "openai"}).
+        /// A routine file (format: docs/scripts.md): {"prompt": …, "script": [...]}, or
+        /// "model": {"kind": "openai"} for the configured model.
         #[arg(long)]
         routine: PathBuf,
+        /// Slots missed while vouch was not serving: `skip` them (each reported as missed),
+        /// or also run the `latest` one late.
         #[arg(long, default_value = "skip", value_parser = ["skip", "latest"])]
         catch_up: String,
+        /// A slot due while the previous run is still going: `skip` it, or `allow` both.
         #[arg(long, default_value = "skip", value_parser = ["skip", "allow"])]
         overlap: String,
         /// How late a slot may still start: `900s`, `15m`, `1h` (default 15m).
         #[arg(long, default_value = "15m")]
         grace: String,
     },
+    /// List schedules with their last slot.
     List,
+    /// Remove a schedule; its past runs and receipts stay.
     Rm {
+        /// The schedule's name, as `vouch schedule list` shows it.
         name: String,
     },
 }
@@ -218,6 +260,7 @@ enum ScheduleCmd {
 enum ScenarioCmd {
     /// Run each scenario on a fresh embedded store in a temporary directory.
     Run {
+        /// Scenario files, or folders of them (`corpus/` holds the project's).
         #[arg(required = true)]
         paths: Vec<PathBuf>,
     },
@@ -233,6 +276,7 @@ enum BenchCmd {
         /// Interleaved rounds (background load falls on all measurements alike).
         #[arg(long, default_value_t = 3)]
         rounds: usize,
+        /// Concurrent writers in the N-writer measurement.
         #[arg(long, default_value_t = 8)]
         writers: usize,
         /// Folder on the disk to measure (default: the temporary folder).
@@ -248,8 +292,10 @@ enum BenchCmd {
     },
     /// Runs per second, sequentially and N at once, on a temporary embedded home.
     Runs {
+        /// How many runs to measure.
         #[arg(long, default_value_t = 200)]
         runs: usize,
+        /// Runs at once in the concurrent measurement.
         #[arg(long, default_value_t = 8)]
         concurrency: usize,
     },
@@ -283,11 +329,26 @@ enum BenchCmd {
 enum RunsCmd {
     /// Newest first.
     List {
-        #[arg(long, default_value_t = 50)]
+        /// Show at most this many runs (1 or more).
+        #[arg(long, default_value_t = 50, value_parser = parse_limit)]
         limit: usize,
     },
     /// One run: state, outcome, deliveries.
-    Show { run: String },
+    Show {
+        /// The run id (or a unique prefix, or `last` for the newest run).
+        run: String,
+    },
+}
+
+/// `--limit`: a whole number of at least 1 (a limit of 0 would list nothing and look empty).
+fn parse_limit(s: &str) -> std::result::Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1 (it is how many runs to show)".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!(
+            "`{s}` is not a whole number; give how many runs to show, like 20"
+        )),
+    }
 }
 
 /// An error that is the user's input (exit 2), as opposed to work that did not succeed.
@@ -309,7 +370,17 @@ fn main() {
         Ok(c) => c,
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
-            let _ = e.print();
+            // `--json` means JSON for every answer, a refused command line included.
+            if code == 2 && std::env::args_os().any(|a| a == "--json") {
+                let msg = e.kind().to_string();
+                let detail = e.render().to_string();
+                outln!(
+                    "{}",
+                    json!({"error": detail.trim(), "kind": msg, "exit_code": 2})
+                );
+            } else {
+                let _ = e.print();
+            }
             std::process::exit(code);
         }
     };
@@ -317,13 +388,31 @@ fn main() {
     match run(cli) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
-            let code = if e.downcast_ref::<BadInput>().is_some() {
+            let corrupt = matches!(
+                e.downcast_ref::<vouch_store::StoreError>(),
+                Some(vouch_store::StoreError::Corrupt(_))
+            ) || matches!(
+                e.downcast_ref::<vouch_runtime::HostError>(),
+                Some(vouch_runtime::HostError::Store(
+                    vouch_store::StoreError::Corrupt(_)
+                ))
+            );
+            let e = if corrupt {
+                e.context("the store is damaged: `vouch journal verify` names what is damaged")
+            } else {
+                e
+            };
+            let read_only = matches!(
+                e.downcast_ref::<vouch_store::StoreError>(),
+                Some(vouch_store::StoreError::ReadOnly(_))
+            );
+            let code = if e.downcast_ref::<BadInput>().is_some() || read_only {
                 2
             } else {
                 1
             };
             if json {
-                outln!("{}", json!({"error": format!("{e:#}")}));
+                outln!("{}", json!({"error": format!("{e:#}"), "exit_code": code}));
             } else {
                 errln!("error: {e:#}");
             }
@@ -345,12 +434,20 @@ fn host_err(e: vouch_runtime::HostError) -> anyhow::Error {
             ))
         }
         vouch_runtime::HostError::Store(vouch_store::StoreError::Conflict(m)) => bad(m),
+        vouch_runtime::HostError::Store(e @ vouch_store::StoreError::ReadOnly(_)) => {
+            bad(format!("{e}; use a writable home for this command"))
+        }
         other => anyhow!(other),
     }
 }
 
 fn open_host(dir: &Path, watch: bool) -> Result<Host> {
     let host = home::host(dir, progress(watch))?;
+    if let Some(why) = host.store.read_only() {
+        // Reading a read-only home changes nothing there: no presence, no reconciliation.
+        errln!("vouch: this home is read-only ({why}); showing what is stored, changing nothing.");
+        return Ok(host);
+    }
     // The person is using vouch now: `nearby` for the attention table (§11.1).
     home::FilePresence::new(dir).touch_active(host.clock.now_ms());
     // Start-up reconciliation: every run whose owner is gone ends here (§9.1 b).
@@ -366,15 +463,33 @@ fn open_host(dir: &Path, watch: bool) -> Result<Host> {
 fn run(cli: Cli) -> Result<i32> {
     let dir = home::home_dir(cli.home.as_deref());
     let json = cli.json;
+    // Options that would do nothing are refused, not silently ignored.
+    let homeless = match &cli.cmd {
+        Cmd::Demo { .. } => Some("demo"),
+        Cmd::Oracle { .. } => Some("oracle"),
+        Cmd::Scenario { .. } => Some("scenario"),
+        Cmd::Bench { .. } => Some("bench"),
+        _ => None,
+    };
+    if let (Some(name), Some(_)) = (homeless, &cli.home) {
+        return Err(bad(format!(
+            "`vouch {name}` does not use a home (it works in its own temporary folder); leave out --home"
+        )));
+    }
+    if matches!(cli.cmd, Cmd::Demo { .. }) && json {
+        return Err(bad(
+            "`vouch demo` is a tour for people and has no JSON form; leave out --json (for programs: `vouch --json scenario run corpus/`)",
+        ));
+    }
     match cli.cmd {
         Cmd::Init => {
             let created = home::init(&dir)?;
             if json {
                 outln!("{}", json!({"home": dir, "created": created}));
             } else if created {
-                outln!("Created a vouch home at {}.\nNext: `vouch demo` to see it work, or `vouch run \"PROMPT\" --script FILE`.", dir.display());
+                houtln!("Created a vouch home at {}.\nNext: `vouch demo` to see it work, or `vouch run \"PROMPT\" --script FILE`.", dir.display());
             } else {
-                outln!(
+                houtln!(
                     "{} is already a vouch home; nothing changed.",
                     dir.display()
                 );
@@ -389,9 +504,9 @@ fn run(cli: Cli) -> Result<i32> {
             if json {
                 outln!("{}", serde_json::to_string(&runs)?);
             } else if runs.is_empty() {
-                outln!("No runs yet in {}. Start one with `vouch run \"PROMPT\" --script FILE` or try `vouch demo`.", dir.display());
+                houtln!("No runs yet in {}. Start one with `vouch run \"PROMPT\" --script FILE` or try `vouch demo`.", dir.display());
             } else {
-                outln!(
+                houtln!(
                     "{:<22} {:<12} {:<10} {:<10} TITLE",
                     "RUN",
                     "TRIGGER",
@@ -399,13 +514,13 @@ fn run(cli: Cli) -> Result<i32> {
                     "OUTCOME"
                 );
                 for r in runs {
-                    outln!(
+                    houtln!(
                         "{:<22} {:<12} {:<10} {:<10} {}",
                         r.id,
                         r.trigger.as_str(),
                         r.state.as_str(),
                         r.outcome.map(|o| o.as_str()).unwrap_or("—"),
-                        r.title.chars().take(60).collect::<String>()
+                        out::short(&r.title, 60)
                     );
                 }
             }
@@ -417,20 +532,32 @@ fn run(cli: Cli) -> Result<i32> {
             let host = open_host(&dir, false)?;
             let rec = find_run(host.store.as_ref(), &run)?;
             let view = vouch_runtime::view::RunView::from_journal(&host.store.journal(&rec.id)?);
+            let cards = host.store.cards_for_run(&rec.id)?;
             let items: Vec<Value> = view
                 .manifest
                 .iter()
                 .flat_map(|m| m.deliveries.iter())
                 .map(|d| {
                     let iv = view.items.get(&d.id).cloned().unwrap_or_default();
-                    json!({"id": d.id, "verb": d.verb, "destination": d.destination, "posture": iv.posture, "status": view.final_status(&d.id)})
+                    // The open card of this item, with why the person is asked (§7).
+                    let approval = cards
+                        .iter()
+                        .rev()
+                        .find(|c| c.state == CardState::Open && c.delivery.as_deref() == Some(d.id.as_str()))
+                        .map(|c| json!({"payload_hash": c.payload_hash, "reason": c.reason}));
+                    json!({"id": d.id, "verb": d.verb, "destination": d.destination, "posture": iv.posture, "status": view.final_status(&d.id), "approval": approval})
                 })
                 .collect();
             if json {
                 outln!("{}", json!({"run": rec, "deliveries": items}));
             } else {
-                outln!("Run {} · {} · {}", rec.id, rec.trigger.as_str(), rec.title);
-                outln!(
+                houtln!(
+                    "Run {} · {} · {}",
+                    rec.id,
+                    rec.trigger.as_str(),
+                    out::line(&rec.title)
+                );
+                houtln!(
                     "State: {}{}",
                     rec.state.as_str(),
                     rec.outcome
@@ -438,13 +565,13 @@ fn run(cli: Cli) -> Result<i32> {
                         .unwrap_or_default()
                 );
                 if let Some(e) = rec.ended_by {
-                    outln!("Ended by: {}", e.as_str());
+                    houtln!("Ended by: {}", e.as_str());
                 }
                 if let Some(p) = &rec.parent {
-                    outln!("Continues: {p}");
+                    houtln!("Continues: {p}");
                 }
                 for i in items {
-                    outln!(
+                    houtln!(
                         "  {} {} → {}  posture {}  status {}",
                         i["id"].as_str().unwrap_or(""),
                         i["verb"].as_str().unwrap_or(""),
@@ -454,8 +581,15 @@ fn run(cli: Cli) -> Result<i32> {
                         i["posture"].as_str().unwrap_or("—"),
                         i["status"].as_str().unwrap_or("")
                     );
+                    if let Some(a) = i["approval"].as_object() {
+                        houtln!(
+                            "     waits for your approval: {}\n     hash {} — `vouch approvals` shows the payload",
+                            out::line(a["reason"].as_str().unwrap_or("")),
+                            a["payload_hash"].as_str().unwrap_or("")
+                        );
+                    }
                 }
-                outln!(
+                houtln!(
                     "{} turns, {} events. Receipt: `vouch receipt {}`; journal: `vouch journal {}`",
                     view.turns,
                     host.store.journal(&rec.id)?.len(),
@@ -470,19 +604,32 @@ fn run(cli: Cli) -> Result<i32> {
             let report = store.verify()?;
             if json {
                 outln!("{}", serde_json::to_string(&report)?);
-            } else if report.breaks.is_empty() {
-                outln!(
-                    "Journal intact: {} runs, {} events, every hash chain verifies.",
+            } else if report.intact() {
+                houtln!(
+                    "Store and journal intact: {} runs, {} events, every hash chain verifies and every row reads back.",
                     report.runs,
                     report.events
                 );
             } else {
-                for b in &report.breaks {
-                    outln!("BROKEN: run {} event #{}: {}", b.run_id, b.seq, b.reason);
+                let kept = if home::database_url().is_some() {
+                    "a dump of the database".to_string()
+                } else {
+                    format!("a copy of {}", dir.join(home::DB_FILE).display())
+                };
+                for d in &report.damage {
+                    houtln!("DAMAGED: {d}");
                 }
-                outln!("{} of {} runs have a broken chain. The journal was changed outside vouch; keep a copy of {} before doing anything else.", report.breaks.len(), report.runs, dir.join(home::DB_FILE).display());
+                for b in &report.breaks {
+                    houtln!("BROKEN: run {} event #{}: {}", b.run_id, b.seq, b.reason);
+                }
+                if !report.damage.is_empty() {
+                    houtln!("The store itself is damaged ({} problems above). Keep {kept} before doing anything else; then restore it from a backup, or run `vouch init` in a new folder.", report.damage.len());
+                }
+                if !report.breaks.is_empty() {
+                    houtln!("{} of {} runs have a broken chain. The journal was changed outside vouch; keep {kept} before doing anything else.", report.breaks.len(), report.runs);
+                }
             }
-            Ok(if report.breaks.is_empty() { 0 } else { 1 })
+            Ok(if report.intact() { 0 } else { 1 })
         }
         Cmd::Journal { target } => {
             let store = home::open_store(&dir)?;
@@ -493,7 +640,7 @@ fn run(cli: Cli) -> Result<i32> {
             } else {
                 let t0 = entries.first().map(|e| e.at_ms).unwrap_or(0);
                 for e in &entries {
-                    outln!(
+                    houtln!(
                         "#{:<4} +{:>7.3}s  {:<20} {:<6} {}",
                         e.seq,
                         (e.at_ms - t0) as f64 / 1000.0,
@@ -512,7 +659,7 @@ fn run(cli: Cli) -> Result<i32> {
             presence,
             quiet,
         } => {
-            let host = open_host(&dir, watch || !json)?;
+            let host = open_host(&dir, watch)?;
             let model = match &script {
                 Some(path) => json!({"kind": "script", "turns": read_script(path)?}),
                 None => {
@@ -554,7 +701,7 @@ fn run(cli: Cli) -> Result<i32> {
                     json!({"run": rec.id, "state": rec.state, "outcome": rec.outcome, "receipt": text})
                 );
             } else {
-                out!("{text}");
+                hout!("{text}");
             }
             Ok(0)
         }
@@ -570,22 +717,22 @@ fn run(cli: Cli) -> Result<i32> {
             if json {
                 let out: Vec<Value> = cards
                     .iter()
-                    .map(|c| json!({"run": c.run_id, "delivery": c.delivery, "payload_hash": c.payload_hash, "summary": c.summary, "payload": c.delivery.as_ref().and_then(|_| host.store.payload(&c.payload_hash).ok().flatten()).and_then(|p| serde_json::from_str::<Value>(&p).ok())}))
+                    .map(|c| json!({"run": c.run_id, "delivery": c.delivery, "payload_hash": c.payload_hash, "summary": c.summary, "reason": c.reason, "payload": c.delivery.as_ref().and_then(|_| host.store.payload(&c.payload_hash).ok().flatten()).and_then(|p| serde_json::from_str::<Value>(&p).ok())}))
                     .collect();
                 outln!("{}", serde_json::to_string(&out)?);
             } else if cards.is_empty() {
-                outln!("Nothing is waiting for you.");
+                houtln!("Nothing is waiting for you.");
             } else {
                 for c in cards {
                     match &c.delivery {
                         Some(d) => {
                             let payload = host.store.payload(&c.payload_hash)?.unwrap_or_default();
-                            outln!("run {} · {} · {}\n  payload: {}\n  hash: {}\n  approve: vouch approve {} {} --hash {}\n  deny:    vouch deny {} {}\n", c.run_id, d, c.summary, payload, c.payload_hash, c.run_id, d, c.payload_hash, c.run_id, d);
+                            houtln!("run {} · {} · {}\n  why:     {}\n  payload: {}\n  hash:    {}\n  approve: vouch approve {} {} --hash {}\n  deny:    vouch deny {} {}\n", c.run_id, d, out::line(&c.summary), out::line(&c.reason), out::line(&payload), c.payload_hash, c.run_id, d, c.payload_hash, c.run_id, d);
                         }
-                        None => outln!(
+                        None => houtln!(
                             "run {} · question: {}\n  answer: vouch answer {} \"…\"\n",
                             c.run_id,
-                            c.summary,
+                            out::line(&c.summary),
                             c.run_id
                         ),
                     }
@@ -635,7 +782,7 @@ fn run(cli: Cli) -> Result<i32> {
                     json!({"run": rec.id, "delivery": delivery, "payload_hash": hash})
                 );
             } else {
-                outln!("New card for {delivery} (the previous one is superseded).\n  hash: {hash}\n  approve: vouch approve {} {delivery} --hash {hash}", rec.id);
+                houtln!("New card for {delivery} (the previous one is superseded).\n  hash: {hash}\n  approve: vouch approve {} {delivery} --hash {hash}", rec.id);
             }
             Ok(0)
         }
@@ -676,9 +823,9 @@ fn run(cli: Cli) -> Result<i32> {
                     json!({"home": dir, "destinations": rows, "overrides": cfg.capabilities, "automation": cfg.automation.map(|a| a.routines).unwrap_or_default()})
                 );
             } else {
-                outln!("vouch home {} — destinations:", dir.display());
+                houtln!("vouch home {} — destinations:", dir.display());
                 for r in &rows {
-                    outln!(
+                    houtln!(
                         "  {:<9} {:<12} {}",
                         r["kind"].as_str().unwrap_or(""),
                         r["level"].as_str().unwrap_or(""),
@@ -686,7 +833,7 @@ fn run(cli: Cli) -> Result<i32> {
                     );
                 }
                 for (p, l) in &cfg.capabilities {
-                    outln!("  override  {p} → {}", l.as_str());
+                    houtln!("  override  {p} → {}", l.as_str());
                 }
             }
             Ok(0)
@@ -697,9 +844,9 @@ fn run(cli: Cli) -> Result<i32> {
             if json {
                 outln!("{}", serde_json::to_string(&entries)?);
             } else if entries.is_empty() {
-                outln!("The ledger is empty: no irreversible act has been attempted.");
+                houtln!("The ledger is empty: no irreversible act has been attempted.");
             } else {
-                outln!(
+                houtln!(
                     "{:<18} {:<10} {:<8} {:<22} DELIVERY",
                     "KEY",
                     "STATE",
@@ -707,7 +854,7 @@ fn run(cli: Cli) -> Result<i32> {
                     "RUN"
                 );
                 for e in entries {
-                    outln!(
+                    houtln!(
                         "{:<18} {:<10} {:<8} {:<22} {}",
                         &e.key[..16.min(e.key.len())],
                         e.state.as_str(),
@@ -727,7 +874,7 @@ fn run(cli: Cli) -> Result<i32> {
                 if json {
                     outln!("{}", json!({"waiting": cards.len()}));
                 } else {
-                    outln!("{}", cards.len());
+                    houtln!("{}", cards.len());
                 }
                 return Ok(0);
             }
@@ -737,13 +884,13 @@ fn run(cli: Cli) -> Result<i32> {
                 return Ok(0);
             }
             if !cards.is_empty() {
-                outln!("{} waiting for you — see `vouch approvals`:", cards.len());
+                houtln!("{} waiting for you — see `vouch approvals`:", cards.len());
                 for c in &cards {
-                    outln!(
+                    houtln!(
                         "  • run {} {}: {}",
                         c.run_id,
                         c.delivery.as_deref().unwrap_or("question"),
-                        c.summary
+                        out::short(&c.summary, 100)
                     );
                 }
                 outln!();
@@ -753,7 +900,7 @@ fn run(cli: Cli) -> Result<i32> {
                 .filter(|r| r.state == vouch_core::RunState::Ended)
                 .collect();
             if cards.is_empty() && ended.is_empty() {
-                outln!("Your inbox is empty: no receipts and nothing waiting.");
+                houtln!("Your inbox is empty: no receipts and nothing waiting.");
             }
             for r in ended {
                 // What to do comes from the terminal record: needs_you, or resume, or nothing.
@@ -794,10 +941,10 @@ fn run(cli: Cli) -> Result<i32> {
                 } else {
                     format!("`vouch receipt {}`", r.id)
                 };
-                outln!(
+                houtln!(
                     "{:<10} {:<48} {}",
                     r.outcome.map(|o| o.as_str()).unwrap_or(""),
-                    r.title.chars().take(48).collect::<String>(),
+                    out::short(&r.title, 48),
                     todo
                 );
             }
@@ -866,13 +1013,13 @@ fn finish(host: &Host, id: &str, end: &RunEnd, json: bool) -> Result<i32> {
         );
     } else {
         match end {
-            RunEnd::Ended { .. } => out!("\n{}", receipt.unwrap_or_default()),
+            RunEnd::Ended { .. } => hout!("\n{}", receipt.unwrap_or_default()),
             RunEnd::Suspended { reason } => {
-                outln!("\nRun {id} is waiting for you ({reason}).");
+                houtln!("\nRun {id} is waiting for you ({}).", out::line(reason));
                 for c in cards {
                     match c.delivery {
-                        Some(d) => outln!("  approve: vouch approve {id} {d} --hash {}\n  deny:    vouch deny {id} {d}", c.payload_hash),
-                        None => outln!("  answer:  vouch answer {id} \"…\""),
+                        Some(d) => houtln!("  {d} waits for your approval: {}\n  approve: vouch approve {id} {d} --hash {}\n  deny:    vouch deny {id} {d}", out::line(&c.reason), c.payload_hash),
+                        None => houtln!("  answer:  vouch answer {id} \"…\""),
                     }
                 }
             }
@@ -901,10 +1048,15 @@ fn run_why(host: &Host, id: &str) -> Result<Value> {
     )
 }
 
-/// Resolve a run id, or a unique prefix of one.
+/// Resolve a run id, a unique prefix of one, or `last` (the newest run).
 fn find_run(store: &dyn Store, id: &str) -> Result<vouch_store::RunRecord> {
     if let Some(r) = store.run(id)? {
         return Ok(r);
+    }
+    if id == "last" {
+        return store.runs(1)?.into_iter().next().ok_or_else(|| {
+            bad("there is no run yet, so no `last` one; start one with `vouch run \"PROMPT\" --script FILE`")
+        });
     }
     // Two are enough to tell "unique" from "ambiguous".
     let matches = if id.is_empty() {
@@ -945,7 +1097,7 @@ fn read_script(path: &Path) -> Result<Value> {
     if let Some(items) = turns.as_array() {
         for (i, t) in items.iter().enumerate() {
             if let Err(e) = serde_json::from_value::<vouch_scenario::Turn>(t.clone()) {
-                return Err(bad(format!("script {}: turn {i} is not a valid turn ({e}); see the `script` format in docs", path.display())));
+                return Err(bad(format!("script {}: turn {i} is not a valid turn ({e}); see the script format in docs/scripts.md", path.display())));
             }
         }
     } else {
@@ -957,13 +1109,9 @@ fn read_script(path: &Path) -> Result<Value> {
     Ok(turns)
 }
 
+/// A journal body on one line: JSON escapes C0 controls but not C1 or bidirectional ones.
 fn describe(body: &Value) -> String {
-    let s = body.to_string();
-    if s.len() > 140 {
-        format!("{}…", s.chars().take(140).collect::<String>())
-    } else {
-        s
-    }
+    out::short(&body.to_string(), 140)
 }
 
 fn parse_duration_ms(s: &str) -> Result<i64> {
@@ -1051,7 +1199,7 @@ fn schedule(dir: &Path, cmd: ScheduleCmd, json: bool) -> Result<i32> {
             if json {
                 outln!("{}", serde_json::to_string(&sched)?);
             } else {
-                outln!("Schedule `{name}` added ({} {}). It runs while `vouch serve` is running; slots missed while it is not are reported as missed.", sched.cron, sched.tz);
+                houtln!("Schedule `{name}` added ({} {}). It runs while `vouch serve` is running; slots missed while it is not are reported as missed.", sched.cron, sched.tz);
             }
             Ok(0)
         }
@@ -1060,15 +1208,15 @@ fn schedule(dir: &Path, cmd: ScheduleCmd, json: bool) -> Result<i32> {
             if json {
                 outln!("{}", serde_json::to_string(&all)?);
             } else if all.is_empty() {
-                outln!("No schedules. Add one with `vouch schedule add NAME --cron \"0 7 * * *\" --tz Europe/Berlin --routine FILE`.");
+                houtln!("No schedules. Add one with `vouch schedule add NAME --cron \"0 7 * * *\" --tz Europe/Berlin --routine FILE`.");
             } else {
                 for s in all {
                     let last = store
                         .slots(&s.name)?
                         .last()
-                        .map(|(t, r)| format!("last slot {t} → run {r}"))
+                        .map(|(t, r)| format!("last slot {} → run {r}", when::slot_time(*t, &s.tz)))
                         .unwrap_or_else(|| "no slot yet".into());
-                    outln!(
+                    houtln!(
                         "{:<16} {:<14} {:<16} catch-up {:<6} overlap {:<5} grace {}s  {last}",
                         s.name,
                         s.cron,
@@ -1088,7 +1236,7 @@ fn schedule(dir: &Path, cmd: ScheduleCmd, json: bool) -> Result<i32> {
                 )));
             }
             if !json {
-                outln!("Schedule `{name}` removed; its past runs and receipts stay.");
+                houtln!("Schedule `{name}` removed; its past runs and receipts stay.");
             }
             Ok(0)
         }
@@ -1097,28 +1245,69 @@ fn schedule(dir: &Path, cmd: ScheduleCmd, json: bool) -> Result<i32> {
 
 fn serve(dir: &Path, tick_ms: u64, once: bool, json: bool) -> Result<i32> {
     let host = open_host(dir, !json)?;
-    errln!(
-        "vouch serve: home {} — scheduler every {tick_ms} ms (Ctrl-C to stop)",
-        dir.display()
-    );
+    if once {
+        errln!(
+            "vouch serve --once: home {} — one scheduler tick",
+            dir.display()
+        );
+    } else {
+        errln!(
+            "vouch serve: home {} — scheduler every {tick_ms} ms (Ctrl-C to stop)",
+            dir.display()
+        );
+    }
     loop {
         let report = host.tick().map_err(host_err)?;
+        // Slots are shown as times in their schedule's zone, never as epoch milliseconds.
+        let zones: std::collections::BTreeMap<String, String> = host
+            .store
+            .schedules()?
+            .into_iter()
+            .map(|s| (s.name, s.tz))
+            .collect();
+        let zone = |s: &str| zones.get(s).cloned().unwrap_or_else(|| "UTC".into());
+        let at = |s: &str, slot: i64| when::slot_time(slot, &zone(s));
         for (s, slot, run) in &report.started {
-            errln!("  {s}: slot {slot} ran as {run}");
+            errln!("  {s}: the {} slot ran as {run}", at(s, *slot));
         }
         for (s, slot, run) in &report.missed {
-            errln!("  {s}: slot {slot} was missed (receipt: `vouch receipt {run}`)");
+            errln!(
+                "  {s}: the {} slot was missed (receipt: `vouch receipt {run}`)",
+                at(s, *slot)
+            );
         }
         for (s, slot, run) in &report.late {
-            errln!("  {s}: late run {run} for slot {slot}");
+            errln!("  {s}: the {} slot runs late as {run}", at(s, *slot));
         }
         if json {
+            let rows = |v: &[(String, i64, String)]| {
+                v.iter()
+                    .map(|(s, slot, run)| json!({"schedule": s, "slot_ms": slot, "slot": when::slot_rfc3339(*slot, &zone(s)), "run": run}))
+                    .collect::<Vec<_>>()
+            };
             outln!(
                 "{}",
-                json!({"started": report.started, "missed": report.missed, "late": report.late, "taken_by_another_host": report.taken})
+                json!({"started": rows(&report.started), "missed": rows(&report.missed), "late": rows(&report.late), "taken_by_another_host": report.taken})
             );
         }
         if once {
+            if !json {
+                let n = report.started.len() + report.missed.len() + report.late.len();
+                if n == 0 && report.taken == 0 {
+                    houtln!(
+                        "One tick: nothing was due ({} schedules; no slot fell in this tick).",
+                        zones.len()
+                    );
+                } else {
+                    houtln!(
+                        "One tick: {} slots started, {} missed, {} running late, {} taken by another host.",
+                        report.started.len(),
+                        report.missed.len(),
+                        report.late.len(),
+                        report.taken
+                    );
+                }
+            }
             return Ok(0);
         }
         std::thread::sleep(std::time::Duration::from_millis(tick_ms.max(50)));
@@ -1133,7 +1322,11 @@ fn watch(dir: &Path, run: &str, json: bool) -> Result<i32> {
     let mut seen = 0usize;
     let mut told = false;
     if !json {
-        errln!("watching run {} — {} (Ctrl-C to stop)", rec.id, rec.title);
+        errln!(
+            "watching run {} — {} (Ctrl-C to stop)",
+            rec.id,
+            out::line(&rec.title)
+        );
     }
     loop {
         let now = host.clock.now_ms();
@@ -1143,7 +1336,7 @@ fn watch(dir: &Path, run: &str, json: bool) -> Result<i32> {
             if json {
                 outln!("{}", serde_json::to_string(e)?);
             } else {
-                outln!(
+                houtln!(
                     "#{:<4} {:<20} {:<6} {}",
                     e.seq,
                     e.kind.as_str(),
@@ -1161,7 +1354,7 @@ fn watch(dir: &Path, run: &str, json: bool) -> Result<i32> {
             vouch_core::RunState::Ended => {
                 presence.release_watch(&rec.id);
                 if !json {
-                    out!("\n{}", host.store.receipt(&rec.id)?.unwrap_or_default());
+                    hout!("\n{}", host.store.receipt(&rec.id)?.unwrap_or_default());
                 }
                 return Ok(0);
             }
@@ -1189,7 +1382,7 @@ fn oracle(paths: &[PathBuf], summary: bool, json: bool) -> Result<i32> {
                 json!({"scenarios": s.scenarios, "agreeing": s.agreeing, "disagreeing": s.disagreeing.len(), "without_expect": s.without_expect, "gaps": s.gaps.iter().map(|(id, q)| json!({"id": id, "question": q})).collect::<Vec<_>>()})
             );
         } else {
-            outln!("{s}");
+            houtln!("{s}");
         }
         return Ok(s.exit_code());
     }
@@ -1203,10 +1396,10 @@ fn oracle(paths: &[PathBuf], summary: bool, json: bool) -> Result<i32> {
         if json {
             outln!("{}", out.to_json_line());
         } else {
-            out!("{}", vouch_oracle::render_human(&answer));
+            hout!("{}", vouch_oracle::render_human(&answer));
             if out.expect_ok == Some(false) {
                 for d in out.disagreements.iter().flatten() {
-                    outln!(
+                    houtln!(
                         "  DISAGREES WITH EXPECT {}: expected {} got {}",
                         d.field,
                         d.expected,
@@ -1295,13 +1488,13 @@ fn scenario_run(paths: &[PathBuf], json: bool) -> Result<i32> {
         }
     }
     if !json {
-        outln!(
+        houtln!(
             "{total} scenarios run through the host in {:.1} s: {agreeing} agree, {} disagree, {gaps} oracle GAPs",
             started.elapsed().as_secs_f64(),
             failing.len()
         );
         for f in &failing {
-            outln!("  {f}");
+            houtln!("  {f}");
         }
     }
     Ok(if failing.is_empty() { 0 } else { 1 })

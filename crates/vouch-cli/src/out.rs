@@ -34,7 +34,9 @@ macro_rules! errln {
     }};
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        // Everything on stderr is for people: escaped like `houtln!`.
+        let text = format!($($arg)*);
+        let _ = writeln!(std::io::stderr(), "{}", vouch_core::escape_text(&text));
     }};
 }
 
@@ -45,4 +47,43 @@ macro_rules! err {
         use std::io::Write as _;
         let _ = write!(std::io::stderr(), $($arg)*);
     }};
+}
+
+/// `println!` for people: the formatted text is escaped (§10), so no control or
+/// bidirectional character from a model, a payload or a provider reaches the terminal raw.
+/// Line breaks of the text itself stay; fields that must stay on one line go through
+/// [`line`] first. JSON output uses `outln!`, unchanged.
+macro_rules! houtln {
+    () => {{
+        outln!()
+    }};
+    ($($arg:tt)*) => {{
+        let text = format!($($arg)*);
+        outln!("{}", vouch_core::escape_text(&text))
+    }};
+}
+
+/// `print!` for people, escaped like [`houtln!`].
+macro_rules! hout {
+    ($($arg:tt)*) => {{
+        let text = format!($($arg)*);
+        out!("{}", vouch_core::escape_text(&text))
+    }};
+}
+
+/// One field shown on one line (a title, a summary, a payload): every control character
+/// escaped, line breaks included.
+pub(crate) fn line(s: &str) -> std::borrow::Cow<'_, str> {
+    vouch_core::escape_line(s)
+}
+
+/// A field in a list column: escaped, then cut to `max_chars` with an ellipsis.
+pub(crate) fn short(s: &str, max_chars: usize) -> String {
+    let e = line(s);
+    if e.chars().count() <= max_chars {
+        return e.into_owned();
+    }
+    let mut cut: String = e.chars().take(max_chars.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
 }

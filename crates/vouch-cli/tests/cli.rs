@@ -120,7 +120,7 @@ fn unknown_run_and_missing_home_are_clear_errors() {
         .args(["runs", "list"])
         .output()
         .expect("run");
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2), "a missing home is bad input");
     assert!(stderr(&out).contains("vouch init"), "{}", stderr(&out));
 }
 

@@ -4,10 +4,12 @@
 //! Every function is deterministic in its arguments, so the runtime, the store and the
 //! oracle can all rely on the same vocabulary. Section numbers (§) refer to `docs/contract.md`.
 
+pub mod approval;
 pub mod attention;
 pub mod board;
 pub mod canon;
 pub mod capability;
+pub mod escape;
 pub mod manifest;
 pub mod posture;
 pub mod receipt;
@@ -17,6 +19,7 @@ pub mod status;
 pub use attention::{route, significance, Presence, Route, Significance};
 pub use canon::{canonical_json, ledger_key, payload_hash, sha256_hex, CanonError};
 pub use capability::{is_irreversible, ActFacts, Capability};
+pub use escape::{escape_line, escape_text};
 pub use manifest::{
     Confidence, Delivery, Destination, DestinationKind, Forbid, Manifest, ManifestError, Order,
     Verb,

@@ -208,6 +208,10 @@ impl Store for Durable {
         self.inner.verify()
     }
 
+    fn read_only(&self) -> Option<String> {
+        self.inner.read_only()
+    }
+
     fn end_run(&self, run_id: &str, terminal: &Terminal) -> StoreResult<EndResult> {
         self.end_run_after(run_id, &[], terminal)
     }

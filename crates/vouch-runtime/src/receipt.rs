@@ -20,7 +20,8 @@ pub fn render(
     } else {
         view.title.as_str()
     };
-    out.push_str(&format!("Receipt · {title}\n"));
+    // The title is the person's or a trigger's text: one line, controls escaped (§10).
+    out.push_str(&format!("Receipt · {}\n", vouch_core::escape_line(title)));
     out.push_str(&format!("run {run_id} · {trigger}\n"));
     let required: Vec<&(String, DeliveryStatus)> = statuses
         .iter()
@@ -65,7 +66,10 @@ pub fn render(
     if !view.rejections.is_empty() {
         out.push_str("The request contradicted itself:\n");
         for r in &view.rejections {
-            out.push_str(&format!("  ! {}\n", vouch_core::receipt::scrub(r)));
+            out.push_str(&format!(
+                "  ! {}\n",
+                vouch_core::receipt::scrub(&vouch_core::escape_line(r))
+            ));
         }
     }
     if !statuses.is_empty() {
@@ -97,7 +101,7 @@ pub fn render(
             };
             out.push_str(&format!(
                 "  • {id}: {}\n",
-                vouch_core::receipt::scrub(&todo)
+                vouch_core::receipt::scrub(&vouch_core::escape_line(&todo))
             ));
         }
     }
@@ -125,7 +129,9 @@ pub fn render(
             .map(|e| format!(" · ended by {e}"))
             .unwrap_or_default()
     ));
-    out
+    // Reasons, destinations, evidence and connect steps come from models, payloads and
+    // providers: no control or bidirectional character reaches a person (§10).
+    vouch_core::escape_text(&out).into_owned()
 }
 
 /// Why a delivery has its status, in plain words; an item the loop never reached says why the
@@ -163,6 +169,10 @@ pub fn line_for(view: &RunView, id: &str, status: DeliveryStatus) -> String {
         .or(iv.blocked_on.clone())
         .unwrap_or_default();
     let reason = reason_for(view, id, status);
+    // Each field stays on its line: a provider's reason with a line break cannot add a line.
+    let one = |s: &str| vouch_core::escape_line(s).into_owned();
+    let (dest, reason, evidence) = (one(&dest), one(&reason), one(&iv.evidence));
+    let connect_step = one(iv.connect_step.as_deref().unwrap_or(""));
     let input = LineInput {
         id,
         verb,
@@ -171,8 +181,70 @@ pub fn line_for(view: &RunView, id: &str, status: DeliveryStatus) -> String {
         status,
         reason: &reason,
         dependency: &dependency,
-        evidence: &iv.evidence,
-        connect_step: iv.connect_step.as_deref().unwrap_or(""),
+        evidence: &evidence,
+        connect_step: &connect_step,
     };
     delivery_line(&input)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::view::ItemView;
+
+    /// Issue 11 #5: a provider's reason or a title with terminal escapes, a carriage return,
+    /// a bidirectional override or a line break of its own cannot change what the receipt shows.
+    #[test]
+    fn text_from_providers_and_titles_is_escaped_and_stays_on_its_line() {
+        let manifest: vouch_core::Manifest = serde_json::from_value(serde_json::json!({
+            "deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "webhook", "address": "http://x/\u{1b}[2J"}}]
+        }))
+        .expect("manifest");
+        let mut view = RunView {
+            manifest: Some(manifest),
+            title: "Post\u{1b}]0;owned\u{7} \u{202e}txt.exe".into(),
+            ..RunView::default()
+        };
+        view.items.insert(
+            "d1".into(),
+            ItemView {
+                reason: "HTTP 500\n  ✓ d2  Sent to everyone\r\u{1b}[1A".into(),
+                ..ItemView::default()
+            },
+        );
+        let text = render(
+            "r1",
+            "interactive",
+            &view,
+            &[("d1".into(), DeliveryStatus::Failed)],
+            Some(Outcome::Failed),
+            Some("loop"),
+            &[],
+        );
+        assert!(
+            !text
+                .chars()
+                .any(|c| vouch_core::escape::needs_escape(c) && c != '\n'),
+            "{text:?}"
+        );
+        assert!(
+            !text.lines().any(|l| l.trim_start().starts_with("✓ d2")),
+            "{text}"
+        );
+        assert!(
+            text.contains("Receipt · Post\\x1b]0;owned\\x07 \\u{202e}txt.exe"),
+            "{text}"
+        );
+        // Deterministic: the same view renders the same bytes.
+        let again = render(
+            "r1",
+            "interactive",
+            &view,
+            &[("d1".into(), DeliveryStatus::Failed)],
+            Some(Outcome::Failed),
+            Some("loop"),
+            &[],
+        );
+        assert_eq!(text, again);
+    }
 }

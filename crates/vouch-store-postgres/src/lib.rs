@@ -94,6 +94,9 @@ fn db_err(e: postgres::Error) -> StoreError {
         };
         let class = &code.code()[..2.min(code.code().len())];
         return match code.code() {
+            _ if *code == SqlState::READ_ONLY_SQL_TRANSACTION => {
+                StoreError::ReadOnly(format!("{msg}; PostgreSQL refuses writes in this session"))
+            }
             schema::SQLSTATE_APPEND_ONLY
             | schema::SQLSTATE_RUN_CLOSED
             | schema::SQLSTATE_CHAIN_BROKEN => StoreError::Conflict(msg),
@@ -165,6 +168,8 @@ struct Pool {
     config: Config,
     schema: String,
     options: PostgresOptions,
+    /// Why the store is read-only; then every session is `default_transaction_read_only`.
+    read_only: Option<String>,
     state: Mutex<PoolState>,
     freed: Condvar,
 }
@@ -237,6 +242,12 @@ impl Pool {
                 self.options.lock_timeout_ms,
             ))
             .map_err(db_err)?;
+        if self.read_only.is_some() {
+            // The server itself refuses every write of a read-only open (SQLSTATE 25006).
+            client
+                .batch_execute("SET default_transaction_read_only TO on")
+                .map_err(db_err)?;
+        }
         Ok(client)
     }
 
@@ -472,7 +483,7 @@ fn ledger_row(r: &Row) -> StoreResult<LedgerEntry> {
 }
 
 const CARD_COLS: &str =
-    "run_id, delivery, payload_hash, summary, state, created_ms, decided_ms, answer";
+    "run_id, delivery, payload_hash, summary, state, created_ms, decided_ms, answer, reason";
 
 fn card_row(r: &Row) -> StoreResult<Card> {
     let state: &str = col(r, 4, "card state")?;
@@ -485,7 +496,91 @@ fn card_row(r: &Row) -> StoreResult<Card> {
         created_ms: col(r, 5, "card created_ms")?,
         decided_ms: col(r, 6, "card decided_ms")?,
         answer: col(r, 7, "card answer")?,
+        reason: col(r, 8, "card reason")?,
     })
+}
+
+/// Every run's hash chain, streamed one run at a time; an unreadable event is a break.
+fn verify_chains(conn: &mut postgres::Client, report: &mut VerifyReport) -> StoreResult<()> {
+    // Streamed, one run's chain in memory at a time; one statement, so one snapshot.
+    let mut it = conn
+        .query_raw(
+            &format!("SELECT {JOURNAL_COLS} FROM journal ORDER BY run_id, seq"),
+            std::iter::empty::<&str>(),
+        )
+        .map_err(db_err)?;
+    let mut current: Vec<JournalEntry> = vec![];
+    let flush = |entries: &mut Vec<JournalEntry>, report: &mut VerifyReport| {
+        if entries.is_empty() {
+            return;
+        }
+        report.runs += 1;
+        report.events += entries.len();
+        if let Err(b) = verify_chain(entries) {
+            report.breaks.push(b);
+        }
+        entries.clear();
+    };
+    while let Some(r) = it.next().map_err(db_err)? {
+        let entry = match journal_row(&r) {
+            Ok(e) => e,
+            Err(e) => {
+                report.breaks.push(ChainBreak {
+                    run_id: r.try_get(0).unwrap_or_default(),
+                    seq: r.try_get(1).unwrap_or_default(),
+                    reason: format!("unreadable event: {e}"),
+                });
+                continue;
+            }
+        };
+        if current.first().is_some_and(|f| f.run_id != entry.run_id) {
+            flush(&mut current, report);
+        }
+        current.push(entry);
+    }
+    flush(&mut current, report);
+    Ok(())
+}
+
+type RowCheck = fn(&Row) -> StoreResult<()>;
+
+/// The row checks (§10.2): every run, card and ledger row reads back as its type, and the
+/// cross-table checks of [`vouch_store::ROW_CHECKS`]; each problem names what is damaged.
+fn row_damage(conn: &mut postgres::Client) -> Vec<String> {
+    let mut out = vec![];
+    let typed: [(&str, String, RowCheck); 3] = [
+        ("runs", format!("SELECT {RUN_COLS} FROM runs"), |r| {
+            run_row(r).map(|_| ())
+        }),
+        ("cards", format!("SELECT {CARD_COLS} FROM cards"), |r| {
+            card_row(r).map(|_| ())
+        }),
+        ("ledger", format!("SELECT {LEDGER_COLS} FROM ledger"), |r| {
+            ledger_row(r).map(|_| ())
+        }),
+    ];
+    for (table, sql, check) in typed {
+        match conn.query(sql.as_str(), &[]) {
+            Ok(rows) => {
+                if let Some(e) = rows.iter().find_map(|r| check(r).err()) {
+                    out.push(format!(
+                        "table {table}: a row does not read back as a {table} row ({e})"
+                    ));
+                }
+            }
+            Err(e) => out.push(format!("table {table}: cannot be read ({e})")),
+        }
+    }
+    for (what, sql) in vouch_store::ROW_CHECKS {
+        match conn.query(*sql, &[]) {
+            Ok(rows) => out.extend(rows.iter().map(|r| {
+                let id: String = r.try_get(0).unwrap_or_default();
+                format!("{what}: run {id}")
+            })),
+            Err(e) => out.push(format!("{what}: the check could not run ({e})")),
+        }
+    }
+    out
 }
 
 const OUTBOX_COLS: &str = "id, dedup_key, run_id, route, body, created_ms, sent_ms";
@@ -680,6 +775,26 @@ impl PostgresStore {
         schema: &str,
         options: PostgresOptions,
     ) -> StoreResult<PostgresStore> {
+        Self::build(url, schema, options, None)
+    }
+
+    /// Open an existing store for reading only: no migration, and the server refuses every
+    /// write ([`StoreError::ReadOnly`]). `why` says why (shown to the person).
+    pub fn open_read_only(url: &str, schema: &str, why: &str) -> StoreResult<PostgresStore> {
+        Self::build(
+            url,
+            schema,
+            PostgresOptions::default(),
+            Some(why.to_string()),
+        )
+    }
+
+    fn build(
+        url: &str,
+        schema: &str,
+        options: PostgresOptions,
+        read_only: Option<String>,
+    ) -> StoreResult<PostgresStore> {
         if !valid_schema_name(schema) {
             return Err(StoreError::Fatal(format!(
                 "`{schema}` is not a usable schema name; use lowercase letters, digits and `_` (at most {SCHEMA_NAME_BYTES_MAX}, not starting with a digit or `pg_`)"
@@ -700,6 +815,7 @@ impl PostgresStore {
             config,
             schema: schema.to_string(),
             options,
+            read_only: read_only.clone(),
             state: Mutex::new(PoolState {
                 idle: vec![],
                 opened: 0,
@@ -708,7 +824,29 @@ impl PostgresStore {
         };
         {
             let mut conn = pool.get()?;
-            migrate(&mut conn, schema)?;
+            match &read_only {
+                None => migrate(&mut conn, schema)?,
+                Some(why) => {
+                    let version: i32 = conn
+                        .query_one(
+                            "SELECT COALESCE(max(version), 0) FROM vouch_migrations",
+                            &[],
+                        )
+                        .and_then(|r| r.try_get(0))
+                        .map_err(|e| {
+                            StoreError::Corrupt(format!(
+                                "schema `{schema}` holds no vouch store to read ({})",
+                                db_err(e)
+                            ))
+                        })?;
+                    if version as usize != schema::MIGRATIONS.len() {
+                        return Err(StoreError::ReadOnly(format!(
+                            "schema `{schema}` has store version {version} and this vouch reads {}; it is read-only ({why}), so it cannot be upgraded",
+                            schema::MIGRATIONS.len()
+                        )));
+                    }
+                }
+            }
         }
         Ok(PostgresStore {
             schema: schema.to_string(),
@@ -752,6 +890,10 @@ impl PostgresStore {
 }
 
 impl Store for PostgresStore {
+    fn read_only(&self) -> Option<String> {
+        self.pool.read_only.clone()
+    }
+
     fn create_run(&self, run: &NewRun) -> StoreResult<()> {
         insert_run(&mut *self.pool.get()?, run)
     }
@@ -869,48 +1011,18 @@ impl Store for PostgresStore {
 
     fn verify(&self) -> StoreResult<VerifyReport> {
         let mut conn = self.pool.get()?;
-        // Streamed, one run's chain in memory at a time; one statement, so one snapshot.
-        let mut it = conn
-            .query_raw(
-                &format!("SELECT {JOURNAL_COLS} FROM journal ORDER BY run_id, seq"),
-                std::iter::empty::<&str>(),
-            )
-            .map_err(db_err)?;
         let mut report = VerifyReport {
             runs: 0,
             events: 0,
             breaks: vec![],
+            damage: vec![],
         };
-        let mut current: Vec<JournalEntry> = vec![];
-        let flush = |entries: &mut Vec<JournalEntry>, report: &mut VerifyReport| {
-            if entries.is_empty() {
-                return;
-            }
-            report.runs += 1;
-            report.events += entries.len();
-            if let Err(b) = verify_chain(entries) {
-                report.breaks.push(b);
-            }
-            entries.clear();
-        };
-        while let Some(r) = it.next().map_err(db_err)? {
-            let entry = match journal_row(&r) {
-                Ok(e) => e,
-                Err(e) => {
-                    report.breaks.push(ChainBreak {
-                        run_id: r.try_get(0).unwrap_or_default(),
-                        seq: r.try_get(1).unwrap_or_default(),
-                        reason: format!("unreadable event: {e}"),
-                    });
-                    continue;
-                }
-            };
-            if current.first().is_some_and(|f| f.run_id != entry.run_id) {
-                flush(&mut current, &mut report);
-            }
-            current.push(entry);
+        if let Err(e) = verify_chains(&mut conn, &mut report) {
+            report
+                .damage
+                .push(format!("table journal: not every event can be read ({e})"));
         }
-        flush(&mut current, &mut report);
+        report.damage.extend(row_damage(&mut conn));
         Ok(report)
     }
 
@@ -1193,8 +1305,8 @@ impl Store for PostgresStore {
             )
             .map_err(db_err)?;
             t.execute(
-                &format!("INSERT INTO cards ({CARD_COLS}) VALUES ($1,$2,$3,$4,'open',$5,NULL,NULL)"),
-                &[&card.run_id, &card.delivery, &card.payload_hash, &card.summary, &card.created_ms],
+                &format!("INSERT INTO cards ({CARD_COLS}) VALUES ($1,$2,$3,$4,'open',$5,NULL,NULL,$6)"),
+                &[&card.run_id, &card.delivery, &card.payload_hash, &card.summary, &card.created_ms, &card.reason],
             )
             .map_err(db_err)?;
             Ok(())
@@ -1244,7 +1356,7 @@ impl Store for PostgresStore {
                 });
             };
             let card = card_row(&row)?;
-            let id: i64 = col(&row, 8, "card id")?;
+            let id: i64 = col(&row, 9, "card id")?;
             if card.state != CardState::Open {
                 return Err(StoreError::Conflict(format!(
                     "the card for {delivery} with this hash is {}; it can no longer be decided (see `vouch approvals` for the current one)",
@@ -1283,7 +1395,7 @@ impl Store for PostgresStore {
                 });
             };
             let card = card_row(&row)?;
-            let id: i64 = col(&row, 8, "card id")?;
+            let id: i64 = col(&row, 9, "card id")?;
             t.execute(
                 "UPDATE cards SET state = 'answered', decided_ms = $2, answer = $3 WHERE id = $1",
                 &[&id, &at_ms, &answer],

@@ -303,4 +303,8 @@ CREATE TABLE task_verdicts (
 );
 CREATE INDEX task_verdicts_by_target ON task_verdicts (target);
 "#,
+    // 5: card reasons (§7): why the person is asked, stored with the card.
+    r#"
+ALTER TABLE cards ADD COLUMN reason TEXT NOT NULL DEFAULT '';
+"#,
 ];

@@ -314,6 +314,7 @@ fn concurrent_card_openers_supersede_instead_of_colliding() {
                         created_ms: 1,
                         decided_ms: None,
                         answer: None,
+                        reason: String::new(),
                     };
                     s.open_card(&card).unwrap();
                 }

@@ -78,6 +78,8 @@ struct Counters {
 
 pub struct SqliteStore {
     path: PathBuf,
+    /// Why the store is read-only; then there is no writer and every write is refused.
+    read_only: Option<String>,
     counters: Arc<Counters>,
     /// `None` only while dropping (closing the channel stops the writer thread).
     writer: Option<SyncSender<Job>>,
@@ -122,6 +124,45 @@ fn open_conn(path: &Path) -> StoreResult<Connection> {
     conn.pragma_update(None, "foreign_keys", "ON")
         .map_err(db_err)?;
     Ok(conn)
+}
+
+/// How the reader pool opens one more connection.
+type Opener = Box<dyn Fn() -> StoreResult<Connection> + Send + Sync>;
+
+/// A read-only connection. SQLite reads a WAL database read-only when it may create or use
+/// the `-shm` file; on a write-protected folder it cannot, and then the file is opened
+/// `immutable` (read as it is on disk; nobody can write it there anyway).
+fn open_ro_conn(path: &Path) -> StoreResult<Connection> {
+    use rusqlite::OpenFlags;
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+        | OpenFlags::SQLITE_OPEN_URI
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let usable = |c: &Connection| {
+        c.query_row("SELECT count(*) FROM sqlite_master", [], |r| {
+            r.get::<_, i64>(0)
+        })
+        .is_ok()
+    };
+    if let Ok(c) = Connection::open_with_flags(path, flags) {
+        if usable(&c) {
+            return Ok(c);
+        }
+    }
+    let mut uri = String::from("file:");
+    for ch in path.to_string_lossy().chars() {
+        match ch {
+            '%' | '?' | '#' => uri.push_str(&format!("%{:02X}", ch as u32)),
+            c => uri.push(c),
+        }
+    }
+    uri.push_str("?immutable=1");
+    let c =
+        Connection::open_with_flags(&uri, flags).map_err(|e| corrupt_hint(path, &e.to_string()))?;
+    c.query_row("SELECT count(*) FROM sqlite_master", [], |r| {
+        r.get::<_, i64>(0)
+    })
+    .map_err(|e| corrupt_hint(path, &e.to_string()))?;
+    Ok(c)
 }
 
 fn migrate(conn: &Connection, path: &Path) -> StoreResult<()> {
@@ -244,7 +285,37 @@ impl SqliteStore {
         if path.is_dir() {
             return Err(corrupt_hint(path, "it is a folder"));
         }
-        let wconn = open_conn(path)?;
+        // A write-protected file (or file system) is a read-only home, not a damaged one.
+        if let Err(e) = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+        {
+            if path.exists()
+                && (e.kind() == std::io::ErrorKind::PermissionDenied
+                    || e.kind() == std::io::ErrorKind::ReadOnlyFilesystem)
+            {
+                return Self::open_read_only(
+                    path,
+                    &format!("{} cannot be written ({e})", path.display()),
+                );
+            }
+        }
+        let wconn = match open_conn(path) {
+            Ok(c) => c,
+            Err(e) => {
+                // The folder may be write-protected (no room for the WAL files): read-only.
+                let dir_locked = path
+                    .parent()
+                    .and_then(|d| std::fs::metadata(d).ok())
+                    .map(|m| m.permissions().readonly())
+                    .unwrap_or(false);
+                if path.exists() && dir_locked {
+                    return Self::open_read_only(path, "its folder cannot be written");
+                }
+                return Err(e);
+            }
+        };
         migrate(&wconn, path)?;
         let readers = ReaderPool::new(path.to_path_buf(), open_conn(path)?);
         let (tx, rx) = sync_channel::<Job>(WRITE_QUEUE_MAX);
@@ -256,9 +327,45 @@ impl SqliteStore {
             .map_err(|e| StoreError::Fatal(format!("start the writer thread: {e}")))?;
         Ok(SqliteStore {
             path: path.to_path_buf(),
+            read_only: None,
             counters,
             writer: Some(tx),
             handle: Some(handle),
+            readers,
+        })
+    }
+
+    /// Open an existing store for reading only: nothing is written (no migration, no WAL
+    /// files created, every write refused with [`StoreError::ReadOnly`]). `why` says why.
+    pub fn open_read_only(path: &Path, why: &str) -> StoreResult<SqliteStore> {
+        if !path.is_file() {
+            return Err(corrupt_hint(path, "there is no store file to read"));
+        }
+        let conn = open_ro_conn(path)?;
+        let app: i64 = conn
+            .query_row("PRAGMA application_id", [], |r| r.get(0))
+            .map_err(|e| corrupt_hint(path, &e.to_string()))?;
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(db_err)?;
+        if app != schema::APPLICATION_ID {
+            return Err(corrupt_hint(path, "it is not a vouch store"));
+        }
+        if version as usize != schema::MIGRATIONS.len() {
+            return Err(StoreError::ReadOnly(format!(
+                "{} has schema {version} and this vouch reads schema {}; it is read-only ({why}), so it cannot be upgraded: open it once writable, or use the vouch that wrote it",
+                path.display(),
+                schema::MIGRATIONS.len()
+            )));
+        }
+        let p = path.to_path_buf();
+        let readers = ReaderPool::with_opener(Box::new(move || open_ro_conn(&p)), conn);
+        Ok(SqliteStore {
+            path: path.to_path_buf(),
+            read_only: Some(why.to_string()),
+            counters: Arc::new(Counters::default()),
+            writer: None,
+            handle: None,
             readers,
         })
     }
@@ -313,6 +420,12 @@ impl SqliteStore {
         &self,
         f: impl FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
     ) -> StoreResult<T> {
+        if let Some(why) = &self.read_only {
+            return Err(StoreError::ReadOnly(format!(
+                "{} ({why}); read-only commands work, this one needs to write",
+                self.path.display()
+            )));
+        }
         let (tx, rx) = sync_channel::<StoreResult<T>>(1);
         let job: Job = Box::new(move |conn: Result<&Connection, &str>| {
             let res = match conn {
@@ -355,7 +468,7 @@ impl SqliteStore {
 /// writer and the writer never waits for them; beyond the limit a reader waits for a free
 /// connection (a bound on file descriptors and page caches).
 struct ReaderPool {
-    path: PathBuf,
+    open: Opener,
     state: Mutex<PoolState>,
     freed: Condvar,
 }
@@ -367,8 +480,12 @@ struct PoolState {
 
 impl ReaderPool {
     fn new(path: PathBuf, first: Connection) -> ReaderPool {
+        Self::with_opener(Box::new(move || open_conn(&path)), first)
+    }
+
+    fn with_opener(open: Opener, first: Connection) -> ReaderPool {
         ReaderPool {
-            path,
+            open,
             state: Mutex::new(PoolState {
                 idle: vec![first],
                 opened: 1,
@@ -387,7 +504,7 @@ impl ReaderPool {
             if st.opened < READ_CONNECTIONS_MAX {
                 st.opened += 1;
                 drop(st);
-                return open_conn(&self.path).inspect_err(|_| {
+                return (self.open)().inspect_err(|_| {
                     if let Ok(mut st) = self.state.lock() {
                         st.opened -= 1;
                     }
@@ -516,7 +633,7 @@ fn ledger_row(r: &Row) -> rusqlite::Result<LedgerEntry> {
 }
 
 const CARD_COLS: &str =
-    "run_id, delivery, payload_hash, summary, state, created_ms, decided_ms, answer";
+    "run_id, delivery, payload_hash, summary, state, created_ms, decided_ms, answer, reason";
 
 fn card_row(r: &Row) -> rusqlite::Result<Card> {
     let state: String = r.get(4)?;
@@ -535,6 +652,7 @@ fn card_row(r: &Row) -> rusqlite::Result<Card> {
         created_ms: r.get(5)?,
         decided_ms: r.get(6)?,
         answer: r.get(7)?,
+        reason: r.get(8)?,
     })
 }
 
@@ -557,6 +675,140 @@ fn enum_str<T: serde::Serialize>(v: &T) -> String {
         Ok(other) => other.to_string(),
         Err(_) => String::new(),
     }
+}
+
+/// Every run's hash chain, streamed one run at a time; an unreadable event is a break.
+fn verify_chains(c: &Connection, report: &mut VerifyReport) -> StoreResult<()> {
+    let mut st = c
+        .prepare(&format!(
+            "SELECT {JOURNAL_COLS} FROM journal ORDER BY run_id, seq"
+        ))
+        .map_err(db_err)?;
+    let mut rows = st.query([]).map_err(db_err)?;
+    let mut current: Vec<JournalEntry> = vec![];
+    let flush = |entries: &mut Vec<JournalEntry>, report: &mut VerifyReport| {
+        if entries.is_empty() {
+            return;
+        }
+        report.runs += 1;
+        report.events += entries.len();
+        if let Err(b) = verify_chain(entries) {
+            report.breaks.push(b);
+        }
+        entries.clear();
+    };
+    while let Some(r) = rows.next().map_err(db_err)? {
+        let entry = match journal_row(r) {
+            Ok(e) => e,
+            Err(e) => {
+                let run_id: String = r.get(0).unwrap_or_default();
+                let seq: i64 = r.get(1).unwrap_or_default();
+                report.breaks.push(vouch_store::ChainBreak {
+                    run_id,
+                    seq,
+                    reason: format!("unreadable event: {e}"),
+                });
+                continue;
+            }
+        };
+        if current
+            .first()
+            .map(|f| f.run_id != entry.run_id)
+            .unwrap_or(false)
+        {
+            flush(&mut current, report);
+        }
+        current.push(entry);
+    }
+    flush(&mut current, report);
+    Ok(())
+}
+
+/// Damage to the SQLite file itself, each naming what is damaged: SQLite's integrity check,
+/// every row of every table read back, the typed rows parsed, and the row checks.
+fn sqlite_damage(c: &Connection) -> Vec<String> {
+    let mut out = vec![];
+    let lines = c.prepare("PRAGMA integrity_check(100)").and_then(|mut st| {
+        st.query_map([], |r| r.get::<_, String>(0))?
+            .collect::<rusqlite::Result<Vec<_>>>()
+    });
+    match lines {
+        Ok(lines) => out.extend(
+            lines
+                .into_iter()
+                .filter(|l| l != "ok")
+                .map(|l| format!("integrity check: {l}")),
+        ),
+        Err(e) => out.push(format!("the integrity check could not run: {e}")),
+    }
+    let tables = c
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        .and_then(|mut st| {
+            st.query_map([], |r| r.get::<_, String>(0))?
+                .collect::<rusqlite::Result<Vec<_>>>()
+        });
+    let tables = match tables {
+        Ok(t) => t,
+        Err(e) => {
+            out.push(format!("the schema cannot be read: {e}"));
+            vec![]
+        }
+    };
+    for t in &tables {
+        let read = c
+            .prepare(&format!("SELECT * FROM \"{}\"", t.replace('"', "\"\"")))
+            .and_then(|mut st| {
+                let n = st.column_count();
+                let mut rows = st.query([])?;
+                while let Some(row) = rows.next()? {
+                    for i in 0..n {
+                        let _: rusqlite::types::Value = row.get(i)?;
+                    }
+                }
+                Ok(())
+            });
+        if let Err(e) = read {
+            out.push(format!("table {t}: {e}"));
+        }
+    }
+    let parse = |table: &str, sql: String, check: &dyn Fn(&Row) -> rusqlite::Result<()>| {
+        c.prepare(&sql)
+            .and_then(|mut st| {
+                let mut rows = st.query([])?;
+                while let Some(row) = rows.next()? {
+                    check(row)?;
+                }
+                Ok(())
+            })
+            .err()
+            .map(|e| format!("table {table}: a row does not read back as a {table} row ({e})"))
+    };
+    out.extend(parse(
+        "runs",
+        format!("SELECT {RUN_COLS} FROM runs"),
+        &|r| run_row(r).map(|_| ()),
+    ));
+    out.extend(parse(
+        "cards",
+        format!("SELECT {CARD_COLS} FROM cards"),
+        &|r| card_row(r).map(|_| ()),
+    ));
+    out.extend(parse(
+        "ledger",
+        format!("SELECT {LEDGER_COLS} FROM ledger"),
+        &|r| ledger_row(r).map(|_| ()),
+    ));
+    for (what, sql) in vouch_store::ROW_CHECKS {
+        let found = c.prepare(sql).and_then(|mut st| {
+            st.query_map([], |r| r.get::<_, String>(0))?
+                .collect::<rusqlite::Result<Vec<_>>>()
+        });
+        match found {
+            Ok(ids) => out.extend(ids.into_iter().map(|id| format!("{what}: run {id}"))),
+            Err(e) => out.push(format!("{what}: the check could not run ({e})")),
+        }
+    }
+    out
 }
 
 fn read_err(e: rusqlite::Error) -> StoreError {
@@ -799,55 +1051,23 @@ impl Store for SqliteStore {
         })
     }
 
+    fn read_only(&self) -> Option<String> {
+        self.read_only.clone()
+    }
+
     fn verify(&self) -> StoreResult<VerifyReport> {
         self.read(|c| {
-            let mut st = c
-                .prepare(&format!(
-                    "SELECT {JOURNAL_COLS} FROM journal ORDER BY run_id, seq"
-                ))
-                .map_err(db_err)?;
-            let mut rows = st.query([]).map_err(db_err)?;
             let mut report = VerifyReport {
                 runs: 0,
                 events: 0,
                 breaks: vec![],
+                damage: sqlite_damage(c),
             };
-            let mut current: Vec<JournalEntry> = vec![];
-            let flush = |entries: &mut Vec<JournalEntry>, report: &mut VerifyReport| {
-                if entries.is_empty() {
-                    return;
-                }
-                report.runs += 1;
-                report.events += entries.len();
-                if let Err(b) = verify_chain(entries) {
-                    report.breaks.push(b);
-                }
-                entries.clear();
-            };
-            while let Some(r) = rows.next().map_err(db_err)? {
-                let entry = match journal_row(r) {
-                    Ok(e) => e,
-                    Err(e) => {
-                        let run_id: String = r.get(0).unwrap_or_default();
-                        let seq: i64 = r.get(1).unwrap_or_default();
-                        report.breaks.push(vouch_store::ChainBreak {
-                            run_id,
-                            seq,
-                            reason: format!("unreadable event: {e}"),
-                        });
-                        continue;
-                    }
-                };
-                if current
-                    .first()
-                    .map(|f| f.run_id != entry.run_id)
-                    .unwrap_or(false)
-                {
-                    flush(&mut current, &mut report);
-                }
-                current.push(entry);
+            if let Err(e) = verify_chains(c, &mut report) {
+                report
+                    .damage
+                    .push(format!("table journal: not every event can be read ({e})"));
             }
-            flush(&mut current, &mut report);
             Ok(report)
         })
     }
@@ -1122,8 +1342,8 @@ impl Store for SqliteStore {
             )
             .map_err(db_err)?;
             c.execute(
-                &format!("INSERT INTO cards ({CARD_COLS}) VALUES (?1,?2,?3,?4,'open',?5,NULL,NULL)"),
-                params![card.run_id, card.delivery, card.payload_hash, card.summary, card.created_ms],
+                &format!("INSERT INTO cards ({CARD_COLS}) VALUES (?1,?2,?3,?4,'open',?5,NULL,NULL,?6)"),
+                params![card.run_id, card.delivery, card.payload_hash, card.summary, card.created_ms, card.reason],
             )
             .map_err(db_err)?;
             Ok(())
@@ -1168,7 +1388,7 @@ impl Store for SqliteStore {
                 .query_row(
                     &format!("SELECT {CARD_COLS}, id FROM cards WHERE run_id = ?1 AND delivery = ?2 AND payload_hash = ?3 ORDER BY id DESC LIMIT 1"),
                     params![run_id, delivery, hash],
-                    |r| Ok((r.get(8)?, card_row(r)?)),
+                    |r| Ok((r.get(9)?, card_row(r)?)),
                 )
                 .optional()
                 .map_err(read_err)?;
@@ -1197,7 +1417,7 @@ impl Store for SqliteStore {
                 .query_row(
                     &format!("SELECT {CARD_COLS}, id FROM cards WHERE run_id = ?1 AND delivery IS NULL AND state = 'open' ORDER BY id DESC LIMIT 1"),
                     [&run_id],
-                    |r| Ok((r.get(8)?, card_row(r)?)),
+                    |r| Ok((r.get(9)?, card_row(r)?)),
                 )
                 .optional()
                 .map_err(read_err)?;

@@ -76,6 +76,9 @@ pub fn chains_are_gap_free_and_verify(open: Opener<'_>) {
     assert_eq!(j[3].body, json!({"n": 3, "text": "é ✓"}));
     let report = s.verify().unwrap();
     assert!(report.breaks.is_empty(), "{:?}", report.breaks);
+    // The store's own checks (integrity, rows read back, row checks) find nothing.
+    assert!(report.damage.is_empty(), "{:?}", report.damage);
+    assert!(report.intact());
     assert!(matches!(
         s.append("c-missing", &ev(1)),
         Err(StoreError::NotFound { .. })
@@ -97,6 +100,8 @@ pub fn one_terminal_event_per_run(open: Opener<'_>) {
         s.end_run("c-term", &terminal(false, "c-term")).unwrap(),
         EndResult::Ended(_)
     ));
+    let report = s.verify().unwrap();
+    assert!(report.intact(), "an ended run is intact: {report:?}");
     assert_eq!(
         s.end_run("c-term", &terminal(false, "c-term")).unwrap(),
         EndResult::AlreadyEnded
@@ -196,6 +201,7 @@ fn card(run: &str, d: Option<&str>, hash: &str) -> Card {
         created_ms: 1,
         decided_ms: None,
         answer: None,
+        reason: format!("reason for {hash}"),
     }
 }
 
@@ -209,6 +215,11 @@ pub fn cards_supersede_and_decide(open: Opener<'_>) {
         cards.iter().map(|c| c.state).collect::<Vec<_>>(),
         vec![CardState::Superseded, CardState::Open]
     );
+    // The reason is stored with the card and read back (§7).
+    assert_eq!(cards[1].reason, "reason for h2");
+    let open_now = s.open_cards().unwrap();
+    let open_now = open_now.iter().find(|c| c.run_id == "c-cards").unwrap();
+    assert_eq!(open_now.reason, "reason for h2");
     assert!(matches!(
         s.decide_card("c-cards", "d1", "h1", Decision::Approve, 2),
         Err(StoreError::Conflict(_))

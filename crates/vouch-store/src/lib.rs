@@ -36,6 +36,10 @@ pub enum StoreError {
     /// The home is not a vouch store, or its data is corrupt; the caller should stop.
     #[error("store is corrupt or not a vouch home: {0}")]
     Corrupt(String),
+    /// The store was opened read-only (a write-protected home, or a read-only open): reads
+    /// work, this write cannot. Not damage: the caller should say so and not retry.
+    #[error("the store is read-only: {0}")]
+    ReadOnly(String),
     /// Transient (busy, I/O hiccup); the caller may retry.
     #[error("store temporarily unavailable: {0}")]
     Retryable(String),
@@ -260,7 +264,40 @@ pub struct VerifyReport {
     pub runs: usize,
     pub events: usize,
     pub breaks: Vec<ChainBreak>,
+    /// Damage to the store itself, each naming what is damaged (a table, a page, a run):
+    /// SQLite's integrity check and every row read back, on both backends the row checks of
+    /// [`ROW_CHECKS`]. Empty when the store is intact.
+    #[serde(default)]
+    pub damage: Vec<String>,
 }
+
+impl VerifyReport {
+    /// Nothing broken: every chain verifies and the store has no damage.
+    pub fn intact(&self) -> bool {
+        self.breaks.is_empty() && self.damage.is_empty()
+    }
+}
+
+/// Row checks both backends run in `verify` (same SQL on SQLite and PostgreSQL): each query
+/// returns one text column per problem found, naming the run it concerns.
+pub const ROW_CHECKS: &[(&str, &str)] = &[
+    (
+        "journal events whose run has no run row",
+        "SELECT DISTINCT run_id FROM journal WHERE run_id NOT IN (SELECT id FROM runs)",
+    ),
+    (
+        "runs marked ended whose journal has no terminal event",
+        "SELECT id FROM runs WHERE state = 'ended' AND NOT EXISTS (SELECT 1 FROM journal j WHERE j.run_id = runs.id AND j.kind = 'terminal')",
+    ),
+    (
+        "runs with a terminal event that are not marked ended",
+        "SELECT id FROM runs WHERE state <> 'ended' AND EXISTS (SELECT 1 FROM journal j WHERE j.run_id = runs.id AND j.kind = 'terminal')",
+    ),
+    (
+        "cards of runs that have no run row",
+        "SELECT DISTINCT run_id FROM cards WHERE run_id NOT IN (SELECT id FROM runs)",
+    ),
+];
 
 /// The terminal record (§9.2), committed with the receipt and the outbox row in one transaction.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -395,6 +432,10 @@ pub struct Card {
     pub decided_ms: Option<i64>,
     /// For clarify cards: the person's answer.
     pub answer: Option<String>,
+    /// Why the person is asked, in plain words: the rule and its cause (§7), e.g. "sending
+    /// e-mail cannot be undone (rule R9)". Empty on cards opened before reasons were stored.
+    #[serde(default)]
+    pub reason: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -457,8 +498,12 @@ pub trait Store: Send + Sync {
     fn flush(&self) -> StoreResult<()> {
         Ok(())
     }
-    /// Verify every run's hash chain.
+    /// Verify every run's hash chain, and the store itself (integrity, rows, row checks).
     fn verify(&self) -> StoreResult<VerifyReport>;
+    /// Why the store is read-only (it was opened so), or `None` when it takes writes.
+    fn read_only(&self) -> Option<String> {
+        None
+    }
 
     /// The one terminal transaction (§9.2): append the `terminal` event, mark the run ended with
     /// outcome and ended_by, store the receipt, insert the outbox row (if any, deduplicated by

@@ -23,6 +23,7 @@ impl Host {
 
     pub fn approve(&self, run_id: &str, delivery: &str, hash: &str) -> HostResult<RunEnd> {
         self.waiting(run_id)?;
+        let hash = &self.resolve_card_hash(run_id, delivery, hash)?;
         self.lease(run_id)?;
         self.store
             .decide_card(run_id, delivery, hash, Decision::Approve, self.now())?;

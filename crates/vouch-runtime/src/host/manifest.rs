@@ -239,6 +239,7 @@ impl Host {
             created_ms: self.now(),
             decided_ms: None,
             answer: None,
+            reason: "the run is not sure enough to go on without you (rule R4)".into(),
         })?;
         self.journal(
             &run.id,

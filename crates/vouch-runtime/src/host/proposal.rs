@@ -255,6 +255,12 @@ impl Host {
                 .take(120)
                 .collect::<String>()
         );
+        // A card is opened only for posture `confirm`, which only R9 gives (§5.2).
+        let reason = vouch_core::approval::confirm_reason(
+            self.facts(d),
+            &d.destination.to_string(),
+            vouch_core::Rule::R9,
+        );
         self.store.open_card(&Card {
             run_id: run.id.clone(),
             delivery: Some(d.id.clone()),
@@ -264,6 +270,7 @@ impl Host {
             created_ms: self.now(),
             decided_ms: None,
             answer: None,
+            reason: reason.clone(),
         })?;
         if let Some(old) = old {
             self.journal(
@@ -280,11 +287,11 @@ impl Host {
             self.evd(
                 EventKind::ApprovalRequested,
                 &d.id,
-                json!({"payload_hash": hash, "payload": payload, "summary": summary}),
+                json!({"payload_hash": hash, "payload": payload, "summary": summary, "reason": reason}),
             ),
         )?;
         self.say(&format!(
-            "  ⏸ {} needs your approval (hash {})",
+            "  ⏸ {} needs your approval (hash {}): {reason}",
             d.id,
             &hash[..12]
         ));
@@ -350,5 +357,53 @@ impl Host {
         }
         self.perform(run, d, &payload, &hash, irreversible, p)?;
         Ok(None)
+    }
+
+    /// The card hash a person gave back (§7): the full hash or a unique prefix of at least
+    /// 12 hex digits, among the cards of (run, delivery). A delivery without cards and a hash
+    /// that matches none get different messages, each saying what to do next.
+    pub(super) fn resolve_card_hash(
+        &self,
+        run_id: &str,
+        delivery: &str,
+        given: &str,
+    ) -> HostResult<String> {
+        let cards = self.store.cards_for_run(run_id)?;
+        let mine: Vec<&Card> = cards
+            .iter()
+            .filter(|c| c.delivery.as_deref() == Some(delivery))
+            .collect();
+        if mine.is_empty() {
+            let open: Vec<&str> = cards
+                .iter()
+                .filter(|c| c.state == CardState::Open)
+                .filter_map(|c| c.delivery.as_deref())
+                .collect();
+            return Err(HostError::Invalid(if open.is_empty() {
+                format!("run {run_id} has no delivery `{delivery}` waiting for approval; see `vouch approvals`")
+            } else {
+                format!(
+                    "run {run_id} has no delivery `{delivery}` waiting for approval; check the delivery id: it waits for {} (see `vouch approvals`)",
+                    open.join(", ")
+                )
+            }));
+        }
+        let hashes: Vec<&str> = mine.iter().map(|c| c.payload_hash.as_str()).collect();
+        vouch_core::approval::match_hash(given, &hashes)
+            .map(str::to_string)
+            .map_err(|e| {
+                let open = mine
+                    .iter()
+                    .rev()
+                    .find(|c| c.state == CardState::Open)
+                    .map(|c| {
+                        format!(
+                            "; the card of {delivery} waiting for you has hash {} (copy it from `vouch approvals`)",
+                            &c.payload_hash[..c.payload_hash.len().min(vouch_core::approval::HASH_PREFIX_MIN_DIGITS)]
+                        )
+                    })
+                    .unwrap_or_else(|| format!("; {delivery} has no open card (see `vouch approvals`)"));
+                HostError::Invalid(format!("hash for {delivery} of run {run_id}: {e}{open}"))
+            })
     }
 }
