@@ -1,0 +1,142 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Issue 11 #2 and "Against real model servers": every way a loop ends without the work is
+//! named — before a manifest the run is `failed` (contract §3.4.3) and reaches the person;
+//! after one, the items the loop never reached say why it stopped (§3.4.4). A real SQLite
+//! store, the scripted model, a counting notifier.
+
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use vouch_core::{DestinationKind, Outcome, Presence, TriggerKind};
+use vouch_runtime::capability::PatternCapabilities;
+use vouch_runtime::clock::ManualClock;
+use vouch_runtime::host::{Notifier, RunEnd, RunSpec};
+use vouch_runtime::model::DefaultModels;
+use vouch_runtime::provider::{FolderProvider, Provider, SimProvider, SimWorld};
+use vouch_runtime::tools::{ScriptWorkTools, StandardTools};
+use vouch_runtime::{Host, Limits};
+use vouch_store::OutboxRow;
+use vouch_store_sqlite::SqliteStore;
+
+#[derive(Default)]
+struct Count(Mutex<Vec<OutboxRow>>);
+impl Notifier for Count {
+    fn notify(&self, row: &OutboxRow) -> Result<(), String> {
+        self.0.lock().unwrap().push(row.clone());
+        Ok(())
+    }
+}
+
+fn host(dir: &std::path::Path, notes: Arc<Count>, limits: Limits) -> Host {
+    let sim = Arc::new(SimWorld::new(vec![], vec![], vec![]));
+    let mut providers: BTreeMap<DestinationKind, Arc<dyn Provider>> = BTreeMap::new();
+    for kind in DestinationKind::ALL {
+        providers.insert(
+            kind,
+            Arc::new(SimProvider {
+                kind,
+                world: sim.clone(),
+            }),
+        );
+    }
+    Host {
+        store: Arc::new(SqliteStore::open(&dir.join("vouch.db")).unwrap()),
+        clock: Arc::new(ManualClock::new(1_796_083_200_000, 1)),
+        caps: Arc::new(PatternCapabilities::default()),
+        providers,
+        notifier: notes,
+        models: Arc::new(DefaultModels),
+        work: Arc::new(ScriptWorkTools {
+            inner: StandardTools {
+                folder: FolderProvider::new(dir.join("files")),
+                artifacts_dir: dir.join("a"),
+            },
+        }),
+        crash: None,
+        owner: "test".into(),
+        drafts_dir: dir.join("drafts"),
+        limits,
+        progress: None,
+        policy_forbid: vec![],
+        presence: None,
+        drives: Default::default(),
+    }
+}
+
+fn event_run(h: &Host, turns: Value) -> (String, Outcome, String) {
+    let (id, end) = h
+        .start(&RunSpec {
+            trigger: TriggerKind::Event,
+            title: "nightly export".into(),
+            presence: Some(Presence::Away),
+            quiet: true,
+            model: json!({"kind": "script", "turns": turns}),
+            scope: None,
+        })
+        .unwrap();
+    let RunEnd::Ended { outcome } = end else {
+        panic!("the run did not end: {end:?}");
+    };
+    let receipt = h.store.receipt(&id).unwrap().unwrap();
+    (id, outcome, receipt)
+}
+
+#[test]
+fn an_autonomous_run_that_never_declared_fails_and_reaches_the_person_even_when_quiet() {
+    let dir = tempfile::tempdir().unwrap();
+    let notes = Arc::new(Count::default());
+    let h = host(dir.path(), notes.clone(), Limits::default());
+    let (id, outcome, receipt) = event_run(&h, json!([{"final": "All done, exported."}]));
+    assert_eq!(outcome, Outcome::Failed, "{receipt}");
+    assert!(
+        receipt.contains("Failed — the run declared nothing and delivered nothing"),
+        "{receipt}"
+    );
+    assert!(
+        receipt.contains("the model ended without declaring anything to deliver"),
+        "{receipt}"
+    );
+    let sent = notes.0.lock().unwrap();
+    assert_eq!(
+        sent.len(),
+        1,
+        "a failure reaches the person, quiet or not (I7)"
+    );
+    assert_eq!(sent[0].run_id, id);
+}
+
+#[test]
+fn the_turn_budget_is_named_on_the_receipt_and_on_each_unreached_item() {
+    let dir = tempfile::tempdir().unwrap();
+    let notes = Arc::new(Count::default());
+    let limits = Limits {
+        turns_max: 3,
+        ..Limits::default()
+    };
+    let h = host(dir.path(), notes, limits);
+    let mut turns = vec![
+        json!({"declare": {"deliveries": [{"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": "export.csv"}}]}}),
+    ];
+    for _ in 0..5 {
+        turns.push(json!({"tool": "search_notes", "args": {"q": "x"}}));
+    }
+    turns.push(json!({"deliver": "d1", "payload": {"text": "a,b"}}));
+    let (id, outcome, receipt) = event_run(&h, json!(turns));
+    assert_eq!(outcome, Outcome::Failed, "{receipt}");
+    assert!(
+        receipt.contains("Why it stopped: the model used its whole turn budget (3 turns)"),
+        "{receipt}"
+    );
+    assert!(
+        receipt.contains(
+            "Not done: the run stopped before it was attempted: the model used its whole turn budget"
+        ),
+        "{receipt}"
+    );
+    let journal = h.store.journal(&id).unwrap();
+    let end = journal
+        .iter()
+        .find(|e| e.kind == vouch_store::EventKind::LoopEnded)
+        .expect("loop_ended is journaled");
+    assert_eq!(end.body["cause"], "turn_budget");
+}
