@@ -71,6 +71,19 @@ fn an_email_drafted_before_smtp_was_configured_is_sent_after_resume_and_approval
         .expect("a drafted event");
     assert_eq!(sink.count(), 0);
 
+    // Asked to finish it before e-mail is connected: it stays a draft (the draft rides into
+    // the continuation), nothing is sent, no card opens.
+    let out = h.vouch(&["resume", &parent], &[]);
+    assert_eq!(out.status.code(), Some(1), "still only drafted");
+    assert!(h.json(&["approvals"]).as_array().unwrap().is_empty());
+    let parent = h.json(&["runs", "list"])[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let show = h.json(&["runs", "show", &parent]);
+    assert_eq!(show["deliveries"][0]["status"], "drafted", "{show}");
+    assert_eq!(sink.count(), 0);
+
     // The person connects e-mail, then asks to finish it.
     std::fs::write(h.dir.join("vouch.toml"), email_config(sink.port)).unwrap();
     let out = h.vouch(&["resume", &parent], &[]);

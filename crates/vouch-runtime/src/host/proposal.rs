@@ -321,7 +321,14 @@ impl Host {
         let (p, rule, cap, irreversible) = self.decide(run, m, d, view.clarify_used)?;
         let ready = matches!(p, Posture::Execute | Posture::Answer | Posture::Confirm);
         let Some((hash, payload)) = payload.filter(|_| ready) else {
-            // Still not ready (or no stored payload to finish from): it stays drafted.
+            // Still not ready (or no stored payload to finish from): it stays drafted, and the
+            // draft's hash rides along so a later continuation can still finish it.
+            if let Some(h) = &parent.draft_hash {
+                self.journal(
+                    &run.id,
+                    self.evd(EventKind::Drafted, &d.id, json!({"path": parent.evidence.strip_prefix("draft ").unwrap_or(&parent.evidence), "payload_hash": h, "carried_from": run.parent})),
+                )?;
+            }
             self.journal(
                 &run.id,
                 self.evd(EventKind::Evidence, &d.id, json!({"status": "drafted", "evidence": parent.evidence, "reason": parent.reason, "connect_step": cap.connect_step.clone().or(parent.connect_step.clone()), "carried_from": run.parent})),
