@@ -142,3 +142,51 @@ fn serve_beside_run_never_ends_a_live_run() {
     assert!(bad.is_empty(), "{}", bad.join("\n"));
     let _: Value = home.json(&["inbox"]);
 }
+
+/// Kills the child it holds when dropped, so a failing assertion never leaves it running.
+struct Serve(std::process::Child);
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_running_serve_reconciling_every_tick_never_ends_a_live_run() {
+    let home = Home::new("");
+    // `vouch serve` runs start-up reconciliation on every tick (50 ms here).
+    let serve = Serve(
+        Command::new(env!("CARGO_BIN_EXE_vouch"))
+            .arg("--home")
+            .arg(&home.dir)
+            .args(["serve", "--tick-ms", "50"])
+            .env_remove("VOUCH_CRASH_AFTER")
+            .env_remove("DBUS_SESSION_BUS_ADDRESS")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let bad: Vec<String> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..2)
+            .map(|w| {
+                let home = &home;
+                s.spawn(move || run_loop(home, format!("s{w}")))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    let mut serve = serve;
+    assert!(
+        serve.0.try_wait().unwrap().is_none(),
+        "serve kept running beside the runs"
+    );
+    drop(serve);
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+    let bad = all_succeeded_by_their_loop(&home, 2 * RUNS_EACH);
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
