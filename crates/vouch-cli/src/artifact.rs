@@ -13,6 +13,7 @@ use vouch_artifacts::{ArtifactError, ArtifactStore, LocalStore};
 pub enum ArtifactCmd {
     /// Store a file by content id (`sha256:…`); prints the id.
     Put {
+        /// The file to store.
         file: PathBuf,
         /// Pin it: a sweep of unreferenced staged artifacts never removes it.
         #[arg(long)]
@@ -20,7 +21,9 @@ pub enum ArtifactCmd {
     },
     /// The bytes of an artifact, checked against its id: to stdout, or to a file with -o.
     Get {
+        /// The content id (`sha256:` and 64 hex digits).
         cid: String,
+        /// Write the bytes to this file (atomically) instead of stdout.
         #[arg(short = 'o', long = "output", value_name = "FILE")]
         output: Option<PathBuf>,
     },

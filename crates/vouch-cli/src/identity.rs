@@ -12,7 +12,10 @@ use vouch_store::StoreError;
 #[derive(Subcommand)]
 pub enum IdentityCmd {
     /// Make a new Ed25519 identity: key file (0600) in the home, public key in the store.
-    New { name: String },
+    New {
+        /// The identity's name: 1–64 of a-z, 0-9, `.`, `_`, `-`.
+        name: String,
+    },
     /// Every identity the store knows, and whether this home holds its key file.
     List,
 }

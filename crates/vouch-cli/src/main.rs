@@ -183,13 +183,14 @@ enum Cmd {
         #[command(subcommand)]
         cmd: BenchCmd,
     },
-    /// Ed25519 identities: `vouch identity new NAME`, `vouch identity list` (§13.6).
+    /// Ed25519 identities: `vouch identity new NAME`, `vouch identity list`.
     Identity {
         #[command(subcommand)]
         cmd: identity::IdentityCmd,
     },
     /// An identity's signed diary: list it, `--verify` every hash and signature, `--add TEXT`.
     Diary {
+        /// The identity whose diary to show.
         name: String,
         /// Verify the chain and every signature; name the first bad entry (exit 1).
         #[arg(long, conflicts_with = "add")]
@@ -198,19 +199,19 @@ enum Cmd {
         #[arg(long, value_name = "TEXT")]
         add: Option<String>,
     },
-    /// Artifacts by content id: `vouch artifact put FILE`, `get CID [-o FILE]`, `list` (§13.5).
+    /// Artifacts by content id: `vouch artifact put FILE`, `get CID [-o FILE]`, `list`.
     Artifact {
         #[command(subcommand)]
         cmd: artifact::ArtifactCmd,
     },
-    /// The task board: offer, list, show, cancel and sweep tasks (§13).
+    /// The task board: offer, list, show, cancel and sweep tasks.
     Task {
         #[command(subcommand)]
         cmd: task::TaskCmd,
     },
     /// A board worker: claims tasks, runs each as a vouch run, heartbeats and reports.
     Worker(task::WorkerArgs),
-    /// The board's measures per cohort (§13.7), never collapsed into one rate.
+    /// The board's measures per cohort, never collapsed into one rate.
     Measures(task::MeasuresArgs),
     /// Show vouch working end to end in a fresh temporary home.
     Demo {
@@ -283,10 +284,12 @@ enum BenchCmd {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
-    /// The board: offer → claim → run → submit → accepted, W workers racing (§13).
+    /// The board: offer → claim → run → submit → accepted, W workers racing.
     Board {
+        /// How many tasks to offer.
         #[arg(long, default_value_t = 1000)]
         tasks: usize,
+        /// Worker threads racing for them.
         #[arg(long, default_value_t = 4)]
         workers: usize,
     },

@@ -35,15 +35,24 @@ pub enum TaskCmd {
     Offer(OfferArgs),
     /// Tasks, oldest first.
     List {
+        /// Only tasks in this state (waiting, queued, dispatched, running, completed, failed,
+        /// cancelled, expired).
         #[arg(long)]
         state: Option<String>,
+        /// Only tasks with this tag.
         #[arg(long)]
         tag: Option<String>,
     },
     /// One task: its attempts, result and receipts.
-    Show { id: String },
+    Show {
+        /// The task id.
+        id: String,
+    },
     /// Cancel a task that has not ended (a live attempt becomes `cancelled`).
-    Cancel { id: String },
+    Cancel {
+        /// The task id.
+        id: String,
+    },
     /// End attempts whose clocks ran out, expire passed deadlines, promote waiting tasks.
     Sweep,
 }
@@ -53,11 +62,13 @@ pub struct OfferArgs {
     /// The task type: `freeform`, `judge`, or a type registered in the home's `types/`.
     #[arg(long = "type")]
     kind: String,
+    /// What the task asks for, in words (the worker's prompt).
     #[arg(long)]
     brief: String,
     /// The input (JSON file), validated against the type's input schema.
     #[arg(long)]
     input: Option<PathBuf>,
+    /// A tag for filtering and measures (repeatable).
     #[arg(long = "tag")]
     tags: Vec<String>,
     /// Success criteria (JSON file); the producer must self-assess against them.
@@ -78,12 +89,16 @@ pub struct OfferArgs {
     /// Expire the task if nobody claimed it within this many seconds.
     #[arg(long)]
     deadline_s: Option<i64>,
+    /// How long a claim holds without a heartbeat, in milliseconds.
     #[arg(long, default_value_t = core_board::DEFAULT_LEASE_MS)]
     lease_ms: i64,
+    /// How often a worker heartbeats, in milliseconds.
     #[arg(long, default_value_t = core_board::DEFAULT_HEARTBEAT_MS)]
     heartbeat_ms: i64,
+    /// Time from claim to the first heartbeat before the attempt times out, in milliseconds.
     #[arg(long, default_value_t = core_board::DEFAULT_DISPATCH_TIMEOUT_MS)]
     dispatch_timeout_ms: i64,
+    /// Total time an attempt may run, in milliseconds.
     #[arg(long, default_value_t = core_board::DEFAULT_RUNNING_TIMEOUT_MS)]
     running_timeout_ms: i64,
 }
@@ -99,11 +114,13 @@ pub struct WorkerArgs {
     /// Only these task types (comma-separated).
     #[arg(long, value_delimiter = ',')]
     types: Vec<String>,
+    /// Only tasks with this tag (repeatable).
     #[arg(long = "tag")]
     tags: Vec<String>,
     /// The runtime profile the worker claims under.
     #[arg(long, default_value = "default")]
     profile: String,
+    /// Attempts run at once by this worker.
     #[arg(long, default_value_t = 1)]
     concurrency: usize,
     /// Exit once nothing is claimable and no attempt is running.
@@ -113,13 +130,14 @@ pub struct WorkerArgs {
     /// crash tests that need an attempt in flight.
     #[arg(long, default_value_t = 0)]
     attempt_delay_ms: u64,
-    /// Malformed submissions the run may repair (§13.4).
+    /// Malformed submissions the run may repair before its attempt fails.
     #[arg(long, default_value_t = core_board::DEFAULT_REPAIRS_MAX)]
     repairs: u32,
 }
 
 #[derive(Args)]
 pub struct MeasuresArgs {
+    /// Split the figures by cohort: tag, type, claimant, profile or model (default: all tasks).
     #[arg(long, default_value = "all", value_parser = ["all", "tag", "type", "claimant", "profile", "model"])]
     by: String,
     /// Only tasks queued within this window: `3600s`, `90m`, `24h`, `7d` (default: all).
