@@ -669,7 +669,7 @@ fn run(cli: Cli) -> Result<i32> {
                     // Settings are checked before a run exists: a missing or malformed model
                     // setting is bad input and leaves no run behind.
                     if let Err(e) = vouch_runtime::model::openai::OpenAiConfig::from_env() {
-                        return Err(bad(format!("no usable model is configured: {e}; pass --script FILE, or set VOUCH_MODEL_URL (an OpenAI-compatible /v1 endpoint) and VOUCH_MODEL")));
+                        return Err(bad(format!("no model is configured: {e}")));
                     }
                     json!({"kind": "openai"})
                 }
