@@ -937,3 +937,24 @@ pub fn measures(dir: &Path, a: MeasuresArgs, json: bool) -> Result<i32> {
     }
     Ok(0)
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn human_output_escapes_control_and_bidi_characters() {
+        assert_eq!(clean("ok ✓"), "ok ✓");
+        assert_eq!(clean("a\u{1b}[31mb"), "a\\u{1b}[31mb");
+        assert_eq!(clean("x\u{202E}y\nz"), "x\\u{202e}y\\u{a}z");
+    }
+
+    #[test]
+    fn windows_parse_with_units() {
+        assert_eq!(parse_window("90m").unwrap(), 90 * 60_000);
+        assert_eq!(parse_window("7d").unwrap(), 7 * 86_400_000);
+        assert!(parse_window("3 weeks").is_err());
+        assert!(parse_window("h").is_err());
+    }
+}
