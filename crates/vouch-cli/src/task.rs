@@ -555,7 +555,11 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
         }
         let now = now_ms();
         if now - swept_ms >= SWEEP_EVERY_MS {
-            board.sweep(now).map_err(store_err)?;
+            // A sweep that loses a race or meets a busy store is tried again next time; it
+            // never stops the worker.
+            if let Err(e) = board.sweep(now) {
+                errln!("sweep: {e}");
+            }
             swept_ms = now;
         }
         if running.load(Ordering::SeqCst) >= a.concurrency {
@@ -577,7 +581,11 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
         };
         let claim = match board.claim(&req) {
             Ok(c) => c,
-            Err(StoreError::Retryable(_)) => continue,
+            Err(e @ (StoreError::Retryable(_) | StoreError::Conflict(_))) => {
+                errln!("claim: {e}; trying again");
+                std::thread::sleep(Duration::from_millis(IDLE_POLL_MS));
+                continue;
+            }
             Err(e) => return Err(store_err(e)),
         };
         let Some(claim) = claim else {
