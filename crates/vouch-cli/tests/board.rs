@@ -288,6 +288,12 @@ fn malformed_result_repaired_in_session(pg: bool) {
     assert_eq!(v["result"], json!({"summary": "repaired"}));
     let usage = &v["attempts"][0]["usage"];
     assert_eq!(usage["failed_tool_calls"], 1, "{usage}");
+    // Claim and report were signed with the worker's own Ed25519 identity (§13.6).
+    for k in ["claim_signature", "report_signature"] {
+        let sig = v["attempts"][0]["detail"][k].as_str().unwrap_or_default();
+        assert_eq!(sig.len(), 128, "{k}: {sig}");
+    }
+    assert!(b.dir.join("identities/w.key").exists());
     // The journal holds the path the model was told about.
     let run = v["attempts"][0]["run_id"].as_str().unwrap();
     let j = b.run(&["--json", "journal", run]);
@@ -309,6 +315,21 @@ fn malformed_result_repaired_in_session(pg: bool) {
         v["attempts"][0]["end_reason"],
         "the run ended without an accepted submission"
     );
+    // A worker whose key is not the one the store records cannot claim anything.
+    let id3 = b.offer(&[]);
+    let key = b.dir.join("identities/w.key");
+    let text = std::fs::read_to_string(&key).unwrap();
+    let mut k: Value = serde_json::from_str(&text).unwrap();
+    k["secret_key"] = json!("00".repeat(32));
+    std::fs::write(&key, k.to_string()).unwrap();
+    let out = b.run(&["worker", "--name", "w", "--script", &script, "--drain"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(state(&b.show(&id3)), "queued");
 }
 
 fn cancel_seen_at_heartbeat_and_late_report_refused(pg: bool) {
