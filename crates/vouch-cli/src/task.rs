@@ -11,14 +11,16 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use vouch_core::board::{self as core_board, Condition, TaskState};
+use vouch_identity::KeyDir;
 use vouch_runtime::clock::{Clock, SystemClock};
 use vouch_runtime::host::{AttemptJob, TaskTypes, TaskWork};
 use vouch_runtime::Host;
 use vouch_store::board::{
-    content_id, rates, AttemptRef, BoardStore, ClaimRequest, Cohort, MeasuresQuery, NewTask,
-    Offered, Report, ReportKind, TaskFilter, TaskRecord, TaskSpec,
+    claim_statement, content_id, rates, report_statement, AttemptRef, BoardStore, ClaimRequest,
+    Cohort, MeasuresQuery, NewTask, Offered, Report, ReportKind, SignatureVerifier, TaskFilter,
+    TaskRecord, TaskSpec, Verified,
 };
-use vouch_store::{Store, StoreError};
+use vouch_store::{IdentityStore, Store, StoreError};
 
 /// Tasks listed at most.
 const LIST_MAX: usize = 1000;
@@ -165,8 +167,17 @@ pub fn clean(s: &str) -> String {
         .collect()
 }
 
-/// One store, seen both as the run store and as the board.
+/// One store, seen as the run store and as the board.
 pub fn open_board(dir: &Path) -> Result<(Arc<dyn Store>, Arc<dyn BoardStore>)> {
+    let (s, b, _) = open_all(dir)?;
+    Ok((s, b))
+}
+
+/// One store seen three ways: runs, the board, identities.
+type Stores = (Arc<dyn Store>, Arc<dyn BoardStore>, Arc<dyn IdentityStore>);
+
+/// One store, seen as the run store, the board and the identity store.
+pub fn open_all(dir: &Path) -> Result<Stores> {
     if let Some((url, schema)) = home::database_url() {
         if !dir.exists() {
             return Err(bad(format!(
@@ -177,7 +188,7 @@ pub fn open_board(dir: &Path) -> Result<(Arc<dyn Store>, Arc<dyn BoardStore>)> {
         let s = Arc::new(
             vouch_store_postgres::PostgresStore::open(&url, &schema).map_err(|e| anyhow!("{e}"))?,
         );
-        return Ok((s.clone(), s));
+        return Ok((s.clone(), s.clone(), s));
     }
     let db = dir.join(home::DB_FILE);
     if !db.exists() {
@@ -187,7 +198,32 @@ pub fn open_board(dir: &Path) -> Result<(Arc<dyn Store>, Arc<dyn BoardStore>)> {
         )));
     }
     let s = Arc::new(vouch_store_sqlite::SqliteStore::open(&db).map_err(|e| anyhow!("{e}"))?);
-    Ok((s.clone(), s))
+    Ok((s.clone(), s.clone(), s))
+}
+
+/// The host's check of every claim and report (§13.6): the signature must be the claimant's,
+/// over the statement, with the public key the store records for that name.
+pub struct IdentityVerifier {
+    pub store: Arc<dyn IdentityStore>,
+}
+
+impl SignatureVerifier for IdentityVerifier {
+    fn verify(
+        &self,
+        identity: &str,
+        statement: &str,
+        signature: Option<&str>,
+    ) -> std::result::Result<(), String> {
+        let sig = signature.ok_or_else(|| format!("`{identity}` did not sign it"))?;
+        let value: Value =
+            serde_json::from_str(statement).map_err(|e| format!("unreadable statement: {e}"))?;
+        vouch_identity::verify_by(&*self.store, identity, &value, sig).map_err(|e| e.to_string())
+    }
+}
+
+fn sign(id: &vouch_identity::Identity, statement: &str) -> Result<String> {
+    let value: Value = serde_json::from_str(statement)?;
+    id.sign(&value).map_err(|e| anyhow!("sign: {e}"))
 }
 
 fn store_err(e: StoreError) -> anyhow::Error {
@@ -527,7 +563,17 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
         None => json!({"kind": "openai"}),
     };
     let types = Arc::new(types(dir)?);
-    let (store, board) = open_board(dir)?;
+    let (store, board, ids) = open_all(dir)?;
+    // The worker's own Ed25519 identity; every claim and report is signed with it, and the
+    // board refuses any whose signature is not the claimant's (§13.6).
+    let identity = Arc::new(
+        vouch_identity::open_or_create(&KeyDir::in_home(dir), &*ids, &name, now_ms())
+            .map_err(|e| bad(format!("worker identity `{name}`: {e}")))?,
+    );
+    let board: Arc<dyn BoardStore> = Arc::new(Verified {
+        inner: board,
+        verifier: Arc::new(IdentityVerifier { store: ids }),
+    });
     let mut host = home::host(dir, None)?;
     host.store = store;
     let work = Arc::new(TaskWork::new(host.work.clone()));
@@ -555,14 +601,18 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
         }
         let now = now_ms();
         if now - swept_ms >= SWEEP_EVERY_MS {
-            board.sweep(now).map_err(store_err)?;
+            // A sweep that loses a race or meets a busy store is tried again next time; it
+            // never stops the worker.
+            if let Err(e) = board.sweep(now) {
+                errln!("sweep: {e}");
+            }
             swept_ms = now;
         }
         if running.load(Ordering::SeqCst) >= a.concurrency {
             std::thread::sleep(Duration::from_millis(20));
             continue;
         }
-        let req = ClaimRequest {
+        let mut req = ClaimRequest {
             claimant: name.clone(),
             profile: a.profile.clone(),
             model: Some(model["kind"].as_str().unwrap_or("openai").to_string()),
@@ -570,14 +620,18 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
             types: a.types.clone(),
             tags: a.tags.clone(),
             task_id: None,
-            // The identity seam: claims are signed once worker identities exist (§13.6).
             signature: None,
             policy: policy.clone(),
             now_ms: now,
         };
+        req.signature = Some(sign(&identity, &claim_statement(&req).map_err(store_err)?)?);
         let claim = match board.claim(&req) {
             Ok(c) => c,
-            Err(StoreError::Retryable(_)) => continue,
+            Err(e @ (StoreError::Retryable(_) | StoreError::Conflict(_))) => {
+                errln!("claim: {e}; trying again");
+                std::thread::sleep(Duration::from_millis(IDLE_POLL_MS));
+                continue;
+            }
             Err(e) => return Err(store_err(e)),
         };
         let Some(claim) = claim else {
@@ -608,6 +662,7 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
             delay_ms: a.attempt_delay_ms,
             repairs: a.repairs,
             model: model.clone(),
+            identity: identity.clone(),
         };
         let running2 = running.clone();
         handles.push(std::thread::spawn(move || {
@@ -639,6 +694,7 @@ struct AttemptCtx {
     delay_ms: u64,
     repairs: u32,
     model: Value,
+    identity: Arc<vouch_identity::Identity>,
 }
 
 impl AttemptCtx {
@@ -781,16 +837,19 @@ impl AttemptCtx {
             ReportKind::Accepted { result, .. } => Some(result.clone()),
             _ => None,
         };
-        let r = Report {
+        let mut r = Report {
             attempt: at.clone(),
             kind,
             run_id: run_id.clone(),
             receipt,
             usage,
-            // The identity seam: reports are signed once worker identities exist (§13.6).
             signature: None,
             now_ms: now_ms(),
         };
+        r.signature = Some(sign(
+            &self.identity,
+            &report_statement(&r).map_err(store_err)?,
+        )?);
         match self.board.report(&r) {
             Ok(done) => {
                 // Acceptance is observed, not assumed: read the output back by content id.
@@ -936,4 +995,54 @@ pub fn measures(dir: &Path, a: MeasuresArgs, json: bool) -> Result<i32> {
         );
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn human_output_escapes_control_and_bidi_characters() {
+        assert_eq!(clean("ok ✓"), "ok ✓");
+        assert_eq!(clean("a\u{1b}[31mb"), "a\\u{1b}[31mb");
+        assert_eq!(clean("x\u{202E}y\nz"), "x\\u{202e}y\\u{a}z");
+    }
+
+    #[test]
+    fn signatures_are_checked_against_the_stored_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            Arc::new(vouch_store_sqlite::SqliteStore::open(&dir.path().join("v.db")).unwrap());
+        let w =
+            vouch_identity::open_or_create(&KeyDir::in_home(dir.path()), &*store, "w1", 1).unwrap();
+        let other = vouch_identity::Identity::generate("w2").unwrap();
+        let v = IdentityVerifier { store };
+        let statement = r#"{"claim":{"claimant":"w1"}}"#;
+        let good = sign(&w, statement).unwrap();
+        assert!(v.verify("w1", statement, Some(&good)).is_ok());
+        assert!(v.verify("w1", statement, None).is_err(), "unsigned");
+        let forged = sign(&other, statement).unwrap();
+        assert!(
+            v.verify("w1", statement, Some(&forged)).is_err(),
+            "another key"
+        );
+        assert!(
+            v.verify("w1", r#"{"claim":{"claimant":"w2"}}"#, Some(&good))
+                .is_err(),
+            "another statement"
+        );
+        assert!(
+            v.verify("nobody", statement, Some(&good)).is_err(),
+            "unknown identity"
+        );
+    }
+
+    #[test]
+    fn windows_parse_with_units() {
+        assert_eq!(parse_window("90m").unwrap(), 90 * 60_000);
+        assert_eq!(parse_window("7d").unwrap(), 7 * 86_400_000);
+        assert!(parse_window("3 weeks").is_err());
+        assert!(parse_window("h").is_err());
+    }
 }

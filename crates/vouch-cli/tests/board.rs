@@ -288,6 +288,12 @@ fn malformed_result_repaired_in_session(pg: bool) {
     assert_eq!(v["result"], json!({"summary": "repaired"}));
     let usage = &v["attempts"][0]["usage"];
     assert_eq!(usage["failed_tool_calls"], 1, "{usage}");
+    // Claim and report were signed with the worker's own Ed25519 identity (§13.6).
+    for k in ["claim_signature", "report_signature"] {
+        let sig = v["attempts"][0]["detail"][k].as_str().unwrap_or_default();
+        assert_eq!(sig.len(), 128, "{k}: {sig}");
+    }
+    assert!(b.dir.join("identities/w.key").exists());
     // The journal holds the path the model was told about.
     let run = v["attempts"][0]["run_id"].as_str().unwrap();
     let j = b.run(&["--json", "journal", run]);
@@ -309,6 +315,21 @@ fn malformed_result_repaired_in_session(pg: bool) {
         v["attempts"][0]["end_reason"],
         "the run ended without an accepted submission"
     );
+    // A worker whose key is not the one the store records cannot claim anything.
+    let id3 = b.offer(&[]);
+    let key = b.dir.join("identities/w.key");
+    let text = std::fs::read_to_string(&key).unwrap();
+    let mut k: Value = serde_json::from_str(&text).unwrap();
+    k["secret_key"] = json!("00".repeat(32));
+    std::fs::write(&key, k.to_string()).unwrap();
+    let out = b.run(&["worker", "--name", "w", "--script", &script, "--drain"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(state(&b.show(&id3)), "queued");
 }
 
 fn cancel_seen_at_heartbeat_and_late_report_refused(pg: bool) {
@@ -440,6 +461,74 @@ fn bad_input_is_exit_2(pg: bool) {
     assert!(String::from_utf8_lossy(&out.stderr).contains("idempotency key"));
 }
 
+fn judge_excludes_the_producer_and_criteria_need_self_assessment(pg: bool) {
+    let b = Board::new(pg);
+    let criteria = b.tmp.path().join("criteria.json");
+    std::fs::write(&criteria, r#"["clear", "short"]"#).unwrap();
+    let target = b.offer(&["--criteria", criteria.to_str().unwrap()]);
+    // Without a self-assessment the submission is sent back; with one it is accepted.
+    let producer = b.script(json!([
+        {"declare": {"deliveries": []}},
+        {"submit": {"summary": "v1"}},
+        {"submit": {"summary": "v1"}, "self_assessment": {"clear": "yes", "short": "yes"}},
+        {"final": "ok"}
+    ]));
+    b.run(&[
+        "worker", "--name", "producer", "--script", &producer, "--drain",
+    ]);
+    let v = b.show(&target);
+    assert_eq!(state(&v), "completed", "{v}");
+    assert_eq!(
+        v["attempts"][0]["detail"]["self_assessment"],
+        json!({"clear": "yes", "short": "yes"})
+    );
+    assert_eq!(v["attempts"][0]["usage"]["failed_tool_calls"], 1);
+    let input = b.tmp.path().join("judge.json");
+    std::fs::write(
+        &input,
+        json!({"target": target, "criteria": ["clear", "short"]}).to_string(),
+    )
+    .unwrap();
+    let judge = b.json(&[
+        "task",
+        "offer",
+        "--type",
+        "judge",
+        "--brief",
+        "judge it",
+        "--input",
+        input.to_str().unwrap(),
+    ])["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let verdict = b.script(json!([
+        {"declare": {"deliveries": []}},
+        {"submit": {"passed": true, "scores": {"clear": 0.9, "short": 0.8}}},
+        {"final": "judged"}
+    ]));
+    // The producer may not judge its own output: it finds nothing to claim.
+    b.run(&[
+        "worker", "--name", "producer", "--script", &verdict, "--drain",
+    ]);
+    assert_eq!(state(&b.show(&judge)), "queued");
+    b.run(&["worker", "--name", "judge", "--script", &verdict, "--drain"]);
+    let v = b.show(&judge);
+    assert_eq!(state(&v), "completed");
+    assert_eq!(v["attempts"][0]["claimant"], "judge");
+    let t = b.show(&target);
+    assert_eq!(t["verdicts"][0][0], judge.as_str());
+    assert_eq!(t["verdicts"][0][1]["passed"], true);
+    let m = b.json(&["measures", "--by", "type"]);
+    let freeform = m["cohorts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["cohort"] == "freeform")
+        .unwrap();
+    assert_eq!(freeform["rates"]["verdict_pass_rate"], 1.0);
+}
+
 macro_rules! both {
     ($($name:ident),*) => {
         mod sqlite { $( #[test] fn $name() { super::$name(false) } )* }
@@ -453,5 +542,6 @@ both!(
     malformed_result_repaired_in_session,
     cancel_seen_at_heartbeat_and_late_report_refused,
     sigterm_aborts_retryably,
-    bad_input_is_exit_2
+    bad_input_is_exit_2,
+    judge_excludes_the_producer_and_criteria_need_self_assessment
 );
