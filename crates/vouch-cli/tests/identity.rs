@@ -480,3 +480,43 @@ fn artifacts_put_get_and_the_size_limit() {
     assert_eq!(staged.len(), 1, "the pinned one is not staged: {staged:?}");
     assert_eq!(staged[0]["size_bytes"], 25 * 1024 * 1024);
 }
+
+#[test]
+fn racing_processes_make_one_identity() {
+    let h = Home::new("");
+    let children: Vec<_> = (0..6)
+        .map(|_| {
+            std::process::Command::new(env!("CARGO_BIN_EXE_vouch"))
+                .arg("--home")
+                .arg(&h.dir)
+                .args(["--json", "identity", "new", "racer"])
+                .env_remove("VOUCH_DATABASE_URL")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outs: Vec<Output> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    let winners: Vec<&Output> = outs.iter().filter(|o| o.status.success()).collect();
+    assert_eq!(winners.len(), 1, "exactly one process creates it");
+    for o in outs.iter().filter(|o| !o.status.success()) {
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(o));
+    }
+    let won: Value = serde_json::from_slice(&winners[0].stdout).unwrap();
+    let list: Vec<Value> =
+        serde_json::from_slice(&h.vouch(&["--json", "identity", "list"], &[]).stdout).unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0]["public_key"], won["public_key"]);
+    assert_eq!(
+        list[0]["state"], "key here",
+        "the key file here is the stored key"
+    );
+    let files: Vec<_> = std::fs::read_dir(h.dir.join("identities"))
+        .unwrap()
+        .collect();
+    assert_eq!(files.len(), 1, "no temporary key file is left");
+}
