@@ -349,6 +349,32 @@ fn signed_receipts_on_sqlite_and_a_changed_journal_is_named() {
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
     assert!(stdout(&o).contains("offline"), "{}", stdout(&o));
 
+    // Re-signed by another key: the signature holds offline, but it is not this host's.
+    {
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let forger = vouch_identity::Identity::from_secret("forger", &[9; 32]);
+        let m = v.as_object_mut().unwrap();
+        m.remove("signature");
+        m.insert("host_key".into(), Value::from(forger.public_key()));
+        let sig = forger.sign(&v).unwrap();
+        v["signature"] = Value::from(sig);
+        let forged = h.tmp.path().join("forged.json");
+        std::fs::write(&forged, v.to_string()).unwrap();
+        let o = verify(&h, &forged, &["--offline"], &[]);
+        assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+        assert!(
+            stdout(&o).contains("offline: the signature only"),
+            "{}",
+            stdout(&o)
+        );
+        let o = verify(&h, &forged, &[], &[]);
+        assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+        assert!(stdout(&o).contains("FAILED host key"), "{}", stdout(&o));
+        assert!(
+            stdout(&o).contains("FAILED field host_key") || stdout(&o).contains("FAILED host key")
+        );
+    }
+
     // The journal changed behind the store's back: the receipt no longer verifies.
     {
         let c = rusqlite::Connection::open(h.dir.join("vouch.db")).unwrap();
