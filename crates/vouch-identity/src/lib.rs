@@ -12,6 +12,7 @@
 //! - a key file `$VOUCH_HOME/identities/NAME.key` (mode 0600) holds one JSON object
 //!   `{"name", "algorithm": "ed25519", "public_key", "secret_key"}` (secret: 64 hex digits).
 
+pub mod board;
 pub mod diary;
 pub mod keys;
 pub mod receipt;
