@@ -349,6 +349,32 @@ fn signed_receipts_on_sqlite_and_a_changed_journal_is_named() {
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
     assert!(stdout(&o).contains("offline"), "{}", stdout(&o));
 
+    // Re-signed by another key: the signature holds offline, but it is not this host's.
+    {
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let forger = vouch_identity::Identity::from_secret("forger", &[9; 32]);
+        let m = v.as_object_mut().unwrap();
+        m.remove("signature");
+        m.insert("host_key".into(), Value::from(forger.public_key()));
+        let sig = forger.sign(&v).unwrap();
+        v["signature"] = Value::from(sig);
+        let forged = h.tmp.path().join("forged.json");
+        std::fs::write(&forged, v.to_string()).unwrap();
+        let o = verify(&h, &forged, &["--offline"], &[]);
+        assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+        assert!(
+            stdout(&o).contains("offline: the signature only"),
+            "{}",
+            stdout(&o)
+        );
+        let o = verify(&h, &forged, &[], &[]);
+        assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+        assert!(stdout(&o).contains("FAILED host key"), "{}", stdout(&o));
+        assert!(
+            stdout(&o).contains("FAILED field host_key") || stdout(&o).contains("FAILED host key")
+        );
+    }
+
     // The journal changed behind the store's back: the receipt no longer verifies.
     {
         let c = rusqlite::Connection::open(h.dir.join("vouch.db")).unwrap();
@@ -479,4 +505,44 @@ fn artifacts_put_get_and_the_size_limit() {
         serde_json::from_slice(&h.vouch(&["--json", "artifact", "list"], &[]).stdout).unwrap();
     assert_eq!(staged.len(), 1, "the pinned one is not staged: {staged:?}");
     assert_eq!(staged[0]["size_bytes"], 25 * 1024 * 1024);
+}
+
+#[test]
+fn racing_processes_make_one_identity() {
+    let h = Home::new("");
+    let children: Vec<_> = (0..6)
+        .map(|_| {
+            std::process::Command::new(env!("CARGO_BIN_EXE_vouch"))
+                .arg("--home")
+                .arg(&h.dir)
+                .args(["--json", "identity", "new", "racer"])
+                .env_remove("VOUCH_DATABASE_URL")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outs: Vec<Output> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    let winners: Vec<&Output> = outs.iter().filter(|o| o.status.success()).collect();
+    assert_eq!(winners.len(), 1, "exactly one process creates it");
+    for o in outs.iter().filter(|o| !o.status.success()) {
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(o));
+    }
+    let won: Value = serde_json::from_slice(&winners[0].stdout).unwrap();
+    let list: Vec<Value> =
+        serde_json::from_slice(&h.vouch(&["--json", "identity", "list"], &[]).stdout).unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0]["public_key"], won["public_key"]);
+    assert_eq!(
+        list[0]["state"], "key here",
+        "the key file here is the stored key"
+    );
+    let files: Vec<_> = std::fs::read_dir(h.dir.join("identities"))
+        .unwrap()
+        .collect();
+    assert_eq!(files.len(), 1, "no temporary key file is left");
 }

@@ -12,6 +12,7 @@
 //! - a key file `$VOUCH_HOME/identities/NAME.key` (mode 0600) holds one JSON object
 //!   `{"name", "algorithm": "ed25519", "public_key", "secret_key"}` (secret: 64 hex digits).
 
+pub mod board;
 pub mod diary;
 pub mod keys;
 pub mod receipt;
@@ -209,9 +210,10 @@ impl Identity {
 }
 
 /// `vouch identity new NAME`: a new key file in the home (0600, never overwriting) and its
-/// public key in the store. A key file left by an interrupted earlier attempt whose public
-/// key the store does not have yet is registered instead of refused; any other existing key
-/// file, or a name the store already holds with another key, is refused and nothing changes.
+/// public key in the store. An existing key file, or a name the store already holds, is
+/// refused and nothing changes — so of several processes creating the same name exactly one
+/// succeeds. (A key file whose key the store lacks, left by an interrupted creation, is
+/// registered by [`open_or_create`], which a worker uses.)
 pub fn create(
     keys: &KeyDir,
     store: &dyn IdentityStore,
@@ -232,11 +234,6 @@ fn create_named(
     now_ms: i64,
 ) -> Result<Identity, IdentityError> {
     if keys.exists(name) {
-        let id = keys.load(name)?;
-        if store.identity(name)?.is_none() {
-            store.put_identity(&id.record(now_ms))?;
-            return Ok(id);
-        }
         return Err(IdentityError::Exists {
             name: name.to_string(),
             path: keys.path(name).display().to_string(),
