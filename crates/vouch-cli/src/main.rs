@@ -716,27 +716,23 @@ fn run(cli: Cli) -> Result<i32> {
         }
         Cmd::Approvals => {
             let host = open_host(&dir, false)?;
-            let cards = host.store.open_cards()?;
+            let cards = vouch_runtime::approvals::open_cards(host.store.as_ref())?;
             if json {
-                let out: Vec<Value> = cards
-                    .iter()
-                    .map(|c| json!({"run": c.run_id, "delivery": c.delivery, "payload_hash": c.payload_hash, "summary": c.summary, "reason": c.reason, "payload": c.delivery.as_ref().and_then(|_| host.store.payload(&c.payload_hash).ok().flatten()).and_then(|p| serde_json::from_str::<Value>(&p).ok())}))
-                    .collect();
-                outln!("{}", serde_json::to_string(&out)?);
+                outln!("{}", serde_json::to_string(&cards)?);
             } else if cards.is_empty() {
                 houtln!("Nothing is waiting for you.");
             } else {
                 for c in cards {
                     match &c.delivery {
                         Some(d) => {
-                            let payload = host.store.payload(&c.payload_hash)?.unwrap_or_default();
-                            houtln!("run {} · {} · {}\n  why:     {}\n  payload: {}\n  hash:    {}\n  approve: vouch approve {} {} --hash {}\n  deny:    vouch deny {} {}\n", c.run_id, d, out::line(&c.summary), out::line(&c.reason), out::line(&payload), c.payload_hash, c.run_id, d, c.payload_hash, c.run_id, d);
+                            let payload = c.payload_text.clone().unwrap_or_default();
+                            houtln!("run {} · {} · {}\n  why:     {}\n  payload: {}\n  hash:    {}\n  approve: vouch approve {} {} --hash {}\n  deny:    vouch deny {} {}\n", c.run, d, out::line(&c.summary), out::line(&c.reason), out::line(&payload), c.payload_hash, c.run, d, c.payload_hash, c.run, d);
                         }
                         None => houtln!(
                             "run {} · question: {}\n  answer: vouch answer {} \"…\"\n",
-                            c.run_id,
+                            c.run,
                             out::line(&c.summary),
-                            c.run_id
+                            c.run
                         ),
                     }
                 }
@@ -811,31 +807,23 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Doctor => {
             let cfg = home::config(&dir)?;
             let _ = home::open_store(&dir)?;
-            let providers = home::providers(&dir, &cfg);
-            let mut rows = vec![];
-            for kind in vouch_core::DestinationKind::ALL {
-                let (mut level, step) = cfg.kind_level(kind);
-                if level >= vouch_core::Capability::Executable && !providers.contains_key(&kind) {
-                    level = vouch_core::Capability::Unavailable;
-                }
-                rows.push(json!({"kind": kind, "level": level, "connect_step": step}));
-            }
+            let report = vouch_runtime::doctor::doctor(&cfg, &home::providers(&dir, &cfg));
             if json {
                 outln!(
                     "{}",
-                    json!({"home": dir, "destinations": rows, "overrides": cfg.capabilities, "automation": cfg.automation.map(|a| a.routines).unwrap_or_default()})
+                    json!({"home": dir, "destinations": report.destinations, "overrides": report.overrides, "automation": report.automation})
                 );
             } else {
                 houtln!("vouch home {} — destinations:", dir.display());
-                for r in &rows {
+                for r in &report.destinations {
                     houtln!(
                         "  {:<9} {:<12} {}",
-                        r["kind"].as_str().unwrap_or(""),
-                        r["level"].as_str().unwrap_or(""),
-                        r["connect_step"].as_str().unwrap_or("")
+                        r.kind.as_str(),
+                        r.level.as_str(),
+                        r.connect_step.as_deref().unwrap_or("")
                     );
                 }
-                for (p, l) in &cfg.capabilities {
+                for (p, l) in &report.overrides {
                     houtln!("  override  {p} → {}", l.as_str());
                 }
             }
@@ -871,24 +859,27 @@ fn run(cli: Cli) -> Result<i32> {
         }
         Cmd::Inbox { count } => {
             let host = open_host(&dir, false)?;
-            let cards = host.store.open_cards()?;
             if count {
                 // Computed from openable items now (§11.4), never stored.
+                let waiting = vouch_runtime::inbox::badge(host.store.as_ref())?;
                 if json {
-                    outln!("{}", json!({"waiting": cards.len()}));
+                    outln!("{}", json!({"waiting": waiting}));
                 } else {
-                    houtln!("{}", cards.len());
+                    houtln!("{}", waiting);
                 }
                 return Ok(0);
             }
-            let runs = host.store.runs(50)?;
+            let inbox = vouch_runtime::inbox::inbox(host.store.as_ref())?;
             if json {
-                outln!("{}", json!({"cards": cards, "runs": runs}));
+                outln!("{}", json!({"cards": inbox.cards, "runs": inbox.runs}));
                 return Ok(0);
             }
-            if !cards.is_empty() {
-                houtln!("{} waiting for you — see `vouch approvals`:", cards.len());
-                for c in &cards {
+            if !inbox.cards.is_empty() {
+                houtln!(
+                    "{} waiting for you — see `vouch approvals`:",
+                    inbox.cards.len()
+                );
+                for c in &inbox.cards {
                     houtln!(
                         "  • run {} {}: {}",
                         c.run_id,
@@ -898,51 +889,23 @@ fn run(cli: Cli) -> Result<i32> {
                 }
                 outln!();
             }
-            let ended: Vec<_> = runs
-                .iter()
-                .filter(|r| r.state == vouch_core::RunState::Ended)
-                .collect();
-            if cards.is_empty() && ended.is_empty() {
+            if inbox.cards.is_empty() && inbox.ended.is_empty() {
                 houtln!("Your inbox is empty: no receipts and nothing waiting.");
             }
-            for r in ended {
-                // What to do comes from the terminal record: needs_you, or resume, or nothing.
-                let terminal = host
-                    .store
-                    .journal(&r.id)?
-                    .into_iter()
-                    .rev()
-                    .find(|e| e.kind == vouch_store::EventKind::Terminal);
-                let needs: Vec<String> = terminal
-                    .as_ref()
-                    .and_then(|t| {
-                        t.body
-                            .get("needs_you")
-                            .and_then(|n| serde_json::from_value(n.clone()).ok())
-                    })
-                    .unwrap_or_default();
-                let child = runs
-                    .iter()
-                    .find(|c| c.parent.as_deref() == Some(r.id.as_str()));
-                let todo = if let Some(c) = child {
-                    format!("resumed as {}", c.id)
-                } else if !needs.is_empty() {
-                    format!("needs you: {} — `vouch receipt {}`", needs.join(", "), r.id)
-                } else if r.ended_by == Some(vouch_core::EndedBy::Boot)
-                    && r.outcome != Some(vouch_core::Outcome::Succeeded)
-                {
-                    format!("interrupted — `vouch resume {}`", r.id)
-                } else if matches!(
-                    r.outcome,
-                    Some(
-                        vouch_core::Outcome::Failed
-                            | vouch_core::Outcome::Partial
-                            | vouch_core::Outcome::Missed
-                    )
-                ) {
-                    format!("see what failed — `vouch receipt {}`", r.id)
-                } else {
-                    format!("`vouch receipt {}`", r.id)
+            for e in &inbox.ended {
+                let r = &e.run;
+                let todo = match &e.todo {
+                    vouch_runtime::inbox::Todo::ResumedAs { run } => format!("resumed as {run}"),
+                    vouch_runtime::inbox::Todo::NeedsYou { items } => {
+                        format!("needs you: {} — `vouch receipt {}`", items.join(", "), r.id)
+                    }
+                    vouch_runtime::inbox::Todo::Interrupted => {
+                        format!("interrupted — `vouch resume {}`", r.id)
+                    }
+                    vouch_runtime::inbox::Todo::SeeWhatFailed => {
+                        format!("see what failed — `vouch receipt {}`", r.id)
+                    }
+                    vouch_runtime::inbox::Todo::Receipt => format!("`vouch receipt {}`", r.id),
                 };
                 houtln!(
                     "{:<10} {:<48} {}",
