@@ -11,8 +11,10 @@ mod demo;
 #[cfg(test)]
 mod help_tests;
 mod home;
+mod http;
 mod identity;
 mod task;
+mod token;
 mod when;
 
 use anyhow::{anyhow, Result};
@@ -163,6 +165,18 @@ enum Cmd {
         /// Reconcile, run one scheduler tick, report what it did, and exit.
         #[arg(long)]
         once: bool,
+        /// Also serve the HTTP API on this address (e.g. 127.0.0.1:7070; loopback only
+        /// unless --allow-remote). TLS is a reverse proxy's job.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<String>,
+        /// Allow --http on an address beyond loopback.
+        #[arg(long)]
+        allow_remote: bool,
+    },
+    /// API tokens for `vouch serve --http`: new NAME, list, rm NAME.
+    Token {
+        #[command(subcommand)]
+        cmd: token::TokenCmd,
     },
     /// What the contract prescribes for scenarios (files or folders of *.json).
     Oracle {
@@ -929,7 +943,19 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Scenario {
             cmd: ScenarioCmd::Run { paths },
         } => scenario_run(&paths, json),
-        Cmd::Serve { tick_ms, once } => serve(&dir, tick_ms, once, json),
+        Cmd::Serve {
+            tick_ms,
+            once,
+            http,
+            allow_remote,
+        } => match http {
+            Some(addr) => {
+                let host = Arc::new(open_host(&dir, !json)?);
+                http::serve(&dir, host, &addr, allow_remote, tick_ms, json)
+            }
+            None => serve(&dir, tick_ms, once, json),
+        },
+        Cmd::Token { cmd } => token::run(&dir, cmd, json),
         Cmd::Bench {
             cmd: BenchCmd::Runs { runs, concurrency },
         } => bench::runs(runs, concurrency, json),
@@ -1113,51 +1139,22 @@ fn schedule(dir: &Path, cmd: ScheduleCmd, json: bool) -> Result<i32> {
             overlap,
             grace,
         } => {
-            vouch_runtime::scheduler::parse_cron(&cron).map_err(bad)?;
-            vouch_runtime::scheduler::parse_tz(&tz).map_err(bad)?;
             let grace_ms = parse_duration_ms(&grace)?;
             let text = std::fs::read_to_string(&routine)
                 .map_err(|e| bad(format!("cannot read routine {}: {e}", routine.display())))?;
-            let mut r: Value = serde_json::from_str(&text)
+            let r: Value = serde_json::from_str(&text)
                 .map_err(|e| bad(format!("routine {} is not JSON: {e}", routine.display())))?;
-            let Some(obj) = r.as_object_mut() else {
-                return Err(bad(format!(
-                    "routine {}: expected an object with `prompt` and `script` or `model`",
-                    routine.display()
-                )));
-            };
-            if obj.get("prompt").and_then(Value::as_str).is_none() {
-                return Err(bad(format!(
-                    "routine {}: `prompt` (a string) is required",
-                    routine.display()
-                )));
-            }
-            if let Some(script) = obj.remove("script") {
-                if !script.is_array() {
-                    return Err(bad(format!(
-                        "routine {}: `script` must be an array of turns",
-                        routine.display()
-                    )));
-                }
-                obj.insert("model".into(), json!({"kind": "script", "turns": script}));
-            }
-            if obj.get("model").is_none() {
-                obj.insert("model".into(), json!({"kind": "openai"}));
-            }
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_millis() as i64)
                 .unwrap_or(0);
-            let sched = vouch_store::Schedule {
-                name: name.clone(),
-                cron,
-                tz,
-                routine: r,
-                catch_up,
-                overlap,
-                grace_ms,
-                created_ms: now,
-            };
+            let sched = vouch_runtime::scheduler::new_schedule(
+                &name, &cron, &tz, r, &catch_up, &overlap, grace_ms, now,
+            )
+            .map_err(|e| match e.field {
+                "routine" => bad(format!("routine {}: {}", routine.display(), e.message)),
+                _ => bad(e.message),
+            })?;
             store.put_schedule(&sched).map_err(|e| match e {
                 vouch_store::StoreError::Conflict(m) => bad(m),
                 other => anyhow!(other),
@@ -1223,39 +1220,7 @@ fn serve(dir: &Path, tick_ms: u64, once: bool, json: bool) -> Result<i32> {
         );
     }
     loop {
-        let report = host.tick().map_err(host_err)?;
-        // Slots are shown as times in their schedule's zone, never as epoch milliseconds.
-        let zones: std::collections::BTreeMap<String, String> = host
-            .store
-            .schedules()?
-            .into_iter()
-            .map(|s| (s.name, s.tz))
-            .collect();
-        let zone = |s: &str| zones.get(s).cloned().unwrap_or_else(|| "UTC".into());
-        let at = |s: &str, slot: i64| when::slot_time(slot, &zone(s));
-        for (s, slot, run) in &report.started {
-            errln!("  {s}: the {} slot ran as {run}", at(s, *slot));
-        }
-        for (s, slot, run) in &report.missed {
-            errln!(
-                "  {s}: the {} slot was missed (receipt: `vouch receipt {run}`)",
-                at(s, *slot)
-            );
-        }
-        for (s, slot, run) in &report.late {
-            errln!("  {s}: the {} slot runs late as {run}", at(s, *slot));
-        }
-        if json {
-            let rows = |v: &[(String, i64, String)]| {
-                v.iter()
-                    .map(|(s, slot, run)| json!({"schedule": s, "slot_ms": slot, "slot": when::slot_rfc3339(*slot, &zone(s)), "run": run}))
-                    .collect::<Vec<_>>()
-            };
-            outln!(
-                "{}",
-                json!({"started": rows(&report.started), "missed": rows(&report.missed), "late": rows(&report.late), "taken_by_another_host": report.taken})
-            );
-        }
+        scheduler_pass(&host, json)?;
         if once {
             if !json {
                 let n = report.started.len() + report.missed.len() + report.late.len();
@@ -1279,6 +1244,44 @@ fn serve(dir: &Path, tick_ms: u64, once: bool, json: bool) -> Result<i32> {
         std::thread::sleep(std::time::Duration::from_millis(tick_ms.max(50)));
         host.boot().map_err(host_err)?;
     }
+}
+
+/// One scheduler pass: start due slots, report missed and late ones.
+pub(crate) fn scheduler_pass(host: &Host, json: bool) -> Result<()> {
+    let report = host.tick().map_err(host_err)?;
+    // Slots are shown as times in their schedule's zone, never as epoch milliseconds.
+    let zones: std::collections::BTreeMap<String, String> = host
+        .store
+        .schedules()?
+        .into_iter()
+        .map(|s| (s.name, s.tz))
+        .collect();
+    let zone = |s: &str| zones.get(s).cloned().unwrap_or_else(|| "UTC".into());
+    let at = |s: &str, slot: i64| when::slot_time(slot, &zone(s));
+    for (s, slot, run) in &report.started {
+        errln!("  {s}: the {} slot ran as {run}", at(s, *slot));
+    }
+    for (s, slot, run) in &report.missed {
+        errln!(
+            "  {s}: the {} slot was missed (receipt: `vouch receipt {run}`)",
+            at(s, *slot)
+        );
+    }
+    for (s, slot, run) in &report.late {
+        errln!("  {s}: the {} slot runs late as {run}", at(s, *slot));
+    }
+    if json {
+        let rows = |v: &[(String, i64, String)]| {
+            v.iter()
+                .map(|(s, slot, run)| json!({"schedule": s, "slot_ms": slot, "slot": when::slot_rfc3339(*slot, &zone(s)), "run": run}))
+                .collect::<Vec<_>>()
+        };
+        outln!(
+            "{}",
+            json!({"started": rows(&report.started), "missed": rows(&report.missed), "late": rows(&report.late), "taken_by_another_host": report.taken})
+        );
+    }
+    Ok(())
 }
 
 fn watch(dir: &Path, run: &str, json: bool) -> Result<i32> {
