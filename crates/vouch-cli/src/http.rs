@@ -55,7 +55,9 @@ pub fn serve(
             &home::providers(&home, &cfg),
         ))
     });
-    let state = vouch_server::AppState::new(host, doctor);
+    // Reads see what is durable (the host's own writes wait in its buffer until a point).
+    let store = home::open_store(dir)?;
+    let state = vouch_server::AppState::new(host, store, doctor);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

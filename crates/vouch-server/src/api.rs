@@ -8,21 +8,24 @@ use crate::{blocking, AppState, PAGE_OFFSET_MAX, PAGE_RUNS_MAX};
 use axum::extract::State;
 use axum::http::{StatusCode, Uri};
 use axum::Json;
-use vouch_runtime::{Host, RunEnd};
-use vouch_store::{CardState, RunRecord, StoreError};
+use vouch_runtime::RunEnd;
+use vouch_store::{CardState, RunRecord, Store, StoreError};
 
-fn run_record(host: &Host, id: &str) -> ApiResult<RunRecord> {
-    host.store
+fn run_record(store: &dyn Store, id: &str) -> ApiResult<RunRecord> {
+    store
         .run(id)?
         .ok_or_else(|| ApiError::not_found(format!("no run `{id}`; list runs with GET /api/runs")))
 }
 
 /// The run's standing after the host drove it: ended with a receipt, or waiting again.
-pub(crate) fn run_result(host: &Host, id: &str, end: Option<&RunEnd>) -> ApiResult<RunResult> {
-    let rec = run_record(host, id)?;
-    let receipt = host.store.receipt(id)?;
-    let open_cards = host
-        .store
+pub(crate) fn run_result(
+    store: &dyn Store,
+    id: &str,
+    end: Option<&RunEnd>,
+) -> ApiResult<RunResult> {
+    let rec = run_record(store, id)?;
+    let receipt = store.receipt(id)?;
+    let open_cards = store
         .cards_for_run(id)?
         .iter()
         .filter(|c| c.state == CardState::Open)
@@ -56,9 +59,9 @@ pub(crate) fn run_result(host: &Host, id: &str, end: Option<&RunEnd>) -> ApiResu
 pub async fn list_runs(State(s): State<AppState>, q: QueryMap) -> ApiResult<Json<RunPage>> {
     let limit = q.number("limit", 50, 1, PAGE_RUNS_MAX)?;
     let offset = q.number("offset", 0, 0, PAGE_OFFSET_MAX)?;
-    let host = s.host.clone();
+    let store = s.store.clone();
     blocking(move || {
-        let mut runs = host.store.runs(offset + limit + 1)?;
+        let mut runs = store.runs(offset + limit + 1)?;
         let more = runs.len() > offset + limit;
         let page: Vec<Run> = runs
             .drain(..)
@@ -86,10 +89,10 @@ pub async fn get_run(
     State(s): State<AppState>,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<RunDetailBody>> {
-    let host = s.host.clone();
+    let store = s.store.clone();
     blocking(move || {
-        let rec = run_record(&host, &id)?;
-        let d = vouch_runtime::runs::detail(host.store.as_ref(), rec)?;
+        let rec = run_record(store.as_ref(), &id)?;
+        let d = vouch_runtime::runs::detail(store.as_ref(), rec)?;
         Ok(Json(RunDetailBody::from(&d)))
     })
     .await
@@ -113,10 +116,10 @@ pub async fn get_journal(
     q: QueryMap,
 ) -> ApiResult<Json<Vec<Event>>> {
     let after = q.number("after", 0, 0, i64::MAX as usize)? as i64;
-    let host = s.host.clone();
+    let store = s.store.clone();
     blocking(move || {
-        run_record(&host, &id)?;
-        let entries = host.store.journal_since(&id, after)?;
+        run_record(store.as_ref(), &id)?;
+        let entries = store.journal_since(&id, after)?;
         Ok(Json(entries.iter().map(Event::from).collect()))
     })
     .await
@@ -134,14 +137,14 @@ pub async fn get_receipt(
     State(s): State<AppState>,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<ReceiptBody>> {
-    let host = s.host.clone();
+    let store = s.store.clone();
     blocking(move || {
-        let rec = run_record(&host, &id)?;
+        let rec = run_record(store.as_ref(), &id)?;
         Ok(Json(ReceiptBody {
             run: rec.id.clone(),
             state: word(rec.state),
             outcome: rec.outcome.map(word),
-            receipt: host.store.receipt(&id)?,
+            receipt: store.receipt(&id)?,
         }))
     })
     .await
@@ -172,14 +175,15 @@ pub async fn approve(
         ));
     }
     let host = s.host.clone();
+    let store = s.store.clone();
     let metrics = s.metrics.clone();
     blocking(move || {
-        run_record(&host, &id)?;
+        run_record(store.as_ref(), &id)?;
         let end = host
             .approve(&id, &delivery, &body.hash)
             .map_err(card_error)?;
         metrics.decision("approve");
-        run_result(&host, &id, Some(&end)).map(Json)
+        run_result(store.as_ref(), &id, Some(&end)).map(Json)
     })
     .await
 }
@@ -208,12 +212,13 @@ pub async fn deny(
     ApiPath((id, delivery)): ApiPath<(String, String)>,
 ) -> ApiResult<Json<RunResult>> {
     let host = s.host.clone();
+    let store = s.store.clone();
     let metrics = s.metrics.clone();
     blocking(move || {
-        run_record(&host, &id)?;
+        run_record(store.as_ref(), &id)?;
         let end = host.deny(&id, &delivery).map_err(card_error)?;
         metrics.decision("deny");
-        run_result(&host, &id, Some(&end)).map(Json)
+        run_result(store.as_ref(), &id, Some(&end)).map(Json)
     })
     .await
 }
@@ -236,9 +241,10 @@ pub async fn edit(
     ApiJson(body): ApiJson<EditBody>,
 ) -> ApiResult<Json<EditResult>> {
     let host = s.host.clone();
+    let store = s.store.clone();
     let metrics = s.metrics.clone();
     blocking(move || {
-        run_record(&host, &id)?;
+        run_record(store.as_ref(), &id)?;
         let hash = host
             .edit(&id, &delivery, &body.payload)
             .map_err(card_error)?;
@@ -276,12 +282,13 @@ pub async fn answer(
         ));
     }
     let host = s.host.clone();
+    let store = s.store.clone();
     let metrics = s.metrics.clone();
     blocking(move || {
-        run_record(&host, &id)?;
+        run_record(store.as_ref(), &id)?;
         let end = host.answer(&id, &body.text).map_err(card_error)?;
         metrics.decision("answer");
-        run_result(&host, &id, Some(&end)).map(Json)
+        run_result(store.as_ref(), &id, Some(&end)).map(Json)
     })
     .await
 }
@@ -301,12 +308,13 @@ pub async fn cancel(
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<RunResult>> {
     let host = s.host.clone();
+    let store = s.store.clone();
     let metrics = s.metrics.clone();
     blocking(move || {
-        run_record(&host, &id)?;
+        run_record(store.as_ref(), &id)?;
         host.cancel(&id)?;
         metrics.decision("cancel");
-        run_result(&host, &id, None).map(Json)
+        run_result(store.as_ref(), &id, None).map(Json)
     })
     .await
 }
@@ -325,12 +333,13 @@ pub async fn resume(
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<RunResult>> {
     let host = s.host.clone();
+    let store = s.store.clone();
     let metrics = s.metrics.clone();
     blocking(move || {
-        run_record(&host, &id)?;
+        run_record(store.as_ref(), &id)?;
         let (child, end) = host.resume(&id)?;
         metrics.decision("resume");
-        run_result(&host, &child, Some(&end)).map(Json)
+        run_result(store.as_ref(), &child, Some(&end)).map(Json)
     })
     .await
 }
@@ -342,9 +351,9 @@ pub async fn resume(
         (status = 401, body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn approvals(State(s): State<AppState>) -> ApiResult<Json<Vec<CardBody>>> {
-    let host = s.host.clone();
+    let store = s.store.clone();
     blocking(move || {
-        let cards = vouch_runtime::approvals::open_cards(host.store.as_ref())?;
+        let cards = vouch_runtime::approvals::open_cards(store.as_ref())?;
         Ok(Json(cards.iter().map(CardBody::from).collect()))
     })
     .await
@@ -357,9 +366,9 @@ pub async fn approvals(State(s): State<AppState>) -> ApiResult<Json<Vec<CardBody
         (status = 401, body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn inbox(State(s): State<AppState>) -> ApiResult<Json<InboxBody>> {
-    let host = s.host.clone();
+    let store = s.store.clone();
     blocking(move || {
-        let inbox = vouch_runtime::inbox::inbox(host.store.as_ref())?;
+        let inbox = vouch_runtime::inbox::inbox(store.as_ref())?;
         Ok(Json(InboxBody::from(&inbox)))
     })
     .await
@@ -372,14 +381,10 @@ pub async fn inbox(State(s): State<AppState>) -> ApiResult<Json<InboxBody>> {
         (status = 401, body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn list_schedules(State(s): State<AppState>) -> ApiResult<Json<Vec<ScheduleBody>>> {
-    let host = s.host.clone();
+    let store = s.store.clone();
     blocking(move || {
         Ok(Json(
-            host.store
-                .schedules()?
-                .iter()
-                .map(ScheduleBody::from)
-                .collect(),
+            store.schedules()?.iter().map(ScheduleBody::from).collect(),
         ))
     })
     .await
@@ -397,9 +402,9 @@ pub async fn get_schedule(
     State(s): State<AppState>,
     ApiPath(name): ApiPath<String>,
 ) -> ApiResult<Json<ScheduleBody>> {
-    let host = s.host.clone();
+    let store = s.store.clone();
     blocking(move || {
-        host.store
+        store
             .schedules()?
             .iter()
             .find(|x| x.name == name)
@@ -428,6 +433,7 @@ pub async fn add_schedule(
     ApiJson(body): ApiJson<NewSchedule>,
 ) -> ApiResult<(StatusCode, Json<ScheduleBody>)> {
     let host = s.host.clone();
+    let store = s.store.clone();
     blocking(move || {
         let sched = vouch_runtime::scheduler::new_schedule(
             &body.name,
@@ -441,7 +447,7 @@ pub async fn add_schedule(
             host.clock.now_ms(),
         )
         .map_err(|e| ApiError::field(e.field, e.message))?;
-        host.store.put_schedule(&sched)?;
+        store.put_schedule(&sched)?;
         Ok((StatusCode::CREATED, Json(ScheduleBody::from(&sched))))
     })
     .await
@@ -459,9 +465,9 @@ pub async fn remove_schedule(
     State(s): State<AppState>,
     ApiPath(name): ApiPath<String>,
 ) -> ApiResult<StatusCode> {
-    let host = s.host.clone();
+    let store = s.store.clone();
     blocking(move || {
-        if host.store.remove_schedule(&name)? {
+        if store.remove_schedule(&name)? {
             Ok(StatusCode::NO_CONTENT)
         } else {
             Err(ApiError::not_found(format!(

@@ -44,7 +44,7 @@ pub async fn require_token(State(state): State<AppState>, req: Request, next: Ne
         )
         .into_response();
     };
-    let store = state.host.store.clone();
+    let store = state.store.clone();
     let hash = token_hash(&secret);
     match blocking(move || Ok(store.token_by_hash(&hash)?)).await {
         Ok(Some(_)) => next.run(req).await,

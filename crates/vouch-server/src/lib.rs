@@ -21,6 +21,7 @@ use std::future::Future;
 use std::sync::Arc;
 use vouch_runtime::doctor::DoctorReport;
 use vouch_runtime::Host;
+use vouch_store::Store;
 
 pub use auth::{new_token, token_hash};
 pub use problem::{ApiError, ApiResult, Problem};
@@ -38,7 +39,10 @@ pub type DoctorFn = Arc<dyn Fn() -> Result<DoctorReport, String> + Send + Sync>;
 /// What every handler shares.
 #[derive(Clone)]
 pub struct AppState {
+    /// Decisions go through the host (its write path buffers to durability points).
     pub host: Arc<Host>,
+    /// Reads see what is durable, as every other process does.
+    pub store: Arc<dyn Store>,
     pub doctor: DoctorFn,
     pub metrics: Arc<metrics::Metrics>,
     /// How often an SSE stream looks for new durable events (other processes write too).
@@ -46,9 +50,10 @@ pub struct AppState {
 }
 
 impl AppState {
-    pub fn new(host: Arc<Host>, doctor: DoctorFn) -> Self {
+    pub fn new(host: Arc<Host>, store: Arc<dyn Store>, doctor: DoctorFn) -> Self {
         AppState {
             host,
+            store,
             doctor,
             metrics: Arc::new(metrics::Metrics::default()),
             poll_ms: 250,

@@ -68,10 +68,10 @@ fn escape(v: &str) -> String {
         (status = 401, body = crate::Problem, content_type = "application/problem+json"),
     ))]
 pub async fn render(State(s): State<AppState>) -> ApiResult<Response> {
-    let host = s.host.clone();
+    let store = s.store.clone();
     let metrics = s.metrics.clone();
     let text = blocking(move || {
-        let store = host.store.as_ref();
+        let store = store.as_ref();
         let runs = store.runs(RUNS_SCAN_MAX)?;
         let mut by_state: BTreeMap<String, u64> = BTreeMap::new();
         let mut by_outcome: BTreeMap<String, u64> = BTreeMap::new();

@@ -71,10 +71,10 @@ pub async fn run_events(
     q: QueryMap,
 ) -> ApiResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>> {
     let after = last_event_id(&headers, &q)?;
-    let host = s.host.clone();
+    let store = s.store.clone();
     let run = id.clone();
     blocking(move || {
-        host.store.run(&run)?.map(|_| ()).ok_or_else(|| {
+        store.run(&run)?.map(|_| ()).ok_or_else(|| {
             ApiError::not_found(format!("no run `{run}`; list runs with GET /api/runs"))
         })
     })
@@ -108,7 +108,7 @@ pub async fn run_events(
                 tokio::time::sleep(Duration::from_millis(st.state.poll_ms)).await;
             }
             st.first = false;
-            let store = st.state.host.store.clone();
+            let store = st.state.store.clone();
             let (run, after) = (st.run.clone(), st.after);
             let read = blocking(move || {
                 let entries = store.journal_since(&run, after)?;
@@ -171,7 +171,7 @@ pub async fn inbox_events(
             if st.seen.is_some() {
                 tokio::time::sleep(Duration::from_millis(st.state.poll_ms)).await;
             }
-            let store = st.state.host.store.clone();
+            let store = st.state.store.clone();
             let seen = st.seen.clone();
             let read = blocking(move || {
                 // A cheap fingerprint first; the whole inbox only when it changed.

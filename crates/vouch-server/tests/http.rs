@@ -125,7 +125,11 @@ fn start_with(store: Arc<dyn Store>, tmp: tempfile::TempDir) -> Server {
             created_ms: 1,
         })
         .unwrap();
-    let host = Arc::new(host_on(store, tmp.path()));
+    // As in the CLI: the host writes through its durability buffer; the API reads the store.
+    let host = Arc::new(host_on(
+        Arc::new(vouch_runtime::durable::Durable::new(store.clone())),
+        tmp.path(),
+    ));
     let doctor: vouch_server::DoctorFn = Arc::new(|| {
         let cfg = Config::default();
         let mut p: BTreeMap<DestinationKind, Arc<dyn Provider>> = BTreeMap::new();
@@ -135,7 +139,7 @@ fn start_with(store: Arc<dyn Store>, tmp: tempfile::TempDir) -> Server {
         );
         Ok(vouch_runtime::doctor::doctor(&cfg, &p))
     });
-    let mut state = vouch_server::AppState::new(host.clone(), doctor);
+    let mut state = vouch_server::AppState::new(host.clone(), store, doctor);
     state.poll_ms = 20;
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
