@@ -875,3 +875,38 @@ fn on_postgresql_tokens_authenticate_and_runs_are_served() {
     c.batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
         .unwrap();
 }
+
+#[test]
+fn an_answer_continues_a_run_that_asked_its_one_question() {
+    let s = start();
+    let (run, end) = s.run(
+        "Save the memo",
+        json!([
+            {"clarify": "Which memo?"},
+            {"declare": {"deliveries": [{"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": "Memos/m.md"}}]}},
+            {"deliver": "d1", "payload": {"text": "memo\n"}},
+            {"final": ""}
+        ]),
+    );
+    assert!(matches!(end, RunEnd::Suspended { .. }), "{end:?}");
+    let cards = s.get("/api/approvals").json();
+    assert_eq!(cards[0]["run"], run.as_str());
+    assert_eq!(cards[0]["delivery"], Value::Null);
+    assert_eq!(cards[0]["summary"], "Which memo?");
+    let p = s
+        .post(&format!("/api/runs/{run}/answer"), json!({"answer": "x"}))
+        .problem(422, "invalid_field");
+    assert_eq!(p["field"], "text");
+    let r = s.post(
+        &format!("/api/runs/{run}/answer"),
+        json!({"text": "the one from today"}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = r.json();
+    assert_eq!(
+        (r["state"].as_str(), r["outcome"].as_str()),
+        (Some("ended"), Some("succeeded"))
+    );
+    s.post(&format!("/api/runs/{run}/answer"), json!({"text": "again"}))
+        .problem(409, "refused");
+}
