@@ -1,11 +1,10 @@
 //! Reading runs for the interfaces: one run with its deliveries' postures and statuses (from
-//! the journal's fold, never from the model's words), and id resolution by unique prefix.
+//! the journal's fold, never from the model's words).
 
-use crate::host::RUNS_SCAN_MAX;
 use crate::view::RunView;
 use serde::Serialize;
 use vouch_core::{DeliveryStatus, Destination, Posture, Verb};
-use vouch_store::{RunRecord, Store, StoreError, StoreResult};
+use vouch_store::{RunRecord, Store, StoreResult};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DeliveryRow {
@@ -46,31 +45,4 @@ pub fn detail(store: &dyn Store, run: RunRecord) -> StoreResult<RunDetail> {
         turns: view.turns,
         events: journal.len(),
     })
-}
-
-/// A run by its id, or by a unique prefix of one. `NotFound` when nothing matches;
-/// `Conflict` when the prefix matches several runs.
-pub fn find(store: &dyn Store, id: &str) -> StoreResult<RunRecord> {
-    if let Some(r) = store.run(id)? {
-        return Ok(r);
-    }
-    let mut matches: Vec<_> = if id.is_empty() {
-        vec![]
-    } else {
-        store
-            .runs(RUNS_SCAN_MAX)?
-            .into_iter()
-            .filter(|r| r.id.starts_with(id))
-            .collect()
-    };
-    match matches.len() {
-        1 => Ok(matches.remove(0)),
-        0 => Err(StoreError::NotFound {
-            what: "run",
-            id: id.to_string(),
-        }),
-        n => Err(StoreError::Conflict(format!(
-            "`{id}` matches {n} runs; give more of the id"
-        ))),
-    }
 }

@@ -111,6 +111,7 @@ fn host_on(store: Arc<dyn Store>, dir: &std::path::Path) -> Host {
         progress: None,
         policy_forbid: vec![],
         presence: None,
+        drives: Default::default(),
     }
 }
 
