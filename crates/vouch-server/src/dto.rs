@@ -65,7 +65,7 @@ pub struct RunPage {
 pub struct DeliveryRow {
     pub id: String,
     pub verb: String,
-    /// `kind:target`, e.g. `folder:Notes/`.
+    /// The kind and the address, e.g. `folder Notes/today.md`.
     pub destination: String,
     pub posture: Option<String>,
     /// The status the journal's evidence gives (§6.1), never the model's words.

@@ -33,6 +33,9 @@ pub const PAGE_RUNS_MAX: usize = 500;
 /// How deep `offset` may page into the runs (newest first).
 pub const PAGE_OFFSET_MAX: usize = 100_000;
 
+/// Event streams (run events and inbox) open at once at most; one more is 503 `unavailable`.
+pub const STREAMS_MAX: usize = 64;
+
 /// The doctor's report, computed on each request (vouch.toml may change while serving).
 pub type DoctorFn = Arc<dyn Fn() -> Result<DoctorReport, String> + Send + Sync>;
 
@@ -47,6 +50,8 @@ pub struct AppState {
     pub metrics: Arc<metrics::Metrics>,
     /// How often an SSE stream looks for new durable events (other processes write too).
     pub poll_ms: u64,
+    /// Permits for open event streams (`STREAMS_MAX`).
+    pub streams: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {
@@ -57,6 +62,7 @@ impl AppState {
             doctor,
             metrics: Arc::new(metrics::Metrics::default()),
             poll_ms: 250,
+            streams: Arc::new(tokio::sync::Semaphore::new(STREAMS_MAX)),
         }
     }
 }

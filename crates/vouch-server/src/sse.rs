@@ -21,7 +21,22 @@ use vouch_store::EventKind;
 /// Events read from the store per poll at most.
 pub const SSE_BATCH_MAX: usize = 1_000;
 
+/// A permit for one open stream, or 503 when `STREAMS_MAX` are open.
+fn stream_permit(s: &AppState) -> ApiResult<tokio::sync::OwnedSemaphorePermit> {
+    s.streams.clone().try_acquire_owned().map_err(|_| {
+        ApiError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            format!(
+                "{} event streams are open, the most this server keeps; close one or retry later",
+                crate::STREAMS_MAX
+            ),
+        )
+    })
+}
+
 struct RunStream {
+    _permit: tokio::sync::OwnedSemaphorePermit,
     state: AppState,
     run: String,
     after: i64,
@@ -63,6 +78,7 @@ fn last_event_id(headers: &HeaderMap, q: &QueryMap) -> ApiResult<i64> {
         (status = 401, body = crate::Problem, content_type = "application/problem+json"),
         (status = 404, body = crate::Problem, content_type = "application/problem+json"),
         (status = 422, body = crate::Problem, content_type = "application/problem+json"),
+        (status = 503, body = crate::Problem, content_type = "application/problem+json"),
     ))]
 pub async fn run_events(
     State(s): State<AppState>,
@@ -71,6 +87,7 @@ pub async fn run_events(
     q: QueryMap,
 ) -> ApiResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>> {
     let after = last_event_id(&headers, &q)?;
+    let permit = stream_permit(&s)?;
     let store = s.store.clone();
     let run = id.clone();
     blocking(move || {
@@ -80,6 +97,7 @@ pub async fn run_events(
     })
     .await?;
     let st = RunStream {
+        _permit: permit,
         state: s,
         run: id,
         after,
@@ -147,6 +165,7 @@ pub async fn run_events(
 }
 
 struct InboxStream {
+    _permit: tokio::sync::OwnedSemaphorePermit,
     state: AppState,
     seen: Option<String>,
     n: u64,
@@ -157,11 +176,13 @@ struct InboxStream {
     responses(
         (status = 200, description = "text/event-stream of `inbox` events", content_type = "text/event-stream"),
         (status = 401, body = crate::Problem, content_type = "application/problem+json"),
+        (status = 503, body = crate::Problem, content_type = "application/problem+json"),
     ))]
 pub async fn inbox_events(
     State(s): State<AppState>,
-) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
+) -> ApiResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>> {
     let st = InboxStream {
+        _permit: stream_permit(&s)?,
         state: s,
         seen: None,
         n: 0,
@@ -218,5 +239,5 @@ pub async fn inbox_events(
             }
         }
     });
-    Sse::new(events).keep_alive(KeepAlive::default())
+    Ok(Sse::new(events).keep_alive(KeepAlive::default()))
 }

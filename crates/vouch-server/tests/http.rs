@@ -115,7 +115,7 @@ fn host_on(store: Arc<dyn Store>, dir: &std::path::Path) -> Host {
     }
 }
 
-fn start_with(store: Arc<dyn Store>, tmp: tempfile::TempDir) -> Server {
+fn start_with(store: Arc<dyn Store>, tmp: tempfile::TempDir, streams: usize) -> Server {
     for d in ["files", "surfaces", "drafts", "artifacts"] {
         std::fs::create_dir_all(tmp.path().join(d)).unwrap();
     }
@@ -142,6 +142,7 @@ fn start_with(store: Arc<dyn Store>, tmp: tempfile::TempDir) -> Server {
     });
     let mut state = vouch_server::AppState::new(host.clone(), store, doctor);
     state.poll_ms = 20;
+    state.streams = Arc::new(tokio::sync::Semaphore::new(streams));
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -168,7 +169,7 @@ fn start_with(store: Arc<dyn Store>, tmp: tempfile::TempDir) -> Server {
 fn start() -> Server {
     let tmp = tempfile::tempdir().unwrap();
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&tmp.path().join("vouch.db")).unwrap());
-    start_with(store, tmp)
+    start_with(store, tmp, vouch_server::STREAMS_MAX)
 }
 
 struct Reply {
@@ -784,10 +785,20 @@ fn the_openapi_document_is_the_committed_one() {
         std::fs::write(&path, format!("{generated}\n")).unwrap();
     }
     let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    // Name the first line that differs rather than printing both documents.
+    if let Some((i, (c, g))) = committed
+        .trim_end()
+        .lines()
+        .zip(generated.lines())
+        .enumerate()
+        .find(|(_, (c, g))| c != g)
+    {
+        panic!("the API changed at line {}: committed `{c}`, generated `{g}`; review it, then run with VOUCH_UPDATE_OPENAPI=1 to commit the new document", i + 1);
+    }
     assert_eq!(
-        committed.trim_end(),
-        generated,
-        "the API changed: review it, then run with VOUCH_UPDATE_OPENAPI=1 to commit the new document"
+        committed.trim_end().lines().count(),
+        generated.lines().count(),
+        "the API changed (lines added or removed); review it, then run with VOUCH_UPDATE_OPENAPI=1"
     );
     let s = start();
     let served = s.get("/api/openapi.json").json();
@@ -862,7 +873,7 @@ fn on_postgresql_tokens_authenticate_and_runs_are_served() {
     let schema = format!("vouch_test_http_{}", std::process::id());
     let store = vouch_store_postgres::PostgresStore::open(&url, &schema).unwrap();
     let tmp = tempfile::tempdir().unwrap();
-    let s = start_with(Arc::new(store), tmp);
+    let s = start_with(Arc::new(store), tmp, 4);
     let id = s.save_run(1);
     s.call("GET", "/api/runs", Some("vouch_wrong"), None)
         .problem(401, "unauthorized");
@@ -910,4 +921,22 @@ fn an_answer_continues_a_run_that_asked_its_one_question() {
     );
     s.post(&format!("/api/runs/{run}/answer"), json!({"text": "again"}))
         .problem(409, "refused");
+}
+
+#[test]
+fn event_streams_are_bounded_and_one_more_is_503() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&tmp.path().join("vouch.db")).unwrap());
+    let s = start_with(store, tmp, 1);
+    let run = s.save_run(1);
+    let res = sse(&s, "/api/inbox/events", None);
+    let mut lines = BufReader::new(res.into_reader()).lines();
+    // The first stream is established (it has sent the inbox).
+    while !lines.next().unwrap().unwrap().starts_with("data:") {}
+    let r = s.get(&format!("/api/runs/{run}/events"));
+    r.problem(503, "unavailable");
+    assert!(r.headers.contains_key("retry-after"), "{:?}", r.headers);
+    s.get("/api/inbox/events").problem(503, "unavailable");
+    // Plain routes are not limited by open streams.
+    assert_eq!(s.get("/api/inbox").status, 200);
 }
