@@ -129,6 +129,7 @@ mod tests {
             scope: id.into(),
             spec: json!({}),
             created_ms: at,
+            lease: None,
         })
         .unwrap();
         s.end_run(
@@ -238,6 +239,7 @@ mod tests {
             scope: "g-open".into(),
             spec: json!({}),
             created_ms: 7,
+            lease: None,
         })
         .unwrap();
         s.open_card(&Card {

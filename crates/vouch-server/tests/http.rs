@@ -87,6 +87,7 @@ fn host_on(store: Arc<dyn Store>, dir: &std::path::Path) -> Host {
         Arc::new(WebhookProvider {
             timeout_ms: 5_000,
             idempotent: vec![],
+            status_url: None,
         }),
     );
     Host {
