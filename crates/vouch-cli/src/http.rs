@@ -56,8 +56,9 @@ pub fn serve(
         ))
     });
     // Reads see what is durable (the host's own writes wait in its buffer until a point).
-    let store = home::open_store(dir)?;
-    let state = vouch_server::AppState::new(host, store, doctor);
+    let (store, board) = crate::task::open_board(dir)?;
+    let mut state = vouch_server::AppState::new(host, store, doctor);
+    state.board = Some(board);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -13,6 +13,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod problem;
 pub mod sse;
+pub mod tasks;
 
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
@@ -50,6 +51,8 @@ pub struct AppState {
     pub metrics: Arc<metrics::Metrics>,
     /// How often an SSE stream looks for new durable events (other processes write too).
     pub poll_ms: u64,
+    /// The task board, when the store has one (§13).
+    pub board: Option<Arc<dyn vouch_store::board::BoardStore>>,
     /// Permits for open event streams (`STREAMS_MAX`).
     pub streams: Arc<tokio::sync::Semaphore>,
 }
@@ -62,6 +65,7 @@ impl AppState {
             doctor,
             metrics: Arc::new(metrics::Metrics::default()),
             poll_ms: 250,
+            board: None,
             streams: Arc::new(tokio::sync::Semaphore::new(STREAMS_MAX)),
         }
     }
@@ -103,6 +107,9 @@ pub fn router(state: AppState) -> Router {
             get(api::get_schedule).delete(api::remove_schedule),
         )
         .route("/api/doctor", get(api::doctor))
+        .route("/api/tasks", get(tasks::list_tasks))
+        .route("/api/tasks/{id}", get(tasks::get_task))
+        .route("/api/tasks/{id}/cancel", post(tasks::cancel_task))
         .route("/api/openapi.json", get(openapi::document))
         .route("/metrics", get(metrics::render))
         .fallback(api::no_route)

@@ -2,7 +2,7 @@
 //! committed copy (`crates/vouch-server/openapi.json`) is checked against it by a test, so a
 //! change to the API shows in review.
 
-use crate::{api, dto, metrics, problem, sse};
+use crate::{api, dto, metrics, problem, sse, tasks};
 use axum::Json;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
@@ -32,13 +32,15 @@ impl Modify for BearerAuth {
         api::approve, api::deny, api::edit, api::answer, api::cancel, api::resume,
         api::approvals, api::inbox, sse::inbox_events,
         api::list_schedules, api::add_schedule, api::get_schedule, api::remove_schedule,
-        api::doctor, document, metrics::render,
+        api::doctor, tasks::list_tasks, tasks::get_task, tasks::cancel_task,
+        document, metrics::render,
     ),
     components(schemas(
         problem::Problem, dto::Run, dto::RunPage, dto::DeliveryRow, dto::RunDetailBody, dto::Event,
         dto::ReceiptBody, dto::CardBody, dto::ApproveBody, dto::EditBody, dto::AnswerBody,
         dto::RunResult, dto::EditResult, dto::InboxRun, dto::InboxBody, dto::ScheduleBody,
-        dto::NewSchedule, dto::DestinationBody, dto::DoctorBody,
+        dto::NewSchedule, dto::DestinationBody, dto::DoctorBody, tasks::TaskList,
+        tasks::TaskDetail,
     )),
     modifiers(&BearerAuth),
     security(("bearer" = [])),

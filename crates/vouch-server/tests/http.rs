@@ -117,6 +117,15 @@ fn host_on(store: Arc<dyn Store>, dir: &std::path::Path) -> Host {
 }
 
 fn start_with(store: Arc<dyn Store>, tmp: tempfile::TempDir, streams: usize) -> Server {
+    start_board(store, None, tmp, streams)
+}
+
+fn start_board(
+    store: Arc<dyn Store>,
+    board: Option<Arc<dyn vouch_store::board::BoardStore>>,
+    tmp: tempfile::TempDir,
+    streams: usize,
+) -> Server {
     for d in ["files", "surfaces", "drafts", "artifacts"] {
         std::fs::create_dir_all(tmp.path().join(d)).unwrap();
     }
@@ -142,6 +151,7 @@ fn start_with(store: Arc<dyn Store>, tmp: tempfile::TempDir, streams: usize) -> 
         Ok(vouch_runtime::doctor::doctor(&cfg, &p))
     });
     let mut state = vouch_server::AppState::new(host.clone(), store, doctor);
+    state.board = board;
     state.poll_ms = 20;
     state.streams = Arc::new(tokio::sync::Semaphore::new(streams));
     let (tx, rx) = std::sync::mpsc::channel();
@@ -311,6 +321,9 @@ fn routes(run: &str) -> Vec<(&'static str, String)> {
         ("GET", "/api/schedules/x".into()),
         ("DELETE", "/api/schedules/x".into()),
         ("GET", "/api/doctor".into()),
+        ("GET", "/api/tasks".into()),
+        ("GET", "/api/tasks/x".into()),
+        ("POST", "/api/tasks/x/cancel".into()),
         ("GET", "/api/openapi.json".into()),
         ("GET", "/metrics".into()),
         ("GET", "/no/such/route".into()),
@@ -809,9 +822,12 @@ fn the_openapi_document_is_the_committed_one() {
         if path.starts_with("/no/") {
             continue;
         }
-        let path = path
-            .replace("/d1/", "/{delivery}/")
-            .replace("/x", "/{name}");
+        let param = if path.starts_with("/api/tasks") {
+            "/{id}"
+        } else {
+            "/{name}"
+        };
+        let path = path.replace("/d1/", "/{delivery}/").replace("/x", param);
         assert!(
             served["paths"][&path][m.to_lowercase()].is_object(),
             "{m} {path} is not in the document"
@@ -940,4 +956,56 @@ fn event_streams_are_bounded_and_one_more_is_503() {
     s.get("/api/inbox/events").problem(503, "unavailable");
     // Plain routes are not limited by open streams.
     assert_eq!(s.get("/api/inbox").status, 200);
+}
+
+#[test]
+fn tasks_are_listed_read_and_cancelled() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sqlite = Arc::new(SqliteStore::open(&tmp.path().join("vouch.db")).unwrap());
+    let board: Arc<dyn vouch_store::board::BoardStore> = sqlite.clone();
+    board
+        .offer(&vouch_store::board_conformance::new_task("t-1", 3, 10))
+        .unwrap();
+    board
+        .offer(&vouch_store::board_conformance::new_task("t-2", 3, 11))
+        .unwrap();
+    let s = start_board(sqlite, Some(board), tmp, vouch_server::STREAMS_MAX);
+    let list = s.get("/api/tasks").json();
+    let ids: Vec<&str> = list["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, vec!["t-1", "t-2"]);
+    assert_eq!(
+        s.get("/api/tasks?limit=1").json()["tasks"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    let p = s
+        .get("/api/tasks?state=sleeping")
+        .problem(422, "invalid_field");
+    assert_eq!(p["field"], "state");
+    let one = s.get("/api/tasks/t-1").json();
+    assert_eq!(one["task"]["state"], "queued");
+    assert_eq!(one["attempts"], json!([]));
+    s.get("/api/tasks/nope").problem(404, "not_found");
+    let c = s.post("/api/tasks/t-1/cancel", json!({}));
+    assert_eq!(c.status, 200, "{}", c.body);
+    assert_eq!(c.json()["task"]["state"], "cancelled");
+    assert_eq!(
+        s.get("/api/tasks?state=cancelled").json()["tasks"][0]["id"],
+        "t-1"
+    );
+    assert_eq!(
+        s.get("/api/tasks?state=queued").json()["tasks"][0]["id"],
+        "t-2"
+    );
+    s.post("/api/tasks/nope/cancel", json!({}))
+        .problem(404, "not_found");
+    s.call("GET", "/api/tasks", None, None)
+        .problem(401, "unauthorized");
 }
