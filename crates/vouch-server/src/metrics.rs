@@ -14,6 +14,9 @@ use std::sync::Mutex;
 use vouch_core::RunState;
 use vouch_runtime::host::RUNS_SCAN_MAX;
 
+/// Tasks counted per state at most (a larger board shows this number).
+pub const TASKS_COUNT_MAX: usize = 100_000;
+
 /// What an ended run contributes, read once.
 #[derive(Debug, Clone, Default)]
 struct EndedFacts {
@@ -69,6 +72,7 @@ fn escape(v: &str) -> String {
     ))]
 pub async fn render(State(s): State<AppState>) -> ApiResult<Response> {
     let store = s.store.clone();
+    let board = s.board.clone();
     let metrics = s.metrics.clone();
     let text = blocking(move || {
         let store = store.as_ref();
@@ -128,6 +132,19 @@ pub async fn render(State(s): State<AppState>) -> ApiResult<Response> {
         }
         let _ = writeln!(t, "# HELP vouch_notifications_pending Outbox rows not yet delivered.\n# TYPE vouch_notifications_pending gauge\nvouch_notifications_pending {pending}");
         let _ = writeln!(t, "# HELP vouch_waiting Things waiting for the person (the badge).\n# TYPE vouch_waiting gauge\nvouch_waiting {waiting}");
+        if let Some(board) = &board {
+            let _ = writeln!(t, "# HELP vouch_tasks Tasks on the board by state (§13.3).\n# TYPE vouch_tasks gauge");
+            for st in vouch_core::board::TaskState::ALL {
+                let n = board
+                    .tasks(&vouch_store::board::TaskFilter {
+                        state: Some(*st),
+                        tag: None,
+                        limit: TASKS_COUNT_MAX,
+                    })?
+                    .len();
+                let _ = writeln!(t, "vouch_tasks{{state=\"{}\"}} {n}", st.as_str());
+            }
+        }
         let _ = writeln!(t, "# HELP vouch_http_decisions_total Decisions taken through this server.\n# TYPE vouch_http_decisions_total counter");
         if let Ok(d) = metrics.decisions.lock() {
             for (k, v) in d.iter() {
