@@ -1220,14 +1220,14 @@ fn serve(dir: &Path, tick_ms: u64, once: bool, json: bool) -> Result<i32> {
         );
     }
     loop {
-        scheduler_pass(&host, json)?;
+        let (report, schedules) = scheduler_pass(&host, json)?;
         if once {
             if !json {
                 let n = report.started.len() + report.missed.len() + report.late.len();
                 if n == 0 && report.taken == 0 {
                     houtln!(
                         "One tick: nothing was due ({} schedules; no slot fell in this tick).",
-                        zones.len()
+                        schedules
                     );
                 } else {
                     houtln!(
@@ -1246,8 +1246,12 @@ fn serve(dir: &Path, tick_ms: u64, once: bool, json: bool) -> Result<i32> {
     }
 }
 
-/// One scheduler pass: start due slots, report missed and late ones.
-pub(crate) fn scheduler_pass(host: &Host, json: bool) -> Result<()> {
+/// One scheduler pass: start due slots, report missed and late ones. Returns what the tick
+/// did and how many schedules there are.
+pub(crate) fn scheduler_pass(
+    host: &Host,
+    json: bool,
+) -> Result<(vouch_runtime::scheduler::TickReport, usize)> {
     let report = host.tick().map_err(host_err)?;
     // Slots are shown as times in their schedule's zone, never as epoch milliseconds.
     let zones: std::collections::BTreeMap<String, String> = host
@@ -1281,7 +1285,8 @@ pub(crate) fn scheduler_pass(host: &Host, json: bool) -> Result<()> {
             json!({"started": rows(&report.started), "missed": rows(&report.missed), "late": rows(&report.late), "taken_by_another_host": report.taken})
         );
     }
-    Ok(())
+    let schedules = zones.len();
+    Ok((report, schedules))
 }
 
 fn watch(dir: &Path, run: &str, json: bool) -> Result<i32> {

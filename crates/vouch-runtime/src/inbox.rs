@@ -247,6 +247,7 @@ mod tests {
             delivery: None,
             payload_hash: String::new(),
             summary: "which folder?".into(),
+            reason: String::new(),
             state: vouch_store::CardState::Open,
             created_ms: 7,
             decided_ms: None,

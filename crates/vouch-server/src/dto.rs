@@ -147,6 +147,8 @@ pub struct CardBody {
     /// Approve exactly this hash (§7); empty for a question.
     pub payload_hash: String,
     pub summary: String,
+    /// Why the person is asked (§7), e.g. "sending e-mail cannot be undone (rule R9)".
+    pub reason: String,
     /// The exact payload an approval executes.
     #[schema(value_type = Option<Object>)]
     pub payload: Option<Value>,
@@ -160,6 +162,7 @@ impl From<&OpenCard> for CardBody {
             delivery: c.delivery.clone(),
             payload_hash: c.payload_hash.clone(),
             summary: c.summary.clone(),
+            reason: c.reason.clone(),
             payload: c.payload.clone(),
             created_ms: c.created_ms,
         }
@@ -173,6 +176,7 @@ impl From<&Card> for CardBody {
             delivery: c.delivery.clone(),
             payload_hash: c.payload_hash.clone(),
             summary: c.summary.clone(),
+            reason: c.reason.clone(),
             payload: None,
             created_ms: c.created_ms,
         }

@@ -18,7 +18,7 @@ pub struct Problem {
     pub status: u16,
     pub detail: String,
     /// Stable, machine-readable: unauthorized, not_found, conflict, invalid_field, bad_json,
-    /// unsupported_media_type, refused, unavailable, model_error, internal.
+    /// unsupported_media_type, refused, read_only, unavailable, model_error, internal.
     pub code: String,
     /// The request field at fault, when one is.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -112,6 +112,12 @@ impl From<StoreError> for ApiError {
                 "{what} `{id}` not found; list runs with GET /api/runs and open cards with GET /api/approvals"
             )),
             StoreError::Conflict(m) => ApiError::new(StatusCode::CONFLICT, "conflict", m),
+            // Not damage and not transient: this home takes no writes.
+            StoreError::ReadOnly(m) => ApiError::new(
+                StatusCode::FORBIDDEN,
+                "read_only",
+                format!("the store is read-only ({m}); make the home writable to decide or change anything"),
+            ),
             StoreError::Retryable(m) => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "unavailable",

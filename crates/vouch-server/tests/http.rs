@@ -442,6 +442,11 @@ fn an_approval_binds_to_its_hash_and_sends_once() {
     let cards = s.get("/api/approvals").json();
     assert_eq!(cards[0]["run"], run.as_str());
     assert_eq!(cards[0]["payload"], json!({"text": "hello"}));
+    assert!(
+        cards[0]["reason"].as_str().is_some_and(|r| !r.is_empty()),
+        "the card says why it asks: {}",
+        cards[0]
+    );
     let hash = cards[0]["payload_hash"].as_str().unwrap().to_string();
     let inbox = s.get("/api/inbox").json();
     assert_eq!(inbox["waiting"], 1);
@@ -468,8 +473,11 @@ fn an_approval_binds_to_its_hash_and_sends_once() {
     .problem(400, "bad_json");
     s.call("POST", &approve, Some(SECRET), Some(("text/plain", "{}")))
         .problem(415, "unsupported_media_type");
-    s.post(&approve, json!({"hash": "0".repeat(64)}))
-        .problem(404, "not_found");
+    // A hash that matches no card is refused, and the detail names the card's hash.
+    let p = s
+        .post(&approve, json!({"hash": "0".repeat(64)}))
+        .problem(409, "refused");
+    assert!(p["detail"].as_str().unwrap().contains(&hash[..12]), "{p}");
     s.post(
         "/api/runs/nope/deliveries/d1/approve",
         json!({"hash": hash}),
