@@ -10,11 +10,17 @@ use std::path::Path;
 #[derive(Subcommand)]
 pub enum TokenCmd {
     /// Create a token; its secret is shown once (store it now).
-    New { name: String },
+    New {
+        /// What the token is for, e.g. `laptop` or `ci` (unique in this home).
+        name: String,
+    },
     /// Token names and when they were made (never the secrets).
     List,
     /// Revoke a token.
-    Rm { name: String },
+    Rm {
+        /// The token's name, as `vouch token list` shows it.
+        name: String,
+    },
 }
 
 pub fn run(dir: &Path, cmd: TokenCmd, json: bool) -> Result<i32> {
