@@ -11,8 +11,10 @@ mod demo;
 #[cfg(test)]
 mod help_tests;
 mod home;
+mod http;
 mod identity;
 mod task;
+mod token;
 mod when;
 
 use anyhow::{anyhow, Result};
@@ -163,6 +165,18 @@ enum Cmd {
         /// Reconcile, run one scheduler tick, report what it did, and exit.
         #[arg(long)]
         once: bool,
+        /// Also serve the HTTP API on this address (e.g. 127.0.0.1:7070; loopback only
+        /// unless --allow-remote). TLS is a reverse proxy's job.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<String>,
+        /// Allow --http on an address beyond loopback.
+        #[arg(long)]
+        allow_remote: bool,
+    },
+    /// API tokens for `vouch serve --http`: new NAME, list, rm NAME.
+    Token {
+        #[command(subcommand)]
+        cmd: token::TokenCmd,
     },
     /// What the contract prescribes for scenarios (files or folders of *.json).
     Oracle {
@@ -716,27 +730,23 @@ fn run(cli: Cli) -> Result<i32> {
         }
         Cmd::Approvals => {
             let host = open_host(&dir, false)?;
-            let cards = host.store.open_cards()?;
+            let cards = vouch_runtime::approvals::open_cards(host.store.as_ref())?;
             if json {
-                let out: Vec<Value> = cards
-                    .iter()
-                    .map(|c| json!({"run": c.run_id, "delivery": c.delivery, "payload_hash": c.payload_hash, "summary": c.summary, "reason": c.reason, "payload": c.delivery.as_ref().and_then(|_| host.store.payload(&c.payload_hash).ok().flatten()).and_then(|p| serde_json::from_str::<Value>(&p).ok())}))
-                    .collect();
-                outln!("{}", serde_json::to_string(&out)?);
+                outln!("{}", serde_json::to_string(&cards)?);
             } else if cards.is_empty() {
                 houtln!("Nothing is waiting for you.");
             } else {
                 for c in cards {
                     match &c.delivery {
                         Some(d) => {
-                            let payload = host.store.payload(&c.payload_hash)?.unwrap_or_default();
-                            houtln!("run {} · {} · {}\n  why:     {}\n  payload: {}\n  hash:    {}\n  approve: vouch approve {} {} --hash {}\n  deny:    vouch deny {} {}\n", c.run_id, d, out::line(&c.summary), out::line(&c.reason), out::line(&payload), c.payload_hash, c.run_id, d, c.payload_hash, c.run_id, d);
+                            let payload = c.payload_text.clone().unwrap_or_default();
+                            houtln!("run {} · {} · {}\n  why:     {}\n  payload: {}\n  hash:    {}\n  approve: vouch approve {} {} --hash {}\n  deny:    vouch deny {} {}\n", c.run, d, out::line(&c.summary), out::line(&c.reason), out::line(&payload), c.payload_hash, c.run, d, c.payload_hash, c.run, d);
                         }
                         None => houtln!(
                             "run {} · question: {}\n  answer: vouch answer {} \"…\"\n",
-                            c.run_id,
+                            c.run,
                             out::line(&c.summary),
-                            c.run_id
+                            c.run
                         ),
                     }
                 }
@@ -811,31 +821,23 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Doctor => {
             let cfg = home::config(&dir)?;
             let _ = home::open_store(&dir)?;
-            let providers = home::providers(&dir, &cfg);
-            let mut rows = vec![];
-            for kind in vouch_core::DestinationKind::ALL {
-                let (mut level, step) = cfg.kind_level(kind);
-                if level >= vouch_core::Capability::Executable && !providers.contains_key(&kind) {
-                    level = vouch_core::Capability::Unavailable;
-                }
-                rows.push(json!({"kind": kind, "level": level, "connect_step": step}));
-            }
+            let report = vouch_runtime::doctor::doctor(&cfg, &home::providers(&dir, &cfg));
             if json {
                 outln!(
                     "{}",
-                    json!({"home": dir, "destinations": rows, "overrides": cfg.capabilities, "automation": cfg.automation.map(|a| a.routines).unwrap_or_default()})
+                    json!({"home": dir, "destinations": report.destinations, "overrides": report.overrides, "automation": report.automation})
                 );
             } else {
                 houtln!("vouch home {} — destinations:", dir.display());
-                for r in &rows {
+                for r in &report.destinations {
                     houtln!(
                         "  {:<9} {:<12} {}",
-                        r["kind"].as_str().unwrap_or(""),
-                        r["level"].as_str().unwrap_or(""),
-                        r["connect_step"].as_str().unwrap_or("")
+                        r.kind.as_str(),
+                        r.level.as_str(),
+                        r.connect_step.as_deref().unwrap_or("")
                     );
                 }
-                for (p, l) in &cfg.capabilities {
+                for (p, l) in &report.overrides {
                     houtln!("  override  {p} → {}", l.as_str());
                 }
             }
@@ -871,24 +873,27 @@ fn run(cli: Cli) -> Result<i32> {
         }
         Cmd::Inbox { count } => {
             let host = open_host(&dir, false)?;
-            let cards = host.store.open_cards()?;
             if count {
                 // Computed from openable items now (§11.4), never stored.
+                let waiting = vouch_runtime::inbox::badge(host.store.as_ref())?;
                 if json {
-                    outln!("{}", json!({"waiting": cards.len()}));
+                    outln!("{}", json!({"waiting": waiting}));
                 } else {
-                    houtln!("{}", cards.len());
+                    houtln!("{}", waiting);
                 }
                 return Ok(0);
             }
-            let runs = host.store.runs(50)?;
+            let inbox = vouch_runtime::inbox::inbox(host.store.as_ref())?;
             if json {
-                outln!("{}", json!({"cards": cards, "runs": runs}));
+                outln!("{}", json!({"cards": inbox.cards, "runs": inbox.runs}));
                 return Ok(0);
             }
-            if !cards.is_empty() {
-                houtln!("{} waiting for you — see `vouch approvals`:", cards.len());
-                for c in &cards {
+            if !inbox.cards.is_empty() {
+                houtln!(
+                    "{} waiting for you — see `vouch approvals`:",
+                    inbox.cards.len()
+                );
+                for c in &inbox.cards {
                     houtln!(
                         "  • run {} {}: {}",
                         c.run_id,
@@ -898,51 +903,23 @@ fn run(cli: Cli) -> Result<i32> {
                 }
                 outln!();
             }
-            let ended: Vec<_> = runs
-                .iter()
-                .filter(|r| r.state == vouch_core::RunState::Ended)
-                .collect();
-            if cards.is_empty() && ended.is_empty() {
+            if inbox.cards.is_empty() && inbox.ended.is_empty() {
                 houtln!("Your inbox is empty: no receipts and nothing waiting.");
             }
-            for r in ended {
-                // What to do comes from the terminal record: needs_you, or resume, or nothing.
-                let terminal = host
-                    .store
-                    .journal(&r.id)?
-                    .into_iter()
-                    .rev()
-                    .find(|e| e.kind == vouch_store::EventKind::Terminal);
-                let needs: Vec<String> = terminal
-                    .as_ref()
-                    .and_then(|t| {
-                        t.body
-                            .get("needs_you")
-                            .and_then(|n| serde_json::from_value(n.clone()).ok())
-                    })
-                    .unwrap_or_default();
-                let child = runs
-                    .iter()
-                    .find(|c| c.parent.as_deref() == Some(r.id.as_str()));
-                let todo = if let Some(c) = child {
-                    format!("resumed as {}", c.id)
-                } else if !needs.is_empty() {
-                    format!("needs you: {} — `vouch receipt {}`", needs.join(", "), r.id)
-                } else if r.ended_by == Some(vouch_core::EndedBy::Boot)
-                    && r.outcome != Some(vouch_core::Outcome::Succeeded)
-                {
-                    format!("interrupted — `vouch resume {}`", r.id)
-                } else if matches!(
-                    r.outcome,
-                    Some(
-                        vouch_core::Outcome::Failed
-                            | vouch_core::Outcome::Partial
-                            | vouch_core::Outcome::Missed
-                    )
-                ) {
-                    format!("see what failed — `vouch receipt {}`", r.id)
-                } else {
-                    format!("`vouch receipt {}`", r.id)
+            for e in &inbox.ended {
+                let r = &e.run;
+                let todo = match &e.todo {
+                    vouch_runtime::inbox::Todo::ResumedAs { run } => format!("resumed as {run}"),
+                    vouch_runtime::inbox::Todo::NeedsYou { items } => {
+                        format!("needs you: {} — `vouch receipt {}`", items.join(", "), r.id)
+                    }
+                    vouch_runtime::inbox::Todo::Interrupted => {
+                        format!("interrupted — `vouch resume {}`", r.id)
+                    }
+                    vouch_runtime::inbox::Todo::SeeWhatFailed => {
+                        format!("see what failed — `vouch receipt {}`", r.id)
+                    }
+                    vouch_runtime::inbox::Todo::Receipt => format!("`vouch receipt {}`", r.id),
                 };
                 houtln!(
                     "{:<10} {:<48} {}",
@@ -966,7 +943,19 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Scenario {
             cmd: ScenarioCmd::Run { paths },
         } => scenario_run(&paths, json),
-        Cmd::Serve { tick_ms, once } => serve(&dir, tick_ms, once, json),
+        Cmd::Serve {
+            tick_ms,
+            once,
+            http,
+            allow_remote,
+        } => match http {
+            Some(addr) => {
+                let host = Arc::new(open_host(&dir, !json)?);
+                http::serve(&dir, host, &addr, allow_remote, tick_ms, json)
+            }
+            None => serve(&dir, tick_ms, once, json),
+        },
+        Cmd::Token { cmd } => token::run(&dir, cmd, json),
         Cmd::Bench {
             cmd: BenchCmd::Runs { runs, concurrency },
         } => bench::runs(runs, concurrency, json),
@@ -1150,51 +1139,22 @@ fn schedule(dir: &Path, cmd: ScheduleCmd, json: bool) -> Result<i32> {
             overlap,
             grace,
         } => {
-            vouch_runtime::scheduler::parse_cron(&cron).map_err(bad)?;
-            vouch_runtime::scheduler::parse_tz(&tz).map_err(bad)?;
             let grace_ms = parse_duration_ms(&grace)?;
             let text = std::fs::read_to_string(&routine)
                 .map_err(|e| bad(format!("cannot read routine {}: {e}", routine.display())))?;
-            let mut r: Value = serde_json::from_str(&text)
+            let r: Value = serde_json::from_str(&text)
                 .map_err(|e| bad(format!("routine {} is not JSON: {e}", routine.display())))?;
-            let Some(obj) = r.as_object_mut() else {
-                return Err(bad(format!(
-                    "routine {}: expected an object with `prompt` and `script` or `model`",
-                    routine.display()
-                )));
-            };
-            if obj.get("prompt").and_then(Value::as_str).is_none() {
-                return Err(bad(format!(
-                    "routine {}: `prompt` (a string) is required",
-                    routine.display()
-                )));
-            }
-            if let Some(script) = obj.remove("script") {
-                if !script.is_array() {
-                    return Err(bad(format!(
-                        "routine {}: `script` must be an array of turns",
-                        routine.display()
-                    )));
-                }
-                obj.insert("model".into(), json!({"kind": "script", "turns": script}));
-            }
-            if obj.get("model").is_none() {
-                obj.insert("model".into(), json!({"kind": "openai"}));
-            }
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_millis() as i64)
                 .unwrap_or(0);
-            let sched = vouch_store::Schedule {
-                name: name.clone(),
-                cron,
-                tz,
-                routine: r,
-                catch_up,
-                overlap,
-                grace_ms,
-                created_ms: now,
-            };
+            let sched = vouch_runtime::scheduler::new_schedule(
+                &name, &cron, &tz, r, &catch_up, &overlap, grace_ms, now,
+            )
+            .map_err(|e| match e.field {
+                "routine" => bad(format!("routine {}: {}", routine.display(), e.message)),
+                _ => bad(e.message),
+            })?;
             store.put_schedule(&sched).map_err(|e| match e {
                 vouch_store::StoreError::Conflict(m) => bad(m),
                 other => anyhow!(other),
@@ -1260,46 +1220,14 @@ fn serve(dir: &Path, tick_ms: u64, once: bool, json: bool) -> Result<i32> {
         );
     }
     loop {
-        let report = host.tick().map_err(host_err)?;
-        // Slots are shown as times in their schedule's zone, never as epoch milliseconds.
-        let zones: std::collections::BTreeMap<String, String> = host
-            .store
-            .schedules()?
-            .into_iter()
-            .map(|s| (s.name, s.tz))
-            .collect();
-        let zone = |s: &str| zones.get(s).cloned().unwrap_or_else(|| "UTC".into());
-        let at = |s: &str, slot: i64| when::slot_time(slot, &zone(s));
-        for (s, slot, run) in &report.started {
-            errln!("  {s}: the {} slot ran as {run}", at(s, *slot));
-        }
-        for (s, slot, run) in &report.missed {
-            errln!(
-                "  {s}: the {} slot was missed (receipt: `vouch receipt {run}`)",
-                at(s, *slot)
-            );
-        }
-        for (s, slot, run) in &report.late {
-            errln!("  {s}: the {} slot runs late as {run}", at(s, *slot));
-        }
-        if json {
-            let rows = |v: &[(String, i64, String)]| {
-                v.iter()
-                    .map(|(s, slot, run)| json!({"schedule": s, "slot_ms": slot, "slot": when::slot_rfc3339(*slot, &zone(s)), "run": run}))
-                    .collect::<Vec<_>>()
-            };
-            outln!(
-                "{}",
-                json!({"started": rows(&report.started), "missed": rows(&report.missed), "late": rows(&report.late), "taken_by_another_host": report.taken})
-            );
-        }
+        let (report, schedules) = scheduler_pass(&host, json)?;
         if once {
             if !json {
                 let n = report.started.len() + report.missed.len() + report.late.len();
                 if n == 0 && report.taken == 0 {
                     houtln!(
                         "One tick: nothing was due ({} schedules; no slot fell in this tick).",
-                        zones.len()
+                        schedules
                     );
                 } else {
                     houtln!(
@@ -1316,6 +1244,49 @@ fn serve(dir: &Path, tick_ms: u64, once: bool, json: bool) -> Result<i32> {
         std::thread::sleep(std::time::Duration::from_millis(tick_ms.max(50)));
         host.boot().map_err(host_err)?;
     }
+}
+
+/// One scheduler pass: start due slots, report missed and late ones. Returns what the tick
+/// did and how many schedules there are.
+pub(crate) fn scheduler_pass(
+    host: &Host,
+    json: bool,
+) -> Result<(vouch_runtime::scheduler::TickReport, usize)> {
+    let report = host.tick().map_err(host_err)?;
+    // Slots are shown as times in their schedule's zone, never as epoch milliseconds.
+    let zones: std::collections::BTreeMap<String, String> = host
+        .store
+        .schedules()?
+        .into_iter()
+        .map(|s| (s.name, s.tz))
+        .collect();
+    let zone = |s: &str| zones.get(s).cloned().unwrap_or_else(|| "UTC".into());
+    let at = |s: &str, slot: i64| when::slot_time(slot, &zone(s));
+    for (s, slot, run) in &report.started {
+        errln!("  {s}: the {} slot ran as {run}", at(s, *slot));
+    }
+    for (s, slot, run) in &report.missed {
+        errln!(
+            "  {s}: the {} slot was missed (receipt: `vouch receipt {run}`)",
+            at(s, *slot)
+        );
+    }
+    for (s, slot, run) in &report.late {
+        errln!("  {s}: the {} slot runs late as {run}", at(s, *slot));
+    }
+    if json {
+        let rows = |v: &[(String, i64, String)]| {
+            v.iter()
+                .map(|(s, slot, run)| json!({"schedule": s, "slot_ms": slot, "slot": when::slot_rfc3339(*slot, &zone(s)), "run": run}))
+                .collect::<Vec<_>>()
+        };
+        outln!(
+            "{}",
+            json!({"started": rows(&report.started), "missed": rows(&report.missed), "late": rows(&report.late), "taken_by_another_host": report.taken})
+        );
+    }
+    let schedules = zones.len();
+    Ok((report, schedules))
 }
 
 fn watch(dir: &Path, run: &str, json: bool) -> Result<i32> {

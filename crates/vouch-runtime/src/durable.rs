@@ -349,4 +349,17 @@ impl Store for Durable {
     fn outbox_for_run(&self, run_id: &str) -> StoreResult<Vec<OutboxRow>> {
         self.inner.outbox_for_run(run_id)
     }
+
+    fn put_token(&self, token: &ApiToken) -> StoreResult<()> {
+        self.inner.put_token(token)
+    }
+    fn token_by_hash(&self, hash: &str) -> StoreResult<Option<ApiToken>> {
+        self.inner.token_by_hash(hash)
+    }
+    fn tokens(&self) -> StoreResult<Vec<ApiToken>> {
+        self.inner.tokens()
+    }
+    fn remove_token(&self, name: &str) -> StoreResult<bool> {
+        self.inner.remove_token(name)
+    }
 }

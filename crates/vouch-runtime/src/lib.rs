@@ -2,18 +2,22 @@
 //! acts, approvals, the one reconciler, receipts. Everything it decides comes from
 //! `vouch-core`; everything it remembers goes through a `vouch_store::Store`.
 
+pub mod approvals;
 pub mod capability;
 pub mod clock;
 pub mod config;
 pub mod crash;
+pub mod doctor;
 pub mod durable;
 pub mod fsroot;
 pub mod host;
+pub mod inbox;
 pub mod model;
 pub mod notify;
 pub mod outbound;
 pub mod provider;
 pub mod receipt;
+pub mod runs;
 pub mod scheduler;
 pub mod schemas;
 pub mod scripted;

@@ -59,6 +59,82 @@ pub struct TickReport {
     pub taken: usize,
 }
 
+/// Grace a schedule has when none is given (how late a slot may still start).
+pub const GRACE_MS_DEFAULT: i64 = 15 * 60_000;
+
+/// A schedule checked field by field; an error names the field at fault and what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct ScheduleInvalid {
+    pub field: &'static str,
+    pub message: String,
+}
+
+/// Build a schedule from what a person or program gave: cron and time zone parse, catch-up
+/// and overlap are known words, the routine has a `prompt` and a `script` (an array of turns,
+/// stored as the scripted model) or a `model` (default: the configured OpenAI endpoint).
+#[allow(clippy::too_many_arguments)]
+pub fn new_schedule(
+    name: &str,
+    cron: &str,
+    tz: &str,
+    mut routine: Value,
+    catch_up: &str,
+    overlap: &str,
+    grace_ms: i64,
+    created_ms: i64,
+) -> Result<Schedule, ScheduleInvalid> {
+    let bad = |field: &'static str, message: String| ScheduleInvalid { field, message };
+    if name.trim().is_empty() || name.len() > 200 {
+        return Err(bad(
+            "name",
+            "give the schedule a name (1–200 characters)".into(),
+        ));
+    }
+    parse_cron(cron).map_err(|m| bad("cron", m))?;
+    parse_tz(tz).map_err(|m| bad("tz", m))?;
+    if !["skip", "latest"].contains(&catch_up) {
+        return Err(bad("catch_up", format!("`{catch_up}`: use skip or latest")));
+    }
+    if !["skip", "allow"].contains(&overlap) {
+        return Err(bad("overlap", format!("`{overlap}`: use skip or allow")));
+    }
+    if grace_ms < 0 {
+        return Err(bad("grace_ms", "must be zero or more milliseconds".into()));
+    }
+    let Some(obj) = routine.as_object_mut() else {
+        return Err(bad(
+            "routine",
+            "expected an object with `prompt` and `script` or `model`".into(),
+        ));
+    };
+    if obj.get("prompt").and_then(Value::as_str).is_none() {
+        return Err(bad("routine", "`prompt` (a string) is required".into()));
+    }
+    if let Some(script) = obj.remove("script") {
+        if !script.is_array() {
+            return Err(bad("routine", "`script` must be an array of turns".into()));
+        }
+        obj.insert(
+            "model".into(),
+            serde_json::json!({"kind": "script", "turns": script}),
+        );
+    }
+    if obj.get("model").is_none() {
+        obj.insert("model".into(), serde_json::json!({"kind": "openai"}));
+    }
+    Ok(Schedule {
+        name: name.to_string(),
+        cron: cron.to_string(),
+        tz: tz.to_string(),
+        routine,
+        catch_up: catch_up.to_string(),
+        overlap: overlap.to_string(),
+        grace_ms,
+        created_ms,
+    })
+}
+
 pub fn routine_spec(s: &Schedule, slot_ms: i64) -> RunSpec {
     let r = &s.routine;
     RunSpec {

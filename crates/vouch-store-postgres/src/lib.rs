@@ -31,6 +31,7 @@ use std::ops::{Deref, DerefMut};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 use vouch_core::{EndedBy, Outcome, RunState, TriggerKind};
+use vouch_store::ApiToken;
 use vouch_store::{
     verify_chain, Card, CardState, ChainBreak, Decision, EndResult, EventContent, EventKind,
     JournalEntry, LedgerEntry, LedgerIntent, LedgerState, NewEvent, NewRun, OutboxRow, RunRecord,
@@ -609,6 +610,14 @@ fn schedule_row(r: &Row) -> StoreResult<Schedule> {
         overlap: col(r, 5, "schedule overlap")?,
         grace_ms: col(r, 6, "schedule grace_ms")?,
         created_ms: col(r, 7, "schedule created_ms")?,
+    })
+}
+
+fn token_row(r: &Row) -> StoreResult<ApiToken> {
+    Ok(ApiToken {
+        name: col(r, 0, "token name")?,
+        hash: col(r, 1, "token hash")?,
+        created_ms: col(r, 2, "token created_ms")?,
     })
 }
 
@@ -1497,6 +1506,45 @@ impl Store for PostgresStore {
 
     fn remove_schedule(&self, name: &str) -> StoreResult<bool> {
         Ok(self.exec("DELETE FROM schedules WHERE name = $1", &[&name])? == 1)
+    }
+
+    fn put_token(&self, t: &ApiToken) -> StoreResult<()> {
+        self.exec(
+            "INSERT INTO api_tokens (name, hash, created_ms) VALUES ($1, $2, $3)",
+            &[&t.name, &t.hash, &t.created_ms],
+        )
+        .map_err(|e| match e {
+            StoreError::Conflict(_) => StoreError::Conflict(format!(
+                "a token named `{}` already exists; remove it first or pick another name",
+                t.name
+            )),
+            other => other,
+        })?;
+        Ok(())
+    }
+
+    fn token_by_hash(&self, hash: &str) -> StoreResult<Option<ApiToken>> {
+        self.query_opt(
+            "SELECT name, hash, created_ms FROM api_tokens WHERE hash = $1",
+            &[&hash],
+        )?
+        .as_ref()
+        .map(token_row)
+        .transpose()
+    }
+
+    fn tokens(&self) -> StoreResult<Vec<ApiToken>> {
+        rows(
+            self.query(
+                "SELECT name, hash, created_ms FROM api_tokens ORDER BY name COLLATE \"C\"",
+                &[],
+            )?,
+            token_row,
+        )
+    }
+
+    fn remove_token(&self, name: &str) -> StoreResult<bool> {
+        Ok(self.exec("DELETE FROM api_tokens WHERE name = $1", &[&name])? == 1)
     }
 
     fn outbox_pending(&self) -> StoreResult<Vec<OutboxRow>> {

@@ -307,4 +307,12 @@ CREATE INDEX task_verdicts_by_target ON task_verdicts (target);
     r#"
 ALTER TABLE cards ADD COLUMN reason TEXT NOT NULL DEFAULT '';
 "#,
+    // 6: API tokens (§17): only the hash of each secret.
+    r#"
+CREATE TABLE api_tokens (
+    name TEXT PRIMARY KEY,
+    hash TEXT NOT NULL UNIQUE,
+    created_ms BIGINT NOT NULL
+);
+"#,
 ];

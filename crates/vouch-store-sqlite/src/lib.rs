@@ -30,6 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex};
 use vouch_core::{EndedBy, Outcome, RunState, TriggerKind};
+use vouch_store::ApiToken;
 use vouch_store::{
     verify_chain, Card, CardState, Decision, EndResult, EventContent, EventKind, JournalEntry,
     LedgerEntry, LedgerIntent, LedgerState, NewEvent, NewRun, OutboxRow, RunRecord, Schedule,
@@ -539,6 +540,14 @@ fn parse<T: serde::de::DeserializeOwned>(s: &str, what: &str) -> rusqlite::Resul
             rusqlite::types::Type::Text,
             format!("{what}: {e}").into(),
         )
+    })
+}
+
+fn token_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApiToken> {
+    Ok(ApiToken {
+        name: r.get(0)?,
+        hash: r.get(1)?,
+        created_ms: r.get(2)?,
     })
 }
 
@@ -1522,6 +1531,55 @@ impl Store for SqliteStore {
         let name = name.to_string();
         self.write(move |c| {
             Ok(c.execute("DELETE FROM schedules WHERE name = ?1", [name])
+                .map_err(db_err)?
+                == 1)
+        })
+    }
+
+    fn put_token(&self, t: &ApiToken) -> StoreResult<()> {
+        let t = t.clone();
+        self.write(move |c| {
+            c.execute(
+                "INSERT INTO api_tokens (name, hash, created_ms) VALUES (?1, ?2, ?3)",
+                params![t.name, t.hash, t.created_ms],
+            )
+            .map_err(|e| match db_err(e) {
+                StoreError::Conflict(_) => StoreError::Conflict(format!(
+                    "a token named `{}` already exists; remove it first or pick another name",
+                    t.name
+                )),
+                other => other,
+            })?;
+            Ok(())
+        })
+    }
+
+    fn token_by_hash(&self, hash: &str) -> StoreResult<Option<ApiToken>> {
+        self.read(|c| {
+            c.query_row(
+                "SELECT name, hash, created_ms FROM api_tokens WHERE hash = ?1",
+                [hash],
+                token_row,
+            )
+            .optional()
+            .map_err(read_err)
+        })
+    }
+
+    fn tokens(&self) -> StoreResult<Vec<ApiToken>> {
+        self.read(|c| {
+            let mut st = c
+                .prepare("SELECT name, hash, created_ms FROM api_tokens ORDER BY name")
+                .map_err(db_err)?;
+            let rows = st.query_map([], token_row).map_err(db_err)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
+        })
+    }
+
+    fn remove_token(&self, name: &str) -> StoreResult<bool> {
+        let name = name.to_string();
+        self.write(move |c| {
+            Ok(c.execute("DELETE FROM api_tokens WHERE name = ?1", [name])
                 .map_err(db_err)?
                 == 1)
         })

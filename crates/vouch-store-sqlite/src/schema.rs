@@ -227,4 +227,12 @@ CREATE INDEX task_verdicts_by_target ON task_verdicts(target);
     r#"
 ALTER TABLE cards ADD COLUMN reason TEXT NOT NULL DEFAULT '';
 "#,
+    // 7: API tokens (§17): only the hash of each secret.
+    r#"
+CREATE TABLE api_tokens (
+    name TEXT PRIMARY KEY,
+    hash TEXT NOT NULL UNIQUE,
+    created_ms INTEGER NOT NULL
+);
+"#,
 ];

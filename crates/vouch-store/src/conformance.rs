@@ -26,6 +26,7 @@ pub fn run_all(open: Opener<'_>) {
     races_have_one_winner(open);
     batches_commit_together(open);
     lookups_cost_what_is_open(open);
+    api_tokens(open);
 }
 
 fn new_run(id: &str) -> NewRun {
@@ -638,4 +639,37 @@ pub fn lookups_cost_what_is_open(open: Opener<'_>) {
     assert_eq!(s.runs_by_prefix("look-a", 1).unwrap().len(), 1);
     assert!(s.runs_by_prefix("look-z", 10).unwrap().is_empty());
     assert_eq!(s.runs_by_prefix("look-b1", 10).unwrap().len(), 1);
+}
+
+/// API tokens (§17): stored by hash only, names unique, found by hash, removable, durable.
+pub fn api_tokens(open: Opener<'_>) {
+    let s = open();
+    assert!(s.tokens().unwrap().is_empty());
+    let t = ApiToken {
+        name: "ci".into(),
+        hash: "a".repeat(64),
+        created_ms: 5,
+    };
+    s.put_token(&t).unwrap();
+    assert!(matches!(
+        s.put_token(&ApiToken {
+            hash: "b".repeat(64),
+            ..t.clone()
+        }),
+        Err(StoreError::Conflict(_))
+    ));
+    assert!(matches!(
+        s.put_token(&ApiToken {
+            name: "other".into(),
+            ..t.clone()
+        }),
+        Err(StoreError::Conflict(_))
+    ));
+    let s = open();
+    assert_eq!(s.token_by_hash(&t.hash).unwrap(), Some(t.clone()));
+    assert_eq!(s.token_by_hash(&"b".repeat(64)).unwrap(), None);
+    assert_eq!(s.tokens().unwrap(), vec![t.clone()]);
+    assert!(s.remove_token("ci").unwrap());
+    assert!(!s.remove_token("ci").unwrap());
+    assert_eq!(s.token_by_hash(&t.hash).unwrap(), None);
 }

@@ -462,6 +462,15 @@ pub struct Schedule {
     pub created_ms: i64,
 }
 
+/// An API token (§17): only the SHA-256 of the secret is stored; the secret is shown once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiToken {
+    pub name: String,
+    /// Hex SHA-256 of the token's secret text.
+    pub hash: String,
+    pub created_ms: i64,
+}
+
 /// One durable store. Implementations must be safe to share between threads; every write is
 /// durable on return, and concurrent appends may be group-committed.
 ///
@@ -598,6 +607,16 @@ pub trait Store: Send + Sync {
     fn outbox_pending(&self) -> StoreResult<Vec<OutboxRow>>;
     fn outbox_mark_sent(&self, id: i64, at_ms: i64) -> StoreResult<()>;
     fn outbox_for_run(&self, run_id: &str) -> StoreResult<Vec<OutboxRow>>;
+
+    // ---- API tokens (§17) ----
+    /// Store a token's hash; `Conflict` if the name (or the hash) is taken.
+    fn put_token(&self, token: &ApiToken) -> StoreResult<()>;
+    /// The token with this hash, if any (how a request is authenticated).
+    fn token_by_hash(&self, hash: &str) -> StoreResult<Option<ApiToken>>;
+    /// Every token (names and hashes, never secrets), by name.
+    fn tokens(&self) -> StoreResult<Vec<ApiToken>>;
+    /// Returns false if there was no token with this name.
+    fn remove_token(&self, name: &str) -> StoreResult<bool>;
 }
 
 #[cfg(test)]

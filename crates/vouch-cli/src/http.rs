@@ -1,0 +1,85 @@
+//! `vouch serve --http ADDR`: the scheduler loop on its own thread and the HTTP API
+//! (vouch-server) on a tokio runtime, over the same host.
+
+use crate::{bad, home};
+use anyhow::{anyhow, Context as _, Result};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use vouch_runtime::Host;
+
+pub fn serve(
+    dir: &Path,
+    host: Arc<Host>,
+    addr: &str,
+    allow_remote: bool,
+    tick_ms: u64,
+    json: bool,
+) -> Result<i32> {
+    let addr: SocketAddr = addr.parse().map_err(|_| {
+        bad(format!(
+            "--http `{addr}`: expected an address with a port, like 127.0.0.1:7070"
+        ))
+    })?;
+    if !addr.ip().is_loopback() && !allow_remote {
+        return Err(bad(format!(
+            "--http {addr} listens beyond loopback; pass --allow-remote to mean it (and put a TLS reverse proxy in front)"
+        )));
+    }
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("VOUCH_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+    let ticker = host.clone();
+    std::thread::Builder::new()
+        .name("vouch-scheduler".into())
+        .spawn(move || loop {
+            if let Err(e) = crate::scheduler_pass(&ticker, false) {
+                tracing::error!(error = %format!("{e:#}"), "scheduler pass failed");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(tick_ms.max(50)));
+            // Runs whose owner died while we serve are ended here (§9.1 b).
+            if let Err(e) = ticker.boot() {
+                tracing::error!(error = %e, "start-up reconciliation pass failed");
+            }
+        })
+        .context("start the scheduler thread")?;
+    let home = dir.to_path_buf();
+    let doctor: vouch_server::DoctorFn = Arc::new(move || {
+        let cfg = home::config(&home).map_err(|e| format!("{e:#}"))?;
+        Ok(vouch_runtime::doctor::doctor(
+            &cfg,
+            &home::providers(&home, &cfg),
+        ))
+    });
+    // Reads see what is durable (the host's own writes wait in its buffer until a point).
+    let (store, board) = crate::task::open_board(dir)?;
+    let mut state = vouch_server::AppState::new(host, store, doctor);
+    state.board = Some(board);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("start the async runtime")?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| bad(format!("cannot listen on {addr}: {e}")))?;
+        let local = listener.local_addr()?;
+        errln!(
+            "vouch serve: HTTP API on http://{local} (home {}); every request needs `Authorization: Bearer TOKEN` (`vouch token new NAME`). Ctrl-C to stop.",
+            dir.display()
+        );
+        if json {
+            outln!("{}", serde_json::json!({"listening": local.to_string()}));
+        }
+        vouch_server::serve(listener, state, async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await
+        .map_err(|e| anyhow!("the HTTP server stopped: {e}"))
+    })?;
+    Ok(0)
+}

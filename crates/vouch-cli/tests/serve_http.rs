@@ -1,0 +1,97 @@
+//! `vouch token` and `vouch serve --http` through the real binary: a token printed once works
+//! as a bearer token, a wrong one is 401, a revoked one stops working, and an address beyond
+//! loopback is refused unless asked for.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+
+fn vouch(home: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_vouch"))
+        .arg("--home")
+        .arg(home)
+        .args(args)
+        .env_remove("VOUCH_DATABASE_URL")
+        .env_remove("DBUS_SESSION_BUS_ADDRESS")
+        .output()
+        .unwrap()
+}
+
+struct Killed(Child);
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn status(url: &str, token: Option<&str>) -> (u16, String) {
+    let mut req = ureq::get(url);
+    if let Some(t) = token {
+        req = req.set("Authorization", &format!("Bearer {t}"));
+    }
+    match req.call() {
+        Ok(r) => (r.status(), r.into_string().unwrap()),
+        Err(ureq::Error::Status(c, r)) => (c, r.into_string().unwrap()),
+        Err(e) => panic!("{url}: {e}"),
+    }
+}
+
+#[test]
+fn a_new_token_opens_the_api_and_a_revoked_one_closes_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    assert!(vouch(&home, &["init"]).status.success());
+    let out = vouch(&home, &["--json", "token", "new", "ci"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let t: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let secret = t["token"].as_str().unwrap().to_string();
+    assert!(secret.starts_with("vouch_"));
+    // Stored by hash only: the listing never shows the secret, and the name is unique.
+    let list = vouch(&home, &["--json", "token", "list"]);
+    assert!(!String::from_utf8_lossy(&list.stdout).contains(&secret));
+    let again = vouch(&home, &["token", "new", "ci"]);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already exists"));
+
+    let remote = vouch(&home, &["serve", "--http", "0.0.0.0:0"]);
+    assert_eq!(remote.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&remote.stderr).contains("--allow-remote"));
+    let bad = vouch(&home, &["serve", "--http", "localhost"]);
+    assert_eq!(bad.status.code(), Some(2));
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vouch"))
+        .arg("--home")
+        .arg(&home)
+        .args(["--json", "serve", "--http", "127.0.0.1:0"])
+        .env_remove("VOUCH_DATABASE_URL")
+        .env_remove("DBUS_SESSION_BUS_ADDRESS")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let server = Killed(child);
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).unwrap();
+    let addr = serde_json::from_str::<Value>(&line).unwrap()["listening"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let url = format!("http://{addr}/api/runs");
+    assert_eq!(status(&url, Some(&secret)).0, 200);
+    let (code, body) = status(&url, None);
+    assert_eq!(code, 401);
+    assert!(body.contains("\"code\":\"unauthorized\""), "{body}");
+    assert_eq!(status(&url, Some("vouch_0000")).0, 401);
+    assert!(vouch(&home, &["token", "rm", "ci"]).status.success());
+    assert_eq!(status(&url, Some(&secret)).0, 401);
+    assert_eq!(vouch(&home, &["token", "rm", "ci"]).status.code(), Some(2));
+    drop(server);
+}

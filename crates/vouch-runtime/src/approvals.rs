@@ -1,0 +1,53 @@
+//! The approvals listing (§7, §5.3): every open card with the exact payload it would approve.
+//! Interfaces (CLI, HTTP, MCP) render this; none of them decides what is open.
+
+use serde::Serialize;
+use serde_json::Value;
+use vouch_store::{Card, Store, StoreResult};
+
+/// One open card: an approval (`delivery` set) or the run's question (`delivery` = None).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OpenCard {
+    pub run: String,
+    pub delivery: Option<String>,
+    pub payload_hash: String,
+    pub summary: String,
+    /// Why the person is asked (§7), e.g. "sending e-mail cannot be undone (rule R9)".
+    pub reason: String,
+    /// The exact payload an approval would execute (approval cards only), parsed as stored.
+    pub payload: Option<Value>,
+    /// The payload as stored (canonical JSON text), for showing it byte for byte.
+    #[serde(skip)]
+    pub payload_text: Option<String>,
+    #[serde(skip)]
+    pub created_ms: i64,
+}
+
+/// Open cards across runs, newest first, each with its payload read back by hash.
+pub fn open_cards(store: &dyn Store) -> StoreResult<Vec<OpenCard>> {
+    store
+        .open_cards()?
+        .into_iter()
+        .map(|c| with_payload(store, c))
+        .collect()
+}
+
+fn with_payload(store: &dyn Store, c: Card) -> StoreResult<OpenCard> {
+    let payload_text = match &c.delivery {
+        Some(_) => store.payload(&c.payload_hash)?,
+        None => None,
+    };
+    let payload = payload_text
+        .as_deref()
+        .and_then(|p| serde_json::from_str::<Value>(p).ok());
+    Ok(OpenCard {
+        run: c.run_id,
+        delivery: c.delivery,
+        payload_hash: c.payload_hash,
+        summary: c.summary,
+        reason: c.reason,
+        payload,
+        payload_text,
+        created_ms: c.created_ms,
+    })
+}

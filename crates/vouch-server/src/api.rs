@@ -1,0 +1,510 @@
+//! The JSON routes. Each parses its input, calls the runtime on a blocking thread, and shapes
+//! the answer; none decides anything about a run.
+
+use crate::dto::*;
+use crate::extract::{ApiJson, ApiPath, QueryMap};
+use crate::problem::{ApiError, ApiResult, Problem};
+use crate::{blocking, AppState, PAGE_OFFSET_MAX, PAGE_RUNS_MAX};
+use axum::extract::State;
+use axum::http::{StatusCode, Uri};
+use axum::Json;
+use vouch_runtime::RunEnd;
+use vouch_store::{CardState, RunRecord, Store, StoreError};
+
+fn run_record(store: &dyn Store, id: &str) -> ApiResult<RunRecord> {
+    store
+        .run(id)?
+        .ok_or_else(|| ApiError::not_found(format!("no run `{id}`; list runs with GET /api/runs")))
+}
+
+/// The run's standing after the host drove it: ended with a receipt, or waiting again.
+pub(crate) fn run_result(
+    store: &dyn Store,
+    id: &str,
+    end: Option<&RunEnd>,
+) -> ApiResult<RunResult> {
+    let rec = run_record(store, id)?;
+    let receipt = store.receipt(id)?;
+    let open_cards = store
+        .cards_for_run(id)?
+        .iter()
+        .filter(|c| c.state == CardState::Open)
+        .map(CardBody::from)
+        .collect();
+    Ok(RunResult {
+        run: rec.id.clone(),
+        state: word(rec.state),
+        outcome: rec.outcome.map(word),
+        ended_by: rec.ended_by.map(word),
+        waiting_reason: match end {
+            Some(RunEnd::Suspended { reason }) => Some(reason.clone()),
+            _ => None,
+        },
+        receipt,
+        open_cards,
+    })
+}
+
+/// Runs, newest first, paged.
+#[utoipa::path(get, path = "/api/runs", tag = "runs",
+    params(
+        ("limit" = Option<usize>, Query, description = "runs per page, 1–500 (default 50)"),
+        ("offset" = Option<usize>, Query, description = "runs to skip, newest first (default 0)"),
+    ),
+    responses(
+        (status = 200, body = RunPage),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn list_runs(State(s): State<AppState>, q: QueryMap) -> ApiResult<Json<RunPage>> {
+    let limit = q.number("limit", 50, 1, PAGE_RUNS_MAX)?;
+    let offset = q.number("offset", 0, 0, PAGE_OFFSET_MAX)?;
+    let store = s.store.clone();
+    blocking(move || {
+        let mut runs = store.runs(offset + limit + 1)?;
+        let more = runs.len() > offset + limit;
+        let page: Vec<Run> = runs
+            .drain(..)
+            .skip(offset)
+            .take(limit)
+            .map(|r| Run::from(&r))
+            .collect();
+        Ok(Json(RunPage {
+            runs: page,
+            next_offset: more.then_some(offset + limit),
+        }))
+    })
+    .await
+}
+
+/// One run: state, outcome and each delivery's posture and status.
+#[utoipa::path(get, path = "/api/runs/{id}", tag = "runs",
+    params(("id" = String, Path, description = "run id")),
+    responses(
+        (status = 200, body = RunDetailBody),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn get_run(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> ApiResult<Json<RunDetailBody>> {
+    let store = s.store.clone();
+    blocking(move || {
+        let rec = run_record(store.as_ref(), &id)?;
+        let d = vouch_runtime::runs::detail(store.as_ref(), rec)?;
+        Ok(Json(RunDetailBody::from(&d)))
+    })
+    .await
+}
+
+/// The run's hash-chained journal, from `after` (a seq, default 0).
+#[utoipa::path(get, path = "/api/runs/{id}/journal", tag = "runs",
+    params(
+        ("id" = String, Path, description = "run id"),
+        ("after" = Option<usize>, Query, description = "only events with a greater seq"),
+    ),
+    responses(
+        (status = 200, body = Vec<Event>),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn get_journal(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+    q: QueryMap,
+) -> ApiResult<Json<Vec<Event>>> {
+    let after = q.number("after", 0, 0, i64::MAX as usize)? as i64;
+    let store = s.store.clone();
+    blocking(move || {
+        run_record(store.as_ref(), &id)?;
+        let entries = store.journal_since(&id, after)?;
+        Ok(Json(entries.iter().map(Event::from).collect()))
+    })
+    .await
+}
+
+/// The run's receipt (null until it has ended).
+#[utoipa::path(get, path = "/api/runs/{id}/receipt", tag = "runs",
+    params(("id" = String, Path, description = "run id")),
+    responses(
+        (status = 200, body = ReceiptBody),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn get_receipt(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> ApiResult<Json<ReceiptBody>> {
+    let store = s.store.clone();
+    blocking(move || {
+        let rec = run_record(store.as_ref(), &id)?;
+        Ok(Json(ReceiptBody {
+            run: rec.id.clone(),
+            state: word(rec.state),
+            outcome: rec.outcome.map(word),
+            receipt: store.receipt(&id)?,
+        }))
+    })
+    .await
+}
+
+/// Approve exactly the payload with this hash; the run continues and executes it.
+/// Answers when the run has ended or waits again.
+#[utoipa::path(post, path = "/api/runs/{id}/deliveries/{delivery}/approve", tag = "decisions",
+    params(("id" = String, Path, description = "run id"), ("delivery" = String, Path, description = "delivery id, e.g. d1")),
+    request_body = ApproveBody,
+    responses(
+        (status = 200, body = RunResult),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn approve(
+    State(s): State<AppState>,
+    ApiPath((id, delivery)): ApiPath<(String, String)>,
+    ApiJson(body): ApiJson<ApproveBody>,
+) -> ApiResult<Json<RunResult>> {
+    if body.hash.trim().is_empty() {
+        return Err(ApiError::field(
+            "hash",
+            "give the payload hash shown on the card (GET /api/approvals)",
+        ));
+    }
+    let host = s.host.clone();
+    let store = s.store.clone();
+    let metrics = s.metrics.clone();
+    blocking(move || {
+        run_record(store.as_ref(), &id)?;
+        let end = host
+            .approve(&id, &delivery, &body.hash)
+            .map_err(card_error)?;
+        metrics.decision("approve");
+        run_result(store.as_ref(), &id, Some(&end)).map(Json)
+    })
+    .await
+}
+
+/// A card that does not exist (or not with this hash) is 404; a decided one 409.
+fn card_error(e: vouch_runtime::HostError) -> ApiError {
+    match e {
+        vouch_runtime::HostError::Store(StoreError::NotFound { what, id }) => ApiError::not_found(format!(
+            "no open {what} `{id}`; the card may be superseded — see GET /api/approvals for the current hash"
+        )),
+        other => other.into(),
+    }
+}
+
+/// Refuse a pending delivery; the run continues without it.
+#[utoipa::path(post, path = "/api/runs/{id}/deliveries/{delivery}/deny", tag = "decisions",
+    params(("id" = String, Path, description = "run id"), ("delivery" = String, Path, description = "delivery id")),
+    responses(
+        (status = 200, body = RunResult),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn deny(
+    State(s): State<AppState>,
+    ApiPath((id, delivery)): ApiPath<(String, String)>,
+) -> ApiResult<Json<RunResult>> {
+    let host = s.host.clone();
+    let store = s.store.clone();
+    let metrics = s.metrics.clone();
+    blocking(move || {
+        run_record(store.as_ref(), &id)?;
+        let end = host.deny(&id, &delivery).map_err(card_error)?;
+        metrics.decision("deny");
+        run_result(store.as_ref(), &id, Some(&end)).map(Json)
+    })
+    .await
+}
+
+/// Replace a pending payload: a new card with a new hash supersedes the old one.
+#[utoipa::path(post, path = "/api/runs/{id}/deliveries/{delivery}/edit", tag = "decisions",
+    params(("id" = String, Path, description = "run id"), ("delivery" = String, Path, description = "delivery id")),
+    request_body = EditBody,
+    responses(
+        (status = 200, body = EditResult),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn edit(
+    State(s): State<AppState>,
+    ApiPath((id, delivery)): ApiPath<(String, String)>,
+    ApiJson(body): ApiJson<EditBody>,
+) -> ApiResult<Json<EditResult>> {
+    let host = s.host.clone();
+    let store = s.store.clone();
+    let metrics = s.metrics.clone();
+    blocking(move || {
+        run_record(store.as_ref(), &id)?;
+        let hash = host
+            .edit(&id, &delivery, &body.payload)
+            .map_err(card_error)?;
+        metrics.decision("edit");
+        Ok(Json(EditResult {
+            run: id,
+            delivery,
+            payload_hash: hash,
+        }))
+    })
+    .await
+}
+
+/// Answer the run's one question; the run continues.
+#[utoipa::path(post, path = "/api/runs/{id}/answer", tag = "decisions",
+    params(("id" = String, Path, description = "run id")),
+    request_body = AnswerBody,
+    responses(
+        (status = 200, body = RunResult),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn answer(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<AnswerBody>,
+) -> ApiResult<Json<RunResult>> {
+    if body.text.trim().is_empty() {
+        return Err(ApiError::field(
+            "text",
+            "the answer is empty; say what the run asked for",
+        ));
+    }
+    let host = s.host.clone();
+    let store = s.store.clone();
+    let metrics = s.metrics.clone();
+    blocking(move || {
+        run_record(store.as_ref(), &id)?;
+        let end = host.answer(&id, &body.text).map_err(card_error)?;
+        metrics.decision("answer");
+        run_result(store.as_ref(), &id, Some(&end)).map(Json)
+    })
+    .await
+}
+
+/// Cancel a run that has not ended (§9.4): it ends through the reconciler, `withdrawn` or
+/// with what was already done.
+#[utoipa::path(post, path = "/api/runs/{id}/cancel", tag = "decisions",
+    params(("id" = String, Path, description = "run id")),
+    responses(
+        (status = 200, body = RunResult),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn cancel(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> ApiResult<Json<RunResult>> {
+    let host = s.host.clone();
+    let store = s.store.clone();
+    let metrics = s.metrics.clone();
+    blocking(move || {
+        run_record(store.as_ref(), &id)?;
+        host.cancel(&id)?;
+        metrics.decision("cancel");
+        run_result(store.as_ref(), &id, None).map(Json)
+    })
+    .await
+}
+
+/// Start the continuation of an interrupted run (§9.2); answers with the new run.
+#[utoipa::path(post, path = "/api/runs/{id}/resume", tag = "decisions",
+    params(("id" = String, Path, description = "the interrupted run's id")),
+    responses(
+        (status = 200, body = RunResult),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn resume(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> ApiResult<Json<RunResult>> {
+    let host = s.host.clone();
+    let store = s.store.clone();
+    let metrics = s.metrics.clone();
+    blocking(move || {
+        run_record(store.as_ref(), &id)?;
+        let (child, end) = host.resume(&id)?;
+        metrics.decision("resume");
+        run_result(store.as_ref(), &child, Some(&end)).map(Json)
+    })
+    .await
+}
+
+/// Open approval and question cards, newest first, each with its exact payload.
+#[utoipa::path(get, path = "/api/approvals", tag = "attention",
+    responses(
+        (status = 200, body = Vec<CardBody>),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn approvals(State(s): State<AppState>) -> ApiResult<Json<Vec<CardBody>>> {
+    let store = s.store.clone();
+    blocking(move || {
+        let cards = vouch_runtime::approvals::open_cards(store.as_ref())?;
+        Ok(Json(cards.iter().map(CardBody::from).collect()))
+    })
+    .await
+}
+
+/// Open cards and ended runs with what is left to do, and the badge count.
+#[utoipa::path(get, path = "/api/inbox", tag = "attention",
+    responses(
+        (status = 200, body = InboxBody),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn inbox(State(s): State<AppState>) -> ApiResult<Json<InboxBody>> {
+    let store = s.store.clone();
+    blocking(move || {
+        let inbox = vouch_runtime::inbox::inbox(store.as_ref())?;
+        Ok(Json(InboxBody::from(&inbox)))
+    })
+    .await
+}
+
+/// Every schedule, by name.
+#[utoipa::path(get, path = "/api/schedules", tag = "schedules",
+    responses(
+        (status = 200, body = Vec<ScheduleBody>),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn list_schedules(State(s): State<AppState>) -> ApiResult<Json<Vec<ScheduleBody>>> {
+    let store = s.store.clone();
+    blocking(move || {
+        Ok(Json(
+            store.schedules()?.iter().map(ScheduleBody::from).collect(),
+        ))
+    })
+    .await
+}
+
+/// One schedule.
+#[utoipa::path(get, path = "/api/schedules/{name}", tag = "schedules",
+    params(("name" = String, Path, description = "schedule name")),
+    responses(
+        (status = 200, body = ScheduleBody),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn get_schedule(
+    State(s): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+) -> ApiResult<Json<ScheduleBody>> {
+    let store = s.store.clone();
+    blocking(move || {
+        store
+            .schedules()?
+            .iter()
+            .find(|x| x.name == name)
+            .map(|x| Json(ScheduleBody::from(x)))
+            .ok_or_else(|| {
+                ApiError::not_found(format!(
+                    "no schedule `{name}`; list them with GET /api/schedules"
+                ))
+            })
+    })
+    .await
+}
+
+/// Add a schedule (§12.1). It runs while `vouch serve` is running.
+#[utoipa::path(post, path = "/api/schedules", tag = "schedules",
+    request_body = NewSchedule,
+    responses(
+        (status = 201, body = ScheduleBody),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn add_schedule(
+    State(s): State<AppState>,
+    ApiJson(body): ApiJson<NewSchedule>,
+) -> ApiResult<(StatusCode, Json<ScheduleBody>)> {
+    let host = s.host.clone();
+    let store = s.store.clone();
+    blocking(move || {
+        let sched = vouch_runtime::scheduler::new_schedule(
+            &body.name,
+            &body.cron,
+            body.tz.as_deref().unwrap_or("UTC"),
+            body.routine,
+            body.catch_up.as_deref().unwrap_or("skip"),
+            body.overlap.as_deref().unwrap_or("skip"),
+            body.grace_ms
+                .unwrap_or(vouch_runtime::scheduler::GRACE_MS_DEFAULT),
+            host.clock.now_ms(),
+        )
+        .map_err(|e| ApiError::field(e.field, e.message))?;
+        store.put_schedule(&sched)?;
+        Ok((StatusCode::CREATED, Json(ScheduleBody::from(&sched))))
+    })
+    .await
+}
+
+/// Remove a schedule; its past runs and receipts stay.
+#[utoipa::path(delete, path = "/api/schedules/{name}", tag = "schedules",
+    params(("name" = String, Path, description = "schedule name")),
+    responses(
+        (status = 204, description = "removed"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn remove_schedule(
+    State(s): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+) -> ApiResult<StatusCode> {
+    let store = s.store.clone();
+    blocking(move || {
+        if store.remove_schedule(&name)? {
+            Ok(StatusCode::NO_CONTENT)
+        } else {
+            Err(ApiError::not_found(format!(
+                "no schedule `{name}`; list them with GET /api/schedules"
+            )))
+        }
+    })
+    .await
+}
+
+/// Every destination kind with its capability level, and how to connect what is missing.
+#[utoipa::path(get, path = "/api/doctor", tag = "host",
+    responses(
+        (status = 200, body = DoctorBody),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 500, body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn doctor(State(s): State<AppState>) -> ApiResult<Json<DoctorBody>> {
+    let f = s.doctor.clone();
+    blocking(move || {
+        let report = f().map_err(ApiError::internal)?;
+        Ok(Json(DoctorBody::from(&report)))
+    })
+    .await
+}
+
+pub async fn no_route(uri: Uri) -> ApiError {
+    ApiError::not_found(format!(
+        "no route `{}`; the routes are listed in GET /api/openapi.json",
+        uri.path()
+    ))
+}
+
+pub async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this route does not take that method; see GET /api/openapi.json",
+    )
+}

@@ -1,0 +1,165 @@
+//! Request extractors whose every rejection is a problem object naming the field at fault.
+
+use crate::problem::ApiError;
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::header::CONTENT_TYPE;
+use axum::http::request::Parts;
+use axum::http::StatusCode;
+use serde::de::DeserializeOwned;
+use std::collections::BTreeMap;
+
+/// A JSON body; syntax errors are 400 `bad_json`, a wrong or missing field 422 naming it.
+pub struct ApiJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let json_type = req
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| {
+                let mime = v
+                    .split(';')
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .to_ascii_lowercase();
+                mime == "application/json" || mime.ends_with("+json")
+            })
+            .unwrap_or(false);
+        if !json_type {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "send the body as JSON with `Content-Type: application/json`",
+            ));
+        }
+        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
+            ApiError::new(
+                e.status(),
+                "bad_body",
+                format!("cannot read the body: {}", e.body_text()),
+            )
+        })?;
+        parse_json(&bytes).map(ApiJson)
+    }
+}
+
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let de = &mut serde_json::Deserializer::from_slice(bytes);
+    match serde_path_to_error::deserialize::<_, T>(de) {
+        Ok(v) => Ok(v),
+        Err(e) => {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            if inner.is_syntax() || inner.is_eof() {
+                return Err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "bad_json",
+                    format!("the body is not valid JSON: {inner}"),
+                ));
+            }
+            let msg = inner.to_string();
+            // A missing field is reported at its parent; name the field itself.
+            let field = match (path.as_str(), missing_field(&msg)) {
+                (".", Some(f)) => f,
+                (p, Some(f)) => format!("{p}.{f}"),
+                (".", None) => "body".to_string(),
+                (p, None) => p.to_string(),
+            };
+            Err(ApiError::field(
+                field,
+                format!("{msg}; see GET /api/openapi.json for the shape"),
+            ))
+        }
+    }
+}
+
+fn missing_field(msg: &str) -> Option<String> {
+    let rest = msg.strip_prefix("missing field `")?;
+    Some(rest[..rest.find('`')?].to_string())
+}
+
+/// Query parameters as text; handlers parse each and name the one at fault.
+pub struct QueryMap(pub BTreeMap<String, String>);
+
+impl<S: Send + Sync> FromRequestParts<S> for QueryMap {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        let q = parts.uri.query().unwrap_or("");
+        let mut map = BTreeMap::new();
+        for pair in q.split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            let dec = |s: &str| {
+                percent_decode(s).ok_or_else(|| {
+                    ApiError::new(
+                        StatusCode::BAD_REQUEST,
+                        "bad_query",
+                        format!("query parameter `{s}` is not valid percent-encoded UTF-8"),
+                    )
+                })
+            };
+            map.insert(dec(k)?, dec(v)?);
+        }
+        Ok(QueryMap(map))
+    }
+}
+
+impl QueryMap {
+    /// A whole number within `[min, max]`, or `default` when absent.
+    pub fn number(
+        &self,
+        name: &str,
+        default: usize,
+        min: usize,
+        max: usize,
+    ) -> Result<usize, ApiError> {
+        match self.0.get(name) {
+            None => Ok(default),
+            Some(v) => match v.parse::<usize>() {
+                Ok(n) if (min..=max).contains(&n) => Ok(n),
+                _ => Err(ApiError::field(
+                    name,
+                    format!("`{v}`: expected a whole number from {min} to {max}"),
+                )),
+            },
+        }
+    }
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = s.get(i + 1..i + 3)?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 2;
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).ok()
+}
+
+/// Path parameters; a rejection is a problem object.
+pub struct ApiPath<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|p| ApiPath(p.0))
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_path", e.body_text()))
+    }
+}

@@ -1,0 +1,138 @@
+//! `vouch serve --http`: the host over HTTP (contract §17). JSON routes, an OpenAPI document
+//! generated from the handlers' types, SSE streams of run events and of the inbox, Prometheus
+//! metrics. The interface decides nothing: every route calls the runtime (Host methods and
+//! its library code), and the synchronous host runs on blocking threads, off the async ones.
+//! Every route is authenticated with a bearer token whose hash is in the store; every error
+//! is a problem object (RFC 9457) with a stable code.
+
+pub mod api;
+pub mod auth;
+pub mod dto;
+pub mod extract;
+pub mod metrics;
+pub mod openapi;
+pub mod problem;
+pub mod sse;
+pub mod tasks;
+
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use axum::Router;
+use std::future::Future;
+use std::sync::Arc;
+use vouch_runtime::doctor::DoctorReport;
+use vouch_runtime::Host;
+use vouch_store::Store;
+
+pub use auth::{new_token, token_hash};
+pub use problem::{ApiError, ApiResult, Problem};
+
+/// A request body's size at most (a payload is at most 1 MiB, §limits; JSON framing beside).
+pub const REQUEST_BYTES_MAX: usize = (1 << 20) + 64 * 1024;
+/// Runs one page lists at most.
+pub const PAGE_RUNS_MAX: usize = 500;
+/// How deep `offset` may page into the runs (newest first).
+pub const PAGE_OFFSET_MAX: usize = 100_000;
+
+/// Event streams (run events and inbox) open at once at most; one more is 503 `unavailable`.
+pub const STREAMS_MAX: usize = 64;
+
+/// The doctor's report, computed on each request (vouch.toml may change while serving).
+pub type DoctorFn = Arc<dyn Fn() -> Result<DoctorReport, String> + Send + Sync>;
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct AppState {
+    /// Decisions go through the host (its write path buffers to durability points).
+    pub host: Arc<Host>,
+    /// Reads see what is durable, as every other process does.
+    pub store: Arc<dyn Store>,
+    pub doctor: DoctorFn,
+    pub metrics: Arc<metrics::Metrics>,
+    /// How often an SSE stream looks for new durable events (other processes write too).
+    pub poll_ms: u64,
+    /// The task board, when the store has one (§13).
+    pub board: Option<Arc<dyn vouch_store::board::BoardStore>>,
+    /// Permits for open event streams (`STREAMS_MAX`).
+    pub streams: Arc<tokio::sync::Semaphore>,
+}
+
+impl AppState {
+    pub fn new(host: Arc<Host>, store: Arc<dyn Store>, doctor: DoctorFn) -> Self {
+        AppState {
+            host,
+            store,
+            doctor,
+            metrics: Arc::new(metrics::Metrics::default()),
+            poll_ms: 250,
+            board: None,
+            streams: Arc::new(tokio::sync::Semaphore::new(STREAMS_MAX)),
+        }
+    }
+}
+
+/// Run the host's synchronous work on a blocking thread.
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> ApiResult<T> + Send + 'static,
+) -> ApiResult<T> {
+    tokio::task::spawn_blocking(f).await?
+}
+
+/// Every route, behind authentication.
+pub fn router(state: AppState) -> Router {
+    let api = Router::new()
+        .route("/api/runs", get(api::list_runs))
+        .route("/api/runs/{id}", get(api::get_run))
+        .route("/api/runs/{id}/journal", get(api::get_journal))
+        .route("/api/runs/{id}/receipt", get(api::get_receipt))
+        .route("/api/runs/{id}/events", get(sse::run_events))
+        .route(
+            "/api/runs/{id}/deliveries/{delivery}/approve",
+            post(api::approve),
+        )
+        .route("/api/runs/{id}/deliveries/{delivery}/deny", post(api::deny))
+        .route("/api/runs/{id}/deliveries/{delivery}/edit", post(api::edit))
+        .route("/api/runs/{id}/answer", post(api::answer))
+        .route("/api/runs/{id}/cancel", post(api::cancel))
+        .route("/api/runs/{id}/resume", post(api::resume))
+        .route("/api/approvals", get(api::approvals))
+        .route("/api/inbox", get(api::inbox))
+        .route("/api/inbox/events", get(sse::inbox_events))
+        .route(
+            "/api/schedules",
+            get(api::list_schedules).post(api::add_schedule),
+        )
+        .route(
+            "/api/schedules/{name}",
+            get(api::get_schedule).delete(api::remove_schedule),
+        )
+        .route("/api/doctor", get(api::doctor))
+        .route("/api/tasks", get(tasks::list_tasks))
+        .route("/api/tasks/{id}", get(tasks::get_task))
+        .route("/api/tasks/{id}/cancel", post(tasks::cancel_task))
+        .route("/api/openapi.json", get(openapi::document))
+        .route("/metrics", get(metrics::render))
+        .fallback(api::no_route)
+        .method_not_allowed_fallback(api::method_not_allowed);
+    api.layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        auth::require_token,
+    ))
+    .layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        metrics::count_requests,
+    ))
+    .layer(DefaultBodyLimit::max(REQUEST_BYTES_MAX))
+    .with_state(state)
+}
+
+/// Serve until `shutdown` resolves.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}

@@ -1,0 +1,155 @@
+//! Every error a request can end in is a problem object (RFC 9457, `application/problem+json`)
+//! with a stable `code`; every error type converts into one, so no request goes unanswered.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
+use vouch_runtime::HostError;
+use vouch_store::StoreError;
+
+/// A problem object (RFC 9457). `code` is stable; `detail` says what is wrong and what to do.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Problem {
+    /// `urn:vouch:problem:<code>`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub title: String,
+    pub status: u16,
+    pub detail: String,
+    /// Stable, machine-readable: unauthorized, not_found, conflict, invalid_field, bad_json,
+    /// unsupported_media_type, refused, read_only, unavailable, model_error, internal.
+    pub code: String,
+    /// The request field at fault, when one is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub detail: String,
+    pub field: Option<String>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, detail: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            detail: detail.into(),
+            field: None,
+        }
+    }
+    /// Bad input in one named field (422).
+    pub fn field(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        ApiError {
+            status: StatusCode::UNPROCESSABLE_ENTITY,
+            code: "invalid_field",
+            detail: detail.into(),
+            field: Some(field.into()),
+        }
+    }
+    pub fn unauthorized(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", detail)
+    }
+    pub fn not_found(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", detail)
+    }
+    pub fn internal(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", detail)
+    }
+
+    pub fn problem(&self) -> Problem {
+        Problem {
+            type_: format!("urn:vouch:problem:{}", self.code),
+            title: self
+                .status
+                .canonical_reason()
+                .unwrap_or("Error")
+                .to_string(),
+            status: self.status.as_u16(),
+            detail: self.detail.clone(),
+            code: self.code.to_string(),
+            field: self.field.clone(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if self.status.is_server_error() {
+            // Logged where it is handled: here, once, with its code.
+            tracing::error!(code = self.code, status = self.status.as_u16(), detail = %self.detail, "request failed");
+        } else {
+            tracing::debug!(code = self.code, status = self.status.as_u16(), detail = %self.detail, "request refused");
+        }
+        let body = serde_json::to_vec(&self.problem()).unwrap_or_default();
+        let mut res = (self.status, body).into_response();
+        res.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        if self.status == StatusCode::UNAUTHORIZED {
+            res.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"vouch\""),
+            );
+        }
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            res.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        res
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound { what, id } => ApiError::not_found(format!(
+                "{what} `{id}` not found; list runs with GET /api/runs and open cards with GET /api/approvals"
+            )),
+            StoreError::Conflict(m) => ApiError::new(StatusCode::CONFLICT, "conflict", m),
+            // Not damage and not transient: this home takes no writes.
+            StoreError::ReadOnly(m) => ApiError::new(
+                StatusCode::FORBIDDEN,
+                "read_only",
+                format!("the store is read-only ({m}); make the home writable to decide or change anything"),
+            ),
+            StoreError::Retryable(m) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                format!("the store is busy ({m}); try again"),
+            ),
+            StoreError::Corrupt(m) => ApiError::internal(format!("store is corrupt: {m}")),
+            StoreError::Fatal(m) => ApiError::internal(format!("store error: {m}")),
+        }
+    }
+}
+
+impl From<HostError> for ApiError {
+    fn from(e: HostError) -> Self {
+        match e {
+            HostError::Store(s) => s.into(),
+            // The host refuses a decision the run is not waiting for, or input it cannot use.
+            HostError::Invalid(m) => ApiError::new(StatusCode::CONFLICT, "refused", m),
+            HostError::SlotTaken(m) => ApiError::new(
+                StatusCode::CONFLICT,
+                "conflict",
+                format!("slot {m} was already consumed"),
+            ),
+            HostError::Model(m) => ApiError::new(StatusCode::BAD_GATEWAY, "model_error", m),
+            HostError::Crashed(m) => ApiError::internal(format!("crash injected after {m}")),
+        }
+    }
+}
+
+impl From<tokio::task::JoinError> for ApiError {
+    fn from(e: tokio::task::JoinError) -> Self {
+        ApiError::internal(format!("the request's work stopped: {e}"))
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;

@@ -1,0 +1,1019 @@
+//! The HTTP API over real HTTP on loopback against a real store: every route's status codes,
+//! problem objects and authentication, SSE resumption, the OpenAPI snapshot and /metrics.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+use vouch_core::DestinationKind;
+use vouch_runtime::clock::SystemClock;
+use vouch_runtime::config::{Config, ConfigCapabilities};
+use vouch_runtime::host::Notifier;
+use vouch_runtime::model::DefaultModels;
+use vouch_runtime::provider::{FolderProvider, Provider, SurfaceProvider, WebhookProvider};
+use vouch_runtime::tools::{ScriptWorkTools, StandardTools};
+use vouch_runtime::{Host, Limits, RunEnd, RunSpec};
+use vouch_store::{ApiToken, OutboxRow, Store};
+use vouch_store_sqlite::SqliteStore;
+
+const SECRET: &str = "vouch_test_secret";
+
+struct Quiet;
+impl Notifier for Quiet {
+    fn notify(&self, _: &OutboxRow) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// A webhook receiver on loopback that counts what it applied.
+struct Hook {
+    url: String,
+    hits: Arc<Mutex<usize>>,
+}
+
+fn hook() -> Hook {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/in", l.local_addr().unwrap());
+    let hits = Arc::new(Mutex::new(0));
+    let h = hits.clone();
+    std::thread::spawn(move || {
+        for mut s in l.incoming().flatten() {
+            let mut buf = vec![0u8; 1 << 16];
+            let mut n = 0;
+            loop {
+                match s.read(&mut buf[n..]) {
+                    Ok(0) | Err(_) => break,
+                    Ok(k) => n += k,
+                }
+                let t = String::from_utf8_lossy(&buf[..n]).to_lowercase();
+                if let Some(end) = t.find("\r\n\r\n") {
+                    let len = t
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .and_then(|v| v.trim().parse::<usize>().ok())
+                        .unwrap_or(0);
+                    if n >= end + 4 + len {
+                        break;
+                    }
+                }
+            }
+            *h.lock().unwrap() += 1;
+            let _ = write!(s, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 10\r\nConnection: close\r\n\r\n{{\"id\":\"t\"}}");
+        }
+    });
+    Hook { url, hits }
+}
+
+struct Server {
+    _tmp: tempfile::TempDir,
+    base: String,
+    host: Arc<Host>,
+}
+
+fn host_on(store: Arc<dyn Store>, dir: &std::path::Path) -> Host {
+    let mut providers: BTreeMap<DestinationKind, Arc<dyn Provider>> = BTreeMap::new();
+    providers.insert(
+        DestinationKind::Surface,
+        Arc::new(SurfaceProvider::new(dir.join("surfaces"))),
+    );
+    providers.insert(
+        DestinationKind::Folder,
+        Arc::new(FolderProvider::new(dir.join("files"))),
+    );
+    providers.insert(
+        DestinationKind::Webhook,
+        Arc::new(WebhookProvider {
+            timeout_ms: 5_000,
+            idempotent: vec![],
+            status_url: None,
+        }),
+    );
+    Host {
+        store,
+        clock: Arc::new(SystemClock),
+        caps: Arc::new(ConfigCapabilities {
+            config: Config::default(),
+        }),
+        providers,
+        notifier: Arc::new(Quiet),
+        models: Arc::new(DefaultModels),
+        work: Arc::new(ScriptWorkTools {
+            inner: StandardTools {
+                folder: FolderProvider::new(dir.join("files")),
+                artifacts_dir: dir.join("artifacts"),
+            },
+        }),
+        crash: None,
+        owner: vouch_runtime::host::process_owner(),
+        drafts_dir: dir.join("drafts"),
+        limits: Limits::default(),
+        progress: None,
+        policy_forbid: vec![],
+        presence: None,
+        drives: Default::default(),
+    }
+}
+
+fn start_with(store: Arc<dyn Store>, tmp: tempfile::TempDir, streams: usize) -> Server {
+    start_board(store, None, tmp, streams)
+}
+
+fn start_board(
+    store: Arc<dyn Store>,
+    board: Option<Arc<dyn vouch_store::board::BoardStore>>,
+    tmp: tempfile::TempDir,
+    streams: usize,
+) -> Server {
+    for d in ["files", "surfaces", "drafts", "artifacts"] {
+        std::fs::create_dir_all(tmp.path().join(d)).unwrap();
+    }
+    store
+        .put_token(&ApiToken {
+            name: "test".into(),
+            hash: vouch_server::token_hash(SECRET),
+            created_ms: 1,
+        })
+        .unwrap();
+    // As in the CLI: the host writes through its durability buffer; the API reads the store.
+    let host = Arc::new(host_on(
+        Arc::new(vouch_runtime::durable::Durable::new(store.clone())),
+        tmp.path(),
+    ));
+    let doctor: vouch_server::DoctorFn = Arc::new(|| {
+        let cfg = Config::default();
+        let mut p: BTreeMap<DestinationKind, Arc<dyn Provider>> = BTreeMap::new();
+        p.insert(
+            DestinationKind::Folder,
+            Arc::new(FolderProvider::new(std::env::temp_dir())),
+        );
+        Ok(vouch_runtime::doctor::doctor(&cfg, &p))
+    });
+    let mut state = vouch_server::AppState::new(host.clone(), store, doctor);
+    state.board = board;
+    state.poll_ms = 20;
+    state.streams = Arc::new(tokio::sync::Semaphore::new(streams));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            tx.send(l.local_addr().unwrap()).unwrap();
+            vouch_server::serve(l, state, std::future::pending())
+                .await
+                .unwrap();
+        });
+    });
+    let addr = rx.recv().unwrap();
+    Server {
+        _tmp: tmp,
+        base: format!("http://{addr}"),
+        host,
+    }
+}
+
+fn start() -> Server {
+    let tmp = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&tmp.path().join("vouch.db")).unwrap());
+    start_with(store, tmp, vouch_server::STREAMS_MAX)
+}
+
+struct Reply {
+    status: u16,
+    content_type: String,
+    headers: BTreeMap<String, String>,
+    body: String,
+}
+
+impl Reply {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
+    }
+    /// Assert a problem object with this status and code; returns it.
+    fn problem(&self, status: u16, code: &str) -> Value {
+        assert_eq!(self.status, status, "{}", self.body);
+        assert_eq!(
+            self.content_type, "application/problem+json",
+            "{}",
+            self.body
+        );
+        let p = self.json();
+        assert_eq!(p["code"], code, "{p}");
+        assert_eq!(p["status"], status, "{p}");
+        assert_eq!(p["type"], format!("urn:vouch:problem:{code}"));
+        assert!(p["title"].as_str().is_some_and(|t| !t.is_empty()));
+        assert!(p["detail"].as_str().is_some_and(|t| !t.is_empty()));
+        p
+    }
+}
+
+impl Server {
+    fn call(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<(&str, &str)>,
+    ) -> Reply {
+        let agent = ureq::AgentBuilder::new().build();
+        let mut req = agent.request(method, &format!("{}{path}", self.base));
+        if let Some(t) = token {
+            req = req.set("Authorization", &format!("Bearer {t}"));
+        }
+        let res = match body {
+            Some((ct, b)) => req.set("Content-Type", ct).send_string(b),
+            None => req.call(),
+        };
+        let res = match res {
+            Ok(r) => r,
+            Err(ureq::Error::Status(_, r)) => r,
+            Err(e) => panic!("{method} {path}: {e}"),
+        };
+        let headers = res
+            .headers_names()
+            .into_iter()
+            .filter_map(|h| res.header(&h).map(|v| (h.clone(), v.to_string())))
+            .collect();
+        Reply {
+            status: res.status(),
+            content_type: res.content_type().to_string(),
+            headers,
+            body: res.into_string().unwrap(),
+        }
+    }
+    fn get(&self, path: &str) -> Reply {
+        self.call("GET", path, Some(SECRET), None)
+    }
+    fn post(&self, path: &str, body: Value) -> Reply {
+        self.call(
+            "POST",
+            path,
+            Some(SECRET),
+            Some(("application/json", &body.to_string())),
+        )
+    }
+    fn delete(&self, path: &str) -> Reply {
+        self.call("DELETE", path, Some(SECRET), None)
+    }
+
+    fn run(&self, title: &str, turns: Value) -> (String, RunEnd) {
+        self.host
+            .start(&RunSpec {
+                trigger: vouch_core::TriggerKind::Interactive,
+                title: title.into(),
+                presence: None,
+                quiet: false,
+                model: json!({"kind": "script", "turns": turns}),
+                scope: None,
+            })
+            .unwrap()
+    }
+    fn save_run(&self, n: usize) -> String {
+        self.run(
+            &format!("Save note {n}"),
+            json!([
+                {"declare": {"deliveries": [{"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": format!("Notes/{n}.md")}}]}},
+                {"deliver": "d1", "payload": {"text": format!("note {n}\n")}},
+                {"final": ""}
+            ]),
+        )
+        .0
+    }
+    /// A run waiting for approval of a webhook send.
+    fn send_run(&self, hook: &Hook) -> String {
+        let (id, end) = self.run(
+            "Post to the hook",
+            json!([
+                {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "webhook", "address": hook.url}}]}},
+                {"deliver": "d1", "payload": {"text": "hello"}},
+                {"final": ""}
+            ]),
+        );
+        assert!(matches!(end, RunEnd::Suspended { .. }), "{end:?}");
+        id
+    }
+}
+
+/// Every route of the API, with a method.
+fn routes(run: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("GET", "/api/runs".into()),
+        ("GET", format!("/api/runs/{run}")),
+        ("GET", format!("/api/runs/{run}/journal")),
+        ("GET", format!("/api/runs/{run}/receipt")),
+        ("GET", format!("/api/runs/{run}/events")),
+        ("POST", format!("/api/runs/{run}/deliveries/d1/approve")),
+        ("POST", format!("/api/runs/{run}/deliveries/d1/deny")),
+        ("POST", format!("/api/runs/{run}/deliveries/d1/edit")),
+        ("POST", format!("/api/runs/{run}/answer")),
+        ("POST", format!("/api/runs/{run}/cancel")),
+        ("POST", format!("/api/runs/{run}/resume")),
+        ("GET", "/api/approvals".into()),
+        ("GET", "/api/inbox".into()),
+        ("GET", "/api/inbox/events".into()),
+        ("GET", "/api/schedules".into()),
+        ("POST", "/api/schedules".into()),
+        ("GET", "/api/schedules/x".into()),
+        ("DELETE", "/api/schedules/x".into()),
+        ("GET", "/api/doctor".into()),
+        ("GET", "/api/tasks".into()),
+        ("GET", "/api/tasks/x".into()),
+        ("POST", "/api/tasks/x/cancel".into()),
+        ("GET", "/api/openapi.json".into()),
+        ("GET", "/metrics".into()),
+        ("GET", "/no/such/route".into()),
+    ]
+}
+
+#[test]
+fn every_route_refuses_a_missing_or_wrong_token_and_changes_nothing() {
+    let s = start();
+    let hook = hook();
+    let run = s.send_run(&hook);
+    for (m, path) in routes(&run) {
+        for token in [None, Some("vouch_wrong"), Some("")] {
+            let r = s.call(
+                m,
+                &path,
+                token,
+                Some(("application/json", "{\"hash\":\"x\"}")),
+            );
+            let p = r.problem(401, "unauthorized");
+            assert!(
+                r.headers
+                    .get("www-authenticate")
+                    .is_some_and(|v| v.starts_with("Bearer")),
+                "{m} {path}: {:?}",
+                r.headers
+            );
+            assert!(
+                p["detail"].as_str().unwrap().contains("vouch token new"),
+                "{p}"
+            );
+        }
+    }
+    // Nothing was decided: the card is still open and nothing was sent.
+    assert_eq!(s.get("/api/approvals").json().as_array().unwrap().len(), 1);
+    assert_eq!(*hook.hits.lock().unwrap(), 0);
+    // A revoked token is refused from then on.
+    assert_eq!(s.get("/api/runs").status, 200);
+    assert!(s.host.store.remove_token("test").unwrap());
+    s.get("/api/runs").problem(401, "unauthorized");
+}
+
+#[test]
+fn runs_are_paged_and_each_run_its_journal_and_receipt_are_readable() {
+    let s = start();
+    let ids: Vec<String> = (0..3).map(|n| s.save_run(n)).collect();
+    let p1 = s.get("/api/runs?limit=2").json();
+    assert_eq!(p1["runs"].as_array().unwrap().len(), 2);
+    assert_eq!(p1["next_offset"], 2);
+    let p2 = s.get("/api/runs?limit=2&offset=2").json();
+    assert_eq!(p2["runs"].as_array().unwrap().len(), 1);
+    assert_eq!(p2["next_offset"], Value::Null);
+    let mut all: Vec<String> = p1["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(p2["runs"].as_array().unwrap())
+        .map(|r| r["id"].as_str().unwrap().to_string())
+        .collect();
+    all.sort();
+    let mut want = ids.clone();
+    want.sort();
+    assert_eq!(all, want, "the pages cover every run once");
+    for bad in ["limit=0", "limit=501", "limit=abc", "offset=-1"] {
+        let p = s
+            .get(&format!("/api/runs?{bad}"))
+            .problem(422, "invalid_field");
+        assert_eq!(p["field"], bad.split('=').next().unwrap());
+    }
+    s.get("/api/runs?limit=%ZZ").problem(400, "bad_query");
+
+    let id = &ids[0];
+    let d = s.get(&format!("/api/runs/{id}")).json();
+    assert_eq!(d["run"]["state"], "ended");
+    assert_eq!(d["run"]["outcome"], "succeeded");
+    assert_eq!(d["deliveries"][0]["id"], "d1");
+    assert_eq!(d["deliveries"][0]["status"], "verified");
+    assert_eq!(d["deliveries"][0]["destination"], "folder Notes/0.md");
+    let journal = s.get(&format!("/api/runs/{id}/journal")).json();
+    let seqs: Vec<i64> = journal
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seq"].as_i64().unwrap())
+        .collect();
+    assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<_>>());
+    assert_eq!(
+        journal.as_array().unwrap().last().unwrap()["kind"],
+        "terminal"
+    );
+    let tail = s.get(&format!("/api/runs/{id}/journal?after=2")).json();
+    assert_eq!(tail[0]["seq"], 3);
+    assert_eq!(tail.as_array().unwrap().len(), seqs.len() - 2);
+    let r = s.get(&format!("/api/runs/{id}/receipt")).json();
+    assert_eq!(r["outcome"], "succeeded");
+    assert!(r["receipt"].as_str().unwrap().contains("Notes/0.md"), "{r}");
+
+    for path in [
+        "/api/runs/nope",
+        "/api/runs/nope/journal",
+        "/api/runs/nope/receipt",
+        "/api/runs/nope/events",
+    ] {
+        s.get(path).problem(404, "not_found");
+    }
+    s.get("/no/such/route").problem(404, "not_found");
+    s.call("PUT", "/api/runs", Some(SECRET), None)
+        .problem(405, "method_not_allowed");
+}
+
+#[test]
+fn an_approval_binds_to_its_hash_and_sends_once() {
+    let s = start();
+    let hook = hook();
+    let run = s.send_run(&hook);
+    let cards = s.get("/api/approvals").json();
+    assert_eq!(cards[0]["run"], run.as_str());
+    assert_eq!(cards[0]["payload"], json!({"text": "hello"}));
+    assert!(
+        cards[0]["reason"].as_str().is_some_and(|r| !r.is_empty()),
+        "the card says why it asks: {}",
+        cards[0]
+    );
+    let hash = cards[0]["payload_hash"].as_str().unwrap().to_string();
+    let inbox = s.get("/api/inbox").json();
+    assert_eq!(inbox["waiting"], 1);
+    assert_eq!(inbox["cards"][0]["run"], run.as_str());
+
+    let approve = format!("/api/runs/{run}/deliveries/d1/approve");
+    // Bad input: named, nothing decided.
+    let p = s.post(&approve, json!({})).problem(422, "invalid_field");
+    assert_eq!(p["field"], "hash");
+    let p = s
+        .post(&approve, json!({"hash": 5}))
+        .problem(422, "invalid_field");
+    assert_eq!(p["field"], "hash");
+    let p = s
+        .post(&approve, json!({"hash": " "}))
+        .problem(422, "invalid_field");
+    assert_eq!(p["field"], "hash");
+    s.call(
+        "POST",
+        &approve,
+        Some(SECRET),
+        Some(("application/json", "{\"hash\":")),
+    )
+    .problem(400, "bad_json");
+    s.call("POST", &approve, Some(SECRET), Some(("text/plain", "{}")))
+        .problem(415, "unsupported_media_type");
+    // A hash that matches no card is refused, and the detail names the card's hash.
+    let p = s
+        .post(&approve, json!({"hash": "0".repeat(64)}))
+        .problem(409, "refused");
+    assert!(p["detail"].as_str().unwrap().contains(&hash[..12]), "{p}");
+    s.post(
+        "/api/runs/nope/deliveries/d1/approve",
+        json!({"hash": hash}),
+    )
+    .problem(404, "not_found");
+    assert_eq!(*hook.hits.lock().unwrap(), 0);
+    assert_eq!(s.get("/api/inbox").json()["waiting"], 1);
+
+    let done = s.post(&approve, json!({"hash": hash}));
+    assert_eq!(done.status, 200, "{}", done.body);
+    let done = done.json();
+    assert_eq!(done["state"], "ended");
+    assert_eq!(done["outcome"], "succeeded");
+    assert!(done["receipt"].as_str().is_some());
+    assert_eq!(done["open_cards"], json!([]));
+    assert_eq!(*hook.hits.lock().unwrap(), 1);
+    // Approving again (or denying) an ended run is refused; it never sends twice.
+    s.post(&approve, json!({"hash": hash}))
+        .problem(409, "refused");
+    s.post(&format!("/api/runs/{run}/deliveries/d1/deny"), json!({}))
+        .problem(409, "refused");
+    s.post(&format!("/api/runs/{run}/cancel"), json!({}))
+        .problem(409, "refused");
+    s.post(&format!("/api/runs/{run}/answer"), json!({"text": "yes"}))
+        .problem(409, "refused");
+    assert_eq!(*hook.hits.lock().unwrap(), 1);
+    assert_eq!(s.get("/api/inbox").json()["waiting"], 0);
+}
+
+#[test]
+fn edit_supersedes_deny_refuses_cancel_withdraws_and_resume_needs_an_interrupted_run() {
+    let s = start();
+    let hook = hook();
+    let run = s.send_run(&hook);
+    let old = s.get("/api/approvals").json()[0]["payload_hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let edit = format!("/api/runs/{run}/deliveries/d1/edit");
+    let p = s
+        .post(&edit, json!({"text": "no wrapper"}))
+        .problem(422, "invalid_field");
+    assert_eq!(p["field"], "payload");
+    let e = s.post(&edit, json!({"payload": {"text": "edited"}}));
+    assert_eq!(e.status, 200, "{}", e.body);
+    let new = e.json()["payload_hash"].as_str().unwrap().to_string();
+    assert_ne!(new, old);
+    let cards = s.get("/api/approvals").json();
+    assert_eq!(cards.as_array().unwrap().len(), 1);
+    assert_eq!(cards[0]["payload_hash"], new.as_str());
+    assert_eq!(cards[0]["payload"], json!({"text": "edited"}));
+    // The superseded hash approves nothing.
+    s.post(
+        &format!("/api/runs/{run}/deliveries/d1/approve"),
+        json!({"hash": old}),
+    )
+    .problem(409, "conflict");
+    let d = s.post(&format!("/api/runs/{run}/deliveries/d1/deny"), json!({}));
+    assert_eq!(d.status, 200, "{}", d.body);
+    assert_eq!(d.json()["state"], "ended");
+    assert_eq!(*hook.hits.lock().unwrap(), 0);
+
+    let run2 = s.send_run(&hook);
+    let p = s
+        .post(&format!("/api/runs/{run2}/answer"), json!({"text": ""}))
+        .problem(422, "invalid_field");
+    assert_eq!(p["field"], "text");
+    let c = s.post(&format!("/api/runs/{run2}/cancel"), json!({}));
+    assert_eq!(c.status, 200, "{}", c.body);
+    let c = c.json();
+    assert_eq!(
+        (c["state"].as_str(), c["ended_by"].as_str()),
+        (Some("ended"), Some("cancel"))
+    );
+    assert_eq!(*hook.hits.lock().unwrap(), 0);
+    // Resume refuses a run that has not ended, and one with nothing left to do.
+    let run3 = s.send_run(&hook);
+    s.post(&format!("/api/runs/{run3}/resume"), json!({}))
+        .problem(409, "refused");
+    let saved = s.save_run(9);
+    s.post(&format!("/api/runs/{saved}/resume"), json!({}))
+        .problem(409, "refused");
+    s.post("/api/runs/nope/resume", json!({}))
+        .problem(404, "not_found");
+    s.post("/api/runs/nope/cancel", json!({}))
+        .problem(404, "not_found");
+}
+
+#[test]
+fn schedules_are_added_listed_and_removed_with_each_bad_field_named() {
+    let s = start();
+    let good = json!({"name": "brief", "cron": "0 7 * * *", "tz": "Europe/Berlin", "routine": {"prompt": "Morning brief", "script": [{"final": ""}]}});
+    let r = s.post("/api/schedules", good.clone());
+    assert_eq!(r.status, 201, "{}", r.body);
+    let created = r.json();
+    assert_eq!(created["routine"]["model"]["kind"], "script");
+    assert_eq!(created["catch_up"], "skip");
+    assert_eq!(created["grace_ms"], 900_000);
+    s.post("/api/schedules", good.clone())
+        .problem(409, "conflict");
+    for (field, body) in [
+        (
+            "cron",
+            json!({"name": "b2", "cron": "every day", "routine": {"prompt": "x"}}),
+        ),
+        (
+            "tz",
+            json!({"name": "b2", "cron": "0 7 * * *", "tz": "Mars/Olympus", "routine": {"prompt": "x"}}),
+        ),
+        (
+            "routine",
+            json!({"name": "b2", "cron": "0 7 * * *", "routine": {"script": []}}),
+        ),
+        ("routine", json!({"name": "b2", "cron": "0 7 * * *"})),
+        (
+            "catch_up",
+            json!({"name": "b2", "cron": "0 7 * * *", "catch_up": "all", "routine": {"prompt": "x"}}),
+        ),
+        (
+            "name",
+            json!({"name": " ", "cron": "0 7 * * *", "routine": {"prompt": "x"}}),
+        ),
+        (
+            "grace_ms",
+            json!({"name": "b2", "cron": "0 7 * * *", "grace_ms": "soon", "routine": {"prompt": "x"}}),
+        ),
+    ] {
+        let p = s
+            .post("/api/schedules", body.clone())
+            .problem(422, "invalid_field");
+        assert_eq!(p["field"], field, "{body}: {p}");
+    }
+    let p = s
+        .post(
+            "/api/schedules",
+            json!({"name": "b3", "cron": "0 7 * * *", "routine": {"prompt": "x"}, "colour": 1}),
+        )
+        .problem(422, "invalid_field");
+    assert!(p["detail"].as_str().unwrap().contains("colour"), "{p}");
+    let list = s.get("/api/schedules").json();
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    assert_eq!(s.get("/api/schedules/brief").json()["tz"], "Europe/Berlin");
+    s.get("/api/schedules/none").problem(404, "not_found");
+    assert_eq!(s.delete("/api/schedules/brief").status, 204);
+    s.delete("/api/schedules/brief").problem(404, "not_found");
+    assert_eq!(s.get("/api/schedules").json(), json!([]));
+}
+
+#[test]
+fn the_doctor_lists_every_destination_kind() {
+    let s = start();
+    let d = s.get("/api/doctor").json();
+    let kinds: Vec<&str> = d["destinations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds.len(), DestinationKind::ALL.len());
+    let email = d["destinations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["kind"] == "email")
+        .unwrap();
+    assert_eq!(email["level"], "needs_setup");
+    assert!(email["connect_step"].as_str().unwrap().contains("[email]"));
+}
+
+/// Read an SSE response to its end: (id, event, data) triples.
+fn sse_all(r: impl Read) -> Vec<(i64, String, Value)> {
+    let mut out = vec![];
+    let (mut id, mut ev, mut data) = (None, String::new(), String::new());
+    for line in BufReader::new(r).lines() {
+        let line = line.unwrap();
+        if line.is_empty() {
+            if !data.is_empty() {
+                out.push((
+                    id.unwrap_or(-1),
+                    ev.clone(),
+                    serde_json::from_str(&data).unwrap(),
+                ));
+            }
+            (id, ev, data) = (None, String::new(), String::new());
+        } else if let Some(v) = line.strip_prefix("id:") {
+            id = v.trim().parse().ok();
+        } else if let Some(v) = line.strip_prefix("event:") {
+            ev = v.trim().to_string();
+        } else if let Some(v) = line.strip_prefix("data:") {
+            data.push_str(v.trim_start());
+        }
+    }
+    out
+}
+
+fn sse(s: &Server, path: &str, last: Option<i64>) -> ureq::Response {
+    let mut req =
+        ureq::get(&format!("{}{path}", s.base)).set("Authorization", &format!("Bearer {SECRET}"));
+    if let Some(l) = last {
+        req = req.set("Last-Event-ID", &l.to_string());
+    }
+    let res = req.call().unwrap();
+    assert_eq!(res.content_type(), "text/event-stream");
+    res
+}
+
+#[test]
+fn run_events_stream_as_they_become_durable_and_resume_after_last_event_id() {
+    let s = start();
+    let hook = hook();
+    let run = s.send_run(&hook);
+    let durable = s
+        .get(&format!("/api/runs/{run}/journal"))
+        .json()
+        .as_array()
+        .unwrap()
+        .len() as i64;
+    // A live stream, resumed from the middle: it sees the rest, then what the approval adds,
+    // and ends after the terminal event.
+    let res = sse(&s, &format!("/api/runs/{run}/events"), Some(2));
+    let reader = std::thread::spawn(move || sse_all(res.into_reader()));
+    let hash = s.get("/api/approvals").json()[0]["payload_hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        s.post(
+            &format!("/api/runs/{run}/deliveries/d1/approve"),
+            json!({"hash": hash})
+        )
+        .status,
+        200
+    );
+    let events = reader.join().unwrap();
+    let journal = s.get(&format!("/api/runs/{run}/journal")).json();
+    let total = journal.as_array().unwrap().len() as i64;
+    assert!(total > durable);
+    let ids: Vec<i64> = events.iter().map(|e| e.0).collect();
+    assert_eq!(
+        ids,
+        (3..=total).collect::<Vec<_>>(),
+        "no gap, no repeat, from Last-Event-ID + 1"
+    );
+    let last = events.last().unwrap();
+    assert_eq!(last.1, "terminal");
+    for (id, kind, data) in &events {
+        let j = &journal[(*id - 1) as usize];
+        assert_eq!((&data["kind"], &data["hash"]), (&j["kind"], &j["hash"]));
+        assert_eq!(kind, j["kind"].as_str().unwrap());
+    }
+    // After the end: a stream resumed at the last id sends nothing and closes; from 0, all.
+    assert!(
+        sse_all(sse(&s, &format!("/api/runs/{run}/events"), Some(total)).into_reader()).is_empty()
+    );
+    assert_eq!(
+        sse_all(sse(&s, &format!("/api/runs/{run}/events"), None).into_reader()).len() as i64,
+        total
+    );
+    assert_eq!(
+        sse_all(
+            sse(
+                &s,
+                &format!("/api/runs/{run}/events?after={}", total - 1),
+                None
+            )
+            .into_reader()
+        )
+        .len(),
+        1
+    );
+    let r = s.call(
+        "GET",
+        &format!("/api/runs/{run}/events"),
+        Some(SECRET),
+        None,
+    );
+    assert_eq!(r.status, 200);
+    let bad = ureq::get(&format!("{}/api/runs/{run}/events", s.base))
+        .set("Authorization", &format!("Bearer {SECRET}"))
+        .set("Last-Event-ID", "seven")
+        .call();
+    match bad {
+        Err(ureq::Error::Status(422, r)) => {
+            let p: Value = serde_json::from_str(&r.into_string().unwrap()).unwrap();
+            assert_eq!(p["field"], "Last-Event-ID");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn the_inbox_stream_sends_the_inbox_then_each_change() {
+    let s = start();
+    let hook = hook();
+    let res = sse(&s, "/api/inbox/events", None);
+    let mut lines = BufReader::new(res.into_reader()).lines();
+    let mut next_inbox = || -> Value {
+        loop {
+            let line = lines.next().unwrap().unwrap();
+            if let Some(d) = line.strip_prefix("data:") {
+                return serde_json::from_str(d.trim_start()).unwrap();
+            }
+        }
+    };
+    assert_eq!(next_inbox()["waiting"], 0);
+    let run = s.send_run(&hook);
+    let inbox = next_inbox();
+    assert_eq!(inbox["waiting"], 1);
+    assert_eq!(inbox["cards"][0]["run"], run.as_str());
+    s.post(&format!("/api/runs/{run}/cancel"), json!({}));
+    // The card closes and the run ends: the stream reaches that state (maybe in two events).
+    let inbox = loop {
+        let i = next_inbox();
+        if i["ended"][0]["run"]["id"] == run.as_str() {
+            break i;
+        }
+    };
+    assert_eq!(inbox["waiting"], 0);
+    assert_eq!(inbox["ended"][0]["run"]["id"], run.as_str());
+}
+
+#[test]
+fn the_openapi_document_is_the_committed_one() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("openapi.json");
+    let generated = vouch_server::openapi::json();
+    if std::env::var_os("VOUCH_UPDATE_OPENAPI").is_some() {
+        std::fs::write(&path, format!("{generated}\n")).unwrap();
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    // Name the first line that differs rather than printing both documents.
+    if let Some((i, (c, g))) = committed
+        .trim_end()
+        .lines()
+        .zip(generated.lines())
+        .enumerate()
+        .find(|(_, (c, g))| c != g)
+    {
+        panic!("the API changed at line {}: committed `{c}`, generated `{g}`; review it, then run with VOUCH_UPDATE_OPENAPI=1 to commit the new document", i + 1);
+    }
+    assert_eq!(
+        committed.trim_end().lines().count(),
+        generated.lines().count(),
+        "the API changed (lines added or removed); review it, then run with VOUCH_UPDATE_OPENAPI=1"
+    );
+    let s = start();
+    let served = s.get("/api/openapi.json").json();
+    assert_eq!(served, serde_json::from_str::<Value>(&generated).unwrap());
+    // Every route the server answers is documented.
+    for (m, path) in routes("{id}") {
+        if path.starts_with("/no/") {
+            continue;
+        }
+        let param = if path.starts_with("/api/tasks") {
+            "/{id}"
+        } else {
+            "/{name}"
+        };
+        let path = path.replace("/d1/", "/{delivery}/").replace("/x", param);
+        assert!(
+            served["paths"][&path][m.to_lowercase()].is_object(),
+            "{m} {path} is not in the document"
+        );
+    }
+}
+
+#[test]
+fn metrics_count_runs_deliveries_and_requests_after_a_run() {
+    let s = start();
+    let hook = hook();
+    for n in 0..2 {
+        s.save_run(n);
+    }
+    let run = s.send_run(&hook);
+    let r = s.get("/metrics");
+    assert_eq!(r.status, 200);
+    assert!(
+        r.content_type.starts_with("text/plain"),
+        "{}",
+        r.content_type
+    );
+    let m = r.body;
+    for line in [
+        "vouch_runs{state=\"ended\"} 2",
+        "vouch_runs{state=\"suspended\"} 1",
+        "vouch_runs_ended{outcome=\"succeeded\"} 2",
+        "vouch_deliveries{status=\"verified\"} 2",
+        "vouch_waiting 1",
+        "vouch_notifications_pending 0",
+    ] {
+        assert!(m.lines().any(|l| l == line), "missing `{line}` in\n{m}");
+    }
+    let hash = s.get("/api/approvals").json()[0]["payload_hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    s.post(
+        &format!("/api/runs/{run}/deliveries/d1/approve"),
+        json!({"hash": hash}),
+    );
+    let m = s.get("/metrics").body;
+    for line in [
+        "vouch_runs{state=\"ended\"} 3",
+        "vouch_runs_ended{outcome=\"succeeded\"} 3",
+        "vouch_deliveries{status=\"verified\"} 3",
+        "vouch_waiting 0",
+        "vouch_http_decisions_total{decision=\"approve\"} 1",
+        "vouch_http_requests_total{route=\"/api/runs/{id}/deliveries/{delivery}/approve\",status=\"200\"} 1",
+    ] {
+        assert!(m.lines().any(|l| l == line), "missing `{line}` in\n{m}");
+    }
+}
+
+/// The same API on PostgreSQL: authentication and a read through the server.
+#[test]
+fn on_postgresql_tokens_authenticate_and_runs_are_served() {
+    let url = std::env::var("VOUCH_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let schema = format!("vouch_test_http_{}", std::process::id());
+    let store = vouch_store_postgres::PostgresStore::open(&url, &schema).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let s = start_with(Arc::new(store), tmp, 4);
+    let id = s.save_run(1);
+    s.call("GET", "/api/runs", Some("vouch_wrong"), None)
+        .problem(401, "unauthorized");
+    let page = s.get("/api/runs").json();
+    assert_eq!(page["runs"][0]["id"], id.as_str());
+    assert_eq!(
+        s.get(&format!("/api/runs/{id}")).json()["deliveries"][0]["status"],
+        "verified"
+    );
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    c.batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+        .unwrap();
+}
+
+#[test]
+fn an_answer_continues_a_run_that_asked_its_one_question() {
+    let s = start();
+    let (run, end) = s.run(
+        "Save the memo",
+        json!([
+            {"clarify": "Which memo?"},
+            {"declare": {"deliveries": [{"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": "Memos/m.md"}}]}},
+            {"deliver": "d1", "payload": {"text": "memo\n"}},
+            {"final": ""}
+        ]),
+    );
+    assert!(matches!(end, RunEnd::Suspended { .. }), "{end:?}");
+    let cards = s.get("/api/approvals").json();
+    assert_eq!(cards[0]["run"], run.as_str());
+    assert_eq!(cards[0]["delivery"], Value::Null);
+    assert_eq!(cards[0]["summary"], "Which memo?");
+    let p = s
+        .post(&format!("/api/runs/{run}/answer"), json!({"answer": "x"}))
+        .problem(422, "invalid_field");
+    assert_eq!(p["field"], "text");
+    let r = s.post(
+        &format!("/api/runs/{run}/answer"),
+        json!({"text": "the one from today"}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = r.json();
+    assert_eq!(
+        (r["state"].as_str(), r["outcome"].as_str()),
+        (Some("ended"), Some("succeeded"))
+    );
+    s.post(&format!("/api/runs/{run}/answer"), json!({"text": "again"}))
+        .problem(409, "refused");
+}
+
+#[test]
+fn event_streams_are_bounded_and_one_more_is_503() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&tmp.path().join("vouch.db")).unwrap());
+    let s = start_with(store, tmp, 1);
+    let run = s.save_run(1);
+    let res = sse(&s, "/api/inbox/events", None);
+    let mut lines = BufReader::new(res.into_reader()).lines();
+    // The first stream is established (it has sent the inbox).
+    while !lines.next().unwrap().unwrap().starts_with("data:") {}
+    let r = s.get(&format!("/api/runs/{run}/events"));
+    r.problem(503, "unavailable");
+    assert!(r.headers.contains_key("retry-after"), "{:?}", r.headers);
+    s.get("/api/inbox/events").problem(503, "unavailable");
+    // Plain routes are not limited by open streams.
+    assert_eq!(s.get("/api/inbox").status, 200);
+}
+
+#[test]
+fn tasks_are_listed_read_and_cancelled() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sqlite = Arc::new(SqliteStore::open(&tmp.path().join("vouch.db")).unwrap());
+    let board: Arc<dyn vouch_store::board::BoardStore> = sqlite.clone();
+    board
+        .offer(&vouch_store::board_conformance::new_task("t-1", 3, 10))
+        .unwrap();
+    board
+        .offer(&vouch_store::board_conformance::new_task("t-2", 3, 11))
+        .unwrap();
+    let s = start_board(sqlite, Some(board), tmp, vouch_server::STREAMS_MAX);
+    let list = s.get("/api/tasks").json();
+    let ids: Vec<&str> = list["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, vec!["t-1", "t-2"]);
+    assert_eq!(
+        s.get("/api/tasks?limit=1").json()["tasks"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    let p = s
+        .get("/api/tasks?state=sleeping")
+        .problem(422, "invalid_field");
+    assert_eq!(p["field"], "state");
+    let one = s.get("/api/tasks/t-1").json();
+    assert_eq!(one["task"]["state"], "queued");
+    assert_eq!(one["attempts"], json!([]));
+    s.get("/api/tasks/nope").problem(404, "not_found");
+    let c = s.post("/api/tasks/t-1/cancel", json!({}));
+    assert_eq!(c.status, 200, "{}", c.body);
+    assert_eq!(c.json()["task"]["state"], "cancelled");
+    assert_eq!(
+        s.get("/api/tasks?state=cancelled").json()["tasks"][0]["id"],
+        "t-1"
+    );
+    assert_eq!(
+        s.get("/api/tasks?state=queued").json()["tasks"][0]["id"],
+        "t-2"
+    );
+    s.post("/api/tasks/nope/cancel", json!({}))
+        .problem(404, "not_found");
+    s.call("GET", "/api/tasks", None, None)
+        .problem(401, "unauthorized");
+}
