@@ -708,6 +708,17 @@ fn load_for_claimant(
 }
 
 pub fn heartbeat(tx: &mut dyn BoardTx, at: &AttemptRef, now: i64) -> StoreResult<Heartbeat> {
+    // A cancelled attempt answers its own claimant "cancelled" (§13.3: heartbeats carry the
+    // cancel signal), even though the cancel released the task's claimant and lease — the
+    // lease checks below would otherwise refuse the heartbeat and the worker would never hear.
+    if let Some(a) = tx.attempt(&at.task_id, at.n)? {
+        if a.state == AttemptState::Cancelled && a.claimant == at.claimant {
+            return Ok(Heartbeat {
+                cancelled: true,
+                lease_until_ms: None,
+            });
+        }
+    }
     let (t, a) = load_for_claimant(tx, at, "heartbeat")?;
     if a.state == AttemptState::Cancelled {
         return Ok(Heartbeat {
