@@ -742,8 +742,14 @@ impl AttemptCtx {
                             cancelled.store(true, Ordering::SeqCst);
                             break;
                         }
-                        Ok(_) | Err(StoreError::Retryable(_)) => {}
-                        Err(_) => break,
+                        Ok(_) => {}
+                        // The attempt ended or the lease is gone: stop heartbeating.
+                        Err(e @ (StoreError::Conflict(_) | StoreError::NotFound { .. })) => {
+                            errln!("heartbeat: {e}");
+                            break;
+                        }
+                        // Anything else may pass: keep the lease alive and say so.
+                        Err(e) => errln!("heartbeat: {e}; trying again"),
                     }
                 }
             })
