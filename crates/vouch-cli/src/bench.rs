@@ -24,6 +24,16 @@ fn spec(i: usize) -> RunSpec {
     }
 }
 
+/// Did the run end `succeeded`?
+fn succeeded(end: &vouch_runtime::RunEnd) -> bool {
+    matches!(
+        end,
+        vouch_runtime::RunEnd::Ended {
+            outcome: vouch_core::Outcome::Succeeded
+        }
+    )
+}
+
 /// Seconds of the SQLite one-row commit loop measured beside the runs.
 const COMMIT_LOOP_SECONDS: f64 = 2.0;
 
@@ -52,12 +62,7 @@ pub fn runs(count: usize, concurrency: usize, json_out: bool) -> Result<i32> {
     let t = Instant::now();
     for i in 0..count {
         let (_, end) = host.start(&spec(i)).map_err(|e| anyhow!("{e}"))?;
-        if !matches!(
-            end,
-            vouch_runtime::RunEnd::Ended {
-                outcome: vouch_core::Outcome::Succeeded
-            }
-        ) {
+        if !succeeded(&end) {
             return Err(anyhow!("bench run {i} did not succeed: {end:?}"));
         }
         if !json_out && (i + 1) % (count / 4).max(1) == 0 {
@@ -80,12 +85,7 @@ pub fn runs(count: usize, concurrency: usize, json_out: bool) -> Result<i32> {
                 let (_, end) = host
                     .start(&spec(count + w * per + k))
                     .map_err(|e| anyhow!("{e}"))?;
-                if matches!(
-                    end,
-                    vouch_runtime::RunEnd::Ended {
-                        outcome: vouch_core::Outcome::Succeeded
-                    }
-                ) {
+                if succeeded(&end) {
                     ok += 1;
                 }
             }
@@ -403,12 +403,7 @@ pub fn turns(sizes: &[usize], json_out: bool) -> Result<i32> {
         let (_, end) = host.start(&spec).map_err(|e| anyhow!("{e}"))?;
         let secs = t.elapsed().as_secs_f64();
         let after = sqlite.write_stats();
-        if !matches!(
-            end,
-            vouch_runtime::RunEnd::Ended {
-                outcome: vouch_core::Outcome::Succeeded
-            }
-        ) {
+        if !succeeded(&end) {
             return Err(anyhow!("the run of {n} turns did not succeed: {end:?}"));
         }
         let turns = n + 3;
@@ -524,12 +519,7 @@ pub fn recovery(runs: usize, json_out: bool) -> Result<i32> {
     let mut finished = 0;
     for id in &ended {
         let (_, end) = host.resume(id).map_err(|e| anyhow!("{e}"))?;
-        if matches!(
-            end,
-            vouch_runtime::RunEnd::Ended {
-                outcome: vouch_core::Outcome::Succeeded
-            }
-        ) {
+        if succeeded(&end) {
             finished += 1;
         }
     }

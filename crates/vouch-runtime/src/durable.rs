@@ -190,13 +190,7 @@ impl Store for Durable {
         self.provisional(run_id, &mut j);
         Ok(j)
     }
-    fn journal_since(&self, run_id: &str, after_seq: i64) -> StoreResult<Vec<JournalEntry>> {
-        Ok(self
-            .journal(run_id)?
-            .into_iter()
-            .filter(|e| e.seq > after_seq)
-            .collect())
-    }
+    // `journal_since` is the trait's default: it filters `journal` above, buffer included.
     fn append_batch(&self, run_id: &str, events: &[NewEvent]) -> StoreResult<Vec<JournalEntry>> {
         self.flush_run(run_id)?;
         self.inner.append_batch(run_id, events)
