@@ -574,8 +574,8 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
         inner: board,
         verifier: Arc::new(IdentityVerifier { store: ids }),
     });
-    let mut host = home::host(dir, None)?;
-    host.store = store;
+    // The host writes through the same store as the board: one store per process.
+    let mut host = home::host_on(dir, store, None)?;
     let work = Arc::new(TaskWork::new(host.work.clone()));
     host.work = work.clone();
     let host = Arc::new(host);

@@ -542,22 +542,7 @@ both!(
     sigkill_mid_attempt_lease_lapses,
     malformed_result_repaired_in_session,
     bad_input_is_exit_2,
-    judge_excludes_the_producer_and_criteria_need_self_assessment
+    judge_excludes_the_producer_and_criteria_need_self_assessment,
+    sigterm_aborts_retryably,
+    cancel_seen_at_heartbeat_and_late_report_refused
 );
-
-// KNOWN FAILURE, visible on purpose: on SQLite, through the real binary, a worker holding an
-// attempt in `--attempt-delay-ms` does not always hear a cancel at its next heartbeat (seen
-// hanging under load since the board met the durability-point host; by hand it works, and the
-// store-level cancel races pass on both backends in the board conformance suite). Until that
-// is found, this scenario runs on PostgreSQL only; the open issue's note says so. The same
-// holds for a SIGTERM during that hold: the abort is not always recorded on SQLite.
-mod postgresql_only {
-    #[test]
-    fn sigterm_aborts_retryably() {
-        super::sigterm_aborts_retryably(true)
-    }
-    #[test]
-    fn cancel_seen_at_heartbeat_and_late_report_refused() {
-        super::cancel_seen_at_heartbeat_and_late_report_refused(true)
-    }
-}

@@ -127,6 +127,30 @@ fn open_conn(path: &Path) -> StoreResult<Connection> {
     Ok(conn)
 }
 
+/// Why the existing store file at `path` cannot be written, if it cannot.
+///
+/// The probe goes through SQLite, never a plain `open`/`close` of the file: POSIX drops
+/// every lock a process holds on a file when it closes *any* descriptor of it, so a plain
+/// probe by a process that already has this store open (a worker opening the home's host
+/// beside its board) silently released that store's WAL locks; the next other process to
+/// close its connection then found itself "last", checkpointed and deleted the `-wal` and
+/// `-shm` files, and this process went on writing into unlinked files nobody else reads
+/// (a cancel it never heard, an abort nobody saw). SQLite keeps such a descriptor open
+/// until the inode's locks are gone, and falls back to read-only by itself when the file
+/// or its file system refuses writing.
+fn write_protected(path: &Path) -> Option<String> {
+    use rusqlite::{DatabaseName, OpenFlags};
+    if !path.is_file() {
+        return None;
+    }
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags).ok()?;
+    conn.is_readonly(DatabaseName::Main)
+        .ok()
+        .filter(|ro| *ro)
+        .map(|_| format!("{} cannot be written", path.display()))
+}
+
 /// How the reader pool opens one more connection.
 type Opener = Box<dyn Fn() -> StoreResult<Connection> + Send + Sync>;
 
@@ -287,20 +311,8 @@ impl SqliteStore {
             return Err(corrupt_hint(path, "it is a folder"));
         }
         // A write-protected file (or file system) is a read-only home, not a damaged one.
-        if let Err(e) = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-        {
-            if path.exists()
-                && (e.kind() == std::io::ErrorKind::PermissionDenied
-                    || e.kind() == std::io::ErrorKind::ReadOnlyFilesystem)
-            {
-                return Self::open_read_only(
-                    path,
-                    &format!("{} cannot be written ({e})", path.display()),
-                );
-            }
+        if let Some(why) = write_protected(path) {
+            return Self::open_read_only(path, &why);
         }
         let wconn = match open_conn(path) {
             Ok(c) => c,

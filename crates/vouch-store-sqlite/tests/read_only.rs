@@ -91,3 +91,46 @@ fn verify_names_a_damaged_table_of_the_file() {
         report.damage
     );
 }
+
+/// The child half of the test below: open the store at `VOUCH_TEST_OTHER_PROCESS`, read it,
+/// close it — what any other vouch command does.
+#[test]
+fn other_process_reads_and_closes() {
+    if let Ok(p) = std::env::var("VOUCH_TEST_OTHER_PROCESS") {
+        let s = SqliteStore::open(std::path::Path::new(&p)).unwrap();
+        assert!(s.run("a").unwrap().is_some());
+    }
+}
+
+/// Board tests on SQLite (a worker that never heard a cancel): a second open of the same store
+/// in one process must not release the first one's locks, or another process closing its
+/// connection deletes the WAL under it and the two processes stop seeing each other's writes.
+#[test]
+fn a_second_open_in_one_process_keeps_the_store_shared() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vouch.db");
+    let first = SqliteStore::open(&path).unwrap();
+    first.create_run(&run("a")).unwrap();
+    drop(SqliteStore::open(&path).unwrap());
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "other_process_reads_and_closes", "--nocapture"])
+        .env("VOUCH_TEST_OTHER_PROCESS", &path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        dir.path().join("vouch.db-wal").exists(),
+        "the other process deleted the WAL this process still writes"
+    );
+    first.create_run(&run("b")).unwrap();
+    drop(first);
+    let again = SqliteStore::open(&path).unwrap();
+    assert!(
+        again.run("b").unwrap().is_some(),
+        "a write went to an unlinked WAL"
+    );
+}
