@@ -22,6 +22,7 @@ use clap::{Parser, Subcommand};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use vouch_runtime::host::TaskDecision;
 use vouch_runtime::host::{Progress, RunEnd};
 use vouch_runtime::{Host, RunSpec};
 use vouch_store::{CardState, Store};
@@ -442,7 +443,7 @@ fn progress(enabled: bool) -> Option<Progress> {
     enabled.then(|| Arc::new(|line: &str| errln!("{line}")) as Progress)
 }
 
-fn host_err(e: vouch_runtime::HostError) -> anyhow::Error {
+pub(crate) fn host_err(e: vouch_runtime::HostError) -> anyhow::Error {
     match e {
         vouch_runtime::HostError::Invalid(m) => bad(m),
         vouch_runtime::HostError::Store(vouch_store::StoreError::NotFound { what, id }) => {
@@ -760,12 +761,25 @@ fn run(cli: Cli) -> Result<i32> {
         } => {
             let host = open_host(&dir, !json)?;
             let rec = find_run(host.store.as_ref(), &run)?;
+            let d = TaskDecision::Approve {
+                delivery: delivery.clone(),
+                hash: hash.clone(),
+            };
+            if let Some(code) = task::decide_on_board(&dir, &rec.id, &d, json)? {
+                return Ok(code);
+            }
             let end = host.approve(&rec.id, &delivery, &hash).map_err(host_err)?;
             finish(&host, &rec.id, &end, json)
         }
         Cmd::Deny { run, delivery } => {
             let host = open_host(&dir, !json)?;
             let rec = find_run(host.store.as_ref(), &run)?;
+            let d = TaskDecision::Deny {
+                delivery: delivery.clone(),
+            };
+            if let Some(code) = task::decide_on_board(&dir, &rec.id, &d, json)? {
+                return Ok(code);
+            }
             let end = host.deny(&rec.id, &delivery).map_err(host_err)?;
             finish(&host, &rec.id, &end, json)
         }
@@ -802,6 +816,10 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Answer { run, text } => {
             let host = open_host(&dir, !json)?;
             let rec = find_run(host.store.as_ref(), &run)?;
+            let d = TaskDecision::Answer { text: text.clone() };
+            if let Some(code) = task::decide_on_board(&dir, &rec.id, &d, json)? {
+                return Ok(code);
+            }
             let end = host.answer(&rec.id, &text).map_err(host_err)?;
             finish(&host, &rec.id, &end, json)
         }

@@ -789,13 +789,21 @@ impl AttemptCtx {
             model: self.model.clone(),
             repairs_max: self.repairs,
         };
-        let out = self.host.run_task_attempt(&self.work, &self.types, &job);
+        // A resumption continues the suspended attempt's own run, whoever started it (§13.3).
+        let out = match (claim.resumption, claim.attempt.run_id.as_deref()) {
+            (true, Some(run)) => self
+                .host
+                .resume_task_attempt(&self.work, &self.types, &job, run),
+            _ => self.host.run_task_attempt(&self.work, &self.types, &job),
+        };
         let r = match out {
             Ok(o) => match o.report {
                 Some(kind) => finish(kind, Some(o.run_id), o.receipt, o.usage),
                 None => {
                     done.store(true, Ordering::SeqCst);
-                    self.board.suspend(&at, now_ms()).map_err(store_err)?;
+                    self.board
+                        .suspend(&at, &o.run_id, now_ms())
+                        .map_err(store_err)?;
                     say(
                         self.json,
                         json!({"event": "suspended", "task": at.task_id, "attempt": at.n, "run": o.run_id}),
@@ -1001,6 +1009,43 @@ pub fn measures(dir: &Path, a: MeasuresArgs, json: bool) -> Result<i32> {
         );
     }
     Ok(0)
+}
+
+/// A person's decision on a run (`vouch approve|deny|answer`): when the run waits inside a
+/// task attempt, the decision is recorded and the attempt queued as a resumption for the
+/// board's next claimant (§13.3) → `Some(exit code)`; otherwise `None` (decide it as any run).
+pub fn decide_on_board(
+    dir: &Path,
+    run: &str,
+    decision: &vouch_runtime::host::TaskDecision,
+    json: bool,
+) -> Result<Option<i32>> {
+    let (store, board, _) = open_all(dir)?;
+    let host = home::host_on(dir, store, None)?;
+    let Some((end, task)) = host
+        .decide_task_run(&*board, run, decision)
+        .map_err(crate::host_err)?
+    else {
+        return Ok(None);
+    };
+    let waiting = match &end {
+        vouch_runtime::RunEnd::Suspended { reason } => reason.clone(),
+        _ => String::new(),
+    };
+    if json {
+        outln!(
+            "{}",
+            json!({"run": run, "task": task.id, "task_state": task.state, "state": "suspended", "reason": waiting})
+        );
+    } else if task.state == TaskState::Queued {
+        outln!(
+            "Decided. Task {} is queued again; the next worker to claim it continues run {run}.",
+            task.id
+        );
+    } else {
+        outln!("Decided; run {run} still waits: {}", clean(&waiting));
+    }
+    Ok(Some(0))
 }
 
 #[cfg(test)]

@@ -530,6 +530,132 @@ fn judge_excludes_the_producer_and_criteria_need_self_assessment(pg: bool) {
     assert_eq!(freeform["rates"]["verdict_pass_rate"], 1.0);
 }
 
+/// A webhook that answers 200 and keeps every body it was sent.
+fn receiver() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/hook", l.local_addr().unwrap());
+    let got = std::sync::Arc::new(std::sync::Mutex::new(vec![]));
+    let seen = got.clone();
+    std::thread::spawn(move || {
+        for conn in l.incoming().flatten() {
+            let mut r = BufReader::new(conn);
+            let mut len = 0usize;
+            loop {
+                let mut line = String::new();
+                if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                let lower = line.to_ascii_lowercase();
+                if let Some(v) = lower.strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0u8; len];
+            let _ = r.read_exact(&mut body);
+            seen.lock()
+                .unwrap()
+                .push(String::from_utf8_lossy(&body).into_owned());
+            let _ = r
+                .get_mut()
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+        }
+    });
+    (url, got)
+}
+
+fn approval_suspends_and_another_worker_finishes(pg: bool) {
+    let b = Board::new(pg);
+    let (url, got) = receiver();
+    let needs_approval = b.offer(&[]);
+    let other = b.offer(&[]);
+    let script = b.script(json!([
+        {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "webhook", "address": url}}]}},
+        {"deliver": "d1", "payload": {"text": "hello"}},
+        {"submit": {"summary": "sent"}},
+        {"final": "done"}
+    ]));
+    // w1 claims the first task, whose run waits for an approval: the attempt is suspended and
+    // w1, free again, takes the other task (same script: it suspends too, then w1 drains).
+    let out = b.run(&[
+        "--json", "worker", "--name", "w1", "--script", &script, "--drain",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ev = events(&out);
+    let suspended: Vec<&str> = ev
+        .iter()
+        .filter(|e| e["event"] == "suspended")
+        .map(|e| e["task"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        suspended,
+        vec![needs_approval.as_str(), other.as_str()],
+        "{ev:?}"
+    );
+    let v = b.show(&needs_approval);
+    assert_eq!(state(&v), "running");
+    assert_eq!(attempt_states(&v), vec!["suspended"]);
+    assert!(
+        v["task"]["claimant"].is_null(),
+        "the lease is released: {v}"
+    );
+    let run = v["attempts"][0]["run_id"].as_str().unwrap().to_string();
+    assert!(
+        got.lock().unwrap().is_empty(),
+        "nothing goes out before approval"
+    );
+    // The person approves: the task is queued as a resumption, nothing runs in `approve`.
+    let cards = b.json(&["approvals"]);
+    let card = cards
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["run"] == run.as_str())
+        .unwrap()
+        .clone();
+    let hash = card["payload_hash"].as_str().unwrap();
+    let d = b.json(&["approve", &run, "d1", "--hash", hash]);
+    assert_eq!(d["task"], needs_approval.as_str());
+    assert_eq!(d["task_state"], "queued");
+    assert!(got.lock().unwrap().is_empty(), "approve only decides");
+    // Another worker, with a script of its own, continues the same attempt's run.
+    let idle = b.script(json!([{"declare": {"deliveries": []}}, {"final": "nothing"}]));
+    let out = b.run(&[
+        "--json", "worker", "--name", "w2", "--script", &idle, "--drain",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ev = events(&out);
+    assert!(
+        ev.iter().any(|e| e["event"] == "claimed"
+            && e["task"] == needs_approval.as_str()
+            && e["resumption"] == true),
+        "{ev:?}"
+    );
+    let v = b.show(&needs_approval);
+    assert_eq!(state(&v), "completed", "{v}");
+    assert_eq!(
+        attempt_states(&v),
+        vec!["completed"],
+        "the same attempt, not a new one"
+    );
+    assert_eq!(v["attempts"][0]["claimant"], "w2");
+    assert_eq!(v["attempts"][0]["run_id"], run.as_str(), "the same run");
+    assert_eq!(v["result"], json!({"summary": "sent"}));
+    let sent = got.lock().unwrap().clone();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert!(sent[0].contains("hello"), "{sent:?}");
+    // The other task still waits for its own approval.
+    assert_eq!(attempt_states(&b.show(&other)), vec!["suspended"]);
+}
+
 macro_rules! both {
     ($($name:ident),*) => {
         mod sqlite { $( #[test] fn $name() { super::$name(false) } )* }
@@ -544,5 +670,6 @@ both!(
     bad_input_is_exit_2,
     judge_excludes_the_producer_and_criteria_need_self_assessment,
     sigterm_aborts_retryably,
-    cancel_seen_at_heartbeat_and_late_report_refused
+    cancel_seen_at_heartbeat_and_late_report_refused,
+    approval_suspends_and_another_worker_finishes
 );

@@ -420,8 +420,18 @@ impl BoardStore for PostgresStore {
         self.board(|tx| ops::heartbeat(tx, at, now_ms))
     }
 
-    fn suspend(&self, at: &AttemptRef, now_ms: i64) -> StoreResult<TaskRecord> {
-        self.board(|tx| ops::suspend(tx, at, now_ms))
+    fn suspend(&self, at: &AttemptRef, run_id: &str, now_ms: i64) -> StoreResult<TaskRecord> {
+        self.board(|tx| ops::suspend(tx, at, run_id, now_ms))
+    }
+
+    fn attempt_of_run(&self, run_id: &str) -> StoreResult<Option<AttemptRecord>> {
+        let rows = self.query(
+            &format!(
+                "SELECT {ATTEMPT_COLS} FROM task_attempts WHERE run_id = $1 ORDER BY task_id, n LIMIT 1"
+            ),
+            &[&run_id],
+        )?;
+        rows.first().map(attempt_row).transpose()
     }
 
     fn resume_ready(&self, task_id: &str, now_ms: i64) -> StoreResult<TaskRecord> {

@@ -414,9 +414,21 @@ impl BoardStore for SqliteStore {
         self.board(move |tx| ops::heartbeat(tx, &at, now_ms))
     }
 
-    fn suspend(&self, at: &AttemptRef, now_ms: i64) -> StoreResult<TaskRecord> {
-        let at = at.clone();
-        self.board(move |tx| ops::suspend(tx, &at, now_ms))
+    fn suspend(&self, at: &AttemptRef, run_id: &str, now_ms: i64) -> StoreResult<TaskRecord> {
+        let (at, run) = (at.clone(), run_id.to_string());
+        self.board(move |tx| ops::suspend(tx, &at, &run, now_ms))
+    }
+
+    fn attempt_of_run(&self, run_id: &str) -> StoreResult<Option<AttemptRecord>> {
+        self.read(|c| {
+            c.prepare_cached(&format!(
+                "SELECT {ATTEMPT_COLS} FROM task_attempts WHERE run_id = ?1 ORDER BY task_id, n LIMIT 1"
+            ))
+            .map_err(db_err)?
+            .query_row([run_id], attempt_row)
+            .optional()
+            .map_err(read_err)
+        })
     }
 
     fn resume_ready(&self, task_id: &str, now_ms: i64) -> StoreResult<TaskRecord> {

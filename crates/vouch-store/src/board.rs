@@ -323,8 +323,11 @@ pub trait BoardStore: Send + Sync {
     /// Extend the lease; the first moves `dispatched → running`. Answers `cancelled` when
     /// the owner cancelled; any other ended attempt is `Conflict`.
     fn heartbeat(&self, at: &AttemptRef, now_ms: i64) -> StoreResult<Heartbeat>;
-    /// The attempt's run waits for a person: lease released, clocks stopped.
-    fn suspend(&self, at: &AttemptRef, now_ms: i64) -> StoreResult<TaskRecord>;
+    /// The attempt's run `run_id` waits for a person: lease released, clocks stopped. The run
+    /// is recorded on the attempt, so whoever claims the resumption continues that run.
+    fn suspend(&self, at: &AttemptRef, run_id: &str, now_ms: i64) -> StoreResult<TaskRecord>;
+    /// The attempt whose run is `run_id` (a person deciding on a run finds its task here).
+    fn attempt_of_run(&self, run_id: &str) -> StoreResult<Option<AttemptRecord>>;
     /// The person decided: the suspended attempt becomes claimable as a resumption.
     fn resume_ready(&self, task_id: &str, now_ms: i64) -> StoreResult<TaskRecord>;
     fn report(&self, report: &Report) -> StoreResult<Reported>;
@@ -744,7 +747,12 @@ pub fn heartbeat(tx: &mut dyn BoardTx, at: &AttemptRef, now: i64) -> StoreResult
     })
 }
 
-pub fn suspend(tx: &mut dyn BoardTx, at: &AttemptRef, now: i64) -> StoreResult<TaskRecord> {
+pub fn suspend(
+    tx: &mut dyn BoardTx,
+    at: &AttemptRef,
+    run_id: &str,
+    now: i64,
+) -> StoreResult<TaskRecord> {
     let (t, a) = load_for_claimant(tx, at, "suspend")?;
     let tr =
         step(&snapshot(&t, Some(&a)), BoardEvent::Suspend).map_err(|r| refused("suspend", r))?;
@@ -752,6 +760,7 @@ pub fn suspend(tx: &mut dyn BoardTx, at: &AttemptRef, now: i64) -> StoreResult<T
     nt.claimant = None;
     nt.lease_until_ms = None;
     let mut na = attempt_after(&a, AttemptState::Suspended, now);
+    na.run_id = Some(run_id.to_string());
     na.lease_until_ms = None;
     na.dispatch_deadline_ms = None;
     na.running_left_ms = Some(
@@ -1113,8 +1122,11 @@ impl BoardStore for Verified {
     fn heartbeat(&self, at: &AttemptRef, now_ms: i64) -> StoreResult<Heartbeat> {
         self.inner.heartbeat(at, now_ms)
     }
-    fn suspend(&self, at: &AttemptRef, now_ms: i64) -> StoreResult<TaskRecord> {
-        self.inner.suspend(at, now_ms)
+    fn suspend(&self, at: &AttemptRef, run_id: &str, now_ms: i64) -> StoreResult<TaskRecord> {
+        self.inner.suspend(at, run_id, now_ms)
+    }
+    fn attempt_of_run(&self, run_id: &str) -> StoreResult<Option<AttemptRecord>> {
+        self.inner.attempt_of_run(run_id)
     }
     fn resume_ready(&self, task_id: &str, now_ms: i64) -> StoreResult<TaskRecord> {
         self.inner.resume_ready(task_id, now_ms)

@@ -458,11 +458,16 @@ pub fn suspended_attempts_resume_first(open: BoardOpener<'_>) {
     s.offer(&t).unwrap();
     let c = claim_id(&*s, "w1", "u-1", 1_000);
     s.heartbeat(&at(&c), 2_000).unwrap();
-    let t = s.suspend(&at(&c), 3_000).unwrap();
+    let t = s.suspend(&at(&c), "run-u-1", 3_000).unwrap();
     assert_eq!(t.state, TaskState::Running);
     assert_eq!(t.claimant, None);
     let a = &s.attempts("u-1").unwrap()[0];
     assert_eq!(a.state, AttemptState::Suspended);
+    // The run is recorded: a person deciding on it finds the task.
+    assert_eq!(a.run_id.as_deref(), Some("run-u-1"));
+    let found = s.attempt_of_run("run-u-1").unwrap().unwrap();
+    assert_eq!((found.task_id.as_str(), found.n), ("u-1", 1));
+    assert!(s.attempt_of_run("run-nope").unwrap().is_none());
     assert_eq!((a.lease_until_ms, a.running_left_ms), (None, Some(8_000)));
     // The clocks stopped: no sweep times it out, nobody can claim it.
     assert!(s

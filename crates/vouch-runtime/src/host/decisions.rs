@@ -3,6 +3,16 @@
 
 use super::*;
 
+/// What follows a person's decision once nothing else is open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Then {
+    /// This process drives the run on now.
+    Drive,
+    /// The run is left, unowned and waiting, for another process to drive (a task attempt
+    /// resumed by the board's next claimant).
+    Park,
+}
+
 impl Host {
     // ------------------------------------------------------------------ decisions (§7)
 
@@ -22,6 +32,16 @@ impl Host {
     }
 
     pub fn approve(&self, run_id: &str, delivery: &str, hash: &str) -> HostResult<RunEnd> {
+        self.approve_as(run_id, delivery, hash, Then::Drive)
+    }
+
+    pub(super) fn approve_as(
+        &self,
+        run_id: &str,
+        delivery: &str,
+        hash: &str,
+        then: Then,
+    ) -> HostResult<RunEnd> {
         self.waiting(run_id)?;
         let hash = &self.resolve_card_hash(run_id, delivery, hash)?;
         self.lease(run_id)?;
@@ -46,10 +66,14 @@ impl Host {
             ),
         )?;
         self.say(&format!("✓ approved {delivery} of run {run_id}"));
-        self.continue_if_unblocked(run_id)
+        self.continue_if_unblocked(run_id, then)
     }
 
     pub fn deny(&self, run_id: &str, delivery: &str) -> HostResult<RunEnd> {
+        self.deny_as(run_id, delivery, Then::Drive)
+    }
+
+    pub(super) fn deny_as(&self, run_id: &str, delivery: &str, then: Then) -> HostResult<RunEnd> {
         self.waiting(run_id)?;
         let cards = self.store.cards_for_run(run_id)?;
         let Some(card) = cards
@@ -82,7 +106,7 @@ impl Host {
                 json!({"by": "denial", "delivery": delivery}),
             ),
         )?;
-        self.continue_if_unblocked(run_id)
+        self.continue_if_unblocked(run_id, then)
     }
 
     /// A new payload for a pending approval: new hash, new card; the old one is superseded.
@@ -119,6 +143,10 @@ impl Host {
     }
 
     pub fn answer(&self, run_id: &str, text: &str) -> HostResult<RunEnd> {
+        self.answer_as(run_id, text, Then::Drive)
+    }
+
+    pub(super) fn answer_as(&self, run_id: &str, text: &str, then: Then) -> HostResult<RunEnd> {
         self.waiting(run_id)?;
         self.store.answer_clarify(run_id, text, self.now())?;
         self.journal(
@@ -127,7 +155,7 @@ impl Host {
         )?;
         self.repreflight_clarified(run_id)?;
         self.journal(run_id, self.ev(EventKind::Resumed, json!({"by": "answer"})))?;
-        self.continue_if_unblocked(run_id)
+        self.continue_if_unblocked(run_id, then)
     }
 
     /// After the one question is answered, items that were waiting on it are pre-flighted
@@ -198,7 +226,7 @@ impl Host {
         self.reconcile(run_id, EndedBy::Cancel)
     }
 
-    pub(super) fn continue_if_unblocked(&self, run_id: &str) -> HostResult<RunEnd> {
+    pub(super) fn continue_if_unblocked(&self, run_id: &str, then: Then) -> HostResult<RunEnd> {
         let open = self
             .store
             .cards_for_run(run_id)?
@@ -207,6 +235,15 @@ impl Host {
         if open {
             return Ok(RunEnd::Suspended {
                 reason: "other decisions are still open".into(),
+            });
+        }
+        if then == Then::Park {
+            // A task attempt's run goes on wherever the board's next claimant is (§13.3):
+            // the decision is durable in the journal, the run waits unowned for that worker.
+            self.store.set_run_state(run_id, RunState::Suspended)?;
+            self.store.release_run(run_id, &self.owner)?;
+            return Ok(RunEnd::Suspended {
+                reason: "decided; the task's next claimant continues this run".into(),
             });
         }
         self.drive(run_id)

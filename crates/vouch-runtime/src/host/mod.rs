@@ -32,7 +32,10 @@ mod recovery;
 mod task;
 mod turn;
 
-pub use task::{usage_of, validate, AttemptJob, AttemptOutcome, TaskType, TaskTypes, TaskWork};
+pub use decisions::Then;
+pub use task::{
+    usage_of, validate, AttemptJob, AttemptOutcome, TaskDecision, TaskType, TaskTypes, TaskWork,
+};
 
 /// Bounds on one run. Units in names.
 #[derive(Debug, Clone)]

@@ -5,10 +5,12 @@
 //! a run that ends without an accepted submission fails its attempt. Touches the run through
 //! `create`/`drive` only, and the journal read-only (usage counts); never a provider.
 
+use super::decisions::Then;
 use super::*;
 use std::collections::HashMap;
 use std::sync::Mutex;
-use vouch_store::board::{ReportKind, Usage, Verdict};
+use vouch_core::board::AttemptState;
+use vouch_store::board::{BoardStore, ReportKind, TaskRecord, Usage, Verdict};
 
 /// A task type (§13.5): JSON Schemas for its input and output. Schemas never fetch remote
 /// references (the validator is built without them).
@@ -310,6 +312,63 @@ pub struct AttemptOutcome {
     pub usage: Usage,
 }
 
+/// A person's decision on a run that waits inside a task attempt (§13.3).
+#[derive(Debug, Clone)]
+pub enum TaskDecision {
+    Approve { delivery: String, hash: String },
+    Deny { delivery: String },
+    Answer { text: String },
+}
+
+/// What the submit slot of a resumed run already holds, read back from its journal: the
+/// conversation is durable, so the repairs spent and an accepted submission survive the
+/// worker that suspended (§13.5).
+fn slot_from_journal(journal: &[vouch_store::JournalEntry], slot: &mut Slot) {
+    let mut args: HashMap<String, String> = HashMap::new();
+    for e in journal {
+        match e.kind {
+            EventKind::Turn => {
+                for c in e
+                    .body
+                    .get("tool_calls")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    if c.get("name").and_then(Value::as_str) == Some("submit") {
+                        if let (Some(id), Some(a)) = (
+                            c.get("id").and_then(Value::as_str),
+                            c.get("arguments").and_then(Value::as_str),
+                        ) {
+                            args.insert(id.to_string(), a.to_string());
+                        }
+                    }
+                }
+            }
+            EventKind::ToolCalled
+                if e.body.get("name").and_then(Value::as_str) == Some("submit")
+                    && slot.accepted.is_none() =>
+            {
+                if e.body.get("ok").and_then(Value::as_bool) == Some(true) {
+                    let a: Value = e
+                        .body
+                        .get("call_id")
+                        .and_then(Value::as_str)
+                        .and_then(|id| args.get(id))
+                        .and_then(|a| serde_json::from_str(a).ok())
+                        .unwrap_or(Value::Null);
+                    let result = a.get("result").cloned().unwrap_or(Value::Null);
+                    let assessment = a.get("self_assessment").cloned().filter(|v| !v.is_null());
+                    slot.accepted = Some((result, assessment));
+                } else {
+                    slot.invalid += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 impl Host {
     /// Run one attempt as a vouch run (trigger `task`) and decide its report (§13.1).
     pub fn run_task_attempt(
@@ -318,6 +377,62 @@ impl Host {
         types: &TaskTypes,
         job: &AttemptJob,
     ) -> HostResult<AttemptOutcome> {
+        self.task_run(work, types, job, None)
+    }
+
+    /// Continue the run of a suspended attempt after the person decided (§13.3): any worker
+    /// may, since the run's conversation and decisions are in the store's journal.
+    pub fn resume_task_attempt(
+        &self,
+        work: &TaskWork,
+        types: &TaskTypes,
+        job: &AttemptJob,
+        run_id: &str,
+    ) -> HostResult<AttemptOutcome> {
+        self.task_run(work, types, job, Some(run_id))
+    }
+
+    /// Record a person's decision on a run waiting inside a task attempt and make the attempt
+    /// claimable as a resumption; the board's next claimant drives the run on, not this
+    /// process. `None` when the run is not a suspended task attempt's (decide it as any run).
+    pub fn decide_task_run(
+        &self,
+        board: &dyn BoardStore,
+        run_id: &str,
+        decision: &TaskDecision,
+    ) -> HostResult<Option<(RunEnd, TaskRecord)>> {
+        let Some(a) = board.attempt_of_run(run_id)? else {
+            return Ok(None);
+        };
+        if a.state != AttemptState::Suspended {
+            return Ok(None);
+        }
+        let end = match decision {
+            TaskDecision::Approve { delivery, hash } => {
+                self.approve_as(run_id, delivery, hash, Then::Park)?
+            }
+            TaskDecision::Deny { delivery } => self.deny_as(run_id, delivery, Then::Park)?,
+            TaskDecision::Answer { text } => self.answer_as(run_id, text, Then::Park)?,
+        };
+        let task = match &end {
+            // Every decision the run waited on is made: the attempt is claimable again.
+            RunEnd::Suspended { reason } if reason.starts_with("decided") => {
+                board.resume_ready(&a.task_id, self.now())?
+            }
+            _ => board.task(&a.task_id)?.ok_or_else(|| {
+                HostError::Invalid(format!("task {} is gone from the board", a.task_id))
+            })?,
+        };
+        Ok(Some((end, task)))
+    }
+
+    fn task_run(
+        &self,
+        work: &TaskWork,
+        types: &TaskTypes,
+        job: &AttemptJob,
+        resume: Option<&str>,
+    ) -> HostResult<AttemptOutcome> {
         let ty = types.get(&job.kind).ok_or_else(|| {
             HostError::Invalid(format!(
                 "task type `{}` is not registered here; known: {}",
@@ -325,17 +440,21 @@ impl Host {
                 types.names().join(", ")
             ))
         })?;
-        let run_id = new_id(self.clock.as_ref());
-        work.open(
-            &run_id,
-            Slot {
-                output_schema: ty.output_schema.clone(),
-                needs_assessment: job.criteria.is_some(),
-                repairs_max: job.repairs_max,
-                invalid: 0,
-                accepted: None,
-            },
-        );
+        let run_id = match resume {
+            Some(r) => r.to_string(),
+            None => new_id(self.clock.as_ref()),
+        };
+        let mut slot = Slot {
+            output_schema: ty.output_schema.clone(),
+            needs_assessment: job.criteria.is_some(),
+            repairs_max: job.repairs_max,
+            invalid: 0,
+            accepted: None,
+        };
+        if resume.is_some() {
+            slot_from_journal(&self.store.journal(&run_id)?, &mut slot);
+        }
+        work.open(&run_id, slot);
         let title = format!("task {} ({}): {}", job.task_id, job.kind, job.brief);
         let spec = RunSpec {
             trigger: TriggerKind::Task,
@@ -345,9 +464,12 @@ impl Host {
             model: job.model.clone(),
             scope: None,
         };
-        let driven = self
-            .create(&run_id, &spec, None, None)
-            .and_then(|()| self.drive(&run_id));
+        let driven = match resume {
+            Some(_) => self.drive(&run_id),
+            None => self
+                .create(&run_id, &spec, None, None)
+                .and_then(|()| self.drive(&run_id)),
+        };
         let slot = work.take(&run_id);
         let end = driven?;
         let journal = self.store.journal(&run_id)?;
