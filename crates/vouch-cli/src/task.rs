@@ -34,7 +34,7 @@ const SWEEP_EVERY_MS: i64 = 500;
 #[derive(Subcommand)]
 pub enum TaskCmd {
     /// Offer a task on the board → {"id", "state"}.
-    Offer(OfferArgs),
+    Offer(Box<OfferArgs>),
     /// Tasks, oldest first.
     List {
         /// Only tasks in this state (waiting, queued, dispatched, running, completed, failed,
@@ -57,6 +57,27 @@ pub enum TaskCmd {
     },
     /// End attempts whose clocks ran out, expire passed deadlines, promote waiting tasks.
     Sweep,
+    /// Continue a completed task with new instructions: a new task that goes on from the
+    /// accepted attempt's conversation → {"id", "state"}.
+    Continue {
+        /// The completed task.
+        id: String,
+        /// The new instructions.
+        #[arg(long)]
+        brief: String,
+        /// `extend`: the same thread (correlation) goes on; `fork`: a new thread branches from
+        /// the parent's tip.
+        #[arg(long, default_value = "extend", value_parser = ["extend", "fork"])]
+        mode: String,
+    },
+    /// Offer a `judge` task on a task's accepted output → {"id", "state"}.
+    Judge {
+        /// The task whose accepted output is judged.
+        id: String,
+        /// The criteria (JSON file: an array of strings).
+        #[arg(long)]
+        criteria: PathBuf,
+    },
 }
 
 #[derive(Args)]
@@ -94,6 +115,18 @@ pub struct OfferArgs {
     /// How long a claim holds without a heartbeat, in milliseconds.
     #[arg(long, default_value_t = core_board::DEFAULT_LEASE_MS)]
     lease_ms: i64,
+    /// The input as a value (continuations), instead of `--input FILE`.
+    #[arg(skip)]
+    input_value: Option<Value>,
+    /// The criteria as a value (continuations), instead of `--criteria FILE`.
+    #[arg(skip)]
+    criteria_value: Option<Value>,
+    /// Tasks this one refers to (a continuation's parent).
+    #[arg(skip)]
+    references: Vec<String>,
+    /// The thread of related tasks this one belongs to (empty: its own).
+    #[arg(skip)]
+    correlation: Option<String>,
     /// How often a worker heartbeats, in milliseconds.
     #[arg(long, default_value_t = core_board::DEFAULT_HEARTBEAT_MS)]
     heartbeat_ms: i64,
@@ -251,7 +284,7 @@ fn types(dir: &Path) -> Result<TaskTypes> {
 pub fn task(dir: &Path, cmd: TaskCmd, json: bool) -> Result<i32> {
     let (_, board) = open_board(dir)?;
     match cmd {
-        TaskCmd::Offer(a) => offer(dir, &*board, a, json),
+        TaskCmd::Offer(a) => offer(dir, &*board, *a, json),
         TaskCmd::List { state, tag } => {
             let state = state
                 .map(|s| {
@@ -370,6 +403,24 @@ pub fn task(dir: &Path, cmd: TaskCmd, json: bool) -> Result<i32> {
             }
             Ok(0)
         }
+        TaskCmd::Continue { id, brief, mode } => {
+            continue_task(dir, &*board, &id, brief, &mode, json)
+        }
+        TaskCmd::Judge { id, criteria } => {
+            let list = read_json(&criteria, "criteria")?;
+            let ok = list
+                .as_array()
+                .is_some_and(|l| !l.is_empty() && l.iter().all(Value::is_string));
+            if !ok {
+                return Err(bad(format!(
+                    "criteria {} must be a non-empty JSON array of strings",
+                    criteria.display()
+                )));
+            }
+            let mut a = offer_args("judge", format!("Judge task {id} against the criteria"));
+            a.input_value = Some(json!({"target": id, "criteria": list}));
+            offer(dir, &*board, a, json)
+        }
         TaskCmd::Sweep => {
             let r = board.sweep(now_ms()).map_err(store_err)?;
             if json {
@@ -385,6 +436,108 @@ pub fn task(dir: &Path, cmd: TaskCmd, json: bool) -> Result<i32> {
             Ok(0)
         }
     }
+}
+
+/// Offer arguments with every default of `vouch task offer`.
+fn offer_args(kind: &str, brief: String) -> OfferArgs {
+    OfferArgs {
+        kind: kind.into(),
+        brief,
+        input: None,
+        tags: vec![],
+        criteria: None,
+        max_attempts: core_board::DEFAULT_MAX_ATTEMPTS,
+        after: vec![],
+        idempotency_key: None,
+        profiles: vec![],
+        deadline_s: None,
+        lease_ms: core_board::DEFAULT_LEASE_MS,
+        heartbeat_ms: core_board::DEFAULT_HEARTBEAT_MS,
+        dispatch_timeout_ms: core_board::DEFAULT_DISPATCH_TIMEOUT_MS,
+        running_timeout_ms: core_board::DEFAULT_RUNNING_TIMEOUT_MS,
+        input_value: None,
+        criteria_value: None,
+        references: vec![],
+        correlation: None,
+    }
+}
+
+/// `vouch task continue` (§13.5): the parent's accepted attempt's conversation is pinned by
+/// content id (and stored as an artifact in the home); the new task carries the parent's
+/// type, input, tags, criteria and limits, references the parent, and its run goes on from
+/// that conversation on whichever worker claims it.
+fn continue_task(
+    dir: &Path,
+    board: &dyn BoardStore,
+    id: &str,
+    brief: String,
+    mode: &str,
+    json: bool,
+) -> Result<i32> {
+    let parent = board
+        .task(id)
+        .map_err(store_err)?
+        .ok_or_else(|| bad(format!("no task `{id}`; list tasks with `vouch task list`")))?;
+    let Some(n) = parent.accepted_attempt else {
+        return Err(bad(format!(
+            "task `{id}` is {} with no accepted output; only a completed task can be continued",
+            parent.state
+        )));
+    };
+    let run = board
+        .attempts(id)
+        .map_err(store_err)?
+        .into_iter()
+        .find(|a| a.n == n)
+        .and_then(|a| a.run_id)
+        .ok_or_else(|| {
+            bad(format!(
+                "task `{id}`'s accepted attempt has no run to go on from"
+            ))
+        })?;
+    let (store, _) = open_board(dir)?;
+    let host = home::host_on(dir, store, None)?;
+    let (conversation, cid) = host.conversation(&run).map_err(crate::host_err)?;
+    use vouch_artifacts::ArtifactStore as _;
+    let artifacts = vouch_artifacts::LocalStore::in_home(dir);
+    let stored = artifacts
+        .put_json(&conversation)
+        .and_then(|c| artifacts.pin(&c).map(|()| c))
+        .map_err(|e| anyhow!("store the conversation: {e}"))?;
+    if stored != cid {
+        return Err(anyhow!(
+            "the conversation was stored as {stored}, not {cid}; the artifact store disagrees with the board"
+        ));
+    }
+    let mut input = parent.spec.input.clone();
+    if let Some(o) = input.as_object_mut() {
+        o.insert(
+            "continuation".into(),
+            json!({"parent": id, "mode": mode, "run": run, "conversation": cid}),
+        );
+        if o.contains_key("brief") {
+            o.insert("brief".into(), json!(brief));
+        }
+    }
+    let s = &parent.spec;
+    let mut a = offer_args(&parent.kind, brief);
+    a.input_value = Some(input);
+    a.tags = parent.tags.clone();
+    a.max_attempts = parent.max_attempts;
+    a.profiles = parent.profiles.clone();
+    a.lease_ms = s.lease_ms;
+    a.heartbeat_ms = s.heartbeat_ms;
+    a.dispatch_timeout_ms = s.dispatch_timeout_ms;
+    a.running_timeout_ms = s.running_timeout_ms;
+    a.criteria_value = s.criteria.clone();
+    a.references = vec![id.to_string()];
+    // extend: the parent's thread goes on; fork: a new thread from the parent's tip.
+    a.correlation = Some(match mode {
+        "fork" => String::new(),
+        _ if s.correlation.is_empty() => id.to_string(),
+        _ => s.correlation.clone(),
+    });
+    offer(dir, board, a, json)
 }
 
 fn offer(dir: &Path, board: &dyn BoardStore, a: OfferArgs, json: bool) -> Result<i32> {
@@ -418,23 +571,33 @@ fn offer(dir: &Path, board: &dyn BoardStore, a: OfferArgs, json: bool) -> Result
             dir.join("types").display()
         ))
     })?;
-    let input = match &a.input {
-        Some(p) => read_json(p, "input")?,
-        None => json!({"brief": a.brief}),
+    let input = match (&a.input_value, &a.input) {
+        (Some(v), _) => v.clone(),
+        (None, Some(p)) => read_json(p, "input")?,
+        (None, None) => json!({"brief": a.brief}),
     };
-    if let Err(errors) = vouch_runtime::host::validate(&ty.input_schema, &input) {
+    // A continuation's own key is the host's, not the type's: the rest is validated.
+    let mut typed = input.clone();
+    if let Some(o) = typed.as_object_mut() {
+        o.remove("continuation");
+    }
+    if let Err(errors) = vouch_runtime::host::validate(&ty.input_schema, &typed) {
         return Err(bad(format!(
             "the input does not fit type `{}`: {}",
             a.kind,
             errors.join("; ")
         )));
     }
-    let criteria = a
-        .criteria
-        .as_deref()
-        .map(|p| read_json(p, "criteria"))
-        .transpose()?;
-    let mut references = a.after.clone();
+    let criteria = match &a.criteria_value {
+        Some(v) => Some(v.clone()),
+        None => a
+            .criteria
+            .as_deref()
+            .map(|p| read_json(p, "criteria"))
+            .transpose()?,
+    };
+    let mut references = a.references.clone();
+    references.extend(a.after.iter().cloned());
     let mut excluded = None;
     if a.kind == "judge" {
         let target = input
@@ -495,7 +658,7 @@ fn offer(dir: &Path, board: &dyn BoardStore, a: OfferArgs, json: bool) -> Result
         spec: TaskSpec {
             brief: a.brief,
             input,
-            correlation: String::new(),
+            correlation: a.correlation.clone().unwrap_or_default(),
             criteria,
             references,
             lease_ms: a.lease_ms,

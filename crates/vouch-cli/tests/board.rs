@@ -656,6 +656,100 @@ fn approval_suspends_and_another_worker_finishes(pg: bool) {
     assert_eq!(attempt_states(&b.show(&other)), vec!["suspended"]);
 }
 
+fn continuation_goes_on_from_the_parents_conversation(pg: bool) {
+    let b = Board::new(pg);
+    let id = b.offer(&[]);
+    let first = b.script(json!([
+        {"declare": {"deliveries": []}},
+        {"submit": {"summary": "first draft"}},
+        {"final": "ok"}
+    ]));
+    // Only a completed task can be continued.
+    let out = b.run(&["task", "continue", &id, "--brief", "shorter"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    b.run(&["worker", "--name", "w1", "--script", &first, "--drain"]);
+    let parent = b.show(&id);
+    assert_eq!(state(&parent), "completed");
+    let c = b.json(&["task", "continue", &id, "--brief", "make it shorter"])["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let v = b.show(&c);
+    let cont = &v["task"]["spec"]["input"]["continuation"];
+    assert_eq!(cont["parent"], id.as_str());
+    assert_eq!(cont["mode"], "extend");
+    assert_eq!(cont["run"], parent["attempts"][0]["run_id"]);
+    assert_eq!(
+        v["task"]["spec"]["correlation"],
+        id.as_str(),
+        "extend keeps the thread"
+    );
+    assert_eq!(v["task"]["spec"]["references"], json!([id]));
+    // The pinned conversation is the parent's, by content id.
+    let cid = cont["conversation"].as_str().unwrap().to_string();
+    let got = b.run(&["artifact", "get", &cid]);
+    assert!(got.status.success());
+    assert!(String::from_utf8_lossy(&got.stdout).contains("first draft"));
+    // Another worker runs the continuation, going on from that conversation.
+    let second = b.script(json!([
+        {"declare": {"deliveries": []}},
+        {"submit": {"summary": "short"}},
+        {"final": "ok"}
+    ]));
+    b.run(&["worker", "--name", "w2", "--script", &second, "--drain"]);
+    let v = b.show(&c);
+    assert_eq!(state(&v), "completed", "{v}");
+    assert_eq!(v["result"], json!({"summary": "short"}));
+    // Its own conversation holds the parent's, then the new brief, then its own turns.
+    let f = b.json(&["task", "continue", &c, "--brief", "again", "--mode", "fork"]);
+    let fv = b.show(f["id"].as_str().unwrap());
+    assert_eq!(
+        fv["task"]["spec"]["correlation"], "",
+        "fork starts a new thread"
+    );
+    let cid2 = fv["task"]["spec"]["input"]["continuation"]["conversation"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let text = String::from_utf8_lossy(&b.run(&["artifact", "get", &cid2]).stdout).into_owned();
+    let (a, m, z) = (
+        text.find("first draft").unwrap(),
+        text.find("make it shorter").unwrap(),
+        text.find("short\\\"")
+            .or_else(|| text.find("\"short"))
+            .unwrap(),
+    );
+    assert!(a < m && m < z, "{text}");
+    // `task judge` offers a judge task on the accepted output.
+    let criteria = b.tmp.path().join("crit.json");
+    std::fs::write(&criteria, r#"["short"]"#).unwrap();
+    let j = b.json(&[
+        "task",
+        "judge",
+        &c,
+        "--criteria",
+        criteria.to_str().unwrap(),
+    ]);
+    let jv = b.show(j["id"].as_str().unwrap());
+    assert_eq!(jv["task"]["kind"], "judge");
+    assert_eq!(jv["task"]["spec"]["input"]["target"], c.as_str());
+    assert_eq!(jv["task"]["excluded_claimant"], "w2");
+    std::fs::write(&criteria, r#"{"short": 1}"#).unwrap();
+    let out = b.run(&[
+        "task",
+        "judge",
+        &c,
+        "--criteria",
+        criteria.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
 macro_rules! both {
     ($($name:ident),*) => {
         mod sqlite { $( #[test] fn $name() { super::$name(false) } )* }
@@ -671,5 +765,6 @@ both!(
     judge_excludes_the_producer_and_criteria_need_self_assessment,
     sigterm_aborts_retryably,
     cancel_seen_at_heartbeat_and_late_report_refused,
-    approval_suspends_and_another_worker_finishes
+    approval_suspends_and_another_worker_finishes,
+    continuation_goes_on_from_the_parents_conversation
 );

@@ -426,6 +426,17 @@ impl Host {
         Ok(Some((end, task)))
     }
 
+    /// The conversation of a run as the model saw it (system, brief, turns, tool results,
+    /// decisions — and, for a continuation, the conversation it continues), with the content
+    /// id of its canonical JSON (§13.5): what a continuation pins and goes on from.
+    pub fn conversation(&self, run_id: &str) -> HostResult<(Value, String)> {
+        let run = self.record(run_id)?;
+        let msgs = serde_json::to_value(self.messages(&run)?)
+            .map_err(|e| HostError::Invalid(format!("conversation of run {run_id}: {e}")))?;
+        let cid = vouch_store::board::content_id(&msgs)?;
+        Ok((msgs, cid))
+    }
+
     fn task_run(
         &self,
         work: &TaskWork,
@@ -444,6 +455,41 @@ impl Host {
             Some(r) => r.to_string(),
             None => new_id(self.clock.as_ref()),
         };
+        let title = format!("task {} ({}): {}", job.task_id, job.kind, job.brief);
+        let mut model = job.model.clone();
+        if let (None, Some(c)) = (resume, job.input.get("continuation")) {
+            // A continuation starts from the pinned conversation of the run it continues; a
+            // conversation that is no longer the pinned one (its content id differs) is not
+            // silently replaced by another.
+            let (Some(prior), Some(pinned)) = (
+                c.get("run").and_then(Value::as_str),
+                c.get("conversation").and_then(Value::as_str),
+            ) else {
+                return Err(HostError::Invalid(
+                    "the continuation names no run and conversation to go on from".into(),
+                ));
+            };
+            let (_, cid) = self.conversation(prior)?;
+            if cid != pinned {
+                return Err(HostError::Invalid(format!(
+                    "the conversation of run {prior} is {cid}, not the pinned {pinned}"
+                )));
+            }
+            if let Some(m) = model.as_object_mut() {
+                m.insert(
+                    "prior".into(),
+                    json!({"run": prior, "conversation": pinned}),
+                );
+            }
+        }
+        let spec = RunSpec {
+            trigger: TriggerKind::Task,
+            title,
+            presence: Some(Presence::Away),
+            quiet: false,
+            model,
+            scope: None,
+        };
         let mut slot = Slot {
             output_schema: ty.output_schema.clone(),
             needs_assessment: job.criteria.is_some(),
@@ -455,15 +501,6 @@ impl Host {
             slot_from_journal(&self.store.journal(&run_id)?, &mut slot);
         }
         work.open(&run_id, slot);
-        let title = format!("task {} ({}): {}", job.task_id, job.kind, job.brief);
-        let spec = RunSpec {
-            trigger: TriggerKind::Task,
-            title,
-            presence: Some(Presence::Away),
-            quiet: false,
-            model: job.model.clone(),
-            scope: None,
-        };
         let driven = match resume {
             Some(_) => self.drive(&run_id),
             None => self

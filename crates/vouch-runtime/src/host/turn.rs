@@ -117,8 +117,19 @@ impl Host {
             ChatMessage::System {
                 content: "You are an agent hosted by vouch. First call `declare` with the manifest of what you will deliver; then do the work with tools and perform each delivery with its verb tool. The host decides what may run and reports what really happened.".into(),
             },
-            ChatMessage::User { content: run.title.clone() },
         ];
+        // A task continuation (§13.5) goes on from the conversation of the run it continues,
+        // read from that run's durable journal (so any worker can rebuild it).
+        if let Some(prior) = run.spec.pointer("/model/prior/run").and_then(Value::as_str) {
+            if prior != run.id {
+                if let Some(p) = self.store.run(prior)? {
+                    msgs.extend(self.messages(&p)?.into_iter().skip(1));
+                }
+            }
+        }
+        msgs.push(ChatMessage::User {
+            content: run.title.clone(),
+        });
         msgs.extend(
             self.store
                 .journal(&run.id)?
