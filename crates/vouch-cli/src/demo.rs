@@ -19,7 +19,7 @@ fn progress() -> Progress {
 }
 
 fn section(n: usize, title: &str) {
-    houtln!("\n━━ {n}/5 {title}");
+    houtln!("\n━━ {n}/6 {title}");
 }
 
 fn spec(title: &str, turns: Value) -> RunSpec {
@@ -105,9 +105,7 @@ pub fn run(keep: bool) -> Result<i32> {
         "Q4: revenue up 12%, churn down to 2.1%, two enterprise deals slipped to January.\n",
     )?;
     houtln!("vouch demo — a fresh home at {}", dir.display());
-    houtln!(
-        "Five short stories, each a real run with a scripted model (files on disk, a real HTTP"
-    );
+    houtln!("Six short stories, each a real run with a scripted model (files on disk, a real HTTP");
     houtln!("server and mail server on loopback), a few seconds in all:");
     houtln!("  1. a document is researched and saved; the receipt follows the file on disk");
     houtln!(
@@ -120,6 +118,7 @@ pub fn run(keep: bool) -> Result<i32> {
     houtln!(
         "  5. a daily schedule: yesterday's slot, missed while the machine was off, is reported"
     );
+    houtln!("  6. the task board: a worker is killed mid-task, another finishes it; the measures");
     houtln!("Watch what the model says, and what the receipt says.");
     let mut ok = true;
 
@@ -321,6 +320,13 @@ pub fn run(keep: bool) -> Result<i32> {
     );
     ok &= tick.missed.len() == 1 && tick.started.len() == 1;
 
+    // 6. The board: work offered to workers already running; one dies, another finishes.
+    section(
+        6,
+        "The task board. Worker alpha is killed mid-task; worker beta finishes it.",
+    );
+    ok &= board_story(&dir)?;
+
     let report = host.store.verify()?;
     houtln!(
         "\nJournal: {} runs, {} events, {} broken chains.",
@@ -330,6 +336,136 @@ pub fn run(keep: bool) -> Result<i32> {
     );
     ok &= report.breaks.is_empty();
     finish(&dir, keep, ok)
+}
+
+/// Story 6 (§13): real worker processes on the demo's home; the lease, not a report, tells
+/// the board that alpha is gone.
+fn board_story(dir: &Path) -> Result<bool> {
+    use std::process::{Command, Stdio};
+    use vouch_core::board::TaskState;
+    let exe = std::env::current_exe().context("find the vouch executable")?;
+    let vouch = |args: &[&str]| {
+        let mut c = Command::new(&exe);
+        c.arg("--home")
+            .arg(dir)
+            .args(args)
+            .env_remove("VOUCH_CRASH_AFTER")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        c
+    };
+    let script = dir.join("board-script.json");
+    std::fs::write(
+        &script,
+        serde_json::to_string(&json!([
+            {"declare": {"deliveries": []}},
+            {"submit": {"summary": "Q4: revenue +12%, churn 2.1%, two deals slipped."}},
+            {"final": "Summary submitted."}
+        ]))?,
+    )?;
+    let script = script.to_string_lossy().into_owned();
+    let out = vouch(&[
+        "--json",
+        "task",
+        "offer",
+        "--type",
+        "freeform",
+        "--brief",
+        "Summarize the Q4 notes",
+        "--tag",
+        "demo",
+        "--max-attempts",
+        "2",
+        "--lease-ms",
+        "1500",
+        "--heartbeat-ms",
+        "200",
+    ])
+    .stdout(Stdio::piped())
+    .output()
+    .context("offer the demo task")?;
+    let offered: Value = serde_json::from_slice(&out.stdout).context("read the offered task")?;
+    let Some(id) = offered["id"].as_str().map(String::from) else {
+        bail!("the demo task was not offered")
+    };
+    houtln!("    Offered task {id}: 2 attempts allowed, a 1.5 s lease renewed by heartbeats.");
+    let (_, board) = crate::task::open_board(dir)?;
+    let state = |id: &str| -> Result<TaskState> {
+        board
+            .task(id)?
+            .map(|t| t.state)
+            .ok_or_else(|| anyhow!("the demo task is gone"))
+    };
+    let mut alpha = vouch(&[
+        "worker",
+        "--name",
+        "alpha",
+        "--script",
+        &script,
+        "--attempt-delay-ms",
+        "600000",
+    ])
+    .spawn()
+    .context("start worker alpha")?;
+    let mut polls = 0;
+    while state(&id)? != TaskState::Running {
+        polls += 1;
+        if polls > 1_200 {
+            let _ = alpha.kill();
+            bail!("worker alpha never started the demo task");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    alpha.kill().context("kill worker alpha")?;
+    let status = alpha.wait()?;
+    houtln!(
+        "    Worker alpha claimed it, started, and died ({}): no report, no goodbye.",
+        describe_status(&status)
+    );
+    // Beta drains the board; once alpha's lease lapses, its sweep times the attempt out
+    // and the task is claimable again.
+    let mut rounds = 0;
+    while state(&id)? != TaskState::Completed {
+        rounds += 1;
+        if rounds > 300 {
+            bail!("worker beta never finished the demo task");
+        }
+        vouch(&["worker", "--name", "beta", "--script", &script, "--drain"])
+            .status()
+            .context("run worker beta")?;
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let attempts = board.attempts(&id)?;
+    for a in &attempts {
+        houtln!(
+            "    attempt {} by {}: {}{}",
+            a.n,
+            a.claimant,
+            a.state,
+            a.end_reason
+                .as_deref()
+                .map(|r| format!(" — {}", crate::task::clean(r)))
+                .unwrap_or_default()
+        );
+    }
+    let measures = Command::new(&exe)
+        .arg("--home")
+        .arg(dir)
+        .args(["measures", "--by", "claimant"])
+        .output()
+        .context("show the measures")?;
+    houtln!("    `vouch measures --by claimant`:");
+    hout!("{}", indent(&String::from_utf8_lossy(&measures.stdout)));
+    let shape: Vec<(String, String)> = attempts
+        .iter()
+        .map(|a| (a.claimant.clone(), a.state.to_string()))
+        .collect();
+    Ok(shape
+        == vec![
+            ("alpha".to_string(), "timed_out".to_string()),
+            ("beta".to_string(), "completed".to_string()),
+        ])
 }
 
 fn describe_status(s: &std::process::ExitStatus) -> String {

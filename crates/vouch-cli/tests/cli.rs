@@ -460,6 +460,10 @@ fn the_demo_runs_from_a_fresh_machine_and_every_story_checks_out() {
     );
     assert!(text.contains("Failed: HTTP 503"), "{text}");
     assert!(text.contains("The slot of"), "{text}");
+    // The board story: alpha killed mid-task, beta finished it, the measures shown.
+    assert!(text.contains("attempt 1 by alpha: timed_out"), "{text}");
+    assert!(text.contains("attempt 2 by beta: completed"), "{text}");
+    assert!(text.contains("retry recovery"), "{text}");
 }
 
 /// The corpus through the real host: every scenario must agree with the oracle and with its
