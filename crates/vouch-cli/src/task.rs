@@ -13,7 +13,7 @@ use std::time::Duration;
 use vouch_core::board::{self as core_board, Condition, TaskState};
 use vouch_identity::KeyDir;
 use vouch_runtime::clock::{Clock, SystemClock};
-use vouch_runtime::host::{AttemptJob, TaskTypes, TaskWork};
+use vouch_runtime::host::{AttemptJob, RuntimeProfile, TaskTypes, TaskWork};
 use vouch_runtime::Host;
 use vouch_store::board::{
     claim_statement, content_id, rates, report_statement, AttemptRef, BoardStore, ClaimRequest,
@@ -152,7 +152,8 @@ pub struct WorkerArgs {
     /// Only tasks with this tag (repeatable).
     #[arg(long = "tag")]
     tags: Vec<String>,
-    /// The runtime profile the worker claims under.
+    /// The runtime profile the worker claims under: `default`, or `profiles/NAME.json` in the
+    /// home (read again before every claim; each attempt runs under its claim's snapshot).
     #[arg(long, default_value = "default")]
     profile: String,
     /// Attempts run at once by this worker.
@@ -749,8 +750,10 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
             .context("install the SIGTERM/SIGINT handler")?;
     }
     let running = Arc::new(AtomicUsize::new(0));
-    let policy = json!({"profile": a.profile, "context": "autonomous"});
-    let fingerprint = content_id(&policy).map_err(store_err)?;
+    // The runtime profile (§13.6): read again before every claim, so an edit applies to the
+    // next claim; each attempt runs under the snapshot its claim recorded.
+    let profiles_dir = dir.join("profiles");
+    let mut profile = RuntimeProfile::load(&profiles_dir, &a.profile).map_err(bad)?;
     let mut handles = vec![];
     let mut swept_ms = 0i64;
     say(
@@ -775,16 +778,20 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
             std::thread::sleep(Duration::from_millis(20));
             continue;
         }
+        match RuntimeProfile::load(&profiles_dir, &a.profile) {
+            Ok(p) => profile = p,
+            Err(e) => errln!("{e}; claiming under the profile as it was last read"),
+        }
         let mut req = ClaimRequest {
             claimant: name.clone(),
             profile: a.profile.clone(),
             model: Some(model["kind"].as_str().unwrap_or("openai").to_string()),
-            policy_fingerprint: fingerprint.clone(),
+            policy_fingerprint: profile.fingerprint.clone(),
             types: a.types.clone(),
             tags: a.tags.clone(),
             task_id: None,
             signature: None,
-            policy: policy.clone(),
+            policy: profile.policy.clone(),
             now_ms: now,
         };
         req.signature = Some(sign(&identity, &claim_statement(&req).map_err(store_err)?)?);
@@ -943,6 +950,29 @@ impl AttemptCtx {
             std::thread::sleep(Duration::from_millis(step));
             waited += step;
         }
+        // The run enforces the snapshot this claim recorded, not the file as it is now.
+        let profile = match RuntimeProfile::from_policy(
+            claim
+                .attempt
+                .detail
+                .get("policy")
+                .cloned()
+                .unwrap_or_default(),
+        ) {
+            Ok(p) if p.fingerprint == claim.attempt.policy_fingerprint => p,
+            _ => {
+                return finish(
+                    ReportKind::Failed {
+                        retryable: false,
+                        reason: "the attempt's recorded policy does not match its fingerprint"
+                            .into(),
+                    },
+                    None,
+                    None,
+                    Default::default(),
+                )
+            }
+        };
         let job = AttemptJob {
             task_id: claim.task.id.clone(),
             kind: claim.task.kind.clone(),
@@ -951,6 +981,7 @@ impl AttemptCtx {
             criteria: claim.task.spec.criteria.clone(),
             model: self.model.clone(),
             repairs_max: self.repairs,
+            profile: Some(profile),
         };
         // A resumption continues the suspended attempt's own run, whoever started it (§13.3).
         let out = match (claim.resumption, claim.attempt.run_id.as_deref()) {

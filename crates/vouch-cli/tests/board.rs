@@ -750,6 +750,88 @@ fn continuation_goes_on_from_the_parents_conversation(pg: bool) {
     assert_eq!(out.status.code(), Some(2));
 }
 
+fn runtime_profile_snapshot_is_enforced_not_a_later_edit(pg: bool) {
+    let b = Board::new(pg);
+    let profiles = b.dir.join("profiles");
+    std::fs::create_dir_all(&profiles).unwrap();
+    let narrow = json!({"tools": {"autonomous": ["read_file"]}, "network": []});
+    std::fs::write(profiles.join("narrow.json"), narrow.to_string()).unwrap();
+    // A missing profile is bad input.
+    let out = b.run(&["worker", "--name", "w0", "--profile", "nope", "--drain"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let script = b.script(json!([
+        {"declare": {"deliveries": []}},
+        {"tool": "search_news", "args": {"q": "markets"}},
+        {"submit": {"summary": "done"}},
+        {"final": "ok"}
+    ]));
+    let id = b.offer(&["--profile", "narrow", "--heartbeat-ms", "200"]);
+    // A worker under another profile may not claim it.
+    b.run(&["worker", "--name", "w0", "--script", &script, "--drain"]);
+    assert_eq!(state(&b.show(&id)), "queued");
+    let w = b.worker(
+        "w1",
+        &script,
+        &[
+            "--profile",
+            "narrow",
+            "--attempt-delay-ms",
+            "1500",
+            "--drain",
+        ],
+    );
+    b.wait_for(&id, "running", |v| state(v) == "running");
+    // Widened after the claim: this attempt still runs under the snapshot it claimed.
+    std::fs::write(
+        profiles.join("narrow.json"),
+        json!({"tools": {"autonomous": ["read_file", "search_news"]}}).to_string(),
+    )
+    .unwrap();
+    let out = w.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = b.show(&id);
+    assert_eq!(state(&v), "completed", "{v}");
+    let a = &v["attempts"][0];
+    assert_eq!(a["profile"], "narrow");
+    let mut recorded = narrow.clone();
+    recorded["name"] = json!("narrow");
+    assert_eq!(a["detail"]["policy"], recorded);
+    let fp1 = a["policy_fingerprint"].as_str().unwrap().to_string();
+    assert!(fp1.starts_with("sha256:") && fp1.len() == 71, "{fp1}");
+    assert_eq!(
+        a["usage"]["failed_tool_calls"], 1,
+        "search_news was refused"
+    );
+    let j = b.run(&["--json", "journal", a["run_id"].as_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&j.stdout).contains("not allowed by runtime profile"));
+    // The next claim reads the edited profile: a new fingerprint, the tool allowed.
+    let id2 = b.offer(&["--profile", "narrow"]);
+    b.run(&[
+        "worker",
+        "--name",
+        "w2",
+        "--script",
+        &script,
+        "--profile",
+        "narrow",
+        "--drain",
+    ]);
+    let v2 = b.show(&id2);
+    assert_eq!(state(&v2), "completed", "{v2}");
+    let a2 = &v2["attempts"][0];
+    assert_ne!(a2["policy_fingerprint"].as_str().unwrap(), fp1);
+    assert_eq!(a2["usage"]["failed_tool_calls"], 0);
+}
+
 macro_rules! both {
     ($($name:ident),*) => {
         mod sqlite { $( #[test] fn $name() { super::$name(false) } )* }
@@ -766,5 +848,6 @@ both!(
     sigterm_aborts_retryably,
     cancel_seen_at_heartbeat_and_late_report_refused,
     approval_suspends_and_another_worker_finishes,
-    continuation_goes_on_from_the_parents_conversation
+    continuation_goes_on_from_the_parents_conversation,
+    runtime_profile_snapshot_is_enforced_not_a_later_edit
 );

@@ -609,6 +609,11 @@ pub fn claim(tx: &mut dyn BoardTx, req: &ClaimRequest) -> StoreResult<Option<Cla
         (AttemptChange::To { state }, Some(old)) => {
             let mut a = attempt_after(&old, state, now);
             a.claimant = req.claimant.clone();
+            // The resumption runs under its own claim's profile snapshot (§13.6); the earlier
+            // ones stay in `resumed_from`.
+            a.profile = req.profile.clone();
+            a.model = req.model.clone();
+            a.policy_fingerprint = req.policy_fingerprint.clone();
             a.epoch = task.epoch;
             a.lease_until_ms = Some(lease_until);
             a.dispatch_deadline_ms = Some(now + before.spec.dispatch_timeout_ms);
@@ -628,7 +633,7 @@ pub fn claim(tx: &mut dyn BoardTx, req: &ClaimRequest) -> StoreResult<Option<Cla
                     prior = Value::Array(vec![]);
                 }
                 if let Value::Array(xs) = &mut prior {
-                    xs.push(serde_json::json!({"claimant": old.claimant, "epoch": old.epoch}));
+                    xs.push(serde_json::json!({"claimant": old.claimant, "epoch": old.epoch, "profile": old.profile, "policy_fingerprint": old.policy_fingerprint}));
                 }
                 m.insert("resumed_from".into(), prior);
             }

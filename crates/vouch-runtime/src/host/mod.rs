@@ -34,7 +34,8 @@ mod turn;
 
 pub use decisions::Then;
 pub use task::{
-    usage_of, validate, AttemptJob, AttemptOutcome, TaskDecision, TaskType, TaskTypes, TaskWork,
+    usage_of, validate, AttemptJob, AttemptOutcome, RuntimeProfile, TaskDecision, TaskType,
+    TaskTypes, TaskWork,
 };
 
 /// Bounds on one run. Units in names.

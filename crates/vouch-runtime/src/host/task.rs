@@ -173,8 +173,121 @@ pub fn validate(schema: &Value, value: &Value) -> Result<(), Vec<String>> {
     }
 }
 
+/// A runtime profile (§13.6): a runtime kind and a model bound to policies — the work tools
+/// allowed per context, shell commands, network hosts, writable paths. Its fingerprint is the
+/// content id of its canonical form; a claim records the snapshot, and the run enforces the
+/// snapshot it was claimed under, never a later edit of the file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuntimeProfile {
+    pub name: String,
+    /// The whole canonical policy (what is fingerprinted and recorded at claim).
+    pub policy: Value,
+    pub fingerprint: String,
+}
+
+/// Profile files are this large at most.
+pub const PROFILE_FILE_BYTES_MAX: u64 = 64 * 1024;
+
+impl RuntimeProfile {
+    /// `default`: the vouch runtime, any model, every work tool; otherwise
+    /// `<dir>/NAME.json`: `{"runtime", "model", "tools": {CONTEXT: [TOOL…]}, "shell": [CMD…],
+    /// "network": [HOST…], "writable": [GLOB…]}` (every key optional; `name` is the file's).
+    pub fn load(dir: &std::path::Path, name: &str) -> Result<Self, String> {
+        let ok_name = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+            && !name.starts_with('.');
+        if !ok_name {
+            return Err(format!(
+                "profile name `{name}`: use 1-64 letters, digits, . - _ (not starting with .)"
+            ));
+        }
+        let p = dir.join(format!("{name}.json"));
+        let mut v = if name == "default" && !p.exists() {
+            json!({"runtime": "vouch"})
+        } else {
+            let shown = p.display();
+            let len = std::fs::metadata(&p)
+                .map_err(|e| format!("runtime profile `{name}`: cannot read {shown}: {e}"))?
+                .len();
+            if len > PROFILE_FILE_BYTES_MAX {
+                return Err(format!(
+                    "runtime profile {shown} is {len} bytes; at most {PROFILE_FILE_BYTES_MAX}"
+                ));
+            }
+            let text = std::fs::read_to_string(&p)
+                .map_err(|e| format!("runtime profile `{name}`: cannot read {shown}: {e}"))?;
+            serde_json::from_str::<Value>(&text)
+                .map_err(|e| format!("runtime profile {shown} is not JSON: {e}"))?
+        };
+        let Some(o) = v.as_object_mut() else {
+            return Err(format!("runtime profile `{name}` must be a JSON object"));
+        };
+        o.insert("name".into(), json!(name));
+        let strings = |k: &str, x: &Value| -> Result<(), String> {
+            match x.as_array() {
+                Some(a) if a.iter().all(Value::is_string) => Ok(()),
+                _ => Err(format!(
+                    "runtime profile `{name}`: {k} must be an array of strings"
+                )),
+            }
+        };
+        for k in ["shell", "network", "writable"] {
+            if let Some(x) = o.get(k) {
+                strings(k, x)?;
+            }
+        }
+        if let Some(t) = o.get("tools") {
+            let Some(t) = t.as_object() else {
+                return Err(format!(
+                    "runtime profile `{name}`: tools must map a context to an array of tool names"
+                ));
+            };
+            for (ctx, x) in t {
+                strings(&format!("tools.{ctx}"), x)?;
+            }
+        }
+        Self::from_policy(v)
+    }
+
+    /// A recorded snapshot, fingerprinted again.
+    pub fn from_policy(policy: Value) -> Result<Self, String> {
+        let name = policy
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("default")
+            .to_string();
+        let fingerprint =
+            vouch_store::board::content_id(&policy).map_err(|e| format!("fingerprint: {e}"))?;
+        Ok(RuntimeProfile {
+            name,
+            policy,
+            fingerprint,
+        })
+    }
+
+    /// The work tools a task run (autonomous context) may call; `None`: any.
+    pub fn allowed_tools(&self) -> Option<Vec<String>> {
+        self.policy
+            .pointer("/tools/autonomous")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(String::from)
+                    .collect()
+            })
+    }
+}
+
 /// What the live session may submit in one attempt's run.
 struct Slot {
+    /// The work tools the attempt's profile snapshot allows (`None`: any), and which
+    /// profile said so.
+    allowed_tools: Option<Vec<String>>,
+    profile: String,
     output_schema: Value,
     needs_assessment: bool,
     repairs_max: u32,
@@ -239,6 +352,21 @@ impl WorkTools for TaskWork {
         args: &Value,
     ) -> Option<Result<String, String>> {
         if call.name != "submit" {
+            // The profile snapshot the attempt was claimed under decides (§13.6).
+            let refused = self.slots.lock().ok().and_then(|m| {
+                m.get(run_id).and_then(|s| {
+                    s.allowed_tools
+                        .as_ref()
+                        .filter(|a| !a.iter().any(|t| t == &call.name))
+                        .map(|_| s.profile.clone())
+                })
+            });
+            if let Some(profile) = refused {
+                return Some(Err(format!(
+                    "tool `{}` is not allowed by runtime profile {profile}",
+                    call.name
+                )));
+            }
             return self.inner.call(run_id, spec, call, args);
         }
         let Ok(mut slots) = self.slots.lock() else {
@@ -300,6 +428,8 @@ pub struct AttemptJob {
     /// The model of the run: `{"kind":"script","turns":[…]}` or `{"kind":"openai"}`.
     pub model: Value,
     pub repairs_max: u32,
+    /// The runtime profile snapshot recorded at claim, enforced by the run (`None`: any).
+    pub profile: Option<RuntimeProfile>,
 }
 
 /// How the attempt's run ended, as the host saw it.
@@ -491,6 +621,12 @@ impl Host {
             scope: None,
         };
         let mut slot = Slot {
+            allowed_tools: job.profile.as_ref().and_then(RuntimeProfile::allowed_tools),
+            profile: job
+                .profile
+                .as_ref()
+                .map(|p| format!("`{}` ({})", p.name, p.fingerprint))
+                .unwrap_or_default(),
             output_schema: ty.output_schema.clone(),
             needs_assessment: job.criteria.is_some(),
             repairs_max: job.repairs_max,
