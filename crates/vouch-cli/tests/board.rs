@@ -652,8 +652,32 @@ fn approval_suspends_and_another_worker_finishes(pg: bool) {
     let sent = got.lock().unwrap().clone();
     assert_eq!(sent.len(), 1, "{sent:?}");
     assert!(sent[0].contains("hello"), "{sent:?}");
-    // The other task still waits for its own approval.
+    // The other task still waits for its own approval; a sweep leaves it alone.
     assert_eq!(attempt_states(&b.show(&other)), vec!["suspended"]);
+    assert_eq!(b.json(&["task", "sweep"])["resumed"], json!([]));
+    // A decider that stopped after recording the decision but before queuing the task (here:
+    // the card decided behind vouch's back) is finished by the sweep.
+    let other_run = b.show(&other)["attempts"][0]["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let decide = format!("UPDATE cards SET state = 'approved' WHERE run_id = '{other_run}'");
+    match &b.pg_schema {
+        Some(schema) => {
+            let mut c = postgres::Client::connect(&pg_url(), postgres::NoTls).unwrap();
+            c.batch_execute(&format!("SET search_path TO \"{schema}\"; {decide}"))
+                .unwrap();
+        }
+        None => {
+            let c = rusqlite::Connection::open(b.dir.join("vouch.db")).unwrap();
+            c.execute_batch(&decide).unwrap();
+        }
+    }
+    assert_eq!(
+        b.json(&["task", "sweep"])["resumed"],
+        json!([other.as_str()])
+    );
+    assert_eq!(state(&b.show(&other)), "queued");
 }
 
 fn continuation_goes_on_from_the_parents_conversation(pg: bool) {

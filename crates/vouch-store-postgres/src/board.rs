@@ -476,6 +476,18 @@ impl BoardStore for PostgresStore {
                 out.promoted.push(id);
             }
         }
+        for id in self.due_ids(
+            "SELECT a.task_id FROM task_attempts a JOIN runs r ON r.id = a.run_id \
+             WHERE a.state = 'suspended' AND r.state = 'suspended' AND $1::bigint IS NOT NULL \
+             AND NOT EXISTS (SELECT 1 FROM cards c WHERE c.run_id = a.run_id AND c.state = 'open') \
+             ORDER BY a.task_id LIMIT $2",
+            now_ms,
+        )? {
+            // Losing the race to the decider (it queued the task itself) changes nothing.
+            if self.board(|tx| ops::resume_ready(tx, &id, now_ms)).is_ok() {
+                out.resumed.push(id);
+            }
+        }
         Ok(out)
     }
 

@@ -242,6 +242,10 @@ pub struct SweepReport {
     pub expired: Vec<String>,
     /// (task, attempt number, which clock)
     pub timed_out: Vec<(String, u32, String)>,
+    /// Suspended attempts whose run's decisions were all made, queued as resumptions (the
+    /// decider stopped between recording the decision and queuing the task).
+    #[serde(default)]
+    pub resumed: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -333,7 +337,8 @@ pub trait BoardStore: Send + Sync {
     fn report(&self, report: &Report) -> StoreResult<Reported>;
     fn cancel(&self, task_id: &str, now_ms: i64) -> StoreResult<TaskRecord>;
     /// Promote waiting tasks whose condition holds, expire passed deadlines, time out
-    /// attempts whose clocks ran out — each with the same guarded writes.
+    /// attempts whose clocks ran out, queue suspended attempts whose run no longer waits for
+    /// a decision — each with the same guarded writes.
     fn sweep(&self, now_ms: i64) -> StoreResult<SweepReport>;
     /// A stored result by content id.
     fn result(&self, id: &str) -> StoreResult<Option<Value>>;
