@@ -856,6 +856,67 @@ fn runtime_profile_snapshot_is_enforced_not_a_later_edit(pg: bool) {
     assert_eq!(a2["usage"]["failed_tool_calls"], 0);
 }
 
+/// The same decision over HTTP (`vouch serve --http`): the server records it and queues the
+/// task; it never drives the task's run itself.
+fn http_approval_of_a_task_run_queues_it_for_a_worker(pg: bool) {
+    use std::io::BufRead;
+    let b = Board::new(pg);
+    let (url, got) = receiver();
+    let id = b.offer(&[]);
+    let script = b.script(json!([
+        {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "webhook", "address": url}}]}},
+        {"deliver": "d1", "payload": {"text": "over http"}},
+        {"submit": {"summary": "sent"}},
+        {"final": "done"}
+    ]));
+    b.run(&["worker", "--name", "w1", "--script", &script, "--drain"]);
+    let v = b.show(&id);
+    assert_eq!(attempt_states(&v), vec!["suspended"]);
+    let run = v["attempts"][0]["run_id"].as_str().unwrap().to_string();
+    let hash = b.json(&["approvals"])[0]["payload_hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let token = b.json(&["token", "new", "t"])["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut child = b
+        .cmd(&["--json", "serve", "--http", "127.0.0.1:0"])
+        .env_remove("DBUS_SESSION_BUS_ADDRESS")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = serde_json::from_str::<Value>(&line).unwrap()["listening"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let res = ureq::post(&format!(
+        "http://{addr}/api/runs/{run}/deliveries/d1/approve"
+    ))
+    .set("Authorization", &format!("Bearer {token}"))
+    .send_json(json!({"hash": hash}));
+    let _ = child.kill();
+    let _ = child.wait();
+    let res = res.unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(state(&b.show(&id)), "queued", "queued for a worker");
+    assert!(
+        got.lock().unwrap().is_empty(),
+        "the server did not drive the run"
+    );
+    b.run(&["worker", "--name", "w2", "--script", &script, "--drain"]);
+    let v = b.show(&id);
+    assert_eq!(state(&v), "completed", "{v}");
+    assert_eq!(v["attempts"][0]["claimant"], "w2");
+    assert_eq!(got.lock().unwrap().len(), 1);
+}
+
 macro_rules! both {
     ($($name:ident),*) => {
         mod sqlite { $( #[test] fn $name() { super::$name(false) } )* }
@@ -873,5 +934,6 @@ both!(
     cancel_seen_at_heartbeat_and_late_report_refused,
     approval_suspends_and_another_worker_finishes,
     continuation_goes_on_from_the_parents_conversation,
-    runtime_profile_snapshot_is_enforced_not_a_later_edit
+    runtime_profile_snapshot_is_enforced_not_a_later_edit,
+    http_approval_of_a_task_run_queues_it_for_a_worker
 );
