@@ -13,7 +13,7 @@ use std::time::Duration;
 use vouch_core::board::{self as core_board, Condition, TaskState};
 use vouch_identity::KeyDir;
 use vouch_runtime::clock::{Clock, SystemClock};
-use vouch_runtime::host::{AttemptJob, TaskTypes, TaskWork};
+use vouch_runtime::host::{AttemptJob, PatchWork, TaskTypes, TaskWork};
 use vouch_runtime::Host;
 use vouch_store::board::{
     claim_statement, content_id, rates, report_statement, AttemptRef, BoardStore, ClaimRequest,
@@ -34,7 +34,7 @@ const SWEEP_EVERY_MS: i64 = 500;
 #[derive(Subcommand)]
 pub enum TaskCmd {
     /// Offer a task on the board → {"id", "state"}.
-    Offer(OfferArgs),
+    Offer(Box<OfferArgs>),
     /// Tasks, oldest first.
     List {
         /// Only tasks in this state (waiting, queued, dispatched, running, completed, failed,
@@ -103,6 +103,61 @@ pub struct OfferArgs {
     /// Total time an attempt may run, in milliseconds.
     #[arg(long, default_value_t = core_board::DEFAULT_RUNNING_TIMEOUT_MS)]
     running_timeout_ms: i64,
+    /// patch: the repository (its path on the workers' machine).
+    #[arg(long)]
+    repo: Option<PathBuf>,
+    /// patch: the base revision; resolved now to its full commit id.
+    #[arg(long)]
+    base: Option<String>,
+    /// patch: a glob of paths that may change (repeatable; `*` within a folder, `**` across).
+    #[arg(long = "allow")]
+    allow: Vec<String>,
+    /// patch: a path that must change (repeatable).
+    #[arg(long = "target")]
+    targets: Vec<String>,
+    /// patch: a check the host runs after the attempt, NAME=COMMAND (repeatable).
+    #[arg(long = "check")]
+    checks: Vec<String>,
+    /// patch: each check's time limit, in seconds.
+    #[arg(long, default_value_t = 600)]
+    check_timeout_s: u64,
+    /// patch: trace file events in the worktree during the attempt (reports transient writes).
+    #[arg(long)]
+    trace: bool,
+}
+
+/// The patch input from the offer's flags (§14); the base is resolved to a full commit id.
+fn patch_input(a: &OfferArgs) -> Result<Value> {
+    let repo = a
+        .repo
+        .as_ref()
+        .ok_or_else(|| bad("--type patch needs --repo PATH (or --input FILE)"))?;
+    let repo = repo
+        .canonicalize()
+        .map_err(|e| bad(format!("--repo {}: {e}", repo.display())))?;
+    let rev = a
+        .base
+        .as_deref()
+        .ok_or_else(|| bad("--type patch needs --base REV (a commit, branch or tag)"))?;
+    let base = vouch_repo::git::Git::new(&repo)
+        .commit_id(rev)
+        .map_err(|e| {
+            bad(format!(
+                "--base {rev} is not a commit in {}: {e}",
+                repo.display()
+            ))
+        })?;
+    let mut checks = vec![];
+    for c in &a.checks {
+        let (name, cmd) = c
+            .split_once('=')
+            .ok_or_else(|| bad(format!("--check `{c}`: write it as NAME=COMMAND")))?;
+        checks.push(json!({"name": name, "cmd": cmd, "timeout_s": a.check_timeout_s}));
+    }
+    Ok(json!({
+        "repo": repo.to_string_lossy(), "base": base, "allow": a.allow, "targets": a.targets,
+        "checks": checks, "trace": a.trace,
+    }))
 }
 
 #[derive(Args)]
@@ -135,6 +190,13 @@ pub struct WorkerArgs {
     /// Malformed submissions the run may repair before its attempt fails.
     #[arg(long, default_value_t = core_board::DEFAULT_REPAIRS_MAX)]
     repairs: u32,
+    /// Where patch attempts' git worktrees are made (default: `worktrees/` in the home).
+    #[arg(long)]
+    worktrees: Option<PathBuf>,
+    /// A program the agent may run in a patch worktree (repeatable; part of the profile's
+    /// policy and its fingerprint).
+    #[arg(long = "allow-command")]
+    allow_commands: Vec<String>,
 }
 
 #[derive(Args)]
@@ -251,7 +313,7 @@ fn types(dir: &Path) -> Result<TaskTypes> {
 pub fn task(dir: &Path, cmd: TaskCmd, json: bool) -> Result<i32> {
     let (_, board) = open_board(dir)?;
     match cmd {
-        TaskCmd::Offer(a) => offer(dir, &*board, a, json),
+        TaskCmd::Offer(a) => offer(dir, &*board, *a, json),
         TaskCmd::List { state, tag } => {
             let state = state
                 .map(|s| {
@@ -418,10 +480,30 @@ fn offer(dir: &Path, board: &dyn BoardStore, a: OfferArgs, json: bool) -> Result
             dir.join("types").display()
         ))
     })?;
+    let patch_flags = a.repo.is_some()
+        || a.base.is_some()
+        || !a.allow.is_empty()
+        || !a.targets.is_empty()
+        || !a.checks.is_empty()
+        || a.trace;
+    let is_patch = a.kind == vouch_runtime::host::PATCH_TYPE;
+    if patch_flags && (!is_patch || a.input.is_some()) {
+        return Err(bad(if is_patch {
+            "give the patch either as --input FILE or as --repo/--base/--allow/--target/--check, not both"
+        } else {
+            "--repo, --base, --allow, --target, --check and --trace are for --type patch"
+        }));
+    }
     let input = match &a.input {
         Some(p) => read_json(p, "input")?,
+        None if is_patch => patch_input(&a)?,
         None => json!({"brief": a.brief}),
     };
+    if is_patch {
+        // Strict (unknown fields are errors) and checked beyond the schema: a task that could
+        // never be accepted is refused now.
+        vouch_repo::PatchInput::from_value(&input).map_err(|e| bad(e.to_string()))?;
+    }
     if let Err(errors) = vouch_runtime::host::validate(&ty.input_schema, &input) {
         return Err(bad(format!(
             "the input does not fit type `{}`: {}",
@@ -576,7 +658,11 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
     });
     let mut host = home::host(dir, None)?;
     host.store = store;
-    let work = Arc::new(TaskWork::new(host.work.clone()));
+    let worktrees = a.worktrees.clone().unwrap_or_else(|| dir.join("worktrees"));
+    let work = Arc::new(
+        TaskWork::new(host.work.clone())
+            .with_patch(PatchWork::new(worktrees, a.allow_commands.clone())),
+    );
     host.work = work.clone();
     let host = Arc::new(host);
     let stop = Arc::new(AtomicBool::new(false));
@@ -586,7 +672,11 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
             .context("install the SIGTERM/SIGINT handler")?;
     }
     let running = Arc::new(AtomicUsize::new(0));
-    let policy = json!({"profile": a.profile, "context": "autonomous"});
+    let policy = if a.allow_commands.is_empty() {
+        json!({"profile": a.profile, "context": "autonomous"})
+    } else {
+        json!({"profile": a.profile, "context": "autonomous", "commands": a.allow_commands})
+    };
     let fingerprint = content_id(&policy).map_err(store_err)?;
     let mut handles = vec![];
     let mut swept_ms = 0i64;
@@ -782,6 +872,7 @@ impl AttemptCtx {
         }
         let job = AttemptJob {
             task_id: claim.task.id.clone(),
+            attempt: claim.attempt.n,
             kind: claim.task.kind.clone(),
             brief: claim.task.spec.brief.clone(),
             input: claim.task.spec.input.clone(),

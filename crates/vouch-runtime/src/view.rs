@@ -307,6 +307,8 @@ impl RunView {
                     reason: str_of("reason"),
                 })
             }
+            // The patch attempt's worktree (§14): evidence for the board, not a delivery.
+            EventKind::Workspace => {}
             EventKind::Terminal => self.terminal = Some(b.clone()),
         }
     }

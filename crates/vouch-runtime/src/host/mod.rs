@@ -26,12 +26,14 @@ use vouch_store::{
 mod attempt;
 mod decisions;
 mod manifest;
+mod patch;
 mod proposal;
 mod reconcile;
 mod recovery;
 mod task;
 mod turn;
 
+pub use patch::{PatchWork, PATCH_TYPE};
 pub use task::{usage_of, validate, AttemptJob, AttemptOutcome, TaskType, TaskTypes, TaskWork};
 
 /// Bounds on one run. Units in names.

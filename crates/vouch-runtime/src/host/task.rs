@@ -76,6 +76,15 @@ impl TaskTypes {
                 }),
             },
         );
+        // `patch` (§14): a repository change; its output is the host's commit and evidence.
+        types.insert(
+            super::patch::PATCH_TYPE.into(),
+            TaskType {
+                name: super::patch::PATCH_TYPE.into(),
+                input_schema: vouch_repo::input_schema(),
+                output_schema: vouch_repo::output_schema(),
+            },
+        );
         TaskTypes { types }
     }
 
@@ -185,6 +194,8 @@ struct Slot {
 pub struct TaskWork {
     pub inner: Arc<dyn WorkTools>,
     slots: Mutex<HashMap<String, Slot>>,
+    /// Patch attempts' worktree tools (§14), when this worker takes patch tasks.
+    pub patch: Option<Arc<super::patch::PatchWork>>,
 }
 
 impl TaskWork {
@@ -192,7 +203,33 @@ impl TaskWork {
         TaskWork {
             inner,
             slots: Mutex::new(HashMap::new()),
+            patch: None,
         }
+    }
+
+    /// Take patch tasks too: their worktree tools beside the standard ones.
+    pub fn with_patch(mut self, patch: super::patch::PatchWork) -> Self {
+        self.patch = Some(Arc::new(patch));
+        self
+    }
+
+    /// A patch run may still call `submit`: what it says is kept as an advisory
+    /// self-assessment and decides nothing (§14).
+    pub(super) fn open_advisory(&self, run_id: &str) {
+        self.open(
+            run_id,
+            Slot {
+                output_schema: json!({"type": "object"}),
+                needs_assessment: false,
+                repairs_max: 0,
+                invalid: 0,
+                accepted: None,
+            },
+        );
+    }
+
+    pub(super) fn take_advisory(&self, run_id: &str) -> Option<Value> {
+        self.take(run_id).and_then(|s| s.accepted).map(|(r, _)| r)
     }
 
     fn open(&self, run_id: &str, slot: Slot) {
@@ -226,6 +263,9 @@ impl WorkTools for TaskWork {
     fn specs(&self) -> Vec<ToolSpec> {
         let mut s = self.inner.specs();
         s.push(submit_spec());
+        if let Some(p) = &self.patch {
+            s.extend(p.specs());
+        }
         s
     }
 
@@ -236,6 +276,9 @@ impl WorkTools for TaskWork {
         call: &ToolCall,
         args: &Value,
     ) -> Option<Result<String, String>> {
+        if let Some(r) = self.patch.as_ref().and_then(|p| p.call(run_id, call, args)) {
+            return Some(r);
+        }
         if call.name != "submit" {
             return self.inner.call(run_id, spec, call, args);
         }
@@ -291,6 +334,8 @@ impl WorkTools for TaskWork {
 #[derive(Debug, Clone)]
 pub struct AttemptJob {
     pub task_id: String,
+    /// The attempt's number (names a patch attempt's branch, `vouch/TASK/ATTEMPT`).
+    pub attempt: u32,
     pub kind: String,
     pub brief: String,
     pub input: Value,
@@ -318,6 +363,9 @@ impl Host {
         types: &TaskTypes,
         job: &AttemptJob,
     ) -> HostResult<AttemptOutcome> {
+        if job.kind == super::patch::PATCH_TYPE {
+            return self.run_patch_attempt(work, job);
+        }
         let ty = types.get(&job.kind).ok_or_else(|| {
             HostError::Invalid(format!(
                 "task type `{}` is not registered here; known: {}",
@@ -449,7 +497,7 @@ mod tests {
         )
         .unwrap();
         let t = TaskTypes::with_dir(dir.path()).unwrap();
-        assert_eq!(t.names(), vec!["freeform", "haiku", "judge"]);
+        assert_eq!(t.names(), vec!["freeform", "haiku", "judge", "patch"]);
         let e = validate(
             &t.get("haiku").unwrap().output_schema,
             &json!({"lines": []}),

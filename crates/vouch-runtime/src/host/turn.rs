@@ -554,6 +554,8 @@ pub(super) fn chat_message(
                 .unwrap_or("")
                 .into(),
         }),
+        // A patch attempt: the model is told where it works and what the host will check.
+        EventKind::Workspace => host(super::patch::workspace_message(body)),
         EventKind::ClarifyAnswered => Some(ChatMessage::User {
             content: body
                 .get("answer")
