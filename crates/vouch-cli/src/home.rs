@@ -176,6 +176,10 @@ pub fn providers(dir: &Path, cfg: &Config) -> BTreeMap<DestinationKind, Arc<dyn 
         DestinationKind::Folder,
         Arc::new(FolderProvider::new(folder_root(dir))),
     );
+    providers.insert(
+        DestinationKind::Repository,
+        Arc::new(vouch_runtime::repository::RepositoryProvider),
+    );
     let wh = cfg.webhook.clone().unwrap_or_default();
     providers.insert(
         DestinationKind::Webhook,

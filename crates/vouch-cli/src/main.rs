@@ -442,7 +442,7 @@ fn progress(enabled: bool) -> Option<Progress> {
     enabled.then(|| Arc::new(|line: &str| errln!("{line}")) as Progress)
 }
 
-fn host_err(e: vouch_runtime::HostError) -> anyhow::Error {
+pub(crate) fn host_err(e: vouch_runtime::HostError) -> anyhow::Error {
     match e {
         vouch_runtime::HostError::Invalid(m) => bad(m),
         vouch_runtime::HostError::Store(vouch_store::StoreError::NotFound { what, id }) => {
@@ -458,7 +458,7 @@ fn host_err(e: vouch_runtime::HostError) -> anyhow::Error {
     }
 }
 
-fn open_host(dir: &Path, watch: bool) -> Result<Host> {
+pub(crate) fn open_host(dir: &Path, watch: bool) -> Result<Host> {
     let host = home::host(dir, progress(watch))?;
     if let Some(why) = host.store.read_only() {
         // Reading a read-only home changes nothing there: no presence, no reconciliation.
@@ -986,7 +986,7 @@ fn run(cli: Cli) -> Result<i32> {
     }
 }
 
-fn finish(host: &Host, id: &str, end: &RunEnd, json: bool) -> Result<i32> {
+pub(crate) fn finish(host: &Host, id: &str, end: &RunEnd, json: bool) -> Result<i32> {
     let rec = host
         .store
         .run(id)?

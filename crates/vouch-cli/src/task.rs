@@ -57,6 +57,15 @@ pub enum TaskCmd {
     },
     /// End attempts whose clocks ran out, expire passed deadlines, promote waiting tasks.
     Sweep,
+    /// Apply a completed patch task's commit to a real branch: a run with one `save` to the
+    /// repository, which waits for your approval (`vouch approve RUN apply --hash …`).
+    Apply {
+        /// The patch task's id.
+        id: String,
+        /// The branch to fast-forward to the task's commit.
+        #[arg(long)]
+        branch: String,
+    },
 }
 
 #[derive(Args)]
@@ -431,6 +440,32 @@ pub fn task(dir: &Path, cmd: TaskCmd, json: bool) -> Result<i32> {
                 );
             }
             Ok(0)
+        }
+        TaskCmd::Apply { id, branch } => {
+            let t = board
+                .task(&id)
+                .map_err(store_err)?
+                .ok_or_else(|| bad(format!("no task `{id}`; list tasks with `vouch task list`")))?;
+            if t.kind != vouch_runtime::host::PATCH_TYPE {
+                return Err(bad(format!(
+                    "task `{id}` is a {} task, not a patch",
+                    t.kind
+                )));
+            }
+            let result = match &t.result_id {
+                Some(r) => board.result(r).map_err(store_err)?,
+                None => None,
+            }
+            .ok_or_else(|| {
+                bad(format!(
+                    "task `{id}` has no accepted patch to apply (it is {})",
+                    t.state
+                ))
+            })?;
+            let spec = vouch_runtime::repository::apply_run(&id, &result, &branch).map_err(bad)?;
+            let host = crate::open_host(dir, !json)?;
+            let (run, end) = host.start(&spec).map_err(crate::host_err)?;
+            crate::finish(&host, &run, &end, json)
         }
         TaskCmd::Sweep => {
             let r = board.sweep(now_ms()).map_err(store_err)?;

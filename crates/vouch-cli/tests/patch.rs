@@ -321,3 +321,99 @@ fn bad_patch_offers_are_refused_with_what_is_wrong() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("for --type patch"));
 }
+
+fn accepted_task(h: &Home) -> (String, String) {
+    let id = h.offer(CHECK);
+    h.work(json!([
+        {"declare": {"deliveries": []}},
+        {"tool": "repo_write_file", "args": {"path": "src/client.rs", "text": "retry\n"}},
+        {"final": "done"}
+    ]));
+    let s = h.show(&id);
+    assert_eq!(s["task"]["state"], "completed", "{s:#}");
+    (id, s["result"]["commit"].as_str().unwrap().to_string())
+}
+
+fn card(h: &Home) -> (String, String) {
+    let cards = h.json(&["approvals"]);
+    assert_eq!(cards.as_array().unwrap().len(), 1, "{cards}");
+    assert_eq!(cards[0]["delivery"], "apply");
+    assert!(
+        cards[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("everyone who shares the branch"),
+        "{cards}"
+    );
+    (
+        cards[0]["run"].as_str().unwrap().to_string(),
+        cards[0]["payload_hash"].as_str().unwrap().to_string(),
+    )
+}
+
+#[test]
+fn applying_to_the_real_branch_waits_for_approval_and_denied_leaves_it_unchanged() {
+    let h = Home::new();
+    let (id, commit) = accepted_task(&h);
+    let out = h.run(&["task", "apply", &id, "--branch", "main"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        git(&h.repo, &["rev-parse", "main"]),
+        h.base,
+        "nothing moves before approval"
+    );
+    let (run, _) = card(&h);
+    let v = h.json(&["deny", &run, "apply"]);
+    assert_eq!(
+        git(&h.repo, &["rev-parse", "main"]),
+        h.base,
+        "denied: branch unchanged"
+    );
+    assert_eq!(
+        std::fs::read_to_string(h.repo.join("src/client.rs")).unwrap(),
+        "fn send() {}\n"
+    );
+    assert!(
+        v["receipt"]
+            .as_str()
+            .unwrap()
+            .contains("Withdrawn at your request"),
+        "{v}"
+    );
+
+    // Offered again and approved: the branch fast-forwards to the host's commit.
+    h.run(&["task", "apply", &id, "--branch", "main"]);
+    let (run, hash) = card(&h);
+    let out = h.run(&["approve", &run, "apply", "--hash", &hash]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(git(&h.repo, &["rev-parse", "main"]), commit);
+    assert_eq!(
+        std::fs::read_to_string(h.repo.join("src/client.rs")).unwrap(),
+        "retry\n"
+    );
+    let receipt = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(receipt.contains("the branch reads back at"), "{receipt}");
+}
+
+#[test]
+fn a_branch_that_moved_on_is_not_rewritten_by_an_approved_apply() {
+    let h = Home::new();
+    let (id, _) = accepted_task(&h);
+    std::fs::write(h.repo.join("README.md"), "someone else\n").unwrap();
+    git(&h.repo, &["commit", "--quiet", "-am", "moved on"]);
+    let moved = git(&h.repo, &["rev-parse", "main"]);
+    h.run(&["task", "apply", &id, "--branch", "main"]);
+    let (run, hash) = card(&h);
+    let out = h.run(&["--json", "approve", &run, "apply", "--hash", &hash]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(git(&h.repo, &["rev-parse", "main"]), moved);
+    assert!(v.to_string().contains("rebase"), "{v}");
+}

@@ -64,16 +64,19 @@ pub enum DestinationKind {
     Webhook,
     Calendar,
     Payment,
+    /// A git branch, `PATH#BRANCH` (§14): applying a patch task's commit to it.
+    Repository,
 }
 
 impl DestinationKind {
-    pub const ALL: [DestinationKind; 6] = [
+    pub const ALL: [DestinationKind; 7] = [
         DestinationKind::Surface,
         DestinationKind::Folder,
         DestinationKind::Email,
         DestinationKind::Webhook,
         DestinationKind::Calendar,
         DestinationKind::Payment,
+        DestinationKind::Repository,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -84,6 +87,7 @@ impl DestinationKind {
             DestinationKind::Webhook => "webhook",
             DestinationKind::Calendar => "calendar",
             DestinationKind::Payment => "payment",
+            DestinationKind::Repository => "repository",
         }
     }
 

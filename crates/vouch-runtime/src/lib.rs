@@ -17,6 +17,7 @@ pub mod notify;
 pub mod outbound;
 pub mod provider;
 pub mod receipt;
+pub mod repository;
 pub mod runs;
 pub mod scheduler;
 pub mod schemas;
