@@ -7,6 +7,7 @@
 //! Invariants: pure (no I/O, no clock); never reads `expect`; never calls vouch-core's
 //! decision functions (only its types), so it is an independent second reading.
 
+pub mod patch;
 pub mod rules;
 mod sim;
 

@@ -205,7 +205,9 @@ impl Host {
             presence: Some(Presence::Away),
             quiet: false,
             model: job.model.clone(),
-            scope: None,
+            // Every attempt of a task shares one ledger scope (§8.1): a retry never repeats an
+            // irreversible act an earlier attempt did.
+            scope: Some(format!("task:{}", job.task_id)),
         };
         let record = ws.record.clone();
         let ws = Arc::new(ws);
