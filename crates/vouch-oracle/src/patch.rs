@@ -186,6 +186,84 @@ pub fn patch(c: &PatchCase) -> PatchAnswer {
     }
 }
 
+/// A name the worktree's tools accept (§14.0.2): relative, plain components, not `.git`.
+fn plain(p: &str) -> bool {
+    !p.is_empty()
+        && !p.starts_with('/')
+        && !p.ends_with('/')
+        && p.split('/')
+            .all(|c| !c.is_empty() && c != "." && c != ".." && c != ".git")
+}
+
+/// A patch scenario's answer: the writes replayed over the base files (a refused name writes
+/// nothing), the faults, and the checks' declared exits (not run on a worktree with a fault).
+pub fn evaluate_scenario(s: &vouch_scenario::patch::PatchScenario) -> PatchAnswer {
+    use vouch_scenario::patch::{PatchFault, PatchTurn};
+    let mut files: BTreeMap<String, String> = s
+        .repo
+        .files
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let mut case = PatchCase {
+        allow: s.repo.allow.clone(),
+        targets: s.repo.targets.clone(),
+        checks: s.repo.checks.iter().map(|c| c.name.clone()).collect(),
+        ..Default::default()
+    };
+    let mut written = vec![];
+    for t in &s.script {
+        match t {
+            PatchTurn::Write { path, text } if plain(path) => {
+                files.insert(path.clone(), text.clone());
+                written.push(path.clone());
+            }
+            PatchTurn::Fault(PatchFault::HeadMoved) => case.head_moved = true,
+            PatchTurn::Fault(PatchFault::LeaseLost) => case.lease_lost = true,
+            PatchTurn::Fault(PatchFault::WorktreeReplaced) => case.worktree_replaced = true,
+            // A worktree whose git link is broken: neither its HEAD nor its diff can be read.
+            PatchTurn::Fault(PatchFault::DiffUnreadable) => case.head_moved = true,
+            PatchTurn::Final(text) => case.final_text = text.clone(),
+            _ => {}
+        }
+    }
+    let unreadable = s
+        .script
+        .iter()
+        .any(|t| *t == PatchTurn::Fault(PatchFault::DiffUnreadable));
+    let changed: Vec<String> = files
+        .iter()
+        .filter(|(k, v)| s.repo.files.get(*k) != Some(*v))
+        .map(|(k, _)| k.clone())
+        .collect();
+    case.changed = (!unreadable).then_some(changed);
+    let intact = !(case.head_moved || case.lease_lost || case.worktree_replaced || unreadable);
+    if intact {
+        case.exits = s
+            .repo
+            .checks
+            .iter()
+            .map(|c| (c.name.clone(), Some(c.exit)))
+            .collect();
+    }
+    case.reported_writes = written.clone();
+    case.traced = s.repo.trace.then_some(written);
+    patch(&case)
+}
+
+/// The answer in the scenario report's shape.
+pub fn report(a: &PatchAnswer) -> vouch_scenario::patch::PatchReport {
+    vouch_scenario::patch::PatchReport {
+        changed: a.changed.clone(),
+        collateral: a.collateral.clone(),
+        checks: a.checks.clone(),
+        attribution: a.attribution.clone(),
+        verdict: a.verdict.clone(),
+        no_effect: a.no_effect,
+        transient: a.transient.clone(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

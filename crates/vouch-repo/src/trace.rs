@@ -81,6 +81,8 @@ impl Trace {
         let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
             let Ok(ev) = res else { return };
             let kind = match ev.kind {
+                // A folder made for a file is not a write; the file's own event follows.
+                EventKind::Create(notify::event::CreateKind::Folder) => return,
                 EventKind::Create(_) => "create",
                 EventKind::Modify(_) => "modify",
                 EventKind::Remove(_) => "remove",

@@ -100,6 +100,13 @@ pub fn parse_utc_ms(s: &str) -> Option<i64> {
     Some(((days * 24 + h) * 60 + mi) * 60_000 + se * 1000)
 }
 
+pub mod patch;
+
+/// A host over a fresh store in `dir` with an empty simulated world (patch scenarios).
+pub(crate) fn scenario_host(dir: &Path) -> Result<Host, String> {
+    Ctx::new(&json!({}), dir)?.host()
+}
+
 impl Ctx {
     fn new(s: &Value, dir: &Path) -> Result<Ctx, String> {
         let world = s.get("world").cloned().unwrap_or(json!({}));

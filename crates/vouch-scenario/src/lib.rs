@@ -5,6 +5,7 @@
 //! rejects unknown fields, so a typo in a corpus file is an error, never a silent default.
 
 pub mod load;
+pub mod patch;
 pub mod pattern;
 pub mod report;
 pub mod scenario;

@@ -256,6 +256,7 @@ impl Host {
                 report: None,
                 receipt: run_receipt,
                 usage,
+                evidence: None,
             });
         }
         let (observed, ws) = ws.observe();
@@ -324,6 +325,7 @@ impl Host {
             report: Some(report),
             receipt: Some(receipt),
             usage,
+            evidence: Some(evidence(&observed)),
         })
     }
 }

@@ -353,6 +353,8 @@ pub struct AttemptOutcome {
     pub report: Option<ReportKind>,
     pub receipt: Option<String>,
     pub usage: Usage,
+    /// A patch attempt's evidence as the host observed it (§14), accepted or not.
+    pub evidence: Option<Value>,
 }
 
 impl Host {
@@ -436,6 +438,7 @@ impl Host {
             report,
             receipt,
             usage,
+            evidence: None,
         })
     }
 }
