@@ -618,7 +618,7 @@ fn run(cli: Cli) -> Result<i32> {
         }
         Cmd::Journal { target } if target == "verify" => {
             let store = home::open_store(&dir)?;
-            let report = store.verify()?;
+            let report = vouch_runtime::verify::verify(store.as_ref())?;
             if json {
                 outln!("{}", serde_json::to_string(&report)?);
             } else if report.intact() {

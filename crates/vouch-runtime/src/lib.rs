@@ -22,6 +22,7 @@ pub mod scheduler;
 pub mod schemas;
 pub mod scripted;
 pub mod tools;
+pub mod verify;
 pub mod view;
 
 pub use host::{Host, HostError, Limits, RunEnd, RunSpec};

@@ -17,9 +17,10 @@ use vouch_core::{
     DeliveryStatus, Destination, DestinationKind, EndedBy, Manifest, Posture, PostureInput,
     Presence, RunState, TriggerKind, Verb,
 };
+use vouch_store::{journal as j, Event};
 use vouch_store::{
-    Card, CardState, Decision, EndResult, EventKind, JournalEntry, LedgerEntry, LedgerIntent,
-    LedgerState, NewEvent, NewOutbox, NewRun, OutboxRow, RunRecord, Store, StoreError, Terminal,
+    Card, CardState, Decision, EndResult, JournalEntry, LedgerEntry, LedgerIntent, LedgerState,
+    NewEvent, NewOutbox, NewRun, OutboxRow, RunRecord, Store, StoreError, Terminal,
 };
 
 // One file per transition; each says what it may touch (docs/architecture.md).
@@ -167,12 +168,12 @@ impl Drives {
             .remove(run_id);
     }
 
-    fn apply(&self, entry: &JournalEntry) {
+    fn apply(&self, entry: &JournalEntry, event: &Event) {
         if let Some(d) = self.get(&entry.run_id) {
             let mut d = d.lock().unwrap_or_else(|p| p.into_inner());
-            d.view.apply(entry);
-            if let Some(m) = turn::chat_message(entry.kind, entry.delivery.as_deref(), &entry.body)
-            {
+            d.view
+                .apply_event(entry.at_ms, entry.delivery.as_deref(), event);
+            if let Some(m) = turn::chat_message(event, entry.delivery.as_deref()) {
                 d.messages.push(m);
             }
         }
@@ -190,6 +191,13 @@ impl Drives {
         let d = d.lock().unwrap_or_else(|p| p.into_inner());
         Some(f(&d.messages))
     }
+}
+
+/// An event about to be journaled: typed (one serde type per kind, `vouch_store::journal`),
+/// with the delivery it is about.
+pub(super) struct Ev {
+    event: Event,
+    delivery: Option<String>,
 }
 
 /// The person's presence for a run at a moment (§11.1): `watching` while a surface of the
@@ -257,12 +265,19 @@ impl Host {
     }
 
     /// Append an event and honour an injected crash point right after it is durable.
-    fn journal(&self, run_id: &str, ev: NewEvent) -> HostResult<()> {
-        let kind = ev.kind;
-        let delivery = ev.delivery.clone();
-        let entry = self.store.append(run_id, &ev)?;
-        self.drives.apply(&entry);
-        self.crash_point(kind.as_str(), delivery.as_deref())
+    /// Append one typed event to a run's journal (buffered until the next durability point,
+    /// §3.4.2), fold it into the drive's view and conversation, then pass its crash point.
+    fn journal(&self, run_id: &str, ev: Ev) -> HostResult<()> {
+        let kind = ev.event.kind();
+        let new = NewEvent {
+            kind,
+            delivery: ev.delivery.clone(),
+            body: ev.event.body(),
+            at_ms: self.now(),
+        };
+        let entry = self.store.append(run_id, &new)?;
+        self.drives.apply(&entry, &ev.event);
+        self.crash_point(kind.as_str(), ev.delivery.as_deref())
     }
 
     fn crash_point(&self, point: &str, delivery: Option<&str>) -> HostResult<()> {
@@ -287,12 +302,20 @@ impl Host {
         Ok(())
     }
 
-    fn ev(&self, kind: EventKind, body: Value) -> NewEvent {
-        NewEvent::new(kind, self.now(), body)
+    /// A run-level event.
+    fn ev(&self, event: impl Into<Event>) -> Ev {
+        Ev {
+            event: event.into(),
+            delivery: None,
+        }
     }
 
-    fn evd(&self, kind: EventKind, d: &str, body: Value) -> NewEvent {
-        NewEvent::for_delivery(kind, d, self.now(), body)
+    /// An event about one delivery.
+    fn evd(&self, d: &str, event: impl Into<Event>) -> Ev {
+        Ev {
+            event: event.into(),
+            delivery: Some(d.to_string()),
+        }
     }
 
     fn lease(&self, run_id: &str) -> HostResult<()> {
@@ -382,14 +405,15 @@ fn summary(m: &Manifest) -> String {
         .join("; ")
 }
 
-fn reply_json(r: &AttemptReply) -> Value {
-    match r {
-        AttemptReply::Accepted { reference } => json!({"kind": "accepted", "reference": reference}),
+/// The provider's reply as the journal records it.
+fn reply_record(r: &AttemptReply) -> j::ProviderReply {
+    match r.clone() {
+        AttemptReply::Accepted { reference } => j::ProviderReply::Accepted { reference },
         AttemptReply::AcceptedUnverifiable { reference } => {
-            json!({"kind": "accepted_unverifiable", "reference": reference})
+            j::ProviderReply::AcceptedUnverifiable { reference }
         }
-        AttemptReply::Rejected { reason } => json!({"kind": "rejected", "reason": reason}),
-        AttemptReply::Lost { reason } => json!({"kind": "lost", "reason": reason}),
+        AttemptReply::Rejected { reason } => j::ProviderReply::Rejected { reason },
+        AttemptReply::Lost { reason } => j::ProviderReply::Lost { reason },
     }
 }
 

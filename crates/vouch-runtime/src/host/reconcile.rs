@@ -246,13 +246,27 @@ pub(crate) fn terminal_record(view: &RunView, f: &TerminalFacts<'_>) -> Terminal
         Some(f.ended_by.as_str()),
         &needs_you,
     );
-    let body = json!({
-        "outcome": outcome, "ended_by": f.ended_by,
-        "statuses": statuses.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
-        "needs_you": needs_you, "significance": sig, "route": route, "presence": f.presence, "quiet": f.quiet,
-        "loop_end": view.loop_end.as_ref().map(|l| json!({"cause": l.cause, "reason": l.reason})),
-        "reasons": statuses.iter().filter(|(_, s)| *s != DeliveryStatus::Verified).map(|(k, s)| (k.clone(), json!(crate::receipt::reason_for(&view, k, *s)))).collect::<serde_json::Map<_, _>>(),
-    });
+    let body = Event::from(j::Terminal {
+        outcome,
+        ended_by: f.ended_by,
+        statuses: statuses.iter().cloned().collect(),
+        needs_you: needs_you.clone(),
+        significance: sig,
+        route,
+        presence: f.presence,
+        quiet: f.quiet,
+        loop_end: view.loop_end.as_ref().map(|l| j::LoopEnded {
+            cause: l.cause.clone(),
+            reason: l.reason.clone(),
+        }),
+        reasons: statuses
+            .iter()
+            .filter(|(_, s)| *s != DeliveryStatus::Verified)
+            .map(|(k, s)| (k.clone(), crate::receipt::reason_for(&view, k, *s)))
+            .collect(),
+        corrupt: view.corrupt.clone(),
+    })
+    .body();
     let outbox = (route == vouch_core::Route::Notify).then(|| NewOutbox {
         dedup_key: format!("{}:terminal", f.run_id),
         run_id: f.run_id.to_string(),

@@ -396,15 +396,17 @@ impl Host {
 pub fn usage_of(journal: &[vouch_store::JournalEntry]) -> Usage {
     let mut u = Usage::default();
     for e in journal {
-        match e.kind {
-            EventKind::Turn => {
+        // A body that does not parse counts as nothing here; the run's view marks it corrupt.
+        match Event::parse(e.kind, &e.body) {
+            Ok(Event::Turn(t)) => {
                 u.turns += 1;
-                let n = |k: &str| e.body.pointer(k).and_then(Value::as_i64).unwrap_or(0);
-                u.tokens += n("/usage/prompt_tokens") + n("/usage/completion_tokens");
+                if let Some(use_) = t.usage {
+                    u.tokens += (use_.prompt_tokens + use_.completion_tokens) as i64;
+                }
             }
-            EventKind::ToolCalled => {
+            Ok(Event::ToolCalled(c)) => {
                 u.tool_calls += 1;
-                if e.body.get("ok").and_then(Value::as_bool) == Some(false) {
+                if !c.ok {
                     u.failed_tool_calls += 1;
                 }
             }
