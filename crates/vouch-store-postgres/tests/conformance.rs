@@ -115,18 +115,40 @@ fn sqlstate(e: &postgres::Error) -> String {
     e.code().map(|c| c.code().to_string()).unwrap_or_default()
 }
 
-#[test]
-fn conformance_suite() {
-    let schema = TestSchema::new();
-    let open = || -> Arc<dyn Store> { Arc::new(schema.open()) };
-    vouch_store::conformance::run_all(&open);
+/// A fresh schema: the guard (dropped with the test) and an opener over it.
+fn fresh<T: ?Sized>(as_dyn: fn(PostgresStore) -> Arc<T>) -> (Arc<TestSchema>, impl Fn() -> Arc<T>) {
+    let schema = Arc::new(TestSchema::new());
+    let s = schema.clone();
+    (schema, move || as_dyn(s.open()))
+}
+
+/// The shared storage suite, one test per check.
+mod shared {
+    use super::*;
+    vouch_store::store_conformance_tests!(fresh(|s| Arc::new(s) as Arc<dyn Store>));
+}
+
+/// The shared board suite, one test per check.
+mod board {
+    use super::*;
+    vouch_store::board_conformance_tests!(fresh(
+        |s| Arc::new(s) as Arc<dyn vouch_store::board::BoardStore>
+    ));
+}
+
+/// The shared identity suite, one test per check.
+mod identity {
+    use super::*;
+    vouch_store::identity_conformance_tests!(fresh(
+        |s| Arc::new(s) as Arc<dyn vouch_store::IdentityStore>
+    ));
 }
 
 #[test]
-fn board_conformance_suite() {
+fn the_schema_refuses_to_rewrite_an_ended_attempt() {
     let schema = TestSchema::new();
     let open = || -> Arc<dyn vouch_store::board::BoardStore> { Arc::new(schema.open()) };
-    vouch_store::board_conformance::run_all(&open);
+    vouch_store::board_conformance::heartbeat_report_and_late_words(&open);
     // The schema itself refuses to rewrite an ended attempt, whoever writes.
     let mut c = admin();
     let err = c
@@ -396,13 +418,6 @@ fn a_small_pool_still_serves_many_threads() {
     let j = s.journal("r1").unwrap();
     assert_eq!(j.len(), 60);
     assert!(vouch_store::verify_chain(&j).is_ok());
-}
-
-#[test]
-fn identity_conformance_suite() {
-    let schema = TestSchema::new();
-    let open = || -> Arc<dyn vouch_store::IdentityStore> { Arc::new(schema.open()) };
-    vouch_store::identity_conformance::run_all(&open);
 }
 
 #[test]

@@ -7,20 +7,40 @@ use std::sync::Arc;
 use vouch_store::{EventKind, NewEvent, NewRun, Store, StoreError};
 use vouch_store_sqlite::SqliteStore;
 
-#[test]
-fn the_shared_suite() {
+/// A fresh store in its own folder: the guard (the folder) and an opener over it.
+fn fresh<T: ?Sized>(as_dyn: fn(SqliteStore) -> Arc<T>) -> (tempfile::TempDir, impl Fn() -> Arc<T>) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("vouch.db");
-    vouch_store::conformance::run_all(&|| {
-        Arc::new(SqliteStore::open(&path).unwrap()) as Arc<dyn Store>
-    });
+    (dir, move || as_dyn(SqliteStore::open(&path).unwrap()))
+}
+
+/// The shared storage suite, one test per check.
+mod shared {
+    use super::*;
+    vouch_store::store_conformance_tests!(fresh(|s| Arc::new(s) as Arc<dyn Store>));
+}
+
+/// The shared board suite, one test per check.
+mod board {
+    use super::*;
+    vouch_store::board_conformance_tests!(fresh(
+        |s| Arc::new(s) as Arc<dyn vouch_store::board::BoardStore>
+    ));
+}
+
+/// The shared identity suite, one test per check.
+mod identity {
+    use super::*;
+    vouch_store::identity_conformance_tests!(fresh(
+        |s| Arc::new(s) as Arc<dyn vouch_store::IdentityStore>
+    ));
 }
 
 #[test]
-fn the_board_suite() {
+fn the_schema_refuses_to_rewrite_an_ended_attempt() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("vouch.db");
-    vouch_store::board_conformance::run_all(&|| {
+    vouch_store::board_conformance::heartbeat_report_and_late_words(&|| {
         Arc::new(SqliteStore::open(&path).unwrap()) as Arc<dyn vouch_store::board::BoardStore>
     });
     // The schema itself refuses to rewrite an ended attempt, whoever writes.
@@ -354,15 +374,6 @@ fn bodies_hash_as_they_read_back_floats_included() {
     let report = s.verify().unwrap();
     assert!(report.breaks.is_empty(), "{:?}", report.breaks);
     assert_eq!(s.journal("f").unwrap()[1].body, bodies[1]);
-}
-
-#[test]
-fn the_shared_identity_suite() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("vouch.db");
-    vouch_store::identity_conformance::run_all(&|| {
-        Arc::new(SqliteStore::open(&path).unwrap()) as Arc<dyn vouch_store::IdentityStore>
-    });
 }
 
 #[test]

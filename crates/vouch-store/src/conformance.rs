@@ -10,6 +10,43 @@ use vouch_core::{EndedBy, Outcome, RunState, TriggerKind};
 
 pub type Opener<'a> = &'a dyn Fn() -> Arc<dyn Store>;
 
+/// One `#[test]` per check of this suite, each on a fresh store, so a backend's test run
+/// names the rule that broke. `$fresh` is an expression giving `(guard, opener)`: the guard
+/// keeps the store's place (a folder, a schema) alive until the test ends; the opener opens
+/// the store over the same data each time it is called.
+#[macro_export]
+macro_rules! store_conformance_tests {
+    ($fresh:expr) => {
+        $crate::store_conformance_tests!(@each $fresh;
+            chains_are_gap_free_and_verify,
+            one_terminal_event_per_run,
+            ledger_rules,
+            cards_supersede_and_decide,
+            slots_are_consumed_once,
+            outbox_is_deduplicated_and_marked,
+            leases_and_orphans,
+            runs_are_born_leased,
+            durable_across_reopen,
+            concurrent_appends_keep_chains,
+            schedules_crud,
+            ended_runs_are_closed,
+            races_have_one_winner,
+            batches_commit_together,
+            lookups_cost_what_is_open,
+            api_tokens
+        );
+    };
+    (@each $fresh:expr; $($check:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $check() {
+                let (_guard, open) = $fresh;
+                $crate::conformance::$check(&open);
+            }
+        )*
+    };
+}
+
 pub fn run_all(open: Opener<'_>) {
     chains_are_gap_free_and_verify(open);
     one_terminal_event_per_run(open);
