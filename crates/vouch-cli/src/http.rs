@@ -37,7 +37,7 @@ pub fn serve(
     std::thread::Builder::new()
         .name("vouch-scheduler".into())
         .spawn(move || loop {
-            if let Err(e) = crate::scheduler_pass(&ticker, false) {
+            if let Err(e) = crate::cmd::schedule::scheduler_pass(&ticker, false) {
                 tracing::error!(error = %format!("{e:#}"), "scheduler pass failed");
             }
             std::thread::sleep(std::time::Duration::from_millis(tick_ms.max(50)));
