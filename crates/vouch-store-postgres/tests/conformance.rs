@@ -460,3 +460,39 @@ fn the_schema_keeps_identities_immutable_and_the_diary_append_only() {
         assert_eq!(sqlstate(&e), state, "{sql}: {e}");
     }
 }
+
+/// §8.2: the ledger follows its state machine for generated sequences of intents and
+/// outcomes (each case in its own key space of one store).
+#[test]
+fn the_ledger_follows_its_state_machine_for_any_sequence() {
+    use proptest::prelude::*;
+    use vouch_store::conformance::{ledger_follows_its_state_machine, LedgerOp};
+    use vouch_store::LedgerState;
+    let schema = TestSchema::new();
+    let store = schema.open();
+    let op = prop_oneof![
+        (0u8..3).prop_map(LedgerOp::Intend),
+        (
+            0u8..3,
+            prop::sample::select(vec![
+                LedgerState::Done,
+                LedgerState::Failed,
+                LedgerState::Unknown,
+                LedgerState::Intended,
+            ])
+        )
+            .prop_map(|(k, s)| LedgerOp::Settle(k, s)),
+    ];
+    let case = std::sync::atomic::AtomicUsize::new(0);
+    let mut runner = proptest::test_runner::TestRunner::new(proptest::test_runner::Config {
+        cases: 48,
+        ..Default::default()
+    });
+    runner
+        .run(&prop::collection::vec(op, 1..24), |ops| {
+            let n = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            ledger_follows_its_state_machine(&store, &format!("case{n}"), &ops);
+            Ok(())
+        })
+        .unwrap();
+}

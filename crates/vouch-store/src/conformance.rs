@@ -710,3 +710,85 @@ pub fn api_tokens(open: Opener<'_>) {
     assert!(!s.remove_token("ci").unwrap());
     assert_eq!(s.token_by_hash(&t.hash).unwrap(), None);
 }
+
+/// One operation on the ledger: intend key `k`, or settle key `k` with a state.
+#[derive(Debug, Clone, Copy)]
+pub enum LedgerOp {
+    Intend(u8),
+    Settle(u8, LedgerState),
+}
+
+/// §8.2 as a state machine, checked against a model for any sequence of operations (the
+/// backends drive it with generated sequences): intending a new key or a `failed` one proceeds
+/// (attempts counted), any other state answers with the record and never proceeds; only an
+/// `intended` key can be settled; an unknown key is not found.
+pub fn ledger_follows_its_state_machine(s: &dyn Store, ns: &str, ops: &[LedgerOp]) {
+    let mut model: std::collections::BTreeMap<u8, (LedgerState, i64)> = Default::default();
+    let key = |k: u8| format!("{ns}-{k}");
+    for (i, op) in ops.iter().enumerate() {
+        match *op {
+            LedgerOp::Intend(k) => {
+                let entry = LedgerEntry {
+                    key: key(k),
+                    scope: ns.into(),
+                    run_id: format!("{ns}-run"),
+                    delivery: format!("d{k}"),
+                    payload_hash: "h".into(),
+                    state: LedgerState::Intended,
+                    attempts: 1,
+                    detail: json!({}),
+                    updated_ms: i as i64,
+                };
+                let got = s.ledger_intend(&entry).unwrap();
+                match model.get(&k).copied() {
+                    None => {
+                        assert!(
+                            matches!(got, LedgerIntent::Proceed(_)),
+                            "op {i}: new key must proceed: {got:?}"
+                        );
+                        model.insert(k, (LedgerState::Intended, 1));
+                    }
+                    Some((LedgerState::Failed, n)) => {
+                        let LedgerIntent::Proceed(e) = got else {
+                            panic!("op {i}: a failed key may be tried again: {got:?}")
+                        };
+                        assert_eq!(
+                            (e.state, e.attempts),
+                            (LedgerState::Intended, n + 1),
+                            "op {i}"
+                        );
+                        model.insert(k, (LedgerState::Intended, n + 1));
+                    }
+                    Some((state, n)) => {
+                        let LedgerIntent::Recorded(e) = got else {
+                            panic!("op {i}: a {state:?} key must never proceed again: {got:?}")
+                        };
+                        assert_eq!((e.state, e.attempts), (state, n), "op {i}");
+                    }
+                }
+            }
+            LedgerOp::Settle(k, to) => {
+                let got = s.ledger_settle(&key(k), to, &json!({"op": i}), i as i64);
+                match model.get(&k).copied() {
+                    None => assert!(
+                        matches!(got, Err(StoreError::NotFound { .. })),
+                        "op {i}: {got:?}"
+                    ),
+                    Some((LedgerState::Intended, n)) => {
+                        got.unwrap();
+                        model.insert(k, (to, n));
+                    }
+                    Some((state, _)) => assert!(
+                        matches!(got, Err(StoreError::Conflict(_))),
+                        "op {i}: settling a {state:?} key must be refused: {got:?}"
+                    ),
+                }
+            }
+        }
+        // The stored rows agree with the model after every step.
+        for (k, (state, n)) in &model {
+            let e = s.ledger_get(&key(*k)).unwrap().expect("the key exists");
+            assert_eq!((e.state, e.attempts), (*state, *n), "op {i}: key {k}");
+        }
+    }
+}
