@@ -62,9 +62,13 @@ pub fn render(
     if !view.corrupt.is_empty() {
         // §3.4.2: an entry that does not parse is never read as "nothing happened".
         let seqs: Vec<String> = view.corrupt.iter().map(|s| s.to_string()).collect();
+        let (what, verb, pronoun) = if seqs.len() == 1 {
+            ("an entry".to_string(), "does", "it")
+        } else {
+            (format!("{} entries", seqs.len()), "do", "they")
+        };
         out.push_str(&format!(
-            "The journal of this run has {} that do not parse (seq {}): what they recorded is unknown; check the store with `vouch journal verify`\n",
-            if seqs.len() == 1 { "an entry".to_string() } else { format!("{} entries", seqs.len()) },
+            "The journal of this run has {what} that {verb} not parse (seq {}): what {pronoun} recorded is unknown; check the store with `vouch journal verify`\n",
             seqs.join(", ")
         ));
     }

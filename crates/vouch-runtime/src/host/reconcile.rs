@@ -423,4 +423,108 @@ mod tests {
             }
         }
     }
+
+    /// The receipt's words for each kind of ending, as a person reads them (insta snapshots:
+    /// a change of wording shows in review). Each view is what the journal would fold to.
+    mod receipts {
+        use super::*;
+        use crate::view::LoopEnd;
+
+        fn with(status: DeliveryStatus, evidence: &str, reason: &str) -> ItemView {
+            ItemView {
+                status: Some(status),
+                evidence: evidence.into(),
+                reason: reason.into(),
+                ..ItemView::default()
+            }
+        }
+
+        #[test]
+        fn verified_save_and_sent_email() {
+            let v = view_with(&[
+                (
+                    delivery("report", Verb::Save, DestinationKind::Folder, true),
+                    with(
+                        DeliveryStatus::Verified,
+                        "read back out/report.md (412 bytes, sha256 3f2a…)",
+                        "",
+                    ),
+                ),
+                (
+                    delivery("mail", Verb::Send, DestinationKind::Email, true),
+                    with(
+                        DeliveryStatus::Verified,
+                        "accepted by smtp 127.0.0.1:2525 as <a1@vouch>",
+                        "",
+                    ),
+                ),
+            ]);
+            insta::assert_snapshot!(terminal_record(&v, &facts(None, Presence::Watching)).receipt);
+        }
+
+        #[test]
+        fn a_lost_reply_is_unknown_and_needs_the_person() {
+            let v = view_with(&[(
+                delivery("pay", Verb::Send, DestinationKind::Email, true),
+                with(
+                    DeliveryStatus::Unknown,
+                    "",
+                    "the server's answer was lost after the request went out; it may have been sent",
+                ),
+            )]);
+            insta::assert_snapshot!(terminal_record(&v, &facts(None, Presence::Away)).receipt);
+        }
+
+        #[test]
+        fn a_destination_not_set_up_is_drafted_with_its_connect_step() {
+            let v = view_with(&[(
+                delivery("mail", Verb::Send, DestinationKind::Email, true),
+                ItemView {
+                    connect_step: Some("set smtp in vouch.toml, then `vouch resume RUN`".into()),
+                    ..with(DeliveryStatus::Drafted, "draft drafts/r1/mail.json", "")
+                },
+            )]);
+            insta::assert_snapshot!(terminal_record(&v, &facts(None, Presence::Nearby)).receipt);
+        }
+
+        #[test]
+        fn the_loop_stopped_before_the_work() {
+            let mut v = view_with(&[(
+                delivery("report", Verb::Save, DestinationKind::Folder, true),
+                ItemView::default(),
+            )]);
+            v.loop_end = Some(LoopEnd {
+                cause: "model_error".into(),
+                reason: "the model could not be reached after 4 attempts: connection refused"
+                    .into(),
+            });
+            insta::assert_snapshot!(terminal_record(&v, &facts(None, Presence::Away)).receipt);
+        }
+
+        #[test]
+        fn a_missed_slot_says_which_slot() {
+            let v = view_with(&[(
+                delivery("brief", Verb::Send, DestinationKind::Email, true),
+                ItemView::default(),
+            )]);
+            insta::assert_snapshot!(
+                terminal_record(&v, &facts(Some(Outcome::Missed), Presence::Away)).receipt
+            );
+        }
+
+        #[test]
+        fn a_journal_entry_that_does_not_parse_is_said_and_unknown() {
+            let mut v = view_with(&[(
+                delivery("mail", Verb::Send, DestinationKind::Email, true),
+                ItemView::default(),
+            )]);
+            v.corrupt = vec![7];
+            let rec = terminal_record(&v, &facts(None, Presence::Away));
+            assert_eq!(
+                rec.statuses,
+                [("mail".to_string(), DeliveryStatus::Unknown)]
+            );
+            insta::assert_snapshot!(rec.receipt);
+        }
+    }
 }
