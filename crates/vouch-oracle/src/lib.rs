@@ -7,6 +7,7 @@
 //! Invariants: pure (no I/O, no clock); never reads `expect`; never calls vouch-core's
 //! decision functions (only its types), so it is an independent second reading.
 
+pub mod board;
 pub mod rules;
 mod sim;
 
@@ -45,9 +46,11 @@ impl OracleAnswer {
 
 /// What the contract prescribes for `s`.
 pub fn evaluate(s: &Scenario) -> OracleAnswer {
-    OracleAnswer {
-        report: sim::Sim::new(s).run(),
-    }
+    let report = match &s.task {
+        Some(plan) => board::BoardSim::new(s, plan).run(),
+        None => sim::Sim::new(s).run(),
+    };
+    OracleAnswer { report }
 }
 
 /// The coverage line of `vouch oracle PATH --summary`.

@@ -93,6 +93,15 @@ pub struct Sim<'a> {
     gaps: Vec<Gap>,
     /// A GAP that leaves the run's aggregate fields (outcome, attention, …) undecided.
     aggregate_open: bool,
+    /// `submit` turns the run reached: (turn index, the manifest was declared by then).
+    submits: Vec<(usize, bool)>,
+}
+
+/// What a task run did besides its report: the `submit` turns it reached, in order, each
+/// with whether the manifest was declared by then (§3.4), and whether it ended suspended.
+#[derive(Debug, Clone, Default)]
+pub struct RunDetail {
+    pub submits: Vec<(usize, bool)>,
 }
 
 impl<'a> Sim<'a> {
@@ -114,6 +123,7 @@ impl<'a> Sim<'a> {
             rules: Vec::new(),
             gaps: Vec::new(),
             aggregate_open: false,
+            submits: Vec::new(),
         }
     }
 
@@ -135,14 +145,26 @@ impl<'a> Sim<'a> {
 
     // ------------------------------------------------------------------ the driver
 
-    pub fn run(mut self) -> ScenarioReport {
+    pub fn run(self) -> ScenarioReport {
+        self.run_detailed().0
+    }
+
+    fn finish(mut self) -> (ScenarioReport, RunDetail) {
+        let detail = RunDetail {
+            submits: std::mem::take(&mut self.submits),
+        };
+        (self.report(), detail)
+    }
+
+    /// Run the scenario's script; the report and what the run did besides.
+    pub fn run_detailed(mut self) -> (ScenarioReport, RunDetail) {
         let t = &self.s.trigger;
         if t.kind == vouch_core::TriggerKind::Scheduled && !t.ran {
             self.cite("schedule.missed", "§12.3");
             if t.catch_up == CatchUp::Skip {
                 self.missed = true;
                 self.phase = Phase::Ended(EndedBy::Schedule);
-                return self.report();
+                return self.finish();
             }
             // §12.3.1: the report describes the one late run.
             self.cite("schedule.catch_up_latest", "§12.3");
@@ -153,7 +175,7 @@ impl<'a> Sim<'a> {
             ));
             self.aggregate_open = true;
             self.phase = Phase::Ended(EndedBy::Loop);
-            return self.report();
+            return self.finish();
         }
         let steps_max =
             4 * (self.s.script.len() + self.s.decisions.len() + self.s.faults.len()) + 64;
@@ -208,7 +230,7 @@ impl<'a> Sim<'a> {
                 Phase::Ended(_) => break,
             }
         }
-        self.report()
+        self.finish()
     }
 
     // ------------------------------------------------------------------ journal events
@@ -297,6 +319,16 @@ impl<'a> Sim<'a> {
                 }
             }
             Turn::Final(text) => self.final_text(text),
+            Turn::Submit { .. } => {
+                // A work tool of task runs (§13.4.1); before the manifest it is rejected
+                // like any other tool (§3.4) and submits nothing.
+                let declared = self.manifest.is_some();
+                if !declared {
+                    self.cite("proposal.no_manifest", "§3.4");
+                }
+                self.submits.push((i, declared));
+                Ok(Flow::Next)
+            }
         }
     }
 
@@ -1070,6 +1102,8 @@ impl<'a> Sim<'a> {
             significance,
             attention,
             notifications,
+            task: None,
+            judge: None,
             receipt: None,
             agrees: None,
             disagreements: None,
