@@ -397,3 +397,93 @@ pub struct ExpectTask {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offers: Option<Vec<String>>,
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use crate::load::parse_scenario;
+    use std::path::Path;
+
+    fn parse(text: &str) -> Result<crate::Scenario, String> {
+        parse_scenario(Path::new("t.json"), text).map_err(|e| e.to_string())
+    }
+
+    const BASE: &str = r#""id": "t", "trigger": {"kind": "task"}, "script": [{"declare": {"deliveries": []}}, {"submit": {"summary": "s"}, "self_assessment": {"ok": true}}]"#;
+
+    #[test]
+    fn a_task_run_parses_with_its_defaults() {
+        let s = parse(&format!(r#"{{{BASE}, "task": {{}}}}"#)).unwrap();
+        let t = s.task.unwrap();
+        assert_eq!(
+            (t.kind.as_str(), t.max_attempts, t.repairs),
+            ("freeform", 1, 3)
+        );
+        assert_eq!(t.events().len(), 1);
+        assert!(matches!(
+            s.script[1],
+            crate::Turn::Submit {
+                self_assessment: Some(_),
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn unknown_and_misplaced_fields_are_errors_naming_the_field() {
+        for (task, needle) in [
+            (r#"{"max_attempt": 2}"#, "max_attempt"),
+            (
+                r#"{"events": [{"worker": "w1", "does": "explode"}]}"#,
+                "explode",
+            ),
+            (
+                r#"{"events": [{"worker": "w1", "retryable": true}]}"#,
+                "retryable",
+            ),
+            (
+                r#"{"events": [{"worker": "w1", "does": "fail", "script": []}]}"#,
+                "script",
+            ),
+            (
+                r#"{"events": [{"worker": "w1", "late_report": true}]}"#,
+                "late_report",
+            ),
+            (r#"{"events": [{"wait_ms": 0}]}"#, "wait_ms"),
+            (r#"{"events": [{"cancel": false}]}"#, "cancel"),
+            (r#"{"events": [{"pause": 1}]}"#, "pause"),
+            (
+                r#"{"events": [{"prerequisite": "completed"}]}"#,
+                "task.after",
+            ),
+            (
+                r#"{"events": [{"offer_again": "same"}]}"#,
+                "idempotency_key",
+            ),
+            (r#"{"max_attempts": 21}"#, "max_attempts"),
+            (r#"{"type": "haiku"}"#, "output_schema"),
+            (r#"{"type": "judge"}"#, "task.judge"),
+            (r#"{"output_schema": {}}"#, "built in"),
+        ] {
+            let e = parse(&format!(r#"{{{BASE}, "task": {task}}}"#)).unwrap_err();
+            assert!(e.contains(needle), "{task}: {e}");
+        }
+    }
+
+    #[test]
+    fn task_runs_refuse_what_they_cannot_carry() {
+        let e = parse(r#"{"id": "t", "script": [{"submit": {}}]}"#).unwrap_err();
+        assert!(e.contains("`submit` turn needs a `task`"), "{e}");
+        let e = parse(r#"{"id": "t", "task": {}}"#).unwrap_err();
+        assert!(e.contains("trigger.kind"), "{e}");
+        let e = parse(&format!(
+            r#"{{{BASE}, "task": {{}}, "decisions": [{{"approve": "d1"}}]}}"#
+        ))
+        .unwrap_err();
+        assert!(e.contains("decisions"), "{e}");
+        let e = parse(&format!(
+            r#"{{{BASE}, "task": {{}}, "faults": [{{"crash_after": "terminal"}}]}}"#
+        ))
+        .unwrap_err();
+        assert!(e.contains("faults"), "{e}");
+    }
+}
