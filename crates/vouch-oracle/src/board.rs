@@ -6,7 +6,7 @@
 //! is the implied `result` item of that run (§13.4.2); `task` and `judge` are the board's
 //! records.
 
-use crate::sim::{RunDetail, Sim};
+use crate::sim::{Carry, RunDetail, Sim};
 use indexmap::IndexMap;
 use serde_json::{json, Value};
 use vouch_core::board::{AttemptState, TaskState};
@@ -143,6 +143,11 @@ pub struct BoardSim<'a> {
     gaps: Vec<Gap>,
     last_run: Option<ScenarioReport>,
     prerequisite: Option<PrerequisiteEnd>,
+    /// The task's ledger scope and the providers' calls, across its attempts' runs (§8.1).
+    carry: Carry,
+    /// Each delivery's bound summed over the main task's runs (capped at 1 for an
+    /// irreversible act at the end: I5 holds across a task's attempts).
+    max_executions: IndexMap<String, u32>,
 }
 
 /// How long a dead worker's clocks take to run out before the next sweep sees it: the
@@ -159,6 +164,8 @@ impl<'a> BoardSim<'a> {
             gaps: vec![],
             last_run: None,
             prerequisite: None,
+            carry: Carry::default(),
+            max_executions: IndexMap::new(),
         }
     }
 
@@ -235,9 +242,26 @@ impl<'a> BoardSim<'a> {
         }
         if report.state.is_none() {
             // No attempt ran: nothing was declared, delivered or announced by a run.
-            report.max_executions = Some(IndexMap::new());
             report.claims = Some(vec![]);
         }
+        let mut max = std::mem::take(&mut self.max_executions);
+        for id in &self.carry.irreversible {
+            // Once per ledger key (§8.1): a later attempt's same act is the earlier one.
+            let prefix = format!("{id}\u{0}");
+            let keys = self
+                .carry
+                .ledger
+                .keys()
+                .filter(|k| k.starts_with(&prefix))
+                .count() as u32;
+            if let Some(n) = max.get_mut(id) {
+                *n = (*n).min(keys.max(1));
+            }
+        }
+        if report.deliveries.contains_key(RESULT_ID) {
+            max.insert(RESULT_ID.into(), 1);
+        }
+        report.max_executions = Some(max);
         report
     }
 
@@ -435,9 +459,6 @@ impl<'a> BoardSim<'a> {
                         executions: None,
                     },
                 );
-                if let Some(m) = report.max_executions.as_mut() {
-                    m.insert(RESULT_ID.into(), 1);
-                }
                 self.last_run = Some(report);
             }
         }
@@ -446,15 +467,28 @@ impl<'a> BoardSim<'a> {
     /// Evaluate one attempt's run and its submissions (§13.4.1).
     fn run_attempt(&mut self, script: &[Turn], needs_assessment: bool) -> RunOutcome {
         let schema = self.output_schema();
-        self.run_with(script, needs_assessment, &schema)
+        let carry = std::mem::take(&mut self.carry);
+        let (out, carry) = self.run_with(script, needs_assessment, &schema, carry);
+        self.carry = carry;
+        for (id, n) in out.report.max_executions.iter().flatten() {
+            *self.max_executions.entry(id.clone()).or_default() += n;
+        }
+        out
     }
 
-    fn run_with(&mut self, script: &[Turn], needs_assessment: bool, schema: &Value) -> RunOutcome {
+    fn run_with(
+        &mut self,
+        script: &[Turn],
+        needs_assessment: bool,
+        schema: &Value,
+        carry: Carry,
+    ) -> (RunOutcome, Carry) {
         let mut sub = self.s.clone();
         sub.script = script.to_vec();
         sub.task = None;
         sub.expect = None;
-        let (report, detail): (ScenarioReport, RunDetail) = Sim::new(&sub).run_detailed();
+        let (report, detail): (ScenarioReport, RunDetail) =
+            Sim::new(&sub).with_carry(carry).run_detailed();
         for c in report.rules.iter().flatten() {
             self.cite(&c.rule, &c.section);
         }
@@ -493,12 +527,13 @@ impl<'a> BoardSim<'a> {
                 invalid += 1;
             }
         }
-        RunOutcome {
+        let out = RunOutcome {
             suspended: report.state == Some(vouch_scenario::ReportState::Suspended),
             report,
             accepted,
             submitted,
-        }
+        };
+        (out, detail.carry)
     }
 
     /// A judge task on the accepted output (§13.4): the producer may not claim it.
@@ -519,7 +554,13 @@ impl<'a> BoardSim<'a> {
                 continue;
             };
             self.heartbeat(&mut task);
-            let out = self.run_with(&j.script, false, &schema);
+            // The judge's runs have their own ledger scope; the providers are the same.
+            let carry = Carry {
+                calls: self.carry.calls.clone(),
+                ..Default::default()
+            };
+            let (out, carry) = self.run_with(&j.script, false, &schema, carry);
+            self.carry.calls = carry.calls;
             if out.suspended {
                 self.cite("board.suspended", "§13.3.1");
                 task.state = TaskState::Running;

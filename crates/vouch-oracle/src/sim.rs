@@ -95,6 +95,19 @@ pub struct Sim<'a> {
     aggregate_open: bool,
     /// `submit` turns the run reached: (turn index, the manifest was declared by then).
     submits: Vec<(usize, bool)>,
+    /// What earlier runs in the same ledger scope left behind (a task's earlier attempts).
+    carry: Carry,
+}
+
+/// State that outlives one run of a task: the providers' calls (a world behaviour applies to
+/// the first call at a destination only) and the ledger of irreversible acts, keyed like §8.1
+/// within the task's scope (delivery id, destination, payload) with the status it reached.
+#[derive(Debug, Clone, Default)]
+pub struct Carry {
+    pub calls: HashMap<String, u32>,
+    pub ledger: HashMap<String, DeliveryStatus>,
+    /// Delivery ids that were irreversible in some run.
+    pub irreversible: Vec<String>,
 }
 
 /// What a task run did besides its report: the `submit` turns it reached, in order, each
@@ -102,6 +115,7 @@ pub struct Sim<'a> {
 #[derive(Debug, Clone, Default)]
 pub struct RunDetail {
     pub submits: Vec<(usize, bool)>,
+    pub carry: Carry,
 }
 
 impl<'a> Sim<'a> {
@@ -124,7 +138,15 @@ impl<'a> Sim<'a> {
             gaps: Vec::new(),
             aggregate_open: false,
             submits: Vec::new(),
+            carry: Carry::default(),
         }
+    }
+
+    /// Start from what earlier runs of the same ledger scope left behind.
+    pub fn with_carry(mut self, carry: Carry) -> Self {
+        self.calls = carry.calls.clone();
+        self.carry = carry;
+        self
     }
 
     fn cite(&mut self, rule: &str, section: &str) {
@@ -150,8 +172,16 @@ impl<'a> Sim<'a> {
     }
 
     fn finish(mut self) -> (ScenarioReport, RunDetail) {
+        let mut carry = std::mem::take(&mut self.carry);
+        carry.calls = self.calls.clone();
+        for it in self.items.values() {
+            if it.irreversible && !carry.irreversible.contains(&it.d.id) {
+                carry.irreversible.push(it.d.id.clone());
+            }
+        }
         let detail = RunDetail {
             submits: std::mem::take(&mut self.submits),
+            carry,
         };
         (self.report(), detail)
     }
@@ -540,7 +570,31 @@ impl<'a> Sim<'a> {
         };
         match it.posture {
             Posture::Answer | Posture::Execute => {
+                let key = it.irreversible.then(|| ledger_key(&it.d, payload));
+                if let Some(k) = &key {
+                    match self.carry.ledger.get(k).copied() {
+                        // An earlier run of the same scope did it: never again (I5, §8.1).
+                        Some(DeliveryStatus::Verified) => {
+                            self.cite("ledger.scope_shared", "§8.1");
+                            self.set_status(id, Some(DeliveryStatus::Verified));
+                            return Ok(Flow::Next);
+                        }
+                        Some(DeliveryStatus::Failed) | None => {}
+                        Some(_) => {
+                            self.gap("an irreversible act an earlier attempt of the same task left unsettled, proposed again by a later attempt: the contract does not say what the later run reports".into());
+                            if let Some(it) = self.items.get_mut(id) {
+                                it.status_open = true;
+                            }
+                            return Ok(Flow::Next);
+                        }
+                    }
+                }
                 self.attempt(id)?;
+                if let Some(k) = key {
+                    if let Some(st) = self.items.get(id).and_then(|i| i.status) {
+                        self.carry.ledger.insert(k, st);
+                    }
+                }
                 Ok(Flow::Next)
             }
             Posture::Draft => {
@@ -1118,6 +1172,16 @@ impl<'a> Sim<'a> {
 
 /// The id of the implied `write → surface` item (§3.4).
 pub const IMPLIED_ID: &str = "implied";
+
+/// The ledger key of an act within one scope (§8.1): delivery id, destination, payload.
+fn ledger_key(d: &Delivery, payload: &Value) -> String {
+    format!(
+        "{}\u{0}{}\u{0}{}",
+        d.id,
+        vouch_scenario::dest_key(&d.destination),
+        payload
+    )
+}
 
 fn answers(card: &Card, d: &Decision) -> bool {
     match (card, d) {

@@ -114,3 +114,23 @@ fn a_judge_is_never_the_producer() {
     assert_eq!(j.attempts[0].claimant, "w2");
     assert_eq!(j.turned_away[0].by, "w1");
 }
+
+#[test]
+fn a_retry_never_repeats_an_irreversible_act() {
+    let post = json!([
+        {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "webhook", "address": "https://hooks.example/t"}}]}},
+        {"deliver": "d1", "payload": {"text": "all green"}}
+    ]);
+    let mut with_submit = post.as_array().unwrap().clone();
+    with_submit.push(json!({"submit": {"summary": "posted"}}));
+    let mut s = scenario(
+        json!({"max_attempts": 2, "events": [{"worker": "a", "script": post}, {"worker": "b"}]}),
+        Value::from(with_submit),
+    );
+    s["world"] = json!({"automation": ["send:webhook:*"]});
+    let r = run(&s);
+    assert_eq!(r["task"]["accepted_attempt"], 2, "{r}");
+    assert_eq!(r["deliveries"]["d1"]["status"], "verified", "{r}");
+    assert_eq!(r["deliveries"]["d1"]["executions"], 1, "{r}");
+    agree(&s);
+}
