@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use vouch_core::board::{AttemptState, TaskState};
 use vouch_core::{DeliveryStatus, Posture};
 use vouch_scenario::{
-    AfterCondition, AttemptReport, BoardStep, CancelAt, Citation, DeliveryReport, Does, Gap,
+    AfterCondition, AttemptReport, BoardStep, CancelAt, Citation, DeliveryReport, Does, Fault, Gap,
     JudgePlan, OfferAgain, PrerequisiteEnd, Scenario, ScenarioReport, TaskPlan, TaskReport, Turn,
     TurnedAway, WorkerStep,
 };
@@ -380,6 +380,26 @@ impl<'a> BoardSim<'a> {
                     self.cite("board.dispatch_lapsed", "§13.3");
                 } else {
                     self.heartbeat(task);
+                    if let Some(event) = w.crash_after {
+                        // It dies inside its run (or, if the run never reaches the event,
+                        // right after the run, before it reports): nothing is reported, and
+                        // the run is reconciled at the next start-up (§9.2).
+                        self.cite("board.worker_died_in_run", "§13.3");
+                        let script = w.script.clone().unwrap_or_else(|| self.s.script.clone());
+                        let fault = Fault::CrashAfter {
+                            event,
+                            delivery: w.delivery.clone(),
+                            nth: 1,
+                        };
+                        let out =
+                            self.run_attempt(&script, self.plan.criteria.is_some(), vec![fault]);
+                        let status = if out.submitted {
+                            DeliveryStatus::Failed
+                        } else {
+                            DeliveryStatus::NotAttempted
+                        };
+                        self.keep_run(out.report, Some(status));
+                    }
                     self.cite("board.lease_lapsed", "§13.3.1");
                 }
                 // The clock runs out; the next sweep ends the attempt (it counts).
@@ -407,8 +427,8 @@ impl<'a> BoardSim<'a> {
                     return;
                 }
                 let script = w.script.clone().unwrap_or_else(|| self.s.script.clone());
-                let out = self.run_attempt(&script, self.plan.criteria.is_some());
-                let mut report = out.report;
+                let out = self.run_attempt(&script, self.plan.criteria.is_some(), vec![]);
+                let report = out.report;
                 let status = if out.suspended {
                     self.cite("board.suspended", "§13.3.1");
                     task.state = TaskState::Running;
@@ -450,25 +470,35 @@ impl<'a> BoardSim<'a> {
                         DeliveryStatus::NotAttempted
                     })
                 };
-                self.cite("result.item", "§13.4.2");
-                report.deliveries.insert(
-                    RESULT_ID.into(),
-                    DeliveryReport {
-                        posture: Some(Posture::Execute),
-                        status,
-                        executions: None,
-                    },
-                );
-                self.last_run = Some(report);
+                self.keep_run(report, status);
             }
         }
     }
 
+    /// The main task's latest run, with its `result` item (§13.4.2).
+    fn keep_run(&mut self, mut report: ScenarioReport, status: Option<DeliveryStatus>) {
+        self.cite("result.item", "§13.4.2");
+        report.deliveries.insert(
+            RESULT_ID.into(),
+            DeliveryReport {
+                posture: Some(Posture::Execute),
+                status,
+                executions: None,
+            },
+        );
+        self.last_run = Some(report);
+    }
+
     /// Evaluate one attempt's run and its submissions (§13.4.1).
-    fn run_attempt(&mut self, script: &[Turn], needs_assessment: bool) -> RunOutcome {
+    fn run_attempt(
+        &mut self,
+        script: &[Turn],
+        needs_assessment: bool,
+        faults: Vec<Fault>,
+    ) -> RunOutcome {
         let schema = self.output_schema();
         let carry = std::mem::take(&mut self.carry);
-        let (out, carry) = self.run_with(script, needs_assessment, &schema, carry);
+        let (out, carry) = self.run_with(script, needs_assessment, &schema, carry, faults);
         self.carry = carry;
         for (id, n) in out.report.max_executions.iter().flatten() {
             *self.max_executions.entry(id.clone()).or_default() += n;
@@ -482,9 +512,11 @@ impl<'a> BoardSim<'a> {
         needs_assessment: bool,
         schema: &Value,
         carry: Carry,
+        faults: Vec<Fault>,
     ) -> (RunOutcome, Carry) {
         let mut sub = self.s.clone();
         sub.script = script.to_vec();
+        sub.faults = faults;
         sub.task = None;
         sub.expect = None;
         let (report, detail): (ScenarioReport, RunDetail) =
@@ -559,7 +591,7 @@ impl<'a> BoardSim<'a> {
                 calls: self.carry.calls.clone(),
                 ..Default::default()
             };
-            let (out, carry) = self.run_with(&j.script, false, &schema, carry);
+            let (out, carry) = self.run_with(&j.script, false, &schema, carry, vec![]);
             self.carry.calls = carry.calls;
             if out.suspended {
                 self.cite("board.suspended", "§13.3.1");

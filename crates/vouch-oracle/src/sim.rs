@@ -97,6 +97,8 @@ pub struct Sim<'a> {
     submits: Vec<(usize, bool)>,
     /// What earlier runs in the same ledger scope left behind (a task's earlier attempts).
     carry: Carry,
+    /// The ledger key of each irreversible item this run attempted.
+    ledger_keys: HashMap<String, String>,
 }
 
 /// State that outlives one run of a task: the providers' calls (a world behaviour applies to
@@ -139,6 +141,7 @@ impl<'a> Sim<'a> {
             aggregate_open: false,
             submits: Vec::new(),
             carry: Carry::default(),
+            ledger_keys: HashMap::new(),
         }
     }
 
@@ -174,6 +177,11 @@ impl<'a> Sim<'a> {
     fn finish(mut self) -> (ScenarioReport, RunDetail) {
         let mut carry = std::mem::take(&mut self.carry);
         carry.calls = self.calls.clone();
+        for (id, k) in &self.ledger_keys {
+            if let Some(st) = self.items.get(id).and_then(|i| i.status) {
+                carry.ledger.insert(k.clone(), st);
+            }
+        }
         for it in self.items.values() {
             if it.irreversible && !carry.irreversible.contains(&it.d.id) {
                 carry.irreversible.push(it.d.id.clone());
@@ -579,9 +587,17 @@ impl<'a> Sim<'a> {
                             self.set_status(id, Some(DeliveryStatus::Verified));
                             return Ok(Flow::Next);
                         }
-                        Some(DeliveryStatus::Failed) | None => {}
+                        // The key is `failed` (§8.3.1: no effect): it may be attempted again.
+                        Some(DeliveryStatus::Failed | DeliveryStatus::NotAttempted) | None => {}
+                        // §8.3: `unknown` is never retried on the host's initiative.
+                        Some(DeliveryStatus::Unknown) => {
+                            self.cite("ledger.unknown_never_retried", "§8.3");
+                            self.set_status(id, Some(DeliveryStatus::Unknown));
+                            return Ok(Flow::Next);
+                        }
                         Some(_) => {
-                            self.gap("an irreversible act an earlier attempt of the same task left unsettled, proposed again by a later attempt: the contract does not say what the later run reports".into());
+                            self.aggregate_open = true;
+                            self.gap("an irreversible act an earlier attempt of the same task left unconfirmed, proposed again by a later attempt: the contract does not say what the later run reports".into());
                             if let Some(it) = self.items.get_mut(id) {
                                 it.status_open = true;
                             }
@@ -589,12 +605,11 @@ impl<'a> Sim<'a> {
                         }
                     }
                 }
-                self.attempt(id)?;
                 if let Some(k) = key {
-                    if let Some(st) = self.items.get(id).and_then(|i| i.status) {
-                        self.carry.ledger.insert(k, st);
-                    }
+                    // Its status at the run's end goes to the scope's ledger (a crash too).
+                    self.ledger_keys.insert(id.to_string(), k);
                 }
+                self.attempt(id)?;
                 Ok(Flow::Next)
             }
             Posture::Draft => {

@@ -14,8 +14,9 @@ use std::path::Path;
 use std::sync::Arc;
 use vouch_core::board::{self as core_board, Condition};
 use vouch_runtime::clock::Clock;
+use vouch_runtime::crash::{CrashMode, CrashPlan};
 use vouch_runtime::host::{AttemptJob, TaskTypes, TaskWork};
-use vouch_runtime::Host;
+use vouch_runtime::{Host, HostError};
 use vouch_scenario::{
     AfterCondition, BoardStep, CancelAt, Does, JudgePlan, OfferAgain, PrerequisiteEnd, TaskPlan,
     WorkerStep,
@@ -311,15 +312,36 @@ impl Board {
         };
         match w.does {
             Does::Crash => {
+                let mut died_in_run = false;
                 let lapse = if w.before_heartbeat {
                     core_board::DEFAULT_DISPATCH_TIMEOUT_MS
                 } else {
                     self.heartbeat(ctx, &at)?;
+                    if let Some(event) = w.crash_after {
+                        let script = match &w.script {
+                            Some(t) => serde_json::to_value(t).map_err(err)?,
+                            None => self.script.clone(),
+                        };
+                        let plan = CrashPlan::new(
+                            event.as_str(),
+                            w.delivery.as_deref(),
+                            1,
+                            CrashMode::Simulate,
+                        );
+                        let last = self.run_dying(ctx, &at, &w.worker, script, plan)?;
+                        self.last_run = Some(last);
+                        died_in_run = true;
+                    }
                     core_board::DEFAULT_LEASE_MS
                 };
                 // Nothing more is heard from the worker; the next sweep sees its clock out.
-                ctx.clock.advance(lapse + 1_000);
+                let run_lease = vouch_runtime::Limits::default().lease_ms;
+                ctx.clock.advance(lapse.max(run_lease) + 1_000);
                 self.store.sweep(ctx.clock.now_ms()).map_err(err)?;
+                if died_in_run {
+                    // The next start-up reconciles the run the dead worker left (§9.2).
+                    ctx.host()?.boot().map_err(err)?;
+                }
                 if w.late_report {
                     let kind = ReportKind::Accepted {
                         result: json!({"summary": "a late result"}),
@@ -447,6 +469,54 @@ impl Board {
             "not_attempted"
         };
         Ok((out.run_id, status))
+    }
+
+    /// The worker runs the attempt and dies at `plan`'s crash point (or, if its run never
+    /// reaches it, right after the run, before reporting). Answers the run and its `result`
+    /// item's status: nothing was reported, so nothing was accepted.
+    fn run_dying(
+        &mut self,
+        ctx: &mut Ctx,
+        at: &AttemptRef,
+        worker: &str,
+        script: Value,
+        plan: CrashPlan,
+    ) -> Result<(String, &'static str), String> {
+        let task = self
+            .store
+            .task(&at.task_id)
+            .map_err(err)?
+            .ok_or("the claimed task vanished")?;
+        let (mut host, work) = self.host(ctx, worker)?;
+        host.crash = Some(plan);
+        let job = AttemptJob {
+            task_id: task.id.clone(),
+            kind: task.kind.clone(),
+            brief: task.spec.brief.clone(),
+            input: task.spec.input.clone(),
+            criteria: self.plan.criteria.clone(),
+            model: json!({"kind": "script", "turns": script}),
+            repairs_max: self.plan.repairs,
+        };
+        let run_id = match host.run_task_attempt(&work, &self.types, &job) {
+            Ok(o) => o.run_id,
+            Err(HostError::Crashed(_)) => host
+                .store
+                .runs(1)
+                .map_err(err)?
+                .first()
+                .map(|r| r.id.clone())
+                .ok_or("the dead worker's run vanished")?,
+            Err(e) => return Err(e.to_string()),
+        };
+        // Read what became durable, as the next process will (the dead one's buffer is gone).
+        let fresh = ctx.host()?;
+        let status = if submitted(fresh.store.as_ref(), &run_id)? {
+            "failed"
+        } else {
+            "not_attempted"
+        };
+        Ok((run_id, status))
     }
 
     fn end_prerequisite(&self, ctx: &Ctx, end: PrerequisiteEnd) -> Result<(), String> {

@@ -9,7 +9,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 use vouch_core::board::{AttemptState, TaskState};
 
-use crate::scenario::Turn;
+use crate::scenario::{CrashEvent, Turn};
 
 /// Built-in task types (contract §13.5); any other `type` needs an `output_schema`.
 pub const BUILTIN_TYPES: [&str; 2] = ["freeform", "judge"];
@@ -125,9 +125,17 @@ pub struct WorkerStep {
     pub worker: String,
     #[serde(default)]
     pub does: Does,
-    /// The run's script for this attempt [the scenario's `script`] (`run` only).
+    /// The run's script for this attempt [the scenario's `script`] (`run`, or `crash` with
+    /// `crash_after`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub script: Option<Vec<Turn>>,
+    /// `crash` only: the worker runs the attempt and dies right after this journal event of
+    /// its run became durable (of `delivery`, if given); the run is reconciled at the next
+    /// start-up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crash_after: Option<CrashEvent>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery: Option<String>,
     /// `fail` only: is the failure retryable [false].
     #[serde(default)]
     pub retryable: bool,
@@ -223,8 +231,37 @@ fn check_worker(w: &WorkerStep) -> Result<(), String> {
             w.worker
         ));
     }
+    let runs = w.does == Does::Run || w.crash_after.is_some();
+    if let Some(e) = w.crash_after {
+        if matches!(
+            e,
+            CrashEvent::ApprovalRequested | CrashEvent::ApprovalGranted
+        ) {
+            return Err(format!(
+                "`crash_after: {}` cannot happen in a task run: a run that waits for a person suspends its attempt",
+                e.as_str()
+            ));
+        }
+        if w.before_heartbeat {
+            return Err("`before_heartbeat` and `crash_after` contradict: a worker that runs has heartbeaten".into());
+        }
+    }
     let misplaced = [
-        (w.script.is_some() && w.does != Does::Run, "script", "run"),
+        (
+            w.script.is_some() && !runs,
+            "script",
+            "run (or crash with crash_after)",
+        ),
+        (
+            w.crash_after.is_some() && w.does != Does::Crash,
+            "crash_after",
+            "crash",
+        ),
+        (
+            w.delivery.is_some() && w.crash_after.is_none(),
+            "delivery",
+            "crash with crash_after",
+        ),
         (w.cancel.is_some() && w.does != Does::Run, "cancel", "run"),
         (w.retryable && w.does != Does::Fail, "retryable", "fail"),
         (
@@ -278,6 +315,8 @@ impl TaskPlan {
                 worker: "w1".into(),
                 does: Does::Run,
                 script: None,
+                crash_after: None,
+                delivery: None,
                 retryable: false,
                 before_heartbeat: false,
                 late_report: false,
@@ -448,6 +487,27 @@ mod tests {
                 r#"{"events": [{"worker": "w1", "late_report": true}]}"#,
                 "late_report",
             ),
+            (
+                r#"{"events": [{"worker": "w1", "crash_after": "evidence"}]}"#,
+                "crash_after",
+            ),
+            (
+                r#"{"events": [{"worker": "w1", "does": "crash", "script": []}]}"#,
+                "script",
+            ),
+            (
+                r#"{"events": [{"worker": "w1", "does": "crash", "delivery": "d1"}]}"#,
+                "delivery",
+            ),
+            (
+                r#"{"events": [{"worker": "w1", "does": "crash", "crash_after": "approval_requested"}]}"#,
+                "suspends",
+            ),
+            (
+                r#"{"events": [{"worker": "w1", "does": "crash", "crash_after": "terminal", "before_heartbeat": true}]}"#,
+                "contradict",
+            ),
+            (r#"{"events": [{"worker": "owner"}]}"#, "owner"),
             (r#"{"events": [{"wait_ms": 0}]}"#, "wait_ms"),
             (r#"{"events": [{"cancel": false}]}"#, "cancel"),
             (r#"{"events": [{"pause": 1}]}"#, "pause"),
