@@ -153,6 +153,9 @@ pub struct BoardSim<'a> {
 /// How long a dead worker's clocks take to run out before the next sweep sees it: the
 /// default lease and dispatch timeout (§13.3) and a second.
 pub const LAPSE_MS: i64 = 301_000;
+/// How long a hung worker heartbeats before the sweep after its running timeout: the default
+/// running timeout (§13.3) and a second.
+pub const RUNNING_LAPSE_MS: i64 = 7_201_000;
 
 impl<'a> BoardSim<'a> {
     pub fn new(s: &'a Scenario, plan: &'a TaskPlan) -> Self {
@@ -411,6 +414,18 @@ impl<'a> BoardSim<'a> {
                     task.turn_away(&w.worker, "report");
                 }
             }
+            Does::Hang => {
+                self.heartbeat(task);
+                // Its heartbeats keep the lease; the running clock (§13.3) ends the attempt.
+                self.cite("board.running_timeout", "§13.3");
+                self.now += RUNNING_LAPSE_MS;
+                self.end_unaccepted(task, AttemptState::TimedOut, true);
+                self.sweep(task);
+                if w.late_report {
+                    self.cite("board.late_report_refused", "§13.3");
+                    task.turn_away(&w.worker, "report");
+                }
+            }
             Does::Fail => {
                 self.heartbeat(task);
                 self.end_unaccepted(task, AttemptState::Failed, w.retryable);
@@ -429,6 +444,12 @@ impl<'a> BoardSim<'a> {
                 let script = w.script.clone().unwrap_or_else(|| self.s.script.clone());
                 let out = self.run_attempt(&script, self.plan.criteria.is_some(), vec![]);
                 let report = out.report;
+                if let Some(ms) = w.stall_ms {
+                    // The lease is the authority until a sweep acts (§13.3.1): a stall with no
+                    // sweep in between changes nothing.
+                    self.now += ms;
+                    self.cite("board.lease_authority_until_sweep", "§13.3.1");
+                }
                 let status = if out.suspended {
                     self.cite("board.suspended", "§13.3.1");
                     task.state = TaskState::Running;

@@ -354,6 +354,36 @@ impl Board {
                     }
                 }
             }
+            Does::Hang => {
+                // Alive and heartbeating, never finishing: the heartbeats keep the lease until
+                // the running clock runs out; then a sweep times the attempt out.
+                let interval = core_board::DEFAULT_HEARTBEAT_MS;
+                let mut left = core_board::DEFAULT_RUNNING_TIMEOUT_MS + 1_000;
+                while left > 0 {
+                    let step = left.min(interval);
+                    ctx.clock.advance(step);
+                    left -= step;
+                    let beat = conflict(self.store.heartbeat(&at, ctx.clock.now_ms()))?;
+                    if beat.is_none() {
+                        return Err(
+                            "a live worker's heartbeat was refused before its running timeout"
+                                .into(),
+                        );
+                    }
+                }
+                self.store.sweep(ctx.clock.now_ms()).map_err(err)?;
+                if w.late_report {
+                    let kind = ReportKind::Accepted {
+                        result: json!({"summary": "a late result"}),
+                        self_assessment: Some(json!({"late": true})),
+                        verdict: None,
+                    };
+                    if !self.report(ctx, &at, kind, None, None, Usage::default())? {
+                        self.turned_away
+                            .push(json!({"by": w.worker, "call": "report"}));
+                    }
+                }
+            }
             Does::Fail | Does::Abort => {
                 self.heartbeat(ctx, &at)?;
                 let kind = if w.does == Does::Abort {
@@ -389,8 +419,9 @@ impl Board {
                 };
                 let criteria = self.plan.criteria.clone();
                 let kind = self.plan.kind.clone();
-                let (run_id, status) =
-                    self.run_attempt(ctx, &at, &w.worker, &kind, script, criteria, w.cancel)?;
+                let (run_id, status) = self.run_attempt(
+                    ctx, &at, &w.worker, &kind, script, criteria, w.cancel, w.stall_ms,
+                )?;
                 self.last_run = Some((run_id, status));
             }
         }
@@ -409,6 +440,7 @@ impl Board {
         script: Value,
         criteria: Option<Value>,
         cancel: Option<CancelAt>,
+        stall_ms: Option<i64>,
     ) -> Result<(String, &'static str), String> {
         let task = self
             .store
@@ -437,6 +469,10 @@ impl Board {
             ));
         };
         let accepted = matches!(kind, ReportKind::Accepted { .. });
+        if let Some(ms) = stall_ms {
+            // The worker stalls before reporting; no sweep runs in between.
+            ctx.clock.advance(ms);
+        }
         if cancel == Some(CancelAt::AfterRun) {
             self.store
                 .cancel(&at.task_id, ctx.clock.now_ms())
@@ -579,7 +615,7 @@ impl Board {
             if self.heartbeat(ctx, &at)? {
                 return Err("the judge's first heartbeat answered cancelled".into());
             }
-            self.run_attempt(ctx, &at, w, "judge", script.clone(), None, None)?;
+            self.run_attempt(ctx, &at, w, "judge", script.clone(), None, None, None)?;
         }
         Ok(Some(self.task_report(
             JUDGE,

@@ -105,6 +105,8 @@ pub enum Does {
     Fail,
     /// Shuts down gracefully: aborts its attempt.
     Abort,
+    /// Keeps heartbeating but never finishes: the running clock times the attempt out.
+    Hang,
 }
 
 /// When the owner's cancel lands during a worker's attempt.
@@ -142,10 +144,14 @@ pub struct WorkerStep {
     /// `crash` only: the worker dies before its first heartbeat (the dispatch clock).
     #[serde(default)]
     pub before_heartbeat: bool,
-    /// `crash` only: the worker was stalled, not dead; it reports a result after the sweep
-    /// timed its attempt out.
+    /// `crash` or `hang` only: the worker was stalled, not dead; it reports a result after
+    /// the sweep timed its attempt out.
     #[serde(default)]
     pub late_report: bool,
+    /// `run` only: after its run the worker stalls this long before it reports, with no
+    /// sweep in between (its lease may lapse unseen).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stall_ms: Option<i64>,
     /// `run` only: the owner cancels the task during this attempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancel: Option<CancelAt>,
@@ -231,6 +237,15 @@ fn check_worker(w: &WorkerStep) -> Result<(), String> {
             w.worker
         ));
     }
+    if w.stall_ms.is_some_and(|n| n <= 0) {
+        return Err("`stall_ms` must be a positive number".into());
+    }
+    if w.stall_ms.is_some() && w.cancel.is_some() {
+        return Err(
+            "`stall_ms` and `cancel` contradict: say one thing that happens before the report"
+                .into(),
+        );
+    }
     let runs = w.does == Does::Run || w.crash_after.is_some();
     if let Some(e) = w.crash_after {
         if matches!(
@@ -270,9 +285,14 @@ fn check_worker(w: &WorkerStep) -> Result<(), String> {
             "crash",
         ),
         (
-            w.late_report && w.does != Does::Crash,
+            w.late_report && !matches!(w.does, Does::Crash | Does::Hang),
             "late_report",
-            "crash",
+            "crash or hang",
+        ),
+        (
+            w.stall_ms.is_some() && w.does != Does::Run,
+            "stall_ms",
+            "run",
         ),
     ];
     for (bad, field, does) in misplaced {
@@ -320,6 +340,7 @@ impl TaskPlan {
                 retryable: false,
                 before_heartbeat: false,
                 late_report: false,
+                stall_ms: None,
                 cancel: None,
             })]
         } else {
