@@ -192,6 +192,14 @@ impl<'a> BoardSim<'a> {
     pub fn run(mut self) -> ScenarioReport {
         let p = self.plan;
         self.cite("task.autonomous", "§13.1");
+        if jsonschema::validator_for(&self.output_schema()).is_err() {
+            self.gaps.push(Gap {
+                question: format!(
+                    "the output schema of type `{}` is not a usable JSON Schema: what does a submission to it get?",
+                    p.kind
+                ),
+            });
+        }
         let mut task = Task::new(p.max_attempts, p.after.is_some(), p.deadline_ms);
         if p.idempotency_key.is_some() {
             task.offers.push("created".into());

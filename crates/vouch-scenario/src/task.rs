@@ -359,6 +359,20 @@ impl TaskPlan {
         if self.repairs > 20 {
             return Err("task.repairs must be at most 20".into());
         }
+        let k = &self.kind;
+        if k.is_empty()
+            || k.len() > 64
+            || !k
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(format!(
+                "task.type {k:?} must be 1-64 letters, digits, `-` or `_` (a type's name)"
+            ));
+        }
+        if self.output_schema.as_ref().is_some_and(|v| !v.is_object()) {
+            return Err("task.output_schema must be a JSON Schema object".into());
+        }
         let builtin = BUILTIN_TYPES.contains(&self.kind.as_str());
         if builtin && self.output_schema.is_some() {
             return Err(format!(
@@ -544,6 +558,8 @@ mod tests {
             (r#"{"type": "haiku"}"#, "output_schema"),
             (r#"{"type": "judge"}"#, "task.judge"),
             (r#"{"output_schema": {}}"#, "built in"),
+            (r#"{"type": "../x", "output_schema": {}}"#, "task.type"),
+            (r#"{"type": "x", "output_schema": 5}"#, "JSON Schema object"),
         ] {
             let e = parse(&format!(r#"{{{BASE}, "task": {task}}}"#)).unwrap_err();
             assert!(e.contains(needle), "{task}: {e}");
