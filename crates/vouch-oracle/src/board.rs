@@ -444,6 +444,11 @@ impl<'a> BoardSim<'a> {
             }
             Does::Run => {
                 self.heartbeat(task);
+                if let Some(who) = &w.impostor {
+                    // Only the claimant on both rows may report (§13.3): refused, no change.
+                    self.cite("board.only_the_claimant", "§13.3");
+                    task.turn_away(who, "report");
+                }
                 if w.cancel == Some(CancelAt::BeforeRun) {
                     self.cancel(task, "owner");
                     self.cite("board.cancel_at_heartbeat", "§13.3.1");

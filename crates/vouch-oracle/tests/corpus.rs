@@ -128,6 +128,7 @@ fn the_board_corpus_covers_every_task_and_attempt_state_and_every_board_event() 
                 BoardStep::Worker(w) => match w.does {
                     Does::Run if w.cancel.is_some() => "cancel_in_run",
                     Does::Run if w.stall_ms.is_some() => "stall",
+                    Does::Run if w.impostor.is_some() => "impostor",
                     Does::Crash if w.crash_after.is_some() => "crash_in_run",
                     Does::Run => "run",
                     Does::Crash if w.late_report => "late_report",
@@ -169,6 +170,7 @@ fn the_board_corpus_covers_every_task_and_attempt_state_and_every_board_event() 
         "hang",
         "crash_in_run",
         "stall",
+        "impostor",
         "cancel",
         "cancel_in_run",
         "wait",

@@ -405,6 +405,20 @@ impl Board {
                 if self.heartbeat(ctx, &at)? {
                     return Err("the first heartbeat answered cancelled".into());
                 }
+                if let Some(who) = &w.impostor {
+                    let forged = AttemptRef {
+                        claimant: who.clone(),
+                        ..at.clone()
+                    };
+                    let kind = ReportKind::Accepted {
+                        result: json!({"summary": "not mine to report"}),
+                        self_assessment: Some(json!({"forged": true})),
+                        verdict: None,
+                    };
+                    if !self.report(ctx, &forged, kind, None, None, Usage::default())? {
+                        self.turned_away.push(json!({"by": who, "call": "report"}));
+                    }
+                }
                 if w.cancel == Some(CancelAt::BeforeRun) {
                     self.store.cancel(MAIN, ctx.clock.now_ms()).map_err(err)?;
                     // The worker hears of it at its next heartbeat and stops.

@@ -148,6 +148,10 @@ pub struct WorkerStep {
     /// the sweep timed its attempt out.
     #[serde(default)]
     pub late_report: bool,
+    /// `run` only: while this worker holds the attempt, another identity (not the claimant)
+    /// reports a result for it — refused, nothing changes (§13.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub impostor: Option<String>,
     /// `run` only: after its run the worker stalls this long before it reports, with no
     /// sweep in between (its lease may lapse unseen).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -237,6 +241,12 @@ fn check_worker(w: &WorkerStep) -> Result<(), String> {
             w.worker
         ));
     }
+    if w.impostor
+        .as_deref()
+        .is_some_and(|i| i == w.worker || i.is_empty() || i.len() > 64)
+    {
+        return Err("`impostor` names another identity than the worker (1-64 characters)".into());
+    }
     if w.stall_ms.is_some_and(|n| n <= 0) {
         return Err("`stall_ms` must be a positive number".into());
     }
@@ -294,6 +304,11 @@ fn check_worker(w: &WorkerStep) -> Result<(), String> {
             "stall_ms",
             "run",
         ),
+        (
+            w.impostor.is_some() && w.does != Does::Run,
+            "impostor",
+            "run",
+        ),
     ];
     for (bad, field, does) in misplaced {
         if bad {
@@ -341,6 +356,7 @@ impl TaskPlan {
                 before_heartbeat: false,
                 late_report: false,
                 stall_ms: None,
+                impostor: None,
                 cancel: None,
             })]
         } else {
@@ -543,6 +559,14 @@ mod tests {
                 "contradict",
             ),
             (r#"{"events": [{"worker": "owner"}]}"#, "owner"),
+            (
+                r#"{"events": [{"worker": "w1", "impostor": "w1"}]}"#,
+                "impostor",
+            ),
+            (
+                r#"{"events": [{"worker": "w1", "does": "abort", "impostor": "m"}]}"#,
+                "impostor",
+            ),
             (r#"{"events": [{"wait_ms": 0}]}"#, "wait_ms"),
             (r#"{"events": [{"cancel": false}]}"#, "cancel"),
             (r#"{"events": [{"pause": 1}]}"#, "pause"),
