@@ -7,6 +7,8 @@
 //! The runner takes the scenario as JSON (already validated by `vouch-scenario`) and returns
 //! the report object of scenarios.md (without the comparison fields).
 
+mod board;
+
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
@@ -238,6 +240,9 @@ enum Next {
 
 /// Run one scenario in `dir` (which must be empty) and return its report.
 pub fn run_scenario(s: &Value, dir: &Path) -> Result<Value, String> {
+    if s.get("task").is_some_and(|t| !t.is_null()) {
+        return board::run_task_scenario(s, dir);
+    }
     let mut ctx = Ctx::new(s, dir)?;
     let spec = spec_of(s);
     let mut decisions: VecDeque<Value> = s

@@ -343,7 +343,9 @@ impl Host {
             presence: Some(Presence::Away),
             quiet: false,
             model: job.model.clone(),
-            scope: None,
+            // Every attempt of a task shares one ledger scope (§8.1): a retry never repeats
+            // an irreversible act an earlier attempt already did (I5).
+            scope: Some(format!("task:{}", job.task_id)),
         };
         let driven = self
             .create(&run_id, &spec, None, None)
