@@ -1060,6 +1060,20 @@ impl Store for SqliteStore {
         })
     }
 
+    fn journal_since(&self, run_id: &str, after_seq: i64) -> StoreResult<Vec<JournalEntry>> {
+        self.read(|c| {
+            let mut st = c
+                .prepare(&format!(
+                    "SELECT {JOURNAL_COLS} FROM journal WHERE run_id = ?1 AND seq > ?2 ORDER BY seq"
+                ))
+                .map_err(db_err)?;
+            let rows = st
+                .query_map(params![run_id, after_seq], journal_row)
+                .map_err(db_err)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
+        })
+    }
+
     fn read_only(&self) -> Option<String> {
         self.read_only.clone()
     }

@@ -33,7 +33,8 @@ macro_rules! store_conformance_tests {
             races_have_one_winner,
             batches_commit_together,
             lookups_cost_what_is_open,
-            api_tokens
+            api_tokens,
+            journal_since_reads_the_tail
         );
     };
     (@each $fresh:expr; $($check:ident),* $(,)?) => {
@@ -64,6 +65,7 @@ pub fn run_all(open: Opener<'_>) {
     batches_commit_together(open);
     lookups_cost_what_is_open(open);
     api_tokens(open);
+    journal_since_reads_the_tail(open);
 }
 
 fn new_run(id: &str) -> NewRun {
@@ -791,4 +793,20 @@ pub fn ledger_follows_its_state_machine(s: &dyn Store, ns: &str, ops: &[LedgerOp
             assert_eq!((e.state, e.attempts), (*state, *n), "op {i}: key {k}");
         }
     }
+}
+
+/// `journal_since` returns exactly the events after a seq, in order, on every backend.
+pub fn journal_since_reads_the_tail(open: Opener<'_>) {
+    let s = open();
+    s.create_run(&new_run("tail")).unwrap();
+    for n in 1..=5 {
+        s.append("tail", &ev(n)).unwrap();
+    }
+    let all = s.journal("tail").unwrap();
+    for after in 0..=6 {
+        let tail = s.journal_since("tail", after).unwrap();
+        let expected: Vec<_> = all.iter().filter(|e| e.seq > after).cloned().collect();
+        assert_eq!(tail, expected, "after {after}");
+    }
+    assert!(s.journal_since("no-such-run", 0).unwrap().is_empty());
 }

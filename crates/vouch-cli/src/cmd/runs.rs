@@ -348,7 +348,8 @@ pub fn watch(dir: &Path, run: &str, json: bool) -> Result<i32> {
     let host = open_host(dir, false)?;
     let rec = find_run(host.store.as_ref(), run)?;
     let presence = home::FilePresence::new(dir);
-    let mut seen = 0usize;
+    // The last seq shown: each poll reads only what became durable after it.
+    let mut seen = 0i64;
     let mut told = false;
     if !json {
         errln!(
@@ -360,8 +361,8 @@ pub fn watch(dir: &Path, run: &str, json: bool) -> Result<i32> {
     loop {
         let now = host.clock.now_ms();
         presence.hold_watch(&rec.id, now + 5_000);
-        let entries = host.store.journal(&rec.id)?;
-        for e in entries.iter().skip(seen) {
+        let entries = host.store.journal_since(&rec.id, seen)?;
+        for e in &entries {
             if json {
                 outln!("{}", serde_json::to_string(e)?);
             } else {
@@ -374,7 +375,9 @@ pub fn watch(dir: &Path, run: &str, json: bool) -> Result<i32> {
                 );
             }
         }
-        seen = entries.len();
+        if let Some(last) = entries.last() {
+            seen = last.seq;
+        }
         let cur = host
             .store
             .run(&rec.id)?
