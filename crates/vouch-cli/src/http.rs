@@ -56,9 +56,7 @@ pub fn serve(
         ))
     });
     // Reads see what is durable (the host's own writes wait in its buffer until a point).
-    let (store, board) = crate::task::open_board(dir)?;
-    let mut state = vouch_server::AppState::new(host, store, doctor);
-    state.board = Some(board);
+    let state = app_state(dir, host, doctor)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -82,4 +80,22 @@ pub fn serve(
         .map_err(|e| anyhow!("the HTTP server stopped: {e}"))
     })?;
     Ok(0)
+}
+
+/// What the HTTP API and MCP serve: the store (reads see what is durable; the host's own
+/// writes wait in its buffer until a point), the board, identities, artifacts and task types.
+pub fn app_state(
+    dir: &Path,
+    host: Arc<Host>,
+    doctor: vouch_server::DoctorFn,
+) -> Result<vouch_server::AppState> {
+    let (store, board, ids) = crate::task::open_all(dir)?;
+    let mut state = vouch_server::AppState::new(host, store, doctor);
+    state.board = Some(board);
+    state.work.home = Some(dir.to_path_buf());
+    state.work.identities = Some(ids);
+    state.work.artifacts = Some(Arc::new(vouch_artifacts::LocalStore::in_home(dir)));
+    state.work.types =
+        Arc::new(vouch_runtime::host::TaskTypes::with_dir(&dir.join("types")).map_err(bad)?);
+    Ok(state)
 }

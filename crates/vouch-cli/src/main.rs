@@ -444,7 +444,7 @@ fn progress(enabled: bool) -> Option<Progress> {
 
 fn host_err(e: vouch_runtime::HostError) -> anyhow::Error {
     match e {
-        vouch_runtime::HostError::Invalid(m) => bad(m),
+        vouch_runtime::HostError::Invalid(m) | vouch_runtime::HostError::WrongHash(m) => bad(m),
         vouch_runtime::HostError::Store(vouch_store::StoreError::NotFound { what, id }) => {
             bad(format!(
                 "{what} `{id}` not found; check the id with `vouch runs list` or `vouch approvals`"

@@ -51,6 +51,11 @@ impl ApiError {
             field: Some(field.into()),
         }
     }
+    /// Name the request field at fault.
+    pub fn with_field(mut self, field: impl Into<String>) -> Self {
+        self.field = Some(field.into());
+        self
+    }
     pub fn unauthorized(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::UNAUTHORIZED, "unauthorized", detail)
     }
@@ -135,6 +140,13 @@ impl From<HostError> for ApiError {
             HostError::Store(s) => s.into(),
             // The host refuses a decision the run is not waiting for, or input it cannot use.
             HostError::Invalid(m) => ApiError::new(StatusCode::CONFLICT, "refused", m),
+            // The hash given matches no card of the delivery: bad input in `hash`.
+            HostError::WrongHash(m) => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "hash_mismatch",
+                format!("{m}; approve the hash shown on the card (GET /api/approvals)"),
+            )
+            .with_field("hash"),
             HostError::SlotTaken(m) => ApiError::new(
                 StatusCode::CONFLICT,
                 "conflict",

@@ -32,7 +32,9 @@ mod recovery;
 mod task;
 mod turn;
 
-pub use task::{usage_of, validate, AttemptJob, AttemptOutcome, TaskType, TaskTypes, TaskWork};
+pub use task::{
+    usage_of, validate, verdict_of, AttemptJob, AttemptOutcome, TaskType, TaskTypes, TaskWork,
+};
 
 /// Bounds on one run. Units in names.
 #[derive(Debug, Clone)]
@@ -69,6 +71,9 @@ pub enum HostError {
     Crashed(String),
     #[error("{0}")]
     Invalid(String),
+    /// An approval's hash matches no card of that delivery (§7): the caller copied it wrong.
+    #[error("{0}")]
+    WrongHash(String),
     /// Another host consumed this schedule slot first (§12.2).
     #[error("slot {0} was already consumed")]
     SlotTaken(String),
