@@ -173,6 +173,14 @@ enum Cmd {
         #[arg(long)]
         allow_remote: bool,
     },
+    /// MCP on stdin/stdout for an agent (the board's worker tools and the host's own tools:
+    /// declare, deliver, clarify, finish, receipt); see the README's MCP section.
+    Mcp {
+        /// Sign the worker tools' claims and reports with this identity (its key file in the
+        /// home; created and registered on first use, as for `vouch worker --name`).
+        #[arg(long)]
+        name: Option<String>,
+    },
     /// API tokens for `vouch serve --http`: new NAME, list, rm NAME.
     Token {
         #[command(subcommand)]
@@ -955,6 +963,10 @@ fn run(cli: Cli) -> Result<i32> {
             }
             None => serve(&dir, tick_ms, once, json),
         },
+        Cmd::Mcp { name } => {
+            let host = Arc::new(open_host(&dir, false)?);
+            http::mcp(&dir, host, name.as_deref())
+        }
         Cmd::Token { cmd } => token::run(&dir, cmd, json),
         Cmd::Bench {
             cmd: BenchCmd::Runs { runs, concurrency },

@@ -9,6 +9,7 @@ pub mod api;
 pub mod auth;
 pub mod dto;
 pub mod extract;
+pub mod mcp;
 pub mod metrics;
 pub mod openapi;
 pub mod problem;
@@ -127,6 +128,7 @@ pub fn router(state: AppState) -> Router {
             "/api/artifacts/{cid}",
             get(tasks::get_artifact).put(tasks::put_artifact),
         )
+        .nest_service("/mcp", mcp::http_service(state.clone()))
         .route("/api/openapi.json", get(openapi::document))
         .route("/metrics", get(metrics::render))
         .fallback(api::no_route)

@@ -25,6 +25,7 @@ use vouch_store::{
 // One file per transition; each says what it may touch (docs/architecture.md).
 mod attempt;
 mod decisions;
+mod external;
 mod manifest;
 mod proposal;
 mod reconcile;
@@ -32,6 +33,7 @@ mod recovery;
 mod task;
 mod turn;
 
+pub use external::{external_model, is_external, ExternalReply};
 pub use task::{
     usage_of, validate, verdict_of, AttemptJob, AttemptOutcome, TaskType, TaskTypes, TaskWork,
 };
