@@ -311,6 +311,17 @@ impl VouchMcp {
         }))
     }
 
+    /// A run named by the agent, which must exist.
+    fn run_arg(&self, args: &Value) -> ApiResult<String> {
+        let run = text(args, "run")?;
+        if self.state.store.run(&run)?.is_none() {
+            return Err(ApiError::not_found(format!(
+                "no run `{run}`; `declare` without `run` opens one"
+            )));
+        }
+        Ok(run)
+    }
+
     /// One tool call, synchronously (on a blocking thread).
     pub fn call(&self, name: &str, args: &Value) -> ApiResult<Value> {
         let s = &self.state;
@@ -531,7 +542,7 @@ impl VouchMcp {
             }
             "declare" => {
                 let run = match opt_text(args, "run") {
-                    Some(r) => r,
+                    Some(_) => self.run_arg(args)?,
                     None => s.host.open_external(&self.run_spec(args)?)?,
                 };
                 let mut manifest = args.clone();
@@ -544,13 +555,13 @@ impl VouchMcp {
                 self.reply(&run, r)
             }
             "deliver" => {
-                let run = text(args, "run")?;
+                let run = self.run_arg(args)?;
                 let call = json!({"delivery": text(args, "delivery")?, "payload": args.get("payload").cloned().unwrap_or(Value::Null)});
                 let r = s.host.external_call(&run, "deliver", &call)?;
                 self.reply(&run, r)
             }
             "clarify" => {
-                let run = text(args, "run")?;
+                let run = self.run_arg(args)?;
                 let r = s.host.external_call(
                     &run,
                     "clarify",
@@ -559,7 +570,7 @@ impl VouchMcp {
                 self.reply(&run, r)
             }
             "finish" => {
-                let run = text(args, "run")?;
+                let run = self.run_arg(args)?;
                 let end = s
                     .host
                     .external_finish(&run, &opt_text(args, "text").unwrap_or_default())?;

@@ -1412,3 +1412,144 @@ fn a_signed_receipt_is_served_once_the_run_has_ended_and_verifies_offline() {
         .problem(422, "invalid_field");
     assert_eq!(p["field"], "signed");
 }
+
+/// The MCP tools in process (the Python SDK drives them over stdio and HTTP in vouch-cli's
+/// tests): an agent's run is under the contract and waits between calls.
+#[test]
+fn an_agents_run_over_mcp_waits_for_the_person_and_is_never_finished_for_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sqlite = Arc::new(SqliteStore::open(&tmp.path().join("vouch.db")).unwrap());
+    let captured: Arc<Mutex<Option<vouch_server::AppState>>> = Arc::new(Mutex::new(None));
+    let c = captured.clone();
+    let home = tmp.path().to_path_buf();
+    let ids = sqlite.clone();
+    let s = start_work(
+        sqlite.clone(),
+        Some(sqlite.clone()),
+        tmp,
+        vouch_server::STREAMS_MAX,
+        move |st| {
+            st.work.home = Some(home);
+            st.work.identities = Some(ids);
+            *c.lock().unwrap() = Some(st.clone());
+        },
+    );
+    let mcp = vouch_server::mcp::VouchMcp {
+        state: captured.lock().unwrap().clone().unwrap(),
+        signer: None,
+        via: "test",
+    };
+    let hook = hook();
+    let d = mcp
+        .call(
+            "declare",
+            &json!({"title": "Post to the hook", "deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "webhook", "address": hook.url}}]}),
+        )
+        .unwrap();
+    assert_eq!(d["ok"], true, "{d}");
+    let run = d["run"].as_str().unwrap().to_string();
+    // Between calls the run waits for the agent, unleased; start-up reconciliation leaves it.
+    assert_eq!(
+        s.get(&format!("/api/runs/{run}")).json()["run"]["state"],
+        "suspended"
+    );
+    assert!(s.host.boot().unwrap().is_empty());
+    let r = mcp
+        .call(
+            "deliver",
+            &json!({"run": run, "delivery": "d9", "payload": {"text": "x"}}),
+        )
+        .unwrap();
+    assert_eq!(r["ok"], false, "an undeclared item is rejected: {r}");
+    // Sending cannot be undone: it waits for the person, whatever the agent says.
+    let r = mcp
+        .call(
+            "deliver",
+            &json!({"run": run, "delivery": "d1", "payload": {"text": "hello"}}),
+        )
+        .unwrap();
+    assert!(r["waiting"].is_string(), "{r}");
+    assert_eq!(*hook.hits.lock().unwrap(), 0);
+    let e = mcp
+        .call("finish", &json!({"run": run, "text": "done"}))
+        .unwrap_err();
+    assert_eq!(e.code, "refused", "{e:?}");
+    assert!(e.detail.contains("waits for the person"), "{e:?}");
+    let st = mcp.call("run_status", &json!({"run": run})).unwrap();
+    let hash = st["open_cards"][0]["payload_hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let a = s.post(
+        &format!("/api/runs/{run}/deliveries/d1/approve"),
+        json!({"hash": hash}),
+    );
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(
+        a.json()["state"],
+        "suspended",
+        "back to the agent: {}",
+        a.body
+    );
+    assert_eq!(*hook.hits.lock().unwrap(), 1);
+    let st = mcp.call("run_status", &json!({"run": run})).unwrap();
+    assert_eq!(st["deliveries"][0]["status"], "verified", "{st}");
+    // The one question: the person's answer is there for the agent.
+    let q = mcp
+        .call("clarify", &json!({"run": run, "question": "Which day?"}))
+        .unwrap();
+    assert!(q["waiting"].is_string(), "{q}");
+    let a = s.post(
+        &format!("/api/runs/{run}/answer"),
+        json!({"text": "Friday"}),
+    );
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(
+        mcp.call("run_status", &json!({"run": run})).unwrap()["answer"],
+        "Friday"
+    );
+    let f = mcp
+        .call("finish", &json!({"run": run, "text": "Posted."}))
+        .unwrap();
+    assert_eq!(f["ended"], "succeeded", "{f}");
+    assert!(f["receipt"].as_str().unwrap().contains("webhook"), "{f}");
+    assert_eq!(*hook.hits.lock().unwrap(), 1, "sent exactly once");
+    let e = mcp
+        .call(
+            "deliver",
+            &json!({"run": run, "delivery": "d1", "payload": {"text": "again"}}),
+        )
+        .unwrap_err();
+    assert_eq!(e.code, "refused");
+    // Only an agent's own runs, and only runs that exist.
+    let own = s.save_run(1);
+    let e = mcp
+        .call(
+            "deliver",
+            &json!({"run": own, "delivery": "d1", "payload": {"text": "x"}}),
+        )
+        .unwrap_err();
+    assert_eq!(e.code, "refused", "{e:?}");
+    let e = mcp.call("finish", &json!({"run": "nope"})).unwrap_err();
+    assert_eq!(e.code, "not_found");
+    let e = mcp.call("declare", &json!({"deliveries": []})).unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("title"));
+    // An agent that goes silent: the person cancels; nothing reports it finished.
+    let d = mcp
+        .call(
+            "declare",
+            &json!({"title": "Left behind", "deliveries": []}),
+        )
+        .unwrap();
+    let left = d["run"].as_str().unwrap();
+    let c = s.post(&format!("/api/runs/{left}/cancel"), json!({}));
+    assert_eq!(c.status, 200, "{}", c.body);
+    assert_eq!(c.json()["state"], "ended");
+    let e = mcp
+        .call(
+            "task_continue",
+            &json!({"task": "t", "instructions": "more"}),
+        )
+        .unwrap_err();
+    assert_eq!((e.status.as_u16(), e.code), (501, "not_supported"));
+}

@@ -84,9 +84,44 @@ impl Host {
         Ok(())
     }
 
+    /// Run one step of an outside agent's run: one step at a time per run in this process
+    /// (another process is kept out by the run's lease); a step that fails part-way leaves the
+    /// run waiting for the agent again rather than leased and running.
+    fn external_step<T>(
+        &self,
+        run_id: &str,
+        step: impl FnOnce() -> HostResult<T>,
+    ) -> HostResult<T> {
+        let view = RunView::from_journal(&self.store.journal(run_id)?);
+        if !self.drives.try_open(run_id, view) {
+            return Err(HostError::Invalid(format!(
+                "another call on run {run_id} is in progress; call again when it has answered"
+            )));
+        }
+        let out = step();
+        self.drives.close(run_id);
+        if out.is_err() {
+            if let Ok(Some(r)) = self.store.run(run_id) {
+                if r.state == RunState::Running && r.owner.as_deref() == Some(self.owner.as_str()) {
+                    let _ = self.idle(run_id);
+                }
+            }
+        }
+        out
+    }
+
     /// One tool call of the outside agent (`declare`, `deliver`, a verb, `clarify`, or a work
     /// tool), as one turn of the run.
     pub fn external_call(
+        &self,
+        run_id: &str,
+        name: &str,
+        args: &Value,
+    ) -> HostResult<ExternalReply> {
+        self.external_step(run_id, || self.external_call_open(run_id, name, args))
+    }
+
+    fn external_call_open(
         &self,
         run_id: &str,
         name: &str,
@@ -158,6 +193,10 @@ impl Host {
     /// The agent is done: its final text (an interactive run's reply to the person), then the
     /// one reconciler ends the run (§9).
     pub fn external_finish(&self, run_id: &str, text: &str) -> HostResult<RunEnd> {
+        self.external_step(run_id, || self.external_finish_open(run_id, text))
+    }
+
+    fn external_finish_open(&self, run_id: &str, text: &str) -> HostResult<RunEnd> {
         let run = self.take_external(run_id)?;
         let view = self.view(run_id)?;
         self.journal(

@@ -167,6 +167,22 @@ impl Drives {
         );
     }
 
+    /// Open a run's state unless a drive of this process already has it open (`false`).
+    fn try_open(&self, run_id: &str, view: RunView) -> bool {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if m.contains_key(run_id) {
+            return false;
+        }
+        m.insert(
+            run_id.to_string(),
+            Arc::new(std::sync::Mutex::new(DriveState {
+                view,
+                messages: vec![],
+            })),
+        );
+        true
+    }
+
     fn close(&self, run_id: &str) {
         self.0
             .lock()
