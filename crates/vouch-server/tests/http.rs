@@ -1053,15 +1053,31 @@ fn tasks_are_listed_read_and_cancelled() {
         .problem(401, "unauthorized");
 }
 
-/// A home whose server has the board, identities, artifacts and the host's key.
+/// A home whose server has the board, identities, artifacts and the host's key, on SQLite or
+/// on PostgreSQL (a schema of its own, dropped with the returned guard).
 fn start_workers(artifact_bytes_max: u64) -> (Server, Arc<SqliteStore>) {
     let tmp = tempfile::tempdir().unwrap();
     let sqlite = Arc::new(SqliteStore::open(&tmp.path().join("vouch.db")).unwrap());
-    let board: Arc<dyn vouch_store::board::BoardStore> = sqlite.clone();
-    let home = tmp.path().to_path_buf();
-    let ids = sqlite.clone();
-    let s = start_work(
+    let s = start_workers_on(
         sqlite.clone(),
+        sqlite.clone(),
+        sqlite.clone(),
+        tmp,
+        artifact_bytes_max,
+    );
+    (s, sqlite)
+}
+
+fn start_workers_on(
+    store: Arc<dyn Store>,
+    board: Arc<dyn vouch_store::board::BoardStore>,
+    ids: Arc<dyn vouch_store::IdentityStore>,
+    tmp: tempfile::TempDir,
+    artifact_bytes_max: u64,
+) -> Server {
+    let home = tmp.path().to_path_buf();
+    start_work(
+        store,
         Some(board),
         tmp,
         vouch_server::STREAMS_MAX,
@@ -1074,8 +1090,43 @@ fn start_workers(artifact_bytes_max: u64) -> (Server, Arc<SqliteStore>) {
             )));
             st.work.artifact_bytes_max = artifact_bytes_max;
         },
+    )
+}
+
+struct DropSchema(String, String);
+impl Drop for DropSchema {
+    fn drop(&mut self) {
+        if let Ok(mut c) = postgres::Client::connect(&self.0, postgres::NoTls) {
+            let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.1));
+        }
+    }
+}
+
+/// The workers' server on either backend, with its identity store.
+fn workers_on(
+    pg: bool,
+) -> (
+    Server,
+    Arc<dyn vouch_store::IdentityStore>,
+    Option<DropSchema>,
+) {
+    if !pg {
+        let (s, sqlite) = start_workers(1 << 20);
+        return (s, sqlite, None);
+    }
+    let url = std::env::var("VOUCH_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let schema = format!("vouch_test_workers_{}", std::process::id());
+    let guard = DropSchema(url.clone(), schema.clone());
+    let pgs = Arc::new(vouch_store_postgres::PostgresStore::open(&url, &schema).unwrap());
+    let s = start_workers_on(
+        pgs.clone(),
+        pgs.clone(),
+        pgs.clone(),
+        tempfile::tempdir().unwrap(),
+        1 << 20,
     );
-    (s, sqlite)
+    (s, pgs, Some(guard))
 }
 
 fn now_ms() -> i64 {
@@ -1111,12 +1162,20 @@ fn report_sig(
 
 #[test]
 fn tasks_are_offered_claimed_heartbeaten_and_reported_only_with_the_claimants_signature() {
-    let (s, sqlite) = start_workers(1 << 20);
+    workers_flow(false);
+}
+
+#[test]
+fn on_postgresql_workers_claim_and_report_over_http() {
+    workers_flow(true);
+}
+
+fn workers_flow(pg: bool) {
+    let (s, ids, _schema) = workers_on(pg);
     let w1 = vouch_identity::Identity::from_secret("w1", &[1; 32]);
     let w2 = vouch_identity::Identity::from_secret("w2", &[2; 32]);
-    use vouch_store::IdentityStore as _;
-    sqlite.put_identity(&w1.record(1)).unwrap();
-    sqlite.put_identity(&w2.record(1)).unwrap();
+    ids.put_identity(&w1.record(1)).unwrap();
+    ids.put_identity(&w2.record(1)).unwrap();
 
     // Offer, with an idempotency key: the same request returns the same task.
     let offer = json!({"type": "freeform", "brief": "Summarise the notes", "max_attempts": 2});
