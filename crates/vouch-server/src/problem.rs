@@ -17,8 +17,10 @@ pub struct Problem {
     pub title: String,
     pub status: u16,
     pub detail: String,
-    /// Stable, machine-readable: unauthorized, not_found, conflict, invalid_field, bad_json,
-    /// unsupported_media_type, refused, read_only, unavailable, model_error, internal.
+    /// Stable, machine-readable: unauthorized, not_found, method_not_allowed, bad_json,
+    /// bad_query, bad_path, unsupported_media_type, invalid_field, hash_mismatch,
+    /// invalid_result, bad_signature, conflict, refused, not_ended, too_large, read_only,
+    /// not_supported, unavailable, model_error, internal (contract §17.1).
     pub code: String,
     /// The request field at fault, when one is.
     #[serde(skip_serializing_if = "Option::is_none")]

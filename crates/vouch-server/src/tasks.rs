@@ -148,6 +148,41 @@ pub async fn cancel_task(
     .await
 }
 
+/// A task to offer (§13.1): the CLI's `vouch task offer` with JSON names. Parsed as
+/// `vouch_runtime::offer::TaskOffer`; this type documents it (a test keeps them equal).
+#[derive(Debug, Clone, Serialize, serde::Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OfferBody {
+    /// `freeform`, `judge`, or a type registered in the home's `types/`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// What the task asks for, in words (the worker's prompt).
+    pub brief: String,
+    /// Validated against the type's input schema (default `{"brief": brief}`).
+    #[schema(value_type = Option<Object>)]
+    pub input: Option<Value>,
+    pub tags: Option<Vec<String>>,
+    /// Success criteria; the producer must self-assess against them.
+    #[schema(value_type = Option<Object>)]
+    pub criteria: Option<Value>,
+    /// 1–20 (default 1).
+    pub max_attempts: Option<u32>,
+    /// Claimable only once each of these tasks has an accepted output.
+    pub after: Option<Vec<String>>,
+    /// Runtime profiles allowed to claim (default: any).
+    pub profiles: Option<Vec<String>>,
+    /// Expire the task if nobody claimed it within this many seconds.
+    pub deadline_s: Option<i64>,
+    /// Default 300000.
+    pub lease_ms: Option<i64>,
+    /// Default 60000; shorter than the lease.
+    pub heartbeat_ms: Option<i64>,
+    /// Default 300000.
+    pub dispatch_timeout_ms: Option<i64>,
+    /// Default 7200000.
+    pub running_timeout_ms: Option<i64>,
+}
+
 /// The offered task and whether this request created it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Offered {
@@ -161,7 +196,7 @@ pub struct Offered {
 /// request return the same task (200); a different request under the key is 409.
 #[utoipa::path(post, path = "/api/tasks", tag = "tasks",
     params(("Idempotency-Key" = Option<String>, Header, description = "the same key with the same request returns the same task")),
-    request_body = Object,
+    request_body = OfferBody,
     responses(
         (status = 201, body = Offered),
         (status = 200, body = Offered, description = "the task this key created before"),
@@ -375,4 +410,29 @@ pub async fn get_artifact(
         Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response())
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// The documented body and the parsed one take the same fields.
+    #[test]
+    fn the_documented_offer_is_the_parsed_offer() {
+        let full = serde_json::json!({
+            "type": "freeform", "brief": "b", "input": {"brief": "b"}, "tags": ["x"],
+            "criteria": ["c"], "max_attempts": 2, "after": [], "profiles": [],
+            "deadline_s": 60, "lease_ms": 1000, "heartbeat_ms": 100,
+            "dispatch_timeout_ms": 1000, "running_timeout_ms": 1000,
+        });
+        let doc: OfferBody = serde_json::from_value(full.clone()).unwrap();
+        let parsed: TaskOffer = serde_json::from_value(full.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&doc).unwrap(), full);
+        assert_eq!(parsed.max_attempts, 2);
+        let mut extra = full;
+        extra["colour"] = "red".into();
+        assert!(serde_json::from_value::<OfferBody>(extra.clone()).is_err());
+        assert!(serde_json::from_value::<TaskOffer>(extra).is_err());
+    }
 }
