@@ -1612,3 +1612,84 @@ fn an_agents_run_over_mcp_waits_for_the_person_and_is_never_finished_for_it() {
         .unwrap_err();
     assert_eq!((e.status.as_u16(), e.code), (501, "not_supported"));
 }
+
+/// A worker agent over MCP does its attempt as a vouch run (trigger `task`): the report
+/// carries that run's receipt and the host's own count of its turns (§13.1, §13.7).
+#[test]
+fn an_mcp_workers_attempt_runs_as_a_task_run_whose_receipt_goes_with_the_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sqlite = Arc::new(SqliteStore::open(&tmp.path().join("vouch.db")).unwrap());
+    let w = Arc::new(vouch_identity::Identity::from_secret("agent-1", &[9; 32]));
+    use vouch_store::IdentityStore as _;
+    sqlite.put_identity(&w.record(1)).unwrap();
+    let captured: Arc<Mutex<Option<vouch_server::AppState>>> = Arc::new(Mutex::new(None));
+    let c = captured.clone();
+    let ids = sqlite.clone();
+    let _s = start_work(
+        sqlite.clone(),
+        Some(sqlite.clone()),
+        tmp,
+        vouch_server::STREAMS_MAX,
+        move |st| {
+            st.work.identities = Some(ids);
+            *c.lock().unwrap() = Some(st.clone());
+        },
+    );
+    let mcp = vouch_server::mcp::VouchMcp {
+        state: captured.lock().unwrap().clone().unwrap(),
+        signer: Some(w),
+        via: "test",
+    };
+    let task = mcp
+        .call(
+            "task_offer",
+            &json!({"type": "freeform", "brief": "Summarise"}),
+        )
+        .unwrap()["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let claim = mcp.call("task_claim", &json!({})).unwrap();
+    assert_eq!(claim["task"]["id"], task.as_str(), "{claim}");
+    let (n, epoch) = (
+        claim["attempt"]["n"].clone(),
+        claim["attempt"]["epoch"].clone(),
+    );
+    let d = mcp
+        .call("declare", &json!({"task": task, "deliveries": []}))
+        .unwrap();
+    let run = d["run"].as_str().unwrap().to_string();
+    let rec = mcp.state.store.run(&run).unwrap().unwrap();
+    assert_eq!(rec.trigger, vouch_core::TriggerKind::Task);
+    let f = mcp
+        .call("finish", &json!({"run": run, "text": "done"}))
+        .unwrap();
+    assert!(f["ended"].is_string(), "{f}");
+    // This server signs only as its own worker: another claimant must sign for itself.
+    let e = mcp
+        .call(
+            "task_submit",
+            &json!({"task": task, "attempt": n, "epoch": epoch, "claimant": "someone-else", "result": {"summary": "x"}}),
+        )
+        .unwrap_err();
+    assert_eq!(
+        (e.code, e.field.as_deref()),
+        ("invalid_field", Some("signature")),
+        "{e:?}"
+    );
+    let done = mcp
+        .call(
+            "task_submit",
+            &json!({"task": task, "attempt": n, "epoch": epoch, "run": run, "result": {"summary": "Summarised."}}),
+        )
+        .unwrap();
+    assert_eq!(done["task"]["state"], "completed", "{done}");
+    assert_eq!(done["attempt"]["run_id"], run.as_str());
+    assert!(done["attempt"]["detail"]["receipt"]
+        .as_str()
+        .is_some_and(|r| r.contains(&run)));
+    assert!(
+        done["attempt"]["usage"]["turns"].as_i64().unwrap() >= 2,
+        "{done}"
+    );
+}
