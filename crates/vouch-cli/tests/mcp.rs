@@ -97,6 +97,17 @@ fn check_store(home: &Path, seen: &Value, worker: &str, note: &str, text: &str) 
 #[test]
 fn the_python_sdk_drives_a_task_and_a_delivery_over_stdio() {
     let (_tmp, home) = home();
+    // A name that cannot be a worker's identity is refused before anything is served.
+    for bad in ["host", "Not A Name"] {
+        let out = vouch(&home, &["mcp", "--name", bad]);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{bad}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stderr).contains(bad));
+    }
     let seen = run_client(&[
         "stdio",
         env!("CARGO_BIN_EXE_vouch"),
