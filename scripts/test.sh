@@ -13,7 +13,7 @@ VENV=target/venv
 if [ ! -x "$VENV/bin/litellm" ] || ! "$VENV/bin/python" -c "import aiosmtpd, dbus_next, mcp, cryptography" 2>/dev/null; then
   echo "creating $VENV for the SMTP, D-Bus, model-server and MCP tests (aiosmtpd, dbus-next, litellm[proxy], mcp, cryptography)"
   python3 -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check aiosmtpd dbus-next "litellm[proxy]" mcp cryptography
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check aiosmtpd dbus-next "litellm[proxy]" "mcp>=2.3,<3" cryptography
 fi
 # The tests start `python3`: the venv's comes first.
 export PATH="$PWD/$VENV/bin:$PATH"
