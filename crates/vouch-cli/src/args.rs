@@ -151,6 +151,14 @@ pub(crate) enum Cmd {
         #[arg(long)]
         allow_remote: bool,
     },
+    /// MCP on stdin/stdout for an agent (the board's worker tools and the host's own tools:
+    /// declare, deliver, clarify, finish, receipt); see the README's MCP section.
+    Mcp {
+        /// Sign the worker tools' claims and reports with this identity (its key file in the
+        /// home; created and registered on first use, as for `vouch worker --name`).
+        #[arg(long)]
+        name: Option<String>,
+    },
     /// API tokens for `vouch serve --http`: new NAME, list, rm NAME.
     Token {
         #[command(subcommand)]

@@ -104,7 +104,7 @@ pub(crate) fn progress(enabled: bool) -> Option<Progress> {
 
 pub(crate) fn host_err(e: vouch_runtime::HostError) -> anyhow::Error {
     match e {
-        vouch_runtime::HostError::Invalid(m) => bad(m),
+        vouch_runtime::HostError::Invalid(m) | vouch_runtime::HostError::WrongHash(m) => bad(m),
         vouch_runtime::HostError::Store(vouch_store::StoreError::NotFound { what, id }) => {
             bad(format!(
                 "{what} `{id}` not found; check the id with `vouch runs list` or `vouch approvals`"
@@ -221,6 +221,10 @@ fn run(cli: Cli) -> Result<i32> {
             }
             None => cmd::schedule::serve(&dir, tick_ms, once, json),
         },
+        Cmd::Mcp { name } => {
+            let host = Arc::new(open_host(&dir, false)?);
+            http::mcp(&dir, host, name.as_deref())
+        }
         Cmd::Token { cmd } => token::run(&dir, cmd, json),
         Cmd::Bench {
             cmd: BenchCmd::Runs { runs, concurrency },

@@ -77,7 +77,9 @@ impl Durable {
         if buf.events.is_empty() {
             return Ok(());
         }
+        let started = std::time::Instant::now();
         let written = self.inner.append_batch(run_id, &buf.events)?;
+        crate::latency::COMMIT_LATENCY.observe(started.elapsed());
         buf.events.clear();
         if let Some(last) = written.last() {
             buf.durable_seq = Some(last.seq);

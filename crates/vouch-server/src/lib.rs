@@ -9,11 +9,13 @@ pub mod api;
 pub mod auth;
 pub mod dto;
 pub mod extract;
+pub mod mcp;
 pub mod metrics;
 pub mod openapi;
 pub mod problem;
 pub mod sse;
 pub mod tasks;
+pub mod work;
 
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
@@ -55,6 +57,8 @@ pub struct AppState {
     pub board: Option<Arc<dyn vouch_store::board::BoardStore>>,
     /// Permits for open event streams (`STREAMS_MAX`).
     pub streams: Arc<tokio::sync::Semaphore>,
+    /// The workers' side: identities, artifacts, task types (§13).
+    pub work: work::Work,
 }
 
 impl AppState {
@@ -67,6 +71,7 @@ impl AppState {
             poll_ms: 250,
             board: None,
             streams: Arc::new(tokio::sync::Semaphore::new(STREAMS_MAX)),
+            work: work::Work::default(),
         }
     }
 }
@@ -107,9 +112,23 @@ pub fn router(state: AppState) -> Router {
             get(api::get_schedule).delete(api::remove_schedule),
         )
         .route("/api/doctor", get(api::doctor))
-        .route("/api/tasks", get(tasks::list_tasks))
         .route("/api/tasks/{id}", get(tasks::get_task))
         .route("/api/tasks/{id}/cancel", post(tasks::cancel_task))
+        // The board's workers and artifacts (§13), and MCP: one block.
+        .route("/api/tasks", get(tasks::list_tasks).post(tasks::offer_task))
+        .route("/api/tasks/claim-next", post(tasks::claim_next))
+        .route(
+            "/api/tasks/{id}/attempts/{n}/heartbeat",
+            post(tasks::heartbeat),
+        )
+        .route("/api/tasks/{id}/attempts/{n}/submit", post(tasks::submit))
+        .route("/api/tasks/{id}/attempts/{n}/fail", post(tasks::fail))
+        .route("/api/tasks/{id}/attempts/{n}/abort", post(tasks::abort))
+        .route(
+            "/api/artifacts/{cid}",
+            get(tasks::get_artifact).put(tasks::put_artifact),
+        )
+        .nest_service("/mcp", mcp::http_service(state.clone()))
         .route("/api/openapi.json", get(openapi::document))
         .route("/metrics", get(metrics::render))
         .fallback(api::no_route)

@@ -26,6 +26,7 @@ use vouch_store::{
 // One file per transition; each says what it may touch (docs/architecture.md).
 mod attempt;
 mod decisions;
+mod external;
 mod manifest;
 mod proposal;
 mod reconcile;
@@ -33,7 +34,10 @@ mod recovery;
 mod task;
 mod turn;
 
-pub use task::{usage_of, validate, AttemptJob, AttemptOutcome, TaskType, TaskTypes, TaskWork};
+pub use external::{external_model, is_external, ExternalReply};
+pub use task::{
+    usage_of, validate, verdict_of, AttemptJob, AttemptOutcome, TaskType, TaskTypes, TaskWork,
+};
 
 /// Bounds on one run. Units in names.
 #[derive(Debug, Clone)]
@@ -70,6 +74,9 @@ pub enum HostError {
     Crashed(String),
     #[error("{0}")]
     Invalid(String),
+    /// An approval's hash matches no card of that delivery (§7): the caller copied it wrong.
+    #[error("{0}")]
+    WrongHash(String),
     /// Another host consumed this schedule slot first (§12.2).
     #[error("slot {0} was already consumed")]
     SlotTaken(String),
@@ -159,6 +166,22 @@ impl Drives {
             run_id.to_string(),
             Arc::new(std::sync::Mutex::new(DriveState { view, messages })),
         );
+    }
+
+    /// Open a run's state unless a drive of this process already has it open (`false`).
+    fn try_open(&self, run_id: &str, view: RunView) -> bool {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if m.contains_key(run_id) {
+            return false;
+        }
+        m.insert(
+            run_id.to_string(),
+            Arc::new(std::sync::Mutex::new(DriveState {
+                view,
+                messages: vec![],
+            })),
+        );
+        true
     }
 
     fn close(&self, run_id: &str) {

@@ -467,7 +467,7 @@ impl Host {
                         )
                     })
                     .unwrap_or_else(|| format!("; {delivery} has no open card (see `vouch approvals`)"));
-                HostError::Invalid(format!("hash for {delivery} of run {run_id}: {e}{open}"))
+                HostError::WrongHash(format!("hash for {delivery} of run {run_id}: {e}{open}"))
             })
     }
 }

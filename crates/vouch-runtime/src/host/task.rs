@@ -359,18 +359,7 @@ impl Host {
             RunEnd::Suspended { .. } => None,
             RunEnd::Ended { .. } => Some(match slot.and_then(|s| s.accepted) {
                 Some((result, self_assessment)) => {
-                    let verdict = (job.kind == "judge").then(|| {
-                        Box::new(Verdict {
-                            target: job
-                                .input
-                                .get("target")
-                                .and_then(Value::as_str)
-                                .unwrap_or_default()
-                                .to_string(),
-                            passed: result.get("passed").and_then(Value::as_bool) == Some(true),
-                            scores: result.get("scores").cloned().unwrap_or(json!({})),
-                        })
-                    });
+                    let verdict = verdict_of(&job.kind, &job.input, &result);
                     ReportKind::Accepted {
                         result,
                         self_assessment,
@@ -392,6 +381,22 @@ impl Host {
             usage,
         })
     }
+}
+
+/// A judge task's verdict on its target, read from its accepted result (`None` for any
+/// other type). Shared by the host's own attempts and the workers' routes.
+pub fn verdict_of(kind: &str, input: &Value, result: &Value) -> Option<Box<Verdict>> {
+    (kind == "judge").then(|| {
+        Box::new(Verdict {
+            target: input
+                .get("target")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            passed: result.get("passed").and_then(Value::as_bool) == Some(true),
+            scores: result.get("scores").cloned().unwrap_or(json!({})),
+        })
+    })
 }
 
 /// Turns, tokens and tool calls from the host's own journal of the run (§13.7).

@@ -179,6 +179,16 @@ impl Host {
                 self.execute_approved(&run, id, hash)?;
             }
         }
+        // An agent outside the host drives this run (MCP): the host carried out what the
+        // person decided; the agent's next call goes on from here.
+        if super::external::is_external(&run.spec) {
+            self.store.set_run_state(run_id, RunState::Suspended)?;
+            self.store.release_run(run_id, &self.owner)?;
+            self.store.flush()?;
+            return Ok(RunEnd::Suspended {
+                reason: "waiting for the agent's next call (it drives this run over MCP)".into(),
+            });
+        }
         let view = self.view(run_id)?;
         let mut model = match self
             .models
@@ -345,7 +355,11 @@ impl Host {
 
     /// The loop is over: when it stopped without the work, say why in the journal (so the
     /// receipt and `--json` name it, §3.4, §10), then reconcile.
-    fn end_loop(&self, run_id: &str, stopped: Option<(&str, String)>) -> HostResult<RunEnd> {
+    pub(super) fn end_loop(
+        &self,
+        run_id: &str,
+        stopped: Option<(&str, String)>,
+    ) -> HostResult<RunEnd> {
         if let Some((cause, reason)) = stopped {
             self.say(&format!("  loop ended: {reason}"));
             self.journal(
@@ -571,7 +585,7 @@ pub(super) fn chat_message(event: &Event, delivery: Option<&str>) -> Option<Chat
 }
 
 /// A model's tool call as the journal records it.
-fn call_record(c: &ToolCall) -> j::ToolCallRecord {
+pub(super) fn call_record(c: &ToolCall) -> j::ToolCallRecord {
     j::ToolCallRecord {
         id: c.id.clone(),
         name: c.name.clone(),
