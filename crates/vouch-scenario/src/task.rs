@@ -15,6 +15,8 @@ use crate::scenario::{CrashEvent, Turn};
 pub const BUILTIN_TYPES: [&str; 2] = ["freeform", "judge"];
 /// Board events per scenario at most (each may start a run).
 pub const EVENTS_MAX: usize = 64;
+/// Any duration in a task plan is at most this long (ten years, in milliseconds).
+pub const DURATION_MS_MAX: i64 = 315_360_000_000;
 
 fn freeform() -> String {
     "freeform".into()
@@ -217,8 +219,10 @@ impl<'de> Deserialize<'de> for BoardStep {
             }
             "wait_ms" => {
                 let n = crate::scenario::inner::<shapes::Wait, _>(v, "wait event")?.wait_ms;
-                if n <= 0 {
-                    return Err(D::Error::custom("`wait_ms` must be a positive number"));
+                if n <= 0 || n > DURATION_MS_MAX {
+                    return Err(D::Error::custom(format!(
+                        "`wait_ms` must be a positive number of milliseconds, at most {DURATION_MS_MAX}"
+                    )));
                 }
                 BoardStep::Wait(n)
             }
@@ -247,8 +251,10 @@ fn check_worker(w: &WorkerStep) -> Result<(), String> {
     {
         return Err("`impostor` names another identity than the worker (1-64 characters)".into());
     }
-    if w.stall_ms.is_some_and(|n| n <= 0) {
-        return Err("`stall_ms` must be a positive number".into());
+    if w.stall_ms.is_some_and(|n| n <= 0 || n > DURATION_MS_MAX) {
+        return Err(format!(
+            "`stall_ms` must be a positive number of milliseconds, at most {DURATION_MS_MAX}"
+        ));
     }
     if w.stall_ms.is_some() && w.cancel.is_some() {
         return Err(
@@ -410,8 +416,13 @@ impl TaskPlan {
         if self.events.len() > EVENTS_MAX {
             return Err(format!("task.events has more than {EVENTS_MAX} events"));
         }
-        if self.deadline_ms.is_some_and(|d| d <= 0) {
-            return Err("task.deadline_ms must be positive".into());
+        if self
+            .deadline_ms
+            .is_some_and(|d| d <= 0 || d > DURATION_MS_MAX)
+        {
+            return Err(format!(
+                "task.deadline_ms must be a positive number of milliseconds, at most {DURATION_MS_MAX}"
+            ));
         }
         for e in &self.events {
             match e {
@@ -427,6 +438,13 @@ impl TaskPlan {
         if let Some(j) = &self.judge {
             if j.workers.is_empty() || j.criteria.is_empty() {
                 return Err("task.judge needs at least one worker and one criterion".into());
+            }
+            if j.workers.len() > EVENTS_MAX
+                || j.workers.iter().any(|w| w.is_empty() || w.len() > 64)
+            {
+                return Err(format!(
+                    "task.judge.workers: at most {EVENTS_MAX} names of 1-64 characters"
+                ));
             }
         }
         Ok(())
@@ -568,6 +586,15 @@ mod tests {
                 "impostor",
             ),
             (r#"{"events": [{"wait_ms": 0}]}"#, "wait_ms"),
+            (
+                r#"{"events": [{"wait_ms": 9223372036854775807}]}"#,
+                "wait_ms",
+            ),
+            (r#"{"deadline_ms": 9223372036854775807}"#, "deadline_ms"),
+            (
+                r#"{"events": [{"worker": "w1", "stall_ms": 9223372036854775807}]}"#,
+                "stall_ms",
+            ),
             (r#"{"events": [{"cancel": false}]}"#, "cancel"),
             (r#"{"events": [{"pause": 1}]}"#, "pause"),
             (
