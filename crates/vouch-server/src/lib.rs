@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod console;
 pub mod dto;
 pub mod extract;
 pub mod metrics;
@@ -55,6 +56,8 @@ pub struct AppState {
     pub board: Option<Arc<dyn vouch_store::board::BoardStore>>,
     /// Permits for open event streams (`STREAMS_MAX`).
     pub streams: Arc<tokio::sync::Semaphore>,
+    /// The web console's sessions and its hooks (presence, artifacts).
+    pub console: console::Console,
 }
 
 impl AppState {
@@ -67,6 +70,7 @@ impl AppState {
             poll_ms: 250,
             board: None,
             streams: Arc::new(tokio::sync::Semaphore::new(STREAMS_MAX)),
+            console: console::Console::default(),
         }
     }
 }
@@ -111,19 +115,23 @@ pub fn router(state: AppState) -> Router {
         .route("/api/tasks/{id}", get(tasks::get_task))
         .route("/api/tasks/{id}/cancel", post(tasks::cancel_task))
         .route("/api/openapi.json", get(openapi::document))
+        .route("/api/measures", get(console::measures::api))
         .route("/metrics", get(metrics::render))
         .fallback(api::no_route)
         .method_not_allowed_fallback(api::method_not_allowed);
-    api.layer(axum::middleware::from_fn_with_state(
+    let api = api.layer(axum::middleware::from_fn_with_state(
         state.clone(),
         auth::require_token,
-    ))
-    .layer(axum::middleware::from_fn_with_state(
-        state.clone(),
-        metrics::count_requests,
-    ))
-    .layer(DefaultBodyLimit::max(REQUEST_BYTES_MAX))
-    .with_state(state)
+    ));
+    // The web console: its own sign-in (a session cookie), beside the token-guarded API.
+    console::router()
+        .merge(api)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            metrics::count_requests,
+        ))
+        .layer(DefaultBodyLimit::max(REQUEST_BYTES_MAX))
+        .with_state(state)
 }
 
 /// Serve until `shutdown` resolves.

@@ -324,6 +324,7 @@ fn routes(run: &str) -> Vec<(&'static str, String)> {
         ("GET", "/api/tasks".into()),
         ("GET", "/api/tasks/x".into()),
         ("POST", "/api/tasks/x/cancel".into()),
+        ("GET", "/api/measures".into()),
         ("GET", "/api/openapi.json".into()),
         ("GET", "/metrics".into()),
         ("GET", "/no/such/route".into()),
