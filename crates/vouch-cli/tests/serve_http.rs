@@ -135,7 +135,12 @@ fn the_server_sees_every_run_other_processes_start_while_it_serves() {
         assert!(vouch(&home, &["runs", "list"]).status.success());
         let run = vouch(
             &home,
-            &["run", &format!("run {n}"), "--script", script.to_str().unwrap()],
+            &[
+                "run",
+                &format!("run {n}"),
+                "--script",
+                script.to_str().unwrap(),
+            ],
         );
         assert!(run.status.success());
         let (code, body) = status(&url, Some(&secret));

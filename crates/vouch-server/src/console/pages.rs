@@ -437,10 +437,7 @@ pub async fn card(
     let parsed: Option<Value> = payload
         .as_deref()
         .and_then(|p| serde_json::from_str(p).ok());
-    let pretty = parsed
-        .as_ref()
-        .and_then(|v| serde_json::to_string_pretty(v).ok())
-        .unwrap_or_default();
+    let pretty = parsed.as_ref().map(view::editable_json).unwrap_or_default();
     let edited = q.0.get("edited").cloned();
     let action = |what: &str| {
         format!(

@@ -120,6 +120,25 @@ pub fn json_view(v: &Value) -> Markup {
     }
 }
 
+/// JSON for a form field a person edits: the same value, with every character a person must
+/// not see raw (controls, bidi overrides) written as a JSON `\uXXXX` escape, so the text is
+/// inert on the page and parses back to exactly the value it shows.
+pub fn editable_json(v: &Value) -> String {
+    let pretty = serde_json::to_string_pretty(v).unwrap_or_default();
+    let mut out = String::with_capacity(pretty.len());
+    for c in pretty.chars() {
+        if vouch_core::escape::needs_escape(c) && c != '\n' {
+            let mut units = [0u16; 2];
+            for u in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{:04x}", u));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// The raw JSON text (already canonical when it came from the store), made inert.
 pub fn raw_json(text: &str) -> Markup {
     html! { pre.raw { code { (inert(text)) } } }
@@ -133,7 +152,9 @@ fn security_headers(resp: &mut Response) {
         HeaderValue::from_static("nosniff"),
     );
     h.insert("x-frame-options", HeaderValue::from_static("DENY"));
-    h.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
+    // `same-origin`, not `no-referrer`: with no referrer a browser sends `Origin: null` on
+    // its own forms, and the origin check would refuse them.
+    h.insert("referrer-policy", HeaderValue::from_static("same-origin"));
     h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
 }
 
@@ -247,4 +268,29 @@ pub async fn style() -> Response {
     r.headers_mut()
         .insert(CACHE_CONTROL, HeaderValue::from_static("max-age=300"));
     r
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn editable_json_is_inert_and_parses_back_to_the_same_value() {
+        let v = serde_json::json!({"text": "ok\u{1b}[2J\u{202e}gpj.exe\n\u{85}é\u{1F600}"});
+        let e = editable_json(&v);
+        assert!(
+            !e.chars()
+                .any(|c| vouch_core::escape::needs_escape(c) && c != '\n'),
+            "{e}"
+        );
+        assert!(e.contains("\\u202e"), "{e}");
+        assert_eq!(serde_json::from_str::<Value>(&e).unwrap(), v);
+    }
+
+    #[test]
+    fn model_text_in_a_template_is_escaped_twice_over() {
+        let m = html! { p { (inert("<b>hi</b>\u{202e}")) } }.into_string();
+        assert_eq!(m, "<p>&lt;b&gt;hi&lt;/b&gt;\\u{202e}</p>");
+    }
 }
