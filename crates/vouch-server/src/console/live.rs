@@ -121,12 +121,27 @@ pub async fn run_live(
                     .as_ref()
                     .map(|r| r.state == RunState::Ended)
                     .unwrap_or(true);
-                let receipt = if ended { store.receipt(&run)? } else { None };
-                Ok((entries, rec, ended, receipt))
+                let (receipt, deliveries, waiting) = match (&rec, ended) {
+                    (Some(r), true) => {
+                        let d = vouch_runtime::runs::detail(store.as_ref(), r.clone())?;
+                        let rows: Vec<_> = d
+                            .deliveries
+                            .iter()
+                            .map(|x| json!({"id": inert(&x.id), "status": crate::dto::word(x.status)}))
+                            .collect();
+                        (
+                            store.receipt(&run)?,
+                            rows,
+                            vouch_runtime::inbox::badge(store.as_ref())?,
+                        )
+                    }
+                    _ => (None, vec![], 0),
+                };
+                Ok((entries, rec, ended, (receipt, deliveries, waiting)))
             })
             .await;
             match read {
-                Ok((entries, rec, ended, receipt)) => {
+                Ok((entries, rec, ended, (receipt, deliveries, waiting))) => {
                     for e in entries.iter().take(LIVE_BATCH_MAX) {
                         st.after = e.seq;
                         let data = json!({
@@ -152,6 +167,8 @@ pub async fn run_live(
                         let data = json!({
                             "outcome": outcome,
                             "receipt": vouch_core::escape::escape_text(&receipt.unwrap_or_default()),
+                            "deliveries": deliveries,
+                            "waiting": waiting,
                         });
                         st.buf
                             .push_back(Event::default().event("receipt").data(data.to_string()));

@@ -263,7 +263,7 @@ fn fmt(unit: Unit, v: f64) -> String {
 /// written as text beside each bar, so the chart is readable without colour or script.
 fn chart(fig: &Figure, bars: &[(String, Option<f64>, i64)]) -> Markup {
     const BAR_H: i64 = 22;
-    const LABEL_W: i64 = 150;
+    const LABEL_W: i64 = 170;
     const PLOT_W: i64 = 220;
     let height = BAR_H * bars.len().max(1) as i64 + 4;
     let max = match fig.unit {
@@ -280,7 +280,7 @@ fn chart(fig: &Figure, bars: &[(String, Option<f64>, i64)]) -> Markup {
             @for (i, (label, v, n)) in bars.iter().enumerate() {
                 @let y = i as i64 * BAR_H + 2;
                 @let small = *n < SMALL_SAMPLE_TASKS;
-                text x="0" y=(y + 15) class="label" { (label.chars().take(22).collect::<String>()) }
+                text x="0" y=(y + 15) class="label" { (label.chars().take(18).collect::<String>()) }
                 rect x=(LABEL_W) y=(y + 3) width=(PLOT_W) height=(BAR_H - 6) class="track" {}
                 @if let Some(v) = v {
                     @let w = ((v / max).clamp(0.0, 1.0) * PLOT_W as f64).round() as i64;

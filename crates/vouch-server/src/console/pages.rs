@@ -294,7 +294,7 @@ pub async fn run(
             dt { "Run id" } dd { code { (inert(&rec.id)) } }
         }
         @if !open.is_empty() {
-            section aria-labelledby="h-open" {
+            section #open-cards aria-labelledby="h-open" {
                 h2 #h-open { "Waiting for you" }
                 ul.cards {
                     @for c in &open {
@@ -329,7 +329,7 @@ pub async fn run(
                         thead { tr { th { "Item" } th { "Verb" } th { "Destination" } th { "Posture" } th { "Status" } } }
                         tbody {
                             @for d in &detail.deliveries {
-                                tr {
+                                tr data-delivery=(inert(&d.id)) {
                                     td { (inert(&d.id)) }
                                     td { (crate::dto::word(d.verb)) }
                                     td { (inert(&d.destination.to_string())) }

@@ -53,7 +53,27 @@
     }
     if (waiting) { waiting.textContent = "The run ended; here is its receipt."; }
     var outcome = document.getElementById("outcome");
-    if (outcome && r.outcome) { outcome.textContent = r.outcome; }
+    if (outcome && r.outcome) {
+      outcome.textContent = r.outcome;
+      outcome.className = r.outcome === "succeeded" ? "ok" : (r.outcome === "partial" ? "warn" : "bad");
+    }
+    // What the page showed as waiting is decided now: statuses, cards and the badge follow.
+    (r.deliveries || []).forEach(function (d) {
+      var rows = document.querySelectorAll("tr[data-delivery]");
+      for (var i = 0; i < rows.length; i++) {
+        if (rows[i].getAttribute("data-delivery") === d.id) {
+          var cell = rows[i].querySelector("td.status");
+          if (cell) { cell.textContent = d.status; }
+        }
+      }
+    });
+    var open = document.getElementById("open-cards");
+    if (open) { open.parentNode.removeChild(open); }
+    var badge = document.getElementById("badge");
+    if (badge) {
+      if (r.waiting > 0) { badge.textContent = String(r.waiting); }
+      else { badge.parentNode.removeChild(badge); }
+    }
     source.close();
   });
   source.addEventListener("failed", function () { source.close(); });
