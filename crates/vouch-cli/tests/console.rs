@@ -173,16 +173,23 @@ impl Console {
         self.browser.goto(&self.url(path)).await.unwrap();
     }
 
+    /// The text of the first element matching `css`, waiting for it (and retrying when a
+    /// navigation replaced the page between finding the element and reading it).
     async fn text(&self, css: &str) -> String {
-        self.browser
-            .wait()
-            .at_most(WAIT)
-            .for_element(Locator::Css(css))
-            .await
-            .unwrap_or_else(|e| panic!("no `{css}` on the page: {e}"))
-            .text()
-            .await
-            .unwrap()
+        let deadline = std::time::Instant::now() + WAIT;
+        loop {
+            let got = match self.browser.find(Locator::Css(css)).await {
+                Ok(e) => e.text().await,
+                Err(e) => Err(e),
+            };
+            match got {
+                Ok(t) => return t,
+                Err(e) if std::time::Instant::now() > deadline => {
+                    panic!("no `{css}` on the page: {e}")
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
     }
 
     async fn has(&self, css: &str) -> bool {
@@ -585,6 +592,8 @@ async fn board_and_measures_show_a_real_worker_run() {
     let c = Console::start().await;
     c.sign_in().await;
     // Empty states say what to do.
+    c.goto("/console/schedules").await;
+    assert!(c.text("main .empty").await.contains("vouch schedule add"));
     c.goto("/console/board").await;
     assert!(c.text("main .empty").await.contains("vouch task offer"));
     c.goto("/console/measures").await;
@@ -736,10 +745,109 @@ async fn board_and_measures_show_a_real_worker_run() {
         .call();
     assert!(matches!(bad, Err(ureq::Error::Status(422, _))), "{bad:?}");
 
+    // A question waits in the inbox and is answered on its run's page.
+    vouch(
+        &c.home,
+        &[
+            "run",
+            "Plan the offsite",
+            "--script",
+            "examples/ask-first.json",
+        ],
+    );
+    c.goto("/console/").await;
+    assert!(c.text("ul.cards").await.contains("Which day and city"));
+    c.browser
+        .find(Locator::Css("ul.cards a.button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    c.browser
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css("#answer-text"))
+        .await
+        .unwrap()
+        .send_keys("Friday, in Berlin")
+        .await
+        .unwrap();
+    c.browser
+        .find(Locator::Css("#answer button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_until(
+        &c,
+        "the answered run ended with its receipt",
+        "var r = document.getElementById('receipt'); return !!r && !r.hidden && r.textContent.indexOf('Saved to') >= 0;",
+    )
+    .await;
+    assert!(c.home.join("files/Plans/offsite.md").exists());
+
+    // A schedule: its cron and zone, the next slot in the person's zone and in its own.
+    assert!(vouch(
+        &c.home,
+        &[
+            "schedule",
+            "add",
+            "brief",
+            "--cron",
+            "0 7 * * *",
+            "--tz",
+            "America/New_York",
+            "--routine",
+            "examples/brief-routine.json",
+        ],
+    )
+    .status
+    .success());
+    c.goto("/console/schedules").await;
+    let sched = c.text("section.schedule").await;
+    assert!(
+        sched.contains("0 7 * * *") && sched.contains("America/New_York"),
+        "{sched}"
+    );
+    assert!(
+        sched.contains("CET") && (sched.contains("EST") || sched.contains("EDT")),
+        "{sched}"
+    );
+    assert!(sched.contains("No slot was missed"), "{sched}");
+
+    // An address that names no page is said in words; a form from another site is refused;
+    // a wrong token does not sign in.
+    let missing = ureq::get(&c.url("/console/nowhere"))
+        .set("Cookie", &cookie)
+        .call();
+    assert!(
+        matches!(missing, Err(ureq::Error::Status(404, _))),
+        "{missing:?}"
+    );
+    let csrf = c
+        .js("return document.querySelector('input[name=csrf]').value;")
+        .await;
+    let cross = ureq::post(&c.url("/console/zone"))
+        .set("Cookie", &cookie)
+        .set("Origin", "http://evil.example")
+        .send_form(&[("csrf", csrf.as_str().unwrap()), ("tz", "UTC")]);
+    assert!(
+        matches!(cross, Err(ureq::Error::Status(403, _))),
+        "{cross:?}"
+    );
+    let wrong =
+        ureq::post(&c.url("/console/signin")).send_form(&[("token", "vouch_nope"), ("tz", "UTC")]);
+    match wrong {
+        Err(ureq::Error::Status(401, r)) => {
+            assert!(r.into_string().unwrap().contains("vouch token new"))
+        }
+        other => panic!("{other:?}"),
+    }
+
     c.goto("/console/doctor").await;
     assert!(c.text("main table").await.contains("folder"));
-    c.goto("/console/schedules").await;
-    assert!(c.text("main .empty").await.contains("vouch schedule add"));
     // Signing out ends the session: the next page asks to sign in again.
     c.browser
         .find(Locator::Css("form.signout button"))

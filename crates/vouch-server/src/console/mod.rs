@@ -130,4 +130,5 @@ pub fn router() -> Router<AppState> {
         .route("/console/artifacts/{cid}", get(pages::artifact))
         .route("/console/measures", get(measures::page))
         .route("/console/doctor", get(pages::doctor))
+        .route("/console/{*rest}", get(pages::not_found))
 }

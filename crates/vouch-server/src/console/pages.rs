@@ -53,6 +53,15 @@ fn failed(signed: &Signed, e: ApiError) -> Response {
     view::error_page(Some(signed), e.status, &e.detail)
 }
 
+/// A console address that names no page: said in words, with the way back.
+pub async fn not_found(signed: Signed) -> Response {
+    view::error_page(
+        Some(&signed),
+        StatusCode::NOT_FOUND,
+        "There is no such page in the console. Use the menu above, or start from the inbox.",
+    )
+}
+
 pub async fn root() -> Redirect {
     Redirect::to(&format!("{BASE}/"))
 }
