@@ -745,7 +745,10 @@ async fn board_and_measures_show_a_real_worker_run() {
         .call();
     assert!(matches!(bad, Err(ureq::Error::Status(422, _))), "{bad:?}");
 
-    // A question waits in the inbox and is answered on its run's page.
+    // A question waits in the inbox and is answered on its run's page. The open inbox says
+    // something arrived, live, without reloading by itself.
+    c.goto("/console/").await;
+    c.js("window.__notReloaded = 7; return true;").await;
     vouch(
         &c.home,
         &[
@@ -755,7 +758,20 @@ async fn board_and_measures_show_a_real_worker_run() {
             "examples/ask-first.json",
         ],
     );
-    c.goto("/console/").await;
+    wait_until(
+        &c,
+        "the open inbox said something new arrived",
+        "var n = document.getElementById('inbox-changed'); return !!n && !n.hidden;",
+    )
+    .await;
+    assert_eq!(c.js("return window.__notReloaded;").await, json!(7));
+    c.browser
+        .find(Locator::Css("#inbox-changed a"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
     assert!(c.text("ul.cards").await.contains("Which day and city"));
     c.browser
         .find(Locator::Css("ul.cards a.button"))

@@ -191,3 +191,72 @@ pub async fn run_live(
         .keep_alive(KeepAlive::default())
         .into_response()
 }
+
+/// What the inbox shows, as a version: open cards and ended runs (and the badge count).
+pub fn inbox_version(store: &dyn vouch_store::Store) -> crate::ApiResult<(usize, String)> {
+    let cards = store.open_cards()?;
+    let runs = store.runs(vouch_runtime::inbox::INBOX_RUNS_MAX)?;
+    let mut print = String::new();
+    for c in &cards {
+        print.push_str(&format!(
+            "c{}/{:?}/{};",
+            c.run_id, c.delivery, c.payload_hash
+        ));
+    }
+    for r in runs.iter().filter(|r| r.state == RunState::Ended) {
+        print.push_str(&format!("r{};", r.id));
+    }
+    Ok((cards.len(), crate::auth::token_hash(&print)))
+}
+
+/// The inbox page's live stream: the badge count and a fingerprint of what waits and what
+/// ended, sent at once and whenever either changes (the page then offers to show the new
+/// items; it never reloads by itself).
+pub async fn inbox_live(State(s): State<AppState>, _signed: Signed) -> Response {
+    let Ok(permit) = s.streams.clone().try_acquire_owned() else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many live pages are open; close one and reload",
+        )
+            .into_response();
+    };
+    struct St {
+        _permit: tokio::sync::OwnedSemaphorePermit,
+        s: AppState,
+        seen: Option<String>,
+    }
+    let st = St {
+        _permit: permit,
+        s,
+        seen: None,
+    };
+    let events = stream::unfold(st, |mut st| async move {
+        loop {
+            if st.seen.is_some() {
+                tokio::time::sleep(Duration::from_millis(st.s.poll_ms)).await;
+            }
+            let store = st.s.store.clone();
+            let read = blocking(move || inbox_version(store.as_ref())).await;
+            match read {
+                Ok((waiting, digest)) => {
+                    if st.seen.as_deref() == Some(digest.as_str()) {
+                        continue;
+                    }
+                    st.seen = Some(digest.clone());
+                    let data = json!({"waiting": waiting, "version": digest});
+                    return Some((
+                        Ok::<_, Infallible>(Event::default().event("inbox").data(data.to_string())),
+                        st,
+                    ));
+                }
+                Err(e) => {
+                    tracing::warn!(detail = %e.detail, "console inbox stream: store read failed");
+                    return None;
+                }
+            }
+        }
+    });
+    Sse::new(events)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}

@@ -108,6 +108,7 @@ pub fn router() -> Router<AppState> {
         )
         .route("/console/signout", post(session::signout))
         .route("/console/zone", post(session::set_zone))
+        .route("/console/live", get(live::inbox_live))
         .route("/console/runs/{id}", get(pages::run))
         .route("/console/runs/{id}/live", get(live::run_live))
         .route("/console/runs/{id}/answer", post(pages::answer))

@@ -4,7 +4,7 @@
 
 use super::session::{checked_form, Signed};
 use super::view::{
-    self, card_link, hash, inert, inert_text, json_view, raw_json, run_link, seg, when, Page,
+    self, card_link, hash, inert, inert_text, json_view, raw_json, run_link, seg, when, Live, Page,
 };
 use super::{BASE, EDIT_PAYLOAD_BYTES_MAX, INBOX_ACTIVE_MAX};
 use crate::dto::{AnswerBody, ApproveBody, EditBody};
@@ -37,7 +37,7 @@ async fn show(
     s: &AppState,
     signed: &Signed,
     title: &str,
-    live: Option<&str>,
+    live: Option<Live<'_>>,
     body: Markup,
 ) -> Response {
     let b = badge(s).await;
@@ -101,6 +101,7 @@ fn todo_text(t: &Todo) -> Markup {
 pub async fn inbox(State(s): State<AppState>, signed: Signed) -> Response {
     let store = s.store.clone();
     let read = blocking(move || {
+        let version = super::live::inbox_version(store.as_ref())?.1;
         let inbox = vouch_runtime::inbox::inbox(store.as_ref())?;
         let cards = vouch_runtime::approvals::open_cards(store.as_ref())?;
         let mut titles = BTreeMap::new();
@@ -109,10 +110,10 @@ pub async fn inbox(State(s): State<AppState>, signed: Signed) -> Response {
                 titles.insert(c.run.clone(), r.title);
             }
         }
-        Ok((inbox, cards, titles))
+        Ok((inbox, cards, titles, version))
     })
     .await;
-    let (inbox, cards, titles) = match read {
+    let (inbox, cards, titles, version) = match read {
         Ok(x) => x,
         Err(e) => return failed(&signed, e),
     };
@@ -140,6 +141,9 @@ pub async fn inbox(State(s): State<AppState>, signed: Signed) -> Response {
         .collect();
     let body = html! {
         h1 { "Inbox" }
+        p.notice #inbox-changed role="status" aria-live="polite" data-version=(version) hidden {
+            "Something new arrived. " a href={(BASE) "/"} { "Show it" }
+        }
         p.lead #waiting data-waiting=(inbox.waiting) {
             @if inbox.waiting == 0 { "Nothing waits for you." }
             @else if inbox.waiting == 1 { "1 thing waits for you." }
@@ -218,7 +222,7 @@ pub async fn inbox(State(s): State<AppState>, signed: Signed) -> Response {
             }
         }
     };
-    show(&s, &signed, "Inbox", None, body).await
+    show(&s, &signed, "Inbox", Some(Live::Inbox), body).await
 }
 
 /// A short description of a journal event for the timeline (the whole body is beside it).
@@ -282,6 +286,8 @@ pub async fn run(
     }
     let tz = signed.session.tz;
     let chain = vouch_store::verify_chain(&journal);
+    // Evidence and reasons as the journal's fold states them (the receipt's own source).
+    let fold = vouch_runtime::view::RunView::from_journal(&journal);
     let open: Vec<_> = cards
         .iter()
         .filter(|c| c.state == CardState::Open)
@@ -335,7 +341,7 @@ pub async fn run(
             } @else {
                 div.scroll {
                     table {
-                        thead { tr { th { "Item" } th { "Verb" } th { "Destination" } th { "Posture" } th { "Status" } } }
+                        thead { tr { th { "Item" } th { "Verb" } th { "Destination" } th { "Posture" } th { "Status" } th { "Evidence · why" } } }
                         tbody {
                             @for d in &detail.deliveries {
                                 tr data-delivery=(inert(&d.id)) {
@@ -344,6 +350,12 @@ pub async fn run(
                                     td { (inert(&d.destination.to_string())) }
                                     td { (d.posture.map(crate::dto::word).unwrap_or_else(|| "—".into())) }
                                     td.status { (crate::dto::word(d.status)) }
+                                    td {
+                                        @if let Some(iv) = fold.items.get(&d.id) {
+                                            @if !iv.evidence.is_empty() { code { (inert(&iv.evidence)) } }
+                                            @if !iv.reason.is_empty() { " " span.muted { (inert(&iv.reason)) } }
+                                        }
+                                    }
                                 }
                             }
                         }
@@ -386,7 +398,7 @@ pub async fn run(
             }
         }
     };
-    let live = (!ended).then_some(rec.id.as_str());
+    let live = (!ended).then_some(Live::Run(rec.id.as_str()));
     show(&s, &signed, &inert(&rec.title), live, body).await
 }
 

@@ -20,8 +20,14 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-
 
 pub struct Page<'a> {
     pub title: &'a str,
-    /// The run whose live stream the page opens (a run page).
-    pub live: Option<&'a str>,
+    /// The live stream the page opens: a run page's, or the inbox's.
+    pub live: Option<Live<'a>>,
+}
+
+#[derive(Clone, Copy)]
+pub enum Live<'a> {
+    Run(&'a str),
+    Inbox,
 }
 
 /// Text from a model, a payload or a provider, on one line: controls and bidi escaped.
@@ -205,7 +211,10 @@ pub fn render(
                 link rel="stylesheet" href={(BASE) "/assets/console.css"};
                 script src={(BASE) "/assets/console.js"} defer {}
             }
-            body data-live=[p.live.map(|r| format!("{}/live", run_link(r)))] {
+            body data-live=[p.live.map(|l| match l {
+                Live::Run(r) => format!("{}/live", run_link(r)),
+                Live::Inbox => format!("{BASE}/live"),
+            })] {
                 a.skip href="#main" { "Skip to content" }
                 @if let Some((sg, badge)) = signed {
                     header { (nav(&sg.session, badge)) }

@@ -12,6 +12,21 @@
   }
   var url = document.body.getAttribute("data-live");
   if (!url || !window.EventSource) { return; }
+  if (url.slice(-"/console/live".length) === "/console/live") {
+    // The inbox: the page says which version of the inbox it was drawn from; a different one
+    // means something changed — say so and update the badge, never reload by itself.
+    var note = document.getElementById("inbox-changed");
+    var drawn = note ? note.getAttribute("data-version") : null;
+    var inbox = new EventSource(url);
+    inbox.addEventListener("inbox", function (m) {
+      var d = JSON.parse(m.data);
+      if (d.version === drawn) { return; }
+      if (note) { note.hidden = false; }
+      var badge = document.getElementById("badge");
+      if (badge) { badge.textContent = String(d.waiting); }
+    });
+    return;
+  }
   var timeline = document.getElementById("timeline");
   var after = timeline ? timeline.getAttribute("data-after") || "0" : "0";
   var source = new EventSource(url + "?after=" + encodeURIComponent(after));
