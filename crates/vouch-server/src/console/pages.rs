@@ -609,17 +609,19 @@ pub async fn edit(
             )
         }
     };
-    let old = s
-        .store
-        .cards_for_run(&id)
-        .ok()
-        .and_then(|cs| {
-            cs.into_iter().find(|c| {
-                c.state == CardState::Open && c.delivery.as_deref() == Some(delivery.as_str())
-            })
-        })
-        .map(|c| c.payload_hash)
-        .unwrap_or_default();
+    // The card being replaced, named on the new card's page (read before the edit).
+    let store = s.store.clone();
+    let (rid, did) = (id.clone(), delivery.clone());
+    let old = blocking(move || {
+        Ok(store
+            .cards_for_run(&rid)?
+            .into_iter()
+            .find(|c| c.state == CardState::Open && c.delivery.as_deref() == Some(did.as_str()))
+            .map(|c| c.payload_hash)
+            .unwrap_or_default())
+    })
+    .await
+    .unwrap_or_default();
     match api::edit(
         State(s),
         ApiPath((id.clone(), delivery.clone())),
