@@ -641,6 +641,22 @@ async fn board_and_measures_show_a_real_worker_run() {
         String::from_utf8_lossy(&out.stderr)
     );
 
+    // More of the board's life: one task still queued, one cancelled.
+    let later = |brief: &str| {
+        vouch_json(
+            &c.home,
+            &["task", "offer", "--type", "freeform", "--brief", brief],
+        )["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    later("Draft the next agenda");
+    let dropped = later("Book the venue");
+    assert!(vouch(&c.home, &["task", "cancel", &dropped])
+        .status
+        .success());
+
     c.goto("/console/board").await;
     assert!(c
         .text("section[data-lane=done]")
@@ -656,6 +672,14 @@ async fn board_and_measures_show_a_real_worker_run() {
         .unwrap()
         .unwrap();
     assert!(href.ends_with(&task), "{href}");
+    assert!(c
+        .text("section[data-lane=queued]")
+        .await
+        .contains("Draft the next agenda"));
+    assert!(c
+        .text("section[data-lane=cancelled]")
+        .await
+        .contains("Book the venue"));
     c.shot("board").await;
     c.browser
         .find(Locator::Css("section[data-lane=done] a"))
@@ -707,8 +731,9 @@ async fn board_and_measures_show_a_real_worker_run() {
     // Measures: each figure its own chart, by cohort, thresholds shown, small sample marked.
     c.goto("/console/measures?by=type").await;
     let chart = c.text("svg[data-figure=accepted_output_rate]").await;
+    // One of three freeform tasks accepted (one queued, one cancelled).
     assert!(
-        chart.contains("freeform") && chart.contains("100%") && chart.contains("small"),
+        chart.contains("freeform") && chart.contains("33% (n=3)") && chart.contains("small"),
         "{chart}"
     );
     assert!(c.text("#thresholds").await.contains("8 turns"));
