@@ -165,6 +165,17 @@ fn sign_in_sets_a_strict_http_only_session_and_every_form_is_checked() {
         r.unwrap().header("location"),
         Some("/console/signin?next=/console/board")
     );
+    // A form sent without a session goes back to its page after sign-in, not to the form.
+    let (code, _, r) = status(
+        agent()
+            .post(&s.url("/console/runs/r1/cards/d1/approve"))
+            .send_form(&[("hash", "x")]),
+    );
+    assert_eq!(code, 303);
+    assert_eq!(
+        r.unwrap().header("location"),
+        Some("/console/signin?next=/console/runs/r1/cards/d1")
+    );
     let (code, _, r) = status(agent().get(&s.url("/")).call());
     assert_eq!(code, 303);
     assert_eq!(r.unwrap().header("location"), Some("/console/"));

@@ -113,11 +113,21 @@ impl FromRequestParts<AppState> for Signed {
 
     async fn from_request_parts(parts: &mut Parts, s: &AppState) -> Result<Self, SignInFirst> {
         let reject = SignInFirst {
-            next: parts
-                .uri
-                .path_and_query()
-                .map(|p| p.as_str().to_string())
-                .unwrap_or_else(|| BASE.into()),
+            next: if parts.method == axum::http::Method::GET {
+                parts
+                    .uri
+                    .path_and_query()
+                    .map(|p| p.as_str().to_string())
+                    .unwrap_or_else(|| BASE.into())
+            } else {
+                // A form sent after the session ended: back to the page it came from (the
+                // card, the run), never to the form's own address, which takes no GET.
+                let path = parts.uri.path();
+                match path.rsplit_once('/') {
+                    Some((page, "approve" | "deny" | "edit" | "answer")) => page.to_string(),
+                    _ => BASE.to_string(),
+                }
+            },
             live: parts.uri.path().ends_with("/live"),
         };
         let Some(id) = cookie(&parts.headers, COOKIE_NAME) else {
