@@ -23,6 +23,14 @@ if command -v pg_isready >/dev/null && ! pg_isready -q -h 127.0.0.1 -p 5432; the
   (service postgresql start || pg_ctlcluster 15 main start) >/dev/null 2>&1 || true
   for _ in $(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done
 fi
+# The web console is tested in a real headless Chromium driven over WebDriver: Debian's
+# `chromium` and `chromium-driver`, installed when missing (CI runs as root; elsewhere sudo).
+if ! command -v chromedriver >/dev/null || ! command -v chromium >/dev/null; then
+  echo "installing chromium and chromium-driver for the console's browser tests"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null
+fi
 # Crash tests run the real binary; build it first so every test finds it.
 cargo build --workspace --bins
 cargo test --workspace --no-fail-fast "$@"

@@ -143,8 +143,8 @@ pub(crate) enum Cmd {
         /// Reconcile, run one scheduler tick, report what it did, and exit.
         #[arg(long)]
         once: bool,
-        /// Also serve the HTTP API on this address (e.g. 127.0.0.1:7070; loopback only
-        /// unless --allow-remote). TLS is a reverse proxy's job.
+        /// Also serve the HTTP API and the web console (/console/) on this address (e.g.
+        /// 127.0.0.1:7070; loopback only unless --allow-remote). TLS is a reverse proxy's job.
         #[arg(long, value_name = "ADDR")]
         http: Option<String>,
         /// Allow --http on an address beyond loopback.

@@ -47,7 +47,11 @@ pub fn serve(
             }
         })
         .context("start the scheduler thread")?;
-    let state = app_state(dir, host, doctor_fn(dir))?;
+    let mut state = app_state(dir, host, doctor_fn(dir))?;
+    // The console's run pages hold `watching` in the home's presence leases (§11.1), which
+    // this host reads when it routes a terminal record; artifacts download from the home.
+    state.console.presence = Some(Arc::new(home::FilePresence::new(dir)));
+    state.console.artifacts = Some(Arc::new(vouch_artifacts::LocalStore::in_home(dir)));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -58,7 +62,7 @@ pub fn serve(
             .map_err(|e| bad(format!("cannot listen on {addr}: {e}")))?;
         let local = listener.local_addr()?;
         errln!(
-            "vouch serve: HTTP API on http://{local} (home {}); every request needs `Authorization: Bearer TOKEN` (`vouch token new NAME`). Ctrl-C to stop.",
+            "vouch serve: console on http://{local}/console/ and HTTP API on http://{local}/api (home {}); sign in (or send `Authorization: Bearer TOKEN`) with a token from `vouch token new NAME`. Ctrl-C to stop.",
             dir.display()
         );
         if json {

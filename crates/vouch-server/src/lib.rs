@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod console;
 pub mod dto;
 pub mod extract;
 pub mod mcp;
@@ -59,6 +60,8 @@ pub struct AppState {
     pub streams: Arc<tokio::sync::Semaphore>,
     /// The workers' side: identities, artifacts, task types (§13).
     pub work: work::Work,
+    /// The web console's sessions and its hooks (presence, artifacts).
+    pub console: console::Console,
 }
 
 impl AppState {
@@ -72,6 +75,7 @@ impl AppState {
             board: None,
             streams: Arc::new(tokio::sync::Semaphore::new(STREAMS_MAX)),
             work: work::Work::default(),
+            console: console::Console::default(),
         }
     }
 }
@@ -130,19 +134,23 @@ pub fn router(state: AppState) -> Router {
         )
         .nest_service("/mcp", mcp::http_service(state.clone()))
         .route("/api/openapi.json", get(openapi::document))
+        .route("/api/measures", get(console::measures::api))
         .route("/metrics", get(metrics::render))
         .fallback(api::no_route)
         .method_not_allowed_fallback(api::method_not_allowed);
-    api.layer(axum::middleware::from_fn_with_state(
+    let api = api.layer(axum::middleware::from_fn_with_state(
         state.clone(),
         auth::require_token,
-    ))
-    .layer(axum::middleware::from_fn_with_state(
-        state.clone(),
-        metrics::count_requests,
-    ))
-    .layer(DefaultBodyLimit::max(REQUEST_BYTES_MAX))
-    .with_state(state)
+    ));
+    // The web console: its own sign-in (a session cookie), beside the token-guarded API.
+    console::router()
+        .merge(api)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            metrics::count_requests,
+        ))
+        .layer(DefaultBodyLimit::max(REQUEST_BYTES_MAX))
+        .with_state(state)
 }
 
 /// Serve until `shutdown` resolves.

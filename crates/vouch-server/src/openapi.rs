@@ -2,7 +2,7 @@
 //! committed copy (`crates/vouch-server/openapi.json`) is checked against it by a test, so a
 //! change to the API shows in review.
 
-use crate::{api, dto, metrics, problem, sse, tasks, work};
+use crate::{api, console, dto, metrics, problem, sse, tasks, work};
 use axum::Json;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
@@ -35,6 +35,7 @@ impl Modify for BearerAuth {
         api::doctor, tasks::list_tasks, tasks::get_task, tasks::cancel_task,
         tasks::offer_task, tasks::claim_next, tasks::heartbeat, tasks::submit, tasks::fail,
         tasks::abort, tasks::put_artifact, tasks::get_artifact,
+        console::measures::api,
         document, metrics::render,
     ),
     components(schemas(
@@ -45,6 +46,7 @@ impl Modify for BearerAuth {
         tasks::TaskDetail, tasks::Offered, tasks::OfferBody, work::ClaimBody, work::ClaimResult,
         work::HeartbeatBody, work::HeartbeatResult, work::SubmitBody, work::FailBody,
         work::AbortBody, work::ReportResult, work::ArtifactPut,
+        tasks::TaskDetail, console::measures::MeasuresBody,
     )),
     modifiers(&BearerAuth),
     security(("bearer" = [])),

@@ -343,6 +343,7 @@ fn routes(run: &str) -> Vec<(&'static str, String)> {
         ("POST", "/api/tasks/x/attempts/1/abort".into()),
         ("PUT", "/api/artifacts/x".into()),
         ("GET", "/api/artifacts/x".into()),
+        ("GET", "/api/measures".into()),
         ("GET", "/api/openapi.json".into()),
         ("GET", "/metrics".into()),
         ("GET", "/no/such/route".into()),
