@@ -426,7 +426,8 @@ fn offer(dir: &Path, board: &dyn BoardStore, a: OfferArgs, json: bool) -> Result
         // The API's field names are the flags' names with dashes.
         vouch_runtime::offer::OfferError::Field { field, message } => {
             let flag = match field {
-                "type" | "input" => field.to_string(),
+                "tags" => "--tag".to_string(),
+                "profiles" => "--profile".to_string(),
                 f => format!("--{}", f.replace('_', "-")),
             };
             bad(format!("{flag} {message}"))

@@ -104,7 +104,17 @@ pub fn offer(
     id: String,
     now_ms: i64,
 ) -> Result<Offered, OfferError> {
-    core_board::check_max_attempts(req.max_attempts).map_err(|m| field("max_attempts", m))?;
+    if core_board::check_max_attempts(req.max_attempts).is_err() {
+        return Err(field(
+            "max_attempts",
+            format!(
+                "must be between {} and {}, not {}",
+                core_board::MAX_ATTEMPTS_MIN,
+                core_board::MAX_ATTEMPTS_MAX,
+                req.max_attempts
+            ),
+        ));
+    }
     for (v, name) in [
         (req.lease_ms, "lease_ms"),
         (req.heartbeat_ms, "heartbeat_ms"),
@@ -141,7 +151,7 @@ pub fn offer(
     {
         return Err(field(
             "tags",
-            format!("at most {TAGS_MAX} tags, each 1–{TAG_CHARS_MAX} characters"),
+            format!("takes at most {TAGS_MAX} tags, each 1–{TAG_CHARS_MAX} characters"),
         ));
     }
     if let Some(k) = &idempotency_key {
@@ -156,7 +166,7 @@ pub fn offer(
         field(
             "type",
             format!(
-                "unknown task type `{}`; known: {} (register more as JSON files in the home's types/)",
+                "names no known task type (`{}`); known: {} (register more as JSON files in the home's types/)",
                 req.kind,
                 types.names().join(", ")
             ),
@@ -182,14 +192,14 @@ pub fn offer(
         let t = board.task(target)?.ok_or_else(|| {
             field(
                 "input",
-                format!("the judge's target `{target}` is not a task here"),
+                format!("names a judge target `{target}` that is not a task here"),
             )
         })?;
         let Some(n) = t.accepted_attempt else {
             return Err(field(
                 "input",
                 format!(
-                    "task `{target}` has no accepted output to judge (it is {})",
+                    "names task `{target}`, which has no accepted output to judge (it is {})",
                     t.state
                 ),
             ));
