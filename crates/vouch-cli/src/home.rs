@@ -328,6 +328,16 @@ impl vouch_runtime::host::PresenceSource for FilePresence {
     }
 }
 
+/// The console's run pages write the same leases `vouch watch` does.
+impl vouch_server::console::WatchPresence for FilePresence {
+    fn hold(&self, run: &str, until_ms: i64) {
+        self.hold_watch(run, until_ms);
+    }
+    fn release(&self, run: &str) {
+        self.release_watch(run);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,15 +10,15 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use vouch_core::board::{self as core_board, Condition, TaskState};
+use vouch_core::board::{self as core_board, TaskState};
 use vouch_identity::KeyDir;
 use vouch_runtime::clock::{Clock, SystemClock};
 use vouch_runtime::host::{AttemptJob, PatchWork, TaskTypes, TaskWork};
 use vouch_runtime::Host;
 use vouch_store::board::{
     claim_statement, content_id, rates, report_statement, AttemptRef, BoardStore, ClaimRequest,
-    Cohort, MeasuresQuery, NewTask, Offered, Report, ReportKind, SignatureVerifier, TaskFilter,
-    TaskRecord, TaskSpec, Verified,
+    Cohort, MeasuresQuery, Offered, Report, ReportKind, SignatureVerifier, TaskFilter, TaskRecord,
+    Verified,
 };
 use vouch_store::{IdentityStore, Store, StoreError};
 
@@ -465,7 +465,7 @@ pub fn task(dir: &Path, cmd: TaskCmd, json: bool) -> Result<i32> {
             let spec = vouch_runtime::repository::apply_run(&id, &result, &branch).map_err(bad)?;
             let host = crate::open_host(dir, !json)?;
             let (run, end) = host.start(&spec).map_err(crate::host_err)?;
-            crate::finish(&host, &run, &end, json)
+            crate::cmd::runs::finish(&host, &run, &end, json)
         }
         TaskCmd::Sweep => {
             let r = board.sweep(now_ms()).map_err(store_err)?;
@@ -485,36 +485,7 @@ pub fn task(dir: &Path, cmd: TaskCmd, json: bool) -> Result<i32> {
 }
 
 fn offer(dir: &Path, board: &dyn BoardStore, a: OfferArgs, json: bool) -> Result<i32> {
-    core_board::check_max_attempts(a.max_attempts).map_err(bad)?;
-    for (v, name) in [
-        (a.lease_ms, "--lease-ms"),
-        (a.heartbeat_ms, "--heartbeat-ms"),
-        (a.dispatch_timeout_ms, "--dispatch-timeout-ms"),
-        (a.running_timeout_ms, "--running-timeout-ms"),
-    ] {
-        if v <= 0 {
-            return Err(bad(format!(
-                "{name} must be a positive number of milliseconds"
-            )));
-        }
-    }
-    if a.heartbeat_ms >= a.lease_ms {
-        return Err(bad(
-            "--heartbeat-ms must be shorter than --lease-ms, or every lease lapses between heartbeats",
-        ));
-    }
-    if a.brief.trim().is_empty() {
-        return Err(bad("--brief is empty; say what the task is"));
-    }
     let types = types(dir)?;
-    let ty = types.get(&a.kind).ok_or_else(|| {
-        bad(format!(
-            "unknown task type `{}`; known: {} (register more as JSON files in {})",
-            a.kind,
-            types.names().join(", "),
-            dir.join("types").display()
-        ))
-    })?;
     let patch_flags = a.repo.is_some()
         || a.base.is_some()
         || !a.allow.is_empty()
@@ -530,99 +501,56 @@ fn offer(dir: &Path, board: &dyn BoardStore, a: OfferArgs, json: bool) -> Result
         }));
     }
     let input = match &a.input {
-        Some(p) => read_json(p, "input")?,
-        None if is_patch => patch_input(&a)?,
-        None => json!({"brief": a.brief}),
+        Some(p) => Some(read_json(p, "input")?),
+        None if is_patch => Some(patch_input(&a)?),
+        None => None,
     };
-    if is_patch {
+    if let (true, Some(i)) = (is_patch, &input) {
         // Strict (unknown fields are errors) and checked beyond the schema: a task that could
         // never be accepted is refused now.
-        vouch_repo::PatchInput::from_value(&input).map_err(|e| bad(e.to_string()))?;
+        vouch_repo::PatchInput::from_value(i).map_err(|e| bad(e.to_string()))?;
     }
-    if let Err(errors) = vouch_runtime::host::validate(&ty.input_schema, &input) {
-        return Err(bad(format!(
-            "the input does not fit type `{}`: {}",
-            a.kind,
-            errors.join("; ")
-        )));
-    }
-    let criteria = a
-        .criteria
-        .as_deref()
-        .map(|p| read_json(p, "criteria"))
-        .transpose()?;
-    let mut references = a.after.clone();
-    let mut excluded = None;
-    if a.kind == "judge" {
-        let target = input
-            .get("target")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let t = board
-            .task(target)
-            .map_err(store_err)?
-            .ok_or_else(|| bad(format!("the judge's target `{target}` is not a task here")))?;
-        let Some(n) = t.accepted_attempt else {
-            return Err(bad(format!(
-                "task `{target}` has no accepted output to judge (it is {})",
-                t.state
-            )));
-        };
-        // The producer may not judge its own output (§13.4).
-        excluded = board
-            .attempts(target)
-            .map_err(store_err)?
-            .into_iter()
-            .find(|x| x.n == n)
-            .map(|x| x.claimant);
-        references.push(target.to_string());
-    }
-    let condition = match a.after.len() {
-        0 => None,
-        1 => Some(Condition::TaskAccepted(a.after[0].clone())),
-        _ => Some(Condition::All(
-            a.after
-                .iter()
-                .cloned()
-                .map(Condition::TaskAccepted)
-                .collect(),
-        )),
-    };
-    let now = now_ms();
-    let request = json!({
-        "type": a.kind, "brief": a.brief, "input": input, "tags": a.tags, "criteria": criteria,
-        "max_attempts": a.max_attempts, "after": a.after, "profiles": a.profiles,
-        "deadline_s": a.deadline_s, "lease_ms": a.lease_ms, "heartbeat_ms": a.heartbeat_ms,
-        "dispatch_timeout_ms": a.dispatch_timeout_ms, "running_timeout_ms": a.running_timeout_ms,
-    });
-    let request_id = content_id(&request).map_err(store_err)?;
-    let id = format!("t{}", vouch_runtime::host::new_id(&SystemClock));
-    let task = NewTask {
-        id,
-        kind: a.kind.clone(),
-        owner: "person".into(),
-        max_attempts: a.max_attempts,
-        deadline_ms: a.deadline_s.map(|s| now + s.saturating_mul(1000)),
-        profiles: a.profiles,
+    let req = vouch_runtime::offer::TaskOffer {
+        kind: a.kind,
+        brief: a.brief,
+        input,
         tags: a.tags,
-        excluded_claimant: excluded,
-        condition,
-        idempotency_key: a.idempotency_key,
-        request_id,
-        spec: TaskSpec {
-            brief: a.brief,
-            input,
-            correlation: String::new(),
-            criteria,
-            references,
-            lease_ms: a.lease_ms,
-            heartbeat_ms: a.heartbeat_ms,
-            dispatch_timeout_ms: a.dispatch_timeout_ms,
-            running_timeout_ms: a.running_timeout_ms,
-        },
-        created_ms: now,
+        criteria: a
+            .criteria
+            .as_deref()
+            .map(|p| read_json(p, "criteria"))
+            .transpose()?,
+        max_attempts: a.max_attempts,
+        after: a.after,
+        profiles: a.profiles,
+        deadline_s: a.deadline_s,
+        lease_ms: a.lease_ms,
+        heartbeat_ms: a.heartbeat_ms,
+        dispatch_timeout_ms: a.dispatch_timeout_ms,
+        running_timeout_ms: a.running_timeout_ms,
     };
-    let offered = board.offer(&task).map_err(store_err)?;
+    let id = format!("t{}", vouch_runtime::host::new_id(&SystemClock));
+    let offered = vouch_runtime::offer::offer(
+        board,
+        &types,
+        &req,
+        a.idempotency_key,
+        "person",
+        id,
+        now_ms(),
+    )
+    .map_err(|e| match e {
+        // The API's field names are the flags' names with dashes.
+        vouch_runtime::offer::OfferError::Field { field, message } => {
+            let flag = match field {
+                "tags" => "--tag".to_string(),
+                "profiles" => "--profile".to_string(),
+                f => format!("--{}", f.replace('_', "-")),
+            };
+            bad(format!("{flag} {message}"))
+        }
+        vouch_runtime::offer::OfferError::Store(e) => store_err(e),
+    })?;
     let t = offered.task();
     if json {
         outln!(

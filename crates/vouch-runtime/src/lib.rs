@@ -12,8 +12,10 @@ pub mod durable;
 pub mod fsroot;
 pub mod host;
 pub mod inbox;
+pub mod latency;
 pub mod model;
 pub mod notify;
+pub mod offer;
 pub mod outbound;
 pub mod provider;
 pub mod receipt;
@@ -23,6 +25,7 @@ pub mod scheduler;
 pub mod schemas;
 pub mod scripted;
 pub mod tools;
+pub mod verify;
 pub mod view;
 
 pub use host::{Host, HostError, Limits, RunEnd, RunSpec};

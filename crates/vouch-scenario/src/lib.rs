@@ -9,6 +9,7 @@ pub mod patch;
 pub mod pattern;
 pub mod report;
 pub mod scenario;
+pub mod task;
 
 pub use load::{load_paths, parse_scenario, LoadError};
 pub use pattern::{dest_key, pattern_matches};
@@ -19,4 +20,8 @@ pub use report::{
 pub use scenario::{
     Behavior, CatchUp, CrashEvent, Decision, Expect, ExpectDelivery, Fault, Overlap, Scenario,
     Trigger, Turn, Undeclared, World,
+};
+pub use task::{
+    AfterCondition, AttemptReport, BoardStep, CancelAt, Does, ExpectTask, JudgePlan, OfferAgain,
+    PrerequisiteEnd, TaskPlan, TaskReport, TurnedAway, WorkerStep,
 };

@@ -287,24 +287,38 @@ impl SqliteStore {
             return Err(corrupt_hint(path, "it is a folder"));
         }
         // A write-protected file (or file system) is a read-only home, not a damaged one.
-        if let Err(e) = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-        {
-            if path.exists()
-                && (e.kind() == std::io::ErrorKind::PermissionDenied
-                    || e.kind() == std::io::ErrorKind::ReadOnlyFilesystem)
-            {
+        // SQLite says so itself (it opens such a file read-only). The file is never opened
+        // and closed beside SQLite while the home may be writable: closing any descriptor of
+        // the database file drops every POSIX lock this process holds on it, including the
+        // shared locks of stores already open here (`vouch serve` opens two), and then another
+        // process's last close deletes the WAL under them — they would read a stale snapshot
+        // forever after.
+        let wconn = match open_conn(path) {
+            Ok(c) if c.is_readonly(rusqlite::DatabaseName::Main).unwrap_or(false) => {
+                drop(c);
                 return Self::open_read_only(
                     path,
-                    &format!("{} cannot be written ({e})", path.display()),
+                    &format!("{} cannot be written", path.display()),
                 );
             }
-        }
-        let wconn = match open_conn(path) {
             Ok(c) => c,
             Err(e) => {
+                // Nothing of this store is open yet: probing the file is safe here.
+                if let Err(pe) = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(path)
+                {
+                    if path.exists()
+                        && (pe.kind() == std::io::ErrorKind::PermissionDenied
+                            || pe.kind() == std::io::ErrorKind::ReadOnlyFilesystem)
+                    {
+                        return Self::open_read_only(
+                            path,
+                            &format!("{} cannot be written ({pe})", path.display()),
+                        );
+                    }
+                }
                 // The folder may be write-protected (no room for the WAL files): read-only.
                 let dir_locked = path
                     .parent()
@@ -1056,6 +1070,20 @@ impl Store for SqliteStore {
                 ))
                 .map_err(db_err)?;
             let rows = st.query_map([run_id], journal_row).map_err(db_err)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
+        })
+    }
+
+    fn journal_since(&self, run_id: &str, after_seq: i64) -> StoreResult<Vec<JournalEntry>> {
+        self.read(|c| {
+            let mut st = c
+                .prepare(&format!(
+                    "SELECT {JOURNAL_COLS} FROM journal WHERE run_id = ?1 AND seq > ?2 ORDER BY seq"
+                ))
+                .map_err(db_err)?;
+            let rows = st
+                .query_map(params![run_id, after_seq], journal_row)
+                .map_err(db_err)?;
             rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
         })
     }

@@ -136,25 +136,13 @@ impl PatchWork {
 }
 
 /// The host's message to the model about its worktree (from the `workspace` event).
-pub(super) fn workspace_message(body: &Value) -> String {
-    let s = |k: &str| body.get(k).and_then(Value::as_str).unwrap_or("");
-    let list = |k: &str| {
-        body.get(k)
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            })
-            .unwrap_or_default()
-    };
+pub(super) fn workspace_message(w: &j::Workspace) -> String {
     format!(
         "This is a patch attempt. Your worktree is at base commit {}; work in it with repo_list, repo_read_file, repo_write_file and repo_run (paths relative to its top). Change: {}. You may change only: {}. After the run the host diffs the worktree and runs its checks ({}); what you say about tests does not count.",
-        s("base"),
-        list("targets"),
-        list("allow"),
-        list("checks"),
+        w.base,
+        w.targets.join(", "),
+        w.allow.join(", "),
+        w.checks.join(", "),
     )
 }
 
@@ -211,17 +199,23 @@ impl Host {
         };
         let record = ws.record.clone();
         let ws = Arc::new(ws);
-        let body = json!({
-            "repo": record.repo, "path": record.path, "base": record.base, "head": record.head,
-            "identity": record.identity, "branch": record.branch, "allow": input.allow,
-            "targets": input.targets, "checks": input.checks.iter().map(|c| c.name.clone()).collect::<Vec<_>>(),
-            "trace": input.trace,
-        });
+        let body = j::Workspace {
+            repo: record.repo.clone(),
+            path: record.path.clone(),
+            base: record.base.clone(),
+            head: record.head.clone(),
+            identity: record.identity.clone(),
+            branch: record.branch.clone(),
+            allow: input.allow.clone(),
+            targets: input.targets.clone(),
+            checks: input.checks.iter().map(|c| c.name.clone()).collect(),
+            trace: input.trace,
+        };
         // The model's own submission, if it makes one, is advisory only (a self-assessment).
         work.open_advisory(&run_id);
         let driven = self
             .create(&run_id, &spec, None, None)
-            .and_then(|()| self.journal(&run_id, self.ev(EventKind::Workspace, body)))
+            .and_then(|()| self.journal(&run_id, self.ev(body)))
             .and_then(|()| {
                 patch
                     .sessions

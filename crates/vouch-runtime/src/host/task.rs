@@ -393,7 +393,9 @@ impl Host {
             presence: Some(Presence::Away),
             quiet: false,
             model: job.model.clone(),
-            scope: None,
+            // Every attempt of a task shares one ledger scope (§8.1): a retry never repeats
+            // an irreversible act an earlier attempt already did (I5).
+            scope: Some(format!("task:{}", job.task_id)),
         };
         let driven = self
             .create(&run_id, &spec, None, None)
@@ -407,18 +409,7 @@ impl Host {
             RunEnd::Suspended { .. } => None,
             RunEnd::Ended { .. } => Some(match slot.and_then(|s| s.accepted) {
                 Some((result, self_assessment)) => {
-                    let verdict = (job.kind == "judge").then(|| {
-                        Box::new(Verdict {
-                            target: job
-                                .input
-                                .get("target")
-                                .and_then(Value::as_str)
-                                .unwrap_or_default()
-                                .to_string(),
-                            passed: result.get("passed").and_then(Value::as_bool) == Some(true),
-                            scores: result.get("scores").cloned().unwrap_or(json!({})),
-                        })
-                    });
+                    let verdict = verdict_of(&job.kind, &job.input, &result);
                     ReportKind::Accepted {
                         result,
                         self_assessment,
@@ -443,19 +434,37 @@ impl Host {
     }
 }
 
+/// A judge task's verdict on its target, read from its accepted result (`None` for any
+/// other type). Shared by the host's own attempts and the workers' routes.
+pub fn verdict_of(kind: &str, input: &Value, result: &Value) -> Option<Box<Verdict>> {
+    (kind == "judge").then(|| {
+        Box::new(Verdict {
+            target: input
+                .get("target")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            passed: result.get("passed").and_then(Value::as_bool) == Some(true),
+            scores: result.get("scores").cloned().unwrap_or(json!({})),
+        })
+    })
+}
+
 /// Turns, tokens and tool calls from the host's own journal of the run (§13.7).
 pub fn usage_of(journal: &[vouch_store::JournalEntry]) -> Usage {
     let mut u = Usage::default();
     for e in journal {
-        match e.kind {
-            EventKind::Turn => {
+        // A body that does not parse counts as nothing here; the run's view marks it corrupt.
+        match Event::parse(e.kind, &e.body) {
+            Ok(Event::Turn(t)) => {
                 u.turns += 1;
-                let n = |k: &str| e.body.pointer(k).and_then(Value::as_i64).unwrap_or(0);
-                u.tokens += n("/usage/prompt_tokens") + n("/usage/completion_tokens");
+                if let Some(use_) = t.usage {
+                    u.tokens += (use_.prompt_tokens + use_.completion_tokens) as i64;
+                }
             }
-            EventKind::ToolCalled => {
+            Ok(Event::ToolCalled(c)) => {
                 u.tool_calls += 1;
-                if e.body.get("ok").and_then(Value::as_bool) == Some(false) {
+                if !c.ok {
                     u.failed_tool_calls += 1;
                 }
             }
