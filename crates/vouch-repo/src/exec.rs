@@ -75,11 +75,12 @@ pub fn run(
             Ok(Some(s)) => break (Some(s), false),
             Ok(None) if started.elapsed() >= timeout => {
                 // The whole group: a shell's children must not outlive the limit.
-                let _ = Command::new("kill")
-                    .args(["-KILL", &format!("-{}", child.id())])
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .status();
+                // Signalled directly: the `kill` program of procps-ng 4.0 reads `-KILL -PGID`
+                // as "every process", which would end far more than this check.
+                if let Some(pgid) = rustix::process::Pid::from_raw(child.id() as i32) {
+                    let _ =
+                        rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
+                }
                 let _ = child.kill();
                 let _ = child.wait();
                 break (None, true);
