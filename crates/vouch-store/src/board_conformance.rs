@@ -45,23 +45,6 @@ macro_rules! board_conformance_tests {
     };
 }
 
-pub fn run_all(open: BoardOpener<'_>) {
-    offer_and_idempotency(open);
-    claim_order_and_filters(open);
-    heartbeat_report_and_late_words(open);
-    retries_make_new_attempts(open);
-    cancel_wins(open);
-    sweeper_clocks_deadlines_and_conditions(open);
-    suspended_attempts_resume_first(open);
-    aborts_are_retryable(open);
-    judge_excludes_the_producer(open);
-    durable_across_reopen(open);
-    racing_claimants_get_each_task_once(open);
-    cancel_races_report(open);
-    measures_count_by_cohort(open);
-    signatures_are_verified(open);
-}
-
 pub fn new_task(id: &str, max_attempts: u32, at: i64) -> NewTask {
     NewTask {
         id: id.into(),

@@ -1,6 +1,7 @@
 //! One storage test suite for every backend (enable the `conformance` feature). A backend's
-//! test calls [`run_all`] with a function that opens its store over the same data each time
-//! (so reopening shows what was durable). Panics describe the first broken rule.
+//! tests invoke [`store_conformance_tests!`] with a function giving a fresh store's guard and an
+//! opener over the same data each time (so reopening shows what was durable): one `#[test]`
+//! per check. Panics describe the broken rule.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::*;
@@ -46,26 +47,6 @@ macro_rules! store_conformance_tests {
             }
         )*
     };
-}
-
-pub fn run_all(open: Opener<'_>) {
-    chains_are_gap_free_and_verify(open);
-    one_terminal_event_per_run(open);
-    ledger_rules(open);
-    cards_supersede_and_decide(open);
-    slots_are_consumed_once(open);
-    outbox_is_deduplicated_and_marked(open);
-    leases_and_orphans(open);
-    runs_are_born_leased(open);
-    durable_across_reopen(open);
-    concurrent_appends_keep_chains(open);
-    schedules_crud(open);
-    ended_runs_are_closed(open);
-    races_have_one_winner(open);
-    batches_commit_together(open);
-    lookups_cost_what_is_open(open);
-    api_tokens(open);
-    journal_since_reads_the_tail(open);
 }
 
 fn new_run(id: &str) -> NewRun {

@@ -33,13 +33,6 @@ macro_rules! identity_conformance_tests {
     };
 }
 
-pub fn run_all(open: IdentityOpener<'_>) {
-    identities_are_immutable(open);
-    diary_chain_shape_is_enforced(open);
-    diary_is_durable_and_ordered(open);
-    concurrent_diary_appends_stay_gap_free(open);
-}
-
 fn key(n: u8) -> String {
     format!("ed25519:{}", hex::encode([n; 32]))
 }
