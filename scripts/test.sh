@@ -5,13 +5,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Python packages for the tests live in one virtual environment inside the repo's ignored
 # target/ folder, never in the machine's Python: aiosmtpd (a real SMTP server on loopback),
-# dbus-next (a real desktop-notification listener on a private session bus) and LiteLLM's
-# proxy (a third-party OpenAI-compatible server with mock responses). Created when missing.
+# dbus-next (a real desktop-notification listener on a private session bus), LiteLLM's
+# proxy (a third-party OpenAI-compatible server with mock responses) and the official MCP
+# Python SDK with `cryptography` (the MCP client tests; the client signs as a worker).
+# Created when missing.
 VENV=target/venv
-if [ ! -x "$VENV/bin/litellm" ] || ! "$VENV/bin/python" -c "import aiosmtpd, dbus_next" 2>/dev/null; then
-  echo "creating $VENV for the SMTP, D-Bus and model-server tests (aiosmtpd, dbus-next, litellm[proxy])"
+if [ ! -x "$VENV/bin/litellm" ] || ! "$VENV/bin/python" -c "import aiosmtpd, dbus_next, mcp, cryptography" 2>/dev/null; then
+  echo "creating $VENV for the SMTP, D-Bus, model-server and MCP tests (aiosmtpd, dbus-next, litellm[proxy], mcp, cryptography)"
   python3 -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check aiosmtpd dbus-next "litellm[proxy]"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check aiosmtpd dbus-next "litellm[proxy]" "mcp>=2.3,<3" cryptography
 fi
 # The tests start `python3`: the venv's comes first.
 export PATH="$PWD/$VENV/bin:$PATH"
@@ -20,6 +22,14 @@ if command -v pg_isready >/dev/null && ! pg_isready -q -h 127.0.0.1 -p 5432; the
   echo "starting PostgreSQL for the store tests"
   (service postgresql start || pg_ctlcluster 15 main start) >/dev/null 2>&1 || true
   for _ in $(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done
+fi
+# The web console is tested in a real headless Chromium driven over WebDriver: Debian's
+# `chromium` and `chromium-driver`, installed when missing (CI runs as root; elsewhere sudo).
+if ! command -v chromedriver >/dev/null || ! command -v chromium >/dev/null; then
+  echo "installing chromium and chromium-driver for the console's browser tests"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
 # Crash tests run the real binary; build it first so every test finds it.
 cargo build --workspace --bins

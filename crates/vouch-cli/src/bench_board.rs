@@ -159,6 +159,7 @@ fn bench(dir: &std::path::Path, tasks: usize, workers: usize) -> Result<Figures>
                 let _ = board.heartbeat(&at, SystemClock.now_ms());
                 let job = AttemptJob {
                     task_id: claim.task.id.clone(),
+                    attempt: claim.attempt.n,
                     kind: claim.task.kind.clone(),
                     brief: claim.task.spec.brief.clone(),
                     input: claim.task.spec.input.clone(),

@@ -19,7 +19,7 @@ fn progress() -> Progress {
 }
 
 fn section(n: usize, title: &str) {
-    houtln!("\n━━ {n}/6 {title}");
+    houtln!("\n━━ {n}/7 {title}");
 }
 
 fn spec(title: &str, turns: Value) -> RunSpec {
@@ -105,7 +105,9 @@ pub fn run(keep: bool) -> Result<i32> {
         "Q4: revenue up 12%, churn down to 2.1%, two enterprise deals slipped to January.\n",
     )?;
     houtln!("vouch demo — a fresh home at {}", dir.display());
-    houtln!("Six short stories, each a real run with a scripted model (files on disk, a real HTTP");
+    houtln!(
+        "Seven short stories, each a real run with a scripted model (files on disk, a real HTTP"
+    );
     houtln!("server and mail server on loopback), a few seconds in all:");
     houtln!("  1. a document is researched and saved; the receipt follows the file on disk");
     houtln!(
@@ -118,7 +120,8 @@ pub fn run(keep: bool) -> Result<i32> {
     houtln!(
         "  5. a daily schedule: yesterday's slot, missed while the machine was off, is reported"
     );
-    houtln!("  6. the task board: a worker is killed mid-task, another finishes it; the measures");
+    houtln!("  6. a patch task: the model says \"implemented retry handling\"; git shows nothing changed");
+    houtln!("  7. the task board: a worker is killed mid-task, another finishes it; the measures");
     houtln!("Watch what the model says, and what the receipt says.");
     let mut ok = true;
 
@@ -320,9 +323,16 @@ pub fn run(keep: bool) -> Result<i32> {
     );
     ok &= tick.missed.len() == 1 && tick.started.len() == 1;
 
-    // 6. The board: work offered to workers already running; one dies, another finishes.
+    // 6. A patch whose diff is empty, in a real git repository.
     section(
         6,
+        "A patch task: add retry handling to src/client.rs. The model writes the file back unchanged.",
+    );
+    ok &= patch_story(&dir)?;
+
+    // 7. The board: work offered to workers already running; one dies, another finishes.
+    section(
+        7,
         "The task board. Worker alpha is killed mid-task; worker beta finishes it.",
     );
     ok &= board_story(&dir)?;
@@ -336,6 +346,76 @@ pub fn run(keep: bool) -> Result<i32> {
     );
     ok &= report.breaks.is_empty();
     finish(&dir, keep, ok)
+}
+
+/// The empty-diff story (§14): the model reports the work done; the host's own diff of the
+/// attempt's worktree is empty, so the receipt says nothing changed and the task fails.
+fn patch_story(dir: &Path) -> Result<bool> {
+    let repo = dir.join("repo");
+    std::fs::create_dir_all(repo.join("src"))?;
+    std::fs::write(repo.join("src/client.rs"), "fn send() { post() }\n")?;
+    let git = |args: &[&str]| -> Result<String> {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&repo)
+            .args(["-c", "user.name=demo", "-c", "user.email=demo@localhost"])
+            .args(args)
+            .output()
+            .context("run git (the patch story needs it)")?;
+        if !out.status.success() {
+            bail!("git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    git(&["init", "--quiet", "-b", "main"])?;
+    git(&["add", "-A"])?;
+    git(&["commit", "--quiet", "-m", "client"])?;
+    let base = git(&["rev-parse", "HEAD"])?;
+    let mut host = home::host(dir, Some(progress()))?;
+    let work = Arc::new(
+        vouch_runtime::host::TaskWork::new(host.work.clone()).with_patch(
+            vouch_runtime::host::PatchWork::new(dir.join("worktrees"), vec![]),
+        ),
+    );
+    host.work = work.clone();
+    let job = vouch_runtime::host::AttemptJob {
+        task_id: "demo-patch".into(),
+        attempt: 1,
+        kind: "patch".into(),
+        brief: "add retry handling to src/client.rs".into(),
+        input: json!({"repo": repo.to_string_lossy(), "base": base, "allow": ["src/**"],
+            "targets": ["src/client.rs"],
+            "checks": [{"name": "tests", "cmd": "grep -q retry src/client.rs", "timeout_s": 30}]}),
+        criteria: None,
+        model: json!({"kind": "script", "turns": [
+            {"declare": {"deliveries": []}},
+            {"tool": "repo_read_file", "args": {"path": "src/client.rs"}},
+            {"tool": "repo_write_file", "args": {"path": "src/client.rs", "text": "fn send() { post() }\n"}},
+            {"final": "Implemented retry handling in src/client.rs; all tests pass."}
+        ]}),
+        repairs_max: 0,
+        profile: None,
+    };
+    let types = vouch_runtime::host::TaskTypes::builtin();
+    let out = host
+        .run_task_attempt(&work, &types, &job)
+        .map_err(|e| anyhow!("{e}"))?;
+    houtln!("    The model's final text: \"Implemented retry handling in src/client.rs; all tests pass.\"");
+    let receipt = out.receipt.unwrap_or_default();
+    hout!("{}", indent(&receipt));
+    let failed = matches!(
+        out.report,
+        Some(vouch_store::board::ReportKind::Failed { .. })
+    );
+    houtln!(
+        "    The board hears: {}.",
+        if failed {
+            "attempt failed — nothing to accept"
+        } else {
+            "something else (unexpected)"
+        }
+    );
+    Ok(failed && receipt.contains("Changed: nothing"))
 }
 
 /// Story 6 (§13): real worker processes on the demo's home; the lease, not a report, tells

@@ -176,6 +176,10 @@ pub fn providers(dir: &Path, cfg: &Config) -> BTreeMap<DestinationKind, Arc<dyn 
         DestinationKind::Folder,
         Arc::new(FolderProvider::new(folder_root(dir))),
     );
+    providers.insert(
+        DestinationKind::Repository,
+        Arc::new(vouch_runtime::repository::RepositoryProvider),
+    );
     let wh = cfg.webhook.clone().unwrap_or_default();
     providers.insert(
         DestinationKind::Webhook,
@@ -321,6 +325,16 @@ impl vouch_runtime::host::PresenceSource for FilePresence {
             return Some(vouch_core::Presence::Nearby);
         }
         None
+    }
+}
+
+/// The console's run pages write the same leases `vouch watch` does.
+impl vouch_server::console::WatchPresence for FilePresence {
+    fn hold(&self, run: &str, until_ms: i64) {
+        self.hold_watch(run, until_ms);
+    }
+    fn release(&self, run: &str) {
+        self.release_watch(run);
     }
 }
 

@@ -37,7 +37,7 @@ pub fn serve(
     std::thread::Builder::new()
         .name("vouch-scheduler".into())
         .spawn(move || loop {
-            if let Err(e) = crate::scheduler_pass(&ticker, false) {
+            if let Err(e) = crate::cmd::schedule::scheduler_pass(&ticker, false) {
                 tracing::error!(error = %format!("{e:#}"), "scheduler pass failed");
             }
             std::thread::sleep(std::time::Duration::from_millis(tick_ms.max(50)));
@@ -47,18 +47,11 @@ pub fn serve(
             }
         })
         .context("start the scheduler thread")?;
-    let home = dir.to_path_buf();
-    let doctor: vouch_server::DoctorFn = Arc::new(move || {
-        let cfg = home::config(&home).map_err(|e| format!("{e:#}"))?;
-        Ok(vouch_runtime::doctor::doctor(
-            &cfg,
-            &home::providers(&home, &cfg),
-        ))
-    });
-    // Reads see what is durable (the host's own writes wait in its buffer until a point).
-    let (store, board) = crate::task::open_board(dir)?;
-    let mut state = vouch_server::AppState::new(host, store, doctor);
-    state.board = Some(board);
+    let mut state = app_state(dir, host, doctor_fn(dir))?;
+    // The console's run pages hold `watching` in the home's presence leases (§11.1), which
+    // this host reads when it routes a terminal record; artifacts download from the home.
+    state.console.presence = Some(Arc::new(home::FilePresence::new(dir)));
+    state.console.artifacts = Some(Arc::new(vouch_artifacts::LocalStore::in_home(dir)));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -69,7 +62,7 @@ pub fn serve(
             .map_err(|e| bad(format!("cannot listen on {addr}: {e}")))?;
         let local = listener.local_addr()?;
         errln!(
-            "vouch serve: HTTP API on http://{local} (home {}); every request needs `Authorization: Bearer TOKEN` (`vouch token new NAME`). Ctrl-C to stop.",
+            "vouch serve: console on http://{local}/console/ and HTTP API on http://{local}/api (home {}); sign in (or send `Authorization: Bearer TOKEN`) with a token from `vouch token new NAME`. Ctrl-C to stop.",
             dir.display()
         );
         if json {
@@ -81,5 +74,82 @@ pub fn serve(
         .await
         .map_err(|e| anyhow!("the HTTP server stopped: {e}"))
     })?;
+    Ok(0)
+}
+
+/// What the HTTP API and MCP serve: the store (reads see what is durable; the host's own
+/// writes wait in its buffer until a point), the board, identities, artifacts and task types.
+pub fn app_state(
+    dir: &Path,
+    host: Arc<Host>,
+    doctor: vouch_server::DoctorFn,
+) -> Result<vouch_server::AppState> {
+    let (store, board, ids) = crate::task::open_all(dir)?;
+    let mut state = vouch_server::AppState::new(host, store, doctor);
+    state.board = Some(board);
+    state.work.home = Some(dir.to_path_buf());
+    state.work.identities = Some(ids);
+    state.work.artifacts = Some(Arc::new(vouch_artifacts::LocalStore::in_home(dir)));
+    state.work.types =
+        Arc::new(vouch_runtime::host::TaskTypes::with_dir(&dir.join("types")).map_err(bad)?);
+    Ok(state)
+}
+
+/// The doctor's report, computed on each request (vouch.toml may change while serving).
+fn doctor_fn(dir: &Path) -> vouch_server::DoctorFn {
+    let home = dir.to_path_buf();
+    Arc::new(move || {
+        let cfg = home::config(&home).map_err(|e| format!("{e:#}"))?;
+        Ok(vouch_runtime::doctor::doctor(
+            &cfg,
+            &home::providers(&home, &cfg),
+        ))
+    })
+}
+
+/// `vouch mcp [--name NAME]`: MCP on stdin/stdout over this home's host. Logs go to stderr
+/// (stdout carries the protocol).
+pub fn mcp(dir: &Path, host: Arc<Host>, name: Option<&str>) -> Result<i32> {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("VOUCH_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+    let state = app_state(dir, host, doctor_fn(dir))?;
+    let signer = match name {
+        None => None,
+        Some(name) => {
+            let ids = state
+                .work
+                .identities
+                .clone()
+                .ok_or_else(|| anyhow!("this home has no identity store"))?;
+            let now = vouch_runtime::clock::Clock::now_ms(&vouch_runtime::clock::SystemClock);
+            Some(Arc::new(
+                vouch_identity::open_or_create(
+                    &vouch_identity::KeyDir::in_home(dir),
+                    &*ids,
+                    name,
+                    now,
+                )
+                .map_err(|e| bad(format!("worker identity `{name}`: {e}")))?,
+            ))
+        }
+    };
+    let server = vouch_server::mcp::VouchMcp {
+        state,
+        signer,
+        via: "stdio",
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("start the async runtime")?;
+    rt.block_on(vouch_server::mcp::serve_stdio(server))
+        .map_err(|e| anyhow!(e))?;
     Ok(0)
 }

@@ -229,7 +229,7 @@ pub fn diary(dir: &Path, name: &str, verify: bool, add: Option<String>, json: bo
 /// `--json` prints it on one line.
 pub fn signed_receipt(dir: &Path, run: &str, json: bool) -> Result<i32> {
     let (store, ids) = home::open_stores(dir)?;
-    let rec = crate::find_run(store.as_ref(), run)?;
+    let rec = crate::cmd::runs::find_run(store.as_ref(), run)?;
     let journal = store.journal(&rec.id)?;
     if !journal
         .iter()

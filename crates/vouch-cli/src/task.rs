@@ -10,15 +10,15 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use vouch_core::board::{self as core_board, Condition, TaskState};
+use vouch_core::board::{self as core_board, TaskState};
 use vouch_identity::KeyDir;
 use vouch_runtime::clock::{Clock, SystemClock};
-use vouch_runtime::host::{AttemptJob, RuntimeProfile, TaskTypes, TaskWork};
+use vouch_runtime::host::{AttemptJob, PatchWork, RuntimeProfile, TaskTypes, TaskWork};
 use vouch_runtime::Host;
 use vouch_store::board::{
-    claim_statement, content_id, rates, report_statement, AttemptRef, BoardStore, ClaimRequest,
-    Cohort, MeasuresQuery, NewTask, Offered, Report, ReportKind, SignatureVerifier, TaskFilter,
-    TaskRecord, TaskSpec, Verified,
+    claim_statement, rates, report_statement, AttemptRef, BoardStore, ClaimRequest, Cohort,
+    MeasuresQuery, Offered, Report, ReportKind, SignatureVerifier, TaskFilter, TaskRecord,
+    Verified,
 };
 use vouch_store::{IdentityStore, Store, StoreError};
 
@@ -78,6 +78,15 @@ pub enum TaskCmd {
         #[arg(long)]
         criteria: PathBuf,
     },
+    /// Apply a completed patch task's commit to a real branch: a run with one `save` to the
+    /// repository, which waits for your approval (`vouch approve RUN apply --hash …`).
+    Apply {
+        /// The patch task's id.
+        id: String,
+        /// The branch to fast-forward to the task's commit.
+        #[arg(long)]
+        branch: String,
+    },
 }
 
 #[derive(Args)]
@@ -115,6 +124,36 @@ pub struct OfferArgs {
     /// How long a claim holds without a heartbeat, in milliseconds.
     #[arg(long, default_value_t = core_board::DEFAULT_LEASE_MS)]
     lease_ms: i64,
+    /// How often a worker heartbeats, in milliseconds.
+    #[arg(long, default_value_t = core_board::DEFAULT_HEARTBEAT_MS)]
+    heartbeat_ms: i64,
+    /// Time from claim to the first heartbeat before the attempt times out, in milliseconds.
+    #[arg(long, default_value_t = core_board::DEFAULT_DISPATCH_TIMEOUT_MS)]
+    dispatch_timeout_ms: i64,
+    /// Total time an attempt may run, in milliseconds.
+    #[arg(long, default_value_t = core_board::DEFAULT_RUNNING_TIMEOUT_MS)]
+    running_timeout_ms: i64,
+    /// patch: the repository (its path on the workers' machine).
+    #[arg(long)]
+    repo: Option<PathBuf>,
+    /// patch: the base revision; resolved now to its full commit id.
+    #[arg(long)]
+    base: Option<String>,
+    /// patch: a glob of paths that may change (repeatable; `*` within a folder, `**` across).
+    #[arg(long = "allow")]
+    allow: Vec<String>,
+    /// patch: a path that must change (repeatable).
+    #[arg(long = "target")]
+    targets: Vec<String>,
+    /// patch: a check the host runs after the attempt, NAME=COMMAND (repeatable).
+    #[arg(long = "check")]
+    checks: Vec<String>,
+    /// patch: each check's time limit, in seconds.
+    #[arg(long, default_value_t = 600)]
+    check_timeout_s: u64,
+    /// patch: trace file events in the worktree during the attempt (reports transient writes).
+    #[arg(long)]
+    trace: bool,
     /// The input as a value (continuations), instead of `--input FILE`.
     #[arg(skip)]
     input_value: Option<Value>,
@@ -127,15 +166,40 @@ pub struct OfferArgs {
     /// The thread of related tasks this one belongs to (empty: its own).
     #[arg(skip)]
     correlation: Option<String>,
-    /// How often a worker heartbeats, in milliseconds.
-    #[arg(long, default_value_t = core_board::DEFAULT_HEARTBEAT_MS)]
-    heartbeat_ms: i64,
-    /// Time from claim to the first heartbeat before the attempt times out, in milliseconds.
-    #[arg(long, default_value_t = core_board::DEFAULT_DISPATCH_TIMEOUT_MS)]
-    dispatch_timeout_ms: i64,
-    /// Total time an attempt may run, in milliseconds.
-    #[arg(long, default_value_t = core_board::DEFAULT_RUNNING_TIMEOUT_MS)]
-    running_timeout_ms: i64,
+}
+
+/// The patch input from the offer's flags (§14); the base is resolved to a full commit id.
+fn patch_input(a: &OfferArgs) -> Result<Value> {
+    let repo = a
+        .repo
+        .as_ref()
+        .ok_or_else(|| bad("--type patch needs --repo PATH (or --input FILE)"))?;
+    let repo = repo
+        .canonicalize()
+        .map_err(|e| bad(format!("--repo {}: {e}", repo.display())))?;
+    let rev = a
+        .base
+        .as_deref()
+        .ok_or_else(|| bad("--type patch needs --base REV (a commit, branch or tag)"))?;
+    let base = vouch_repo::git::Git::new(&repo)
+        .commit_id(rev)
+        .map_err(|e| {
+            bad(format!(
+                "--base {rev} is not a commit in {}: {e}",
+                repo.display()
+            ))
+        })?;
+    let mut checks = vec![];
+    for c in &a.checks {
+        let (name, cmd) = c
+            .split_once('=')
+            .ok_or_else(|| bad(format!("--check `{c}`: write it as NAME=COMMAND")))?;
+        checks.push(json!({"name": name, "cmd": cmd, "timeout_s": a.check_timeout_s}));
+    }
+    Ok(json!({
+        "repo": repo.to_string_lossy(), "base": base, "allow": a.allow, "targets": a.targets,
+        "checks": checks, "trace": a.trace,
+    }))
 }
 
 #[derive(Args)]
@@ -169,6 +233,13 @@ pub struct WorkerArgs {
     /// Malformed submissions the run may repair before its attempt fails.
     #[arg(long, default_value_t = core_board::DEFAULT_REPAIRS_MAX)]
     repairs: u32,
+    /// Where patch attempts' git worktrees are made (default: `worktrees/` in the home).
+    #[arg(long)]
+    worktrees: Option<PathBuf>,
+    /// A program the agent may run in a patch worktree (repeatable; part of the profile's
+    /// policy and its fingerprint).
+    #[arg(long = "allow-command")]
+    allow_commands: Vec<String>,
 }
 
 #[derive(Args)]
@@ -422,6 +493,32 @@ pub fn task(dir: &Path, cmd: TaskCmd, json: bool) -> Result<i32> {
             a.input_value = Some(json!({"target": id, "criteria": list}));
             offer(dir, &*board, a, json)
         }
+        TaskCmd::Apply { id, branch } => {
+            let t = board
+                .task(&id)
+                .map_err(store_err)?
+                .ok_or_else(|| bad(format!("no task `{id}`; list tasks with `vouch task list`")))?;
+            if t.kind != vouch_runtime::host::PATCH_TYPE {
+                return Err(bad(format!(
+                    "task `{id}` is a {} task, not a patch",
+                    t.kind
+                )));
+            }
+            let result = match &t.result_id {
+                Some(r) => board.result(r).map_err(store_err)?,
+                None => None,
+            }
+            .ok_or_else(|| {
+                bad(format!(
+                    "task `{id}` has no accepted patch to apply (it is {})",
+                    t.state
+                ))
+            })?;
+            let spec = vouch_runtime::repository::apply_run(&id, &result, &branch).map_err(bad)?;
+            let host = crate::open_host(dir, !json)?;
+            let (run, end) = host.start(&spec).map_err(crate::host_err)?;
+            crate::cmd::runs::finish(&host, &run, &end, json)
+        }
         TaskCmd::Sweep => {
             let r = board.sweep(now_ms()).map_err(store_err)?;
             if json {
@@ -461,6 +558,13 @@ fn offer_args(kind: &str, brief: String) -> OfferArgs {
         criteria_value: None,
         references: vec![],
         correlation: None,
+        repo: None,
+        base: None,
+        allow: vec![],
+        targets: vec![],
+        checks: vec![],
+        check_timeout_s: 600,
+        trace: false,
     }
 }
 
@@ -543,134 +647,78 @@ fn continue_task(
 }
 
 fn offer(dir: &Path, board: &dyn BoardStore, a: OfferArgs, json: bool) -> Result<i32> {
-    core_board::check_max_attempts(a.max_attempts).map_err(bad)?;
-    for (v, name) in [
-        (a.lease_ms, "--lease-ms"),
-        (a.heartbeat_ms, "--heartbeat-ms"),
-        (a.dispatch_timeout_ms, "--dispatch-timeout-ms"),
-        (a.running_timeout_ms, "--running-timeout-ms"),
-    ] {
-        if v <= 0 {
-            return Err(bad(format!(
-                "{name} must be a positive number of milliseconds"
-            )));
-        }
-    }
-    if a.heartbeat_ms >= a.lease_ms {
-        return Err(bad(
-            "--heartbeat-ms must be shorter than --lease-ms, or every lease lapses between heartbeats",
-        ));
-    }
-    if a.brief.trim().is_empty() {
-        return Err(bad("--brief is empty; say what the task is"));
-    }
     let types = types(dir)?;
-    let ty = types.get(&a.kind).ok_or_else(|| {
-        bad(format!(
-            "unknown task type `{}`; known: {} (register more as JSON files in {})",
-            a.kind,
-            types.names().join(", "),
-            dir.join("types").display()
-        ))
-    })?;
+    let patch_flags = a.repo.is_some()
+        || a.base.is_some()
+        || !a.allow.is_empty()
+        || !a.targets.is_empty()
+        || !a.checks.is_empty()
+        || a.trace;
+    let is_patch = a.kind == vouch_runtime::host::PATCH_TYPE;
+    if patch_flags && (!is_patch || a.input.is_some()) {
+        return Err(bad(if is_patch {
+            "give the patch either as --input FILE or as --repo/--base/--allow/--target/--check, not both"
+        } else {
+            "--repo, --base, --allow, --target, --check and --trace are for --type patch"
+        }));
+    }
     let input = match (&a.input_value, &a.input) {
-        (Some(v), _) => v.clone(),
-        (None, Some(p)) => read_json(p, "input")?,
-        (None, None) => json!({"brief": a.brief}),
+        (Some(v), _) => Some(v.clone()),
+        (None, Some(p)) => Some(read_json(p, "input")?),
+        (None, None) if is_patch => Some(patch_input(&a)?),
+        (None, None) => None,
     };
-    // A continuation's own key is the host's, not the type's: the rest is validated.
-    let mut typed = input.clone();
-    if let Some(o) = typed.as_object_mut() {
-        o.remove("continuation");
+    if let (true, Some(i)) = (is_patch, &input) {
+        // Strict (unknown fields are errors) and checked beyond the schema: a task that could
+        // never be accepted is refused now.
+        vouch_repo::PatchInput::from_value(i).map_err(|e| bad(e.to_string()))?;
     }
-    if let Err(errors) = vouch_runtime::host::validate(&ty.input_schema, &typed) {
-        return Err(bad(format!(
-            "the input does not fit type `{}`: {}",
-            a.kind,
-            errors.join("; ")
-        )));
-    }
-    let criteria = match &a.criteria_value {
-        Some(v) => Some(v.clone()),
-        None => a
-            .criteria
-            .as_deref()
-            .map(|p| read_json(p, "criteria"))
-            .transpose()?,
-    };
-    let mut references = a.references.clone();
-    references.extend(a.after.iter().cloned());
-    let mut excluded = None;
-    if a.kind == "judge" {
-        let target = input
-            .get("target")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let t = board
-            .task(target)
-            .map_err(store_err)?
-            .ok_or_else(|| bad(format!("the judge's target `{target}` is not a task here")))?;
-        let Some(n) = t.accepted_attempt else {
-            return Err(bad(format!(
-                "task `{target}` has no accepted output to judge (it is {})",
-                t.state
-            )));
-        };
-        // The producer may not judge its own output (§13.4).
-        excluded = board
-            .attempts(target)
-            .map_err(store_err)?
-            .into_iter()
-            .find(|x| x.n == n)
-            .map(|x| x.claimant);
-        references.push(target.to_string());
-    }
-    let condition = match a.after.len() {
-        0 => None,
-        1 => Some(Condition::TaskAccepted(a.after[0].clone())),
-        _ => Some(Condition::All(
-            a.after
-                .iter()
-                .cloned()
-                .map(Condition::TaskAccepted)
-                .collect(),
-        )),
-    };
-    let now = now_ms();
-    let request = json!({
-        "type": a.kind, "brief": a.brief, "input": input, "tags": a.tags, "criteria": criteria,
-        "max_attempts": a.max_attempts, "after": a.after, "profiles": a.profiles,
-        "deadline_s": a.deadline_s, "lease_ms": a.lease_ms, "heartbeat_ms": a.heartbeat_ms,
-        "dispatch_timeout_ms": a.dispatch_timeout_ms, "running_timeout_ms": a.running_timeout_ms,
-    });
-    let request_id = content_id(&request).map_err(store_err)?;
-    let id = format!("t{}", vouch_runtime::host::new_id(&SystemClock));
-    let task = NewTask {
-        id,
-        kind: a.kind.clone(),
-        owner: "person".into(),
-        max_attempts: a.max_attempts,
-        deadline_ms: a.deadline_s.map(|s| now + s.saturating_mul(1000)),
-        profiles: a.profiles,
+    let req = vouch_runtime::offer::TaskOffer {
+        kind: a.kind,
+        brief: a.brief,
+        input,
         tags: a.tags,
-        excluded_claimant: excluded,
-        condition,
-        idempotency_key: a.idempotency_key,
-        request_id,
-        spec: TaskSpec {
-            brief: a.brief,
-            input,
-            correlation: a.correlation.clone().unwrap_or_default(),
-            criteria,
-            references,
-            lease_ms: a.lease_ms,
-            heartbeat_ms: a.heartbeat_ms,
-            dispatch_timeout_ms: a.dispatch_timeout_ms,
-            running_timeout_ms: a.running_timeout_ms,
+        criteria: match a.criteria_value {
+            Some(v) => Some(v),
+            None => a
+                .criteria
+                .as_deref()
+                .map(|p| read_json(p, "criteria"))
+                .transpose()?,
         },
-        created_ms: now,
+        max_attempts: a.max_attempts,
+        after: a.after,
+        profiles: a.profiles,
+        deadline_s: a.deadline_s,
+        lease_ms: a.lease_ms,
+        heartbeat_ms: a.heartbeat_ms,
+        dispatch_timeout_ms: a.dispatch_timeout_ms,
+        running_timeout_ms: a.running_timeout_ms,
+        references: a.references,
+        correlation: a.correlation,
     };
-    let offered = board.offer(&task).map_err(store_err)?;
+    let id = format!("t{}", vouch_runtime::host::new_id(&SystemClock));
+    let offered = vouch_runtime::offer::offer(
+        board,
+        &types,
+        &req,
+        a.idempotency_key,
+        "person",
+        id,
+        now_ms(),
+    )
+    .map_err(|e| match e {
+        // The API's field names are the flags' names with dashes.
+        vouch_runtime::offer::OfferError::Field { field, message } => {
+            let flag = match field {
+                "tags" => "--tag".to_string(),
+                "profiles" => "--profile".to_string(),
+                f => format!("--{}", f.replace('_', "-")),
+            };
+            bad(format!("{flag} {message}"))
+        }
+        vouch_runtime::offer::OfferError::Store(e) => store_err(e),
+    })?;
     let t = offered.task();
     if json {
         outln!(
@@ -741,7 +789,11 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
     });
     // The host writes through the same store as the board: one store per process.
     let mut host = home::host_on(dir, store, None)?;
-    let work = Arc::new(TaskWork::new(host.work.clone()));
+    let worktrees = a.worktrees.clone().unwrap_or_else(|| dir.join("worktrees"));
+    let work = Arc::new(
+        TaskWork::new(host.work.clone())
+            .with_patch(PatchWork::new(worktrees, a.allow_commands.clone())),
+    );
     host.work = work.clone();
     let host = Arc::new(host);
     let stop = Arc::new(AtomicBool::new(false));
@@ -752,9 +804,19 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
     }
     let running = Arc::new(AtomicUsize::new(0));
     // The runtime profile (§13.6): read again before every claim, so an edit applies to the
-    // next claim; each attempt runs under the snapshot its claim recorded.
+    // next claim; each attempt runs under the snapshot its claim recorded. The commands a
+    // patch attempt may run (`--allow-command`) are part of that policy and its fingerprint.
     let profiles_dir = dir.join("profiles");
-    let mut profile = RuntimeProfile::load(&profiles_dir, &a.profile).map_err(bad)?;
+    let load_profile = || -> std::result::Result<RuntimeProfile, String> {
+        let p = RuntimeProfile::load(&profiles_dir, &a.profile)?;
+        if a.allow_commands.is_empty() {
+            return Ok(p);
+        }
+        let mut policy = p.policy;
+        policy["commands"] = json!(a.allow_commands);
+        RuntimeProfile::from_policy(policy)
+    };
+    let mut profile = load_profile().map_err(bad)?;
     let mut handles = vec![];
     let mut swept_ms = 0i64;
     say(
@@ -779,7 +841,7 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
             std::thread::sleep(Duration::from_millis(20));
             continue;
         }
-        match RuntimeProfile::load(&profiles_dir, &a.profile) {
+        match load_profile() {
             Ok(p) => profile = p,
             Err(e) => errln!("{e}; claiming under the profile as it was last read"),
         }
@@ -976,6 +1038,7 @@ impl AttemptCtx {
         };
         let job = AttemptJob {
             task_id: claim.task.id.clone(),
+            attempt: claim.attempt.n,
             kind: claim.task.kind.clone(),
             brief: claim.task.spec.brief.clone(),
             input: claim.task.spec.input.clone(),

@@ -460,6 +460,9 @@ fn the_demo_runs_from_a_fresh_machine_and_every_story_checks_out() {
     );
     assert!(text.contains("Failed: HTTP 503"), "{text}");
     assert!(text.contains("The slot of"), "{text}");
+    // The empty-diff story (issue 14): the model's words against the host's diff.
+    assert!(text.contains("implemented retry handling"), "{text}");
+    assert!(text.contains("Changed: nothing"), "{text}");
     // The board story: alpha killed mid-task, beta finished it, the measures shown.
     assert!(text.contains("attempt 1 by alpha: timed_out"), "{text}");
     assert!(text.contains("attempt 2 by beta: completed"), "{text}");

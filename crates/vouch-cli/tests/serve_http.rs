@@ -95,3 +95,61 @@ fn a_new_token_opens_the_api_and_a_revoked_one_closes_it() {
     assert_eq!(vouch(&home, &["token", "rm", "ci"]).status.code(), Some(2));
     drop(server);
 }
+
+/// Regression (issue 15): the server opens the store twice (the host's and the board's); the
+/// second open used to open and close the database file beside SQLite, which dropped the
+/// process's POSIX locks, so the next `vouch` command's last close deleted the WAL under the
+/// server and it read a stale snapshot forever after — runs started later never showed.
+#[test]
+fn the_server_sees_every_run_other_processes_start_while_it_serves() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    assert!(vouch(&home, &["init"]).status.success());
+    let out = vouch(&home, &["--json", "token", "new", "ci"]);
+    let secret = serde_json::from_slice::<Value>(&out.stdout).unwrap()["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vouch"))
+        .arg("--home")
+        .arg(&home)
+        .args(["--json", "serve", "--http", "127.0.0.1:0"])
+        .env_remove("VOUCH_DATABASE_URL")
+        .env_remove("DBUS_SESSION_BUS_ADDRESS")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let server = Killed(child);
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).unwrap();
+    let addr = serde_json::from_str::<Value>(&line).unwrap()["listening"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let url = format!("http://{addr}/api/runs");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/save-notes.json");
+    for n in 1..=3 {
+        // A read-only command first: its close is the one that used to delete the WAL.
+        assert!(vouch(&home, &["runs", "list"]).status.success());
+        let run = vouch(
+            &home,
+            &[
+                "run",
+                &format!("run {n}"),
+                "--script",
+                script.to_str().unwrap(),
+            ],
+        );
+        assert!(run.status.success());
+        let (code, body) = status(&url, Some(&secret));
+        assert_eq!(code, 200);
+        let runs = serde_json::from_str::<Value>(&body).unwrap()["runs"]
+            .as_array()
+            .unwrap()
+            .len();
+        assert_eq!(runs, n, "the server sees every run started so far: {body}");
+    }
+    drop(server);
+}

@@ -501,9 +501,9 @@ fn the_demo_says_what_it_shows_that_the_kill_is_deliberate_and_what_to_try_next(
         .unwrap();
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
-    assert!(text.contains("Six short stories"), "{text}");
-    for n in 1..=6 {
-        assert!(text.contains(&format!("━━ {n}/6")), "story {n}: {text}");
+    assert!(text.contains("Seven short stories"), "{text}");
+    for n in 1..=7 {
+        assert!(text.contains(&format!("━━ {n}/7")), "story {n}: {text}");
     }
     assert!(text.contains("on purpose"), "{text}");
     assert!(text.contains("deliberately"), "{text}");

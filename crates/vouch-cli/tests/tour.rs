@@ -23,6 +23,32 @@ fn tour_lines() -> Vec<String> {
         .collect()
 }
 
+fn console_answers(bin: &Path, home: &Path) {
+    use std::io::BufRead;
+    let mut child = Command::new(bin)
+        .args(["--json", "serve", "--http", "127.0.0.1:0"])
+        .env("VOUCH_HOME", home)
+        .env_remove("VOUCH_DATABASE_URL")
+        .env_remove("DBUS_SESSION_BUS_ADDRESS")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = serde_json::from_str::<serde_json::Value>(&line).unwrap()["listening"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let page = ureq::get(&format!("http://{addr}/console/")).call();
+    let _ = child.kill();
+    let _ = child.wait();
+    let body = page.unwrap().into_string().unwrap();
+    assert!(body.contains("Sign in to vouch"), "{body}");
+}
+
 #[test]
 fn every_tour_line_of_the_readme_works_on_a_fresh_home() {
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_vouch"));
@@ -56,6 +82,12 @@ fn every_tour_line_of_the_readme_works_on_a_fresh_home() {
             line.starts_with("vouch "),
             "a tour line that is not a command: {line}"
         );
+        // The console line starts the server in the background: here it listens on a free
+        // port, the console's start page must answer (it asks to sign in), then it stops.
+        if line.starts_with("vouch serve --http") {
+            console_answers(&bin, &home);
+            continue;
+        }
         let mut cmd_line = line.clone();
         if cmd_line.contains("HASH") {
             let cards = vouch_json(&["approvals"]);

@@ -13,6 +13,9 @@ pub const HASH_PREFIX_MIN_DIGITS: usize = 12;
 pub fn confirm_reason(act: ActFacts, destination: &str, rule: Rule) -> String {
     let why = match (act.verb, act.kind) {
         (_, DestinationKind::Payment) => format!("a payment to {destination} cannot be taken back"),
+        (_, DestinationKind::Repository) => {
+            format!("moving {destination} changes it for everyone who shares the branch")
+        }
         (Verb::Send, DestinationKind::Email) => "sending e-mail cannot be undone".to_string(),
         (Verb::Reply, DestinationKind::Email) => "a sent reply cannot be undone".to_string(),
         (Verb::Send, DestinationKind::Webhook) => {

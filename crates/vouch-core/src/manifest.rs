@@ -64,16 +64,19 @@ pub enum DestinationKind {
     Webhook,
     Calendar,
     Payment,
+    /// A git branch, `PATH#BRANCH` (§14): applying a patch task's commit to it.
+    Repository,
 }
 
 impl DestinationKind {
-    pub const ALL: [DestinationKind; 6] = [
+    pub const ALL: [DestinationKind; 7] = [
         DestinationKind::Surface,
         DestinationKind::Folder,
         DestinationKind::Email,
         DestinationKind::Webhook,
         DestinationKind::Calendar,
         DestinationKind::Payment,
+        DestinationKind::Repository,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -84,6 +87,7 @@ impl DestinationKind {
             DestinationKind::Webhook => "webhook",
             DestinationKind::Calendar => "calendar",
             DestinationKind::Payment => "payment",
+            DestinationKind::Repository => "repository",
         }
     }
 
@@ -513,5 +517,133 @@ mod tests {
         let m = base.amended(&am);
         assert_eq!(m.deliveries.len(), 2);
         assert_eq!(m.forbid.len(), 1);
+    }
+}
+
+#[cfg(test)]
+mod validate_props {
+    //! §3.3 as properties: `validate` accepts exactly the manifests whose ids are non-empty and
+    //! unique, whose order names only declared ids and has no cycle, and whose items no forbid
+    //! covers — checked against an independent reading of each rule.
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::{BTreeMap, BTreeSet};
+
+    fn verb() -> impl Strategy<Value = Verb> {
+        prop::sample::select(vec![Verb::Save, Verb::Send, Verb::Write, Verb::Delete])
+    }
+
+    fn kind() -> impl Strategy<Value = DestinationKind> {
+        prop::sample::select(vec![
+            DestinationKind::Folder,
+            DestinationKind::Email,
+            DestinationKind::Surface,
+        ])
+    }
+
+    fn id() -> impl Strategy<Value = String> {
+        prop::sample::select(vec!["", "a", "b", "c", "d"]).prop_map(String::from)
+    }
+
+    fn manifest() -> impl Strategy<Value = Manifest> {
+        let delivery = (id(), verb(), kind(), prop::sample::select(vec!["x", "y"])).prop_map(
+            |(id, verb, kind, addr)| Delivery {
+                id,
+                verb,
+                destination: Destination::new(kind, addr),
+                object: None,
+                confidence: Confidence::default(),
+                required: true,
+                attendees: vec![],
+            },
+        );
+        let forbid = (
+            verb(),
+            prop::option::of(kind()),
+            prop::option::of(prop::sample::select(vec!["x", "*"])),
+        )
+            .prop_map(|(verb, kind, address)| Forbid {
+                verb,
+                kind,
+                address: address.map(String::from),
+            });
+        let order = (id(), id()).prop_map(|(before, after)| Order { before, after });
+        (
+            prop::collection::vec(delivery, 0..5),
+            prop::collection::vec(forbid, 0..2),
+            prop::collection::vec(order, 0..4),
+        )
+            .prop_map(|(deliveries, forbid, order)| Manifest {
+                deliveries,
+                forbid,
+                order,
+            })
+    }
+
+    /// An independent cycle check: repeatedly remove nodes with no incoming edge.
+    fn has_cycle(order: &[Order]) -> bool {
+        let mut edges: BTreeSet<(String, String)> = order
+            .iter()
+            .map(|o| (o.before.clone(), o.after.clone()))
+            .collect();
+        loop {
+            let targets: BTreeSet<&String> = edges.iter().map(|(_, a)| a).collect();
+            let sources: Vec<String> = edges
+                .iter()
+                .map(|(b, _)| b.clone())
+                .filter(|b| !targets.contains(b))
+                .collect();
+            if sources.is_empty() {
+                return !edges.is_empty();
+            }
+            edges.retain(|(b, _)| !sources.contains(b));
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn validate_accepts_exactly_the_manifests_that_follow_every_rule(m in manifest()) {
+            let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+            for d in &m.deliveries {
+                *counts.entry(d.id.as_str()).or_default() += 1;
+            }
+            let ids_ok = !counts.contains_key("") && counts.values().all(|n| *n == 1);
+            let order_ok = m.order.iter().all(|o| counts.contains_key(o.before.as_str())
+                && counts.contains_key(o.after.as_str())
+                && !o.before.is_empty() && !o.after.is_empty());
+            let acyclic = !has_cycle(&m.order);
+            let not_forbidden = m.deliveries.iter().all(|d| {
+                !m.forbid.iter().any(|f| f.verb == d.verb
+                    && f.kind.is_none_or(|k| k == d.destination.kind)
+                    && f.address.as_deref().is_none_or(|a| a == "*" || a == d.destination.address))
+            });
+            let expected_ok = ids_ok && order_ok && acyclic && not_forbidden;
+            let got = m.validate();
+            prop_assert_eq!(got.is_ok(), expected_ok, "{:?} → {:?}", m, got);
+            if let Err(errors) = got {
+                // Every error names something that really is wrong.
+                for e in &errors {
+                    match e {
+                        ManifestError::DuplicateId { id } => prop_assert!(counts[id.as_str()] > 1),
+                        ManifestError::EmptyId { index } => prop_assert!(m.deliveries[*index].id.is_empty()),
+                        ManifestError::UnknownOrderId { id } => prop_assert!(id.is_empty() || !counts.contains_key(id.as_str())),
+                        ManifestError::OrderCycle { .. } => prop_assert!(!acyclic),
+                        ManifestError::ContradictsForbid { id, .. } => prop_assert!(m.delivery(id).is_some()),
+                    }
+                }
+            }
+        }
+
+        #[test]
+        fn an_amendment_only_grows_the_manifest(m in manifest(), a in manifest()) {
+            let n = m.amended(&a);
+            prop_assert_eq!(n.deliveries.len(), m.deliveries.len() + a.deliveries.len());
+            for f in m.forbid.iter().chain(&a.forbid) {
+                prop_assert!(n.forbid.contains(f));
+            }
+            for o in m.order.iter().chain(&a.order) {
+                prop_assert!(n.order.contains(o));
+            }
+        }
     }
 }

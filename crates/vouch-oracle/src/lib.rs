@@ -7,6 +7,8 @@
 //! Invariants: pure (no I/O, no clock); never reads `expect`; never calls vouch-core's
 //! decision functions (only its types), so it is an independent second reading.
 
+pub mod board;
+pub mod patch;
 pub mod rules;
 mod sim;
 
@@ -45,9 +47,11 @@ impl OracleAnswer {
 
 /// What the contract prescribes for `s`.
 pub fn evaluate(s: &Scenario) -> OracleAnswer {
-    OracleAnswer {
-        report: sim::Sim::new(s).run(),
-    }
+    let report = match &s.task {
+        Some(plan) => board::BoardSim::new(s, plan).run(),
+        None => sim::Sim::new(s).run(),
+    };
+    OracleAnswer { report }
 }
 
 /// The coverage line of `vouch oracle PATH --summary`.
@@ -125,6 +129,47 @@ fn show<T: serde::Serialize>(v: &Option<T>) -> String {
     }
 }
 
+/// One line for a task's record: its state, accepted attempt, attempts and what the board
+/// turned away.
+pub fn render_task(what: &str, t: &vouch_scenario::TaskReport) -> String {
+    let attempts: Vec<String> = t
+        .attempts
+        .iter()
+        .map(|a| {
+            format!(
+                "{} {} ({})",
+                a.n,
+                a.state,
+                vouch_core::escape_line(&a.claimant)
+            )
+        })
+        .collect();
+    let mut line = format!(
+        "{what}: {} · accepted attempt {} · attempts: {}",
+        t.state,
+        t.accepted_attempt
+            .map(|n| n.to_string())
+            .unwrap_or_else(|| "none".into()),
+        if attempts.is_empty() {
+            "none".into()
+        } else {
+            attempts.join(", ")
+        }
+    );
+    if !t.turned_away.is_empty() {
+        let list: Vec<String> = t
+            .turned_away
+            .iter()
+            .map(|x| format!("{} {}", vouch_core::escape_line(&x.by), x.call))
+            .collect();
+        line.push_str(&format!(" · turned away: {}", list.join(", ")));
+    }
+    if !t.offers.is_empty() {
+        line.push_str(&format!(" · offers: {}", t.offers.join(", ")));
+    }
+    line
+}
+
 /// A human-readable rendering of an answer (what `vouch oracle PATH` prints).
 pub fn render_human(answer: &OracleAnswer) -> String {
     let r = &answer.report;
@@ -175,6 +220,11 @@ pub fn render_human(answer: &OracleAnswer) -> String {
         show(&r.attention),
         show(&r.notifications)
     );
+    for (what, t) in [("task", &r.task), ("judge", &r.judge)] {
+        if let Some(t) = t {
+            let _ = writeln!(s, "  {}", render_task(what, t));
+        }
+    }
     if let Some(rules) = &r.rules {
         let list: Vec<String> = rules
             .iter()

@@ -93,6 +93,31 @@ pub struct Sim<'a> {
     gaps: Vec<Gap>,
     /// A GAP that leaves the run's aggregate fields (outcome, attention, …) undecided.
     aggregate_open: bool,
+    /// `submit` turns the run reached: (turn index, the manifest was declared by then).
+    submits: Vec<(usize, bool)>,
+    /// What earlier runs in the same ledger scope left behind (a task's earlier attempts).
+    carry: Carry,
+    /// The ledger key of each irreversible item this run attempted.
+    ledger_keys: HashMap<String, String>,
+}
+
+/// State that outlives one run of a task: the providers' calls (a world behaviour applies to
+/// the first call at a destination only) and the ledger of irreversible acts, keyed like §8.1
+/// within the task's scope (delivery id, destination, payload) with the status it reached.
+#[derive(Debug, Clone, Default)]
+pub struct Carry {
+    pub calls: HashMap<String, u32>,
+    pub ledger: HashMap<String, DeliveryStatus>,
+    /// Delivery ids that were irreversible in some run.
+    pub irreversible: Vec<String>,
+}
+
+/// What a task run did besides its report: the `submit` turns it reached, in order, each
+/// with whether the manifest was declared by then (§3.4), and whether it ended suspended.
+#[derive(Debug, Clone, Default)]
+pub struct RunDetail {
+    pub submits: Vec<(usize, bool)>,
+    pub carry: Carry,
 }
 
 impl<'a> Sim<'a> {
@@ -114,7 +139,17 @@ impl<'a> Sim<'a> {
             rules: Vec::new(),
             gaps: Vec::new(),
             aggregate_open: false,
+            submits: Vec::new(),
+            carry: Carry::default(),
+            ledger_keys: HashMap::new(),
         }
+    }
+
+    /// Start from what earlier runs of the same ledger scope left behind.
+    pub fn with_carry(mut self, carry: Carry) -> Self {
+        self.calls = carry.calls.clone();
+        self.carry = carry;
+        self
     }
 
     fn cite(&mut self, rule: &str, section: &str) {
@@ -135,14 +170,39 @@ impl<'a> Sim<'a> {
 
     // ------------------------------------------------------------------ the driver
 
-    pub fn run(mut self) -> ScenarioReport {
+    pub fn run(self) -> ScenarioReport {
+        self.run_detailed().0
+    }
+
+    fn finish(mut self) -> (ScenarioReport, RunDetail) {
+        let mut carry = std::mem::take(&mut self.carry);
+        carry.calls = self.calls.clone();
+        for (id, k) in &self.ledger_keys {
+            if let Some(st) = self.items.get(id).and_then(|i| i.status) {
+                carry.ledger.insert(k.clone(), st);
+            }
+        }
+        for it in self.items.values() {
+            if it.irreversible && !carry.irreversible.contains(&it.d.id) {
+                carry.irreversible.push(it.d.id.clone());
+            }
+        }
+        let detail = RunDetail {
+            submits: std::mem::take(&mut self.submits),
+            carry,
+        };
+        (self.report(), detail)
+    }
+
+    /// Run the scenario's script; the report and what the run did besides.
+    pub fn run_detailed(mut self) -> (ScenarioReport, RunDetail) {
         let t = &self.s.trigger;
         if t.kind == vouch_core::TriggerKind::Scheduled && !t.ran {
             self.cite("schedule.missed", "§12.3");
             if t.catch_up == CatchUp::Skip {
                 self.missed = true;
                 self.phase = Phase::Ended(EndedBy::Schedule);
-                return self.report();
+                return self.finish();
             }
             // §12.3.1: the report describes the one late run.
             self.cite("schedule.catch_up_latest", "§12.3");
@@ -153,7 +213,7 @@ impl<'a> Sim<'a> {
             ));
             self.aggregate_open = true;
             self.phase = Phase::Ended(EndedBy::Loop);
-            return self.report();
+            return self.finish();
         }
         let steps_max =
             4 * (self.s.script.len() + self.s.decisions.len() + self.s.faults.len()) + 64;
@@ -208,7 +268,7 @@ impl<'a> Sim<'a> {
                 Phase::Ended(_) => break,
             }
         }
-        self.report()
+        self.finish()
     }
 
     // ------------------------------------------------------------------ journal events
@@ -297,6 +357,16 @@ impl<'a> Sim<'a> {
                 }
             }
             Turn::Final(text) => self.final_text(text),
+            Turn::Submit { .. } => {
+                // A work tool of task runs (§13.4.1); before the manifest it is rejected
+                // like any other tool (§3.4) and submits nothing.
+                let declared = self.manifest.is_some();
+                if !declared {
+                    self.cite("proposal.no_manifest", "§3.4");
+                }
+                self.submits.push((i, declared));
+                Ok(Flow::Next)
+            }
         }
     }
 
@@ -508,6 +578,37 @@ impl<'a> Sim<'a> {
         };
         match it.posture {
             Posture::Answer | Posture::Execute => {
+                let key = it.irreversible.then(|| ledger_key(&it.d, payload));
+                if let Some(k) = &key {
+                    match self.carry.ledger.get(k).copied() {
+                        // An earlier run of the same scope did it: never again (I5, §8.1).
+                        Some(DeliveryStatus::Verified) => {
+                            self.cite("ledger.scope_shared", "§8.1");
+                            self.set_status(id, Some(DeliveryStatus::Verified));
+                            return Ok(Flow::Next);
+                        }
+                        // The key is `failed` (§8.3.1: no effect): it may be attempted again.
+                        Some(DeliveryStatus::Failed | DeliveryStatus::NotAttempted) | None => {}
+                        // §8.3: `unknown` is never retried on the host's initiative.
+                        Some(DeliveryStatus::Unknown) => {
+                            self.cite("ledger.unknown_never_retried", "§8.3");
+                            self.set_status(id, Some(DeliveryStatus::Unknown));
+                            return Ok(Flow::Next);
+                        }
+                        Some(_) => {
+                            self.aggregate_open = true;
+                            self.gap("an irreversible act an earlier attempt of the same task left unconfirmed, proposed again by a later attempt: the contract does not say what the later run reports".into());
+                            if let Some(it) = self.items.get_mut(id) {
+                                it.status_open = true;
+                            }
+                            return Ok(Flow::Next);
+                        }
+                    }
+                }
+                if let Some(k) = key {
+                    // Its status at the run's end goes to the scope's ledger (a crash too).
+                    self.ledger_keys.insert(id.to_string(), k);
+                }
                 self.attempt(id)?;
                 Ok(Flow::Next)
             }
@@ -1070,6 +1171,8 @@ impl<'a> Sim<'a> {
             significance,
             attention,
             notifications,
+            task: None,
+            judge: None,
             receipt: None,
             agrees: None,
             disagreements: None,
@@ -1084,6 +1187,16 @@ impl<'a> Sim<'a> {
 
 /// The id of the implied `write → surface` item (§3.4).
 pub const IMPLIED_ID: &str = "implied";
+
+/// The ledger key of an act within one scope (§8.1): delivery id, destination, payload.
+fn ledger_key(d: &Delivery, payload: &Value) -> String {
+    format!(
+        "{}\u{0}{}\u{0}{}",
+        d.id,
+        vouch_scenario::dest_key(&d.destination),
+        payload
+    )
+}
 
 fn answers(card: &Card, d: &Decision) -> bool {
     match (card, d) {

@@ -100,3 +100,84 @@ fn the_corpus_covers_every_rule_status_cell_crash_point_and_behaviour() {
         );
     }
 }
+
+#[test]
+fn the_board_corpus_covers_every_task_and_attempt_state_and_every_board_event() {
+    use std::collections::BTreeSet;
+    use vouch_core::board::{AttemptState, TaskState};
+    use vouch_scenario::{BoardStep, Does};
+    let all =
+        vouch_scenario::load_paths(&[root().join("corpus/board")]).expect("board corpus loads");
+    assert!(all.len() >= 40, "corpus/board has {} scenarios", all.len());
+    let (mut tasks, mut attempts, mut events) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
+    let mut results = BTreeSet::new();
+    for (_, s) in &all {
+        let plan = s.task.as_ref().expect("every board scenario is a task run");
+        let a = vouch_oracle::evaluate(s);
+        assert!(a.report.gaps.is_empty(), "{}: {:?}", s.id, a.report.gaps);
+        let t = a.report.task.as_ref().expect("a task record");
+        tasks.insert(t.state.as_str());
+        for x in &t.attempts {
+            attempts.insert(x.state.as_str());
+        }
+        if let Some(st) = a.report.deliveries.get("result").and_then(|d| d.status) {
+            results.insert(st.as_str());
+        }
+        for e in plan.events() {
+            events.insert(match e {
+                BoardStep::Worker(w) => match w.does {
+                    Does::Run if w.cancel.is_some() => "cancel_in_run",
+                    Does::Run if w.stall_ms.is_some() => "stall",
+                    Does::Run if w.impostor.is_some() => "impostor",
+                    Does::Crash if w.crash_after.is_some() => "crash_in_run",
+                    Does::Run => "run",
+                    Does::Crash if w.late_report => "late_report",
+                    Does::Crash => "crash",
+                    Does::Fail => "fail",
+                    Does::Abort => "abort",
+                    Does::Hang => "hang",
+                },
+                BoardStep::Cancel => "cancel",
+                BoardStep::Wait(_) => "wait",
+                BoardStep::Prerequisite(_) => "prerequisite",
+                BoardStep::OfferAgain(_) => "offer_again",
+            });
+        }
+        if plan.judge.is_some() {
+            events.insert("judge");
+        }
+    }
+    for st in TaskState::ALL {
+        if *st != TaskState::Dispatched {
+            // `dispatched` lasts from the claim to the first heartbeat, inside one event.
+            assert!(tasks.contains(st.as_str()), "no board scenario ends {st}");
+        }
+    }
+    for st in AttemptState::ALL {
+        if !matches!(st, AttemptState::Claimed | AttemptState::Running) {
+            assert!(attempts.contains(st.as_str()), "no attempt ends {st}");
+        }
+    }
+    for st in ["verified", "failed", "not_attempted"] {
+        assert!(results.contains(st), "no result item ends {st}");
+    }
+    for e in [
+        "run",
+        "crash",
+        "late_report",
+        "fail",
+        "abort",
+        "hang",
+        "crash_in_run",
+        "stall",
+        "impostor",
+        "cancel",
+        "cancel_in_run",
+        "wait",
+        "prerequisite",
+        "offer_again",
+        "judge",
+    ] {
+        assert!(events.contains(e), "no board scenario has a `{e}` event");
+    }
+}

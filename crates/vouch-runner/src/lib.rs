@@ -7,6 +7,8 @@
 //! The runner takes the scenario as JSON (already validated by `vouch-scenario`) and returns
 //! the report object of scenarios.md (without the comparison fields).
 
+mod board;
+
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
@@ -98,6 +100,13 @@ pub fn parse_utc_ms(s: &str) -> Option<i64> {
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     let days = era * 146097 + doe - 719468;
     Some(((days * 24 + h) * 60 + mi) * 60_000 + se * 1000)
+}
+
+pub mod patch;
+
+/// A host over a fresh store in `dir` with an empty simulated world (patch scenarios).
+pub(crate) fn scenario_host(dir: &Path) -> Result<Host, String> {
+    Ctx::new(&json!({}), dir)?.host()
 }
 
 impl Ctx {
@@ -238,6 +247,9 @@ enum Next {
 
 /// Run one scenario in `dir` (which must be empty) and return its report.
 pub fn run_scenario(s: &Value, dir: &Path) -> Result<Value, String> {
+    if s.get("task").is_some_and(|t| !t.is_null()) {
+        return board::run_task_scenario(s, dir);
+    }
     let mut ctx = Ctx::new(s, dir)?;
     let spec = spec_of(s);
     let mut decisions: VecDeque<Value> = s
@@ -462,16 +474,15 @@ fn report(s: &Value, host: &Host, id: &str, ctx: &Ctx) -> Result<Value, String> 
         .ok_or("run vanished")?;
     let view = RunView::from_journal(&host.store.journal(id).map_err(|e| e.to_string())?);
     let ended = rec.state == RunState::Ended;
-    let terminal = view.terminal.clone().unwrap_or(Value::Null);
+    let terminal = view.terminal.as_ref();
     let mut deliveries = Map::new();
     if let Some(m) = &view.manifest {
         for d in &m.deliveries {
             let item = view.items.get(&d.id).cloned().unwrap_or_default();
             let status = if ended {
-                terminal
-                    .pointer(&format!("/statuses/{}", d.id))
-                    .cloned()
-                    .unwrap_or(json!(view.final_status(&d.id)))
+                json!(terminal
+                    .and_then(|t| t.statuses.get(&d.id).copied())
+                    .unwrap_or(view.final_status(&d.id)))
             } else {
                 json!(view.final_status(&d.id))
             };
@@ -484,9 +495,11 @@ fn report(s: &Value, host: &Host, id: &str, ctx: &Ctx) -> Result<Value, String> 
     let (presence, quiet) = vouch_runtime::host::presence_of(&rec);
     let (needs_you, significance, attention) = if ended {
         (
-            terminal.get("needs_you").cloned().unwrap_or(json!([])),
-            terminal.get("significance").cloned().unwrap_or(Value::Null),
-            terminal.get("route").cloned().unwrap_or(Value::Null),
+            terminal.map(|t| json!(t.needs_you)).unwrap_or(json!([])),
+            terminal
+                .map(|t| json!(t.significance))
+                .unwrap_or(Value::Null),
+            terminal.map(|t| json!(t.route)).unwrap_or(Value::Null),
         )
     } else {
         let needs: Vec<String> = view

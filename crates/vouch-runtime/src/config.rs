@@ -182,6 +182,8 @@ impl Config {
         match kind {
             DestinationKind::Surface | DestinationKind::Folder => (Capability::Executable, None),
             DestinationKind::Webhook => (Capability::Executable, None),
+            // A local repository named by path: nothing to configure (§14).
+            DestinationKind::Repository => (Capability::Executable, None),
             DestinationKind::Email => match &self.email {
                 None => missing("email", "host, port, from"),
                 Some(e) => {

@@ -77,7 +77,9 @@ impl Durable {
         if buf.events.is_empty() {
             return Ok(());
         }
+        let started = std::time::Instant::now();
         let written = self.inner.append_batch(run_id, &buf.events)?;
+        crate::latency::COMMIT_LATENCY.observe(started.elapsed());
         buf.events.clear();
         if let Some(last) = written.last() {
             buf.durable_seq = Some(last.seq);
@@ -190,7 +192,22 @@ impl Store for Durable {
         self.provisional(run_id, &mut j);
         Ok(j)
     }
-    // `journal_since` is the trait's default: it filters `journal` above, buffer included.
+    fn journal_since(&self, run_id: &str, after_seq: i64) -> StoreResult<Vec<JournalEntry>> {
+        let buffered = self.existing(run_id).is_some_and(|b| {
+            !b.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .events
+                .is_empty()
+        });
+        if !buffered {
+            // Nothing of this run waits in this process (a watcher, another process's run):
+            // only what became durable after `after_seq` is read.
+            return self.inner.journal_since(run_id, after_seq);
+        }
+        let mut j = self.journal(run_id)?;
+        j.retain(|e| e.seq > after_seq);
+        Ok(j)
+    }
     fn append_batch(&self, run_id: &str, events: &[NewEvent]) -> StoreResult<Vec<JournalEntry>> {
         self.flush_run(run_id)?;
         self.inner.append_batch(run_id, events)

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 use vouch_core::{EndedBy, Outcome, RunState};
-use vouch_store::{Card, EventKind, RunRecord, Store, StoreResult};
+use vouch_store::{Card, Event, EventKind, RunRecord, Store, StoreResult};
 
 /// Ended runs an inbox shows at most (the newest).
 pub const INBOX_RUNS_MAX: usize = 50;
@@ -75,14 +75,12 @@ fn todo(store: &dyn Store, r: &RunRecord, runs: &[RunRecord]) -> StoreResult<Tod
         .into_iter()
         .rev()
         .find(|e| e.kind == EventKind::Terminal);
-    let needs: Vec<String> = terminal
-        .as_ref()
-        .and_then(|t| {
-            t.body
-                .get("needs_you")
-                .and_then(|n| serde_json::from_value(n.clone()).ok())
-        })
-        .unwrap_or_default();
+    let needs: Vec<String> = match terminal.map(|t| Event::parse(t.kind, &t.body)) {
+        Some(Ok(Event::Terminal(t))) => t.needs_you,
+        // A terminal record that does not parse: the person must look (§3.4.2).
+        Some(Err(_)) => vec!["the run's terminal record (it does not parse)".to_string()],
+        _ => vec![],
+    };
     let child = runs
         .iter()
         .find(|c| c.parent.as_deref() == Some(r.id.as_str()));
@@ -138,12 +136,36 @@ mod tests {
                 outcome,
                 ended_by: by,
                 receipt: String::new(),
-                body,
+                body: typed_terminal(outcome, by, body),
                 at_ms: at,
                 outbox: None,
             },
         )
         .unwrap();
+    }
+
+    /// A terminal body of the journal's type, with `needs_you` from `extra`.
+    fn typed_terminal(
+        outcome: Outcome,
+        by: EndedBy,
+        extra: serde_json::Value,
+    ) -> serde_json::Value {
+        let needs: Vec<String> =
+            serde_json::from_value(extra.get("needs_you").cloned().unwrap_or(json!([]))).unwrap();
+        Event::from(vouch_store::journal::Terminal {
+            outcome,
+            ended_by: by,
+            statuses: Default::default(),
+            needs_you: needs,
+            significance: vouch_core::Significance::Routine,
+            route: vouch_core::Route::Inbox,
+            presence: vouch_core::Presence::Away,
+            quiet: false,
+            loop_end: None,
+            reasons: Default::default(),
+            corrupt: vec![],
+        })
+        .body()
     }
 
     #[test]

@@ -59,6 +59,19 @@ pub fn render(
     {
         out.push_str("Why it stopped: the model ended without declaring anything to deliver\n");
     }
+    if !view.corrupt.is_empty() {
+        // §3.4.2: an entry that does not parse is never read as "nothing happened".
+        let seqs: Vec<String> = view.corrupt.iter().map(|s| s.to_string()).collect();
+        let (what, verb, pronoun) = if seqs.len() == 1 {
+            ("an entry".to_string(), "does", "it")
+        } else {
+            (format!("{} entries", seqs.len()), "do", "they")
+        };
+        out.push_str(&format!(
+            "The journal of this run has {what} that {verb} not parse (seq {}): what {pronoun} recorded is unknown; check the store with `vouch journal verify`\n",
+            seqs.join(", ")
+        ));
+    }
     if let Some(note) = &view.missed_note {
         out.push_str(note);
         out.push('\n');
@@ -145,6 +158,9 @@ pub fn reason_for(view: &RunView, id: &str, status: DeliveryStatus) -> String {
     match (status, &view.loop_end) {
         (DeliveryStatus::NotAttempted | DeliveryStatus::Blocked, Some(l)) => {
             format!("the run stopped before it was attempted: {}", l.reason)
+        }
+        (DeliveryStatus::Unknown, _) if !view.corrupt.is_empty() => {
+            "the journal entries that would say what happened do not parse".into()
         }
         (DeliveryStatus::NotAttempted, None) => "the run ended before it was attempted".into(),
         _ => String::new(),

@@ -5,7 +5,8 @@
 use serde_json::Value;
 use std::collections::BTreeMap;
 use vouch_core::{Capability, DeliveryStatus, Manifest, Posture};
-use vouch_store::{EventKind, JournalEntry};
+use vouch_store::journal::{self, ProviderReply, Terminal};
+use vouch_store::{Event, JournalEntry};
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ItemView {
@@ -41,7 +42,7 @@ pub struct OpenAttempt {
     pub payload_hash: String,
     pub payload: Value,
     pub key: Option<String>,
-    pub reply: Option<Value>,
+    pub reply: Option<ProviderReply>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -63,7 +64,7 @@ pub struct RunView {
     pub final_text: Option<String>,
     pub first_ms: i64,
     pub last_ms: i64,
-    pub terminal: Option<Value>,
+    pub terminal: Option<Terminal>,
     pub title: String,
     pub pending_calls: Vec<String>,
     /// For a continuation: the parent's completed turns (the script resumes there).
@@ -73,6 +74,8 @@ pub struct RunView {
     /// Why the agent loop stopped without the work (a model error, a budget, the repair
     /// limit), if it did.
     pub loop_end: Option<LoopEnd>,
+    /// Journal entries (seq) whose body does not parse as its kind's type (§3.4.2).
+    pub corrupt: Vec<i64>,
 }
 
 /// The agent loop stopped without the work (journal `loop_ended`).
@@ -96,218 +99,201 @@ impl RunView {
     /// Fold one more journal entry into the view. Folding a journal entry by entry from any
     /// prefix's view gives the same view as folding it whole, so a drive can keep its view
     /// current by applying each event it appends instead of re-reading the journal.
+    ///
+    /// A body that does not parse as its kind's type is corrupt (§3.4.2): the entry is
+    /// recorded in `corrupt`, and what it could have settled becomes `unknown` — never
+    /// "not attempted".
     pub fn apply(&mut self, e: &JournalEntry) {
-        if self.first_ms == 0 {
-            self.first_ms = e.at_ms;
+        match Event::parse(e.kind, &e.body) {
+            Ok(ev) => self.apply_event(e.at_ms, e.delivery.as_deref(), &ev),
+            Err(err) => {
+                self.touch(e.at_ms);
+                self.corrupt.push(e.seq);
+                if let Some(d) = &e.delivery {
+                    let it = self.item(d);
+                    it.open_attempt = None;
+                    it.awaiting = false;
+                    it.granted = None;
+                    it.status = Some(DeliveryStatus::Unknown);
+                    it.reason = format!("journal entry {} does not parse ({err})", e.seq);
+                }
+            }
         }
-        self.last_ms = e.at_ms;
-        self.apply_body(e);
+    }
+
+    /// Fold one typed event (the drive applies what it appends without parsing it back).
+    pub fn apply_event(&mut self, at_ms: i64, delivery: Option<&str>, ev: &Event) {
+        self.touch(at_ms);
+        self.apply_body(delivery.unwrap_or(""), ev);
+    }
+
+    fn touch(&mut self, at_ms: i64) {
+        if self.first_ms == 0 {
+            self.first_ms = at_ms;
+        }
+        self.last_ms = at_ms;
     }
 
     pub fn item(&mut self, id: &str) -> &mut ItemView {
         self.items.entry(id.to_string()).or_default()
     }
 
-    fn apply_body(&mut self, e: &JournalEntry) {
-        let b = &e.body;
-        let str_of = |k: &str| b.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-        let d = e.delivery.clone().unwrap_or_default();
-        match e.kind {
-            EventKind::RunCreated => self.title = str_of("title"),
-            EventKind::Turn => {
+    fn apply_body(&mut self, d: &str, ev: &Event) {
+        match ev {
+            Event::RunCreated(b) => self.title = b.title.clone(),
+            Event::Turn(b) => {
                 self.turns += 1;
-                let calls: Vec<String> = b
-                    .get("tool_calls")
-                    .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|c| c.get("id").and_then(Value::as_str).map(String::from))
-                            .collect()
-                    })
-                    .unwrap_or_default();
+                let calls: Vec<String> = b.tool_calls.iter().map(|c| c.id.clone()).collect();
                 if calls.is_empty() {
                     self.turns_complete = self.turns;
-                    if let Some(t) = b.get("content").and_then(Value::as_str) {
-                        self.final_text = Some(t.to_string());
+                    if let Some(t) = &b.content {
+                        self.final_text = Some(t.clone());
                     }
                 }
                 self.pending_calls = calls;
-                if let Some(u) = b.get("usage") {
-                    self.prompt_tokens +=
-                        u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0);
-                    self.completion_tokens += u
-                        .get("completion_tokens")
-                        .and_then(Value::as_u64)
-                        .unwrap_or(0);
+                if let Some(u) = &b.usage {
+                    self.prompt_tokens += u.prompt_tokens;
+                    self.completion_tokens += u.completion_tokens;
                 }
             }
-            EventKind::ToolCalled => {
-                let id = str_of("call_id");
-                self.pending_calls.retain(|c| *c != id);
+            Event::ToolCalled(b) => {
+                self.pending_calls.retain(|c| *c != b.call_id);
                 if self.pending_calls.is_empty() {
                     self.turns_complete = self.turns;
                 }
-                if b.get("ok").and_then(Value::as_bool) == Some(false) {
+                if !b.ok {
                     self.failed_tool_calls += 1;
                 }
             }
-            EventKind::ManifestDeclared | EventKind::ManifestImplied => {
-                if let Some(m) = b
-                    .get("manifest")
-                    .and_then(|m| serde_json::from_value::<Manifest>(m.clone()).ok())
-                {
-                    for item in &m.deliveries {
-                        self.item(&item.id);
-                    }
-                    self.manifest = Some(m);
+            Event::ManifestDeclared(journal::ManifestDeclared { manifest: m, .. })
+            | Event::ManifestImplied(journal::ManifestImplied { manifest: m }) => {
+                for item in &m.deliveries {
+                    self.item(&item.id);
                 }
-                if e.kind == EventKind::ManifestImplied {
+                self.manifest = Some(m.clone());
+                if matches!(ev, Event::ManifestImplied(_)) {
                     self.implied = true;
                 }
             }
-            EventKind::ManifestRejected => {
-                if let Some(errs) = b.get("errors").and_then(Value::as_array) {
-                    for err in errs {
-                        self.rejections.push(err.as_str().unwrap_or("").to_string());
-                    }
-                }
-                if let Some(ids) = b.get("declined").and_then(Value::as_array) {
-                    let reason = b
-                        .get("reason")
-                        .and_then(Value::as_str)
-                        .unwrap_or("the manifest contradicts itself")
-                        .to_string();
-                    for id in ids.iter().filter_map(Value::as_str) {
-                        let it = self.item(id);
-                        it.status = Some(DeliveryStatus::Declined);
-                        it.posture = Some(Posture::Decline);
-                        it.reason = reason.clone();
-                    }
+            Event::ManifestRejected(b) => {
+                self.rejections.extend(b.errors.iter().cloned());
+                let reason = b
+                    .reason
+                    .clone()
+                    .unwrap_or_else(|| "the manifest contradicts itself".to_string());
+                for id in &b.declined {
+                    let it = self.item(id);
+                    it.status = Some(DeliveryStatus::Declined);
+                    it.posture = Some(Posture::Decline);
+                    it.reason = reason.clone();
                 }
             }
-            EventKind::Preflight => {
-                let it = self.item(&d);
-                it.posture = b
-                    .get("posture")
-                    .and_then(|p| serde_json::from_value(p.clone()).ok());
-                it.rule = b.get("rule").and_then(Value::as_str).map(String::from);
-                it.capability = b
-                    .get("capability")
-                    .and_then(|p| serde_json::from_value(p.clone()).ok());
-                it.irreversible = b
-                    .get("irreversible")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false);
-                it.connect_step = b
-                    .get("connect_step")
-                    .and_then(Value::as_str)
-                    .map(String::from);
+            Event::Preflight(b) => {
+                let it = self.item(d);
+                it.posture = Some(b.posture);
+                it.rule = b.rule.clone();
+                it.capability = b.capability;
+                it.irreversible = b.irreversible;
+                it.connect_step = b.connect_step.clone();
                 if it.posture == Some(Posture::Decline) && it.status.is_none() {
                     it.status = Some(DeliveryStatus::Declined);
-                    it.reason = b
-                        .get("reason")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_string();
+                    it.reason = b.reason.clone().unwrap_or_default();
                 }
             }
-            EventKind::ProposalRejected => {
-                if !d.is_empty() && str_of("code") == "blocked" {
-                    let it = self.item(&d);
-                    it.blocked_on = Some(str_of("dependency"));
+            Event::ProposalRejected(b) => {
+                if !d.is_empty() && b.code == "blocked" {
+                    let it = self.item(d);
+                    it.blocked_on = Some(b.dependency.clone().unwrap_or_default());
                 }
             }
-            EventKind::ClarifyAsked => {
+            Event::ClarifyAsked(_) => {
                 self.clarify_used = true;
                 self.clarify_open = true;
             }
-            EventKind::ClarifyAnswered => {
+            Event::ClarifyAnswered(b) => {
                 self.clarify_open = false;
-                self.clarify_answer = Some(str_of("answer"));
+                self.clarify_answer = Some(b.answer.clone());
             }
-            EventKind::ApprovalRequested => {
-                let it = self.item(&d);
+            Event::ApprovalRequested(b) => {
+                let it = self.item(d);
                 it.awaiting = true;
-                it.card_hash = Some(str_of("payload_hash"));
+                it.card_hash = Some(b.payload_hash.clone());
                 it.granted = None;
                 it.approved = None;
             }
-            EventKind::ApprovalSuperseded => {}
-            EventKind::ApprovalGranted => {
-                let it = self.item(&d);
+            Event::ApprovalSuperseded(_) => {}
+            Event::ApprovalGranted(b) => {
+                let it = self.item(d);
                 it.awaiting = false;
-                it.granted = Some(str_of("payload_hash"));
-                it.approved = Some(str_of("payload_hash"));
+                it.granted = Some(b.payload_hash.clone());
+                it.approved = Some(b.payload_hash.clone());
             }
-            EventKind::ApprovalDenied => {
-                let it = self.item(&d);
+            Event::ApprovalDenied(_) => {
+                let it = self.item(d);
                 it.awaiting = false;
                 it.status = Some(DeliveryStatus::Denied);
             }
-            EventKind::Drafted => {
-                let h = str_of("payload_hash");
-                self.item(&d).draft_hash = (!h.is_empty()).then_some(h);
+            Event::Drafted(b) => {
+                let h = &b.payload_hash;
+                self.item(d).draft_hash = (!h.is_empty()).then(|| h.clone());
             }
-            EventKind::LedgerIntent => {
+            Event::LedgerIntent(b) => {
                 // The intent is durable before the provider is called: from here a crash
                 // leaves the act in doubt (§8.3) until evidence settles it.
-                let it = self.item(&d);
+                let it = self.item(d);
                 it.open_attempt = Some(OpenAttempt {
                     started: false,
-                    payload_hash: str_of("payload_hash"),
-                    payload: b.get("payload").cloned().unwrap_or(Value::Null),
-                    key: b.get("key").and_then(Value::as_str).map(String::from),
+                    payload_hash: b.payload_hash.clone(),
+                    payload: b.payload.clone(),
+                    key: Some(b.key.clone()),
                     reply: None,
                 });
             }
-            EventKind::AttemptStarted => {
-                let it = self.item(&d);
+            Event::AttemptStarted(b) => {
+                let it = self.item(d);
                 it.granted = None;
                 it.open_attempt = Some(OpenAttempt {
                     started: true,
-                    payload_hash: str_of("payload_hash"),
-                    payload: b.get("payload").cloned().unwrap_or(Value::Null),
-                    key: b.get("key").and_then(Value::as_str).map(String::from),
+                    payload_hash: b.payload_hash.clone(),
+                    payload: b.payload.clone(),
+                    key: b.key.clone(),
                     reply: None,
                 });
             }
-            EventKind::AttemptFinished => {
-                if let Some(a) = self.item(&d).open_attempt.as_mut() {
-                    a.reply = b.get("reply").cloned();
+            Event::AttemptFinished(b) => {
+                if let Some(a) = self.item(d).open_attempt.as_mut() {
+                    a.reply = Some(b.reply.clone());
                 }
             }
-            EventKind::Evidence => {
-                let it = self.item(&d);
+            Event::Evidence(b) => {
+                let it = self.item(d);
                 it.open_attempt = None;
                 it.granted = None;
                 it.awaiting = false;
-                it.status = b
-                    .get("status")
-                    .and_then(|s| serde_json::from_value(s.clone()).ok());
-                it.evidence = str_of("evidence");
-                it.reason = str_of("reason");
-                it.carried = b.get("carried_from").is_some();
-                if let Some(p) = b
-                    .get("posture")
-                    .and_then(|p| serde_json::from_value(p.clone()).ok())
-                {
+                it.status = Some(b.status);
+                it.evidence = b.evidence.clone();
+                it.reason = b.reason.clone();
+                it.carried = b.carried_from.is_some();
+                if let Some(p) = b.posture {
                     it.posture = Some(p);
                 }
             }
-            EventKind::Suspended => self.suspended = true,
-            EventKind::Resumed => {
+            Event::Suspended(_) => self.suspended = true,
+            Event::Resumed(b) => {
                 self.suspended = false;
-                if let Some(n) = b.get("start_turn").and_then(Value::as_u64) {
+                if let Some(n) = b.start_turn {
                     self.turn_offset = n as usize;
                 }
             }
-            EventKind::LoopEnded => {
+            Event::LoopEnded(b) => {
                 self.loop_end = Some(LoopEnd {
-                    cause: str_of("cause"),
-                    reason: str_of("reason"),
+                    cause: b.cause.clone(),
+                    reason: b.reason.clone(),
                 })
             }
-            EventKind::Terminal => self.terminal = Some(b.clone()),
+            // The patch attempt's worktree (§14): evidence for the board, not a delivery.
+            Event::Workspace(_) => {}
+            Event::Terminal(t) => self.terminal = Some(t.as_ref().clone()),
         }
     }
 
@@ -315,10 +301,19 @@ impl RunView {
     /// been settled by the reconciler before this is called.
     pub fn final_status(&self, id: &str) -> DeliveryStatus {
         let Some(it) = self.items.get(id) else {
-            return DeliveryStatus::NotAttempted;
+            return if self.corrupt.is_empty() {
+                DeliveryStatus::NotAttempted
+            } else {
+                DeliveryStatus::Unknown
+            };
         };
         if let Some(s) = it.status {
             return s;
+        }
+        // An entry that does not parse may have been this item's attempt or evidence: what
+        // the journal cannot tell is unknown, never not attempted (§3.4.2).
+        if !self.corrupt.is_empty() {
+            return DeliveryStatus::Unknown;
         }
         if it.awaiting || (it.posture == Some(Posture::Clarify) && self.clarify_open) {
             return DeliveryStatus::Awaiting;
@@ -337,19 +332,188 @@ impl RunView {
 }
 
 #[cfg(test)]
+mod corrupt {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+    use vouch_store::EventKind;
+
+    fn entry(seq: i64, kind: EventKind, delivery: Option<&str>, body: Value) -> JournalEntry {
+        JournalEntry {
+            run_id: "r".into(),
+            seq,
+            kind,
+            delivery: delivery.map(String::from),
+            body,
+            at_ms: seq,
+            prev_hash: String::new(),
+            hash: String::new(),
+        }
+    }
+
+    #[test]
+    fn an_unparseable_entry_makes_what_it_could_have_settled_unknown_never_not_attempted() {
+        let m = json!({"deliveries": [
+            {"id": "a", "verb": "send", "destination": {"kind": "email", "address": "x@example.com"}},
+            {"id": "b", "verb": "save", "destination": {"kind": "folder", "address": "out"}}]});
+        let declared = Event::from(journal::ManifestDeclared {
+            manifest: serde_json::from_value(m).unwrap(),
+            amendment: false,
+            carried_from: None,
+        });
+        let j = vec![
+            entry(1, declared.kind(), None, declared.body()),
+            // An attempt whose body lost its shape: it may have sent.
+            entry(
+                2,
+                EventKind::AttemptStarted,
+                Some("a"),
+                json!({"payload": 1}),
+            ),
+        ];
+        let v = RunView::from_journal(&j);
+        assert_eq!(v.corrupt, vec![2]);
+        assert_eq!(v.final_status("a"), DeliveryStatus::Unknown);
+        assert!(
+            v.items["a"].reason.contains("does not parse"),
+            "{}",
+            v.items["a"].reason
+        );
+        // A run-level entry that does not parse taints every unsettled item.
+        let mut j2 = j[..1].to_vec();
+        j2.push(entry(2, EventKind::Turn, None, json!("garbage")));
+        let v2 = RunView::from_journal(&j2);
+        assert_eq!(v2.final_status("b"), DeliveryStatus::Unknown);
+        let receipt = crate::receipt::render(
+            "r",
+            "interactive",
+            &v2,
+            &[("b".into(), DeliveryStatus::Unknown)],
+            Some(vouch_core::Outcome::Partial),
+            Some("loop"),
+            &["b".into()],
+        );
+        assert!(
+            receipt.contains("do not parse") || receipt.contains("does not parse"),
+            "{receipt}"
+        );
+        assert!(receipt.contains("seq 2"), "{receipt}");
+    }
+}
+
+#[cfg(test)]
 mod fold_props {
     use super::*;
     use proptest::prelude::*;
     use vouch_store::EventKind;
 
     fn entry(seq: i64, kind: EventKind, delivery: Option<&str>, status: &str) -> JournalEntry {
+        use vouch_store::journal::*;
+        let st: DeliveryStatus = serde_json::from_value(serde_json::json!(status)).unwrap();
+        let ev: Event = match kind {
+            EventKind::RunCreated => RunCreated {
+                title: "t".into(),
+                trigger: vouch_core::TriggerKind::Task,
+                parent: None,
+                scope: "s".into(),
+            }
+            .into(),
+            EventKind::Turn => Turn {
+                index: seq as u64,
+                content: Some("x".into()),
+                tool_calls: if seq % 2 == 0 {
+                    vec![ToolCallRecord {
+                        id: format!("c{seq}"),
+                        name: "save".into(),
+                        arguments: "{}".into(),
+                    }]
+                } else {
+                    vec![]
+                },
+                usage: Some(TokenUsage {
+                    prompt_tokens: 2,
+                    completion_tokens: 3,
+                }),
+                error: None,
+            }
+            .into(),
+            EventKind::ToolCalled => ToolCalled {
+                call_id: format!("c{}", seq - 1),
+                name: "save".into(),
+                ok: st == DeliveryStatus::Verified,
+                result: "r".into(),
+            }
+            .into(),
+            EventKind::ApprovalRequested => ApprovalRequested {
+                payload_hash: "h".into(),
+                payload: Value::Null,
+                summary: "s".into(),
+                reason: "why".into(),
+            }
+            .into(),
+            EventKind::ApprovalGranted => ApprovalGranted {
+                payload_hash: "h".into(),
+                from_card: false,
+                carried_from: None,
+            }
+            .into(),
+            EventKind::ApprovalDenied => ApprovalDenied {
+                payload_hash: "h".into(),
+            }
+            .into(),
+            EventKind::AttemptStarted => AttemptStarted {
+                payload_hash: "h".into(),
+                payload: Value::Null,
+                key: Some("k".into()),
+                posture: None,
+                retry_same_key: false,
+            }
+            .into(),
+            EventKind::AttemptFinished => AttemptFinished {
+                reply: ProviderReply::Lost { reason: "t".into() },
+                retrying_same_key: false,
+            }
+            .into(),
+            EventKind::Evidence => Evidence {
+                status: st,
+                evidence: "e".into(),
+                reason: "why".into(),
+                posture: None,
+                ledger: None,
+                connect_step: None,
+                carried_from: None,
+            }
+            .into(),
+            EventKind::Suspended => Suspended {
+                reason: "card".into(),
+                at_boot: false,
+            }
+            .into(),
+            EventKind::Resumed => Resumed {
+                by: "approval".into(),
+                delivery: None,
+                parent: None,
+                start_turn: None,
+            }
+            .into(),
+            _ => LoopEnded {
+                cause: "model_error".into(),
+                reason: "why".into(),
+            }
+            .into(),
+        };
+        // Some entries are corrupt: a body that is not its kind's type.
+        let body = if seq % 7 == 3 {
+            serde_json::json!({"not": "a body"})
+        } else {
+            ev.body()
+        };
         JournalEntry {
             run_id: "r".into(),
             seq,
-            kind,
+            kind: ev.kind(),
             delivery: delivery.map(str::to_string),
-            body: serde_json::json!({"status": status, "title": "t", "reason": "why",
-                "evidence": "e", "key": "k", "payload_hash": "h", "text": "x"}),
+            body,
             at_ms: 1_000 + seq,
             prev_hash: String::new(),
             hash: String::new(),

@@ -5,9 +5,11 @@
 //! rejects unknown fields, so a typo in a corpus file is an error, never a silent default.
 
 pub mod load;
+pub mod patch;
 pub mod pattern;
 pub mod report;
 pub mod scenario;
+pub mod task;
 
 pub use load::{load_paths, parse_scenario, LoadError};
 pub use pattern::{dest_key, pattern_matches};
@@ -18,4 +20,8 @@ pub use report::{
 pub use scenario::{
     Behavior, CatchUp, CrashEvent, Decision, Expect, ExpectDelivery, Fault, Overlap, Scenario,
     Trigger, Turn, Undeclared, World,
+};
+pub use task::{
+    AfterCondition, AttemptReport, BoardStep, CancelAt, Does, ExpectTask, JudgePlan, OfferAgain,
+    PrerequisiteEnd, TaskPlan, TaskReport, TurnedAway, WorkerStep,
 };

@@ -67,6 +67,13 @@ pub fn parse_scenario(path: &Path, text: &str) -> Result<Scenario, LoadError> {
         column: e.column(),
         message: e.to_string(),
     })?;
+    s.check().map_err(|(field, message)| LoadError::Parse {
+        path: path.to_path_buf(),
+        field,
+        line: 0,
+        column: 0,
+        message,
+    })?;
     Ok(s)
 }
 

@@ -1,6 +1,7 @@
 //! The per-scenario output of scenarios.md ("The output"), shared by the oracle and the
 //! runner, and the field-by-field comparison both use.
 
+use crate::task::TaskReport;
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -65,6 +66,12 @@ pub struct ScenarioReport {
     pub significance: Option<Significance>,
     pub attention: Option<Route>,
     pub notifications: Option<u32>,
+    /// Task runs: the board's record of the task (contract §13.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskReport>,
+    /// Task runs with a judge: the judge task's record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<TaskReport>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub receipt: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -149,6 +156,11 @@ impl ScenarioReport {
         }
         if let Some(n) = self.notifications {
             o.insert("notifications".into(), Value::from(n));
+        }
+        for (k, t) in [("task", &self.task), ("judge", &self.judge)] {
+            if let Some(t) = t {
+                o.insert(k.into(), serde_json::to_value(t).unwrap_or_default());
+            }
         }
         Value::Object(o)
     }

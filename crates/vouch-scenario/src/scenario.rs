@@ -11,6 +11,7 @@ use vouch_core::{
 };
 
 use crate::report::{Gap, ReportState};
+use crate::task::{ExpectTask, TaskPlan};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -33,11 +34,48 @@ pub struct Scenario {
     pub decisions: Vec<Decision>,
     #[serde(default)]
     pub faults: Vec<Fault>,
+    /// A task run (trigger `task`): the offer and the board events around its attempts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskPlan>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect: Option<Expect>,
 }
 
 impl Scenario {
+    /// Checks across fields that serde cannot express; the error names the field.
+    pub fn check(&self) -> Result<(), (String, String)> {
+        let Some(t) = &self.task else {
+            if self.script.iter().any(|t| matches!(t, Turn::Submit { .. })) {
+                return Err((
+                    "script".into(),
+                    "a `submit` turn needs a `task` (only a task run has a result to submit)"
+                        .into(),
+                ));
+            }
+            return Ok(());
+        };
+        t.check().map_err(|m| ("task".into(), m))?;
+        if self.trigger.kind != TriggerKind::Task {
+            return Err((
+                "trigger.kind".into(),
+                "a scenario with a `task` runs with trigger `task`".into(),
+            ));
+        }
+        if !self.decisions.is_empty() {
+            return Err((
+                "decisions".into(),
+                "decisions inside task runs are not supported yet: a run that waits for a person suspends its attempt, and the scenario ends there".into(),
+            ));
+        }
+        if !self.faults.is_empty() {
+            return Err((
+                "faults".into(),
+                "faults do not apply to task runs: a worker that dies is a `crash` event in task.events".into(),
+            ));
+        }
+        Ok(())
+    }
+
     /// Presence with the documented default applied.
     pub fn presence(&self) -> Presence {
         self.presence.unwrap_or(match self.trigger.kind {
@@ -230,6 +268,11 @@ pub enum Turn {
     Clarify(String),
     /// `{"final": "text"}`.
     Final(String),
+    /// `{"submit": RESULT, "self_assessment": …}`: a task run submits its result (§13.4).
+    Submit {
+        result: Value,
+        self_assessment: Option<Value>,
+    },
 }
 
 fn empty_object() -> Value {
@@ -276,6 +319,13 @@ mod shapes {
     pub struct Final {
         #[serde(rename = "final")]
         pub text: String,
+    }
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Submit {
+        pub submit: Value,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub self_assessment: Option<Value>,
     }
     #[derive(Serialize, Deserialize)]
     #[serde(deny_unknown_fields)]
@@ -326,7 +376,7 @@ mod shapes {
 }
 
 /// Read a tagged object: `keys` lists the variant-identifying keys in priority order.
-fn tagged<'de, D: Deserializer<'de>>(
+pub(crate) fn tagged<'de, D: Deserializer<'de>>(
     d: D,
     what: &str,
     keys: &[&'static str],
@@ -347,7 +397,7 @@ fn tagged<'de, D: Deserializer<'de>>(
 }
 
 /// Deserialize the inner shape, keeping the inner field path in the message.
-fn inner<T: serde::de::DeserializeOwned, E: serde::de::Error>(
+pub(crate) fn inner<T: serde::de::DeserializeOwned, E: serde::de::Error>(
     v: Value,
     what: &str,
 ) -> Result<T, E> {
@@ -369,6 +419,7 @@ impl<'de> Deserialize<'de> for Turn {
                 "tool",
                 "clarify",
                 "final",
+                "submit",
             ],
         )?;
         Ok(match key {
@@ -396,6 +447,13 @@ impl<'de> Deserialize<'de> for Turn {
                 }
             }
             "clarify" => Turn::Clarify(inner::<shapes::Clarify, _>(v, "clarify turn")?.clarify),
+            "submit" => {
+                let s: shapes::Submit = inner(v, "submit turn")?;
+                Turn::Submit {
+                    result: s.submit,
+                    self_assessment: s.self_assessment,
+                }
+            }
             _ => Turn::Final(inner::<shapes::Final, _>(v, "final turn")?.text),
         })
     }
@@ -423,6 +481,14 @@ impl Serialize for Turn {
             .serialize(s),
             Turn::Clarify(q) => shapes::Clarify { clarify: q.clone() }.serialize(s),
             Turn::Final(t) => shapes::Final { text: t.clone() }.serialize(s),
+            Turn::Submit {
+                result,
+                self_assessment,
+            } => shapes::Submit {
+                submit: result.clone(),
+                self_assessment: self_assessment.clone(),
+            }
+            .serialize(s),
         }
     }
 }
@@ -591,7 +657,9 @@ impl Serialize for Fault {
 }
 
 /// Present-but-null stays distinguishable from absent (`outcome: null` while suspended).
-fn some<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+pub(crate) fn some<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<T>, D::Error> {
     T::deserialize(d).map(Some)
 }
 
@@ -641,6 +709,10 @@ pub struct Expect {
     pub max_executions: Option<IndexMap<String, u32>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claims: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<ExpectTask>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<ExpectTask>,
 }
 
 impl Expect {

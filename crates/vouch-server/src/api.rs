@@ -127,18 +127,40 @@ pub async fn get_journal(
     .await
 }
 
-/// The run's receipt (null until it has ended).
+/// The run's receipt (null until it has ended); with `?signed=true`, the receipt as a
+/// statement signed by the host's Ed25519 key (§16.1, the file `vouch verify` checks).
 #[utoipa::path(get, path = "/api/runs/{id}/receipt", tag = "runs",
-    params(("id" = String, Path, description = "run id")),
+    params(
+        ("id" = String, Path, description = "run id"),
+        ("signed" = Option<bool>, Query, description = "true: the signed receipt (vouch-signed-receipt/1) instead"),
+    ),
     responses(
-        (status = 200, body = ReceiptBody),
+        (status = 200, body = ReceiptBody, description = "the receipt; with signed=true a vouch-signed-receipt/1 object"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json", description = "not_ended: a signed receipt exists once the run has ended"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn get_receipt(
     State(s): State<AppState>,
     ApiPath(id): ApiPath<String>,
-) -> ApiResult<Json<ReceiptBody>> {
+    q: QueryMap,
+) -> ApiResult<axum::response::Response> {
+    use axum::response::IntoResponse;
+    let signed = match q.0.get("signed").map(String::as_str) {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(v) => {
+            return Err(ApiError::field(
+                "signed",
+                format!("`{v}`: expected true or false"),
+            ))
+        }
+    };
+    if signed {
+        return blocking(move || Ok(Json(crate::work::signed_receipt(&s, &id)?).into_response()))
+            .await;
+    }
     let store = s.store.clone();
     blocking(move || {
         let rec = run_record(store.as_ref(), &id)?;
@@ -147,7 +169,8 @@ pub async fn get_receipt(
             state: word(rec.state),
             outcome: rec.outcome.map(word),
             receipt: store.receipt(&id)?,
-        }))
+        })
+        .into_response())
     })
     .await
 }

@@ -7,13 +7,16 @@
 
 pub mod api;
 pub mod auth;
+pub mod console;
 pub mod dto;
 pub mod extract;
+pub mod mcp;
 pub mod metrics;
 pub mod openapi;
 pub mod problem;
 pub mod sse;
 pub mod tasks;
+pub mod work;
 
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
@@ -55,6 +58,10 @@ pub struct AppState {
     pub board: Option<Arc<dyn vouch_store::board::BoardStore>>,
     /// Permits for open event streams (`STREAMS_MAX`).
     pub streams: Arc<tokio::sync::Semaphore>,
+    /// The workers' side: identities, artifacts, task types (§13).
+    pub work: work::Work,
+    /// The web console's sessions and its hooks (presence, artifacts).
+    pub console: console::Console,
 }
 
 impl AppState {
@@ -67,6 +74,8 @@ impl AppState {
             poll_ms: 250,
             board: None,
             streams: Arc::new(tokio::sync::Semaphore::new(STREAMS_MAX)),
+            work: work::Work::default(),
+            console: console::Console::default(),
         }
     }
 }
@@ -107,23 +116,41 @@ pub fn router(state: AppState) -> Router {
             get(api::get_schedule).delete(api::remove_schedule),
         )
         .route("/api/doctor", get(api::doctor))
-        .route("/api/tasks", get(tasks::list_tasks))
         .route("/api/tasks/{id}", get(tasks::get_task))
         .route("/api/tasks/{id}/cancel", post(tasks::cancel_task))
+        // The board's workers and artifacts (§13), and MCP: one block.
+        .route("/api/tasks", get(tasks::list_tasks).post(tasks::offer_task))
+        .route("/api/tasks/claim-next", post(tasks::claim_next))
+        .route(
+            "/api/tasks/{id}/attempts/{n}/heartbeat",
+            post(tasks::heartbeat),
+        )
+        .route("/api/tasks/{id}/attempts/{n}/submit", post(tasks::submit))
+        .route("/api/tasks/{id}/attempts/{n}/fail", post(tasks::fail))
+        .route("/api/tasks/{id}/attempts/{n}/abort", post(tasks::abort))
+        .route(
+            "/api/artifacts/{cid}",
+            get(tasks::get_artifact).put(tasks::put_artifact),
+        )
+        .nest_service("/mcp", mcp::http_service(state.clone()))
         .route("/api/openapi.json", get(openapi::document))
+        .route("/api/measures", get(console::measures::api))
         .route("/metrics", get(metrics::render))
         .fallback(api::no_route)
         .method_not_allowed_fallback(api::method_not_allowed);
-    api.layer(axum::middleware::from_fn_with_state(
+    let api = api.layer(axum::middleware::from_fn_with_state(
         state.clone(),
         auth::require_token,
-    ))
-    .layer(axum::middleware::from_fn_with_state(
-        state.clone(),
-        metrics::count_requests,
-    ))
-    .layer(DefaultBodyLimit::max(REQUEST_BYTES_MAX))
-    .with_state(state)
+    ));
+    // The web console: its own sign-in (a session cookie), beside the token-guarded API.
+    console::router()
+        .merge(api)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            metrics::count_requests,
+        ))
+        .layer(DefaultBodyLimit::max(REQUEST_BYTES_MAX))
+        .with_state(state)
 }
 
 /// Serve until `shutdown` resolves.

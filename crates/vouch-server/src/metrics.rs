@@ -32,6 +32,8 @@ pub struct Metrics {
     /// Decisions taken through this server, by kind.
     decisions: Mutex<BTreeMap<&'static str, u64>>,
     ended: Mutex<HashMap<String, EndedFacts>>,
+    /// How long the board's claims through this server take (§13.2).
+    pub claim_latency: vouch_runtime::latency::Histogram,
 }
 
 impl Metrics {
@@ -145,6 +147,14 @@ pub async fn render(State(s): State<AppState>) -> ApiResult<Response> {
                 let _ = writeln!(t, "vouch_tasks{{state=\"{}\"}} {n}", st.as_str());
             }
         }
+        t.push_str(&vouch_runtime::latency::COMMIT_LATENCY.render(
+            "vouch_commit_latency_seconds",
+            "Durability-point commits of this process's host (one batch of journal events: one transaction).",
+        ));
+        t.push_str(&metrics.claim_latency.render(
+            "vouch_claim_latency_seconds",
+            "Claims of board tasks through this server (the one conditional update, §13.2).",
+        ));
         let _ = writeln!(t, "# HELP vouch_http_decisions_total Decisions taken through this server.\n# TYPE vouch_http_decisions_total counter");
         if let Ok(d) = metrics.decisions.lock() {
             for (k, v) in d.iter() {

@@ -2,7 +2,7 @@
 //! committed copy (`crates/vouch-server/openapi.json`) is checked against it by a test, so a
 //! change to the API shows in review.
 
-use crate::{api, dto, metrics, problem, sse, tasks};
+use crate::{api, console, dto, metrics, problem, sse, tasks, work};
 use axum::Json;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
@@ -33,6 +33,9 @@ impl Modify for BearerAuth {
         api::approvals, api::inbox, sse::inbox_events,
         api::list_schedules, api::add_schedule, api::get_schedule, api::remove_schedule,
         api::doctor, tasks::list_tasks, tasks::get_task, tasks::cancel_task,
+        tasks::offer_task, tasks::claim_next, tasks::heartbeat, tasks::submit, tasks::fail,
+        tasks::abort, tasks::put_artifact, tasks::get_artifact,
+        console::measures::api,
         document, metrics::render,
     ),
     components(schemas(
@@ -40,7 +43,10 @@ impl Modify for BearerAuth {
         dto::ReceiptBody, dto::CardBody, dto::ApproveBody, dto::EditBody, dto::AnswerBody,
         dto::RunResult, dto::EditResult, dto::InboxRun, dto::InboxBody, dto::ScheduleBody,
         dto::NewSchedule, dto::DestinationBody, dto::DoctorBody, tasks::TaskList,
-        tasks::TaskDetail,
+        tasks::TaskDetail, tasks::Offered, tasks::OfferBody, work::ClaimBody, work::ClaimResult,
+        work::HeartbeatBody, work::HeartbeatResult, work::SubmitBody, work::FailBody,
+        work::AbortBody, work::ReportResult, work::ArtifactPut,
+        tasks::TaskDetail, console::measures::MeasuresBody,
     )),
     modifiers(&BearerAuth),
     security(("bearer" = [])),

@@ -17,8 +17,10 @@ pub struct Problem {
     pub title: String,
     pub status: u16,
     pub detail: String,
-    /// Stable, machine-readable: unauthorized, not_found, conflict, invalid_field, bad_json,
-    /// unsupported_media_type, refused, read_only, unavailable, model_error, internal.
+    /// Stable, machine-readable: unauthorized, not_found, method_not_allowed, bad_json,
+    /// bad_query, bad_path, unsupported_media_type, invalid_field, hash_mismatch,
+    /// invalid_result, bad_signature, conflict, refused, not_ended, too_large, read_only,
+    /// not_supported, unavailable, model_error, internal (contract §17.1).
     pub code: String,
     /// The request field at fault, when one is.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -50,6 +52,11 @@ impl ApiError {
             detail: detail.into(),
             field: Some(field.into()),
         }
+    }
+    /// Name the request field at fault.
+    pub fn with_field(mut self, field: impl Into<String>) -> Self {
+        self.field = Some(field.into());
+        self
     }
     pub fn unauthorized(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::UNAUTHORIZED, "unauthorized", detail)
@@ -135,6 +142,13 @@ impl From<HostError> for ApiError {
             HostError::Store(s) => s.into(),
             // The host refuses a decision the run is not waiting for, or input it cannot use.
             HostError::Invalid(m) => ApiError::new(StatusCode::CONFLICT, "refused", m),
+            // The hash given matches no card of the delivery: bad input in `hash`.
+            HostError::WrongHash(m) => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "hash_mismatch",
+                format!("{m}; approve the hash shown on the card (GET /api/approvals)"),
+            )
+            .with_field("hash"),
             HostError::SlotTaken(m) => ApiError::new(
                 StatusCode::CONFLICT,
                 "conflict",

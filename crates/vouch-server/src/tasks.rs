@@ -1,16 +1,26 @@
-//! The task board's person-side routes (§13): list and read tasks with their attempts, and
-//! cancel one. Workers' routes (claim, heartbeat, report) need signed reports and come later.
+//! The task board's routes (§13): offer, list and read tasks with their attempts, cancel one;
+//! the workers' claim-next, heartbeat and signed reports; artifacts by content id. Each route
+//! parses its input and calls the shared operations in `work` on a blocking thread.
 
-use crate::extract::{ApiPath, QueryMap};
+use crate::extract::{ApiJson, ApiPath, QueryMap};
 use crate::problem::{ApiError, ApiResult, Problem};
+use crate::work::{
+    self, AbortBody, ArtifactPut, ClaimBody, ClaimResult, FailBody, HeartbeatBody, HeartbeatResult,
+    ReportResult, SubmitBody,
+};
 use crate::{blocking, AppState};
+use axum::body::Body;
 use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
 use serde_json::Value;
 use std::sync::Arc;
 use utoipa::ToSchema;
 use vouch_core::board::TaskState;
+use vouch_runtime::offer::TaskOffer;
+use vouch_store::board::AttemptRef;
 use vouch_store::board::{BoardStore, TaskFilter};
 
 /// Tasks one page lists at most.
@@ -136,4 +146,293 @@ pub async fn cancel_task(
         detail(board.as_ref(), &id).map(Json)
     })
     .await
+}
+
+/// A task to offer (§13.1): the CLI's `vouch task offer` with JSON names. Parsed as
+/// `vouch_runtime::offer::TaskOffer`; this type documents it (a test keeps them equal).
+#[derive(Debug, Clone, Serialize, serde::Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OfferBody {
+    /// `freeform`, `judge`, or a type registered in the home's `types/`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// What the task asks for, in words (the worker's prompt).
+    pub brief: String,
+    /// Validated against the type's input schema (default `{"brief": brief}`).
+    #[schema(value_type = Option<Object>)]
+    pub input: Option<Value>,
+    pub tags: Option<Vec<String>>,
+    /// Success criteria; the producer must self-assess against them.
+    #[schema(value_type = Option<Object>)]
+    pub criteria: Option<Value>,
+    /// 1–20 (default 1).
+    pub max_attempts: Option<u32>,
+    /// Claimable only once each of these tasks has an accepted output.
+    pub after: Option<Vec<String>>,
+    /// Runtime profiles allowed to claim (default: any).
+    pub profiles: Option<Vec<String>>,
+    /// Expire the task if nobody claimed it within this many seconds.
+    pub deadline_s: Option<i64>,
+    /// Default 300000.
+    pub lease_ms: Option<i64>,
+    /// Default 60000; shorter than the lease.
+    pub heartbeat_ms: Option<i64>,
+    /// Default 300000.
+    pub dispatch_timeout_ms: Option<i64>,
+    /// Default 7200000.
+    pub running_timeout_ms: Option<i64>,
+}
+
+/// The offered task and whether this request created it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Offered {
+    /// False when the `Idempotency-Key` was used before with the same request.
+    pub created: bool,
+    #[schema(value_type = Object)]
+    pub task: Value,
+}
+
+/// Offer a task on the board (§13.1). With `Idempotency-Key`, the same key and the same
+/// request return the same task (200); a different request under the key is 409.
+#[utoipa::path(post, path = "/api/tasks", tag = "tasks",
+    params(("Idempotency-Key" = Option<String>, Header, description = "the same key with the same request returns the same task")),
+    request_body = OfferBody,
+    responses(
+        (status = 201, body = Offered),
+        (status = 200, body = Offered, description = "the task this key created before"),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn offer_task(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    ApiJson(body): ApiJson<TaskOffer>,
+) -> ApiResult<Response> {
+    let key = match headers.get("idempotency-key") {
+        None => None,
+        Some(v) => Some(
+            v.to_str()
+                .map_err(|_| ApiError::field("Idempotency-Key", "the key must be visible ASCII"))?
+                .to_string(),
+        ),
+    };
+    blocking(move || {
+        let (created, task) = work::offer(&s, &body, key)?;
+        let status = if created {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        };
+        Ok((status, Json(Offered { created, task })).into_response())
+    })
+    .await
+}
+
+/// Claim the oldest claimable task matching the worker's filters (§13.2), signed by the
+/// worker's identity. `claimed: false` when nothing is claimable.
+#[utoipa::path(post, path = "/api/tasks/claim-next", tag = "workers",
+    request_body = ClaimBody,
+    responses(
+        (status = 200, body = ClaimResult),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json", description = "bad_signature: not signed by the claimant's key"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn claim_next(
+    State(s): State<AppState>,
+    ApiJson(body): ApiJson<ClaimBody>,
+) -> ApiResult<Json<ClaimResult>> {
+    blocking(move || work::claim_next(&s, &body).map(Json)).await
+}
+
+/// Keep the lease; the first heartbeat moves the task to `running`. Answers `cancelled`
+/// when the owner cancelled the task.
+#[utoipa::path(post, path = "/api/tasks/{id}/attempts/{n}/heartbeat", tag = "workers",
+    params(("id" = String, Path, description = "task id"), ("n" = u32, Path, description = "attempt number")),
+    request_body = HeartbeatBody,
+    responses(
+        (status = 200, body = HeartbeatResult),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json", description = "refused: not the live claimant, or the attempt ended"),
+    ))]
+pub async fn heartbeat(
+    State(s): State<AppState>,
+    ApiPath((id, n)): ApiPath<(String, u32)>,
+    ApiJson(body): ApiJson<HeartbeatBody>,
+) -> ApiResult<Json<HeartbeatResult>> {
+    blocking(move || work::heartbeat(&s, &id, n, &body).map(Json)).await
+}
+
+/// Submit the attempt's result, validated against the task type's output schema (§13.4);
+/// a malformed result is 422 `invalid_result` naming the path and costs one repair.
+#[utoipa::path(post, path = "/api/tasks/{id}/attempts/{n}/submit", tag = "workers",
+    params(("id" = String, Path, description = "task id"), ("n" = u32, Path, description = "attempt number")),
+    request_body = SubmitBody,
+    responses(
+        (status = 200, body = ReportResult),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn submit(
+    State(s): State<AppState>,
+    ApiPath((id, n)): ApiPath<(String, u32)>,
+    ApiJson(body): ApiJson<SubmitBody>,
+) -> ApiResult<Json<ReportResult>> {
+    blocking(move || work::submit(&s, &id, n, &body).map(Json)).await
+}
+
+/// Report the attempt failed; retried while attempts remain only when `retryable`.
+#[utoipa::path(post, path = "/api/tasks/{id}/attempts/{n}/fail", tag = "workers",
+    params(("id" = String, Path, description = "task id"), ("n" = u32, Path, description = "attempt number")),
+    request_body = FailBody,
+    responses(
+        (status = 200, body = ReportResult),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn fail(
+    State(s): State<AppState>,
+    ApiPath((id, n)): ApiPath<(String, u32)>,
+    ApiJson(body): ApiJson<FailBody>,
+) -> ApiResult<Json<ReportResult>> {
+    blocking(move || work::fail(&s, &id, n, &body).map(Json)).await
+}
+
+/// The worker stops: the attempt is aborted (always retryable, §13.3.1).
+#[utoipa::path(post, path = "/api/tasks/{id}/attempts/{n}/abort", tag = "workers",
+    params(("id" = String, Path, description = "task id"), ("n" = u32, Path, description = "attempt number")),
+    request_body = AbortBody,
+    responses(
+        (status = 200, body = ReportResult),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn abort(
+    State(s): State<AppState>,
+    ApiPath((id, n)): ApiPath<(String, u32)>,
+    ApiJson(body): ApiJson<AbortBody>,
+) -> ApiResult<Json<ReportResult>> {
+    blocking(move || work::abort(&s, &id, n, &body).map(Json)).await
+}
+
+/// Upload an output artifact of a live attempt (§13.5): the body's bytes must hash to `cid`;
+/// only the attempt's claimant may upload; 25 MiB at most (413 `too_large`).
+#[utoipa::path(put, path = "/api/artifacts/{cid}", tag = "workers",
+    params(
+        ("cid" = String, Path, description = "sha256: and 64 lowercase hex digits of the body's SHA-256"),
+        ("task" = String, Query, description = "the task of the live attempt"),
+        ("attempt" = u32, Query, description = "the attempt number"),
+        ("claimant" = String, Query, description = "the attempt's claimant"),
+        ("epoch" = i64, Query, description = "the lease epoch"),
+    ),
+    request_body(content = Vec<u8>, content_type = "application/octet-stream"),
+    responses(
+        (status = 201, body = ArtifactPut),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json"),
+        (status = 413, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn put_artifact(
+    State(s): State<AppState>,
+    ApiPath(cid): ApiPath<String>,
+    q: QueryMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let text = |k: &'static str| {
+        q.0.get(k)
+            .filter(|v| !v.is_empty())
+            .cloned()
+            .ok_or_else(|| {
+                ApiError::field(k, format!("give `{k}` of the live attempt in the query"))
+            })
+    };
+    let at = AttemptRef {
+        task_id: text("task")?,
+        n: q.number("attempt", 0, 1, u32::MAX as usize)? as u32,
+        claimant: text("claimant")?,
+        epoch: text("epoch")?
+            .parse()
+            .map_err(|_| ApiError::field("epoch", "`epoch` must be a whole number"))?,
+    };
+    if !q.0.contains_key("attempt") {
+        return Err(ApiError::field(
+            "attempt",
+            "give `attempt` of the live attempt in the query",
+        ));
+    }
+    let max = work::artifact_bytes_max(&s);
+    let bytes = axum::body::to_bytes(body, usize::try_from(max).unwrap_or(usize::MAX))
+        .await
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too_large",
+                format!(
+                    "the artifact is larger than the limit of {max} bytes; store less, or split it"
+                ),
+            )
+        })?;
+    blocking(move || {
+        let put = work::put_artifact(&s, &cid, &at, &bytes)?;
+        Ok((StatusCode::CREATED, Json(put)).into_response())
+    })
+    .await
+}
+
+/// An artifact's exact bytes, re-hashed on every read (a changed copy is never served).
+#[utoipa::path(get, path = "/api/artifacts/{cid}", tag = "workers",
+    params(("cid" = String, Path, description = "content id")),
+    responses(
+        (status = 200, description = "the bytes", content_type = "application/octet-stream"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn get_artifact(
+    State(s): State<AppState>,
+    ApiPath(cid): ApiPath<String>,
+) -> ApiResult<Response> {
+    blocking(move || {
+        let bytes = work::get_artifact(&s, &cid)?;
+        Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response())
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// The documented body and the parsed one take the same fields.
+    #[test]
+    fn the_documented_offer_is_the_parsed_offer() {
+        let full = serde_json::json!({
+            "type": "freeform", "brief": "b", "input": {"brief": "b"}, "tags": ["x"],
+            "criteria": ["c"], "max_attempts": 2, "after": [], "profiles": [],
+            "deadline_s": 60, "lease_ms": 1000, "heartbeat_ms": 100,
+            "dispatch_timeout_ms": 1000, "running_timeout_ms": 1000,
+        });
+        let doc: OfferBody = serde_json::from_value(full.clone()).unwrap();
+        let parsed: TaskOffer = serde_json::from_value(full.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&doc).unwrap(), full);
+        assert_eq!(parsed.max_attempts, 2);
+        let mut extra = full;
+        extra["colour"] = "red".into();
+        assert!(serde_json::from_value::<OfferBody>(extra.clone()).is_err());
+        assert!(serde_json::from_value::<TaskOffer>(extra).is_err());
+    }
 }

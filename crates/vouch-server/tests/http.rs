@@ -126,6 +126,16 @@ fn start_board(
     tmp: tempfile::TempDir,
     streams: usize,
 ) -> Server {
+    start_work(store, board, tmp, streams, |_| {})
+}
+
+fn start_work(
+    store: Arc<dyn Store>,
+    board: Option<Arc<dyn vouch_store::board::BoardStore>>,
+    tmp: tempfile::TempDir,
+    streams: usize,
+    configure: impl FnOnce(&mut vouch_server::AppState),
+) -> Server {
     for d in ["files", "surfaces", "drafts", "artifacts"] {
         std::fs::create_dir_all(tmp.path().join(d)).unwrap();
     }
@@ -154,6 +164,7 @@ fn start_board(
     state.board = board;
     state.poll_ms = 20;
     state.streams = Arc::new(tokio::sync::Semaphore::new(streams));
+    configure(&mut state);
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -324,6 +335,15 @@ fn routes(run: &str) -> Vec<(&'static str, String)> {
         ("GET", "/api/tasks".into()),
         ("GET", "/api/tasks/x".into()),
         ("POST", "/api/tasks/x/cancel".into()),
+        ("POST", "/api/tasks".into()),
+        ("POST", "/api/tasks/claim-next".into()),
+        ("POST", "/api/tasks/x/attempts/1/heartbeat".into()),
+        ("POST", "/api/tasks/x/attempts/1/submit".into()),
+        ("POST", "/api/tasks/x/attempts/1/fail".into()),
+        ("POST", "/api/tasks/x/attempts/1/abort".into()),
+        ("PUT", "/api/artifacts/x".into()),
+        ("GET", "/api/artifacts/x".into()),
+        ("GET", "/api/measures".into()),
         ("GET", "/api/openapi.json".into()),
         ("GET", "/metrics".into()),
         ("GET", "/no/such/route".into()),
@@ -476,7 +496,8 @@ fn an_approval_binds_to_its_hash_and_sends_once() {
     // A hash that matches no card is refused, and the detail names the card's hash.
     let p = s
         .post(&approve, json!({"hash": "0".repeat(64)}))
-        .problem(409, "refused");
+        .problem(422, "hash_mismatch");
+    assert_eq!(p["field"], "hash");
     assert!(p["detail"].as_str().unwrap().contains(&hash[..12]), "{p}");
     s.post(
         "/api/runs/nope/deliveries/d1/approve",
@@ -832,10 +853,15 @@ fn the_openapi_document_is_the_committed_one() {
         }
         let param = if path.starts_with("/api/tasks") {
             "/{id}"
+        } else if path.starts_with("/api/artifacts") {
+            "/{cid}"
         } else {
             "/{name}"
         };
-        let path = path.replace("/d1/", "/{delivery}/").replace("/x", param);
+        let path = path
+            .replace("/d1/", "/{delivery}/")
+            .replace("/attempts/1/", "/attempts/{n}/")
+            .replace("/x", param);
         assert!(
             served["paths"][&path][m.to_lowercase()].is_object(),
             "{m} {path} is not in the document"
@@ -885,9 +911,19 @@ fn metrics_count_runs_deliveries_and_requests_after_a_run() {
         "vouch_waiting 0",
         "vouch_http_decisions_total{decision=\"approve\"} 1",
         "vouch_http_requests_total{route=\"/api/runs/{id}/deliveries/{delivery}/approve\",status=\"200\"} 1",
+        "# TYPE vouch_commit_latency_seconds histogram",
+        "# TYPE vouch_claim_latency_seconds histogram",
     ] {
         assert!(m.lines().any(|l| l == line), "missing `{line}` in\n{m}");
     }
+    // The host committed its runs' journals: each commit is one observation.
+    let commits: u64 = m
+        .lines()
+        .find_map(|l| l.strip_prefix("vouch_commit_latency_seconds_count "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(commits >= 3, "{m}");
 }
 
 /// The same API on PostgreSQL: authentication and a read through the server.
@@ -1016,4 +1052,645 @@ fn tasks_are_listed_read_and_cancelled() {
         .problem(404, "not_found");
     s.call("GET", "/api/tasks", None, None)
         .problem(401, "unauthorized");
+}
+
+/// A home whose server has the board, identities, artifacts and the host's key, on SQLite or
+/// on PostgreSQL (a schema of its own, dropped with the returned guard).
+fn start_workers(artifact_bytes_max: u64) -> (Server, Arc<SqliteStore>) {
+    let tmp = tempfile::tempdir().unwrap();
+    let sqlite = Arc::new(SqliteStore::open(&tmp.path().join("vouch.db")).unwrap());
+    let s = start_workers_on(
+        sqlite.clone(),
+        sqlite.clone(),
+        sqlite.clone(),
+        tmp,
+        artifact_bytes_max,
+    );
+    (s, sqlite)
+}
+
+fn start_workers_on(
+    store: Arc<dyn Store>,
+    board: Arc<dyn vouch_store::board::BoardStore>,
+    ids: Arc<dyn vouch_store::IdentityStore>,
+    tmp: tempfile::TempDir,
+    artifact_bytes_max: u64,
+) -> Server {
+    let home = tmp.path().to_path_buf();
+    start_work(
+        store,
+        Some(board),
+        tmp,
+        vouch_server::STREAMS_MAX,
+        move |st| {
+            st.work.home = Some(home.clone());
+            st.work.identities = Some(ids);
+            st.work.artifacts = Some(Arc::new(vouch_artifacts::LocalStore::new(
+                &home.join("objects"),
+                artifact_bytes_max,
+            )));
+            st.work.artifact_bytes_max = artifact_bytes_max;
+        },
+    )
+}
+
+struct DropSchema(String, String);
+impl Drop for DropSchema {
+    fn drop(&mut self) {
+        if let Ok(mut c) = postgres::Client::connect(&self.0, postgres::NoTls) {
+            let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.1));
+        }
+    }
+}
+
+/// The workers' server on either backend, with its identity store.
+fn workers_on(
+    pg: bool,
+) -> (
+    Server,
+    Arc<dyn vouch_store::IdentityStore>,
+    Option<DropSchema>,
+) {
+    if !pg {
+        let (s, sqlite) = start_workers(1 << 20);
+        return (s, sqlite, None);
+    }
+    let url = std::env::var("VOUCH_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let schema = format!("vouch_test_workers_{}", std::process::id());
+    let guard = DropSchema(url.clone(), schema.clone());
+    let pgs = Arc::new(vouch_store_postgres::PostgresStore::open(&url, &schema).unwrap());
+    let s = start_workers_on(
+        pgs.clone(),
+        pgs.clone(),
+        pgs.clone(),
+        tempfile::tempdir().unwrap(),
+        1 << 20,
+    );
+    (s, pgs, Some(guard))
+}
+
+fn now_ms() -> i64 {
+    use vouch_runtime::clock::Clock;
+    SystemClock.now_ms()
+}
+
+/// The claim a worker signs, written out as the contract documents it (§13.6.2).
+fn claim_body(w: &vouch_identity::Identity, at_ms: i64) -> Value {
+    let policy = json!({"profile": "default", "context": "autonomous"});
+    let fingerprint =
+        vouch_artifacts::content_id(vouch_core::canonical_json(&policy).unwrap().as_bytes());
+    let statement = json!({"claim": {"claimant": w.name(), "task": null, "profile": "default", "policy_fingerprint": fingerprint, "at_ms": at_ms}});
+    json!({"claimant": w.name(), "at_ms": at_ms, "signature": w.sign(&statement).unwrap()})
+}
+
+/// A report statement signed by `w` (§13.6.2).
+fn report_sig(
+    w: &vouch_identity::Identity,
+    task: &str,
+    n: u32,
+    epoch: i64,
+    outcome: &str,
+    output: Option<&Value>,
+) -> String {
+    let output = output
+        .map(|r| vouch_artifacts::json_content_id(r).unwrap())
+        .map(Value::from)
+        .unwrap_or(Value::Null);
+    w.sign(&json!({"report": {"task": task, "attempt": n, "claimant": w.name(), "epoch": epoch, "outcome": outcome, "output": output, "run": null}}))
+        .unwrap()
+}
+
+#[test]
+fn tasks_are_offered_claimed_heartbeaten_and_reported_only_with_the_claimants_signature() {
+    workers_flow(false);
+}
+
+#[test]
+fn on_postgresql_workers_claim_and_report_over_http() {
+    workers_flow(true);
+}
+
+fn workers_flow(pg: bool) {
+    let (s, ids, _schema) = workers_on(pg);
+    let w1 = vouch_identity::Identity::from_secret("w1", &[1; 32]);
+    let w2 = vouch_identity::Identity::from_secret("w2", &[2; 32]);
+    ids.put_identity(&w1.record(1)).unwrap();
+    ids.put_identity(&w2.record(1)).unwrap();
+
+    // Offer, with an idempotency key: the same request returns the same task.
+    let offer = json!({"type": "freeform", "brief": "Summarise the notes", "max_attempts": 2});
+    let post_key = |body: &Value, key: &str| {
+        let agent = ureq::AgentBuilder::new().build();
+        let r = agent
+            .post(&format!("{}/api/tasks", s.base))
+            .set("Authorization", &format!("Bearer {SECRET}"))
+            .set("Idempotency-Key", key)
+            .set("Content-Type", "application/json")
+            .send_string(&body.to_string());
+        match r {
+            Ok(r) => (r.status(), r.into_string().unwrap()),
+            Err(ureq::Error::Status(c, r)) => (c, r.into_string().unwrap()),
+            Err(e) => panic!("{e}"),
+        }
+    };
+    let (code, body) = post_key(&offer, "k1");
+    assert_eq!(code, 201, "{body}");
+    let first: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(first["created"], true);
+    let task = first["task"]["id"].as_str().unwrap().to_string();
+    assert_eq!(first["task"]["state"], "queued");
+    let (code, body) = post_key(&offer, "k1");
+    assert_eq!(code, 200, "{body}");
+    let again: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (again["created"].clone(), again["task"]["id"].as_str()),
+        (json!(false), Some(task.as_str()))
+    );
+    let (code, body) = post_key(
+        &json!({"type": "freeform", "brief": "Something else"}),
+        "k1",
+    );
+    assert_eq!(code, 409, "{body}");
+    // Each bad field is named.
+    for (body, field) in [
+        (json!({"type": "poem", "brief": "x"}), "type"),
+        (json!({"type": "freeform", "brief": " "}), "brief"),
+        (
+            json!({"type": "freeform", "brief": "x", "lease_ms": 10, "heartbeat_ms": 10}),
+            "heartbeat_ms",
+        ),
+        (
+            json!({"type": "freeform", "brief": "x", "max_attempts": 0}),
+            "max_attempts",
+        ),
+        (
+            json!({"type": "freeform", "brief": "x", "input": {"brief": 5}}),
+            "input",
+        ),
+        (json!({"type": "freeform"}), "brief"),
+        (
+            json!({"type": "freeform", "brief": "x", "colour": "red"}),
+            "colour",
+        ),
+    ] {
+        let p = s
+            .post("/api/tasks", body.clone())
+            .problem(422, "invalid_field");
+        assert_eq!(p["field"], field, "{body}: {p}");
+    }
+
+    // A claim signed by another key, or far from the host's clock, is refused; nothing changes.
+    let mut forged = claim_body(&w1, now_ms());
+    forged["signature"] = claim_body(&w2, forged["at_ms"].as_i64().unwrap())["signature"].clone();
+    let p = s
+        .post("/api/tasks/claim-next", forged)
+        .problem(403, "bad_signature");
+    assert_eq!(p["field"], "signature");
+    assert!(p["detail"].as_str().unwrap().contains("\"claim\""), "{p}");
+    let p = s
+        .post(
+            "/api/tasks/claim-next",
+            claim_body(&w1, now_ms() - 3_600_000),
+        )
+        .problem(422, "invalid_field");
+    assert_eq!(p["field"], "at_ms");
+    assert_eq!(
+        s.get(&format!("/api/tasks/{task}")).json()["task"]["state"],
+        "queued"
+    );
+
+    let c = s.post("/api/tasks/claim-next", claim_body(&w1, now_ms()));
+    assert_eq!(c.status, 200, "{}", c.body);
+    let c = c.json();
+    assert_eq!(
+        (c["claimed"].clone(), c["task"]["id"].as_str()),
+        (json!(true), Some(task.as_str()))
+    );
+    let n = c["attempt"]["n"].as_u64().unwrap() as u32;
+    let epoch = c["attempt"]["epoch"].as_i64().unwrap();
+    assert_eq!(n, 1);
+    let none = s
+        .post("/api/tasks/claim-next", claim_body(&w2, now_ms()))
+        .json();
+    assert_eq!(none["claimed"], false, "{none}");
+
+    // Heartbeats: only the claimant, with its epoch.
+    let hb = format!("/api/tasks/{task}/attempts/{n}/heartbeat");
+    s.post(&hb, json!({"claimant": "w2", "epoch": epoch}))
+        .problem(409, "refused");
+    s.post(&hb, json!({"claimant": "w1", "epoch": epoch + 1}))
+        .problem(409, "refused");
+    let h = s.post(&hb, json!({"claimant": "w1", "epoch": epoch}));
+    assert_eq!(h.status, 200, "{}", h.body);
+    assert_eq!(h.json()["cancelled"], false);
+    assert_eq!(
+        s.get(&format!("/api/tasks/{task}")).json()["task"]["state"],
+        "running"
+    );
+    s.post(
+        "/api/tasks/nope/attempts/1/heartbeat",
+        json!({"claimant": "w1", "epoch": 1}),
+    )
+    .problem(404, "not_found");
+    s.post(&hb, json!({"claimant": "w1"}))
+        .problem(422, "invalid_field");
+
+    // Artifacts: the claimant's, hashed to their id.
+    let bytes = b"the summary, in full";
+    let cid = vouch_artifacts::content_id(bytes);
+    let put = |cid: &str, claimant: &str, body: &[u8]| {
+        let agent = ureq::AgentBuilder::new().build();
+        let r = agent
+            .put(&format!(
+                "{}/api/artifacts/{cid}?task={task}&attempt={n}&claimant={claimant}&epoch={epoch}",
+                s.base
+            ))
+            .set("Authorization", &format!("Bearer {SECRET}"))
+            .set("Content-Type", "application/octet-stream")
+            .send_bytes(body);
+        match r {
+            Ok(r) => (r.status(), r.into_string().unwrap()),
+            Err(ureq::Error::Status(c, r)) => (c, r.into_string().unwrap()),
+            Err(e) => panic!("{e}"),
+        }
+    };
+    let (code, body) = put(&cid, "w2", bytes);
+    assert_eq!(code, 409, "{body}");
+    let (code, body) = put(&vouch_artifacts::content_id(b"other"), "w1", bytes);
+    assert_eq!(code, 422, "{body}");
+    assert!(body.contains("\"field\":\"cid\""), "{body}");
+    let (code, body) = put("sha256:XYZ", "w1", bytes);
+    assert_eq!(code, 422, "{body}");
+    let (code, body) = put(&cid, "w1", bytes);
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(
+        s.get(&format!("/api/artifacts/{cid}")).body.as_bytes(),
+        bytes
+    );
+    s.get(&format!(
+        "/api/artifacts/{}",
+        vouch_artifacts::content_id(b"never")
+    ))
+    .problem(404, "not_found");
+    s.get("/api/artifacts/md5:abc")
+        .problem(422, "invalid_field");
+
+    // Submit: a malformed result names its path and costs a repair; a forged report changes
+    // nothing; the claimant's signed report completes the task.
+    let submit = format!("/api/tasks/{task}/attempts/{n}/submit");
+    let bad = json!({"summary": ""});
+    let p = s
+        .post(&submit, json!({"claimant": "w1", "epoch": epoch, "result": bad, "signature": report_sig(&w1, &task, n, epoch, "accepted", Some(&bad))}))
+        .problem(422, "invalid_result");
+    assert!(p["detail"].as_str().unwrap().contains("at /summary"), "{p}");
+    assert!(
+        p["detail"].as_str().unwrap().contains("3 repair(s) left"),
+        "{p}"
+    );
+    let result = json!({"summary": "Three notes, one decision.", "artifacts": [cid]});
+    let p = s
+        .post(&submit, json!({"claimant": "w1", "epoch": epoch, "result": result, "signature": report_sig(&w2, &task, n, epoch, "accepted", Some(&result))}))
+        .problem(403, "bad_signature");
+    assert!(p["detail"].as_str().unwrap().contains("\"report\""), "{p}");
+    assert_eq!(
+        s.get(&format!("/api/tasks/{task}")).json()["task"]["state"],
+        "running"
+    );
+    let done = s.post(&submit, json!({"claimant": "w1", "epoch": epoch, "result": result, "signature": report_sig(&w1, &task, n, epoch, "accepted", Some(&result))}));
+    assert_eq!(done.status, 200, "{}", done.body);
+    let done = done.json();
+    assert_eq!(done["task"]["state"], "completed");
+    assert_eq!(done["attempt"]["state"], "completed");
+    assert_eq!(
+        done["task"]["result_id"],
+        vouch_artifacts::json_content_id(&result).unwrap()
+    );
+    // A report after the attempt ended is refused and changes nothing.
+    s.post(&format!("/api/tasks/{task}/attempts/{n}/fail"), json!({"claimant": "w1", "epoch": epoch, "retryable": true, "reason": "late", "signature": report_sig(&w1, &task, n, epoch, "failed", None)}))
+        .problem(409, "refused");
+    assert_eq!(
+        s.get(&format!("/api/tasks/{task}")).json()["task"]["state"],
+        "completed"
+    );
+
+    // Abort (retryable, does not count) then fail (not retryable) ends the task failed.
+    let t2 = s
+        .post(
+            "/api/tasks",
+            json!({"type": "freeform", "brief": "Second", "max_attempts": 1}),
+        )
+        .json()["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let c = s
+        .post("/api/tasks/claim-next", claim_body(&w2, now_ms()))
+        .json();
+    let e2 = c["attempt"]["epoch"].as_i64().unwrap();
+    let a = s.post(&format!("/api/tasks/{t2}/attempts/1/abort"), json!({"claimant": "w2", "epoch": e2, "reason": "shutting down", "signature": report_sig(&w2, &t2, 1, e2, "aborted", None)}));
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.json()["task"]["state"], "queued");
+    let c = s
+        .post("/api/tasks/claim-next", claim_body(&w2, now_ms()))
+        .json();
+    assert_eq!(c["attempt"]["n"], 2, "{c}");
+    let e3 = c["attempt"]["epoch"].as_i64().unwrap();
+    let p = s.post(&format!("/api/tasks/{t2}/attempts/2/fail"), json!({"claimant": "w2", "epoch": e3, "retryable": false, "reason": " ", "signature": "00"}))
+        .problem(422, "invalid_field");
+    assert_eq!(p["field"], "reason");
+    let f = s.post(&format!("/api/tasks/{t2}/attempts/2/fail"), json!({"claimant": "w2", "epoch": e3, "retryable": false, "reason": "cannot read the notes", "signature": report_sig(&w2, &t2, 2, e3, "failed", None)}));
+    assert_eq!(f.status, 200, "{}", f.body);
+    assert_eq!(f.json()["task"]["state"], "failed");
+
+    let m = s.get("/metrics").body;
+    assert!(
+        m.lines()
+            .any(|l| l == "vouch_claim_latency_seconds_count 4"),
+        "{m}"
+    );
+}
+
+#[test]
+fn an_artifact_over_the_limit_is_413_and_nothing_is_stored() {
+    let (s, sqlite) = start_workers(16);
+    let w1 = vouch_identity::Identity::from_secret("w1", &[1; 32]);
+    use vouch_store::IdentityStore as _;
+    sqlite.put_identity(&w1.record(1)).unwrap();
+    let task = s
+        .post("/api/tasks", json!({"type": "freeform", "brief": "x"}))
+        .json()["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let c = s
+        .post("/api/tasks/claim-next", claim_body(&w1, now_ms()))
+        .json();
+    let epoch = c["attempt"]["epoch"].as_i64().unwrap();
+    let bytes = [7u8; 17];
+    let cid = vouch_artifacts::content_id(&bytes);
+    let agent = ureq::AgentBuilder::new().build();
+    let r = agent
+        .put(&format!(
+            "{}/api/artifacts/{cid}?task={task}&attempt=1&claimant=w1&epoch={epoch}",
+            s.base
+        ))
+        .set("Authorization", &format!("Bearer {SECRET}"))
+        .send_bytes(&bytes);
+    let Err(ureq::Error::Status(413, r)) = r else {
+        panic!("expected 413");
+    };
+    assert_eq!(r.content_type(), "application/problem+json");
+    assert!(r.into_string().unwrap().contains("\"code\":\"too_large\""));
+    s.get(&format!("/api/artifacts/{cid}"))
+        .problem(404, "not_found");
+}
+
+#[test]
+fn a_signed_receipt_is_served_once_the_run_has_ended_and_verifies_offline() {
+    let (s, _) = start_workers(1 << 20);
+    let run = s.save_run(1);
+    s.host.store.flush().unwrap();
+    let r = s.get(&format!("/api/runs/{run}/receipt?signed=true"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let parsed = vouch_identity::receipt::parse(&r.body).unwrap();
+    assert!(
+        vouch_identity::receipt::check_offline(&parsed).ok,
+        "{}",
+        r.body
+    );
+    assert_eq!(r.json()["run"], run.as_str());
+    assert_eq!(r.json()["outcome"], "succeeded");
+    let hook = hook();
+    let waiting = s.send_run(&hook);
+    s.get(&format!("/api/runs/{waiting}/receipt?signed=true"))
+        .problem(409, "not_ended");
+    s.get("/api/runs/nope/receipt?signed=true")
+        .problem(404, "not_found");
+    let p = s
+        .get(&format!("/api/runs/{run}/receipt?signed=maybe"))
+        .problem(422, "invalid_field");
+    assert_eq!(p["field"], "signed");
+}
+
+/// The MCP tools in process (the Python SDK drives them over stdio and HTTP in vouch-cli's
+/// tests): an agent's run is under the contract and waits between calls.
+#[test]
+fn an_agents_run_over_mcp_waits_for_the_person_and_is_never_finished_for_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sqlite = Arc::new(SqliteStore::open(&tmp.path().join("vouch.db")).unwrap());
+    let captured: Arc<Mutex<Option<vouch_server::AppState>>> = Arc::new(Mutex::new(None));
+    let c = captured.clone();
+    let home = tmp.path().to_path_buf();
+    let ids = sqlite.clone();
+    let s = start_work(
+        sqlite.clone(),
+        Some(sqlite.clone()),
+        tmp,
+        vouch_server::STREAMS_MAX,
+        move |st| {
+            st.work.home = Some(home);
+            st.work.identities = Some(ids);
+            *c.lock().unwrap() = Some(st.clone());
+        },
+    );
+    let mcp = vouch_server::mcp::VouchMcp {
+        state: captured.lock().unwrap().clone().unwrap(),
+        signer: None,
+        via: "test",
+    };
+    let hook = hook();
+    let d = mcp
+        .call(
+            "declare",
+            &json!({"title": "Post to the hook", "deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "webhook", "address": hook.url}}]}),
+        )
+        .unwrap();
+    assert_eq!(d["ok"], true, "{d}");
+    let run = d["run"].as_str().unwrap().to_string();
+    // Between calls the run waits for the agent, unleased; start-up reconciliation leaves it.
+    assert_eq!(
+        s.get(&format!("/api/runs/{run}")).json()["run"]["state"],
+        "suspended"
+    );
+    assert!(s.host.boot().unwrap().is_empty());
+    let r = mcp
+        .call(
+            "deliver",
+            &json!({"run": run, "delivery": "d9", "payload": {"text": "x"}}),
+        )
+        .unwrap();
+    assert_eq!(r["ok"], false, "an undeclared item is rejected: {r}");
+    // Sending cannot be undone: it waits for the person, whatever the agent says.
+    let r = mcp
+        .call(
+            "deliver",
+            &json!({"run": run, "delivery": "d1", "payload": {"text": "hello"}}),
+        )
+        .unwrap();
+    assert!(r["waiting"].is_string(), "{r}");
+    assert_eq!(*hook.hits.lock().unwrap(), 0);
+    let e = mcp
+        .call("finish", &json!({"run": run, "text": "done"}))
+        .unwrap_err();
+    assert_eq!(e.code, "refused", "{e:?}");
+    assert!(e.detail.contains("waits for the person"), "{e:?}");
+    let st = mcp.call("run_status", &json!({"run": run})).unwrap();
+    let hash = st["open_cards"][0]["payload_hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let a = s.post(
+        &format!("/api/runs/{run}/deliveries/d1/approve"),
+        json!({"hash": hash}),
+    );
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(
+        a.json()["state"],
+        "suspended",
+        "back to the agent: {}",
+        a.body
+    );
+    assert_eq!(*hook.hits.lock().unwrap(), 1);
+    let st = mcp.call("run_status", &json!({"run": run})).unwrap();
+    assert_eq!(st["deliveries"][0]["status"], "verified", "{st}");
+    // The one question: the person's answer is there for the agent.
+    let q = mcp
+        .call("clarify", &json!({"run": run, "question": "Which day?"}))
+        .unwrap();
+    assert!(q["waiting"].is_string(), "{q}");
+    let a = s.post(
+        &format!("/api/runs/{run}/answer"),
+        json!({"text": "Friday"}),
+    );
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(
+        mcp.call("run_status", &json!({"run": run})).unwrap()["answer"],
+        "Friday"
+    );
+    let f = mcp
+        .call("finish", &json!({"run": run, "text": "Posted."}))
+        .unwrap();
+    assert_eq!(f["ended"], "succeeded", "{f}");
+    assert!(f["receipt"].as_str().unwrap().contains("webhook"), "{f}");
+    assert_eq!(*hook.hits.lock().unwrap(), 1, "sent exactly once");
+    let e = mcp
+        .call(
+            "deliver",
+            &json!({"run": run, "delivery": "d1", "payload": {"text": "again"}}),
+        )
+        .unwrap_err();
+    assert_eq!(e.code, "refused");
+    // Only an agent's own runs, and only runs that exist.
+    let own = s.save_run(1);
+    let e = mcp
+        .call(
+            "deliver",
+            &json!({"run": own, "delivery": "d1", "payload": {"text": "x"}}),
+        )
+        .unwrap_err();
+    assert_eq!(e.code, "refused", "{e:?}");
+    let e = mcp.call("finish", &json!({"run": "nope"})).unwrap_err();
+    assert_eq!(e.code, "not_found");
+    let e = mcp.call("declare", &json!({"deliveries": []})).unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("title"));
+    // An agent that goes silent: the person cancels; nothing reports it finished.
+    let d = mcp
+        .call(
+            "declare",
+            &json!({"title": "Left behind", "deliveries": []}),
+        )
+        .unwrap();
+    let left = d["run"].as_str().unwrap();
+    let c = s.post(&format!("/api/runs/{left}/cancel"), json!({}));
+    assert_eq!(c.status, 200, "{}", c.body);
+    assert_eq!(c.json()["state"], "ended");
+    let e = mcp
+        .call(
+            "task_continue",
+            &json!({"task": "t", "instructions": "more"}),
+        )
+        .unwrap_err();
+    assert_eq!((e.status.as_u16(), e.code), (501, "not_supported"));
+}
+
+/// A worker agent over MCP does its attempt as a vouch run (trigger `task`): the report
+/// carries that run's receipt and the host's own count of its turns (§13.1, §13.7).
+#[test]
+fn an_mcp_workers_attempt_runs_as_a_task_run_whose_receipt_goes_with_the_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sqlite = Arc::new(SqliteStore::open(&tmp.path().join("vouch.db")).unwrap());
+    let w = Arc::new(vouch_identity::Identity::from_secret("agent-1", &[9; 32]));
+    use vouch_store::IdentityStore as _;
+    sqlite.put_identity(&w.record(1)).unwrap();
+    let captured: Arc<Mutex<Option<vouch_server::AppState>>> = Arc::new(Mutex::new(None));
+    let c = captured.clone();
+    let ids = sqlite.clone();
+    let _s = start_work(
+        sqlite.clone(),
+        Some(sqlite.clone()),
+        tmp,
+        vouch_server::STREAMS_MAX,
+        move |st| {
+            st.work.identities = Some(ids);
+            *c.lock().unwrap() = Some(st.clone());
+        },
+    );
+    let mcp = vouch_server::mcp::VouchMcp {
+        state: captured.lock().unwrap().clone().unwrap(),
+        signer: Some(w),
+        via: "test",
+    };
+    let task = mcp
+        .call(
+            "task_offer",
+            &json!({"type": "freeform", "brief": "Summarise"}),
+        )
+        .unwrap()["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let claim = mcp.call("task_claim", &json!({})).unwrap();
+    assert_eq!(claim["task"]["id"], task.as_str(), "{claim}");
+    let (n, epoch) = (
+        claim["attempt"]["n"].clone(),
+        claim["attempt"]["epoch"].clone(),
+    );
+    let d = mcp
+        .call("declare", &json!({"task": task, "deliveries": []}))
+        .unwrap();
+    let run = d["run"].as_str().unwrap().to_string();
+    let rec = mcp.state.store.run(&run).unwrap().unwrap();
+    assert_eq!(rec.trigger, vouch_core::TriggerKind::Task);
+    let f = mcp
+        .call("finish", &json!({"run": run, "text": "done"}))
+        .unwrap();
+    assert!(f["ended"].is_string(), "{f}");
+    // This server signs only as its own worker: another claimant must sign for itself.
+    let e = mcp
+        .call(
+            "task_submit",
+            &json!({"task": task, "attempt": n, "epoch": epoch, "claimant": "someone-else", "result": {"summary": "x"}}),
+        )
+        .unwrap_err();
+    assert_eq!(
+        (e.code, e.field.as_deref()),
+        ("invalid_field", Some("signature")),
+        "{e:?}"
+    );
+    let done = mcp
+        .call(
+            "task_submit",
+            &json!({"task": task, "attempt": n, "epoch": epoch, "run": run, "result": {"summary": "Summarised."}}),
+        )
+        .unwrap();
+    assert_eq!(done["task"]["state"], "completed", "{done}");
+    assert_eq!(done["attempt"]["run_id"], run.as_str());
+    assert!(done["attempt"]["detail"]["receipt"]
+        .as_str()
+        .is_some_and(|r| r.contains(&run)));
+    assert!(
+        done["attempt"]["usage"]["turns"].as_i64().unwrap() >= 2,
+        "{done}"
+    );
 }

@@ -1018,6 +1018,18 @@ impl Store for PostgresStore {
         )
     }
 
+    fn journal_since(&self, run_id: &str, after_seq: i64) -> StoreResult<Vec<JournalEntry>> {
+        rows(
+            self.query(
+                &format!(
+                    "SELECT {JOURNAL_COLS} FROM journal WHERE run_id = $1 AND seq > $2 ORDER BY seq"
+                ),
+                &[&run_id, &after_seq],
+            )?,
+            journal_row,
+        )
+    }
+
     fn verify(&self) -> StoreResult<VerifyReport> {
         let mut conn = self.pool.get()?;
         let mut report = VerifyReport {

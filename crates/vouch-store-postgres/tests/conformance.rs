@@ -115,18 +115,40 @@ fn sqlstate(e: &postgres::Error) -> String {
     e.code().map(|c| c.code().to_string()).unwrap_or_default()
 }
 
-#[test]
-fn conformance_suite() {
-    let schema = TestSchema::new();
-    let open = || -> Arc<dyn Store> { Arc::new(schema.open()) };
-    vouch_store::conformance::run_all(&open);
+/// A fresh schema: the guard (dropped with the test) and an opener over it.
+fn fresh<T: ?Sized>(as_dyn: fn(PostgresStore) -> Arc<T>) -> (Arc<TestSchema>, impl Fn() -> Arc<T>) {
+    let schema = Arc::new(TestSchema::new());
+    let s = schema.clone();
+    (schema, move || as_dyn(s.open()))
+}
+
+/// The shared storage suite, one test per check.
+mod shared {
+    use super::*;
+    vouch_store::store_conformance_tests!(fresh(|s| Arc::new(s) as Arc<dyn Store>));
+}
+
+/// The shared board suite, one test per check.
+mod board {
+    use super::*;
+    vouch_store::board_conformance_tests!(fresh(
+        |s| Arc::new(s) as Arc<dyn vouch_store::board::BoardStore>
+    ));
+}
+
+/// The shared identity suite, one test per check.
+mod identity {
+    use super::*;
+    vouch_store::identity_conformance_tests!(fresh(
+        |s| Arc::new(s) as Arc<dyn vouch_store::IdentityStore>
+    ));
 }
 
 #[test]
-fn board_conformance_suite() {
+fn the_schema_refuses_to_rewrite_an_ended_attempt() {
     let schema = TestSchema::new();
     let open = || -> Arc<dyn vouch_store::board::BoardStore> { Arc::new(schema.open()) };
-    vouch_store::board_conformance::run_all(&open);
+    vouch_store::board_conformance::heartbeat_report_and_late_words(&open);
     // The schema itself refuses to rewrite an ended attempt, whoever writes.
     let mut c = admin();
     let err = c
@@ -399,13 +421,6 @@ fn a_small_pool_still_serves_many_threads() {
 }
 
 #[test]
-fn identity_conformance_suite() {
-    let schema = TestSchema::new();
-    let open = || -> Arc<dyn vouch_store::IdentityStore> { Arc::new(schema.open()) };
-    vouch_store::identity_conformance::run_all(&open);
-}
-
-#[test]
 fn the_schema_keeps_identities_immutable_and_the_diary_append_only() {
     use vouch_store::{DiaryEntry, IdentityRecord, IdentityStore, GENESIS_HASH};
     let schema = TestSchema::new();
@@ -444,4 +459,40 @@ fn the_schema_keeps_identities_immutable_and_the_diary_append_only() {
         let e = raw.batch_execute(sql).expect_err(sql);
         assert_eq!(sqlstate(&e), state, "{sql}: {e}");
     }
+}
+
+/// §8.2: the ledger follows its state machine for generated sequences of intents and
+/// outcomes (each case in its own key space of one store).
+#[test]
+fn the_ledger_follows_its_state_machine_for_any_sequence() {
+    use proptest::prelude::*;
+    use vouch_store::conformance::{ledger_follows_its_state_machine, LedgerOp};
+    use vouch_store::LedgerState;
+    let schema = TestSchema::new();
+    let store = schema.open();
+    let op = prop_oneof![
+        (0u8..3).prop_map(LedgerOp::Intend),
+        (
+            0u8..3,
+            prop::sample::select(vec![
+                LedgerState::Done,
+                LedgerState::Failed,
+                LedgerState::Unknown,
+                LedgerState::Intended,
+            ])
+        )
+            .prop_map(|(k, s)| LedgerOp::Settle(k, s)),
+    ];
+    let case = std::sync::atomic::AtomicUsize::new(0);
+    let mut runner = proptest::test_runner::TestRunner::new(proptest::test_runner::Config {
+        cases: 48,
+        ..Default::default()
+    });
+    runner
+        .run(&prop::collection::vec(op, 1..24), |ops| {
+            let n = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            ledger_follows_its_state_machine(&store, &format!("case{n}"), &ops);
+            Ok(())
+        })
+        .unwrap();
 }

@@ -127,30 +127,6 @@ fn open_conn(path: &Path) -> StoreResult<Connection> {
     Ok(conn)
 }
 
-/// Why the existing store file at `path` cannot be written, if it cannot.
-///
-/// The probe goes through SQLite, never a plain `open`/`close` of the file: POSIX drops
-/// every lock a process holds on a file when it closes *any* descriptor of it, so a plain
-/// probe by a process that already has this store open (a worker opening the home's host
-/// beside its board) silently released that store's WAL locks; the next other process to
-/// close its connection then found itself "last", checkpointed and deleted the `-wal` and
-/// `-shm` files, and this process went on writing into unlinked files nobody else reads
-/// (a cancel it never heard, an abort nobody saw). SQLite keeps such a descriptor open
-/// until the inode's locks are gone, and falls back to read-only by itself when the file
-/// or its file system refuses writing.
-fn write_protected(path: &Path) -> Option<String> {
-    use rusqlite::{DatabaseName, OpenFlags};
-    if !path.is_file() {
-        return None;
-    }
-    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let conn = Connection::open_with_flags(path, flags).ok()?;
-    conn.is_readonly(DatabaseName::Main)
-        .ok()
-        .filter(|ro| *ro)
-        .map(|_| format!("{} cannot be written", path.display()))
-}
-
 /// How the reader pool opens one more connection.
 type Opener = Box<dyn Fn() -> StoreResult<Connection> + Send + Sync>;
 
@@ -311,12 +287,38 @@ impl SqliteStore {
             return Err(corrupt_hint(path, "it is a folder"));
         }
         // A write-protected file (or file system) is a read-only home, not a damaged one.
-        if let Some(why) = write_protected(path) {
-            return Self::open_read_only(path, &why);
-        }
+        // SQLite says so itself (it opens such a file read-only). The file is never opened
+        // and closed beside SQLite while the home may be writable: closing any descriptor of
+        // the database file drops every POSIX lock this process holds on it, including the
+        // shared locks of stores already open here (`vouch serve` opens two), and then another
+        // process's last close deletes the WAL under them — they would read a stale snapshot
+        // forever after.
         let wconn = match open_conn(path) {
+            Ok(c) if c.is_readonly(rusqlite::DatabaseName::Main).unwrap_or(false) => {
+                drop(c);
+                return Self::open_read_only(
+                    path,
+                    &format!("{} cannot be written", path.display()),
+                );
+            }
             Ok(c) => c,
             Err(e) => {
+                // Nothing of this store is open yet: probing the file is safe here.
+                if let Err(pe) = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(path)
+                {
+                    if path.exists()
+                        && (pe.kind() == std::io::ErrorKind::PermissionDenied
+                            || pe.kind() == std::io::ErrorKind::ReadOnlyFilesystem)
+                    {
+                        return Self::open_read_only(
+                            path,
+                            &format!("{} cannot be written ({pe})", path.display()),
+                        );
+                    }
+                }
                 // The folder may be write-protected (no room for the WAL files): read-only.
                 let dir_locked = path
                     .parent()
@@ -1068,6 +1070,20 @@ impl Store for SqliteStore {
                 ))
                 .map_err(db_err)?;
             let rows = st.query_map([run_id], journal_row).map_err(db_err)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
+        })
+    }
+
+    fn journal_since(&self, run_id: &str, after_seq: i64) -> StoreResult<Vec<JournalEntry>> {
+        self.read(|c| {
+            let mut st = c
+                .prepare(&format!(
+                    "SELECT {JOURNAL_COLS} FROM journal WHERE run_id = ?1 AND seq > ?2 ORDER BY seq"
+                ))
+                .map_err(db_err)?;
+            let rows = st
+                .query_map(params![run_id, after_seq], journal_row)
+                .map_err(db_err)?;
             rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
         })
     }

@@ -7,20 +7,40 @@ use std::sync::Arc;
 use vouch_store::{EventKind, NewEvent, NewRun, Store, StoreError};
 use vouch_store_sqlite::SqliteStore;
 
-#[test]
-fn the_shared_suite() {
+/// A fresh store in its own folder: the guard (the folder) and an opener over it.
+fn fresh<T: ?Sized>(as_dyn: fn(SqliteStore) -> Arc<T>) -> (tempfile::TempDir, impl Fn() -> Arc<T>) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("vouch.db");
-    vouch_store::conformance::run_all(&|| {
-        Arc::new(SqliteStore::open(&path).unwrap()) as Arc<dyn Store>
-    });
+    (dir, move || as_dyn(SqliteStore::open(&path).unwrap()))
+}
+
+/// The shared storage suite, one test per check.
+mod shared {
+    use super::*;
+    vouch_store::store_conformance_tests!(fresh(|s| Arc::new(s) as Arc<dyn Store>));
+}
+
+/// The shared board suite, one test per check.
+mod board {
+    use super::*;
+    vouch_store::board_conformance_tests!(fresh(
+        |s| Arc::new(s) as Arc<dyn vouch_store::board::BoardStore>
+    ));
+}
+
+/// The shared identity suite, one test per check.
+mod identity {
+    use super::*;
+    vouch_store::identity_conformance_tests!(fresh(
+        |s| Arc::new(s) as Arc<dyn vouch_store::IdentityStore>
+    ));
 }
 
 #[test]
-fn the_board_suite() {
+fn the_schema_refuses_to_rewrite_an_ended_attempt() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("vouch.db");
-    vouch_store::board_conformance::run_all(&|| {
+    vouch_store::board_conformance::heartbeat_report_and_late_words(&|| {
         Arc::new(SqliteStore::open(&path).unwrap()) as Arc<dyn vouch_store::board::BoardStore>
     });
     // The schema itself refuses to rewrite an ended attempt, whoever writes.
@@ -357,15 +377,6 @@ fn bodies_hash_as_they_read_back_floats_included() {
 }
 
 #[test]
-fn the_shared_identity_suite() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("vouch.db");
-    vouch_store::identity_conformance::run_all(&|| {
-        Arc::new(SqliteStore::open(&path).unwrap()) as Arc<dyn vouch_store::IdentityStore>
-    });
-}
-
-#[test]
 fn diary_and_identities_refuse_edits_in_the_schema() {
     use vouch_store::{DiaryEntry, IdentityRecord, IdentityStore, GENESIS_HASH};
     let dir = tempfile::tempdir().unwrap();
@@ -402,4 +413,40 @@ fn diary_and_identities_refuse_edits_in_the_schema() {
             "the schema must refuse: {sql}"
         );
     }
+}
+
+/// §8.2: the ledger follows its state machine for generated sequences of intents and
+/// outcomes (each case in its own key space of one store).
+#[test]
+fn the_ledger_follows_its_state_machine_for_any_sequence() {
+    use proptest::prelude::*;
+    use vouch_store::conformance::{ledger_follows_its_state_machine, LedgerOp};
+    use vouch_store::LedgerState;
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("vouch.db")).unwrap();
+    let op = prop_oneof![
+        (0u8..3).prop_map(LedgerOp::Intend),
+        (
+            0u8..3,
+            prop::sample::select(vec![
+                LedgerState::Done,
+                LedgerState::Failed,
+                LedgerState::Unknown,
+                LedgerState::Intended,
+            ])
+        )
+            .prop_map(|(k, s)| LedgerOp::Settle(k, s)),
+    ];
+    let case = std::sync::atomic::AtomicUsize::new(0);
+    let mut runner = proptest::test_runner::TestRunner::new(proptest::test_runner::Config {
+        cases: 48,
+        ..Default::default()
+    });
+    runner
+        .run(&prop::collection::vec(op, 1..24), |ops| {
+            let n = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            ledger_follows_its_state_machine(&store, &format!("case{n}"), &ops);
+            Ok(())
+        })
+        .unwrap();
 }

@@ -10,21 +10,39 @@ use vouch_core::board::{AttemptState, Condition, TaskState};
 
 pub type BoardOpener<'a> = &'a dyn Fn() -> Arc<dyn BoardStore>;
 
-pub fn run_all(open: BoardOpener<'_>) {
-    offer_and_idempotency(open);
-    claim_order_and_filters(open);
-    heartbeat_report_and_late_words(open);
-    retries_make_new_attempts(open);
-    cancel_wins(open);
-    sweeper_clocks_deadlines_and_conditions(open);
-    suspended_attempts_resume_first(open);
-    aborts_are_retryable(open);
-    judge_excludes_the_producer(open);
-    durable_across_reopen(open);
-    racing_claimants_get_each_task_once(open);
-    cancel_races_report(open);
-    measures_count_by_cohort(open);
-    signatures_are_verified(open);
+/// One `#[test]` per check of this suite, each on a fresh store, so a backend's test run
+/// names the rule that broke. `$fresh` is an expression giving `(guard, opener)`: the guard
+/// keeps the store's place (a folder, a schema) alive until the test ends; the opener opens
+/// the store over the same data each time it is called.
+#[macro_export]
+macro_rules! board_conformance_tests {
+    ($fresh:expr) => {
+        $crate::board_conformance_tests!(@each $fresh;
+            offer_and_idempotency,
+            claim_order_and_filters,
+            heartbeat_report_and_late_words,
+            retries_make_new_attempts,
+            cancel_wins,
+            sweeper_clocks_deadlines_and_conditions,
+            suspended_attempts_resume_first,
+            aborts_are_retryable,
+            judge_excludes_the_producer,
+            durable_across_reopen,
+            racing_claimants_get_each_task_once,
+            cancel_races_report,
+            measures_count_by_cohort,
+            signatures_are_verified
+        );
+    };
+    (@each $fresh:expr; $($check:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $check() {
+                let (_guard, open) = $fresh;
+                $crate::board_conformance::$check(&open);
+            }
+        )*
+    };
 }
 
 pub fn new_task(id: &str, max_attempts: u32, at: i64) -> NewTask {

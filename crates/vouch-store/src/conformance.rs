@@ -1,6 +1,7 @@
 //! One storage test suite for every backend (enable the `conformance` feature). A backend's
-//! test calls [`run_all`] with a function that opens its store over the same data each time
-//! (so reopening shows what was durable). Panics describe the first broken rule.
+//! tests invoke [`store_conformance_tests!`] with a function giving a fresh store's guard and an
+//! opener over the same data each time (so reopening shows what was durable): one `#[test]`
+//! per check. Panics describe the broken rule.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::*;
@@ -10,23 +11,42 @@ use vouch_core::{EndedBy, Outcome, RunState, TriggerKind};
 
 pub type Opener<'a> = &'a dyn Fn() -> Arc<dyn Store>;
 
-pub fn run_all(open: Opener<'_>) {
-    chains_are_gap_free_and_verify(open);
-    one_terminal_event_per_run(open);
-    ledger_rules(open);
-    cards_supersede_and_decide(open);
-    slots_are_consumed_once(open);
-    outbox_is_deduplicated_and_marked(open);
-    leases_and_orphans(open);
-    runs_are_born_leased(open);
-    durable_across_reopen(open);
-    concurrent_appends_keep_chains(open);
-    schedules_crud(open);
-    ended_runs_are_closed(open);
-    races_have_one_winner(open);
-    batches_commit_together(open);
-    lookups_cost_what_is_open(open);
-    api_tokens(open);
+/// One `#[test]` per check of this suite, each on a fresh store, so a backend's test run
+/// names the rule that broke. `$fresh` is an expression giving `(guard, opener)`: the guard
+/// keeps the store's place (a folder, a schema) alive until the test ends; the opener opens
+/// the store over the same data each time it is called.
+#[macro_export]
+macro_rules! store_conformance_tests {
+    ($fresh:expr) => {
+        $crate::store_conformance_tests!(@each $fresh;
+            chains_are_gap_free_and_verify,
+            one_terminal_event_per_run,
+            ledger_rules,
+            cards_supersede_and_decide,
+            slots_are_consumed_once,
+            outbox_is_deduplicated_and_marked,
+            leases_and_orphans,
+            runs_are_born_leased,
+            durable_across_reopen,
+            concurrent_appends_keep_chains,
+            schedules_crud,
+            ended_runs_are_closed,
+            races_have_one_winner,
+            batches_commit_together,
+            lookups_cost_what_is_open,
+            api_tokens,
+            journal_since_reads_the_tail
+        );
+    };
+    (@each $fresh:expr; $($check:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $check() {
+                let (_guard, open) = $fresh;
+                $crate::conformance::$check(&open);
+            }
+        )*
+    };
 }
 
 fn new_run(id: &str) -> NewRun {
@@ -672,4 +692,102 @@ pub fn api_tokens(open: Opener<'_>) {
     assert!(s.remove_token("ci").unwrap());
     assert!(!s.remove_token("ci").unwrap());
     assert_eq!(s.token_by_hash(&t.hash).unwrap(), None);
+}
+
+/// One operation on the ledger: intend key `k`, or settle key `k` with a state.
+#[derive(Debug, Clone, Copy)]
+pub enum LedgerOp {
+    Intend(u8),
+    Settle(u8, LedgerState),
+}
+
+/// §8.2 as a state machine, checked against a model for any sequence of operations (the
+/// backends drive it with generated sequences): intending a new key or a `failed` one proceeds
+/// (attempts counted), any other state answers with the record and never proceeds; only an
+/// `intended` key can be settled; an unknown key is not found.
+pub fn ledger_follows_its_state_machine(s: &dyn Store, ns: &str, ops: &[LedgerOp]) {
+    let mut model: std::collections::BTreeMap<u8, (LedgerState, i64)> = Default::default();
+    let key = |k: u8| format!("{ns}-{k}");
+    for (i, op) in ops.iter().enumerate() {
+        match *op {
+            LedgerOp::Intend(k) => {
+                let entry = LedgerEntry {
+                    key: key(k),
+                    scope: ns.into(),
+                    run_id: format!("{ns}-run"),
+                    delivery: format!("d{k}"),
+                    payload_hash: "h".into(),
+                    state: LedgerState::Intended,
+                    attempts: 1,
+                    detail: json!({}),
+                    updated_ms: i as i64,
+                };
+                let got = s.ledger_intend(&entry).unwrap();
+                match model.get(&k).copied() {
+                    None => {
+                        assert!(
+                            matches!(got, LedgerIntent::Proceed(_)),
+                            "op {i}: new key must proceed: {got:?}"
+                        );
+                        model.insert(k, (LedgerState::Intended, 1));
+                    }
+                    Some((LedgerState::Failed, n)) => {
+                        let LedgerIntent::Proceed(e) = got else {
+                            panic!("op {i}: a failed key may be tried again: {got:?}")
+                        };
+                        assert_eq!(
+                            (e.state, e.attempts),
+                            (LedgerState::Intended, n + 1),
+                            "op {i}"
+                        );
+                        model.insert(k, (LedgerState::Intended, n + 1));
+                    }
+                    Some((state, n)) => {
+                        let LedgerIntent::Recorded(e) = got else {
+                            panic!("op {i}: a {state:?} key must never proceed again: {got:?}")
+                        };
+                        assert_eq!((e.state, e.attempts), (state, n), "op {i}");
+                    }
+                }
+            }
+            LedgerOp::Settle(k, to) => {
+                let got = s.ledger_settle(&key(k), to, &json!({"op": i}), i as i64);
+                match model.get(&k).copied() {
+                    None => assert!(
+                        matches!(got, Err(StoreError::NotFound { .. })),
+                        "op {i}: {got:?}"
+                    ),
+                    Some((LedgerState::Intended, n)) => {
+                        got.unwrap();
+                        model.insert(k, (to, n));
+                    }
+                    Some((state, _)) => assert!(
+                        matches!(got, Err(StoreError::Conflict(_))),
+                        "op {i}: settling a {state:?} key must be refused: {got:?}"
+                    ),
+                }
+            }
+        }
+        // The stored rows agree with the model after every step.
+        for (k, (state, n)) in &model {
+            let e = s.ledger_get(&key(*k)).unwrap().expect("the key exists");
+            assert_eq!((e.state, e.attempts), (*state, *n), "op {i}: key {k}");
+        }
+    }
+}
+
+/// `journal_since` returns exactly the events after a seq, in order, on every backend.
+pub fn journal_since_reads_the_tail(open: Opener<'_>) {
+    let s = open();
+    s.create_run(&new_run("tail")).unwrap();
+    for n in 1..=5 {
+        s.append("tail", &ev(n)).unwrap();
+    }
+    let all = s.journal("tail").unwrap();
+    for after in 0..=6 {
+        let tail = s.journal_since("tail", after).unwrap();
+        let expected: Vec<_> = all.iter().filter(|e| e.seq > after).cloned().collect();
+        assert_eq!(tail, expected, "after {after}");
+    }
+    assert!(s.journal_since("no-such-run", 0).unwrap().is_empty());
 }

@@ -28,11 +28,13 @@ pub enum EventKind {
     Resumed,
     /// The agent loop stopped without the work: a model error, a budget, the repair limit.
     LoopEnded,
+    /// A patch attempt's worktree, recorded before the model's first turn (§14).
+    Workspace,
     Terminal,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 23] = [
+    pub const ALL: [EventKind; 24] = [
         EventKind::RunCreated,
         EventKind::Turn,
         EventKind::ToolCalled,
@@ -55,6 +57,7 @@ impl EventKind {
         EventKind::Suspended,
         EventKind::Resumed,
         EventKind::LoopEnded,
+        EventKind::Workspace,
         EventKind::Terminal,
     ];
 
@@ -82,6 +85,7 @@ impl EventKind {
             EventKind::Suspended => "suspended",
             EventKind::Resumed => "resumed",
             EventKind::LoopEnded => "loop_ended",
+            EventKind::Workspace => "workspace",
             EventKind::Terminal => "terminal",
         }
     }

@@ -8,11 +8,29 @@ use std::sync::Arc;
 
 pub type IdentityOpener<'a> = &'a dyn Fn() -> Arc<dyn IdentityStore>;
 
-pub fn run_all(open: IdentityOpener<'_>) {
-    identities_are_immutable(open);
-    diary_chain_shape_is_enforced(open);
-    diary_is_durable_and_ordered(open);
-    concurrent_diary_appends_stay_gap_free(open);
+/// One `#[test]` per check of this suite, each on a fresh store, so a backend's test run
+/// names the rule that broke. `$fresh` is an expression giving `(guard, opener)`: the guard
+/// keeps the store's place (a folder, a schema) alive until the test ends; the opener opens
+/// the store over the same data each time it is called.
+#[macro_export]
+macro_rules! identity_conformance_tests {
+    ($fresh:expr) => {
+        $crate::identity_conformance_tests!(@each $fresh;
+            identities_are_immutable,
+            diary_chain_shape_is_enforced,
+            diary_is_durable_and_ordered,
+            concurrent_diary_appends_stay_gap_free
+        );
+    };
+    (@each $fresh:expr; $($check:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $check() {
+                let (_guard, open) = $fresh;
+                $crate::identity_conformance::$check(&open);
+            }
+        )*
+    };
 }
 
 fn key(n: u8) -> String {

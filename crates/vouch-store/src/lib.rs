@@ -18,9 +18,11 @@ pub mod events;
 pub mod identity;
 #[cfg(feature = "conformance")]
 pub mod identity_conformance;
+pub mod journal;
 
 pub use events::EventKind;
 pub use identity::{DiaryEntry, IdentityRecord, IdentityStore, PutIdentity};
+pub use journal::{BodyError, Event};
 
 /// The hash that starts every run's chain.
 pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";

@@ -31,7 +31,17 @@ impl Host {
             _ => {
                 self.journal(
                     &run.id,
-                    self.evd(EventKind::Evidence, id, json!({"status": "refused_mismatch", "reason": "the stored payload no longer matches the approved hash", "posture": "confirm"})),
+                    self.evd(
+                        id,
+                        j::Evidence {
+                            posture: Some(Posture::Confirm),
+                            ..j::Evidence::of(
+                                DeliveryStatus::RefusedMismatch,
+                                "",
+                                "the stored payload no longer matches the approved hash",
+                            )
+                        },
+                    ),
                 )?;
                 self.say(&format!(
                     "  ✋ {id} stopped: the content changed after approval"
@@ -55,9 +65,12 @@ impl Host {
             self.journal(
                 &run.id,
                 self.evd(
-                    EventKind::Evidence,
                     &d.id,
-                    json!({"status": "declined", "reason": "no provider for this destination"}),
+                    j::Evidence::of(
+                        DeliveryStatus::Declined,
+                        "",
+                        "no provider for this destination",
+                    ),
                 ),
             )?;
             return Ok(DeliveryStatus::Declined);
@@ -80,9 +93,12 @@ impl Host {
                     self.journal(
                         &run.id,
                         self.evd(
-                            EventKind::LedgerIntent,
                             &d.id,
-                            json!({"key": key, "payload_hash": hash, "payload": payload}),
+                            j::LedgerIntent {
+                                key: key.clone(),
+                                payload_hash: hash.to_string(),
+                                payload: payload.clone(),
+                            },
                         ),
                     )?;
                 }
@@ -106,7 +122,14 @@ impl Host {
                         .to_string();
                     self.journal(
                         &run.id,
-                        self.evd(EventKind::Evidence, &d.id, json!({"status": status, "evidence": evidence, "reason": reason, "posture": posture, "ledger": prev.state.as_str()})),
+                        self.evd(
+                            &d.id,
+                            j::Evidence {
+                                posture: Some(posture),
+                                ledger: Some(prev.state.as_str().to_string()),
+                                ..j::Evidence::of(status, evidence.clone(), reason.clone())
+                            },
+                        ),
                     )?;
                     return Ok(status);
                 }
@@ -124,9 +147,14 @@ impl Host {
         self.journal(
             &run.id,
             self.evd(
-                EventKind::AttemptStarted,
                 &d.id,
-                json!({"payload_hash": hash, "payload": payload, "key": key, "posture": posture}),
+                j::AttemptStarted {
+                    payload_hash: hash.to_string(),
+                    payload: payload.clone(),
+                    key: key.clone(),
+                    posture: Some(posture),
+                    retry_same_key: false,
+                },
             ),
         )?;
         self.say(&format!("  → {} {} {}", d.id, d.verb, d.destination));
@@ -138,9 +166,11 @@ impl Host {
         self.journal(
             &run.id,
             self.evd(
-                EventKind::AttemptFinished,
                 &d.id,
-                json!({"reply": reply_json(&reply)}),
+                j::AttemptFinished {
+                    reply: reply_record(&reply),
+                    retrying_same_key: false,
+                },
             ),
         )?;
         let obs = provider.observe(&req, Some(&reply));
@@ -170,9 +200,11 @@ impl Host {
             self.journal(
                 run_id,
                 self.evd(
-                    EventKind::AttemptFinished,
                     delivery,
-                    json!({"reply": reply_json(&reply), "retrying_same_key": true}),
+                    j::AttemptFinished {
+                        reply: reply_record(&reply),
+                        retrying_same_key: true,
+                    },
                 ),
             )?;
             reply = provider.attempt(req);
@@ -204,7 +236,16 @@ impl Host {
                 self.now(),
             )?;
         }
-        self.journal(&run.id, self.evd(EventKind::Evidence, &d.id, json!({"status": status, "evidence": evidence, "reason": reason, "posture": posture})))?;
+        self.journal(
+            &run.id,
+            self.evd(
+                &d.id,
+                j::Evidence {
+                    posture: Some(posture),
+                    ..j::Evidence::of(status, evidence, reason)
+                },
+            ),
+        )?;
         let mark = vouch_core::receipt::status_mark(status);
         self.say(&format!(
             "  {mark} {} {status}{}",
@@ -286,15 +327,29 @@ impl Host {
             Observation::Unobservable => {
                 if open.key.is_some() && provider.idempotent_by_key(&d.destination) {
                     // Retry with the same key: the provider deduplicates (§8.3).
-                    self.journal(&run.id, self.evd(EventKind::AttemptStarted, id, json!({"payload_hash": open.payload_hash, "payload": open.payload, "key": open.key, "posture": posture, "retry_same_key": true})))?;
+                    self.journal(
+                        &run.id,
+                        self.evd(
+                            id,
+                            j::AttemptStarted {
+                                payload_hash: open.payload_hash.clone(),
+                                payload: open.payload.clone(),
+                                key: open.key.clone(),
+                                posture: Some(posture),
+                                retry_same_key: true,
+                            },
+                        ),
+                    )?;
                     let reply = provider.attempt(&req);
                     let reply = self.retry_same_key(&run.id, id, provider.as_ref(), &req, reply)?;
                     self.journal(
                         &run.id,
                         self.evd(
-                            EventKind::AttemptFinished,
                             id,
-                            json!({"reply": reply_json(&reply)}),
+                            j::AttemptFinished {
+                                reply: reply_record(&reply),
+                                retrying_same_key: false,
+                            },
                         ),
                     )?;
                     let obs = provider.observe(&req, Some(&reply));

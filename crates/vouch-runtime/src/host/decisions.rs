@@ -53,17 +53,22 @@ impl Host {
         self.journal(
             run_id,
             self.evd(
-                EventKind::ApprovalGranted,
                 delivery,
-                json!({"payload_hash": hash}),
+                j::ApprovalGranted {
+                    payload_hash: hash.to_string(),
+                    from_card: false,
+                    carried_from: None,
+                },
             ),
         )?;
         self.journal(
             run_id,
-            self.ev(
-                EventKind::Resumed,
-                json!({"by": "approval", "delivery": delivery}),
-            ),
+            self.ev(j::Resumed {
+                by: "approval".into(),
+                delivery: Some(delivery.to_string()),
+                parent: None,
+                start_turn: None,
+            }),
         )?;
         self.say(&format!("✓ approved {delivery} of run {run_id}"));
         self.continue_if_unblocked(run_id, then)
@@ -94,17 +99,20 @@ impl Host {
         self.journal(
             run_id,
             self.evd(
-                EventKind::ApprovalDenied,
                 delivery,
-                json!({"payload_hash": card.payload_hash}),
+                j::ApprovalDenied {
+                    payload_hash: card.payload_hash.clone(),
+                },
             ),
         )?;
         self.journal(
             run_id,
-            self.ev(
-                EventKind::Resumed,
-                json!({"by": "denial", "delivery": delivery}),
-            ),
+            self.ev(j::Resumed {
+                by: "denial".into(),
+                delivery: Some(delivery.to_string()),
+                parent: None,
+                start_turn: None,
+            }),
         )?;
         self.continue_if_unblocked(run_id, then)
     }
@@ -151,10 +159,20 @@ impl Host {
         self.store.answer_clarify(run_id, text, self.now())?;
         self.journal(
             run_id,
-            self.ev(EventKind::ClarifyAnswered, json!({"answer": text})),
+            self.ev(j::ClarifyAnswered {
+                answer: text.to_string(),
+            }),
         )?;
         self.repreflight_clarified(run_id)?;
-        self.journal(run_id, self.ev(EventKind::Resumed, json!({"by": "answer"})))?;
+        self.journal(
+            run_id,
+            self.ev(j::Resumed {
+                by: "answer".into(),
+                delivery: None,
+                parent: None,
+                start_turn: None,
+            }),
+        )?;
         self.continue_if_unblocked(run_id, then)
     }
 
@@ -215,9 +233,12 @@ impl Host {
                     self.journal(
                         run_id,
                         self.evd(
-                            EventKind::Evidence,
                             &d.id,
-                            json!({"status": "denied", "reason": "cancelled at your request"}),
+                            j::Evidence::of(
+                                DeliveryStatus::Denied,
+                                "",
+                                "cancelled at your request",
+                            ),
                         ),
                     )?;
                 }

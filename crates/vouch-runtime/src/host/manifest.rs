@@ -19,10 +19,11 @@ impl Host {
                 // Outside the closed vocabulary (§3.3): the run asks.
                 self.journal(
                     &run.id,
-                    self.ev(
-                        EventKind::ManifestRejected,
-                        json!({"errors": [e.to_string()]}),
-                    ),
+                    self.ev(j::ManifestRejected {
+                        errors: vec![e.to_string()],
+                        declined: vec![],
+                        reason: None,
+                    }),
                 )?;
                 return self.clarify(run, &format!("I could not map the request onto what I can deliver ({e}). What exactly should I deliver, and where?"), None);
             }
@@ -54,7 +55,11 @@ impl Host {
             if !view.clarify_used {
                 self.journal(
                     &run.id,
-                    self.ev(EventKind::ManifestRejected, json!({"errors": texts})),
+                    self.ev(j::ManifestRejected {
+                        errors: texts.clone(),
+                        declined: vec![],
+                        reason: None,
+                    }),
                 )?;
                 return self.clarify(
                     run,
@@ -73,14 +78,22 @@ impl Host {
             };
             self.journal(
                 &run.id,
-                self.ev(
-                    EventKind::ManifestDeclared,
-                    json!({"manifest": keep, "amendment": amendment}),
-                ),
+                self.ev(j::ManifestDeclared {
+                    manifest: keep.clone(),
+                    amendment,
+                    carried_from: None,
+                }),
             )?;
             self.journal(
                 &run.id,
-                self.ev(EventKind::ManifestRejected, json!({"errors": texts, "declined": ids, "reason": format!("the request contradicts itself: {}", texts.join("; "))})),
+                self.ev(j::ManifestRejected {
+                    errors: texts.clone(),
+                    declined: ids.clone(),
+                    reason: Some(format!(
+                        "the request contradicts itself: {}",
+                        texts.join("; ")
+                    )),
+                }),
             )?;
             let why = format!(
                 "the request contradicts itself and its one question was already asked: {}",
@@ -95,10 +108,11 @@ impl Host {
         }
         self.journal(
             &run.id,
-            self.ev(
-                EventKind::ManifestDeclared,
-                json!({"manifest": combined, "amendment": amendment}),
-            ),
+            self.ev(j::ManifestDeclared {
+                manifest: combined.clone(),
+                amendment,
+                carried_from: None,
+            }),
         )?;
         self.say(&format!("  manifest: {}", summary(&combined)));
         let mut lines = vec![];
@@ -210,9 +224,17 @@ impl Host {
         self.journal(
             &run.id,
             self.evd(
-                EventKind::Preflight,
                 &d.id,
-                json!({"capability": cap.level, "posture": p, "rule": rule.as_str(), "irreversible": irreversible, "connect_step": cap.connect_step, "reason": reason}),
+                j::Preflight {
+                    reason: (!reason.is_empty()).then_some(reason),
+                    ..j::Preflight::of(
+                        Some(cap.level),
+                        p,
+                        Some(rule.as_str().to_string()),
+                        irreversible,
+                        cap.connect_step.clone(),
+                    )
+                },
             ),
         )?;
         Ok(p)
@@ -243,10 +265,10 @@ impl Host {
         })?;
         self.journal(
             &run.id,
-            self.ev(
-                EventKind::ClarifyAsked,
-                json!({"question": question, "about": about}),
-            ),
+            self.ev(j::ClarifyAsked {
+                question: question.to_string(),
+                about: about.map(String::from),
+            }),
         )?;
         Ok(CallResult {
             ok: true,

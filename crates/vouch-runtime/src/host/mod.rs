@@ -17,15 +17,18 @@ use vouch_core::{
     DeliveryStatus, Destination, DestinationKind, EndedBy, Manifest, Posture, PostureInput,
     Presence, RunState, TriggerKind, Verb,
 };
+use vouch_store::{journal as j, Event};
 use vouch_store::{
-    Card, CardState, Decision, EndResult, EventKind, JournalEntry, LedgerEntry, LedgerIntent,
-    LedgerState, NewEvent, NewOutbox, NewRun, OutboxRow, RunRecord, Store, StoreError, Terminal,
+    Card, CardState, Decision, EndResult, JournalEntry, LedgerEntry, LedgerIntent, LedgerState,
+    NewEvent, NewOutbox, NewRun, OutboxRow, RunRecord, Store, StoreError, Terminal,
 };
 
 // One file per transition; each says what it may touch (docs/architecture.md).
 mod attempt;
 mod decisions;
+mod external;
 mod manifest;
+mod patch;
 mod proposal;
 mod reconcile;
 mod recovery;
@@ -33,9 +36,11 @@ mod task;
 mod turn;
 
 pub use decisions::Then;
+pub use external::{external_model, is_external, ExternalReply};
+pub use patch::{PatchWork, PATCH_TYPE};
 pub use task::{
-    usage_of, validate, AttemptJob, AttemptOutcome, RuntimeProfile, TaskDecision, TaskType,
-    TaskTypes, TaskWork,
+    usage_of, validate, verdict_of, AttemptJob, AttemptOutcome, RuntimeProfile, TaskDecision,
+    TaskType, TaskTypes, TaskWork,
 };
 
 /// Bounds on one run. Units in names.
@@ -73,6 +78,9 @@ pub enum HostError {
     Crashed(String),
     #[error("{0}")]
     Invalid(String),
+    /// An approval's hash matches no card of that delivery (§7): the caller copied it wrong.
+    #[error("{0}")]
+    WrongHash(String),
     /// Another host consumed this schedule slot first (§12.2).
     #[error("slot {0} was already consumed")]
     SlotTaken(String),
@@ -164,6 +172,22 @@ impl Drives {
         );
     }
 
+    /// Open a run's state unless a drive of this process already has it open (`false`).
+    fn try_open(&self, run_id: &str, view: RunView) -> bool {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if m.contains_key(run_id) {
+            return false;
+        }
+        m.insert(
+            run_id.to_string(),
+            Arc::new(std::sync::Mutex::new(DriveState {
+                view,
+                messages: vec![],
+            })),
+        );
+        true
+    }
+
     fn close(&self, run_id: &str) {
         self.0
             .lock()
@@ -171,12 +195,12 @@ impl Drives {
             .remove(run_id);
     }
 
-    fn apply(&self, entry: &JournalEntry) {
+    fn apply(&self, entry: &JournalEntry, event: &Event) {
         if let Some(d) = self.get(&entry.run_id) {
             let mut d = d.lock().unwrap_or_else(|p| p.into_inner());
-            d.view.apply(entry);
-            if let Some(m) = turn::chat_message(entry.kind, entry.delivery.as_deref(), &entry.body)
-            {
+            d.view
+                .apply_event(entry.at_ms, entry.delivery.as_deref(), event);
+            if let Some(m) = turn::chat_message(event, entry.delivery.as_deref()) {
                 d.messages.push(m);
             }
         }
@@ -194,6 +218,13 @@ impl Drives {
         let d = d.lock().unwrap_or_else(|p| p.into_inner());
         Some(f(&d.messages))
     }
+}
+
+/// An event about to be journaled: typed (one serde type per kind, `vouch_store::journal`),
+/// with the delivery it is about.
+pub(super) struct Ev {
+    event: Event,
+    delivery: Option<String>,
 }
 
 /// The person's presence for a run at a moment (§11.1): `watching` while a surface of the
@@ -261,12 +292,19 @@ impl Host {
     }
 
     /// Append an event and honour an injected crash point right after it is durable.
-    fn journal(&self, run_id: &str, ev: NewEvent) -> HostResult<()> {
-        let kind = ev.kind;
-        let delivery = ev.delivery.clone();
-        let entry = self.store.append(run_id, &ev)?;
-        self.drives.apply(&entry);
-        self.crash_point(kind.as_str(), delivery.as_deref())
+    /// Append one typed event to a run's journal (buffered until the next durability point,
+    /// §3.4.2), fold it into the drive's view and conversation, then pass its crash point.
+    fn journal(&self, run_id: &str, ev: Ev) -> HostResult<()> {
+        let kind = ev.event.kind();
+        let new = NewEvent {
+            kind,
+            delivery: ev.delivery.clone(),
+            body: ev.event.body(),
+            at_ms: self.now(),
+        };
+        let entry = self.store.append(run_id, &new)?;
+        self.drives.apply(&entry, &ev.event);
+        self.crash_point(kind.as_str(), ev.delivery.as_deref())
     }
 
     fn crash_point(&self, point: &str, delivery: Option<&str>) -> HostResult<()> {
@@ -291,12 +329,20 @@ impl Host {
         Ok(())
     }
 
-    fn ev(&self, kind: EventKind, body: Value) -> NewEvent {
-        NewEvent::new(kind, self.now(), body)
+    /// A run-level event.
+    fn ev(&self, event: impl Into<Event>) -> Ev {
+        Ev {
+            event: event.into(),
+            delivery: None,
+        }
     }
 
-    fn evd(&self, kind: EventKind, d: &str, body: Value) -> NewEvent {
-        NewEvent::for_delivery(kind, d, self.now(), body)
+    /// An event about one delivery.
+    fn evd(&self, d: &str, event: impl Into<Event>) -> Ev {
+        Ev {
+            event: event.into(),
+            delivery: Some(d.to_string()),
+        }
     }
 
     fn lease(&self, run_id: &str) -> HostResult<()> {
@@ -386,14 +432,15 @@ fn summary(m: &Manifest) -> String {
         .join("; ")
 }
 
-fn reply_json(r: &AttemptReply) -> Value {
-    match r {
-        AttemptReply::Accepted { reference } => json!({"kind": "accepted", "reference": reference}),
+/// The provider's reply as the journal records it.
+fn reply_record(r: &AttemptReply) -> j::ProviderReply {
+    match r.clone() {
+        AttemptReply::Accepted { reference } => j::ProviderReply::Accepted { reference },
         AttemptReply::AcceptedUnverifiable { reference } => {
-            json!({"kind": "accepted_unverifiable", "reference": reference})
+            j::ProviderReply::AcceptedUnverifiable { reference }
         }
-        AttemptReply::Rejected { reason } => json!({"kind": "rejected", "reason": reason}),
-        AttemptReply::Lost { reason } => json!({"kind": "lost", "reason": reason}),
+        AttemptReply::Rejected { reason } => j::ProviderReply::Rejected { reason },
+        AttemptReply::Lost { reason } => j::ProviderReply::Lost { reason },
     }
 }
 

@@ -106,8 +106,14 @@ impl Host {
         for dep in m.dependencies(id) {
             if view.status_now(dep) != Some(DeliveryStatus::Verified) {
                 self.say(&format!("  ⏳ {id} held back: waits for {dep}"));
-                let body = json!({"code": "blocked", "reason": format!("waits for {dep} to be verified"), "dependency": dep, "call_id": call.id});
-                self.journal(&run.id, self.evd(EventKind::ProposalRejected, id, body))?;
+                let body = j::ProposalRejected {
+                    code: "blocked".into(),
+                    reason: format!("waits for {dep} to be verified"),
+                    call_id: call.id.clone(),
+                    tool: None,
+                    dependency: Some(dep.to_string()),
+                };
+                self.journal(&run.id, self.evd(id, body))?;
                 return Ok(CallResult::err(format!(
                     "rejected: {id} waits for {dep} to be verified"
                 )));
@@ -131,7 +137,19 @@ impl Host {
         if item.posture != Some(p) {
             self.journal(
                 &run.id,
-                self.evd(EventKind::Preflight, id, json!({"capability": cap.level, "posture": p, "rule": rule.as_str(), "irreversible": irreversible, "connect_step": cap.connect_step, "recheck": true})),
+                self.evd(
+                    id,
+                    j::Preflight {
+                        recheck: true,
+                        ..j::Preflight::of(
+                            Some(cap.level),
+                            p,
+                            Some(rule.as_str().to_string()),
+                            irreversible,
+                            cap.connect_step.clone(),
+                        )
+                    },
+                ),
             )?;
         }
         match p {
@@ -144,11 +162,7 @@ impl Host {
                 self.reject(run, Some(id), "declined", reason, call)?;
                 self.journal(
                     &run.id,
-                    self.evd(
-                        EventKind::Evidence,
-                        id,
-                        json!({"status": "declined", "reason": reason}),
-                    ),
+                    self.evd(id, j::Evidence::of(DeliveryStatus::Declined, "", reason)),
                 )?;
                 Ok(CallResult::err(format!("declined: {reason}")))
             }
@@ -208,9 +222,12 @@ impl Host {
         self.journal(
             &run.id,
             self.evd(
-                EventKind::Drafted,
                 &d.id,
-                json!({"path": path.display().to_string(), "payload_hash": hash}),
+                j::Drafted {
+                    path: path.display().to_string(),
+                    payload_hash: hash.to_string(),
+                    carried_from: None,
+                },
             ),
         )?;
         let (status, reason) = match (written, reread) {
@@ -226,7 +243,13 @@ impl Host {
         };
         self.journal(
             &run.id,
-            self.evd(EventKind::Evidence, &d.id, json!({"status": status, "evidence": format!("draft {}", path.display()), "reason": reason, "connect_step": connect})),
+            self.evd(
+                &d.id,
+                j::Evidence {
+                    connect_step: connect.map(String::from),
+                    ..j::Evidence::of(status, format!("draft {}", path.display()), reason.clone())
+                },
+            ),
         )?;
         self.say(&format!("  ✎ {} drafted at {}", d.id, path.display()));
         Ok(CallResult::ok(format!(
@@ -276,18 +299,24 @@ impl Host {
             self.journal(
                 &run.id,
                 self.evd(
-                    EventKind::ApprovalSuperseded,
                     &d.id,
-                    json!({"old_hash": old, "new_hash": hash}),
+                    j::ApprovalSuperseded {
+                        old_hash: old.to_string(),
+                        new_hash: hash.to_string(),
+                    },
                 ),
             )?;
         }
         self.journal(
             &run.id,
             self.evd(
-                EventKind::ApprovalRequested,
                 &d.id,
-                json!({"payload_hash": hash, "payload": payload, "summary": summary, "reason": reason}),
+                j::ApprovalRequested {
+                    payload_hash: hash.to_string(),
+                    payload: payload.clone(),
+                    summary: summary.to_string(),
+                    reason: reason.to_string(),
+                },
             ),
         )?;
         self.say(&format!(
@@ -333,18 +362,53 @@ impl Host {
             if let Some(h) = &parent.draft_hash {
                 self.journal(
                     &run.id,
-                    self.evd(EventKind::Drafted, &d.id, json!({"path": parent.evidence.strip_prefix("draft ").unwrap_or(&parent.evidence), "payload_hash": h, "carried_from": run.parent})),
+                    self.evd(
+                        &d.id,
+                        j::Drafted {
+                            path: parent
+                                .evidence
+                                .strip_prefix("draft ")
+                                .unwrap_or(&parent.evidence)
+                                .to_string(),
+                            payload_hash: h.to_string(),
+                            carried_from: run.parent.clone(),
+                        },
+                    ),
                 )?;
             }
             self.journal(
                 &run.id,
-                self.evd(EventKind::Evidence, &d.id, json!({"status": "drafted", "evidence": parent.evidence, "reason": parent.reason, "connect_step": cap.connect_step.clone().or(parent.connect_step.clone()), "carried_from": run.parent})),
+                self.evd(
+                    &d.id,
+                    j::Evidence {
+                        connect_step: cap.connect_step.clone().or(parent.connect_step.clone()),
+                        carried_from: run.parent.clone(),
+                        ..j::Evidence::of(
+                            DeliveryStatus::Drafted,
+                            parent.evidence.clone(),
+                            parent.reason.clone(),
+                        )
+                    },
+                ),
             )?;
             return Ok(None);
         };
         self.journal(
             &run.id,
-            self.evd(EventKind::Preflight, &d.id, json!({"capability": cap.level, "posture": p, "rule": rule.as_str(), "irreversible": irreversible, "connect_step": cap.connect_step, "recheck": true, "finishing_draft": hash})),
+            self.evd(
+                &d.id,
+                j::Preflight {
+                    recheck: true,
+                    finishing_draft: Some(hash.to_string()),
+                    ..j::Preflight::of(
+                        Some(cap.level),
+                        p,
+                        Some(rule.as_str().to_string()),
+                        irreversible,
+                        cap.connect_step.clone(),
+                    )
+                },
+            ),
         )?;
         self.say(&format!(
             "  ↻ finishing the draft of {} ({})",
@@ -403,7 +467,7 @@ impl Host {
                         )
                     })
                     .unwrap_or_else(|| format!("; {delivery} has no open card (see `vouch approvals`)"));
-                HostError::Invalid(format!("hash for {delivery} of run {run_id}: {e}{open}"))
+                HostError::WrongHash(format!("hash for {delivery} of run {run_id}: {e}{open}"))
             })
     }
 }

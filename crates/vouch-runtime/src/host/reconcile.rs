@@ -246,13 +246,27 @@ pub(crate) fn terminal_record(view: &RunView, f: &TerminalFacts<'_>) -> Terminal
         Some(f.ended_by.as_str()),
         &needs_you,
     );
-    let body = json!({
-        "outcome": outcome, "ended_by": f.ended_by,
-        "statuses": statuses.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
-        "needs_you": needs_you, "significance": sig, "route": route, "presence": f.presence, "quiet": f.quiet,
-        "loop_end": view.loop_end.as_ref().map(|l| json!({"cause": l.cause, "reason": l.reason})),
-        "reasons": statuses.iter().filter(|(_, s)| *s != DeliveryStatus::Verified).map(|(k, s)| (k.clone(), json!(crate::receipt::reason_for(&view, k, *s)))).collect::<serde_json::Map<_, _>>(),
-    });
+    let body = Event::from(j::Terminal {
+        outcome,
+        ended_by: f.ended_by,
+        statuses: statuses.iter().cloned().collect(),
+        needs_you: needs_you.clone(),
+        significance: sig,
+        route,
+        presence: f.presence,
+        quiet: f.quiet,
+        loop_end: view.loop_end.as_ref().map(|l| j::LoopEnded {
+            cause: l.cause.clone(),
+            reason: l.reason.clone(),
+        }),
+        reasons: statuses
+            .iter()
+            .filter(|(_, s)| *s != DeliveryStatus::Verified)
+            .map(|(k, s)| (k.clone(), crate::receipt::reason_for(&view, k, *s)))
+            .collect(),
+        corrupt: view.corrupt.clone(),
+    })
+    .body();
     let outbox = (route == vouch_core::Route::Notify).then(|| NewOutbox {
         dedup_key: format!("{}:terminal", f.run_id),
         run_id: f.run_id.to_string(),
@@ -407,6 +421,110 @@ mod tests {
                     assert_eq!(o.dedup_key, "r1:terminal");
                 }
             }
+        }
+    }
+
+    /// The receipt's words for each kind of ending, as a person reads them (insta snapshots:
+    /// a change of wording shows in review). Each view is what the journal would fold to.
+    mod receipts {
+        use super::*;
+        use crate::view::LoopEnd;
+
+        fn with(status: DeliveryStatus, evidence: &str, reason: &str) -> ItemView {
+            ItemView {
+                status: Some(status),
+                evidence: evidence.into(),
+                reason: reason.into(),
+                ..ItemView::default()
+            }
+        }
+
+        #[test]
+        fn verified_save_and_sent_email() {
+            let v = view_with(&[
+                (
+                    delivery("report", Verb::Save, DestinationKind::Folder, true),
+                    with(
+                        DeliveryStatus::Verified,
+                        "read back out/report.md (412 bytes, sha256 3f2a…)",
+                        "",
+                    ),
+                ),
+                (
+                    delivery("mail", Verb::Send, DestinationKind::Email, true),
+                    with(
+                        DeliveryStatus::Verified,
+                        "accepted by smtp 127.0.0.1:2525 as <a1@vouch>",
+                        "",
+                    ),
+                ),
+            ]);
+            insta::assert_snapshot!(terminal_record(&v, &facts(None, Presence::Watching)).receipt);
+        }
+
+        #[test]
+        fn a_lost_reply_is_unknown_and_needs_the_person() {
+            let v = view_with(&[(
+                delivery("pay", Verb::Send, DestinationKind::Email, true),
+                with(
+                    DeliveryStatus::Unknown,
+                    "",
+                    "the server's answer was lost after the request went out; it may have been sent",
+                ),
+            )]);
+            insta::assert_snapshot!(terminal_record(&v, &facts(None, Presence::Away)).receipt);
+        }
+
+        #[test]
+        fn a_destination_not_set_up_is_drafted_with_its_connect_step() {
+            let v = view_with(&[(
+                delivery("mail", Verb::Send, DestinationKind::Email, true),
+                ItemView {
+                    connect_step: Some("set smtp in vouch.toml, then `vouch resume RUN`".into()),
+                    ..with(DeliveryStatus::Drafted, "draft drafts/r1/mail.json", "")
+                },
+            )]);
+            insta::assert_snapshot!(terminal_record(&v, &facts(None, Presence::Nearby)).receipt);
+        }
+
+        #[test]
+        fn the_loop_stopped_before_the_work() {
+            let mut v = view_with(&[(
+                delivery("report", Verb::Save, DestinationKind::Folder, true),
+                ItemView::default(),
+            )]);
+            v.loop_end = Some(LoopEnd {
+                cause: "model_error".into(),
+                reason: "the model could not be reached after 4 attempts: connection refused"
+                    .into(),
+            });
+            insta::assert_snapshot!(terminal_record(&v, &facts(None, Presence::Away)).receipt);
+        }
+
+        #[test]
+        fn a_missed_slot_says_which_slot() {
+            let v = view_with(&[(
+                delivery("brief", Verb::Send, DestinationKind::Email, true),
+                ItemView::default(),
+            )]);
+            insta::assert_snapshot!(
+                terminal_record(&v, &facts(Some(Outcome::Missed), Presence::Away)).receipt
+            );
+        }
+
+        #[test]
+        fn a_journal_entry_that_does_not_parse_is_said_and_unknown() {
+            let mut v = view_with(&[(
+                delivery("mail", Verb::Send, DestinationKind::Email, true),
+                ItemView::default(),
+            )]);
+            v.corrupt = vec![7];
+            let rec = terminal_record(&v, &facts(None, Presence::Away));
+            assert_eq!(
+                rec.statuses,
+                [("mail".to_string(), DeliveryStatus::Unknown)]
+            );
+            insta::assert_snapshot!(rec.receipt);
         }
     }
 }

@@ -38,10 +38,10 @@ impl Host {
             {
                 self.journal(
                     &run.id,
-                    self.ev(
-                        EventKind::Suspended,
-                        json!({"reason": "a card is open", "at_boot": true}),
-                    ),
+                    self.ev(j::Suspended {
+                        reason: "a card is open".into(),
+                        at_boot: true,
+                    }),
                 )?;
                 self.store.set_run_state(&run.id, RunState::Suspended)?;
                 continue;
@@ -86,9 +86,12 @@ impl Host {
                 self.journal(
                     &run.id,
                     self.evd(
-                        EventKind::ApprovalGranted,
                         d,
-                        json!({"payload_hash": c.payload_hash, "from_card": true}),
+                        j::ApprovalGranted {
+                            payload_hash: c.payload_hash.clone(),
+                            from_card: true,
+                            carried_from: None,
+                        },
                     ),
                 )?;
             }
@@ -157,17 +160,30 @@ impl Host {
         if let Some(m) = &pview.manifest {
             self.journal(
                 &id,
-                self.ev(
-                    EventKind::ManifestDeclared,
-                    json!({"manifest": m, "carried_from": parent_id}),
-                ),
+                self.ev(j::ManifestDeclared {
+                    manifest: m.clone(),
+                    amendment: false,
+                    carried_from: Some(parent_id.to_string()),
+                }),
             )?;
             for d in &m.deliveries {
                 let item = pview.items.get(&d.id).cloned().unwrap_or_default();
                 if let Some(p) = item.posture {
                     self.journal(
                         &id,
-                        self.evd(EventKind::Preflight, &d.id, json!({"capability": item.capability, "posture": p, "rule": item.rule, "irreversible": item.irreversible, "connect_step": item.connect_step, "carried_from": parent_id})),
+                        self.evd(
+                            &d.id,
+                            j::Preflight {
+                                carried_from: Some(parent_id.to_string()),
+                                ..j::Preflight::of(
+                                    item.capability,
+                                    p,
+                                    item.rule.clone(),
+                                    item.irreversible,
+                                    item.connect_step.clone(),
+                                )
+                            },
+                        ),
                     )?;
                 }
                 if let Some(hash) = item
@@ -180,9 +196,12 @@ impl Host {
                     self.journal(
                         &id,
                         self.evd(
-                            EventKind::ApprovalGranted,
                             &d.id,
-                            json!({"payload_hash": hash, "carried_from": parent_id}),
+                            j::ApprovalGranted {
+                                payload_hash: hash.clone(),
+                                from_card: false,
+                                carried_from: Some(parent_id.to_string()),
+                            },
                         ),
                     )?;
                 }
@@ -191,12 +210,29 @@ impl Host {
                     continue;
                 }
                 if let Some(s) = item.status.filter(|s| s.is_settled()) {
-                    self.journal(&id, self.evd(EventKind::Evidence, &d.id, json!({"status": s, "evidence": item.evidence, "reason": item.reason, "carried_from": parent_id})))?;
+                    self.journal(
+                        &id,
+                        self.evd(
+                            &d.id,
+                            j::Evidence {
+                                carried_from: Some(parent_id.to_string()),
+                                ..j::Evidence::of(s, item.evidence.clone(), item.reason.clone())
+                            },
+                        ),
+                    )?;
                 }
             }
         }
         // The script continues from the first turn the parent did not complete.
-        self.journal(&id, self.ev(EventKind::Resumed, json!({"by": "resume", "parent": parent_id, "start_turn": pview.turn_offset + pview.turns_complete})))?;
+        self.journal(
+            &id,
+            self.ev(j::Resumed {
+                by: "resume".into(),
+                delivery: None,
+                parent: Some(parent_id.to_string()),
+                start_turn: Some((pview.turn_offset + pview.turns_complete) as u64),
+            }),
+        )?;
         // §9.5: drafts the parent left because their destination was not ready are finished
         // from their stored payload, never re-asked of the model.
         let mut suspend = None;
@@ -214,7 +250,10 @@ impl Host {
         if let Some(reason) = suspend {
             self.journal(
                 &id,
-                self.ev(EventKind::Suspended, json!({"reason": reason})),
+                self.ev(j::Suspended {
+                    reason: reason.to_string(),
+                    at_boot: false,
+                }),
             )?;
             self.store.set_run_state(&id, RunState::Suspended)?;
             self.store.release_run(&id, &self.owner)?;

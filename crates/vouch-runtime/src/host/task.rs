@@ -78,6 +78,15 @@ impl TaskTypes {
                 }),
             },
         );
+        // `patch` (§14): a repository change; its output is the host's commit and evidence.
+        types.insert(
+            super::patch::PATCH_TYPE.into(),
+            TaskType {
+                name: super::patch::PATCH_TYPE.into(),
+                input_schema: vouch_repo::input_schema(),
+                output_schema: vouch_repo::output_schema(),
+            },
+        );
         TaskTypes { types }
     }
 
@@ -300,6 +309,8 @@ struct Slot {
 pub struct TaskWork {
     pub inner: Arc<dyn WorkTools>,
     slots: Mutex<HashMap<String, Slot>>,
+    /// Patch attempts' worktree tools (§14), when this worker takes patch tasks.
+    pub patch: Option<Arc<super::patch::PatchWork>>,
 }
 
 impl TaskWork {
@@ -307,7 +318,37 @@ impl TaskWork {
         TaskWork {
             inner,
             slots: Mutex::new(HashMap::new()),
+            patch: None,
         }
+    }
+
+    /// Take patch tasks too: their worktree tools beside the standard ones.
+    pub fn with_patch(mut self, patch: super::patch::PatchWork) -> Self {
+        self.patch = Some(Arc::new(patch));
+        self
+    }
+
+    /// A patch run may still call `submit`: what it says is kept as an advisory
+    /// self-assessment and decides nothing (§14).
+    pub(super) fn open_advisory(&self, run_id: &str, profile: Option<&RuntimeProfile>) {
+        self.open(
+            run_id,
+            Slot {
+                allowed_tools: profile.and_then(RuntimeProfile::allowed_tools),
+                profile: profile
+                    .map(|p| format!("`{}` ({})", p.name, p.fingerprint))
+                    .unwrap_or_default(),
+                output_schema: json!({"type": "object"}),
+                needs_assessment: false,
+                repairs_max: 0,
+                invalid: 0,
+                accepted: None,
+            },
+        );
+    }
+
+    pub(super) fn take_advisory(&self, run_id: &str) -> Option<Value> {
+        self.take(run_id).and_then(|s| s.accepted).map(|(r, _)| r)
     }
 
     fn open(&self, run_id: &str, slot: Slot) {
@@ -341,6 +382,9 @@ impl WorkTools for TaskWork {
     fn specs(&self) -> Vec<ToolSpec> {
         let mut s = self.inner.specs();
         s.push(submit_spec());
+        if let Some(p) = &self.patch {
+            s.extend(p.specs());
+        }
         s
     }
 
@@ -366,6 +410,9 @@ impl WorkTools for TaskWork {
                     "tool `{}` is not allowed by runtime profile {profile}",
                     call.name
                 )));
+            }
+            if let Some(r) = self.patch.as_ref().and_then(|p| p.call(run_id, call, args)) {
+                return Some(r);
             }
             return self.inner.call(run_id, spec, call, args);
         }
@@ -421,6 +468,8 @@ impl WorkTools for TaskWork {
 #[derive(Debug, Clone)]
 pub struct AttemptJob {
     pub task_id: String,
+    /// The attempt's number (names a patch attempt's branch, `vouch/TASK/ATTEMPT`).
+    pub attempt: u32,
     pub kind: String,
     pub brief: String,
     pub input: Value,
@@ -440,6 +489,8 @@ pub struct AttemptOutcome {
     pub report: Option<ReportKind>,
     pub receipt: Option<String>,
     pub usage: Usage,
+    /// A patch attempt's evidence as the host observed it (§14), accepted or not.
+    pub evidence: Option<Value>,
 }
 
 /// A person's decision on a run that waits inside a task attempt (§13.3).
@@ -456,35 +507,18 @@ pub enum TaskDecision {
 fn slot_from_journal(journal: &[vouch_store::JournalEntry], slot: &mut Slot) {
     let mut args: HashMap<String, String> = HashMap::new();
     for e in journal {
-        match e.kind {
-            EventKind::Turn => {
-                for c in e
-                    .body
-                    .get("tool_calls")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    if c.get("name").and_then(Value::as_str) == Some("submit") {
-                        if let (Some(id), Some(a)) = (
-                            c.get("id").and_then(Value::as_str),
-                            c.get("arguments").and_then(Value::as_str),
-                        ) {
-                            args.insert(id.to_string(), a.to_string());
-                        }
-                    }
+        // A body that does not parse tells nothing about the slot; the run's view marks it
+        // corrupt and its receipt says so.
+        match Event::parse(e.kind, &e.body) {
+            Ok(Event::Turn(t)) => {
+                for c in t.tool_calls.into_iter().filter(|c| c.name == "submit") {
+                    args.insert(c.id, c.arguments);
                 }
             }
-            EventKind::ToolCalled
-                if e.body.get("name").and_then(Value::as_str) == Some("submit")
-                    && slot.accepted.is_none() =>
-            {
-                if e.body.get("ok").and_then(Value::as_bool) == Some(true) {
-                    let a: Value = e
-                        .body
-                        .get("call_id")
-                        .and_then(Value::as_str)
-                        .and_then(|id| args.get(id))
+            Ok(Event::ToolCalled(c)) if c.name == "submit" && slot.accepted.is_none() => {
+                if c.ok {
+                    let a: Value = args
+                        .get(&c.call_id)
                         .and_then(|a| serde_json::from_str(a).ok())
                         .unwrap_or(Value::Null);
                     let result = a.get("result").cloned().unwrap_or(Value::Null);
@@ -574,6 +608,16 @@ impl Host {
         job: &AttemptJob,
         resume: Option<&str>,
     ) -> HostResult<AttemptOutcome> {
+        if job.kind == super::patch::PATCH_TYPE {
+            if resume.is_some() {
+                // The worktree belongs to the attempt that made it (§14): another worker
+                // cannot go on in it.
+                return Err(HostError::Invalid(
+                    "a suspended patch attempt is not resumed elsewhere; its worktree belongs to the attempt".into(),
+                ));
+            }
+            return self.run_patch_attempt(work, job);
+        }
         let ty = types.get(&job.kind).ok_or_else(|| {
             HostError::Invalid(format!(
                 "task type `{}` is not registered here; known: {}",
@@ -618,7 +662,9 @@ impl Host {
             presence: Some(Presence::Away),
             quiet: false,
             model,
-            scope: None,
+            // Every attempt of a task shares one ledger scope (§8.1): a retry never repeats
+            // an irreversible act an earlier attempt already did (I5).
+            scope: Some(format!("task:{}", job.task_id)),
         };
         let mut slot = Slot {
             allowed_tools: job.profile.as_ref().and_then(RuntimeProfile::allowed_tools),
@@ -652,18 +698,7 @@ impl Host {
             RunEnd::Suspended { .. } => None,
             RunEnd::Ended { .. } => Some(match slot.and_then(|s| s.accepted) {
                 Some((result, self_assessment)) => {
-                    let verdict = (job.kind == "judge").then(|| {
-                        Box::new(Verdict {
-                            target: job
-                                .input
-                                .get("target")
-                                .and_then(Value::as_str)
-                                .unwrap_or_default()
-                                .to_string(),
-                            passed: result.get("passed").and_then(Value::as_bool) == Some(true),
-                            scores: result.get("scores").cloned().unwrap_or(json!({})),
-                        })
-                    });
+                    let verdict = verdict_of(&job.kind, &job.input, &result);
                     ReportKind::Accepted {
                         result,
                         self_assessment,
@@ -683,23 +718,42 @@ impl Host {
             report,
             receipt,
             usage,
+            evidence: None,
         })
     }
+}
+
+/// A judge task's verdict on its target, read from its accepted result (`None` for any
+/// other type). Shared by the host's own attempts and the workers' routes.
+pub fn verdict_of(kind: &str, input: &Value, result: &Value) -> Option<Box<Verdict>> {
+    (kind == "judge").then(|| {
+        Box::new(Verdict {
+            target: input
+                .get("target")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            passed: result.get("passed").and_then(Value::as_bool) == Some(true),
+            scores: result.get("scores").cloned().unwrap_or(json!({})),
+        })
+    })
 }
 
 /// Turns, tokens and tool calls from the host's own journal of the run (§13.7).
 pub fn usage_of(journal: &[vouch_store::JournalEntry]) -> Usage {
     let mut u = Usage::default();
     for e in journal {
-        match e.kind {
-            EventKind::Turn => {
+        // A body that does not parse counts as nothing here; the run's view marks it corrupt.
+        match Event::parse(e.kind, &e.body) {
+            Ok(Event::Turn(t)) => {
                 u.turns += 1;
-                let n = |k: &str| e.body.pointer(k).and_then(Value::as_i64).unwrap_or(0);
-                u.tokens += n("/usage/prompt_tokens") + n("/usage/completion_tokens");
+                if let Some(use_) = t.usage {
+                    u.tokens += (use_.prompt_tokens + use_.completion_tokens) as i64;
+                }
             }
-            EventKind::ToolCalled => {
+            Ok(Event::ToolCalled(c)) => {
                 u.tool_calls += 1;
-                if e.body.get("ok").and_then(Value::as_bool) == Some(false) {
+                if !c.ok {
                     u.failed_tool_calls += 1;
                 }
             }
@@ -744,7 +798,7 @@ mod tests {
         )
         .unwrap();
         let t = TaskTypes::with_dir(dir.path()).unwrap();
-        assert_eq!(t.names(), vec!["freeform", "haiku", "judge"]);
+        assert_eq!(t.names(), vec!["freeform", "haiku", "judge", "patch"]);
         let e = validate(
             &t.get("haiku").unwrap().output_schema,
             &json!({"lines": []}),

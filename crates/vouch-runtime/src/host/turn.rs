@@ -61,10 +61,12 @@ impl Host {
         }
         self.journal(
             id,
-            self.ev(
-                EventKind::RunCreated,
-                json!({"title": spec.title, "trigger": spec.trigger, "parent": run.parent, "scope": run.scope}),
-            ),
+            self.ev(j::RunCreated {
+                title: spec.title.clone(),
+                trigger: spec.trigger,
+                parent: run.parent.clone(),
+                scope: run.scope.clone(),
+            }),
         )?;
         self.say(&format!("▶ run {id} started: {}", spec.title));
         Ok(())
@@ -130,12 +132,12 @@ impl Host {
         msgs.push(ChatMessage::User {
             content: run.title.clone(),
         });
-        msgs.extend(
-            self.store
-                .journal(&run.id)?
-                .iter()
-                .filter_map(|e| chat_message(e.kind, e.delivery.as_deref(), &e.body)),
-        );
+        msgs.extend(self.store.journal(&run.id)?.iter().filter_map(|e| {
+            // A body that does not parse is not part of the conversation; the view
+            // marks it corrupt and the receipt says so.
+            let ev = Event::parse(e.kind, &e.body).ok()?;
+            chat_message(&ev, e.delivery.as_deref())
+        }));
         Ok(msgs)
     }
 
@@ -187,6 +189,16 @@ impl Host {
             if let Some(hash) = &item.granted {
                 self.execute_approved(&run, id, hash)?;
             }
+        }
+        // An agent outside the host drives this run (MCP): the host carried out what the
+        // person decided; the agent's next call goes on from here.
+        if super::external::is_external(&run.spec) {
+            self.store.set_run_state(run_id, RunState::Suspended)?;
+            self.store.release_run(run_id, &self.owner)?;
+            self.store.flush()?;
+            return Ok(RunEnd::Suspended {
+                reason: "waiting for the agent's next call (it drives this run over MCP)".into(),
+            });
         }
         let view = self.view(run_id)?;
         let mut model = match self
@@ -254,10 +266,13 @@ impl Host {
                 Err(e) => {
                     self.journal(
                         run_id,
-                        self.ev(
-                            EventKind::Turn,
-                            json!({"index": turns, "error": e.to_string(), "tool_calls": []}),
-                        ),
+                        self.ev(j::Turn {
+                            index: turns as u64,
+                            content: None,
+                            tool_calls: vec![],
+                            usage: None,
+                            error: Some(e.to_string()),
+                        }),
                     )?;
                     stopped = Some(("model_error", e.to_string()));
                     break;
@@ -267,10 +282,16 @@ impl Host {
             tokens += turn.usage.prompt_tokens + turn.usage.completion_tokens;
             self.journal(
                 run_id,
-                self.ev(
-                    EventKind::Turn,
-                    json!({"index": turns - 1, "content": turn.content, "tool_calls": turn.tool_calls, "usage": turn.usage}),
-                ),
+                self.ev(j::Turn {
+                    index: (turns - 1) as u64,
+                    content: turn.content.clone(),
+                    tool_calls: turn.tool_calls.iter().map(call_record).collect(),
+                    usage: Some(j::TokenUsage {
+                        prompt_tokens: turn.usage.prompt_tokens,
+                        completion_tokens: turn.usage.completion_tokens,
+                    }),
+                    error: None,
+                }),
             )?;
             if turn.tool_calls.is_empty() {
                 let text = turn.content.clone().unwrap_or_default();
@@ -300,7 +321,12 @@ impl Host {
                 }
                 self.journal(
                     run_id,
-                    self.ev(EventKind::ToolCalled, json!({"call_id": call.id, "name": call.name, "ok": res.ok, "result": res.text})),
+                    self.ev(j::ToolCalled {
+                        call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        ok: res.ok,
+                        result: res.text.clone(),
+                    }),
                 )?;
                 if res.suspend.is_some() && suspended.is_none() {
                     suspended = res.suspend;
@@ -317,7 +343,10 @@ impl Host {
             if let Some(reason) = suspended {
                 self.journal(
                     run_id,
-                    self.ev(EventKind::Suspended, json!({"reason": reason})),
+                    self.ev(j::Suspended {
+                        reason: reason.to_string(),
+                        at_boot: false,
+                    }),
                 )?;
                 self.store.set_run_state(run_id, RunState::Suspended)?;
                 self.store.release_run(run_id, &self.owner)?;
@@ -337,15 +366,19 @@ impl Host {
 
     /// The loop is over: when it stopped without the work, say why in the journal (so the
     /// receipt and `--json` name it, §3.4, §10), then reconcile.
-    fn end_loop(&self, run_id: &str, stopped: Option<(&str, String)>) -> HostResult<RunEnd> {
+    pub(super) fn end_loop(
+        &self,
+        run_id: &str,
+        stopped: Option<(&str, String)>,
+    ) -> HostResult<RunEnd> {
         if let Some((cause, reason)) = stopped {
             self.say(&format!("  loop ended: {reason}"));
             self.journal(
                 run_id,
-                self.ev(
-                    EventKind::LoopEnded,
-                    json!({"cause": cause, "reason": reason}),
-                ),
+                self.ev(j::LoopEnded {
+                    cause: cause.to_string(),
+                    reason: reason.to_string(),
+                }),
             )?;
         }
         let outcome = self.reconcile(run_id, EndedBy::Loop)?;
@@ -376,7 +409,9 @@ impl Host {
                 };
                 self.journal(
                     &run.id,
-                    self.ev(EventKind::ManifestImplied, json!({"manifest": m})),
+                    self.ev(j::ManifestImplied {
+                        manifest: m.clone(),
+                    }),
                 )?;
                 self.preflight(run, &m, &m.deliveries[0])?;
                 Some("implied".to_string())
@@ -477,10 +512,16 @@ impl Host {
         call: &ToolCall,
     ) -> HostResult<()> {
         self.say(&format!("  ✗ proposal rejected ({code}): {reason}"));
-        let body = json!({"code": code, "reason": reason, "call_id": call.id, "tool": call.name});
+        let body = j::ProposalRejected {
+            code: code.to_string(),
+            reason: reason.to_string(),
+            call_id: call.id.clone(),
+            tool: Some(call.name.clone()),
+            dependency: None,
+        };
         let ev = match delivery {
-            Some(d) => self.evd(EventKind::ProposalRejected, d, body),
-            None => self.ev(EventKind::ProposalRejected, body),
+            Some(d) => self.evd(d, body),
+            None => self.ev(body),
         };
         self.journal(&run.id, ev)
     }
@@ -494,84 +535,73 @@ impl Host {
 /// what a continuation carried over is told to the model as the host's own message before its
 /// next turn, so it never works from "awaits the person's approval" (issue 11). Statuses still
 /// come only from evidence (I2): these messages only report it.
-pub(super) fn chat_message(
-    kind: EventKind,
-    delivery: Option<&str>,
-    body: &Value,
-) -> Option<ChatMessage> {
+pub(super) fn chat_message(event: &Event, delivery: Option<&str>) -> Option<ChatMessage> {
     let d = delivery.unwrap_or("");
     let host = |text: String| {
         Some(ChatMessage::User {
             content: format!("[vouch host] {text}"),
         })
     };
-    let carried = body.get("carried_from").is_some();
-    match kind {
-        EventKind::ApprovalGranted => host(format!(
+    match event {
+        Event::ApprovalGranted(b) => host(format!(
             "The person approved {d}; the host carries out exactly the approved payload{}.",
-            if carried {
+            if b.carried_from.is_some() {
                 " (approved in the run this one continues)"
             } else {
                 ""
             }
         )),
-        EventKind::ApprovalDenied => host(format!(
+        Event::ApprovalDenied(_) => host(format!(
             "The person denied {d}: it is withdrawn and will not be done; do not attempt it again."
         )),
         // The outcome of an approved act (it follows the wait, so no tool result carries it),
         // or a status carried over from the interrupted run this one continues.
-        EventKind::Evidence
-            if carried || body.get("posture").and_then(Value::as_str) == Some("confirm") =>
-        {
-            let status = body.get("status").and_then(Value::as_str).unwrap_or("");
-            let detail = ["evidence", "reason"]
-                .iter()
-                .filter_map(|k| body.get(*k).and_then(Value::as_str))
+        Event::Evidence(b) if b.carried_from.is_some() || b.posture == Some(Posture::Confirm) => {
+            let detail = [&b.evidence, &b.reason]
+                .into_iter()
                 .find(|t| !t.is_empty())
                 .map(|t| format!(" ({t})"))
                 .unwrap_or_default();
             host(format!(
-                "{d} is now {status}{detail}{}.",
-                if carried {
+                "{d} is now {}{detail}{}.",
+                b.status.as_str(),
+                if b.carried_from.is_some() {
                     ", settled by the interrupted run this one continues"
                 } else {
                     ""
                 }
             ))
         }
-        EventKind::Turn => {
-            let calls: Vec<ToolCall> = body
-                .get("tool_calls")
-                .and_then(|c| serde_json::from_value(c.clone()).ok())
-                .unwrap_or_default();
-            let content = body
-                .get("content")
-                .and_then(Value::as_str)
-                .map(String::from);
-            Some(ChatMessage::Assistant {
-                content,
-                tool_calls: calls,
-            })
-        }
-        EventKind::ToolCalled => Some(ChatMessage::Tool {
-            tool_call_id: body
-                .get("call_id")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .into(),
-            content: body
-                .get("result")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .into(),
+        Event::Turn(b) => Some(ChatMessage::Assistant {
+            content: b.content.clone(),
+            tool_calls: b
+                .tool_calls
+                .iter()
+                .map(|c| ToolCall {
+                    id: c.id.clone(),
+                    name: c.name.clone(),
+                    arguments: c.arguments.clone(),
+                })
+                .collect(),
         }),
-        EventKind::ClarifyAnswered => Some(ChatMessage::User {
-            content: body
-                .get("answer")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .into(),
+        // A patch attempt: the model is told where it works and what the host will check.
+        Event::Workspace(b) => host(super::patch::workspace_message(b)),
+        Event::ToolCalled(b) => Some(ChatMessage::Tool {
+            tool_call_id: b.call_id.clone(),
+            content: b.result.clone(),
+        }),
+        Event::ClarifyAnswered(b) => Some(ChatMessage::User {
+            content: b.answer.clone(),
         }),
         _ => None,
+    }
+}
+
+/// A model's tool call as the journal records it.
+pub(super) fn call_record(c: &ToolCall) -> j::ToolCallRecord {
+    j::ToolCallRecord {
+        id: c.id.clone(),
+        name: c.name.clone(),
+        arguments: c.arguments.clone(),
     }
 }

@@ -1,0 +1,355 @@
+//! The command line: every command, its arguments and their help (clap).
+
+use crate::{artifact, identity, task, token};
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(
+    name = "vouch",
+    version,
+    about = "A durable host for AI-agent work: what the run promised, what really happened, and a receipt that says so."
+)]
+pub(crate) struct Cli {
+    /// The vouch home (default: $VOUCH_HOME, else ./.vouch).
+    #[arg(long, global = true)]
+    pub home: Option<PathBuf>,
+    /// Print JSON for programs instead of text for people.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+pub(crate) enum Cmd {
+    /// Create the home (the embedded store and its folders).
+    Init,
+    /// List or show runs.
+    Runs {
+        #[command(subcommand)]
+        cmd: RunsCmd,
+    },
+    /// Show a run's journal, or verify every hash chain (`vouch journal verify`).
+    Journal {
+        /// A run id (a unique prefix, or `last`), or `verify` to check every chain and the store.
+        target: String,
+    },
+    /// Run an agent on a prompt (scripted model with --script, else the configured provider).
+    Run {
+        /// What you ask for, in your words; it also titles the run and its receipt.
+        prompt: String,
+        /// A script of model turns (format: docs/scripts.md): a JSON array, or an object with `script`.
+        #[arg(long)]
+        script: Option<PathBuf>,
+        /// Print each step on stderr as the run goes (without it, only the outcome is printed).
+        #[arg(long)]
+        watch: bool,
+        /// Where you will be when it ends: `watching` (default), `nearby`, or `away`
+        /// (you will be told through the desktop's notifications).
+        #[arg(long, value_parser = ["watching", "nearby", "away"])]
+        presence: Option<String>,
+        /// Save it, but don't tell me (quiet never hides failures).
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Watch a run: hold its surface open (presence `watching`) and follow its journal.
+    Watch {
+        /// The run id (or a unique prefix, or `last` for the newest run).
+        run: String,
+    },
+    /// Print a run's receipt.
+    Receipt {
+        /// The run id (or a unique prefix, or `last` for the newest run).
+        run: String,
+        /// Print the receipt as a statement signed by this host (JSON; check it with `vouch verify`).
+        #[arg(long)]
+        signed: bool,
+    },
+    /// Check a signed receipt: its signature, and with this home's store its journal.
+    Verify {
+        /// The signed receipt (a file written from `vouch receipt RUN --signed`).
+        file: PathBuf,
+        /// Check the signature only, without the store.
+        #[arg(long)]
+        offline: bool,
+    },
+    /// Finish an interrupted run: a continuation does what is left, never redoing what is done.
+    Resume {
+        /// The interrupted run's id (or a unique prefix, or `last`).
+        run: String,
+    },
+    /// List open approval and clarify cards.
+    Approvals,
+    /// Approve the exact payload with this hash; the run resumes and executes it.
+    Approve {
+        /// The waiting run's id (or a unique prefix, or `last`), as `vouch approvals` shows it.
+        run: String,
+        /// The delivery id of the card, like `d1`.
+        delivery: String,
+        /// The payload's hash as shown: all 64 hex digits, or a unique prefix of at least 12.
+        #[arg(long)]
+        hash: String,
+    },
+    /// Refuse a pending delivery.
+    Deny {
+        /// The waiting run's id (or a unique prefix, or `last`).
+        run: String,
+        /// The delivery id of the card, like `d1`.
+        delivery: String,
+    },
+    /// Replace a pending payload (a new card with a new hash).
+    Edit {
+        /// The waiting run's id (or a unique prefix, or `last`).
+        run: String,
+        /// The delivery id of the card, like `d1`.
+        delivery: String,
+        /// A JSON file with the new payload (an object, like the one `vouch approvals` shows).
+        #[arg(long)]
+        payload: PathBuf,
+    },
+    /// Answer a run's question.
+    Answer {
+        /// The waiting run's id (or a unique prefix, or `last`).
+        run: String,
+        /// Your answer, in words.
+        text: String,
+    },
+    /// Cancel a run that has not ended.
+    Cancel {
+        /// The run's id (or a unique prefix, or `last`).
+        run: String,
+    },
+    /// Every destination kind with its capability level, and how to connect what is missing.
+    Doctor,
+    /// List idempotency ledger keys and their states.
+    Ledger,
+    /// Receipts and open cards, newest first.
+    Inbox {
+        /// Print only the number of things waiting for you.
+        #[arg(long)]
+        count: bool,
+    },
+    /// Add, list or remove schedules (cron + time zone + routine).
+    Schedule {
+        #[command(subcommand)]
+        cmd: ScheduleCmd,
+    },
+    /// The long-running host: scheduler, start-up reconciliation, notification dispatch.
+    Serve {
+        /// Milliseconds between scheduler ticks.
+        #[arg(long, default_value_t = 1000, conflicts_with = "once")]
+        tick_ms: u64,
+        /// Reconcile, run one scheduler tick, report what it did, and exit.
+        #[arg(long)]
+        once: bool,
+        /// Also serve the HTTP API and the web console (/console/) on this address (e.g.
+        /// 127.0.0.1:7070; loopback only unless --allow-remote). TLS is a reverse proxy's job.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<String>,
+        /// Allow --http on an address beyond loopback.
+        #[arg(long)]
+        allow_remote: bool,
+    },
+    /// MCP on stdin/stdout for an agent (the board's worker tools and the host's own tools:
+    /// declare, deliver, clarify, finish, receipt); see the README's MCP section.
+    Mcp {
+        /// Sign the worker tools' claims and reports with this identity (its key file in the
+        /// home; created and registered on first use, as for `vouch worker --name`).
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// API tokens for `vouch serve --http`: new NAME, list, rm NAME.
+    Token {
+        #[command(subcommand)]
+        cmd: token::TokenCmd,
+    },
+    /// What the contract prescribes for scenarios (files or folders of *.json).
+    Oracle {
+        /// Scenario files, or folders of them (`corpus/` holds the project's).
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Print only the coverage line: scenarios, agreeing, disagreeing, GAPs.
+        #[arg(long)]
+        summary: bool,
+    },
+    /// Scenarios through the real host, compared with the oracle and with `expect`.
+    Scenario {
+        #[command(subcommand)]
+        cmd: ScenarioCmd,
+    },
+    /// Measure: `vouch bench runs` (scripted runs with one durable save each).
+    Bench {
+        #[command(subcommand)]
+        cmd: BenchCmd,
+    },
+    /// Ed25519 identities: `vouch identity new NAME`, `vouch identity list`.
+    Identity {
+        #[command(subcommand)]
+        cmd: identity::IdentityCmd,
+    },
+    /// An identity's signed diary: list it, `--verify` every hash and signature, `--add TEXT`.
+    Diary {
+        /// The identity whose diary to show.
+        name: String,
+        /// Verify the chain and every signature; name the first bad entry (exit 1).
+        #[arg(long, conflicts_with = "add")]
+        verify: bool,
+        /// Append a signed entry `{"text": TEXT}` (needs the identity's key file here).
+        #[arg(long, value_name = "TEXT")]
+        add: Option<String>,
+    },
+    /// Artifacts by content id: `vouch artifact put FILE`, `get CID [-o FILE]`, `list`.
+    Artifact {
+        #[command(subcommand)]
+        cmd: artifact::ArtifactCmd,
+    },
+    /// The task board: offer, list, show, cancel and sweep tasks.
+    Task {
+        #[command(subcommand)]
+        cmd: task::TaskCmd,
+    },
+    /// A board worker: claims tasks, runs each as a vouch run, heartbeats and reports.
+    Worker(task::WorkerArgs),
+    /// The board's measures per cohort, never collapsed into one rate.
+    Measures(task::MeasuresArgs),
+    /// Show vouch working end to end in a fresh temporary home.
+    Demo {
+        /// Keep the demo home instead of deleting it.
+        #[arg(long)]
+        keep: bool,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum ScheduleCmd {
+    /// Add a schedule.
+    Add {
+        /// A name for the schedule, unique in this home.
+        name: String,
+        /// When it runs: five cron fields (minute hour day month weekday), like `0 7 * * *`.
+        #[arg(long)]
+        cron: String,
+        /// The time zone the cron fields are read in: an IANA name like `Europe/Berlin`.
+        #[arg(long, default_value = "UTC")]
+        tz: String,
+        /// A routine file (format: docs/scripts.md): {"prompt": …, "script": [...]}, or
+        /// "model": {"kind": "openai"} for the configured model.
+        #[arg(long)]
+        routine: PathBuf,
+        /// Slots missed while vouch was not serving: `skip` them (each reported as missed),
+        /// or also run the `latest` one late.
+        #[arg(long, default_value = "skip", value_parser = ["skip", "latest"])]
+        catch_up: String,
+        /// A slot due while the previous run is still going: `skip` it, or `allow` both.
+        #[arg(long, default_value = "skip", value_parser = ["skip", "allow"])]
+        overlap: String,
+        /// How late a slot may still start: `900s`, `15m`, `1h` (default 15m).
+        #[arg(long, default_value = "15m")]
+        grace: String,
+    },
+    /// List schedules with their last slot.
+    List,
+    /// Remove a schedule; its past runs and receipts stay.
+    Rm {
+        /// The schedule's name, as `vouch schedule list` shows it.
+        name: String,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum ScenarioCmd {
+    /// Run each scenario on a fresh embedded store in a temporary directory.
+    Run {
+        /// Scenario files, or folders of them (`corpus/` holds the project's).
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum BenchCmd {
+    /// Durable journal appends per second (1 and N writers) beside the disk's fsync limit.
+    Journal {
+        /// Length of each of the four measurements, split over the rounds.
+        #[arg(long, default_value_t = 6.0)]
+        seconds: f64,
+        /// Interleaved rounds (background load falls on all measurements alike).
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Concurrent writers in the N-writer measurement.
+        #[arg(long, default_value_t = 8)]
+        writers: usize,
+        /// Folder on the disk to measure (default: the temporary folder).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// The board: offer → claim → run → submit → accepted, W workers racing.
+    Board {
+        /// How many tasks to offer.
+        #[arg(long, default_value_t = 1000)]
+        tasks: usize,
+        /// Worker threads racing for them.
+        #[arg(long, default_value_t = 4)]
+        workers: usize,
+    },
+    /// Runs per second, sequentially and N at once, on a temporary embedded home.
+    Runs {
+        /// How many runs to measure.
+        #[arg(long, default_value_t = 200)]
+        runs: usize,
+        /// Runs at once in the concurrent measurement.
+        #[arg(long, default_value_t = 8)]
+        concurrency: usize,
+    },
+    /// Start-up and inbox cost against the number of runs in the store (10, 1,000, 100,000).
+    Scale {
+        /// Store sizes to measure, comma-separated.
+        #[arg(long, value_delimiter = ',', default_values_t = [10usize, 1_000, 100_000])]
+        sizes: Vec<usize>,
+    },
+    /// Runs interrupted mid-run, then start-up reconciliation and resuming them all.
+    Recovery {
+        /// How many runs to interrupt.
+        #[arg(long, default_value_t = 1000)]
+        runs: usize,
+    },
+    /// Approve → executed and ended, p50/p90, over runs waiting on a card.
+    Approval {
+        /// How many runs wait on a card.
+        #[arg(long, default_value_t = 200)]
+        runs: usize,
+    },
+    /// Host cost per turn in runs of 50, 500 and 5,000 read-only work-tool turns.
+    Turns {
+        /// Work-tool turns per run, comma-separated.
+        #[arg(long, value_delimiter = ',', default_values_t = [50usize, 500, 5_000])]
+        sizes: Vec<usize>,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum RunsCmd {
+    /// Newest first.
+    List {
+        /// Show at most this many runs (1 or more).
+        #[arg(long, default_value_t = 50, value_parser = parse_limit)]
+        limit: usize,
+    },
+    /// One run: state, outcome, deliveries.
+    Show {
+        /// The run id (or a unique prefix, or `last` for the newest run).
+        run: String,
+    },
+}
+
+/// `--limit`: a whole number of at least 1 (a limit of 0 would list nothing and look empty).
+pub(crate) fn parse_limit(s: &str) -> std::result::Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1 (it is how many runs to show)".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!(
+            "`{s}` is not a whole number; give how many runs to show, like 20"
+        )),
+    }
+}

@@ -1,0 +1,123 @@
+//! The person's decisions (§7, §9.4): approvals listed, approve, deny, edit, answer, cancel, resume.
+
+use crate::cmd::runs::{find_run, finish};
+use crate::out;
+use crate::{bad, host_err, open_host};
+use anyhow::Result;
+use serde_json::{json, Value};
+use std::path::Path;
+use vouch_runtime::host::{RunEnd, TaskDecision};
+
+pub fn resume(dir: &Path, run: &str, json: bool) -> Result<i32> {
+    let host = open_host(dir, !json)?;
+    let rec = find_run(host.store.as_ref(), run)?;
+    let (id, end) = host.resume(&rec.id).map_err(host_err)?;
+    finish(&host, &id, &end, json)
+}
+
+pub fn approvals(dir: &Path, json: bool) -> Result<i32> {
+    let host = open_host(dir, false)?;
+    let cards = vouch_runtime::approvals::open_cards(host.store.as_ref())?;
+    if json {
+        outln!("{}", serde_json::to_string(&cards)?);
+    } else if cards.is_empty() {
+        houtln!("Nothing is waiting for you.");
+    } else {
+        for c in cards {
+            match &c.delivery {
+                Some(d) => {
+                    let payload = c.payload_text.clone().unwrap_or_default();
+                    houtln!("run {} · {} · {}\n  why:     {}\n  payload: {}\n  hash:    {}\n  approve: vouch approve {} {} --hash {}\n  deny:    vouch deny {} {}\n", c.run, d, out::line(&c.summary), out::line(&c.reason), out::line(&payload), c.payload_hash, c.run, d, c.payload_hash, c.run, d);
+                }
+                None => houtln!(
+                    "run {} · question: {}\n  answer: vouch answer {} \"…\"\n",
+                    c.run,
+                    out::line(&c.summary),
+                    c.run
+                ),
+            }
+        }
+    }
+    Ok(0)
+}
+
+pub fn approve(dir: &Path, run: &str, delivery: &str, hash: &str, json: bool) -> Result<i32> {
+    let host = open_host(dir, !json)?;
+    let rec = find_run(host.store.as_ref(), run)?;
+    let d = TaskDecision::Approve {
+        delivery: delivery.to_string(),
+        hash: hash.to_string(),
+    };
+    if let Some(code) = crate::task::decide_on_board(dir, &rec.id, &d, json)? {
+        return Ok(code);
+    }
+    let end = host.approve(&rec.id, delivery, hash).map_err(host_err)?;
+    finish(&host, &rec.id, &end, json)
+}
+
+pub fn deny(dir: &Path, run: &str, delivery: &str, json: bool) -> Result<i32> {
+    let host = open_host(dir, !json)?;
+    let rec = find_run(host.store.as_ref(), run)?;
+    let d = TaskDecision::Deny {
+        delivery: delivery.to_string(),
+    };
+    if let Some(code) = crate::task::decide_on_board(dir, &rec.id, &d, json)? {
+        return Ok(code);
+    }
+    let end = host.deny(&rec.id, delivery).map_err(host_err)?;
+    finish(&host, &rec.id, &end, json)
+}
+
+pub fn edit(dir: &Path, run: &str, delivery: &str, payload: &Path, json: bool) -> Result<i32> {
+    let host = open_host(dir, false)?;
+    let rec = find_run(host.store.as_ref(), run)?;
+    let text = std::fs::read_to_string(payload).map_err(|e| {
+        bad(format!(
+            "cannot read payload file {}: {e}",
+            payload.display()
+        ))
+    })?;
+    let value: Value = serde_json::from_str(&text).map_err(|e| {
+        bad(format!(
+            "payload file {} is not JSON: {e}",
+            payload.display()
+        ))
+    })?;
+    let hash = host.edit(&rec.id, delivery, &value).map_err(host_err)?;
+    if json {
+        outln!(
+            "{}",
+            json!({"run": rec.id, "delivery": delivery, "payload_hash": hash})
+        );
+    } else {
+        houtln!("New card for {delivery} (the previous one is superseded).\n  hash: {hash}\n  approve: vouch approve {} {delivery} --hash {hash}", rec.id);
+    }
+    Ok(0)
+}
+
+pub fn answer(dir: &Path, run: &str, text: &str, json: bool) -> Result<i32> {
+    let host = open_host(dir, !json)?;
+    let rec = find_run(host.store.as_ref(), run)?;
+    let d = TaskDecision::Answer {
+        text: text.to_string(),
+    };
+    if let Some(code) = crate::task::decide_on_board(dir, &rec.id, &d, json)? {
+        return Ok(code);
+    }
+    let end = host.answer(&rec.id, text).map_err(host_err)?;
+    finish(&host, &rec.id, &end, json)
+}
+
+pub fn cancel(dir: &Path, run: &str, json: bool) -> Result<i32> {
+    let host = open_host(dir, false)?;
+    let rec = find_run(host.store.as_ref(), run)?;
+    host.cancel(&rec.id).map_err(host_err)?;
+    finish(
+        &host,
+        &rec.id,
+        &RunEnd::Ended {
+            outcome: vouch_core::Outcome::Withdrawn,
+        },
+        json,
+    )
+}

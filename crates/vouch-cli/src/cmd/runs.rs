@@ -1,0 +1,401 @@
+//! Runs: start one, list and show them, their journals and receipts, follow one live.
+
+use crate::out;
+use crate::{bad, home, host_err, open_host};
+use anyhow::{anyhow, Result};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use vouch_runtime::host::RunEnd;
+use vouch_runtime::{Host, RunSpec};
+use vouch_store::{CardState, Store};
+
+pub fn list(dir: &Path, limit: usize, json: bool) -> Result<i32> {
+    let host = open_host(dir, false)?;
+    let runs = host.store.runs(limit)?;
+    if json {
+        outln!("{}", serde_json::to_string(&runs)?);
+    } else if runs.is_empty() {
+        houtln!("No runs yet in {}. Start one with `vouch run \"PROMPT\" --script FILE` or try `vouch demo`.", dir.display());
+    } else {
+        houtln!(
+            "{:<22} {:<12} {:<10} {:<10} TITLE",
+            "RUN",
+            "TRIGGER",
+            "STATE",
+            "OUTCOME"
+        );
+        for r in runs {
+            houtln!(
+                "{:<22} {:<12} {:<10} {:<10} {}",
+                r.id,
+                r.trigger.as_str(),
+                r.state.as_str(),
+                r.outcome.map(|o| o.as_str()).unwrap_or("—"),
+                out::short(&r.title, 60)
+            );
+        }
+    }
+    Ok(0)
+}
+
+pub fn show(dir: &Path, run: &str, json: bool) -> Result<i32> {
+    let host = open_host(dir, false)?;
+    let rec = find_run(host.store.as_ref(), run)?;
+    let view = vouch_runtime::view::RunView::from_journal(&host.store.journal(&rec.id)?);
+    let cards = host.store.cards_for_run(&rec.id)?;
+    let items: Vec<Value> = view
+        .manifest
+        .iter()
+        .flat_map(|m| m.deliveries.iter())
+        .map(|d| {
+            let iv = view.items.get(&d.id).cloned().unwrap_or_default();
+            // The open card of this item, with why the person is asked (§7).
+            let approval = cards
+                .iter()
+                .rev()
+                .find(|c| c.state == CardState::Open && c.delivery.as_deref() == Some(d.id.as_str()))
+                .map(|c| json!({"payload_hash": c.payload_hash, "reason": c.reason}));
+            json!({"id": d.id, "verb": d.verb, "destination": d.destination, "posture": iv.posture, "status": view.final_status(&d.id), "approval": approval})
+        })
+        .collect();
+    if json {
+        outln!("{}", json!({"run": rec, "deliveries": items}));
+    } else {
+        houtln!(
+            "Run {} · {} · {}",
+            rec.id,
+            rec.trigger.as_str(),
+            out::line(&rec.title)
+        );
+        houtln!(
+            "State: {}{}",
+            rec.state.as_str(),
+            rec.outcome
+                .map(|o| format!(" · outcome {}", o.as_str()))
+                .unwrap_or_default()
+        );
+        if let Some(e) = rec.ended_by {
+            houtln!("Ended by: {}", e.as_str());
+        }
+        if let Some(p) = &rec.parent {
+            houtln!("Continues: {p}");
+        }
+        for i in items {
+            houtln!(
+                "  {} {} → {}  posture {}  status {}",
+                i["id"].as_str().unwrap_or(""),
+                i["verb"].as_str().unwrap_or(""),
+                serde_json::from_value::<vouch_core::Destination>(i["destination"].clone())
+                    .map(|d| d.to_string())
+                    .unwrap_or_default(),
+                i["posture"].as_str().unwrap_or("—"),
+                i["status"].as_str().unwrap_or("")
+            );
+            if let Some(a) = i["approval"].as_object() {
+                houtln!(
+                    "     waits for your approval: {}\n     hash {} — `vouch approvals` shows the payload",
+                    out::line(a["reason"].as_str().unwrap_or("")),
+                    a["payload_hash"].as_str().unwrap_or("")
+                );
+            }
+        }
+        houtln!(
+            "{} turns, {} events. Receipt: `vouch receipt {}`; journal: `vouch journal {}`",
+            view.turns,
+            host.store.journal(&rec.id)?.len(),
+            rec.id,
+            rec.id
+        );
+    }
+    Ok(0)
+}
+
+pub fn journal_verify(dir: &Path, json: bool) -> Result<i32> {
+    let store = home::open_store(dir)?;
+    let report = vouch_runtime::verify::verify(store.as_ref())?;
+    if json {
+        outln!("{}", serde_json::to_string(&report)?);
+    } else if report.intact() {
+        houtln!(
+            "Store and journal intact: {} runs, {} events, every hash chain verifies and every row reads back.",
+            report.runs,
+            report.events
+        );
+    } else {
+        let kept = if home::database_url().is_some() {
+            "a dump of the database".to_string()
+        } else {
+            format!("a copy of {}", dir.join(home::DB_FILE).display())
+        };
+        for d in &report.damage {
+            houtln!("DAMAGED: {d}");
+        }
+        for b in &report.breaks {
+            houtln!("BROKEN: run {} event #{}: {}", b.run_id, b.seq, b.reason);
+        }
+        if !report.damage.is_empty() {
+            houtln!("The store itself is damaged ({} problems above). Keep {kept} before doing anything else; then restore it from a backup, or run `vouch init` in a new folder.", report.damage.len());
+        }
+        if !report.breaks.is_empty() {
+            houtln!("{} of {} runs have a broken chain. The journal was changed outside vouch; keep {kept} before doing anything else.", report.breaks.len(), report.runs);
+        }
+    }
+    Ok(if report.intact() { 0 } else { 1 })
+}
+
+pub fn journal(dir: &Path, target: &str, json: bool) -> Result<i32> {
+    let store = home::open_store(dir)?;
+    let rec = find_run(store.as_ref(), target)?;
+    let entries = store.journal(&rec.id)?;
+    if json {
+        outln!("{}", serde_json::to_string(&entries)?);
+    } else {
+        let t0 = entries.first().map(|e| e.at_ms).unwrap_or(0);
+        for e in &entries {
+            houtln!(
+                "#{:<4} +{:>7.3}s  {:<20} {:<6} {}",
+                e.seq,
+                (e.at_ms - t0) as f64 / 1000.0,
+                e.kind.as_str(),
+                e.delivery.as_deref().unwrap_or(""),
+                describe(&e.body)
+            );
+        }
+    }
+    Ok(0)
+}
+
+pub fn run(
+    dir: &Path,
+    prompt: String,
+    script: Option<PathBuf>,
+    watch: bool,
+    presence: Option<String>,
+    quiet: bool,
+    json: bool,
+) -> Result<i32> {
+    let host = open_host(dir, watch)?;
+    let model = match &script {
+        Some(path) => json!({"kind": "script", "turns": read_script(path)?}),
+        None => {
+            // Settings are checked before a run exists: a missing or malformed model
+            // setting is bad input and leaves no run behind.
+            if let Err(e) = vouch_runtime::model::openai::OpenAiConfig::from_env() {
+                return Err(bad(format!("no model is configured: {e}")));
+            }
+            json!({"kind": "openai"})
+        }
+    };
+    let spec = RunSpec {
+        trigger: vouch_core::TriggerKind::Interactive,
+        title: prompt,
+        presence: presence.and_then(|p| serde_json::from_value(json!(p)).ok()),
+        quiet,
+        model,
+        scope: None,
+    };
+    let (id, end) = host.start(&spec).map_err(host_err)?;
+    finish(&host, &id, &end, json)
+}
+
+pub fn receipt(dir: &Path, run: &str, json: bool) -> Result<i32> {
+    let host = open_host(dir, false)?;
+    let rec = find_run(host.store.as_ref(), run)?;
+    let text = match host.store.receipt(&rec.id)? {
+        Some(t) => t,
+        None => format!(
+            "Run {} has not ended yet ({}); no receipt. Open cards: `vouch approvals`.\n",
+            rec.id,
+            rec.state.as_str()
+        ),
+    };
+    if json {
+        outln!(
+            "{}",
+            json!({"run": rec.id, "state": rec.state, "outcome": rec.outcome, "receipt": text})
+        );
+    } else {
+        hout!("{text}");
+    }
+    Ok(0)
+}
+
+pub fn finish(host: &Host, id: &str, end: &RunEnd, json: bool) -> Result<i32> {
+    let rec = host
+        .store
+        .run(id)?
+        .ok_or_else(|| anyhow!("run {id} vanished"))?;
+    let receipt = host.store.receipt(id)?;
+    let cards: Vec<_> = host
+        .store
+        .cards_for_run(id)?
+        .into_iter()
+        .filter(|c| c.state == CardState::Open)
+        .collect();
+    if json {
+        outln!(
+            "{}",
+            json!({"run": id, "state": rec.state, "outcome": rec.outcome, "ended_by": rec.ended_by, "receipt": receipt, "open_cards": cards, "why": run_why(host, id)?})
+        );
+    } else {
+        match end {
+            RunEnd::Ended { .. } => hout!("\n{}", receipt.unwrap_or_default()),
+            RunEnd::Suspended { reason } => {
+                houtln!("\nRun {id} is waiting for you ({}).", out::line(reason));
+                for c in cards {
+                    match c.delivery {
+                        Some(d) => houtln!("  {d} waits for your approval: {}\n  approve: vouch approve {id} {d} --hash {}\n  deny:    vouch deny {id} {d}", out::line(&c.reason), c.payload_hash),
+                        None => houtln!("  answer:  vouch answer {id} \"…\""),
+                    }
+                }
+            }
+        }
+    }
+    Ok(match rec.outcome {
+        Some(vouch_core::Outcome::Succeeded) | None => 0,
+        Some(vouch_core::Outcome::Withdrawn) => 0,
+        Some(_) => 1,
+    })
+}
+
+/// Why an ended run ended as it did, from its terminal record: how the loop stopped (if it
+/// stopped without the work) and the reason of every delivery that is not verified.
+pub fn run_why(host: &Host, id: &str) -> Result<Value> {
+    let terminal = host
+        .store
+        .journal(id)?
+        .into_iter()
+        .rev()
+        .find(|e| e.kind == vouch_store::EventKind::Terminal);
+    Ok(
+        match terminal.map(|e| vouch_store::Event::parse(e.kind, &e.body)) {
+            Some(Ok(vouch_store::Event::Terminal(t))) => {
+                json!({"loop_end": t.loop_end, "deliveries": t.reasons})
+            }
+            Some(Err(e)) => json!({"loop_end": null, "deliveries": null, "corrupt": e.to_string()}),
+            _ => json!({"loop_end": null, "deliveries": null}),
+        },
+    )
+}
+
+/// Resolve a run id, a unique prefix of one, or `last` (the newest run).
+pub fn find_run(store: &dyn Store, id: &str) -> Result<vouch_store::RunRecord> {
+    if let Some(r) = store.run(id)? {
+        return Ok(r);
+    }
+    if id == "last" {
+        return store.runs(1)?.into_iter().next().ok_or_else(|| {
+            bad("there is no run yet, so no `last` one; start one with `vouch run \"PROMPT\" --script FILE`")
+        });
+    }
+    // Two are enough to tell "unique" from "ambiguous".
+    let matches = if id.is_empty() {
+        vec![]
+    } else {
+        store.runs_by_prefix(id, 2)?
+    };
+    match matches.len() {
+        1 => Ok(matches
+            .into_iter()
+            .next()
+            .ok_or_else(|| anyhow!("unreachable"))?),
+        0 => Err(bad(format!(
+            "no run `{id}` in this home; list runs with `vouch runs list`"
+        ))),
+        _ => Err(bad(format!(
+            "`{id}` matches more than one run; give more of the id"
+        ))),
+    }
+}
+
+pub fn read_script(path: &Path) -> Result<Value> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| bad(format!("cannot read script {}: {e}", path.display())))?;
+    let v: Value = serde_json::from_str(&text)
+        .map_err(|e| bad(format!("script {} is not valid JSON: {e}", path.display())))?;
+    let turns = match v {
+        Value::Array(_) => v,
+        Value::Object(ref o) if o.contains_key("script") => o["script"].clone(),
+        _ => {
+            return Err(bad(format!(
+                "script {}: expected a JSON array of turns or an object with `script`",
+                path.display()
+            )))
+        }
+    };
+    // Check every turn against the scenario format, naming the first bad one.
+    if let Some(items) = turns.as_array() {
+        for (i, t) in items.iter().enumerate() {
+            if let Err(e) = serde_json::from_value::<vouch_scenario::Turn>(t.clone()) {
+                return Err(bad(format!("script {}: turn {i} is not a valid turn ({e}); see the script format in docs/scripts.md", path.display())));
+            }
+        }
+    } else {
+        return Err(bad(format!(
+            "script {}: `script` must be an array of turns",
+            path.display()
+        )));
+    }
+    Ok(turns)
+}
+
+/// A journal body on one line: JSON escapes C0 controls but not C1 or bidirectional ones.
+pub fn describe(body: &Value) -> String {
+    out::short(&body.to_string(), 140)
+}
+
+pub fn watch(dir: &Path, run: &str, json: bool) -> Result<i32> {
+    let host = open_host(dir, false)?;
+    let rec = find_run(host.store.as_ref(), run)?;
+    let presence = home::FilePresence::new(dir);
+    // The last seq shown: each poll reads only what became durable after it.
+    let mut seen = 0i64;
+    let mut told = false;
+    if !json {
+        errln!(
+            "watching run {} — {} (Ctrl-C to stop)",
+            rec.id,
+            out::line(&rec.title)
+        );
+    }
+    loop {
+        let now = host.clock.now_ms();
+        presence.hold_watch(&rec.id, now + 5_000);
+        let entries = host.store.journal_since(&rec.id, seen)?;
+        for e in &entries {
+            if json {
+                outln!("{}", serde_json::to_string(e)?);
+            } else {
+                houtln!(
+                    "#{:<4} {:<20} {:<6} {}",
+                    e.seq,
+                    e.kind.as_str(),
+                    e.delivery.as_deref().unwrap_or(""),
+                    describe(&e.body)
+                );
+            }
+        }
+        if let Some(last) = entries.last() {
+            seen = last.seq;
+        }
+        let cur = host
+            .store
+            .run(&rec.id)?
+            .ok_or_else(|| anyhow!("run vanished"))?;
+        match cur.state {
+            vouch_core::RunState::Ended => {
+                presence.release_watch(&rec.id);
+                if !json {
+                    hout!("\n{}", host.store.receipt(&rec.id)?.unwrap_or_default());
+                }
+                return Ok(0);
+            }
+            vouch_core::RunState::Suspended if !json && !told => {
+                told = true;
+                errln!("the run is waiting for you: `vouch approvals` (still watching)");
+            }
+            _ => {}
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1_000));
+    }
+}

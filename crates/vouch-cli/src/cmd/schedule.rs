@@ -1,0 +1,192 @@
+//! Schedules (§12) and `vouch serve` without HTTP: the tick loop that runs them.
+
+use crate::args::*;
+use crate::when;
+use crate::{bad, home, host_err, open_host};
+use anyhow::{anyhow, Result};
+use serde_json::{json, Value};
+use std::path::Path;
+use vouch_runtime::Host;
+
+pub fn parse_duration_ms(s: &str) -> Result<i64> {
+    let s = s.trim();
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: i64 = num.parse().map_err(|_| {
+        bad(format!(
+            "duration `{s}`: expected a number with s, m or h, like 15m"
+        ))
+    })?;
+    let mult = match unit {
+        "" | "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        other => {
+            return Err(bad(format!(
+                "duration `{s}`: unknown unit `{other}` (use s, m or h)"
+            )))
+        }
+    };
+    Ok(n * mult)
+}
+
+pub fn schedule(dir: &Path, cmd: ScheduleCmd, json: bool) -> Result<i32> {
+    let store = home::open_store(dir)?;
+    match cmd {
+        ScheduleCmd::Add {
+            name,
+            cron,
+            tz,
+            routine,
+            catch_up,
+            overlap,
+            grace,
+        } => {
+            let grace_ms = parse_duration_ms(&grace)?;
+            let text = std::fs::read_to_string(&routine)
+                .map_err(|e| bad(format!("cannot read routine {}: {e}", routine.display())))?;
+            let r: Value = serde_json::from_str(&text)
+                .map_err(|e| bad(format!("routine {} is not JSON: {e}", routine.display())))?;
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as i64)
+                .unwrap_or(0);
+            let sched = vouch_runtime::scheduler::new_schedule(
+                &name, &cron, &tz, r, &catch_up, &overlap, grace_ms, now,
+            )
+            .map_err(|e| match e.field {
+                "routine" => bad(format!("routine {}: {}", routine.display(), e.message)),
+                _ => bad(e.message),
+            })?;
+            store.put_schedule(&sched).map_err(|e| match e {
+                vouch_store::StoreError::Conflict(m) => bad(m),
+                other => anyhow!(other),
+            })?;
+            if json {
+                outln!("{}", serde_json::to_string(&sched)?);
+            } else {
+                houtln!("Schedule `{name}` added ({} {}). It runs while `vouch serve` is running; slots missed while it is not are reported as missed.", sched.cron, sched.tz);
+            }
+            Ok(0)
+        }
+        ScheduleCmd::List => {
+            let all = store.schedules()?;
+            if json {
+                outln!("{}", serde_json::to_string(&all)?);
+            } else if all.is_empty() {
+                houtln!("No schedules. Add one with `vouch schedule add NAME --cron \"0 7 * * *\" --tz Europe/Berlin --routine FILE`.");
+            } else {
+                for s in all {
+                    let last = store
+                        .slots(&s.name)?
+                        .last()
+                        .map(|(t, r)| format!("last slot {} → run {r}", when::slot_time(*t, &s.tz)))
+                        .unwrap_or_else(|| "no slot yet".into());
+                    houtln!(
+                        "{:<16} {:<14} {:<16} catch-up {:<6} overlap {:<5} grace {}s  {last}",
+                        s.name,
+                        s.cron,
+                        s.tz,
+                        s.catch_up,
+                        s.overlap,
+                        s.grace_ms / 1000
+                    );
+                }
+            }
+            Ok(0)
+        }
+        ScheduleCmd::Rm { name } => {
+            if !store.remove_schedule(&name)? {
+                return Err(bad(format!(
+                    "no schedule `{name}`; see `vouch schedule list`"
+                )));
+            }
+            if !json {
+                houtln!("Schedule `{name}` removed; its past runs and receipts stay.");
+            }
+            Ok(0)
+        }
+    }
+}
+
+pub fn serve(dir: &Path, tick_ms: u64, once: bool, json: bool) -> Result<i32> {
+    let host = open_host(dir, !json)?;
+    if once {
+        errln!(
+            "vouch serve --once: home {} — one scheduler tick",
+            dir.display()
+        );
+    } else {
+        errln!(
+            "vouch serve: home {} — scheduler every {tick_ms} ms (Ctrl-C to stop)",
+            dir.display()
+        );
+    }
+    loop {
+        let (report, schedules) = scheduler_pass(&host, json)?;
+        if once {
+            if !json {
+                let n = report.started.len() + report.missed.len() + report.late.len();
+                if n == 0 && report.taken == 0 {
+                    houtln!(
+                        "One tick: nothing was due ({} schedules; no slot fell in this tick).",
+                        schedules
+                    );
+                } else {
+                    houtln!(
+                        "One tick: {} slots started, {} missed, {} running late, {} taken by another host.",
+                        report.started.len(),
+                        report.missed.len(),
+                        report.late.len(),
+                        report.taken
+                    );
+                }
+            }
+            return Ok(0);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(tick_ms.max(50)));
+        host.boot().map_err(host_err)?;
+    }
+}
+
+/// One scheduler pass: start due slots, report missed and late ones. Returns what the tick
+/// did and how many schedules there are.
+pub(crate) fn scheduler_pass(
+    host: &Host,
+    json: bool,
+) -> Result<(vouch_runtime::scheduler::TickReport, usize)> {
+    let report = host.tick().map_err(host_err)?;
+    // Slots are shown as times in their schedule's zone, never as epoch milliseconds.
+    let zones: std::collections::BTreeMap<String, String> = host
+        .store
+        .schedules()?
+        .into_iter()
+        .map(|s| (s.name, s.tz))
+        .collect();
+    let zone = |s: &str| zones.get(s).cloned().unwrap_or_else(|| "UTC".into());
+    let at = |s: &str, slot: i64| when::slot_time(slot, &zone(s));
+    for (s, slot, run) in &report.started {
+        errln!("  {s}: the {} slot ran as {run}", at(s, *slot));
+    }
+    for (s, slot, run) in &report.missed {
+        errln!(
+            "  {s}: the {} slot was missed (receipt: `vouch receipt {run}`)",
+            at(s, *slot)
+        );
+    }
+    for (s, slot, run) in &report.late {
+        errln!("  {s}: the {} slot runs late as {run}", at(s, *slot));
+    }
+    if json {
+        let rows = |v: &[(String, i64, String)]| {
+            v.iter()
+                .map(|(s, slot, run)| json!({"schedule": s, "slot_ms": slot, "slot": when::slot_rfc3339(*slot, &zone(s)), "run": run}))
+                .collect::<Vec<_>>()
+        };
+        outln!(
+            "{}",
+            json!({"started": rows(&report.started), "missed": rows(&report.missed), "late": rows(&report.late), "taken_by_another_host": report.taken})
+        );
+    }
+    let schedules = zones.len();
+    Ok((report, schedules))
+}

@@ -1,0 +1,419 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! Patch tasks (§14) through the real binary: a real git repository in a temporary folder, a
+//! task offered with `vouch task offer --type patch`, a scripted worker, and the stored
+//! attempt, output and receipt read back. The verdict comes from the host's diff and checks.
+
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+struct Home {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    dir: PathBuf,
+    repo: PathBuf,
+    base: String,
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+impl Home {
+    fn new() -> Home {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().to_path_buf();
+        let repo = root.join("repo");
+        std::fs::create_dir_all(repo.join("src")).unwrap();
+        git(&repo, &["init", "--quiet", "-b", "main"]);
+        git(&repo, &["config", "user.name", "t"]);
+        git(&repo, &["config", "user.email", "t@localhost"]);
+        std::fs::write(repo.join("src/client.rs"), "fn send() {}\n").unwrap();
+        std::fs::write(repo.join("README.md"), "readme\n").unwrap();
+        git(&repo, &["add", "-A"]);
+        git(&repo, &["commit", "--quiet", "-m", "base"]);
+        let base = git(&repo, &["rev-parse", "HEAD"]);
+        let h = Home {
+            dir: root.join("home"),
+            _tmp: tmp,
+            root,
+            repo,
+            base,
+        };
+        let out = h.run(&["init"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        h
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_vouch"))
+            .arg("--home")
+            .arg(&self.dir)
+            .args(args)
+            .env_remove("VOUCH_CRASH_AFTER")
+            .env_remove("VOUCH_MODEL_URL")
+            .env_remove("VOUCH_DATABASE_URL")
+            .output()
+            .unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let mut a = vec!["--json"];
+        a.extend_from_slice(args);
+        let out = self.run(&a);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// Offer the standard patch: change src/client.rs (only src/** may change), checked by a
+    /// command that passes when the file mentions retry.
+    fn offer(&self, check: &str) -> String {
+        let repo = self.repo.to_string_lossy().into_owned();
+        let check = format!("tests={check}");
+        let v = self.json(&[
+            "task",
+            "offer",
+            "--type",
+            "patch",
+            "--brief",
+            "add retry handling",
+            "--repo",
+            &repo,
+            "--base",
+            "main",
+            "--allow",
+            "src/**",
+            "--target",
+            "src/client.rs",
+            "--check",
+            &check,
+        ]);
+        v["id"].as_str().unwrap().to_string()
+    }
+
+    fn work(&self, turns: Value) {
+        let script = self.root.join("script.json");
+        std::fs::write(&script, turns.to_string()).unwrap();
+        let out = self.run(&[
+            "worker",
+            "--name",
+            "w",
+            "--script",
+            script.to_str().unwrap(),
+            "--drain",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn show(&self, id: &str) -> Value {
+        self.json(&["task", "show", id])
+    }
+}
+
+fn receipt(show: &Value) -> String {
+    show["attempts"][0]["detail"]["receipt"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+const CHECK: &str = "grep -q retry src/client.rs";
+
+#[test]
+fn an_allowed_change_with_a_passing_check_is_accepted_with_the_hosts_commit() {
+    let h = Home::new();
+    let id = h.offer(CHECK);
+    h.work(json!([
+        {"declare": {"deliveries": []}},
+        {"tool": "repo_list", "args": {"path": "src"}},
+        {"tool": "repo_write_file", "args": {"path": "src/client.rs", "text": "fn send() { retry() }\n"}},
+        {"final": "implemented retry handling"}
+    ]));
+    let s = h.show(&id);
+    assert_eq!(s["task"]["state"], "completed", "{s:#}");
+    let result = &s["result"];
+    let commit = result["commit"].as_str().unwrap();
+    let branch = format!("vouch/{id}/1");
+    assert_eq!(result["branch"], branch.as_str());
+    assert_eq!(git(&h.repo, &["rev-parse", &branch]), commit);
+    assert_eq!(git(&h.repo, &["rev-parse", &format!("{commit}^")]), h.base);
+    assert_eq!(
+        git(&h.repo, &["rev-parse", "main"]),
+        h.base,
+        "the real branch is untouched"
+    );
+    assert_eq!(result["evidence"]["verdict"], "accepted");
+    assert_eq!(result["evidence"]["checks"][0]["exit"], 0);
+    let r = receipt(&s);
+    assert!(r.contains("Changed: src/client.rs"), "{r}");
+    assert!(r.contains("Checks (run by the host): tests exit 0"), "{r}");
+    assert!(r.contains("Attribution: attributed to this attempt"), "{r}");
+    // The worktree is removed once observed; the branch keeps the change.
+    assert!(!h.dir.join("worktrees").join(format!("{id}-1")).exists());
+}
+
+#[test]
+fn implemented_retry_handling_with_an_empty_diff_is_no_effect() {
+    let h = Home::new();
+    let id = h.offer(CHECK);
+    h.work(json!([
+        {"declare": {"deliveries": []}},
+        {"tool": "repo_write_file", "args": {"path": "src/client.rs", "text": "fn send() {}\n"}},
+        {"submit": {"summary": "implemented retry handling; all tests pass"}},
+        {"final": "implemented retry handling"}
+    ]));
+    let s = h.show(&id);
+    assert_eq!(s["task"]["state"], "failed", "{s:#}");
+    let r = receipt(&s);
+    assert!(r.contains("Changed: nothing"), "{r}");
+    assert!(r.contains("No effect"), "{r}");
+    assert!(r.contains("Targets unchanged: src/client.rs"), "{r}");
+    assert!(
+        !r.contains("implemented retry"),
+        "model text is not evidence: {r}"
+    );
+    assert!(git(&h.repo, &["branch", "--list", "vouch/*"]).is_empty());
+}
+
+#[test]
+fn all_tests_pass_in_the_final_text_certifies_nothing_the_hosts_check_decides() {
+    let h = Home::new();
+    let id = h.offer("exit 1");
+    h.work(json!([
+        {"declare": {"deliveries": []}},
+        {"tool": "repo_write_file", "args": {"path": "src/client.rs", "text": "retry\n"}},
+        // The agent may not run what its profile does not allow; its own runs certify nothing.
+        {"tool": "repo_run", "args": {"argv": ["sh", "-c", "exit 0"]}},
+        {"final": "all tests pass"}
+    ]));
+    let s = h.show(&id);
+    assert_eq!(s["task"]["state"], "failed");
+    let r = receipt(&s);
+    assert!(r.contains("tests exit 1"), "{r}");
+    assert!(r.contains("Why: check `tests` exited 1"), "{r}");
+    let reason = s["attempts"][0]["end_reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("check `tests` exited 1"), "{reason}");
+}
+
+#[test]
+fn a_collateral_edit_is_rejected_naming_the_path_and_outside_paths_are_refused() {
+    let h = Home::new();
+    std::fs::write(h.root.join("secret.txt"), "secret").unwrap();
+    let id = h.offer(CHECK);
+    h.work(json!([
+        {"declare": {"deliveries": []}},
+        {"tool": "repo_read_file", "args": {"path": "../../secret.txt"}},
+        {"tool": "repo_write_file", "args": {"path": "../../secret.txt", "text": "owned"}},
+        {"tool": "repo_write_file", "args": {"path": "src/client.rs", "text": "retry\n"}},
+        {"tool": "repo_write_file", "args": {"path": "README.md", "text": "also this\n"}},
+        {"final": "done"}
+    ]));
+    assert_eq!(
+        std::fs::read_to_string(h.root.join("secret.txt")).unwrap(),
+        "secret"
+    );
+    let s = h.show(&id);
+    assert_eq!(s["task"]["state"], "failed");
+    let r = receipt(&s);
+    assert!(
+        r.contains("Collateral (outside the allow-list): README.md"),
+        "{r}"
+    );
+    // Rejected but attributed: the diff is kept on the attempt's branch for a person to see.
+    assert!(!git(&h.repo, &["branch", "--list", &format!("vouch/{id}/1")]).is_empty());
+}
+
+#[test]
+fn bad_patch_offers_are_refused_with_what_is_wrong() {
+    let h = Home::new();
+    let repo = h.repo.to_string_lossy().into_owned();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec![
+                "--repo", &repo, "--base", "nope", "--allow", "src/**", "--target", "src/a.rs",
+                "--check", "t=true",
+            ],
+            "--base nope",
+        ),
+        (
+            vec![
+                "--repo",
+                &repo,
+                "--base",
+                "main",
+                "--allow",
+                "src/**",
+                "--target",
+                "docs/a.md",
+                "--check",
+                "t=true",
+            ],
+            "not matched by the allow-list",
+        ),
+        (
+            vec![
+                "--repo", &repo, "--base", "main", "--allow", "src/**", "--target", "src/a.rs",
+            ],
+            "at least one check",
+        ),
+        (
+            vec![
+                "--repo", &repo, "--base", "main", "--allow", "src/**", "--target", "src/a.rs",
+                "--check", "oops",
+            ],
+            "NAME=COMMAND",
+        ),
+    ];
+    for (extra, want) in cases {
+        let mut a = vec!["task", "offer", "--type", "patch", "--brief", "x"];
+        a.extend(extra);
+        let out = h.run(&a);
+        assert_eq!(out.status.code(), Some(2), "{a:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{want}: {err}");
+    }
+    let input = h.root.join("in.json");
+    std::fs::write(
+        &input,
+        json!({"repo": repo, "base": h.base, "allow": ["src/**"], "targets": ["src/a.rs"],
+               "checks": [{"name": "t", "cmd": "true", "timeout_s": 5}], "trust_me": true})
+        .to_string(),
+    )
+    .unwrap();
+    let out = h.run(&[
+        "task",
+        "offer",
+        "--type",
+        "patch",
+        "--brief",
+        "x",
+        "--input",
+        input.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("trust_me"));
+    let out = h.run(&[
+        "task", "offer", "--type", "freeform", "--brief", "x", "--repo", &repo,
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("for --type patch"));
+}
+
+fn accepted_task(h: &Home) -> (String, String) {
+    let id = h.offer(CHECK);
+    h.work(json!([
+        {"declare": {"deliveries": []}},
+        {"tool": "repo_write_file", "args": {"path": "src/client.rs", "text": "retry\n"}},
+        {"final": "done"}
+    ]));
+    let s = h.show(&id);
+    assert_eq!(s["task"]["state"], "completed", "{s:#}");
+    (id, s["result"]["commit"].as_str().unwrap().to_string())
+}
+
+fn card(h: &Home) -> (String, String) {
+    let cards = h.json(&["approvals"]);
+    assert_eq!(cards.as_array().unwrap().len(), 1, "{cards}");
+    assert_eq!(cards[0]["delivery"], "apply");
+    assert!(
+        cards[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("everyone who shares the branch"),
+        "{cards}"
+    );
+    (
+        cards[0]["run"].as_str().unwrap().to_string(),
+        cards[0]["payload_hash"].as_str().unwrap().to_string(),
+    )
+}
+
+#[test]
+fn applying_to_the_real_branch_waits_for_approval_and_denied_leaves_it_unchanged() {
+    let h = Home::new();
+    let (id, commit) = accepted_task(&h);
+    let out = h.run(&["task", "apply", &id, "--branch", "main"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        git(&h.repo, &["rev-parse", "main"]),
+        h.base,
+        "nothing moves before approval"
+    );
+    let (run, _) = card(&h);
+    let v = h.json(&["deny", &run, "apply"]);
+    assert_eq!(
+        git(&h.repo, &["rev-parse", "main"]),
+        h.base,
+        "denied: branch unchanged"
+    );
+    assert_eq!(
+        std::fs::read_to_string(h.repo.join("src/client.rs")).unwrap(),
+        "fn send() {}\n"
+    );
+    assert!(
+        v["receipt"]
+            .as_str()
+            .unwrap()
+            .contains("Withdrawn at your request"),
+        "{v}"
+    );
+
+    // Offered again and approved: the branch fast-forwards to the host's commit.
+    h.run(&["task", "apply", &id, "--branch", "main"]);
+    let (run, hash) = card(&h);
+    let out = h.run(&["approve", &run, "apply", "--hash", &hash]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(git(&h.repo, &["rev-parse", "main"]), commit);
+    assert_eq!(
+        std::fs::read_to_string(h.repo.join("src/client.rs")).unwrap(),
+        "retry\n"
+    );
+    let receipt = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(receipt.contains("the branch reads back at"), "{receipt}");
+}
+
+#[test]
+fn a_branch_that_moved_on_is_not_rewritten_by_an_approved_apply() {
+    let h = Home::new();
+    let (id, _) = accepted_task(&h);
+    std::fs::write(h.repo.join("README.md"), "someone else\n").unwrap();
+    git(&h.repo, &["commit", "--quiet", "-am", "moved on"]);
+    let moved = git(&h.repo, &["rev-parse", "main"]);
+    h.run(&["task", "apply", &id, "--branch", "main"]);
+    let (run, hash) = card(&h);
+    let out = h.run(&["--json", "approve", &run, "apply", "--hash", &hash]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(git(&h.repo, &["rev-parse", "main"]), moved);
+    assert!(v.to_string().contains("rebase"), "{v}");
+}

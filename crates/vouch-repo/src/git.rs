@@ -1,0 +1,158 @@
+//! The `git` command, driven by the host. Nothing here trusts the agent: the diff is taken
+//! through a temporary index (the worktree's own index and HEAD are never touched), and the
+//! host's commit is made with `commit-tree` and a create-only ref update.
+
+use crate::evaluate::Change;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Output of one git command is this large at most.
+pub const GIT_OUTPUT_BYTES_MAX: usize = 64 << 20;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GitError {
+    /// git could not be started at all: install git.
+    #[error("cannot run git: {0}")]
+    Missing(String),
+    /// git refused: the message is git's own.
+    #[error("git {args}: {message}")]
+    Failed { args: String, message: String },
+}
+
+/// A git command in one folder.
+#[derive(Debug, Clone)]
+pub struct Git {
+    pub dir: PathBuf,
+    /// Extra environment (a temporary index, the host's author identity).
+    pub env: Vec<(String, String)>,
+}
+
+impl Git {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Git {
+            dir: dir.into(),
+            env: vec![],
+        }
+    }
+
+    pub fn with_env(mut self, k: &str, v: &str) -> Self {
+        self.env.push((k.into(), v.into()));
+        self
+    }
+
+    /// Run git; stdout on success, git's stderr as the error otherwise.
+    pub fn run(&self, args: &[&str]) -> Result<Vec<u8>, GitError> {
+        let mut cmd = Command::new("git");
+        cmd.arg("-C").arg(&self.dir).args(args);
+        for k in [
+            "GIT_DIR",
+            "GIT_WORK_TREE",
+            "GIT_INDEX_FILE",
+            "GIT_OBJECT_DIRECTORY",
+            "GIT_COMMON_DIR",
+        ] {
+            cmd.env_remove(k);
+        }
+        // No pager, no prompts, no config from the agent's environment changing output.
+        cmd.env("GIT_TERMINAL_PROMPT", "0").env("GIT_PAGER", "cat");
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().map_err(|e| GitError::Missing(e.to_string()))?;
+        if !out.status.success() {
+            return Err(GitError::Failed {
+                args: args.join(" "),
+                message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            });
+        }
+        if out.stdout.len() > GIT_OUTPUT_BYTES_MAX {
+            return Err(GitError::Failed {
+                args: args.join(" "),
+                message: format!("output larger than {GIT_OUTPUT_BYTES_MAX} bytes"),
+            });
+        }
+        Ok(out.stdout)
+    }
+
+    /// Run git and return its trimmed stdout as text.
+    pub fn text(&self, args: &[&str]) -> Result<String, GitError> {
+        Ok(String::from_utf8_lossy(&self.run(args)?).trim().to_string())
+    }
+
+    /// The full id of the commit `rev` names.
+    pub fn commit_id(&self, rev: &str) -> Result<String, GitError> {
+        self.text(&[
+            "rev-parse",
+            "--verify",
+            "--end-of-options",
+            &format!("{rev}^{{commit}}"),
+        ])
+    }
+}
+
+/// Parse `git diff-tree -r -z --raw --no-renames` output into changes.
+pub fn parse_raw_diff(out: &[u8]) -> Result<Vec<Change>, String> {
+    let mut changes = vec![];
+    let mut parts = out.split(|b| *b == 0).filter(|p| !p.is_empty());
+    while let Some(meta) = parts.next() {
+        let meta = String::from_utf8_lossy(meta);
+        let fields: Vec<&str> = meta.trim_start_matches(':').split(' ').collect();
+        if fields.len() < 5 {
+            return Err(format!("unexpected diff line `{meta}`"));
+        }
+        let path = parts
+            .next()
+            .ok_or_else(|| format!("diff line `{meta}` has no path"))?;
+        let blob = |s: &str| (!s.bytes().all(|b| b == b'0')).then(|| s.to_string());
+        changes.push(Change {
+            path: String::from_utf8_lossy(path).into_owned(),
+            before: blob(fields[2]),
+            after: blob(fields[3]),
+        });
+    }
+    Ok(changes)
+}
+
+/// The tree of everything in `worktree` now (untracked files included, ignored files not),
+/// built in a temporary index so the worktree's own index is left alone.
+pub fn snapshot_tree(worktree: &Path, base: &str, index: &Path) -> Result<String, GitError> {
+    let _ = std::fs::remove_file(index);
+    let git = Git::new(worktree).with_env("GIT_INDEX_FILE", &index.to_string_lossy());
+    git.run(&["read-tree", base])?;
+    git.run(&["add", "-A", "--", "."])?;
+    let tree = git.text(&["write-tree"]);
+    let _ = std::fs::remove_file(index);
+    tree
+}
+
+/// Changed paths between the base commit and a tree, with their blob ids.
+pub fn diff(worktree: &Path, base: &str, tree: &str) -> Result<Vec<Change>, GitError> {
+    let out =
+        Git::new(worktree).run(&["diff-tree", "-r", "-z", "--raw", "--no-renames", base, tree])?;
+    parse_raw_diff(&out).map_err(|message| GitError::Failed {
+        args: "diff-tree".into(),
+        message,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn raw_diff_lines_parse_with_absent_blobs() {
+        let z = "0".repeat(40);
+        let a = "a".repeat(40);
+        let b = "b".repeat(40);
+        let out = format!(
+            ":100644 100644 {a} {b} M\0src/x y.rs\0:000000 100644 {z} {b} A\0new.rs\0:100644 000000 {a} {z} D\0gone.rs\0"
+        );
+        let c = parse_raw_diff(out.as_bytes()).unwrap();
+        assert_eq!(c.len(), 3);
+        assert_eq!(c[0].path, "src/x y.rs");
+        assert_eq!(c[1].before, None);
+        assert_eq!(c[2].after, None);
+        assert!(parse_raw_diff(b":100644\0x\0").is_err());
+    }
+}

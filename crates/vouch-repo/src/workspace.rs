@@ -1,0 +1,476 @@
+//! One attempt's isolated git worktree (§14): created at the recorded base under an exclusive
+//! lease, worked in only through names resolved beneath its root, then observed by the host.
+
+use crate::evaluate::{evaluate, CheckRun, DiffObs, Evaluation, Facts, Integrity};
+use crate::exec::{self, TAIL_BYTES_MAX};
+use crate::git::{self, Git, GitError};
+use crate::input::{plain_path, PatchInput};
+use crate::trace::{Trace, TraceLog};
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+use serde::{Deserialize, Serialize};
+use std::io::Read as _;
+use std::os::unix::fs::MetadataExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Entries a `list` returns at most.
+pub const LIST_ENTRIES_MAX: usize = 1000;
+/// A command the agent runs may take this long at most.
+pub const COMMAND_TIMEOUT_S_MAX: u64 = 600;
+/// The lease and identity files in the worktree's git folder (never in the work tree itself).
+const LEASE_FILE: &str = "vouch-lease";
+const IDENTITY_FILE: &str = "vouch-identity";
+const INDEX_FILE: &str = "vouch-index";
+
+#[derive(Debug, thiserror::Error)]
+pub enum RepoError {
+    /// The input names something that is not there (a repository, a commit): fix the task.
+    #[error("{0}")]
+    Input(String),
+    /// Someone else holds the place this attempt needs (the worktree path, the branch).
+    #[error("{0}")]
+    Conflict(String),
+    #[error(transparent)]
+    Git(#[from] GitError),
+    #[error("{0}")]
+    Io(String),
+}
+
+/// What the host journals about the worktree before the attempt starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceRecord {
+    pub repo: String,
+    pub path: String,
+    pub base: String,
+    pub head: String,
+    /// A token unique to this attempt's worktree; the lease carries it too.
+    pub identity: String,
+    /// Where the host will commit the diff: `vouch/TASK/ATTEMPT`.
+    pub branch: String,
+}
+
+/// Everything the host saw after the attempt, and its verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Observed {
+    pub workspace: WorkspaceRecord,
+    pub integrity: Integrity,
+    pub diff: DiffObs,
+    pub checks: Vec<CheckRun>,
+    pub reported_writes: Vec<String>,
+    pub trace: Option<TraceLog>,
+    pub evaluation: Evaluation,
+    /// The host's commit of the diff on `workspace.branch` (none for an empty or unattributed
+    /// diff).
+    pub commit: Option<String>,
+    /// Why the host could not commit a diff it read.
+    pub commit_error: Option<String>,
+}
+
+pub struct Workspace {
+    pub record: WorkspaceRecord,
+    pub input: PatchInput,
+    root: PathBuf,
+    admin: PathBuf,
+    dev_ino: (u64, u64),
+    trace: Option<Trace>,
+    writes: Mutex<Vec<String>>,
+}
+
+/// `[A-Za-z0-9_-]` only (a task id or attempt in a path or a branch name).
+fn safe_part(s: &str) -> Result<&str, RepoError> {
+    if s.is_empty()
+        || s.len() > 128
+        || !s
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        return Err(RepoError::Input(format!(
+            "`{s}` cannot name a worktree or branch (use letters, digits, _ and -)"
+        )));
+    }
+    Ok(s)
+}
+
+fn io(what: &str, e: std::io::Error) -> RepoError {
+    RepoError::Io(format!("{what}: {e}"))
+}
+
+fn dev_ino(p: &Path) -> Option<(u64, u64)> {
+    std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
+}
+
+impl std::fmt::Debug for Workspace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Workspace")
+            .field("record", &self.record)
+            .field("tracing", &self.trace.is_some())
+            .finish()
+    }
+}
+
+impl Workspace {
+    /// Create the attempt's worktree at `worktrees/TASK-ATTEMPT`, detached at the base, and
+    /// take its lease. Refuses if the repository, the commit or the branch is not as the input
+    /// says, or if the worktree or branch already exists (one writer).
+    pub fn create(
+        input: &PatchInput,
+        worktrees: &Path,
+        task: &str,
+        attempt: u32,
+    ) -> Result<Workspace, RepoError> {
+        input
+            .validate()
+            .map_err(|e| RepoError::Input(e.to_string()))?;
+        let task = safe_part(task)?;
+        let repo = Path::new(&input.repo)
+            .canonicalize()
+            .map_err(|e| RepoError::Input(format!("repository {}: {e}", input.repo)))?;
+        let g = Git::new(&repo);
+        g.text(&["rev-parse", "--git-dir"]).map_err(|e| {
+            RepoError::Input(format!("{} is not a git repository: {e}", repo.display()))
+        })?;
+        let resolved = g.commit_id(&input.base).map_err(|_| {
+            RepoError::Input(format!(
+                "base {} is not a commit in {}",
+                input.base,
+                repo.display()
+            ))
+        })?;
+        if resolved != input.base {
+            return Err(RepoError::Input(format!(
+                "base {} names {resolved}; give the full commit id",
+                input.base
+            )));
+        }
+        let branch = format!("vouch/{task}/{attempt}");
+        if g.run(&[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("refs/heads/{branch}"),
+        ])
+        .is_ok()
+        {
+            return Err(RepoError::Conflict(format!(
+                "branch {branch} already exists in {}; an attempt's branch is made once",
+                repo.display()
+            )));
+        }
+        std::fs::create_dir_all(worktrees).map_err(|e| io("create the worktrees folder", e))?;
+        let path = worktrees
+            .canonicalize()
+            .map_err(|e| io("resolve the worktrees folder", e))?
+            .join(format!("{task}-{attempt}"));
+        if path.exists() {
+            return Err(RepoError::Conflict(format!(
+                "worktree {} already exists; another writer holds it",
+                path.display()
+            )));
+        }
+        let shown = path.to_string_lossy().into_owned();
+        g.run(&[
+            "worktree",
+            "add",
+            "--detach",
+            "--quiet",
+            &shown,
+            &input.base,
+        ])?;
+        let wg = Git::new(&path);
+        let admin = PathBuf::from(wg.text(&["rev-parse", "--absolute-git-dir"])?);
+        let head = wg.text(&["rev-parse", "HEAD"])?;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let identity = format!("{task}/{attempt}/{}/{nanos}", std::process::id());
+        // The lease: created only if absent, so two hosts cannot both hold it.
+        let mut opts = std::fs::OpenOptions::new();
+        opts.write(true).create_new(true);
+        let mut f = opts
+            .open(admin.join(LEASE_FILE))
+            .map_err(|e| RepoError::Conflict(format!("the worktree's lease is taken: {e}")))?;
+        std::io::Write::write_all(&mut f, identity.as_bytes())
+            .map_err(|e| io("write the lease", e))?;
+        std::fs::write(admin.join(IDENTITY_FILE), identity.as_bytes())
+            .map_err(|e| io("write the worktree identity", e))?;
+        let dev_ino = dev_ino(&path).ok_or_else(|| RepoError::Io("stat the worktree".into()))?;
+        let trace = if input.trace {
+            Some(Trace::start(&path).map_err(RepoError::Io)?)
+        } else {
+            None
+        };
+        Ok(Workspace {
+            record: WorkspaceRecord {
+                repo: repo.to_string_lossy().into_owned(),
+                path: shown,
+                base: input.base.clone(),
+                head,
+                identity,
+                branch,
+            },
+            input: input.clone(),
+            root: path,
+            admin,
+            dev_ino,
+            trace,
+            writes: Mutex::new(vec![]),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.root
+    }
+
+    fn dir(&self) -> Result<Dir, String> {
+        Dir::open_ambient_dir(&self.root, ambient_authority())
+            .map_err(|e| format!("the worktree cannot be opened: {e}"))
+    }
+
+    fn name(rel: &str) -> Result<&str, String> {
+        if plain_path(rel) {
+            Ok(rel)
+        } else {
+            Err(format!(
+                "path `{rel}` is outside the worktree; give a relative path inside it (not .git)"
+            ))
+        }
+    }
+
+    fn escape_msg(rel: &str, e: std::io::Error) -> String {
+        let m = e.to_string();
+        if m.contains("outside of the filesystem sandbox") || m.contains("a path led outside") {
+            format!("path `{rel}` leads outside the worktree (through a symlink); refused")
+        } else {
+            format!("{rel}: {e}")
+        }
+    }
+
+    /// Read at most `bytes_max` bytes of a file beneath the worktree.
+    pub fn read(&self, rel: &str, bytes_max: usize) -> Result<Vec<u8>, String> {
+        let rel = Self::name(rel)?;
+        let f = self
+            .dir()?
+            .open(rel)
+            .map_err(|e| Self::escape_msg(rel, e))?;
+        let mut out = vec![];
+        f.take(bytes_max as u64)
+            .read_to_end(&mut out)
+            .map_err(|e| Self::escape_msg(rel, e))?;
+        Ok(out)
+    }
+
+    /// Write a whole file beneath the worktree (folders created); the write is recorded as
+    /// reported, so the evaluator can tell a write that changed nothing.
+    pub fn write(&self, rel: &str, bytes: &[u8]) -> Result<(), String> {
+        let rel = Self::name(rel)?;
+        let dir = self.dir()?;
+        if let Some(parent) = Path::new(rel)
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+        {
+            dir.create_dir_all(parent)
+                .map_err(|e| Self::escape_msg(rel, e))?;
+        }
+        dir.write(rel, bytes)
+            .map_err(|e| Self::escape_msg(rel, e))?;
+        self.writes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(rel.to_string());
+        Ok(())
+    }
+
+    /// Names in a folder beneath the worktree (`""` or `.` for its top), folders with a `/`.
+    pub fn list(&self, rel: &str) -> Result<Vec<String>, String> {
+        let dir = self.dir()?;
+        let rd = if rel.is_empty() || rel == "." {
+            dir.entries()
+        } else {
+            let rel = Self::name(rel)?;
+            dir.read_dir(rel)
+        }
+        .map_err(|e| Self::escape_msg(rel, e))?;
+        let mut out = vec![];
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name == ".git" {
+                continue;
+            }
+            let folder = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
+            out.push(if folder { format!("{name}/") } else { name });
+        }
+        out.sort();
+        out.truncate(LIST_ENTRIES_MAX);
+        Ok(out)
+    }
+
+    /// Run a command in the worktree if its program is allowed; `timeout_s` is capped.
+    pub fn run(
+        &self,
+        argv: &[String],
+        allowed: &[String],
+        timeout_s: u64,
+    ) -> Result<exec::Ran, String> {
+        let Some(program) = argv.first() else {
+            return Err("give the command as a list: [program, args…]".into());
+        };
+        if !allowed.iter().any(|a| a == program) {
+            return Err(format!(
+                "`{program}` is not a command this runtime profile allows{}",
+                if allowed.is_empty() {
+                    " (it allows none)".to_string()
+                } else {
+                    format!(" (allowed: {})", allowed.join(", "))
+                }
+            ));
+        }
+        let timeout = Duration::from_secs(timeout_s.clamp(1, COMMAND_TIMEOUT_S_MAX));
+        Ok(exec::run(
+            &self.root,
+            program,
+            &argv[1..],
+            timeout,
+            TAIL_BYTES_MAX,
+        ))
+    }
+
+    /// What the worktree says about itself now.
+    fn integrity(&self) -> Integrity {
+        let read = |f: &str| std::fs::read_to_string(self.admin.join(f)).ok();
+        let lease_held = read(LEASE_FILE).as_deref() == Some(self.record.identity.as_str());
+        let identity_matches = read(IDENTITY_FILE).as_deref()
+            == Some(self.record.identity.as_str())
+            && dev_ino(&self.root) == Some(self.dev_ino);
+        let head_matches = Git::new(&self.root)
+            .text(&["rev-parse", "HEAD"])
+            .is_ok_and(|h| h == self.record.base);
+        Integrity {
+            lease_held,
+            head_matches,
+            identity_matches,
+        }
+    }
+
+    /// After the attempt: stop the trace, check the worktree is still this attempt's, take a
+    /// fresh diff against the base, run every declared check, evaluate, and commit the diff on
+    /// the attempt's branch when it is attributed and not empty.
+    pub fn observe(mut self) -> (Observed, Workspace) {
+        let trace = self.trace.take().map(Trace::stop);
+        let integrity = self.integrity();
+        let index = self.admin.join(INDEX_FILE);
+        let snap = git::snapshot_tree(&self.root, &self.record.base, &index)
+            .and_then(|tree| git::diff(&self.root, &self.record.base, &tree).map(|c| (tree, c)));
+        let (tree, diff) = match snap {
+            Ok((tree, changes)) => (Some(tree), DiffObs::Read { changes }),
+            Err(e) => (
+                None,
+                DiffObs::Unreadable {
+                    reason: e.to_string(),
+                },
+            ),
+        };
+        let intact = integrity == Integrity::intact() && tree.is_some();
+        // Checks on a worktree the attempt no longer holds would certify someone else's work.
+        let checks: Vec<CheckRun> = if intact {
+            self.input
+                .checks
+                .iter()
+                .map(|c| {
+                    let r = exec::run(
+                        &self.root,
+                        "sh",
+                        &["-c".to_string(), c.cmd.clone()],
+                        Duration::from_secs(c.timeout_s),
+                        TAIL_BYTES_MAX,
+                    );
+                    CheckRun {
+                        name: c.name.clone(),
+                        exit: r.exit,
+                        timed_out: r.timed_out,
+                        tail: r.tail,
+                        error: r.error,
+                    }
+                })
+                .collect()
+        } else {
+            vec![]
+        };
+        let reported_writes = self
+            .writes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let evaluation = evaluate(&Facts {
+            input: &self.input,
+            integrity: integrity.clone(),
+            diff: diff.clone(),
+            checks: checks.clone(),
+            reported_writes: reported_writes.clone(),
+            traced: trace.as_ref().map(TraceLog::touched),
+        });
+        let (mut commit, mut commit_error) = (None, None);
+        if let (Some(tree), crate::evaluate::Attribution::Attributed, false) =
+            (&tree, evaluation.attribution, evaluation.changed.is_empty())
+        {
+            match self.commit(tree, &evaluation) {
+                Ok(c) => commit = Some(c),
+                Err(e) => commit_error = Some(e.to_string()),
+            }
+        }
+        (
+            Observed {
+                workspace: self.record.clone(),
+                integrity,
+                diff,
+                checks,
+                reported_writes,
+                trace,
+                evaluation,
+                commit,
+                commit_error,
+            },
+            self,
+        )
+    }
+
+    fn commit(&self, tree: &str, e: &Evaluation) -> Result<String, GitError> {
+        let msg = format!(
+            "vouch: {} ({})\n\nchanged: {}\nverdict: {:?}\n",
+            self.record.branch,
+            self.record.identity,
+            e.changed.join(", "),
+            e.verdict
+        );
+        let g = Git::new(&self.record.repo)
+            .with_env("GIT_AUTHOR_NAME", "vouch")
+            .with_env("GIT_AUTHOR_EMAIL", "vouch@localhost")
+            .with_env("GIT_COMMITTER_NAME", "vouch")
+            .with_env("GIT_COMMITTER_EMAIL", "vouch@localhost");
+        let commit = g.text(&["commit-tree", tree, "-p", &self.record.base, "-m", &msg])?;
+        // Create-only: an existing branch of that name is never moved.
+        g.run(&[
+            "update-ref",
+            &format!("refs/heads/{}", self.record.branch),
+            &commit,
+            "",
+        ])?;
+        Ok(commit)
+    }
+
+    /// Remove the worktree (the branch and its commit stay). Only this attempt's worktree is
+    /// removed: one that was replaced or whose lease was taken is left to its holder.
+    pub fn remove(self) -> Result<(), RepoError> {
+        if self.integrity().lease_held && self.integrity().identity_matches {
+            Git::new(&self.record.repo).run(&[
+                "worktree",
+                "remove",
+                "--force",
+                &self.record.path,
+            ])?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,688 @@
+//! Task runs through the real board (contract §13): the scenario's task is offered on the
+//! embedded store's board, each worker event claims, heartbeats, runs the attempt as a vouch
+//! run through the host (`run_task_attempt`, whose `submit` tool validates the result) and
+//! reports what the host decided — or crashes, fails, aborts — with the store's own guarded
+//! procedures and sweeps. Time is the scenario's manual clock: a dead worker's lease lapses
+//! because the clock moves past it, and the next sweep sees it.
+//!
+//! The report's run fields describe the last run of the main task; `deliveries.result` is that
+//! run's implied `result` item as the board saw it (§13.4.2).
+
+use super::{report, Ctx};
+use serde_json::{json, Value};
+use std::path::Path;
+use std::sync::Arc;
+use vouch_core::board::{self as core_board, Condition};
+use vouch_runtime::clock::Clock;
+use vouch_runtime::crash::{CrashMode, CrashPlan};
+use vouch_runtime::host::{AttemptJob, TaskTypes, TaskWork};
+use vouch_runtime::{Host, HostError};
+use vouch_scenario::{
+    AfterCondition, BoardStep, CancelAt, Does, JudgePlan, OfferAgain, PrerequisiteEnd, TaskPlan,
+    WorkerStep,
+};
+use vouch_store::board::{
+    content_id, AttemptRef, BoardStore, ClaimRequest, NewTask, Offered, Report, ReportKind,
+    TaskSpec, Usage,
+};
+use vouch_store::{EventKind, Store, StoreError};
+use vouch_store_sqlite::SqliteStore;
+
+const MAIN: &str = "task-main";
+const PREREQUISITE: &str = "task-prerequisite";
+const JUDGE: &str = "task-judge";
+
+struct Board {
+    store: Arc<SqliteStore>,
+    types: TaskTypes,
+    plan: TaskPlan,
+    script: Value,
+    prompt: String,
+    turned_away: Vec<Value>,
+    judge_turned_away: Vec<Value>,
+    offers: Vec<String>,
+    /// The last run of the main task and its result item's status.
+    last_run: Option<(String, &'static str)>,
+}
+
+fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+fn conflict<T>(r: Result<T, StoreError>) -> Result<Option<T>, String> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(StoreError::Conflict(_)) => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Run a task scenario in `dir` (empty) and return its report.
+pub fn run_task_scenario(s: &Value, dir: &Path) -> Result<Value, String> {
+    let plan: TaskPlan = serde_json::from_value(s.get("task").cloned().unwrap_or(Value::Null))
+        .map_err(|e| format!("task: {e}"))?;
+    plan.check()?;
+    let mut ctx = Ctx::new(s, dir)?;
+    let store = Arc::new(SqliteStore::open(&dir.join("vouch.db")).map_err(err)?);
+    let types = if let Some(schema) = &plan.output_schema {
+        let types_dir = dir.join("types");
+        std::fs::create_dir_all(&types_dir).map_err(err)?;
+        let file = types_dir.join(format!("{}.json", plan.kind));
+        let body = json!({"name": plan.kind, "output_schema": schema});
+        std::fs::write(&file, body.to_string()).map_err(err)?;
+        TaskTypes::with_dir(&types_dir)?
+    } else {
+        TaskTypes::builtin()
+    };
+    let prompt = s
+        .get("prompt")
+        .and_then(Value::as_str)
+        .filter(|p| !p.is_empty())
+        .or_else(|| s.get("id").and_then(Value::as_str))
+        .unwrap_or("a task")
+        .to_string();
+    let mut b = Board {
+        store,
+        types,
+        script: s.get("script").cloned().unwrap_or(json!([])),
+        prompt,
+        plan: plan.clone(),
+        turned_away: vec![],
+        judge_turned_away: vec![],
+        offers: vec![],
+        last_run: None,
+    };
+    if plan.after.is_some() {
+        b.offer_plain(&ctx, PREREQUISITE)?;
+    }
+    let first = b.offer_main(&ctx, &b.prompt.clone())?;
+    if plan.idempotency_key.is_some() {
+        b.offers.push(first);
+    }
+    for ev in plan.events() {
+        match ev {
+            BoardStep::Worker(w) => b.worker(&mut ctx, &w)?,
+            BoardStep::Cancel => {
+                let now = ctx.clock.now_ms();
+                if conflict(b.store.cancel(MAIN, now))?.is_none() {
+                    b.turned_away.push(json!({"by": "owner", "call": "cancel"}));
+                }
+            }
+            BoardStep::Wait(ms) => {
+                ctx.clock.advance(ms);
+                b.store.sweep(ctx.clock.now_ms()).map_err(err)?;
+            }
+            BoardStep::Prerequisite(end) => {
+                b.end_prerequisite(&ctx, end)?;
+                b.store.sweep(ctx.clock.now_ms()).map_err(err)?;
+            }
+            BoardStep::OfferAgain(again) => {
+                let brief = match again {
+                    OfferAgain::Same => b.prompt.clone(),
+                    OfferAgain::Different => format!("{} (changed)", b.prompt),
+                };
+                let answer = b.offer_main(&ctx, &brief)?;
+                b.offers.push(answer);
+            }
+        }
+    }
+    let judge = match &plan.judge {
+        Some(j) => b.judge(&mut ctx, j)?,
+        None => None,
+    };
+    let task = b.task_report(MAIN, &b.turned_away, &b.offers)?;
+    let mut out = match &b.last_run {
+        Some((run_id, status)) => {
+            let host = ctx.host()?;
+            let mut r = report(s, &host, run_id, &ctx)?;
+            if let Some(d) = r.get_mut("deliveries").and_then(Value::as_object_mut) {
+                d.insert(
+                    "result".into(),
+                    json!({"posture": "execute", "status": status}),
+                );
+            }
+            r
+        }
+        None => json!({
+            "id": s.get("id").cloned().unwrap_or(Value::Null),
+            "state": null, "outcome": null, "ended_by": null, "deliveries": {},
+            "needs_you": null, "significance": null, "attention": null, "notifications": null,
+        }),
+    };
+    out["task"] = task;
+    if let Some(j) = judge {
+        out["judge"] = j;
+    }
+    Ok(out)
+}
+
+impl Board {
+    fn spec(&self, brief: &str, input: Value, criteria: Option<Value>) -> TaskSpec {
+        TaskSpec {
+            brief: brief.to_string(),
+            input,
+            correlation: String::new(),
+            criteria,
+            references: vec![],
+            lease_ms: core_board::DEFAULT_LEASE_MS,
+            heartbeat_ms: core_board::DEFAULT_HEARTBEAT_MS,
+            dispatch_timeout_ms: core_board::DEFAULT_DISPATCH_TIMEOUT_MS,
+            running_timeout_ms: core_board::DEFAULT_RUNNING_TIMEOUT_MS,
+        }
+    }
+
+    fn new_task(&self, id: &str, kind: &str, spec: TaskSpec, now: i64) -> Result<NewTask, String> {
+        let request = json!({"type": kind, "spec": spec});
+        Ok(NewTask {
+            id: id.to_string(),
+            kind: kind.to_string(),
+            owner: "person".into(),
+            max_attempts: 1,
+            deadline_ms: None,
+            profiles: vec![],
+            tags: vec![],
+            excluded_claimant: None,
+            condition: None,
+            idempotency_key: None,
+            request_id: content_id(&request).map_err(err)?,
+            spec,
+            created_ms: now,
+        })
+    }
+
+    fn offer_plain(&self, ctx: &Ctx, id: &str) -> Result<(), String> {
+        let now = ctx.clock.now_ms();
+        let spec = self.spec(
+            "the prerequisite",
+            json!({"brief": "the prerequisite"}),
+            None,
+        );
+        let t = self.new_task(id, "freeform", spec, now)?;
+        self.store.offer(&t).map_err(err)?;
+        Ok(())
+    }
+
+    /// Offer the main task; the answer (`created`, `existing`, `refused`).
+    fn offer_main(&self, ctx: &Ctx, brief: &str) -> Result<String, String> {
+        let p = &self.plan;
+        let now = ctx.clock.now_ms();
+        let input = p.input.clone().unwrap_or(json!({"brief": brief}));
+        let spec = self.spec(brief, input, p.criteria.clone());
+        let mut t = self.new_task(MAIN, &p.kind, spec, now)?;
+        t.max_attempts = p.max_attempts;
+        t.deadline_ms = p.deadline_ms.map(|d| now + d);
+        t.idempotency_key = p.idempotency_key.clone();
+        t.condition = p.after.map(|c| match c {
+            AfterCondition::TaskAccepted => Condition::TaskAccepted(PREREQUISITE.into()),
+            AfterCondition::TaskEnded => Condition::TaskEnded(PREREQUISITE.into()),
+        });
+        let request = json!({"type": p.kind, "spec": t.spec, "max_attempts": t.max_attempts,
+            "deadline_ms": p.deadline_ms, "condition": t.condition});
+        t.request_id = content_id(&request).map_err(err)?;
+        // A repeated offer is a new request with a new id; the key decides.
+        if !self.offers.is_empty() {
+            t.id = format!("{MAIN}-{}", self.offers.len() + 1);
+        }
+        Ok(match conflict(self.store.offer(&t))? {
+            Some(Offered::Created(_)) => "created",
+            Some(Offered::Existing(_)) => "existing",
+            None => "refused",
+        }
+        .into())
+    }
+
+    fn claim(&self, ctx: &Ctx, task: &str, worker: &str) -> Result<Option<AttemptRef>, String> {
+        let req = ClaimRequest {
+            claimant: worker.to_string(),
+            profile: "default".into(),
+            model: Some("script".into()),
+            policy_fingerprint: "sha256:scenario".into(),
+            types: vec![],
+            tags: vec![],
+            task_id: Some(task.to_string()),
+            signature: None,
+            policy: json!({}),
+            now_ms: ctx.clock.now_ms(),
+        };
+        Ok(self.store.claim(&req).map_err(err)?.map(|c| AttemptRef {
+            task_id: c.task.id,
+            n: c.attempt.n,
+            claimant: c.attempt.claimant,
+            epoch: c.attempt.epoch,
+        }))
+    }
+
+    fn heartbeat(&self, ctx: &Ctx, at: &AttemptRef) -> Result<bool, String> {
+        Ok(self
+            .store
+            .heartbeat(at, ctx.clock.now_ms())
+            .map_err(err)?
+            .cancelled)
+    }
+
+    fn report(
+        &self,
+        ctx: &Ctx,
+        at: &AttemptRef,
+        kind: ReportKind,
+        run_id: Option<String>,
+        receipt: Option<String>,
+        usage: Usage,
+    ) -> Result<bool, String> {
+        let expected = match &kind {
+            ReportKind::Accepted { result, .. } => Some(result.clone()),
+            _ => None,
+        };
+        let r = Report {
+            attempt: at.clone(),
+            kind,
+            run_id,
+            receipt,
+            usage,
+            signature: None,
+            now_ms: ctx.clock.now_ms(),
+        };
+        let Some(done) = conflict(self.store.report(&r))? else {
+            return Ok(false);
+        };
+        // Acceptance is observed, not assumed: read the output back by its content id.
+        if let (Some(id), Some(want)) = (&done.task.result_id, &expected) {
+            let back = self.store.result(id).map_err(err)?;
+            if back.as_ref() != Some(want) {
+                return Err(format!("the board stored {id} but reads back {back:?}"));
+            }
+        }
+        Ok(true)
+    }
+
+    /// A host of this worker: the scenario's providers, the board's `submit` tool.
+    fn host(&self, ctx: &mut Ctx, worker: &str) -> Result<(Host, Arc<TaskWork>), String> {
+        let mut host = ctx.host()?;
+        host.owner = format!("worker-{worker}");
+        let work = Arc::new(TaskWork::new(host.work.clone()));
+        host.work = work.clone();
+        Ok((host, work))
+    }
+
+    fn worker(&mut self, ctx: &mut Ctx, w: &WorkerStep) -> Result<(), String> {
+        let Some(at) = self.claim(ctx, MAIN, &w.worker)? else {
+            self.turned_away
+                .push(json!({"by": w.worker, "call": "claim"}));
+            return Ok(());
+        };
+        match w.does {
+            Does::Crash => {
+                let mut died_in_run = false;
+                let lapse = if w.before_heartbeat {
+                    core_board::DEFAULT_DISPATCH_TIMEOUT_MS
+                } else {
+                    self.heartbeat(ctx, &at)?;
+                    if let Some(event) = w.crash_after {
+                        let script = match &w.script {
+                            Some(t) => serde_json::to_value(t).map_err(err)?,
+                            None => self.script.clone(),
+                        };
+                        let plan = CrashPlan::new(
+                            event.as_str(),
+                            w.delivery.as_deref(),
+                            1,
+                            CrashMode::Simulate,
+                        );
+                        let last = self.run_dying(ctx, &at, &w.worker, script, plan)?;
+                        self.last_run = Some(last);
+                        died_in_run = true;
+                    }
+                    core_board::DEFAULT_LEASE_MS
+                };
+                // Nothing more is heard from the worker; the next sweep sees its clock out.
+                let run_lease = vouch_runtime::Limits::default().lease_ms;
+                ctx.clock.advance(lapse.max(run_lease) + 1_000);
+                self.store.sweep(ctx.clock.now_ms()).map_err(err)?;
+                if died_in_run {
+                    // The next start-up reconciles the run the dead worker left (§9.2).
+                    ctx.host()?.boot().map_err(err)?;
+                }
+                if w.late_report {
+                    let kind = ReportKind::Accepted {
+                        result: json!({"summary": "a late result"}),
+                        self_assessment: Some(json!({"late": true})),
+                        verdict: None,
+                    };
+                    if !self.report(ctx, &at, kind, None, None, Usage::default())? {
+                        self.turned_away
+                            .push(json!({"by": w.worker, "call": "report"}));
+                    }
+                }
+            }
+            Does::Hang => {
+                // Alive and heartbeating, never finishing: the heartbeats keep the lease until
+                // the running clock runs out; then a sweep times the attempt out.
+                let interval = core_board::DEFAULT_HEARTBEAT_MS;
+                let mut left = core_board::DEFAULT_RUNNING_TIMEOUT_MS + 1_000;
+                while left > 0 {
+                    let step = left.min(interval);
+                    ctx.clock.advance(step);
+                    left -= step;
+                    let beat = conflict(self.store.heartbeat(&at, ctx.clock.now_ms()))?;
+                    if beat.is_none() {
+                        return Err(
+                            "a live worker's heartbeat was refused before its running timeout"
+                                .into(),
+                        );
+                    }
+                }
+                self.store.sweep(ctx.clock.now_ms()).map_err(err)?;
+                if w.late_report {
+                    let kind = ReportKind::Accepted {
+                        result: json!({"summary": "a late result"}),
+                        self_assessment: Some(json!({"late": true})),
+                        verdict: None,
+                    };
+                    if !self.report(ctx, &at, kind, None, None, Usage::default())? {
+                        self.turned_away
+                            .push(json!({"by": w.worker, "call": "report"}));
+                    }
+                }
+            }
+            Does::Fail | Does::Abort => {
+                self.heartbeat(ctx, &at)?;
+                let kind = if w.does == Does::Abort {
+                    ReportKind::Aborted {
+                        reason: "the worker shut down".into(),
+                    }
+                } else {
+                    ReportKind::Failed {
+                        retryable: w.retryable,
+                        reason: "the worker's environment failed".into(),
+                    }
+                };
+                if !self.report(ctx, &at, kind, None, None, Usage::default())? {
+                    self.turned_away
+                        .push(json!({"by": w.worker, "call": "report"}));
+                }
+            }
+            Does::Run => {
+                if self.heartbeat(ctx, &at)? {
+                    return Err("the first heartbeat answered cancelled".into());
+                }
+                if let Some(who) = &w.impostor {
+                    let forged = AttemptRef {
+                        claimant: who.clone(),
+                        ..at.clone()
+                    };
+                    let kind = ReportKind::Accepted {
+                        result: json!({"summary": "not mine to report"}),
+                        self_assessment: Some(json!({"forged": true})),
+                        verdict: None,
+                    };
+                    if !self.report(ctx, &forged, kind, None, None, Usage::default())? {
+                        self.turned_away.push(json!({"by": who, "call": "report"}));
+                    }
+                }
+                if w.cancel == Some(CancelAt::BeforeRun) {
+                    self.store.cancel(MAIN, ctx.clock.now_ms()).map_err(err)?;
+                    // The worker hears of it at its next heartbeat and stops.
+                    if !self.heartbeat(ctx, &at)? {
+                        return Err("the heartbeat after the cancel did not say cancelled".into());
+                    }
+                    return Ok(());
+                }
+                let script = match &w.script {
+                    Some(t) => serde_json::to_value(t).map_err(err)?,
+                    None => self.script.clone(),
+                };
+                let criteria = self.plan.criteria.clone();
+                let kind = self.plan.kind.clone();
+                let (run_id, status) = self.run_attempt(
+                    ctx, &at, &w.worker, &kind, script, criteria, w.cancel, w.stall_ms,
+                )?;
+                self.last_run = Some((run_id, status));
+            }
+        }
+        Ok(())
+    }
+
+    /// One attempt's run; reports what the host decided. Answers the run id and the status
+    /// of its `result` item (§13.4.2).
+    #[allow(clippy::too_many_arguments)]
+    fn run_attempt(
+        &mut self,
+        ctx: &mut Ctx,
+        at: &AttemptRef,
+        worker: &str,
+        kind: &str,
+        script: Value,
+        criteria: Option<Value>,
+        cancel: Option<CancelAt>,
+        stall_ms: Option<i64>,
+    ) -> Result<(String, &'static str), String> {
+        let task = self
+            .store
+            .task(&at.task_id)
+            .map_err(err)?
+            .ok_or("the claimed task vanished")?;
+        let (host, work) = self.host(ctx, worker)?;
+        let job = AttemptJob {
+            task_id: task.id.clone(),
+            kind: kind.to_string(),
+            brief: task.spec.brief.clone(),
+            input: task.spec.input.clone(),
+            criteria,
+            model: json!({"kind": "script", "turns": script}),
+            repairs_max: self.plan.repairs,
+            attempt: at.n,
+            profile: None,
+        };
+        let out = host
+            .run_task_attempt(&work, &self.types, &job)
+            .map_err(err)?;
+        let submitted = submitted(host.store.as_ref(), &out.run_id)?;
+        let Some(kind) = out.report else {
+            self.store
+                .suspend(at, &out.run_id, ctx.clock.now_ms())
+                .map_err(err)?;
+            return Ok((
+                out.run_id,
+                if submitted { "failed" } else { "not_attempted" },
+            ));
+        };
+        let accepted = matches!(kind, ReportKind::Accepted { .. });
+        if let Some(ms) = stall_ms {
+            // The worker stalls before reporting; no sweep runs in between.
+            ctx.clock.advance(ms);
+        }
+        if cancel == Some(CancelAt::AfterRun) {
+            self.store
+                .cancel(&at.task_id, ctx.clock.now_ms())
+                .map_err(err)?;
+            if !self.heartbeat(ctx, at)? {
+                return Err("the heartbeat after the cancel did not say cancelled".into());
+            }
+        }
+        let took = self.report(
+            ctx,
+            at,
+            kind,
+            Some(out.run_id.clone()),
+            out.receipt,
+            out.usage,
+        )?;
+        if !took {
+            let list = if at.task_id == JUDGE {
+                &mut self.judge_turned_away
+            } else {
+                &mut self.turned_away
+            };
+            list.push(json!({"by": worker, "call": "report"}));
+        }
+        let status = if took && accepted {
+            "verified"
+        } else if submitted {
+            "failed"
+        } else {
+            "not_attempted"
+        };
+        Ok((out.run_id, status))
+    }
+
+    /// The worker runs the attempt and dies at `plan`'s crash point (or, if its run never
+    /// reaches it, right after the run, before reporting). Answers the run and its `result`
+    /// item's status: nothing was reported, so nothing was accepted.
+    fn run_dying(
+        &mut self,
+        ctx: &mut Ctx,
+        at: &AttemptRef,
+        worker: &str,
+        script: Value,
+        plan: CrashPlan,
+    ) -> Result<(String, &'static str), String> {
+        let task = self
+            .store
+            .task(&at.task_id)
+            .map_err(err)?
+            .ok_or("the claimed task vanished")?;
+        let (mut host, work) = self.host(ctx, worker)?;
+        host.crash = Some(plan);
+        let job = AttemptJob {
+            task_id: task.id.clone(),
+            kind: task.kind.clone(),
+            brief: task.spec.brief.clone(),
+            input: task.spec.input.clone(),
+            criteria: self.plan.criteria.clone(),
+            model: json!({"kind": "script", "turns": script}),
+            repairs_max: self.plan.repairs,
+            attempt: at.n,
+            profile: None,
+        };
+        let run_id = match host.run_task_attempt(&work, &self.types, &job) {
+            Ok(o) => o.run_id,
+            Err(HostError::Crashed(_)) => host
+                .store
+                .runs(1)
+                .map_err(err)?
+                .first()
+                .map(|r| r.id.clone())
+                .ok_or("the dead worker's run vanished")?,
+            Err(e) => return Err(e.to_string()),
+        };
+        // Read what became durable, as the next process will (the dead one's buffer is gone).
+        let fresh = ctx.host()?;
+        let status = if submitted(fresh.store.as_ref(), &run_id)? {
+            "failed"
+        } else {
+            "not_attempted"
+        };
+        Ok((run_id, status))
+    }
+
+    fn end_prerequisite(&self, ctx: &Ctx, end: PrerequisiteEnd) -> Result<(), String> {
+        if end == PrerequisiteEnd::Cancelled {
+            self.store
+                .cancel(PREREQUISITE, ctx.clock.now_ms())
+                .map_err(err)?;
+            return Ok(());
+        }
+        let at = self
+            .claim(ctx, PREREQUISITE, "prerequisite-worker")?
+            .ok_or("the prerequisite task could not be claimed")?;
+        self.heartbeat(ctx, &at)?;
+        let kind = if end == PrerequisiteEnd::Completed {
+            ReportKind::Accepted {
+                result: json!({"summary": "the prerequisite is done"}),
+                self_assessment: None,
+                verdict: None,
+            }
+        } else {
+            ReportKind::Failed {
+                retryable: false,
+                reason: "the prerequisite failed".into(),
+            }
+        };
+        if !self.report(ctx, &at, kind, None, None, Usage::default())? {
+            return Err("the prerequisite's report was refused".into());
+        }
+        Ok(())
+    }
+
+    fn judge(&mut self, ctx: &mut Ctx, j: &JudgePlan) -> Result<Option<Value>, String> {
+        let main = self.store.task(MAIN).map_err(err)?.ok_or("no main task")?;
+        let Some(n) = main.accepted_attempt else {
+            return Ok(None);
+        };
+        // The producer may not judge its own output (§13.4): the claimant of the accepted
+        // attempt is excluded at claim.
+        let producer = self
+            .store
+            .attempts(MAIN)
+            .map_err(err)?
+            .into_iter()
+            .find(|a| a.n == n)
+            .map(|a| a.claimant);
+        let now = ctx.clock.now_ms();
+        let input = json!({"target": MAIN, "criteria": j.criteria});
+        let mut spec = self.spec("judge the accepted output", input, None);
+        spec.references = vec![MAIN.into()];
+        let mut t = self.new_task(JUDGE, "judge", spec, now)?;
+        t.excluded_claimant = producer;
+        self.store.offer(&t).map_err(err)?;
+        let script = serde_json::to_value(&j.script).map_err(err)?;
+        for w in &j.workers {
+            let Some(at) = self.claim(ctx, JUDGE, w)? else {
+                self.judge_turned_away
+                    .push(json!({"by": w, "call": "claim"}));
+                continue;
+            };
+            if self.heartbeat(ctx, &at)? {
+                return Err("the judge's first heartbeat answered cancelled".into());
+            }
+            self.run_attempt(ctx, &at, w, "judge", script.clone(), None, None, None)?;
+        }
+        Ok(Some(self.task_report(
+            JUDGE,
+            &self.judge_turned_away,
+            &[],
+        )?))
+    }
+
+    fn task_report(&self, id: &str, turned: &[Value], offers: &[String]) -> Result<Value, String> {
+        let t = self.store.task(id).map_err(err)?.ok_or("no task")?;
+        let attempts: Vec<Value> = self
+            .store
+            .attempts(id)
+            .map_err(err)?
+            .into_iter()
+            .map(|a| json!({"n": a.n, "state": a.state, "claimant": a.claimant}))
+            .collect();
+        let mut v = json!({
+            "state": t.state,
+            "attempts": attempts,
+            "accepted_attempt": t.accepted_attempt,
+            "turned_away": turned,
+        });
+        if !offers.is_empty() {
+            v["offers"] = json!(offers);
+        }
+        Ok(v)
+    }
+}
+
+/// Did the run hand a result to its `submit` tool? A call rejected before the manifest
+/// (§3.4) never reached the tool.
+fn submitted(store: &dyn Store, run_id: &str) -> Result<bool, String> {
+    let journal = store.journal(run_id).map_err(err)?;
+    let rejected: Vec<&str> = journal
+        .iter()
+        .filter(|e| e.kind == EventKind::ProposalRejected)
+        .filter(|e| e.body.get("tool").and_then(Value::as_str) == Some("submit"))
+        .filter_map(|e| e.body.get("call_id").and_then(Value::as_str))
+        .collect();
+    Ok(journal.iter().any(|e| {
+        e.kind == EventKind::ToolCalled
+            && e.body.get("name").and_then(Value::as_str) == Some("submit")
+            && !e
+                .body
+                .get("call_id")
+                .and_then(Value::as_str)
+                .is_some_and(|c| rejected.contains(&c))
+    }))
+}

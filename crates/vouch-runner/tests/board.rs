@@ -1,0 +1,136 @@
+//! Task runs through the real board and host: what the store records, and that the runner's
+//! comparison with the oracle sees a difference in the board's record.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::{json, Value};
+
+fn scenario(task: Value, script: Value) -> Value {
+    json!({"id": "t", "prompt": "summarise the tickets", "trigger": {"kind": "task"}, "task": task, "script": script})
+}
+
+fn good() -> Value {
+    json!([{"declare": {"deliveries": []}}, {"tool": "read", "args": {}}, {"submit": {"summary": "done"}}, {"final": ""}])
+}
+
+fn run(s: &Value) -> Value {
+    vouch_runner::run_in_tempdir(s).expect("the scenario runs")
+}
+
+fn agree(
+    s: &Value,
+) -> (
+    vouch_scenario::ScenarioReport,
+    vouch_scenario::ScenarioReport,
+) {
+    let typed: vouch_scenario::Scenario = serde_json::from_value(s.clone()).unwrap();
+    typed.check().unwrap();
+    let oracle = vouch_oracle::evaluate(&typed).report;
+    let actual = vouch_runner::run_typed(&typed).unwrap();
+    let d = vouch_scenario::compare_reports(&oracle, &actual);
+    assert!(d.is_empty(), "{d:?}");
+    (oracle, actual)
+}
+
+#[test]
+fn a_dead_workers_lease_lapses_and_another_worker_finishes() {
+    let s = scenario(
+        json!({"max_attempts": 2, "events": [{"worker": "a", "does": "crash", "late_report": true}, {"worker": "b"}]}),
+        good(),
+    );
+    let r = run(&s);
+    assert_eq!(r["task"]["state"], "completed", "{r}");
+    assert_eq!(
+        r["task"]["attempts"],
+        json!([{"n": 1, "state": "timed_out", "claimant": "a"}, {"n": 2, "state": "completed", "claimant": "b"}])
+    );
+    assert_eq!(r["task"]["accepted_attempt"], 2);
+    assert_eq!(
+        r["task"]["turned_away"],
+        json!([{"by": "a", "call": "report"}])
+    );
+    assert_eq!(r["deliveries"]["result"]["status"], "verified");
+    assert!(r["receipt"].as_str().unwrap().contains("task task-main"));
+}
+
+#[test]
+fn a_cancel_after_the_run_refuses_its_report() {
+    let s = scenario(
+        json!({"events": [{"worker": "a", "cancel": "after_run"}]}),
+        good(),
+    );
+    let r = run(&s);
+    assert_eq!(r["task"]["state"], "cancelled", "{r}");
+    assert_eq!(r["task"]["attempts"][0]["state"], "cancelled");
+    assert_eq!(r["task"]["accepted_attempt"], Value::Null);
+    assert_eq!(r["deliveries"]["result"]["status"], "failed");
+}
+
+#[test]
+fn malformed_submissions_are_repaired_within_the_bound() {
+    let bad = json!({"submit": {"summary": ""}});
+    let script = |n: usize| {
+        let mut t = vec![json!({"declare": {"deliveries": []}})];
+        t.extend(std::iter::repeat_n(bad.clone(), n));
+        t.push(json!({"submit": {"summary": "fixed"}}));
+        Value::from(t)
+    };
+    let r = run(&scenario(json!({"repairs": 2}), script(2)));
+    assert_eq!(r["task"]["state"], "completed", "{r}");
+    let r = run(&scenario(json!({"repairs": 2}), script(3)));
+    assert_eq!(r["task"]["state"], "failed", "{r}");
+    assert_eq!(r["deliveries"]["result"]["status"], "failed");
+}
+
+#[test]
+fn the_comparison_sees_a_different_board_record() {
+    let s = scenario(
+        json!({"max_attempts": 2, "events": [{"worker": "a", "does": "abort"}, {"worker": "b"}]}),
+        good(),
+    );
+    let (oracle, mut actual) = agree(&s);
+    let t = actual.task.as_mut().unwrap();
+    t.attempts[0].state = vouch_core::board::AttemptState::Failed;
+    t.turned_away.push(vouch_scenario::TurnedAway {
+        by: "b".into(),
+        call: "claim".into(),
+    });
+    let fields: Vec<String> = vouch_scenario::compare_reports(&oracle, &actual)
+        .into_iter()
+        .map(|d| d.field)
+        .collect();
+    assert_eq!(fields, vec!["task.attempts", "task.turned_away"]);
+}
+
+#[test]
+fn a_judge_is_never_the_producer() {
+    let verdict = json!([{"declare": {"deliveries": []}}, {"submit": {"passed": true, "scores": {"accurate": 1}}}]);
+    let s = scenario(
+        json!({"judge": {"criteria": ["accurate"], "workers": ["w1", "w2"], "script": verdict}}),
+        good(),
+    );
+    let (_, actual) = agree(&s);
+    let j = actual.judge.unwrap();
+    assert_eq!(j.accepted_attempt, Some(1));
+    assert_eq!(j.attempts[0].claimant, "w2");
+    assert_eq!(j.turned_away[0].by, "w1");
+}
+
+#[test]
+fn a_retry_never_repeats_an_irreversible_act() {
+    let post = json!([
+        {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "webhook", "address": "https://hooks.example/t"}}]}},
+        {"deliver": "d1", "payload": {"text": "all green"}}
+    ]);
+    let mut with_submit = post.as_array().unwrap().clone();
+    with_submit.push(json!({"submit": {"summary": "posted"}}));
+    let mut s = scenario(
+        json!({"max_attempts": 2, "events": [{"worker": "a", "script": post}, {"worker": "b"}]}),
+        Value::from(with_submit),
+    );
+    s["world"] = json!({"automation": ["send:webhook:*"]});
+    let r = run(&s);
+    assert_eq!(r["task"]["accepted_attempt"], 2, "{r}");
+    assert_eq!(r["deliveries"]["d1"]["status"], "verified", "{r}");
+    assert_eq!(r["deliveries"]["d1"]["executions"], 1, "{r}");
+    agree(&s);
+}

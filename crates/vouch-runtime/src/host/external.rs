@@ -1,0 +1,225 @@
+//! Runs driven by an agent outside the host (MCP, §17): the agent is the model. Each of its
+//! tool calls is one turn, journaled and routed through the same `handle_call` as the host's
+//! own loop — posture, approvals, the ledger, evidence and the reconciler all apply — and its
+//! `finish` is the model's final text. Between calls the run waits `suspended` with no lease
+//! (for the agent, or for the person when a card is open), so any process — `vouch mcp` on
+//! stdio, `/mcp`, the CLI, the HTTP API — can take the next step, and start-up reconciliation
+//! never mistakes a run between two calls for an orphan. Touches the run's state, lease and
+//! journal; no provider I/O of its own.
+
+use super::*;
+
+/// The model spec of a run an outside agent drives.
+pub fn external_model(via: &str) -> Value {
+    json!({"kind": "external", "via": via})
+}
+
+/// True when an agent outside the host drives this run (its spec's model kind).
+pub fn is_external(spec: &Value) -> bool {
+    spec.pointer("/model/kind").and_then(Value::as_str) == Some("external")
+}
+
+/// What one outside call did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExternalReply {
+    /// The tool's answer, as the host's own model would read it.
+    pub ok: bool,
+    pub text: String,
+    /// Set when the call suspended the run (an approval, the question) or ended it.
+    pub end: Option<RunEnd>,
+}
+
+impl Host {
+    /// Create a run that an outside agent drives; it waits for the agent's first call.
+    pub fn open_external(&self, spec: &RunSpec) -> HostResult<String> {
+        let id = new_id(self.clock.as_ref());
+        self.create(&id, spec, None, None)?;
+        self.idle(&id)?;
+        Ok(id)
+    }
+
+    /// Take an outside agent's run for one step: refused when it ended, when the person has
+    /// something open on it, or when it is not an outside agent's run.
+    fn take_external(&self, run_id: &str) -> HostResult<RunRecord> {
+        let run = self.record(run_id)?;
+        if !is_external(&run.spec) {
+            return Err(HostError::Invalid(format!(
+                "run {run_id} is driven by the host's own model, not by an agent over MCP"
+            )));
+        }
+        match run.state {
+            RunState::Ended => {
+                return Err(HostError::Invalid(format!(
+                    "run {run_id} has already ended; read its receipt"
+                )))
+            }
+            RunState::Suspended => {
+                if let Some(card) = self
+                    .store
+                    .cards_for_run(run_id)?
+                    .into_iter()
+                    .find(|c| c.state == CardState::Open)
+                {
+                    return Err(HostError::Invalid(format!(
+                        "run {run_id} waits for the person ({}: {}); call again once they decided",
+                        card.delivery.as_deref().unwrap_or("the question"),
+                        card.summary
+                    )));
+                }
+            }
+            _ => {}
+        }
+        self.lease(run_id)?;
+        if run.state != RunState::Running {
+            self.store.set_run_state(run_id, RunState::Running)?;
+        }
+        Ok(run)
+    }
+
+    /// Between two calls: waiting for the agent, with no lease, everything committed.
+    fn idle(&self, run_id: &str) -> HostResult<()> {
+        self.store.set_run_state(run_id, RunState::Suspended)?;
+        self.store.release_run(run_id, &self.owner)?;
+        self.store.flush()?;
+        Ok(())
+    }
+
+    /// Run one step of an outside agent's run: one step at a time per run in this process
+    /// (another process is kept out by the run's lease); a step that fails part-way leaves the
+    /// run waiting for the agent again rather than leased and running.
+    fn external_step<T>(
+        &self,
+        run_id: &str,
+        step: impl FnOnce() -> HostResult<T>,
+    ) -> HostResult<T> {
+        let view = RunView::from_journal(&self.store.journal(run_id)?);
+        if !self.drives.try_open(run_id, view) {
+            return Err(HostError::Invalid(format!(
+                "another call on run {run_id} is in progress; call again when it has answered"
+            )));
+        }
+        let out = step();
+        self.drives.close(run_id);
+        if out.is_err() {
+            if let Ok(Some(r)) = self.store.run(run_id) {
+                if r.state == RunState::Running && r.owner.as_deref() == Some(self.owner.as_str()) {
+                    let _ = self.idle(run_id);
+                }
+            }
+        }
+        out
+    }
+
+    /// One tool call of the outside agent (`declare`, `deliver`, a verb, `clarify`, or a work
+    /// tool), as one turn of the run.
+    pub fn external_call(
+        &self,
+        run_id: &str,
+        name: &str,
+        args: &Value,
+    ) -> HostResult<ExternalReply> {
+        self.external_step(run_id, || self.external_call_open(run_id, name, args))
+    }
+
+    fn external_call_open(
+        &self,
+        run_id: &str,
+        name: &str,
+        args: &Value,
+    ) -> HostResult<ExternalReply> {
+        let run = self.take_external(run_id)?;
+        let view = self.view(run_id)?;
+        if view.turns >= self.limits.turns_max {
+            let end = self.end_loop(
+                run_id,
+                Some((
+                    "turn_budget",
+                    format!(
+                        "the agent used its whole turn budget ({} turns)",
+                        self.limits.turns_max
+                    ),
+                )),
+            )?;
+            self.store.flush()?;
+            return Ok(ExternalReply {
+                ok: false,
+                text: "the run ended: the turn budget is spent".into(),
+                end: Some(end),
+            });
+        }
+        let call = ToolCall {
+            id: format!("mcp-{}", view.turns),
+            name: name.to_string(),
+            arguments: args.to_string(),
+        };
+        self.journal(
+            run_id,
+            self.ev(j::Turn {
+                index: view.turns as u64,
+                content: None,
+                tool_calls: vec![turn::call_record(&call)],
+                usage: Some(j::TokenUsage::default()),
+                error: None,
+            }),
+        )?;
+        let res = self.handle_call(&run, &call)?;
+        self.journal(
+            run_id,
+            self.ev(j::ToolCalled {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                ok: res.ok,
+                result: res.text.clone(),
+            }),
+        )?;
+        let end = if res.end.is_some() {
+            let end = self.end_loop(run_id, None)?;
+            self.store.flush()?;
+            Some(end)
+        } else if let Some(reason) = res.suspend.clone() {
+            self.journal(
+                run_id,
+                self.ev(j::Suspended {
+                    reason: reason.to_string(),
+                    at_boot: false,
+                }),
+            )?;
+            self.idle(run_id)?;
+            self.say(&format!("⏸ run {run_id} is waiting for you: {reason}"));
+            Some(RunEnd::Suspended { reason })
+        } else {
+            self.idle(run_id)?;
+            None
+        };
+        Ok(ExternalReply {
+            ok: res.ok,
+            text: res.text,
+            end,
+        })
+    }
+
+    /// The agent is done: its final text (an interactive run's reply to the person), then the
+    /// one reconciler ends the run (§9).
+    pub fn external_finish(&self, run_id: &str, text: &str) -> HostResult<RunEnd> {
+        self.external_step(run_id, || self.external_finish_open(run_id, text))
+    }
+
+    fn external_finish_open(&self, run_id: &str, text: &str) -> HostResult<RunEnd> {
+        let run = self.take_external(run_id)?;
+        let view = self.view(run_id)?;
+        self.journal(
+            run_id,
+            self.ev(j::Turn {
+                index: view.turns as u64,
+                content: Some(text.to_string()),
+                tool_calls: vec![],
+                usage: Some(j::TokenUsage::default()),
+                error: None,
+            }),
+        )?;
+        self.final_text_to_surface(&run, text)?;
+        let end = self.end_loop(run_id, None)?;
+        self.store.flush()?;
+        Ok(end)
+    }
+}

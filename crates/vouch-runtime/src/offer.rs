@@ -1,0 +1,281 @@
+//! Offering a task on the board (§13.1, §13.2): the checks and the record that every interface
+//! (the CLI's `task offer`, `POST /api/tasks`, MCP) shares, so none decides anything itself.
+//! A judge's producer is excluded from claiming it (§13.4); `after` becomes a claim condition;
+//! the request's content id (for the idempotency key) covers everything the request says.
+
+use crate::host::{validate, TaskTypes};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use vouch_core::board::{self as core_board, Condition};
+use vouch_store::board::{content_id, BoardStore, NewTask, Offered, TaskSpec};
+use vouch_store::StoreError;
+
+/// Tags one task carries at most, and a tag's length at most.
+pub const TAGS_MAX: usize = 32;
+pub const TAG_CHARS_MAX: usize = 64;
+/// A brief's length at most, in characters.
+pub const BRIEF_CHARS_MAX: usize = 16_384;
+/// An idempotency key's length at most.
+pub const IDEMPOTENCY_KEY_CHARS_MAX: usize = 200;
+
+fn default_max_attempts() -> u32 {
+    core_board::DEFAULT_MAX_ATTEMPTS
+}
+fn default_lease_ms() -> i64 {
+    core_board::DEFAULT_LEASE_MS
+}
+fn default_heartbeat_ms() -> i64 {
+    core_board::DEFAULT_HEARTBEAT_MS
+}
+fn default_dispatch_timeout_ms() -> i64 {
+    core_board::DEFAULT_DISPATCH_TIMEOUT_MS
+}
+fn default_running_timeout_ms() -> i64 {
+    core_board::DEFAULT_RUNNING_TIMEOUT_MS
+}
+
+/// What an offer says. The JSON field names are the API's; the CLI's flags are the same
+/// names with dashes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskOffer {
+    /// `freeform`, `judge`, or a type registered in the home's `types/`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// What the task asks for, in words (the worker's prompt).
+    pub brief: String,
+    /// Validated against the type's input schema; default `{"brief": brief}`.
+    #[serde(default)]
+    pub input: Option<Value>,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// Success criteria; the producer must self-assess against them.
+    #[serde(default)]
+    pub criteria: Option<Value>,
+    /// 1–20.
+    #[serde(default = "default_max_attempts")]
+    pub max_attempts: u32,
+    /// Claimable only once each of these tasks has an accepted output.
+    #[serde(default)]
+    pub after: Vec<String>,
+    /// Runtime profiles allowed to claim (empty: any).
+    #[serde(default)]
+    pub profiles: Vec<String>,
+    /// Expire the task if nobody claimed it within this many seconds.
+    #[serde(default)]
+    pub deadline_s: Option<i64>,
+    #[serde(default = "default_lease_ms")]
+    pub lease_ms: i64,
+    #[serde(default = "default_heartbeat_ms")]
+    pub heartbeat_ms: i64,
+    #[serde(default = "default_dispatch_timeout_ms")]
+    pub dispatch_timeout_ms: i64,
+    #[serde(default = "default_running_timeout_ms")]
+    pub running_timeout_ms: i64,
+    /// Tasks this one refers to (a continuation's parent, §13.5.2); `after` and a judge's
+    /// target are added to them.
+    #[serde(default)]
+    pub references: Vec<String>,
+    /// The thread this task belongs to (§13.5.2: a continuation `extend`s its parent's).
+    #[serde(default)]
+    pub correlation: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum OfferError {
+    /// The request is wrong in one named field (the CLI shows it as `--field-name`).
+    #[error("{field}: {message}")]
+    Field {
+        field: &'static str,
+        message: String,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+fn field(field: &'static str, message: impl Into<String>) -> OfferError {
+    OfferError::Field {
+        field,
+        message: message.into(),
+    }
+}
+
+/// Check an offer and put it on the board: `Created`, or `Existing` for a repeated
+/// idempotency key with the same request (a different request under it is `Conflict`).
+pub fn offer(
+    board: &dyn BoardStore,
+    types: &TaskTypes,
+    req: &TaskOffer,
+    idempotency_key: Option<String>,
+    owner: &str,
+    id: String,
+    now_ms: i64,
+) -> Result<Offered, OfferError> {
+    if core_board::check_max_attempts(req.max_attempts).is_err() {
+        return Err(field(
+            "max_attempts",
+            format!(
+                "must be between {} and {}, not {}",
+                core_board::MAX_ATTEMPTS_MIN,
+                core_board::MAX_ATTEMPTS_MAX,
+                req.max_attempts
+            ),
+        ));
+    }
+    for (v, name) in [
+        (req.lease_ms, "lease_ms"),
+        (req.heartbeat_ms, "heartbeat_ms"),
+        (req.dispatch_timeout_ms, "dispatch_timeout_ms"),
+        (req.running_timeout_ms, "running_timeout_ms"),
+    ] {
+        if v <= 0 {
+            return Err(field(name, "must be a positive number of milliseconds"));
+        }
+    }
+    if req.heartbeat_ms >= req.lease_ms {
+        return Err(field(
+            "heartbeat_ms",
+            "must be shorter than lease_ms, or every lease lapses between heartbeats",
+        ));
+    }
+    if req.deadline_s.is_some_and(|s| s <= 0) {
+        return Err(field("deadline_s", "must be a positive number of seconds"));
+    }
+    if req.brief.trim().is_empty() {
+        return Err(field("brief", "is empty; say what the task is"));
+    }
+    if req.brief.chars().count() > BRIEF_CHARS_MAX {
+        return Err(field(
+            "brief",
+            format!("is longer than {BRIEF_CHARS_MAX} characters; put the rest in the input"),
+        ));
+    }
+    if req.tags.len() > TAGS_MAX
+        || req
+            .tags
+            .iter()
+            .any(|t| t.trim().is_empty() || t.chars().count() > TAG_CHARS_MAX)
+    {
+        return Err(field(
+            "tags",
+            format!("takes at most {TAGS_MAX} tags, each 1–{TAG_CHARS_MAX} characters"),
+        ));
+    }
+    if let Some(k) = &idempotency_key {
+        if k.trim().is_empty() || k.chars().count() > IDEMPOTENCY_KEY_CHARS_MAX {
+            return Err(field(
+                "idempotency_key",
+                format!("must be 1–{IDEMPOTENCY_KEY_CHARS_MAX} characters"),
+            ));
+        }
+    }
+    let ty = types.get(&req.kind).ok_or_else(|| {
+        field(
+            "type",
+            format!(
+                "names no known task type (`{}`); known: {} (register more as JSON files in the home's types/)",
+                req.kind,
+                types.names().join(", ")
+            ),
+        )
+    })?;
+    let input = req
+        .input
+        .clone()
+        .unwrap_or_else(|| json!({"brief": req.brief}));
+    // A continuation's own key (§13.5.2) is the host's, not the type's: the rest is validated.
+    let mut typed = input.clone();
+    if let Some(o) = typed.as_object_mut() {
+        o.remove("continuation");
+    }
+    if let Err(errors) = validate(&ty.input_schema, &typed) {
+        return Err(field(
+            "input",
+            format!("does not fit type `{}`: {}", req.kind, errors.join("; ")),
+        ));
+    }
+    let mut references = req.references.clone();
+    references.extend(req.after.iter().cloned());
+    let mut excluded = None;
+    if req.kind == "judge" {
+        let target = input
+            .get("target")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let t = board.task(target)?.ok_or_else(|| {
+            field(
+                "input",
+                format!("names a judge target `{target}` that is not a task here"),
+            )
+        })?;
+        let Some(n) = t.accepted_attempt else {
+            return Err(field(
+                "input",
+                format!(
+                    "names task `{target}`, which has no accepted output to judge (it is {})",
+                    t.state
+                ),
+            ));
+        };
+        // The producer may not judge its own output (§13.4).
+        excluded = board
+            .attempts(target)?
+            .into_iter()
+            .find(|x| x.n == n)
+            .map(|x| x.claimant);
+        references.push(target.to_string());
+    }
+    let condition = match req.after.len() {
+        0 => None,
+        1 => Some(Condition::TaskAccepted(req.after[0].clone())),
+        _ => Some(Condition::All(
+            req.after
+                .iter()
+                .cloned()
+                .map(Condition::TaskAccepted)
+                .collect(),
+        )),
+    };
+    let mut request = json!({
+        "type": req.kind, "brief": req.brief, "input": input, "tags": req.tags,
+        "criteria": req.criteria, "max_attempts": req.max_attempts, "after": req.after,
+        "profiles": req.profiles, "deadline_s": req.deadline_s, "lease_ms": req.lease_ms,
+        "heartbeat_ms": req.heartbeat_ms, "dispatch_timeout_ms": req.dispatch_timeout_ms,
+        "running_timeout_ms": req.running_timeout_ms,
+    });
+    // Only a continuation says these; a plain request's content id stays what it was.
+    if !req.references.is_empty() {
+        request["references"] = json!(req.references);
+    }
+    if let Some(c) = &req.correlation {
+        request["correlation"] = json!(c);
+    }
+    let task = NewTask {
+        id,
+        kind: req.kind.clone(),
+        owner: owner.to_string(),
+        max_attempts: req.max_attempts,
+        deadline_ms: req
+            .deadline_s
+            .map(|s| now_ms.saturating_add(s.saturating_mul(1000))),
+        profiles: req.profiles.clone(),
+        tags: req.tags.clone(),
+        excluded_claimant: excluded,
+        condition,
+        idempotency_key,
+        request_id: content_id(&request)?,
+        spec: TaskSpec {
+            brief: req.brief.clone(),
+            input,
+            correlation: req.correlation.clone().unwrap_or_default(),
+            criteria: req.criteria.clone(),
+            references,
+            lease_ms: req.lease_ms,
+            heartbeat_ms: req.heartbeat_ms,
+            dispatch_timeout_ms: req.dispatch_timeout_ms,
+            running_timeout_ms: req.running_timeout_ms,
+        },
+        created_ms: now_ms,
+    };
+    Ok(board.offer(&task)?)
+}

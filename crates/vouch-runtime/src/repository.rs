@@ -1,0 +1,121 @@
+//! `repository` (§14): applying a patch task's commit to a real branch is its own delivery,
+//! `save → repository:PATH#BRANCH` with the payload `{"commit": …}`. The branch exists, so the
+//! save overwrites what others share (§5.4) and waits for approval; the provider only
+//! fast-forwards (`vouch_repo::apply`) and the host reads the branch back as the observation.
+
+use crate::host::RunSpec;
+use crate::provider::{AttemptReply, AttemptRequest, Observation, Provider};
+use serde_json::{json, Value};
+use std::path::Path;
+use vouch_core::{Destination, DestinationKind, TriggerKind, Verb};
+use vouch_repo::git::Git;
+
+/// `PATH#BRANCH` → (path, branch).
+pub fn parse_address(address: &str) -> Result<(&str, &str), String> {
+    match address.rsplit_once('#') {
+        Some((p, b)) if !p.is_empty() && !b.is_empty() => Ok((p, b)),
+        _ => Err(format!(
+            "repository address `{address}` must be PATH#BRANCH"
+        )),
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct RepositoryProvider;
+
+impl RepositoryProvider {
+    fn branch_at(dest: &Destination) -> Result<String, String> {
+        let (repo, branch) = parse_address(&dest.address)?;
+        Git::new(repo)
+            .text(&[
+                "rev-parse",
+                "--verify",
+                "--end-of-options",
+                &format!("refs/heads/{branch}"),
+            ])
+            .map_err(|e| e.to_string())
+    }
+}
+
+impl Provider for RepositoryProvider {
+    fn kind(&self) -> DestinationKind {
+        DestinationKind::Repository
+    }
+    fn idempotent_by_key(&self, _dest: &Destination) -> bool {
+        false
+    }
+    /// An existing branch is shared: moving it is irreversible for whoever fetched it.
+    fn exists(&self, dest: &Destination) -> bool {
+        Self::branch_at(dest).is_ok()
+    }
+    fn attempt(&self, req: &AttemptRequest) -> AttemptReply {
+        if req.verb != Verb::Save {
+            return AttemptReply::Rejected {
+                reason: format!(
+                    "a repository takes `save` (apply a commit), not `{}`",
+                    req.verb
+                ),
+            };
+        }
+        let (repo, branch) = match parse_address(&req.destination.address) {
+            Ok(x) => x,
+            Err(reason) => return AttemptReply::Rejected { reason },
+        };
+        let Some(commit) = req.payload.get("commit").and_then(Value::as_str) else {
+            return AttemptReply::Rejected {
+                reason: "the payload needs {\"commit\": FULL_ID}".into(),
+            };
+        };
+        match vouch_repo::apply::fast_forward(Path::new(repo), branch, commit) {
+            Ok(at) => AttemptReply::Accepted {
+                reference: format!("{branch} at {at}"),
+            },
+            Err(e) => AttemptReply::Rejected {
+                reason: e.to_string(),
+            },
+        }
+    }
+    fn observe(&self, req: &AttemptRequest, _reply: Option<&AttemptReply>) -> Observation {
+        let want = req
+            .payload
+            .get("commit")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        match Self::branch_at(&req.destination) {
+            Ok(at) if at == want => Observation::Present {
+                evidence: format!("the branch reads back at {}", &at[..at.len().min(12)]),
+            },
+            Ok(at) => Observation::Absent {
+                reason: format!("the branch is at {at}, not {want}"),
+            },
+            Err(e) => Observation::Absent { reason: e },
+        }
+    }
+}
+
+/// The run that applies an accepted patch output to `branch`: one declared `save` to the
+/// repository with the host's commit as payload. The host's posture decides whether it waits
+/// for approval (an existing branch does).
+pub fn apply_run(task_id: &str, result: &Value, branch: &str) -> Result<RunSpec, String> {
+    let s = |k: &str| {
+        result
+            .get(k)
+            .and_then(Value::as_str)
+            .ok_or_else(|| format!("task {task_id}'s output has no `{k}`; is it a patch task?"))
+    };
+    let (repo, commit) = (s("repo")?, s("commit")?);
+    let address = format!("{repo}#{branch}");
+    Ok(RunSpec {
+        trigger: TriggerKind::Interactive,
+        title: format!("apply task {task_id}'s patch to {branch}"),
+        presence: None,
+        quiet: false,
+        model: json!({"kind": "script", "turns": [
+            {"declare": {"deliveries": [{"id": "apply", "verb": "save",
+                "destination": {"kind": "repository", "address": address}}]}},
+            {"deliver": "apply", "payload": {"commit": commit, "task": task_id}},
+            {"final": format!("apply {commit} to {branch}")}
+        ]}),
+        scope: None,
+    })
+}

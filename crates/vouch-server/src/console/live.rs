@@ -1,0 +1,262 @@
+//! A run page's live stream (SSE): new journal events as they become durable, then the
+//! receipt when the run ends. While the stream is open the page holds the run's `watching`
+//! presence (§11.1, §17), renewed well inside its lease and released when the last page of
+//! the run closes. The data is already made inert and formatted for the person's zone; the
+//! script only puts it into the page as text.
+
+use super::session::Signed;
+use super::view::inert;
+use super::WATCH_LEASE_MS;
+use crate::extract::{ApiPath, QueryMap};
+use crate::{blocking, AppState};
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use chrono::TimeZone as _;
+use futures_util::stream;
+use serde_json::json;
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::time::Duration;
+use vouch_core::RunState;
+
+/// Events read per poll at most.
+const LIVE_BATCH_MAX: usize = 500;
+
+/// Ends the watch when the stream is dropped (the page closed or navigated away).
+struct Watch {
+    s: AppState,
+    run: String,
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.s.console.stream_closed(&self.run);
+    }
+}
+
+struct Live {
+    _permit: tokio::sync::OwnedSemaphorePermit,
+    watch: Watch,
+    tz: chrono_tz::Tz,
+    after: i64,
+    buf: VecDeque<Event>,
+    done: bool,
+    first: bool,
+    renewed_ms: i64,
+}
+
+fn stamp(ms: i64, tz: chrono_tz::Tz) -> String {
+    tz.timestamp_millis_opt(ms)
+        .single()
+        .map(|t| t.format("%Y-%m-%d %H:%M:%S %Z").to_string())
+        .unwrap_or_default()
+}
+
+pub async fn run_live(
+    State(s): State<AppState>,
+    signed: Signed,
+    ApiPath(id): ApiPath<String>,
+    q: QueryMap,
+) -> Response {
+    let after = match q.number("after", 0, 0, i64::MAX as usize) {
+        Ok(n) => n as i64,
+        Err(e) => return e.into_response(),
+    };
+    let Ok(permit) = s.streams.clone().try_acquire_owned() else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many live pages are open; close one and reload",
+        )
+            .into_response();
+    };
+    let store = s.store.clone();
+    let rid = id.clone();
+    match blocking(move || Ok(store.run(&rid)?)).await {
+        Ok(Some(_)) => {}
+        Ok(None) => return (StatusCode::NOT_FOUND, "no such run").into_response(),
+        Err(e) => return e.into_response(),
+    }
+    s.console.stream_opened(&id);
+    let now = s.host.clock.now_ms();
+    s.console.watch(&id, now);
+    let st = Live {
+        _permit: permit,
+        watch: Watch {
+            s: s.clone(),
+            run: id,
+        },
+        tz: signed.session.tz,
+        after,
+        buf: VecDeque::new(),
+        done: false,
+        first: true,
+        renewed_ms: now,
+    };
+    let events = stream::unfold(st, |mut st| async move {
+        loop {
+            if let Some(e) = st.buf.pop_front() {
+                return Some((Ok::<_, Infallible>(e), st));
+            }
+            if st.done {
+                return None;
+            }
+            let s = st.watch.s.clone();
+            if !st.first {
+                tokio::time::sleep(Duration::from_millis(s.poll_ms)).await;
+            }
+            st.first = false;
+            let now = s.host.clock.now_ms();
+            if now - st.renewed_ms > WATCH_LEASE_MS / 3 {
+                s.console.watch(&st.watch.run, now);
+                st.renewed_ms = now;
+            }
+            let store = s.store.clone();
+            let (run, after) = (st.watch.run.clone(), st.after);
+            let read = blocking(move || {
+                let entries = store.journal_since(&run, after)?;
+                let rec = store.run(&run)?;
+                let ended = rec
+                    .as_ref()
+                    .map(|r| r.state == RunState::Ended)
+                    .unwrap_or(true);
+                let (receipt, deliveries, waiting) = match (&rec, ended) {
+                    (Some(r), true) => {
+                        let d = vouch_runtime::runs::detail(store.as_ref(), r.clone())?;
+                        let rows: Vec<_> = d
+                            .deliveries
+                            .iter()
+                            .map(|x| json!({"id": inert(&x.id), "status": crate::dto::word(x.status)}))
+                            .collect();
+                        (
+                            store.receipt(&run)?,
+                            rows,
+                            vouch_runtime::inbox::badge(store.as_ref())?,
+                        )
+                    }
+                    _ => (None, vec![], 0),
+                };
+                Ok((entries, rec, ended, (receipt, deliveries, waiting)))
+            })
+            .await;
+            match read {
+                Ok((entries, rec, ended, (receipt, deliveries, waiting))) => {
+                    for e in entries.iter().take(LIVE_BATCH_MAX) {
+                        st.after = e.seq;
+                        let data = json!({
+                            "seq": e.seq,
+                            "kind": e.kind.as_str(),
+                            "delivery": e.delivery.as_deref().map(inert),
+                            "at": stamp(e.at_ms, st.tz),
+                            "hash": e.hash,
+                        });
+                        st.buf.push_back(
+                            Event::default()
+                                .id(e.seq.to_string())
+                                .event("journal")
+                                .data(data.to_string()),
+                        );
+                    }
+                    // The receipt once every event before it has been sent.
+                    if ended && entries.len() <= LIVE_BATCH_MAX {
+                        let outcome = rec
+                            .and_then(|r| r.outcome)
+                            .map(crate::dto::word)
+                            .unwrap_or_default();
+                        let data = json!({
+                            "outcome": outcome,
+                            "receipt": vouch_core::escape::escape_text(&receipt.unwrap_or_default()),
+                            "deliveries": deliveries,
+                            "waiting": waiting,
+                        });
+                        st.buf
+                            .push_back(Event::default().event("receipt").data(data.to_string()));
+                        st.done = true;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(run = %st.watch.run, detail = %e.detail, "console live stream: store read failed");
+                    st.buf.push_back(
+                        Event::default()
+                            .event("failed")
+                            .data("reading the run failed; reload the page"),
+                    );
+                    st.done = true;
+                }
+            }
+        }
+    });
+    Sse::new(events)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+/// What the inbox shows, as a version: open cards and ended runs (and the badge count).
+pub fn inbox_version(store: &dyn vouch_store::Store) -> crate::ApiResult<(usize, String)> {
+    let cards = store.open_cards()?;
+    let runs = store.runs(vouch_runtime::inbox::INBOX_RUNS_MAX)?;
+    let mut print = String::new();
+    for c in &cards {
+        print.push_str(&format!(
+            "c{}/{:?}/{};",
+            c.run_id, c.delivery, c.payload_hash
+        ));
+    }
+    for r in runs.iter().filter(|r| r.state == RunState::Ended) {
+        print.push_str(&format!("r{};", r.id));
+    }
+    Ok((cards.len(), crate::auth::token_hash(&print)))
+}
+
+/// The inbox page's live stream: the badge count and a fingerprint of what waits and what
+/// ended, sent at once and whenever either changes (the page then offers to show the new
+/// items; it never reloads by itself).
+pub async fn inbox_live(State(s): State<AppState>, _signed: Signed) -> Response {
+    let Ok(permit) = s.streams.clone().try_acquire_owned() else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many live pages are open; close one and reload",
+        )
+            .into_response();
+    };
+    struct St {
+        _permit: tokio::sync::OwnedSemaphorePermit,
+        s: AppState,
+        seen: Option<String>,
+    }
+    let st = St {
+        _permit: permit,
+        s,
+        seen: None,
+    };
+    let events = stream::unfold(st, |mut st| async move {
+        loop {
+            if st.seen.is_some() {
+                tokio::time::sleep(Duration::from_millis(st.s.poll_ms)).await;
+            }
+            let store = st.s.store.clone();
+            let read = blocking(move || inbox_version(store.as_ref())).await;
+            match read {
+                Ok((waiting, digest)) => {
+                    if st.seen.as_deref() == Some(digest.as_str()) {
+                        continue;
+                    }
+                    st.seen = Some(digest.clone());
+                    let data = json!({"waiting": waiting, "version": digest});
+                    return Some((
+                        Ok::<_, Infallible>(Event::default().event("inbox").data(data.to_string())),
+                        st,
+                    ));
+                }
+                Err(e) => {
+                    tracing::warn!(detail = %e.detail, "console inbox stream: store read failed");
+                    return None;
+                }
+            }
+        }
+    });
+    Sse::new(events)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}

@@ -1,0 +1,690 @@
+//! MCP (§17) with the official Rust SDK: `vouch mcp` on stdio and `/mcp` on the HTTP server
+//! (streamable HTTP, behind the same bearer token). Two sets of tools, each a thin call:
+//!
+//! - for workers, the board (§13): list, offer, claim, heartbeat, submit, fail, continue,
+//!   cancel, and artifacts — the same operations as the HTTP routes (`work`), so a claim or a
+//!   report is refused unless signed by the claimant's key. `vouch mcp --name NAME` holds a
+//!   worker identity's key file and signs for the agent on its stdio; over HTTP the client
+//!   passes `signature` (and `at_ms` for a claim) itself, as on the routes.
+//! - for any agent, the host's own tools: `declare` a manifest, `deliver` an item, `clarify`
+//!   (the one question), `finish`, `run_status` and `receipt`. Each is one turn of a run the
+//!   agent drives (`Host::external_call`), through the same code as the host's own model
+//!   loop, so posture, approvals, the ledger and evidence all apply.
+
+use crate::problem::{ApiError, ApiResult};
+use crate::work::{self, AbortBody, ClaimBody, FailBody, HeartbeatBody, SubmitBody};
+use crate::AppState;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde::de::DeserializeOwned;
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
+use vouch_core::{Presence, TriggerKind};
+use vouch_identity::Identity;
+use vouch_runtime::host::{external_model, ExternalReply};
+use vouch_runtime::{RunEnd, RunSpec};
+use vouch_store::board::{
+    claim_statement, report_statement, AttemptRef, ClaimRequest, Report, ReportKind, TaskFilter,
+    Usage,
+};
+
+/// Instructions every client shows its model.
+const INSTRUCTIONS: &str = "vouch hosts your work under its terminal contract. To deliver anything: call `declare` with the manifest (it opens a run and answers its id), then `deliver` each item with its exact payload; the host decides what runs now, what waits for the person's approval, and records evidence. Ask at most one question with `clarify`. Call `finish` with your final text; `receipt` says what really happened. Workers: `task_claim`, then `task_heartbeat` while working, `artifact_put` for outputs, and `task_submit` (or `task_fail`).";
+
+/// The MCP server over one host.
+#[derive(Clone)]
+pub struct VouchMcp {
+    pub state: AppState,
+    /// The worker identity this process signs claims and reports with (stdio only).
+    pub signer: Option<Arc<Identity>>,
+    /// `stdio` or `http`: recorded in the spec of the runs agents open.
+    pub via: &'static str,
+}
+
+fn tool(name: &'static str, description: &'static str, schema: Value) -> Tool {
+    let schema: Map<String, Value> = match schema {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
+    Tool::new(name, description, Arc::new(schema))
+}
+
+fn obj(props: Value, required: &[&str]) -> Value {
+    json!({"type": "object", "properties": props, "required": required, "additionalProperties": false})
+}
+
+/// Every tool, with its input schema.
+pub fn tools() -> Vec<Tool> {
+    let attempt = json!({
+        "task": {"type": "string", "description": "task id"},
+        "attempt": {"type": "integer", "minimum": 1, "description": "attempt number (from the claim)"},
+        "epoch": {"type": "integer", "description": "lease epoch (from the claim)"},
+        "claimant": {"type": "string", "description": "the worker identity (default: this server's)"},
+        "signature": {"type": "string", "description": "Ed25519 signature of the report statement (§13.6.2); signed for you when this server holds the worker's key"},
+    });
+    let with = |extra: Value, required: &[&str]| {
+        let mut p = attempt.clone();
+        if let (Value::Object(p), Value::Object(e)) = (&mut p, extra) {
+            p.extend(e);
+        }
+        obj(p, required)
+    };
+    vec![
+        tool("task_list", "List tasks on the board, oldest first.", obj(json!({
+            "state": {"type": "string", "enum": ["waiting", "queued", "dispatched", "running", "completed", "failed", "cancelled", "expired"]},
+            "tag": {"type": "string"},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 500},
+        }), &[])),
+        tool("task_offer", "Offer a task on the board (type, brief, input, tags, criteria, max_attempts, …).", obj(json!({
+            "type": {"type": "string", "description": "freeform, judge, or a registered type"},
+            "brief": {"type": "string"},
+            "input": {"type": "object"},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "criteria": {},
+            "max_attempts": {"type": "integer", "minimum": 1, "maximum": 20},
+            "idempotency_key": {"type": "string"},
+        }), &["type", "brief"])),
+        tool("task_claim", "Claim the oldest claimable task matching your filters; answers the task and your attempt (number, epoch), or claimed: false.", obj(json!({
+            "claimant": {"type": "string"},
+            "profile": {"type": "string"},
+            "model": {"type": "string"},
+            "types": {"type": "array", "items": {"type": "string"}},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "at_ms": {"type": "integer", "description": "your clock (needed with your own signature)"},
+            "signature": {"type": "string"},
+        }), &[])),
+        tool("task_heartbeat", "Keep your attempt's lease; answers cancelled: true when the owner cancelled the task (stop then).", with(json!({}), &["task", "attempt", "epoch"])),
+        tool("task_submit", "Submit your attempt's result (checked against the task type's output schema; a malformed one comes back naming the path and costs one repair).", with(json!({
+            "result": {"type": "object"},
+            "self_assessment": {"type": ["object", "null"]},
+            "run": {"type": "string", "description": "the run you did the work in (its receipt goes with the report)"},
+        }), &["task", "attempt", "epoch", "result"])),
+        tool("task_fail", "Report that your attempt failed; it is retried while attempts remain only if retryable.", with(json!({
+            "retryable": {"type": "boolean"},
+            "reason": {"type": "string"},
+            "run": {"type": "string"},
+        }), &["task", "attempt", "epoch", "retryable", "reason"])),
+        tool("task_abort", "Give your attempt back because you are stopping (retryable; it does not count against the task's attempts).", with(json!({
+            "reason": {"type": "string"},
+        }), &["task", "attempt", "epoch", "reason"])),
+        tool("task_continue", "Continue a completed task with new instructions (extend or fork).", obj(json!({
+            "task": {"type": "string"},
+            "instructions": {"type": "string"},
+            "mode": {"type": "string", "enum": ["extend", "fork"]},
+        }), &["task", "instructions"])),
+        tool("task_cancel", "Cancel a task that has not ended (a live attempt becomes cancelled).", obj(json!({
+            "task": {"type": "string"},
+        }), &["task"])),
+        tool("artifact_put", "Store an output artifact of your live attempt (text, or bytes as hex); answers its content id.", with(json!({
+            "text": {"type": "string"},
+            "hex": {"type": "string"},
+        }), &["task", "attempt", "epoch"])),
+        tool("artifact_get", "Read an artifact by content id (text when it is UTF-8, else hex).", obj(json!({
+            "cid": {"type": "string"},
+        }), &["cid"])),
+        tool("declare", "Declare the manifest of what you will deliver. Without `run`, opens a new run and answers its id; with `run`, amends that run's manifest.", obj(json!({
+            "run": {"type": "string"},
+            "title": {"type": "string", "description": "what the person asked for (a new run's title)"},
+            "task": {"type": "string", "description": "the task whose attempt this run does (trigger task)"},
+            "deliveries": {"type": "array", "items": {"type": "object"}},
+            "forbid": {"type": "array"},
+            "order": {"type": "array"},
+        }), &["deliveries"])),
+        tool("deliver", "Deliver one declared item with its exact payload. The host decides: done now, drafted, or waiting for the person's approval.", obj(json!({
+            "run": {"type": "string"},
+            "delivery": {"type": "string"},
+            "payload": {"type": "object"},
+        }), &["run", "delivery", "payload"])),
+        tool("clarify", "Ask the person the run's one question; the run waits for the answer (read it with run_status).", obj(json!({
+            "run": {"type": "string"},
+            "question": {"type": "string"},
+        }), &["run", "question"])),
+        tool("finish", "End your run with your final text; the host reconciles it and answers the outcome and receipt.", obj(json!({
+            "run": {"type": "string"},
+            "text": {"type": "string"},
+        }), &["run"])),
+        tool("run_status", "Where a run stands: state, each delivery's status, open cards, the answer to its question.", obj(json!({
+            "run": {"type": "string"},
+        }), &["run"])),
+        tool("receipt", "A run's receipt (what really happened); signed: true for the host's signed statement.", obj(json!({
+            "run": {"type": "string"},
+            "signed": {"type": "boolean"},
+        }), &["run"])),
+    ]
+}
+
+fn args_of<T: DeserializeOwned>(args: &Value) -> ApiResult<T> {
+    crate::extract::parse_json(args.to_string().as_bytes())
+}
+
+fn text(args: &Value, k: &'static str) -> ApiResult<String> {
+    args.get(k)
+        .and_then(Value::as_str)
+        .filter(|v| !v.trim().is_empty())
+        .map(String::from)
+        .ok_or_else(|| ApiError::field(k, format!("`{k}` is required")))
+}
+
+fn opt_text(args: &Value, k: &str) -> Option<String> {
+    args.get(k).and_then(Value::as_str).map(String::from)
+}
+
+fn int(args: &Value, k: &'static str) -> ApiResult<i64> {
+    args.get(k)
+        .and_then(Value::as_i64)
+        .ok_or_else(|| ApiError::field(k, format!("`{k}` must be a whole number")))
+}
+
+fn to_value<T: serde::Serialize>(v: &T) -> ApiResult<Value> {
+    serde_json::to_value(v).map_err(|e| ApiError::internal(format!("encode: {e}")))
+}
+
+impl VouchMcp {
+    fn claimant(&self, args: &Value) -> ApiResult<String> {
+        match (opt_text(args, "claimant"), &self.signer) {
+            (Some(c), _) => Ok(c),
+            (None, Some(id)) => Ok(id.name().to_string()),
+            (None, None) => Err(ApiError::field(
+                "claimant",
+                "`claimant` is required: this server holds no worker key (start `vouch mcp --name NAME` to sign for you)",
+            )),
+        }
+    }
+
+    /// The signature given, or this server's when it holds the claimant's key.
+    fn signature(&self, args: &Value, claimant: &str, statement: &str) -> ApiResult<String> {
+        if let Some(s) = opt_text(args, "signature") {
+            return Ok(s);
+        }
+        match &self.signer {
+            Some(id) if id.name() == claimant => {
+                vouch_identity::board::sign_statement(id, statement)
+                    .map_err(|e| ApiError::internal(format!("sign: {e}")))
+            }
+            _ => Err(ApiError::field(
+                "signature",
+                format!("`signature` is required: sign the canonical JSON {statement} with `{claimant}`'s key"),
+            )),
+        }
+    }
+
+    fn attempt(&self, args: &Value) -> ApiResult<AttemptRef> {
+        Ok(AttemptRef {
+            task_id: text(args, "task")?,
+            n: u32::try_from(int(args, "attempt")?)
+                .map_err(|_| ApiError::field("attempt", "`attempt` must be 1 or more"))?,
+            claimant: self.claimant(args)?,
+            epoch: int(args, "epoch")?,
+        })
+    }
+
+    fn report_signature(
+        &self,
+        args: &Value,
+        at: &AttemptRef,
+        kind: ReportKind,
+        run: Option<String>,
+    ) -> ApiResult<String> {
+        let statement = report_statement(&Report {
+            attempt: at.clone(),
+            kind,
+            run_id: run,
+            receipt: None,
+            usage: Usage::default(),
+            signature: None,
+            now_ms: 0,
+        })?;
+        self.signature(args, &at.claimant, &statement)
+    }
+
+    fn run_spec(&self, args: &Value) -> ApiResult<RunSpec> {
+        let task = opt_text(args, "task");
+        let title = match (opt_text(args, "title"), &task) {
+            (Some(t), _) if !t.trim().is_empty() => t,
+            (_, Some(task)) => format!("task {task}"),
+            _ => {
+                return Err(ApiError::field(
+                    "title",
+                    "`title` is required for a new run: say what the person asked for",
+                ))
+            }
+        };
+        Ok(RunSpec {
+            trigger: if task.is_some() {
+                TriggerKind::Task
+            } else {
+                TriggerKind::Interactive
+            },
+            title,
+            presence: task.is_some().then_some(Presence::Away),
+            quiet: false,
+            model: external_model(self.via),
+            scope: None,
+        })
+    }
+
+    fn reply(&self, run: &str, r: ExternalReply) -> ApiResult<Value> {
+        let mut v = json!({"run": run, "ok": r.ok, "result": r.text});
+        match &r.end {
+            Some(RunEnd::Suspended { reason }) => {
+                v["waiting"] = Value::from(reason.clone());
+            }
+            Some(RunEnd::Ended { outcome }) => {
+                v["ended"] = to_value(outcome)?;
+                v["receipt"] = to_value(&self.state.store.receipt(run)?)?;
+            }
+            None => {}
+        }
+        Ok(v)
+    }
+
+    fn status(&self, run: &str) -> ApiResult<Value> {
+        let store = self.state.store.as_ref();
+        let rec = store
+            .run(run)?
+            .ok_or_else(|| ApiError::not_found(format!("no run `{run}`; `declare` opens one")))?;
+        let d = vouch_runtime::runs::detail(store, rec.clone())?;
+        let answer = store
+            .journal(run)?
+            .iter()
+            .rev()
+            .find(|e| e.kind == vouch_store::EventKind::ClarifyAnswered)
+            .and_then(|e| e.body.get("answer").cloned());
+        let cards: Vec<Value> = store
+            .cards_for_run(run)?
+            .iter()
+            .filter(|c| c.state == vouch_store::CardState::Open)
+            .map(|c| json!({"delivery": c.delivery, "summary": c.summary, "reason": c.reason, "payload_hash": c.payload_hash}))
+            .collect();
+        Ok(json!({
+            "run": run,
+            "state": crate::dto::word(rec.state),
+            "outcome": rec.outcome.map(crate::dto::word),
+            "deliveries": d.deliveries.iter().map(|x| json!({"id": x.id, "status": crate::dto::word(x.status), "posture": x.posture.map(crate::dto::word)})).collect::<Vec<_>>(),
+            "open_cards": cards,
+            "answer": answer,
+            "receipt": store.receipt(run)?,
+        }))
+    }
+
+    /// A run named by the agent, which must exist.
+    fn run_arg(&self, args: &Value) -> ApiResult<String> {
+        let run = text(args, "run")?;
+        if self.state.store.run(&run)?.is_none() {
+            return Err(ApiError::not_found(format!(
+                "no run `{run}`; `declare` without `run` opens one"
+            )));
+        }
+        Ok(run)
+    }
+
+    /// One tool call, synchronously (on a blocking thread).
+    pub fn call(&self, name: &str, args: &Value) -> ApiResult<Value> {
+        let s = &self.state;
+        match name {
+            "task_list" => {
+                let board = work::board_of(s)?;
+                let state = match opt_text(args, "state") {
+                    None => None,
+                    Some(v) => Some(
+                        serde_json::from_value(Value::String(v.clone())).map_err(|_| {
+                            ApiError::field("state", format!("`{v}` is not a task state"))
+                        })?,
+                    ),
+                };
+                let limit = args.get("limit").and_then(Value::as_u64).unwrap_or(100);
+                let tasks = board.tasks(&TaskFilter {
+                    state,
+                    tag: opt_text(args, "tag"),
+                    limit: limit.clamp(1, crate::tasks::PAGE_TASKS_MAX as u64) as usize,
+                })?;
+                Ok(json!({"tasks": to_value(&tasks)?}))
+            }
+            "task_offer" => {
+                let mut a = args.clone();
+                let key = a
+                    .as_object_mut()
+                    .and_then(|m| m.remove("idempotency_key"))
+                    .and_then(|v| v.as_str().map(String::from));
+                let req: vouch_runtime::offer::TaskOffer = args_of(&a)?;
+                let (created, task) = work::offer(s, &req, key)?;
+                Ok(json!({"created": created, "task": task}))
+            }
+            "task_claim" => {
+                let claimant = self.claimant(args)?;
+                let profile = opt_text(args, "profile").unwrap_or_else(|| "default".into());
+                let at_ms = match args.get("at_ms").and_then(Value::as_i64) {
+                    Some(t) => t,
+                    None => s.host.clock.now_ms(),
+                };
+                let types: Vec<String> = args_of(args.get("types").unwrap_or(&json!([])))?;
+                let tags: Vec<String> = args_of(args.get("tags").unwrap_or(&json!([])))?;
+                let policy = json!({"profile": profile, "context": "autonomous"});
+                let statement = claim_statement(&ClaimRequest {
+                    claimant: claimant.clone(),
+                    profile: profile.clone(),
+                    model: None,
+                    policy_fingerprint: vouch_store::board::content_id(&policy)?,
+                    types: vec![],
+                    tags: vec![],
+                    task_id: None,
+                    signature: None,
+                    policy: policy.clone(),
+                    now_ms: at_ms,
+                })?;
+                let signature = self.signature(args, &claimant, &statement)?;
+                let r = work::claim_next(
+                    s,
+                    &ClaimBody {
+                        claimant,
+                        profile,
+                        model: opt_text(args, "model"),
+                        types,
+                        tags,
+                        policy: Some(policy),
+                        at_ms,
+                        signature,
+                    },
+                )?;
+                to_value(&r)
+            }
+            "task_heartbeat" => {
+                let at = self.attempt(args)?;
+                let r = work::heartbeat(
+                    s,
+                    &at.task_id,
+                    at.n,
+                    &HeartbeatBody {
+                        claimant: at.claimant.clone(),
+                        epoch: at.epoch,
+                    },
+                )?;
+                to_value(&r)
+            }
+            "task_submit" => {
+                let at = self.attempt(args)?;
+                let result = args.get("result").cloned().unwrap_or(Value::Null);
+                let run = opt_text(args, "run");
+                let signature = self.report_signature(
+                    args,
+                    &at,
+                    ReportKind::Accepted {
+                        result: result.clone(),
+                        self_assessment: None,
+                        verdict: None,
+                    },
+                    run.clone(),
+                )?;
+                let r = work::submit(
+                    s,
+                    &at.task_id,
+                    at.n,
+                    &SubmitBody {
+                        claimant: at.claimant.clone(),
+                        epoch: at.epoch,
+                        result,
+                        self_assessment: args.get("self_assessment").cloned(),
+                        run,
+                        signature,
+                    },
+                )?;
+                to_value(&r)
+            }
+            "task_fail" => {
+                let at = self.attempt(args)?;
+                let run = opt_text(args, "run");
+                let retryable = args
+                    .get("retryable")
+                    .and_then(Value::as_bool)
+                    .ok_or_else(|| ApiError::field("retryable", "`retryable` is true or false"))?;
+                let reason = text(args, "reason")?;
+                let signature = self.report_signature(
+                    args,
+                    &at,
+                    ReportKind::Failed {
+                        retryable,
+                        reason: reason.clone(),
+                    },
+                    run.clone(),
+                )?;
+                let r = work::fail(
+                    s,
+                    &at.task_id,
+                    at.n,
+                    &FailBody {
+                        claimant: at.claimant.clone(),
+                        epoch: at.epoch,
+                        retryable,
+                        reason,
+                        run,
+                        signature,
+                    },
+                )?;
+                to_value(&r)
+            }
+            "task_abort" => {
+                let at = self.attempt(args)?;
+                let reason = text(args, "reason")?;
+                let signature = self.report_signature(
+                    args,
+                    &at,
+                    ReportKind::Aborted {
+                        reason: reason.clone(),
+                    },
+                    None,
+                )?;
+                let r = work::abort(
+                    s,
+                    &at.task_id,
+                    at.n,
+                    &AbortBody {
+                        claimant: at.claimant.clone(),
+                        epoch: at.epoch,
+                        reason,
+                        signature,
+                    },
+                )?;
+                to_value(&r)
+            }
+            // The board has no continuation yet (§13.5): say so rather than pretend.
+            "task_continue" => Err(ApiError::new(
+                axum::http::StatusCode::NOT_IMPLEMENTED,
+                "not_supported",
+                "continuing a completed task (extend or fork) is not yet supported by this host's board; offer a new task that refers to it instead",
+            )),
+            "task_cancel" => {
+                let task = text(args, "task")?;
+                let board = work::board_of(s)?;
+                let t = board.cancel(&task, s.host.clock.now_ms())?;
+                Ok(json!({"task": to_value(&t)?}))
+            }
+            "artifact_put" => {
+                let at = self.attempt(args)?;
+                let bytes = match (opt_text(args, "text"), opt_text(args, "hex")) {
+                    (Some(t), None) => t.into_bytes(),
+                    (None, Some(h)) => hex::decode(h.trim())
+                        .map_err(|e| ApiError::field("hex", format!("`hex` is not hex: {e}")))?,
+                    _ => {
+                        return Err(ApiError::field(
+                            "text",
+                            "give exactly one of `text` or `hex`",
+                        ))
+                    }
+                };
+                if bytes.len() as u64 > work::artifact_bytes_max(s) {
+                    return Err(ApiError::new(
+                        axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+                        "too_large",
+                        format!(
+                            "the artifact is {} bytes, more than the limit of {}",
+                            bytes.len(),
+                            work::artifact_bytes_max(s)
+                        ),
+                    ));
+                }
+                let cid = vouch_artifacts::content_id(&bytes);
+                to_value(&work::put_artifact(s, &cid, &at, &bytes)?)
+            }
+            "artifact_get" => {
+                let cid = text(args, "cid")?;
+                let bytes = work::get_artifact(s, &cid)?;
+                let size = bytes.len();
+                Ok(match String::from_utf8(bytes) {
+                    Ok(t) => json!({"cid": cid, "size_bytes": size, "text": t}),
+                    Err(e) => {
+                        json!({"cid": cid, "size_bytes": size, "hex": hex::encode(e.into_bytes())})
+                    }
+                })
+            }
+            "declare" => {
+                let run = match opt_text(args, "run") {
+                    Some(_) => self.run_arg(args)?,
+                    None => s.host.open_external(&self.run_spec(args)?)?,
+                };
+                let mut manifest = args.clone();
+                if let Some(m) = manifest.as_object_mut() {
+                    for k in ["run", "title", "task"] {
+                        m.remove(k);
+                    }
+                }
+                let r = s.host.external_call(&run, "declare", &manifest)?;
+                self.reply(&run, r)
+            }
+            "deliver" => {
+                let run = self.run_arg(args)?;
+                let call = json!({"delivery": text(args, "delivery")?, "payload": args.get("payload").cloned().unwrap_or(Value::Null)});
+                let r = s.host.external_call(&run, "deliver", &call)?;
+                self.reply(&run, r)
+            }
+            "clarify" => {
+                let run = self.run_arg(args)?;
+                let r = s.host.external_call(
+                    &run,
+                    "clarify",
+                    &json!({"question": text(args, "question")?}),
+                )?;
+                self.reply(&run, r)
+            }
+            "finish" => {
+                let run = self.run_arg(args)?;
+                let end = s
+                    .host
+                    .external_finish(&run, &opt_text(args, "text").unwrap_or_default())?;
+                self.reply(
+                    &run,
+                    ExternalReply {
+                        ok: true,
+                        text: "the run has ended".into(),
+                        end: Some(end),
+                    },
+                )
+            }
+            "run_status" => self.status(&text(args, "run")?),
+            "receipt" => {
+                let run = text(args, "run")?;
+                if args.get("signed").and_then(Value::as_bool) == Some(true) {
+                    return work::signed_receipt(s, &run);
+                }
+                let st = self.status(&run)?;
+                Ok(json!({"run": run, "state": st["state"], "outcome": st["outcome"], "receipt": st["receipt"]}))
+            }
+            other => Err(ApiError::not_found(format!(
+                "no tool `{other}`; list the tools"
+            ))),
+        }
+    }
+}
+
+impl ServerHandler for VouchMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("vouch", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(tools()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let name = request.name.to_string();
+        if !tools().iter().any(|t| t.name == name) {
+            return Err(McpError::invalid_params(
+                format!("no tool `{name}`; list the tools"),
+                None,
+            ));
+        }
+        let args = Value::Object(request.arguments.unwrap_or_default());
+        let me = self.clone();
+        let started = std::time::Instant::now();
+        let out = tokio::task::spawn_blocking(move || me.call(&name, &args))
+            .await
+            .map_err(ApiError::from)
+            .and_then(|r| r);
+        tracing::debug!(
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "mcp tool call"
+        );
+        Ok(match out {
+            Ok(v) => CallToolResult::structured(v),
+            // The agent reads the same problem object the HTTP API answers.
+            Err(e) => CallToolResult::structured_error(to_value(&e.problem()).unwrap_or_default()),
+        }
+        .into())
+    }
+}
+
+/// `vouch mcp`: serve MCP on this process's stdin and stdout until the client closes them.
+pub async fn serve_stdio(server: VouchMcp) -> Result<(), String> {
+    use rmcp::ServiceExt as _;
+    let running = server
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| format!("MCP over stdio: {e}"))?;
+    running
+        .waiting()
+        .await
+        .map_err(|e| format!("MCP over stdio: {e}"))?;
+    Ok(())
+}
+
+/// `/mcp` on the HTTP server: streamable HTTP, stateless (every call stands alone; the runs
+/// and the board are the state).
+pub fn http_service(
+    state: AppState,
+) -> rmcp::transport::streamable_http_server::StreamableHttpService<
+    VouchMcp,
+    rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
+> {
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+    StreamableHttpService::new(
+        move || {
+            Ok(VouchMcp {
+                state: state.clone(),
+                signer: None,
+                via: "http",
+            })
+        },
+        Default::default(),
+        // Every request carries the bearer token, so the Host header check adds nothing and
+        // would refuse a server behind a reverse proxy.
+        StreamableHttpServerConfig::default()
+            .with_legacy_session_mode(false)
+            .with_json_response(true)
+            .disable_allowed_hosts(),
+    )
+}

@@ -1,0 +1,683 @@
+//! The workers' side of the board (§13.2–§13.6), shared by the HTTP routes and the MCP tools:
+//! offer, claim-next, heartbeat, submit, fail, abort, artifacts. Each operation checks its
+//! input, then calls the board through the signature-verifying seam (`Verified` with the
+//! identity store's keys), the task types' schemas and the artifact store; nothing here
+//! decides a transition (the core's board machine does).
+
+use crate::problem::{ApiError, ApiResult};
+use crate::AppState;
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use utoipa::ToSchema;
+use vouch_artifacts::{ArtifactError, ArtifactStore};
+use vouch_runtime::host::TaskTypes;
+use vouch_store::board::{
+    claim_statement, content_id, report_statement, AttemptRef, BoardStore, ClaimRequest, Report,
+    ReportKind, SignatureVerifier, Usage, Verified,
+};
+use vouch_store::{IdentityStore, StoreError};
+
+/// How far a claim's `at_ms` may be from the host's clock (the claim is signed over it).
+pub const CLAIM_SKEW_MS_MAX: i64 = 60_000;
+/// A failure or abort reason's length at most, in characters.
+pub const REASON_CHARS_MAX: usize = 4096;
+/// Live attempts whose malformed submissions are counted at once (oldest forgotten first).
+pub const REPAIR_SLOTS_MAX: usize = 10_000;
+
+/// Malformed submissions counted per live attempt: (task, attempt, epoch) → count.
+pub type RepairCounts = Arc<Mutex<HashMap<(String, u32, i64), u32>>>;
+
+/// What the workers' routes need beside the board.
+#[derive(Clone)]
+pub struct Work {
+    /// The home: the host's key file for signed receipts (§16).
+    pub home: Option<PathBuf>,
+    /// Public keys of workers (signatures of claims and reports) and of the host.
+    pub identities: Option<Arc<dyn IdentityStore>>,
+    pub artifacts: Option<Arc<dyn ArtifactStore>>,
+    /// Task types whose schemas check inputs and results.
+    pub types: Arc<TaskTypes>,
+    /// Malformed submissions per live attempt (task, attempt, epoch) (§13.4.1).
+    pub repairs: RepairCounts,
+    pub repairs_max: u32,
+    /// The largest artifact stored, in bytes (§13.5: 25 MiB by default).
+    pub artifact_bytes_max: u64,
+}
+
+impl Default for Work {
+    fn default() -> Self {
+        Work {
+            home: None,
+            identities: None,
+            artifacts: None,
+            types: Arc::new(TaskTypes::builtin()),
+            repairs: Arc::new(Mutex::new(HashMap::new())),
+            repairs_max: vouch_core::board::DEFAULT_REPAIRS_MAX,
+            artifact_bytes_max: vouch_artifacts::ARTIFACT_BYTES_MAX_DEFAULT,
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------- bodies
+
+/// A claim of the oldest claimable task matching the filters, signed by the claimant.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimBody {
+    /// The worker's identity name (`vouch identity new NAME`).
+    pub claimant: String,
+    /// The runtime profile it claims under (default `default`).
+    #[serde(default = "default_profile")]
+    pub profile: String,
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Only these task types (empty: any).
+    #[serde(default)]
+    pub types: Vec<String>,
+    /// Only tasks with one of these tags (empty: any).
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// The runtime policy it runs under (default `{"profile": PROFILE, "context":
+    /// "autonomous"}`); the attempt records its fingerprint.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub policy: Option<Value>,
+    /// The claimant's clock, in milliseconds since the epoch; within 60 s of the host's.
+    pub at_ms: i64,
+    /// Ed25519 signature (128 hex digits) over the canonical JSON of `{"claim": {"claimant",
+    /// "task": null, "profile", "policy_fingerprint", "at_ms"}}` (§13.6.2).
+    pub signature: String,
+}
+
+fn default_profile() -> String {
+    "default".into()
+}
+
+/// Names the live attempt as its claimant holds it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatBody {
+    pub claimant: String,
+    /// The lease epoch the claim answered.
+    pub epoch: i64,
+}
+
+/// The attempt's result, validated against the task type's output schema.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitBody {
+    pub claimant: String,
+    pub epoch: i64,
+    #[schema(value_type = Object)]
+    pub result: Value,
+    /// Required when the task has success criteria (advisory, kept apart from verdicts).
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub self_assessment: Option<Value>,
+    /// The vouch run the work ran as (trigger `task`), if any: its receipt and usage are
+    /// taken from the host's own journal.
+    #[serde(default)]
+    pub run: Option<String>,
+    /// Signature over the canonical JSON of `{"report": {"task", "attempt", "claimant",
+    /// "epoch", "outcome": "accepted", "output": CID of the result, "run"}}`.
+    pub signature: String,
+}
+
+/// The attempt failed (retried while attempts remain only if `retryable`).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FailBody {
+    pub claimant: String,
+    pub epoch: i64,
+    pub retryable: bool,
+    pub reason: String,
+    #[serde(default)]
+    pub run: Option<String>,
+    /// Signature over the report statement with `"outcome": "failed"`, `"output": null`.
+    pub signature: String,
+}
+
+/// The worker stops (always retryable; does not count against max attempts).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AbortBody {
+    pub claimant: String,
+    pub epoch: i64,
+    pub reason: String,
+    /// Signature over the report statement with `"outcome": "aborted"`, `"output": null`,
+    /// `"run": null`.
+    pub signature: String,
+}
+
+/// What a claim-next found: nothing claimable (`claimed: false`), or the task and its attempt.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ClaimResult {
+    pub claimed: bool,
+    #[schema(value_type = Option<Object>)]
+    pub task: Option<Value>,
+    #[schema(value_type = Option<Object>)]
+    pub attempt: Option<Value>,
+    /// The attempt was suspended (waiting for a person) and continues under a new epoch.
+    pub resumption: bool,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct HeartbeatResult {
+    /// The owner cancelled the task: stop working (the attempt is already `cancelled`).
+    pub cancelled: bool,
+    pub lease_until_ms: Option<i64>,
+}
+
+/// The task and the attempt after a report.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ReportResult {
+    #[schema(value_type = Object)]
+    pub task: Value,
+    #[schema(value_type = Object)]
+    pub attempt: Value,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ArtifactPut {
+    pub cid: String,
+    pub size_bytes: u64,
+}
+
+// ------------------------------------------------------------------------------- helpers
+
+fn json_of<T: Serialize>(v: &T) -> ApiResult<Value> {
+    serde_json::to_value(v).map_err(|e| ApiError::internal(format!("encode: {e}")))
+}
+
+pub(crate) fn board_of(s: &AppState) -> ApiResult<Arc<dyn BoardStore>> {
+    s.board
+        .clone()
+        .ok_or_else(|| ApiError::not_found("this server has no task board"))
+}
+
+fn identities(s: &AppState) -> ApiResult<Arc<dyn IdentityStore>> {
+    s.work.identities.clone().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "this server has no identity store, so it cannot check signatures",
+        )
+    })
+}
+
+/// Checks a signature against the public key the store records for the identity.
+struct Keys(Arc<dyn IdentityStore>);
+
+impl SignatureVerifier for Keys {
+    fn verify(
+        &self,
+        identity: &str,
+        statement: &str,
+        signature: Option<&str>,
+    ) -> Result<(), String> {
+        let sig = signature.ok_or_else(|| format!("`{identity}` did not sign it"))?;
+        let value: Value =
+            serde_json::from_str(statement).map_err(|e| format!("unreadable statement: {e}"))?;
+        vouch_identity::verify_by(&*self.0, identity, &value, sig).map_err(|e| e.to_string())
+    }
+}
+
+/// The board that refuses unsigned or badly signed claims and reports, and the verifier.
+fn verified(s: &AppState) -> ApiResult<(Arc<dyn BoardStore>, Arc<dyn SignatureVerifier>)> {
+    let verifier: Arc<dyn SignatureVerifier> = Arc::new(Keys(identities(s)?));
+    let board: Arc<dyn BoardStore> = Arc::new(Verified {
+        inner: board_of(s)?,
+        verifier: verifier.clone(),
+    });
+    Ok((board, verifier))
+}
+
+/// A signature that does not verify: 403 `bad_signature`, naming the statement to sign.
+fn check_signature(
+    verifier: &dyn SignatureVerifier,
+    who: &str,
+    statement: &str,
+    signature: &str,
+) -> ApiResult<()> {
+    verifier
+        .verify(who, statement, Some(signature))
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::FORBIDDEN,
+                "bad_signature",
+                format!("{e}; sign the canonical JSON {statement} with `{who}`'s Ed25519 key"),
+            )
+            .with_field("signature")
+        })
+}
+
+fn nonempty(field: &'static str, v: &str) -> ApiResult<()> {
+    if v.trim().is_empty() {
+        return Err(ApiError::field(field, format!("`{field}` is empty")));
+    }
+    Ok(())
+}
+
+fn attempt_ref(task: &str, n: u32, claimant: &str, epoch: i64) -> ApiResult<AttemptRef> {
+    nonempty("claimant", claimant)?;
+    Ok(AttemptRef {
+        task_id: task.to_string(),
+        n,
+        claimant: claimant.to_string(),
+        epoch,
+    })
+}
+
+/// A board refusal (the attempt ended, another claimant holds it, a stale epoch) is 409
+/// `refused`: the caller is not (or no longer) the live claimant; nothing changed.
+fn board_err(e: StoreError) -> ApiError {
+    match e {
+        StoreError::Conflict(m) => ApiError::new(StatusCode::CONFLICT, "refused", m),
+        StoreError::NotFound { what, id } => {
+            ApiError::not_found(format!("no {what} `{id}`; list tasks with GET /api/tasks"))
+        }
+        other => other.into(),
+    }
+}
+
+/// The run's receipt and the host's own usage counts, for a report naming a run.
+fn run_facts(s: &AppState, run: Option<&str>) -> ApiResult<(Option<String>, Usage)> {
+    let Some(run) = run else {
+        return Ok((None, Usage::default()));
+    };
+    if s.store.run(run)?.is_none() {
+        return Err(ApiError::field(
+            "run",
+            format!("no run `{run}`; name the run the attempt ran as, or leave it out"),
+        ));
+    }
+    let journal = s.store.journal(run)?;
+    Ok((
+        s.store.receipt(run)?,
+        vouch_runtime::host::usage_of(&journal),
+    ))
+}
+
+fn reported(r: vouch_store::board::Reported) -> ApiResult<ReportResult> {
+    Ok(ReportResult {
+        task: json_of(&r.task)?,
+        attempt: json_of(&r.attempt)?,
+    })
+}
+
+// ------------------------------------------------------------------------------- operations
+
+/// Offer a task (§13.1); `Ok((created, task))`.
+pub fn offer(
+    s: &AppState,
+    req: &vouch_runtime::offer::TaskOffer,
+    key: Option<String>,
+) -> ApiResult<(bool, Value)> {
+    let board = board_of(s)?;
+    let now = s.host.clock.now_ms();
+    let id = format!("t{}", vouch_runtime::host::new_id(s.host.clock.as_ref()));
+    let offered =
+        vouch_runtime::offer::offer(board.as_ref(), &s.work.types, req, key, "api", id, now)
+            .map_err(|e| match e {
+                vouch_runtime::offer::OfferError::Field { field, message } => {
+                    ApiError::field(field, format!("`{field}` {message}"))
+                }
+                vouch_runtime::offer::OfferError::Store(StoreError::Conflict(m)) => {
+                    ApiError::new(StatusCode::CONFLICT, "conflict", m).with_field("Idempotency-Key")
+                }
+                vouch_runtime::offer::OfferError::Store(e) => e.into(),
+            })?;
+    let created = matches!(offered, vouch_store::board::Offered::Created(_));
+    Ok((created, json_of(offered.task())?))
+}
+
+/// Claim the oldest claimable task for this worker (§13.2), after a sweep of the board.
+pub fn claim_next(s: &AppState, b: &ClaimBody) -> ApiResult<ClaimResult> {
+    nonempty("claimant", &b.claimant)?;
+    nonempty("profile", &b.profile)?;
+    let now = s.host.clock.now_ms();
+    if (b.at_ms - now).abs() > CLAIM_SKEW_MS_MAX {
+        return Err(ApiError::field(
+            "at_ms",
+            format!(
+                "`at_ms` {} is more than {} s from the host's clock ({now}); check the worker's clock",
+                b.at_ms,
+                CLAIM_SKEW_MS_MAX / 1000
+            ),
+        ));
+    }
+    let (board, verifier) = verified(s)?;
+    let policy = b
+        .policy
+        .clone()
+        .unwrap_or_else(|| json!({"profile": b.profile, "context": "autonomous"}));
+    let mut req = ClaimRequest {
+        claimant: b.claimant.clone(),
+        profile: b.profile.clone(),
+        model: b.model.clone(),
+        policy_fingerprint: content_id(&policy)?,
+        types: b.types.clone(),
+        tags: b.tags.clone(),
+        task_id: None,
+        signature: None,
+        policy,
+        now_ms: b.at_ms,
+    };
+    check_signature(
+        verifier.as_ref(),
+        &b.claimant,
+        &claim_statement(&req)?,
+        &b.signature,
+    )?;
+    req.signature = Some(b.signature.clone());
+    // Orphaned attempts, passed deadlines and satisfied conditions first, as every worker does;
+    // a sweep that loses a race is done by the next one.
+    if let Err(e) = board.sweep(now) {
+        tracing::warn!(error = %e, "sweep before a claim failed");
+    }
+    let started = std::time::Instant::now();
+    let claim = board.claim(&req).map_err(board_err);
+    s.metrics.claim_latency.observe(started.elapsed());
+    Ok(match claim? {
+        None => ClaimResult {
+            claimed: false,
+            task: None,
+            attempt: None,
+            resumption: false,
+        },
+        Some(c) => ClaimResult {
+            claimed: true,
+            task: Some(json_of(&c.task)?),
+            attempt: Some(json_of(&c.attempt)?),
+            resumption: c.resumption,
+        },
+    })
+}
+
+pub fn heartbeat(
+    s: &AppState,
+    task: &str,
+    n: u32,
+    b: &HeartbeatBody,
+) -> ApiResult<HeartbeatResult> {
+    let at = attempt_ref(task, n, &b.claimant, b.epoch)?;
+    let h = board_of(s)?
+        .heartbeat(&at, s.host.clock.now_ms())
+        .map_err(board_err)?;
+    Ok(HeartbeatResult {
+        cancelled: h.cancelled,
+        lease_until_ms: h.lease_until_ms,
+    })
+}
+
+/// The caller must be the live claimant before its malformed submission costs a repair.
+fn live_claimant(
+    board: &dyn BoardStore,
+    at: &AttemptRef,
+) -> ApiResult<vouch_store::board::TaskRecord> {
+    let t = board.task(&at.task_id)?.ok_or_else(|| {
+        ApiError::not_found(format!(
+            "no task `{}`; list tasks with GET /api/tasks",
+            at.task_id
+        ))
+    })?;
+    let live = board
+        .attempts(&at.task_id)?
+        .into_iter()
+        .find(|a| a.n == at.n)
+        .is_some_and(|a| a.state.is_leased() && a.claimant == at.claimant && a.epoch == at.epoch);
+    if !live || t.claimant.as_deref() != Some(at.claimant.as_str()) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "refused",
+            format!(
+                "attempt {} of task {} is not held by `{}` at epoch {} (it ended, or another claimant holds it); nothing changed",
+                at.n, at.task_id, at.claimant, at.epoch
+            ),
+        ));
+    }
+    Ok(t)
+}
+
+/// Submit the attempt's result (§13.4): validated against the type's output schema; a
+/// malformed one costs a repair (422 naming the path) and leaves the attempt running.
+pub fn submit(s: &AppState, task: &str, n: u32, b: &SubmitBody) -> ApiResult<ReportResult> {
+    let at = attempt_ref(task, n, &b.claimant, b.epoch)?;
+    let (board, verifier) = verified(s)?;
+    let t = live_claimant(board.as_ref(), &at)?;
+    let ty = s.work.types.get(&t.kind).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::CONFLICT,
+            "refused",
+            format!(
+                "task type `{}` is not registered on this host; add it to the home's types/",
+                t.kind
+            ),
+        )
+    })?;
+    let key = (at.task_id.clone(), at.n, at.epoch);
+    let mut errors = vouch_runtime::host::validate(&ty.output_schema, &b.result)
+        .err()
+        .unwrap_or_default();
+    let assessment = b.self_assessment.clone().filter(|v| !v.is_null());
+    if t.spec.criteria.is_some() && assessment.is_none() {
+        errors.push("at /self_assessment: the task has success criteria; include your self-assessment against them".into());
+    }
+    if !errors.is_empty() {
+        let mut repairs = s
+            .work
+            .repairs
+            .lock()
+            .map_err(|_| ApiError::internal("repair counts poisoned"))?;
+        if repairs.len() >= REPAIR_SLOTS_MAX && !repairs.contains_key(&key) {
+            repairs.clear();
+        }
+        let used = repairs.entry(key).or_insert(0);
+        *used += 1;
+        if *used > s.work.repairs_max {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "refused",
+                format!(
+                    "no repairs left ({} malformed submissions); report the attempt failed (POST …/fail)",
+                    used
+                ),
+            ));
+        }
+        let left = s.work.repairs_max + 1 - *used;
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_result",
+            format!(
+                "malformed result ({}); {left} repair(s) left",
+                errors.join("; ")
+            ),
+        )
+        .with_field("result"));
+    }
+    let (receipt, usage) = run_facts(s, b.run.as_deref())?;
+    let report = Report {
+        attempt: at,
+        kind: ReportKind::Accepted {
+            result: b.result.clone(),
+            self_assessment: assessment,
+            verdict: vouch_runtime::host::verdict_of(&t.kind, &t.spec.input, &b.result),
+        },
+        run_id: b.run.clone(),
+        receipt,
+        usage,
+        signature: Some(b.signature.clone()),
+        now_ms: s.host.clock.now_ms(),
+    };
+    check_signature(
+        verifier.as_ref(),
+        &b.claimant,
+        &report_statement(&report)?,
+        &b.signature,
+    )?;
+    let done = board.report(&report).map_err(board_err)?;
+    // Acceptance is observed, not assumed: read the output back by its content id.
+    if let Some(id) = &done.task.result_id {
+        if board.result(id)?.as_ref() != Some(&b.result) {
+            return Err(ApiError::internal(format!(
+                "the board stored {id} but reads back something else"
+            )));
+        }
+    }
+    if let Ok(mut r) = s.work.repairs.lock() {
+        r.remove(&(task.to_string(), n, b.epoch));
+    }
+    reported(done)
+}
+
+fn reason(v: &str) -> ApiResult<String> {
+    nonempty("reason", v)?;
+    if v.chars().count() > REASON_CHARS_MAX {
+        return Err(ApiError::field(
+            "reason",
+            format!("`reason` is longer than {REASON_CHARS_MAX} characters"),
+        ));
+    }
+    Ok(v.to_string())
+}
+
+pub fn fail(s: &AppState, task: &str, n: u32, b: &FailBody) -> ApiResult<ReportResult> {
+    let at = attempt_ref(task, n, &b.claimant, b.epoch)?;
+    let reason = reason(&b.reason)?;
+    let (board, verifier) = verified(s)?;
+    let (receipt, usage) = run_facts(s, b.run.as_deref())?;
+    let report = Report {
+        attempt: at,
+        kind: ReportKind::Failed {
+            retryable: b.retryable,
+            reason,
+        },
+        run_id: b.run.clone(),
+        receipt,
+        usage,
+        signature: Some(b.signature.clone()),
+        now_ms: s.host.clock.now_ms(),
+    };
+    check_signature(
+        verifier.as_ref(),
+        &b.claimant,
+        &report_statement(&report)?,
+        &b.signature,
+    )?;
+    reported(board.report(&report).map_err(board_err)?)
+}
+
+pub fn abort(s: &AppState, task: &str, n: u32, b: &AbortBody) -> ApiResult<ReportResult> {
+    let at = attempt_ref(task, n, &b.claimant, b.epoch)?;
+    let reason = reason(&b.reason)?;
+    let (board, verifier) = verified(s)?;
+    let report = Report {
+        attempt: at,
+        kind: ReportKind::Aborted { reason },
+        run_id: None,
+        receipt: None,
+        usage: Usage::default(),
+        signature: Some(b.signature.clone()),
+        now_ms: s.host.clock.now_ms(),
+    };
+    check_signature(
+        verifier.as_ref(),
+        &b.claimant,
+        &report_statement(&report)?,
+        &b.signature,
+    )?;
+    reported(board.report(&report).map_err(board_err)?)
+}
+
+fn artifacts(s: &AppState) -> ApiResult<Arc<dyn ArtifactStore>> {
+    s.work
+        .artifacts
+        .clone()
+        .ok_or_else(|| ApiError::not_found("this server has no artifact store"))
+}
+
+fn artifact_err(e: ArtifactError) -> ApiError {
+    match e {
+        ArtifactError::BadId(_) => ApiError::field("cid", e.to_string()),
+        ArtifactError::NotFound(_) => ApiError::not_found(e.to_string()),
+        ArtifactError::TooLarge { .. } => {
+            ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", e.to_string())
+        }
+        other => ApiError::internal(other.to_string()),
+    }
+}
+
+/// The largest artifact this server stores, in bytes.
+pub fn artifact_bytes_max(s: &AppState) -> u64 {
+    s.work.artifact_bytes_max
+}
+
+/// Store an output artifact of a live attempt (§13.5): only its claimant may, and the bytes
+/// must hash to the content id named.
+pub fn put_artifact(
+    s: &AppState,
+    cid: &str,
+    at: &AttemptRef,
+    bytes: &[u8],
+) -> ApiResult<ArtifactPut> {
+    vouch_artifacts::parse_cid(cid).map_err(artifact_err)?;
+    let store = artifacts(s)?;
+    live_claimant(board_of(s)?.as_ref(), at)?;
+    let found = vouch_artifacts::content_id(bytes);
+    if found != cid {
+        return Err(ApiError::field(
+            "cid",
+            format!("the body hashes to {found}, not {cid}; send the bytes the id names"),
+        ));
+    }
+    let stored = store.put(bytes).map_err(artifact_err)?;
+    Ok(ArtifactPut {
+        cid: stored,
+        size_bytes: bytes.len() as u64,
+    })
+}
+
+pub fn get_artifact(s: &AppState, cid: &str) -> ApiResult<Vec<u8>> {
+    vouch_artifacts::parse_cid(cid).map_err(artifact_err)?;
+    artifacts(s)?.get(cid).map_err(artifact_err)
+}
+
+/// The run's receipt signed by the host (§16.1); 409 while the run has not ended.
+pub fn signed_receipt(s: &AppState, run: &str) -> ApiResult<Value> {
+    if s.store.run(run)?.is_none() {
+        return Err(ApiError::not_found(format!(
+            "no run `{run}`; list runs with GET /api/runs"
+        )));
+    }
+    let journal = s.store.journal(run)?;
+    if !journal
+        .iter()
+        .any(|e| e.kind == vouch_store::EventKind::Terminal)
+    {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "not_ended",
+            format!("run {run} has not ended yet; a signed receipt exists once it has its terminal record"),
+        ));
+    }
+    let home = s.work.home.clone().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "this server has no home with the host's key, so it cannot sign",
+        )
+    })?;
+    let host = vouch_identity::host(
+        &vouch_identity::KeyDir::in_home(&home),
+        identities(s)?.as_ref(),
+        s.host.clock.now_ms(),
+    )
+    .map_err(|e| ApiError::internal(format!("the host's identity: {e}")))?;
+    let text = s.store.receipt(run)?;
+    vouch_identity::receipt::sign(&host, run, &journal, text.as_deref())
+        .map_err(|e| ApiError::internal(format!("sign the receipt: {e}")))
+}

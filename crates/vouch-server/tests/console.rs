@@ -1,0 +1,322 @@
+//! The web console over real HTTP on loopback against a real store, without a browser (the
+//! browser tests are in vouch-cli's `tests/console.rs`): sign-in and its cookie, the refusals
+//! (no session, wrong CSRF token, another site's Origin), security headers, and the schedules
+//! page with the missed slots the real scheduler produced on a manual clock, each with its
+//! receipt, in the person's zone.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use vouch_core::DestinationKind;
+use vouch_runtime::clock::ManualClock;
+use vouch_runtime::config::{Config, ConfigCapabilities};
+use vouch_runtime::host::Notifier;
+use vouch_runtime::model::DefaultModels;
+use vouch_runtime::provider::{FolderProvider, Provider, SurfaceProvider};
+use vouch_runtime::tools::{ScriptWorkTools, StandardTools};
+use vouch_runtime::{Host, Limits};
+use vouch_store::{ApiToken, OutboxRow, Schedule, Store};
+use vouch_store_sqlite::SqliteStore;
+
+const SECRET: &str = "vouch_console_secret";
+/// 2026-12-01 00:00 UTC.
+const T0: i64 = 1_796_083_200_000;
+
+struct Quiet;
+impl Notifier for Quiet {
+    fn notify(&self, _: &OutboxRow) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+struct Server {
+    _tmp: tempfile::TempDir,
+    base: String,
+    host: Arc<Host>,
+}
+
+fn start() -> Server {
+    let tmp = tempfile::tempdir().unwrap();
+    for d in ["files", "surfaces", "drafts", "artifacts"] {
+        std::fs::create_dir_all(tmp.path().join(d)).unwrap();
+    }
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&tmp.path().join("vouch.db")).unwrap());
+    store
+        .put_token(&ApiToken {
+            name: "person".into(),
+            hash: vouch_server::token_hash(SECRET),
+            created_ms: 1,
+        })
+        .unwrap();
+    let mut providers: BTreeMap<DestinationKind, Arc<dyn Provider>> = BTreeMap::new();
+    providers.insert(
+        DestinationKind::Surface,
+        Arc::new(SurfaceProvider::new(tmp.path().join("surfaces"))),
+    );
+    providers.insert(
+        DestinationKind::Folder,
+        Arc::new(FolderProvider::new(tmp.path().join("files"))),
+    );
+    let host = Arc::new(Host {
+        store: Arc::new(vouch_runtime::durable::Durable::new(store.clone())),
+        clock: Arc::new(ManualClock::new(T0, 1)),
+        caps: Arc::new(ConfigCapabilities {
+            config: Config::default(),
+        }),
+        providers,
+        notifier: Arc::new(Quiet),
+        models: Arc::new(DefaultModels),
+        work: Arc::new(ScriptWorkTools {
+            inner: StandardTools {
+                folder: FolderProvider::new(tmp.path().join("files")),
+                artifacts_dir: tmp.path().join("artifacts"),
+            },
+        }),
+        crash: None,
+        owner: vouch_runtime::host::process_owner(),
+        drafts_dir: tmp.path().join("drafts"),
+        limits: Limits::default(),
+        progress: None,
+        policy_forbid: vec![],
+        presence: None,
+        drives: Default::default(),
+    });
+    let doctor: vouch_server::DoctorFn = Arc::new(|| {
+        let p: BTreeMap<DestinationKind, Arc<dyn Provider>> = BTreeMap::new();
+        Ok(vouch_runtime::doctor::doctor(&Config::default(), &p))
+    });
+    let state = vouch_server::AppState::new(host.clone(), store, doctor);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            tx.send(l.local_addr().unwrap()).unwrap();
+            vouch_server::serve(l, state, std::future::pending())
+                .await
+                .unwrap();
+        });
+    });
+    Server {
+        _tmp: tmp,
+        base: format!("http://{}", rx.recv().unwrap()),
+        host,
+    }
+}
+
+fn agent() -> ureq::Agent {
+    ureq::AgentBuilder::new().redirects(0).build()
+}
+
+fn status(r: Result<ureq::Response, ureq::Error>) -> (u16, String, Option<ureq::Response>) {
+    match r {
+        Ok(r) => (r.status(), String::new(), Some(r)),
+        Err(ureq::Error::Status(c, r)) => (c, r.into_string().unwrap(), None),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+impl Server {
+    fn url(&self, p: &str) -> String {
+        format!("{}{p}", self.base)
+    }
+
+    /// Sign in; the session cookie (name=value).
+    fn sign_in(&self, tz: &str) -> String {
+        let r = agent()
+            .post(&self.url("/console/signin"))
+            .send_form(&[("token", SECRET), ("tz", tz), ("next", "/console/")])
+            .unwrap();
+        assert_eq!(r.status(), 303);
+        assert_eq!(r.header("location"), Some("/console/"));
+        let set = r.header("set-cookie").unwrap().to_string();
+        for flag in ["HttpOnly", "SameSite=Strict", "Path=/console"] {
+            assert!(set.contains(flag), "{set}");
+        }
+        set.split(';').next().unwrap().to_string()
+    }
+
+    fn page(&self, cookie: &str, p: &str) -> (u16, String) {
+        match agent().get(&self.url(p)).set("Cookie", cookie).call() {
+            Ok(r) => (r.status(), r.into_string().unwrap()),
+            Err(ureq::Error::Status(c, r)) => (c, r.into_string().unwrap()),
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+fn csrf_of(page: &str) -> String {
+    let at = page.find("name=\"csrf\" value=\"").unwrap() + "name=\"csrf\" value=\"".len();
+    page[at..at + 64].to_string()
+}
+
+#[test]
+fn sign_in_sets_a_strict_http_only_session_and_every_form_is_checked() {
+    let s = start();
+    // Not signed in: every page sends the person to the sign-in page, and back after it.
+    let (code, _, r) = status(agent().get(&s.url("/console/board")).call());
+    assert_eq!(code, 303);
+    assert_eq!(
+        r.unwrap().header("location"),
+        Some("/console/signin?next=/console/board")
+    );
+    // A form sent without a session goes back to its page after sign-in, not to the form.
+    let (code, _, r) = status(
+        agent()
+            .post(&s.url("/console/runs/r1/cards/d1/approve"))
+            .send_form(&[("hash", "x")]),
+    );
+    assert_eq!(code, 303);
+    assert_eq!(
+        r.unwrap().header("location"),
+        Some("/console/signin?next=/console/runs/r1/cards/d1")
+    );
+    let (code, _, r) = status(agent().get(&s.url("/")).call());
+    assert_eq!(code, 303);
+    assert_eq!(r.unwrap().header("location"), Some("/console/"));
+    // A wrong token, an unknown zone and an open redirect are refused or neutralised.
+    let (code, body, _) = status(
+        agent()
+            .post(&s.url("/console/signin"))
+            .send_form(&[("token", "vouch_wrong"), ("tz", "UTC")]),
+    );
+    assert_eq!(code, 401);
+    assert!(body.contains("vouch token new"), "{body}");
+    let (code, body, _) = status(
+        agent()
+            .post(&s.url("/console/signin"))
+            .send_form(&[("token", SECRET), ("tz", "Mars/Olympus")]),
+    );
+    assert_eq!(code, 422);
+    assert!(body.contains("Mars/Olympus"), "{body}");
+    let r = agent()
+        .post(&s.url("/console/signin"))
+        .send_form(&[("token", SECRET), ("next", "https://evil.example/")])
+        .unwrap();
+    assert_eq!(r.header("location"), Some("/console"));
+
+    let cookie = s.sign_in("Europe/Berlin");
+    let r = agent()
+        .get(&s.url("/console/"))
+        .set("Cookie", &cookie)
+        .call()
+        .unwrap();
+    let csp = r.header("content-security-policy").unwrap().to_string();
+    assert!(
+        csp.contains("default-src 'none'") && csp.contains("script-src 'self'"),
+        "{csp}"
+    );
+    assert_eq!(r.header("x-frame-options"), Some("DENY"));
+    let inbox = r.into_string().unwrap();
+    assert!(inbox.contains("Nothing waits for you."), "{inbox}");
+    assert!(
+        inbox.contains("No receipt yet"),
+        "an empty state says what to do: {inbox}"
+    );
+    let csrf = csrf_of(&inbox);
+
+    // Forms: a wrong CSRF token or another site's Origin changes nothing (403).
+    let zone = |token: &str, origin: Option<&str>| {
+        let mut req = agent().post(&s.url("/console/zone")).set("Cookie", &cookie);
+        if let Some(o) = origin {
+            req = req.set("Origin", o);
+        }
+        status(req.send_form(&[("csrf", token), ("tz", "Asia/Tokyo"), ("next", "/console/")])).0
+    };
+    assert_eq!(zone("f".repeat(64).as_str(), None), 403);
+    assert_eq!(zone(&csrf, Some("http://evil.example")), 403);
+    assert!(s
+        .page(&cookie, "/console/")
+        .1
+        .contains("value=\"Europe/Berlin\""));
+    assert_eq!(zone(&csrf, Some(&s.base)), 303);
+    assert!(s
+        .page(&cookie, "/console/")
+        .1
+        .contains("value=\"Asia/Tokyo\""));
+
+    // Revoking the token signs its sessions out.
+    assert!(s.host.store.remove_token("person").unwrap());
+    let (code, _) = s.page(&cookie, "/console/");
+    assert_eq!(code, 303);
+}
+
+#[test]
+fn schedules_show_the_next_slot_in_the_persons_zone_and_every_missed_slot_with_its_receipt() {
+    let s = start();
+    s.host
+        .store
+        .put_schedule(&Schedule {
+            name: "brief".into(),
+            cron: "0 7 * * *".into(),
+            tz: "UTC".into(),
+            routine: json!({"prompt": "7am brief", "model": {"kind": "script", "turns": [{"final": "ok"}]}}),
+            catch_up: "skip".into(),
+            overlap: "skip".into(),
+            grace_ms: 15 * 60_000,
+            created_ms: T0,
+        })
+        .unwrap();
+    // The machine was off for three mornings: the scheduler consumes them as missed (§12.3).
+    let clock = ManualClock::new(T0 + 3 * 86_400_000 + 6 * 3_600_000, 1);
+    let host = Host {
+        clock: Arc::new(clock),
+        ..clone_host(&s.host)
+    };
+    let report = host.tick().unwrap();
+    assert_eq!(report.missed.len(), 3, "{report:?}");
+    let cookie = s.sign_in("America/New_York");
+    let (code, page) = s.page(&cookie, "/console/schedules");
+    assert_eq!(code, 200);
+    assert!(page.contains("0 7 * * *"), "{page}");
+    // 07:00 UTC is 02:00 in New York (EST in December).
+    assert!(page.contains("2026-12-02 02:00:00 EST"), "{page}");
+    assert_eq!(page.matches("class=\"missed\"").count(), 3, "{page}");
+    assert!(
+        page.contains("Missed"),
+        "each missed slot shows its receipt: {page}"
+    );
+    // The next slot is after the server's clock (T0, the manual clock of the served host).
+    assert!(page.contains("2026-12-01 02:00:00 EST"), "{page}");
+    assert!(page.contains("07:00:00 UTC"), "{page}");
+}
+
+fn clone_host(h: &Host) -> Host {
+    Host {
+        store: h.store.clone(),
+        clock: h.clock.clone(),
+        caps: h.caps.clone(),
+        providers: h.providers.clone(),
+        notifier: h.notifier.clone(),
+        models: h.models.clone(),
+        work: h.work.clone(),
+        crash: None,
+        owner: format!("{}-ticker", h.owner),
+        drafts_dir: h.drafts_dir.clone(),
+        limits: h.limits.clone(),
+        progress: None,
+        policy_forbid: vec![],
+        presence: None,
+        drives: Default::default(),
+    }
+}
+
+#[test]
+fn an_unknown_console_page_is_a_page_and_the_api_stays_behind_its_token() {
+    let s = start();
+    let cookie = s.sign_in("UTC");
+    let (code, body) = s.page(&cookie, "/console/nowhere");
+    assert_eq!(code, 404);
+    assert!(body.contains("no such page"), "{body}");
+    // The session cookie opens the console, never the API.
+    let (code, body) = s.page(&cookie, "/api/runs");
+    assert_eq!(code, 401);
+    assert!(body.contains("unauthorized"), "{body}");
+    let (code, body) = s.page(&cookie, "/api/measures");
+    assert_eq!(code, 401, "{body}");
+}
