@@ -324,6 +324,7 @@ fn create_runs(store: &SqliteStore, prefix: &str, count: usize) -> Result<Vec<St
         let id = format!("{prefix}-{w}");
         store
             .create_run(&NewRun {
+                state: vouch_core::RunState::Created,
                 id: id.clone(),
                 trigger: vouch_core::TriggerKind::Interactive,
                 title: "vouch-bench journal".into(),

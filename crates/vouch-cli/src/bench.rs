@@ -277,6 +277,7 @@ fn seed(dir: &std::path::Path, n: usize) -> Result<()> {
                 let id = format!("seed{i:08}");
                 let at = 1_700_000_000_000i64 + i as i64 * 1_000;
                 store.create_run(&NewRun {
+                    state: vouch_core::RunState::Created,
                     id: id.clone(),
                     trigger: TriggerKind::Scheduled,
                     title: format!("seeded run {i}"),
@@ -325,6 +326,7 @@ fn seed(dir: &std::path::Path, n: usize) -> Result<()> {
         let id = format!("open{k}");
         let at = 1_800_000_000_000i64 + k;
         store.create_run(&NewRun {
+            state: vouch_core::RunState::Created,
             id: id.clone(),
             trigger: TriggerKind::Interactive,
             title: format!("waiting run {k}"),

@@ -103,8 +103,8 @@ fn bench(dir: &std::path::Path, tasks: usize, workers: usize) -> Result<Figures>
             })
             .map_err(|e| anyhow!("{e}"))?;
     }
-    let mut host = home::host(dir, None)?;
-    host.store = store;
+    // The host writes through the durability points, as `vouch worker`'s does.
+    let mut host = home::host_on(dir, store, None)?;
     let work = Arc::new(TaskWork::new(host.work.clone()));
     host.work = work.clone();
     let host = Arc::new(host);

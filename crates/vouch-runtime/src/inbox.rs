@@ -119,6 +119,7 @@ mod tests {
         at: i64,
     ) {
         s.create_run(&NewRun {
+            state: vouch_core::RunState::Created,
             id: id.into(),
             trigger: TriggerKind::Interactive,
             title: format!("run {id}"),
@@ -253,6 +254,7 @@ mod tests {
         );
         assert_eq!((inbox.waiting, badge(&s).unwrap()), (0, 0));
         s.create_run(&NewRun {
+            state: vouch_core::RunState::Created,
             id: "g-open".into(),
             trigger: TriggerKind::Interactive,
             title: "g".into(),

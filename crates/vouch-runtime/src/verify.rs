@@ -62,6 +62,7 @@ mod tests {
         let s = SqliteStore::open(&dir.path().join("v.db")).unwrap();
         for id in ["good", "bad"] {
             s.create_run(&NewRun {
+                state: vouch_core::RunState::Created,
                 id: id.into(),
                 trigger: TriggerKind::Interactive,
                 title: id.into(),

@@ -744,10 +744,11 @@ fn insert_event(t: &mut Transaction<'_>, ev: &PreparedEvent) -> StoreResult<(i64
 }
 
 fn insert_run(c: &mut impl postgres::GenericClient, run: &NewRun) -> StoreResult<()> {
+    vouch_store::check_birth_state(run)?;
     let spec = to_json_text(&run.spec)?;
     c.execute(
-        "INSERT INTO runs (id, trigger, title, chain_root, parent, scope, spec, state, created_ms, owner, lease_until_ms) VALUES ($1,$2,$3,$4,$5,$6,$7,'created',$8,$9,$10)",
-        &[&run.id, &enum_str(&run.trigger), &run.title, &run.chain_root, &run.parent, &run.scope, &spec, &run.created_ms, &run.lease.as_ref().map(|l| l.owner.as_str()), &run.lease.as_ref().map(|l| l.until_ms)],
+        "INSERT INTO runs (id, trigger, title, chain_root, parent, scope, spec, state, created_ms, owner, lease_until_ms) VALUES ($1,$2,$3,$4,$5,$6,$7,$11,$8,$9,$10)",
+        &[&run.id, &enum_str(&run.trigger), &run.title, &run.chain_root, &run.parent, &run.scope, &spec, &run.created_ms, &run.lease.as_ref().map(|l| l.owner.as_str()), &run.lease.as_ref().map(|l| l.until_ms), &enum_str(&run.state)],
     )
     .map_err(|e| match db_err(e) {
         StoreError::Conflict(_) => StoreError::Conflict(format!("run {} already exists", run.id)),

@@ -88,6 +88,7 @@ impl Drop for TestSchema {
 
 fn new_run(id: &str) -> NewRun {
     NewRun {
+        state: vouch_core::RunState::Created,
         id: id.into(),
         trigger: TriggerKind::Interactive,
         title: format!("run {id}"),

@@ -964,10 +964,11 @@ fn insert_event(conn: &Connection, ev: &PreparedEvent) -> StoreResult<(i64, Stri
 }
 
 fn insert_run(conn: &Connection, run: &NewRun) -> StoreResult<()> {
+    vouch_store::check_birth_state(run)?;
     let spec = serde_json::to_string(&run.spec).map_err(|e| StoreError::Fatal(e.to_string()))?;
     conn.execute(
-        &format!("INSERT INTO runs ({RUN_COLS}) VALUES (?1,?2,?3,?4,?5,?6,?7,'created',NULL,NULL,?8,NULL,?9,?10)"),
-        params![run.id, enum_str(&run.trigger), run.title, run.chain_root, run.parent, run.scope, spec, run.created_ms, run.lease.as_ref().map(|l| l.owner.as_str()), run.lease.as_ref().map(|l| l.until_ms)],
+        &format!("INSERT INTO runs ({RUN_COLS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?11,NULL,NULL,?8,NULL,?9,?10)"),
+        params![run.id, enum_str(&run.trigger), run.title, run.chain_root, run.parent, run.scope, spec, run.created_ms, run.lease.as_ref().map(|l| l.owner.as_str()), run.lease.as_ref().map(|l| l.until_ms), enum_str(&run.state)],
     )
     .map_err(|e| match db_err(e) {
         StoreError::Conflict(_) => StoreError::Conflict(format!("run {} already exists", run.id)),

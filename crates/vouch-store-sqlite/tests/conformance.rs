@@ -59,6 +59,7 @@ fn the_schema_refuses_to_rewrite_an_ended_attempt() {
 
 fn run(id: &str) -> NewRun {
     NewRun {
+        state: vouch_core::RunState::Created,
         id: id.into(),
         trigger: vouch_core::TriggerKind::Interactive,
         title: "t".into(),

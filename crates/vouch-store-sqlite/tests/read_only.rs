@@ -8,6 +8,7 @@ use vouch_store_sqlite::SqliteStore;
 
 fn run(id: &str) -> NewRun {
     NewRun {
+        state: vouch_core::RunState::Created,
         id: id.into(),
         trigger: vouch_core::TriggerKind::Interactive,
         title: "t".into(),

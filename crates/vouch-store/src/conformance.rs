@@ -51,6 +51,7 @@ macro_rules! store_conformance_tests {
 
 fn new_run(id: &str) -> NewRun {
     NewRun {
+        state: vouch_core::RunState::Created,
         id: id.into(),
         trigger: TriggerKind::Interactive,
         title: format!("run {id}"),
@@ -375,6 +376,7 @@ pub fn leases_and_orphans(open: Opener<'_>) {
 pub fn runs_are_born_leased(open: Opener<'_>) {
     let s = open();
     let leased = |id: &str| NewRun {
+        state: vouch_core::RunState::Running,
         lease: Some(RunLease {
             owner: "pid:1".into(),
             until_ms: 100,
@@ -385,6 +387,20 @@ pub fn runs_are_born_leased(open: Opener<'_>) {
     let r = s.run("c-born").unwrap().unwrap();
     assert_eq!(r.owner.as_deref(), Some("pid:1"), "created with its owner");
     assert_eq!(r.lease_until_ms, Some(100));
+    assert_eq!(
+        r.state,
+        vouch_core::RunState::Running,
+        "a run its creator drives at once is born running, in the creating transaction"
+    );
+    assert!(
+        s.create_run(&NewRun {
+            state: vouch_core::RunState::Ended,
+            ..new_run("c-born-ended")
+        })
+        .is_err(),
+        "a run is never born ended"
+    );
+    assert!(s.run("c-born-ended").unwrap().is_none());
     assert!(
         !s.orphaned_runs(50)
             .unwrap()
@@ -414,6 +430,7 @@ pub fn runs_are_born_leased(open: Opener<'_>) {
         Some("pid:1"),
         "a slot's run is born leased too"
     );
+    assert_eq!(r.state, vouch_core::RunState::Running);
     assert!(!s
         .orphaned_runs(50)
         .unwrap()

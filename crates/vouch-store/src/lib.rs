@@ -65,10 +65,26 @@ pub struct NewRun {
     /// Free-form run settings (routine, script, presence, quiet…), JSON.
     pub spec: serde_json::Value,
     pub created_ms: i64,
+    /// `Created`, or `Running` for a run its creator drives at once (the state rides in the
+    /// creating transaction instead of a commit of its own).
+    pub state: RunState,
     /// The owner's lease, taken in the same transaction that creates the run, so no other
     /// process's start-up reconciliation can mistake a run being born for one whose owner is
     /// gone (§9.2.5). `None` creates the run unowned (it is then orphaned at once).
     pub lease: Option<RunLease>,
+}
+
+/// A run is born `created`, or `running` when its creator drives it at once; any other
+/// state at birth is a caller's mistake.
+pub fn check_birth_state(run: &NewRun) -> StoreResult<()> {
+    match run.state {
+        RunState::Created | RunState::Running => Ok(()),
+        other => Err(StoreError::Fatal(format!(
+            "run {} cannot be born {}; a run is born created or running",
+            run.id,
+            other.as_str()
+        ))),
+    }
 }
 
 /// Who holds a run and until when (`owner` is `pid:<pid>` for a local process).

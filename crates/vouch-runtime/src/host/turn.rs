@@ -36,6 +36,7 @@ impl Host {
                 Presence::Away
             });
         let run = NewRun {
+            state: RunState::Running,
             id: id.to_string(),
             trigger: spec.trigger,
             title: spec.title.clone(),
