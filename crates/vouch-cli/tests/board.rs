@@ -917,6 +917,67 @@ fn http_approval_of_a_task_run_queues_it_for_a_worker(pg: bool) {
     assert_eq!(got.lock().unwrap().len(), 1);
 }
 
+/// §13.4.2: a result submitted before the attempt suspends is kept in the run's durable
+/// journal; the worker that resumes the run (another process, with a script of its own)
+/// reports that result when the run ends, and the submission is never asked for again.
+fn result_submitted_before_suspension_is_kept_for_the_resumption(pg: bool) {
+    let b = Board::new(pg);
+    let (url, got) = receiver();
+    let id = b.offer(&[]);
+    let script = b.script(json!([
+        {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "webhook", "address": url}}]}},
+        {"submit": {"summary": "numbers mailed"}},
+        {"deliver": "d1", "payload": {"text": "week 49: 42 tickets"}},
+        {"final": "done"}
+    ]));
+    let out = b.run(&[
+        "--json", "worker", "--name", "w1", "--script", &script, "--drain",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = b.show(&id);
+    assert_eq!(attempt_states(&v), vec!["suspended"], "{v}");
+    assert!(
+        v["result"].is_null(),
+        "nothing accepted while it waits: {v}"
+    );
+    let run = v["attempts"][0]["run_id"].as_str().unwrap().to_string();
+    let cards = b.json(&["approvals"]);
+    let hash = cards
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["run"] == run.as_str())
+        .unwrap()["payload_hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        b.json(&["approve", &run, "d1", "--hash", &hash])["task_state"],
+        "queued"
+    );
+    // w2's own script never submits: the result it reports is the one kept in the journal.
+    let idle = b.script(json!([{"declare": {"deliveries": []}}, {"final": "nothing"}]));
+    let out = b.run(&[
+        "--json", "worker", "--name", "w2", "--script", &idle, "--drain",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = b.show(&id);
+    assert_eq!(state(&v), "completed", "{v}");
+    assert_eq!(attempt_states(&v), vec!["completed"]);
+    assert_eq!(v["attempts"][0]["claimant"], "w2");
+    assert_eq!(v["result"], json!({"summary": "numbers mailed"}));
+    let sent = got.lock().unwrap().clone();
+    assert_eq!(sent.len(), 1, "sent once, after the approval: {sent:?}");
+}
+
 macro_rules! both {
     ($($name:ident),*) => {
         mod sqlite { $( #[test] fn $name() { super::$name(false) } )* }
@@ -935,5 +996,6 @@ both!(
     approval_suspends_and_another_worker_finishes,
     continuation_goes_on_from_the_parents_conversation,
     runtime_profile_snapshot_is_enforced_not_a_later_edit,
-    http_approval_of_a_task_run_queues_it_for_a_worker
+    http_approval_of_a_task_run_queues_it_for_a_worker,
+    result_submitted_before_suspension_is_kept_for_the_resumption
 );

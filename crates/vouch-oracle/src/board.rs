@@ -469,11 +469,11 @@ impl<'a> BoardSim<'a> {
                     if let Some(a) = task.live() {
                         a.state = AttemptState::Suspended;
                     }
-                    if out.submitted {
-                        self.gaps.push(Gap {
-                            question: "a result submitted before the attempt suspended: is it kept for the resumption?".into(),
-                        });
-                        None
+                    if out.accepted {
+                        // The accepted submission is in the run's durable journal; whoever
+                        // resumes the run reports it when the run ends (§13.4.2).
+                        self.cite("result.kept_for_resumption", "§13.4.2");
+                        Some(DeliveryStatus::Awaiting)
                     } else {
                         Some(DeliveryStatus::NotAttempted)
                     }

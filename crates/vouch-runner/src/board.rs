@@ -481,10 +481,9 @@ impl Board {
             self.store
                 .suspend(at, &out.run_id, ctx.clock.now_ms())
                 .map_err(err)?;
-            return Ok((
-                out.run_id,
-                if submitted { "failed" } else { "not_attempted" },
-            ));
+            // §13.4.2: an accepted submission waits in the run's journal for the resumption.
+            let kept = submission_accepted(host.store.as_ref(), &out.run_id)?;
+            return Ok((out.run_id, if kept { "awaiting" } else { "not_attempted" }));
         };
         let accepted = matches!(kind, ReportKind::Accepted { .. });
         if let Some(ms) = stall_ms {
@@ -668,6 +667,16 @@ impl Board {
 
 /// Did the run hand a result to its `submit` tool? A call rejected before the manifest
 /// (§3.4) never reached the tool.
+/// The run's `submit` tool took a result (the host's answer to the call was `ok`).
+fn submission_accepted(store: &dyn Store, run_id: &str) -> Result<bool, String> {
+    Ok(store.journal(run_id).map_err(err)?.iter().any(|e| {
+        matches!(
+            vouch_store::Event::parse(e.kind, &e.body),
+            Ok(vouch_store::Event::ToolCalled(c)) if c.name == "submit" && c.ok
+        )
+    }))
+}
+
 fn submitted(store: &dyn Store, run_id: &str) -> Result<bool, String> {
     let journal = store.journal(run_id).map_err(err)?;
     let rejected: Vec<&str> = journal
