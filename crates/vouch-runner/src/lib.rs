@@ -8,8 +8,10 @@
 //! the report object of scenarios.md (without the comparison fields).
 
 mod board;
+pub mod sim;
 
 use serde_json::{json, Map, Value};
+use sim::SimWorld;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -19,7 +21,7 @@ use vouch_runtime::clock::ManualClock;
 use vouch_runtime::crash::{CrashMode, CrashPlan};
 use vouch_runtime::host::Notifier;
 use vouch_runtime::model::DefaultModels;
-use vouch_runtime::provider::{Behavior, FolderProvider, Provider, SimProvider, SimWorld};
+use vouch_runtime::provider::{FolderProvider, Provider};
 use vouch_runtime::tools::{ScriptWorkTools, StandardTools};
 use vouch_runtime::view::RunView;
 use vouch_runtime::{Host, HostError, Limits, RunSpec};
@@ -54,17 +56,6 @@ struct Ctx {
     clock: ManualClock,
     faults: VecDeque<Value>,
     boots: usize,
-}
-
-fn behavior(s: &str) -> Result<Behavior, String> {
-    Ok(match s {
-        "accept" => Behavior::Accept,
-        "reject" => Behavior::Reject,
-        "accept_unverifiable" => Behavior::AcceptUnverifiable,
-        "lose_response" => Behavior::LoseResponse,
-        "false_success" => Behavior::FalseSuccess,
-        other => return Err(format!("unknown behavior `{other}`")),
-    })
 }
 
 fn strings(v: Option<&Value>) -> Vec<String> {
@@ -120,16 +111,8 @@ impl Ctx {
                 levels.push((k.clone(), level));
             }
         }
-        let mut behaviors = vec![];
-        if let Some(m) = world.get("behavior").and_then(Value::as_object) {
-            for (k, v) in m {
-                behaviors.push((k.clone(), behavior(v.as_str().unwrap_or(""))?));
-            }
-        }
         let sim = SimWorld::new(
-            behaviors,
-            strings(world.get("idempotent_by_key")),
-            strings(world.get("existing")),
+            serde_json::from_value(world.clone()).map_err(|e| format!("world: {e}"))?,
         );
         let start = s
             .pointer("/trigger/slot")
@@ -160,16 +143,8 @@ impl Ctx {
     fn host(&mut self) -> Result<Host, String> {
         self.boots += 1;
         let store = SqliteStore::open(&self.dir.join("vouch.db")).map_err(|e| e.to_string())?;
-        let mut providers: BTreeMap<DestinationKind, Arc<dyn Provider>> = BTreeMap::new();
-        for kind in DestinationKind::ALL {
-            providers.insert(
-                kind,
-                Arc::new(SimProvider {
-                    kind,
-                    world: self.world.clone(),
-                }),
-            );
-        }
+        let providers: BTreeMap<DestinationKind, Arc<dyn Provider>> =
+            self.world.providers().into_iter().collect();
         let crash = self
             .faults
             .iter()
