@@ -26,7 +26,7 @@ use vouch_runtime::tools::{ScriptWorkTools, StandardTools};
 use vouch_runtime::view::RunView;
 use vouch_runtime::{Host, HostError, Limits, RunSpec};
 use vouch_scenario::{CatchUp, Decision, Fault, Scenario, World};
-use vouch_store::{CardState, OutboxRow, Store};
+use vouch_store::{CardState, OutboxRow, Store, TamperForTests};
 use vouch_store_sqlite::SqliteStore;
 
 /// Crashes a scenario may inject before the runner gives up (each is a full reboot).
@@ -60,6 +60,8 @@ struct Ctx {
     /// Deliveries whose stored payload is altered once the person approves it.
     tamper: Vec<String>,
     boots: usize,
+    /// The store under the latest boot's host, for the faults that reach past the host.
+    store: Option<Arc<SqliteStore>>,
 }
 
 /// Milliseconds since the epoch of an RFC 3339 UTC time like `2026-12-02T07:00:00Z`.
@@ -131,13 +133,16 @@ impl Ctx {
                 })
                 .collect(),
             boots: 0,
+            store: None,
         }
     }
 
     /// A fresh host over the reopened store: nothing in memory survives from before.
     fn host(&mut self) -> Result<Host, String> {
         self.boots += 1;
-        let store = SqliteStore::open(&self.dir.join("vouch.db")).map_err(|e| e.to_string())?;
+        let store =
+            Arc::new(SqliteStore::open(&self.dir.join("vouch.db")).map_err(|e| e.to_string())?);
+        self.store = Some(store.clone());
         let providers: BTreeMap<DestinationKind, Arc<dyn Provider>> =
             self.world.providers().into_iter().collect();
         let crash = match self.crashes.pop_front() {
@@ -155,7 +160,7 @@ impl Ctx {
         };
         let files = self.dir.join("files");
         Ok(Host {
-            store: Arc::new(vouch_runtime::durable::Durable::new(Arc::new(store))),
+            store: Arc::new(vouch_runtime::durable::Durable::new(store)),
             clock: Arc::new(self.clock.clone()),
             caps: self.caps.clone(),
             providers,
@@ -180,6 +185,17 @@ impl Ctx {
 
     fn tampered(&self, delivery: &str) -> bool {
         self.tamper.iter().any(|d| d == delivery)
+    }
+
+    /// The `tamper_payload` fault: the approved payload changes in the store behind the
+    /// host's back, through the store's hook for verification tests.
+    fn tamper_payload(&self, hash: &str) -> Result<(), String> {
+        let store = self.store.as_ref().ok_or("no store to tamper with")?;
+        match store.tamper_payload(hash, r#"{"text":"tampered"}"#) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(format!("no stored payload {hash} to tamper with")),
+            Err(e) => Err(e.to_string()),
+        }
     }
 }
 
@@ -316,7 +332,7 @@ pub fn run_scenario(s: &Scenario, dir: &Path) -> Result<Value, String> {
                                 };
                                 decisions.pop_front();
                                 if ctx.tampered(&did) {
-                                    tamper_payload(&ctx.dir, &card.payload_hash)
+                                    ctx.tamper_payload(&card.payload_hash)
                                         .map_err(HostError::Invalid)?;
                                 }
                                 host.approve(&id, &did, &card.payload_hash)?;
@@ -396,20 +412,6 @@ pub fn run_scenario(s: &Scenario, dir: &Path) -> Result<Value, String> {
             .ok_or("no run was created")?,
     };
     report(s, &host, &id, &ctx)
-}
-
-fn tamper_payload(dir: &Path, hash: &str) -> Result<(), String> {
-    let conn = rusqlite::Connection::open(dir.join("vouch.db")).map_err(|e| e.to_string())?;
-    let n = conn
-        .execute(
-            vouch_store_sqlite::TAMPER_PAYLOAD_SQL,
-            rusqlite::params![hash, "{\"text\":\"tampered\"}"],
-        )
-        .map_err(|e| e.to_string())?;
-    if n != 1 {
-        return Err(format!("no stored payload {hash} to tamper with"));
-    }
-    Ok(())
 }
 
 fn report(s: &Scenario, host: &Host, id: &str, ctx: &Ctx) -> Result<Value, String> {
