@@ -18,8 +18,8 @@ use vouch_runtime::crash::{CrashMode, CrashPlan};
 use vouch_runtime::host::{AttemptJob, TaskTypes, TaskWork};
 use vouch_runtime::{Host, HostError};
 use vouch_scenario::{
-    AfterCondition, BoardStep, CancelAt, Does, JudgePlan, OfferAgain, PrerequisiteEnd, TaskPlan,
-    WorkerStep,
+    AfterCondition, BoardStep, CancelAt, Does, JudgePlan, OfferAgain, PrerequisiteEnd, Scenario,
+    TaskPlan, WorkerStep,
 };
 use vouch_store::board::{
     content_id, AttemptRef, BoardStore, ClaimRequest, NewTask, Offered, Report, ReportKind,
@@ -58,11 +58,9 @@ fn conflict<T>(r: Result<T, StoreError>) -> Result<Option<T>, String> {
 }
 
 /// Run a task scenario in `dir` (empty) and return its report.
-pub fn run_task_scenario(s: &Value, dir: &Path) -> Result<Value, String> {
-    let plan: TaskPlan = serde_json::from_value(s.get("task").cloned().unwrap_or(Value::Null))
-        .map_err(|e| format!("task: {e}"))?;
+pub fn run_task_scenario(s: &Scenario, plan: &TaskPlan, dir: &Path) -> Result<Value, String> {
     plan.check()?;
-    let mut ctx = Ctx::new(s, dir)?;
+    let mut ctx = Ctx::new(s, dir);
     let store = Arc::new(SqliteStore::open(&dir.join("vouch.db")).map_err(err)?);
     let types = if let Some(schema) = &plan.output_schema {
         let types_dir = dir.join("types");
@@ -74,17 +72,15 @@ pub fn run_task_scenario(s: &Value, dir: &Path) -> Result<Value, String> {
     } else {
         TaskTypes::builtin()
     };
-    let prompt = s
-        .get("prompt")
-        .and_then(Value::as_str)
-        .filter(|p| !p.is_empty())
-        .or_else(|| s.get("id").and_then(Value::as_str))
-        .unwrap_or("a task")
-        .to_string();
+    let prompt = if s.prompt.is_empty() {
+        s.id.clone()
+    } else {
+        s.prompt.clone()
+    };
     let mut b = Board {
         store,
         types,
-        script: s.get("script").cloned().unwrap_or(json!([])),
+        script: serde_json::to_value(&s.script).map_err(err)?,
         prompt,
         plan: plan.clone(),
         turned_away: vec![],
@@ -144,7 +140,7 @@ pub fn run_task_scenario(s: &Value, dir: &Path) -> Result<Value, String> {
             r
         }
         None => json!({
-            "id": s.get("id").cloned().unwrap_or(Value::Null),
+            "id": s.id,
             "state": null, "outcome": null, "ended_by": null, "deliveries": {},
             "needs_you": null, "significance": null, "attention": null, "notifications": null,
         }),

@@ -4,26 +4,29 @@
 //! their side; crashes drop every in-memory state, reopen the store and run start-up
 //! reconciliation; the person's decisions are applied as cards open.
 //!
-//! The runner takes the scenario as JSON (already validated by `vouch-scenario`) and returns
+//! The runner takes the typed scenario of `vouch-scenario` (already validated) and returns
 //! the report object of scenarios.md (without the comparison fields).
 
 mod board;
+pub mod sim;
 
 use serde_json::{json, Map, Value};
+use sim::SimWorld;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use vouch_core::{Capability, DestinationKind, Presence, RunState, TriggerKind};
+use vouch_core::{DestinationKind, RunState, TriggerKind};
 use vouch_runtime::capability::PatternCapabilities;
 use vouch_runtime::clock::ManualClock;
 use vouch_runtime::crash::{CrashMode, CrashPlan};
 use vouch_runtime::host::Notifier;
 use vouch_runtime::model::DefaultModels;
-use vouch_runtime::provider::{Behavior, FolderProvider, Provider, SimProvider, SimWorld};
+use vouch_runtime::provider::{FolderProvider, Provider};
 use vouch_runtime::tools::{ScriptWorkTools, StandardTools};
 use vouch_runtime::view::RunView;
 use vouch_runtime::{Host, HostError, Limits, RunSpec};
-use vouch_store::{CardState, OutboxRow, Store};
+use vouch_scenario::{CatchUp, Decision, Fault, Scenario, World};
+use vouch_store::{CardState, OutboxRow, Store, TamperForTests};
 use vouch_store_sqlite::SqliteStore;
 
 /// Crashes a scenario may inject before the runner gives up (each is a full reboot).
@@ -52,29 +55,13 @@ struct Ctx {
     caps: Arc<PatternCapabilities>,
     notifier: Arc<CountingNotifier>,
     clock: ManualClock,
-    faults: VecDeque<Value>,
+    /// Crashes still to inject, in file order: each boot takes the first one left.
+    crashes: VecDeque<Fault>,
+    /// Deliveries whose stored payload is altered once the person approves it.
+    tamper: Vec<String>,
     boots: usize,
-}
-
-fn behavior(s: &str) -> Result<Behavior, String> {
-    Ok(match s {
-        "accept" => Behavior::Accept,
-        "reject" => Behavior::Reject,
-        "accept_unverifiable" => Behavior::AcceptUnverifiable,
-        "lose_response" => Behavior::LoseResponse,
-        "false_success" => Behavior::FalseSuccess,
-        other => return Err(format!("unknown behavior `{other}`")),
-    })
-}
-
-fn strings(v: Option<&Value>) -> Vec<String> {
-    v.and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|s| s.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
+    /// The store under the latest boot's host, for the faults that reach past the host.
+    store: Option<Arc<SqliteStore>>,
 }
 
 /// Milliseconds since the epoch of an RFC 3339 UTC time like `2026-12-02T07:00:00Z`.
@@ -106,86 +93,74 @@ pub mod patch;
 
 /// A host over a fresh store in `dir` with an empty simulated world (patch scenarios).
 pub(crate) fn scenario_host(dir: &Path) -> Result<Host, String> {
-    Ctx::new(&json!({}), dir)?.host()
+    Ctx::with(&World::default(), None, &[], dir).host()
 }
 
+/// Where a scenario's manual clock starts when its trigger names no slot.
+const START_MS: i64 = 1_796_194_800_000;
+
 impl Ctx {
-    fn new(s: &Value, dir: &Path) -> Result<Ctx, String> {
-        let world = s.get("world").cloned().unwrap_or(json!({}));
-        let mut levels = vec![];
-        if let Some(m) = world.get("capabilities").and_then(Value::as_object) {
-            for (k, v) in m {
-                let level: Capability = serde_json::from_value(v.clone())
-                    .map_err(|e| format!("world.capabilities.{k}: {e}"))?;
-                levels.push((k.clone(), level));
-            }
-        }
-        let mut behaviors = vec![];
-        if let Some(m) = world.get("behavior").and_then(Value::as_object) {
-            for (k, v) in m {
-                behaviors.push((k.clone(), behavior(v.as_str().unwrap_or(""))?));
-            }
-        }
-        let sim = SimWorld::new(
-            behaviors,
-            strings(world.get("idempotent_by_key")),
-            strings(world.get("existing")),
-        );
-        let start = s
-            .pointer("/trigger/slot")
-            .and_then(Value::as_str)
-            .and_then(parse_utc_ms)
-            .unwrap_or(1_796_194_800_000);
-        Ok(Ctx {
+    fn new(s: &Scenario, dir: &Path) -> Ctx {
+        Ctx::with(&s.world, s.trigger.slot.as_deref(), &s.faults, dir)
+    }
+
+    fn with(world: &World, slot: Option<&str>, faults: &[Fault], dir: &Path) -> Ctx {
+        let start = slot.and_then(parse_utc_ms).unwrap_or(START_MS);
+        Ctx {
             dir: dir.to_path_buf(),
-            world: Arc::new(sim),
+            world: Arc::new(SimWorld::new(world.clone())),
             caps: Arc::new(PatternCapabilities {
-                levels,
-                automation: strings(world.get("automation")),
+                levels: world
+                    .capabilities
+                    .iter()
+                    .map(|(p, c)| (p.clone(), *c))
+                    .collect(),
+                automation: world.automation.clone(),
                 default_level: None,
             }),
             notifier: Arc::new(CountingNotifier::default()),
             clock: ManualClock::new(start, 1),
-            faults: s
-                .get("faults")
-                .and_then(Value::as_array)
+            crashes: faults
+                .iter()
+                .filter(|f| matches!(f, Fault::CrashAfter { .. }))
                 .cloned()
-                .unwrap_or_default()
-                .into(),
+                .collect(),
+            tamper: faults
+                .iter()
+                .filter_map(|f| match f {
+                    Fault::TamperPayload(d) => Some(d.clone()),
+                    Fault::CrashAfter { .. } => None,
+                })
+                .collect(),
             boots: 0,
-        })
+            store: None,
+        }
     }
 
     /// A fresh host over the reopened store: nothing in memory survives from before.
     fn host(&mut self) -> Result<Host, String> {
         self.boots += 1;
-        let store = SqliteStore::open(&self.dir.join("vouch.db")).map_err(|e| e.to_string())?;
-        let mut providers: BTreeMap<DestinationKind, Arc<dyn Provider>> = BTreeMap::new();
-        for kind in DestinationKind::ALL {
-            providers.insert(
-                kind,
-                Arc::new(SimProvider {
-                    kind,
-                    world: self.world.clone(),
-                }),
-            );
-        }
-        let crash = self
-            .faults
-            .iter()
-            .position(|f| f.get("crash_after").is_some())
-            .and_then(|i| {
-                let f = self.faults.remove(i)?;
-                Some(CrashPlan::new(
-                    f.get("crash_after").and_then(Value::as_str).unwrap_or(""),
-                    f.get("delivery").and_then(Value::as_str),
-                    f.get("nth").and_then(Value::as_u64).unwrap_or(1) as u32,
-                    CrashMode::Simulate,
-                ))
-            });
+        let store =
+            Arc::new(SqliteStore::open(&self.dir.join("vouch.db")).map_err(|e| e.to_string())?);
+        self.store = Some(store.clone());
+        let providers: BTreeMap<DestinationKind, Arc<dyn Provider>> =
+            self.world.providers().into_iter().collect();
+        let crash = match self.crashes.pop_front() {
+            Some(Fault::CrashAfter {
+                event,
+                delivery,
+                nth,
+            }) => Some(CrashPlan::new(
+                event.as_str(),
+                delivery.as_deref(),
+                nth,
+                CrashMode::Simulate,
+            )),
+            _ => None,
+        };
         let files = self.dir.join("files");
         Ok(Host {
-            store: Arc::new(vouch_runtime::durable::Durable::new(Arc::new(store))),
+            store: Arc::new(vouch_runtime::durable::Durable::new(store)),
             clock: Arc::new(self.clock.clone()),
             caps: self.caps.clone(),
             providers,
@@ -208,37 +183,32 @@ impl Ctx {
         })
     }
 
-    fn tampered(&self, s: &Value, delivery: &str) -> bool {
-        s.get("faults")
-            .and_then(Value::as_array)
-            .map(|f| {
-                f.iter()
-                    .any(|x| x.get("tamper_payload").and_then(Value::as_str) == Some(delivery))
-            })
-            .unwrap_or(false)
+    fn tampered(&self, delivery: &str) -> bool {
+        self.tamper.iter().any(|d| d == delivery)
+    }
+
+    /// The `tamper_payload` fault: the approved payload changes in the store behind the
+    /// host's back, through the store's hook for verification tests.
+    fn tamper_payload(&self, hash: &str) -> Result<(), String> {
+        let store = self.store.as_ref().ok_or("no store to tamper with")?;
+        match store.tamper_payload(hash, r#"{"text":"tampered"}"#) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(format!("no stored payload {hash} to tamper with")),
+            Err(e) => Err(e.to_string()),
+        }
     }
 }
 
-fn spec_of(s: &Value) -> RunSpec {
-    let trigger: TriggerKind = s
-        .pointer("/trigger/kind")
-        .and_then(|k| serde_json::from_value(k.clone()).ok())
-        .unwrap_or(TriggerKind::Interactive);
-    let presence: Option<Presence> = s
-        .get("presence")
-        .and_then(|p| serde_json::from_value(p.clone()).ok());
-    RunSpec {
-        trigger,
-        title: s
-            .get("prompt")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string(),
-        presence,
-        quiet: s.get("quiet").and_then(Value::as_bool).unwrap_or(false),
-        model: json!({"kind": "script", "turns": s.get("script").cloned().unwrap_or(json!([]))}),
+fn spec_of(s: &Scenario) -> Result<RunSpec, String> {
+    let turns = serde_json::to_value(&s.script).map_err(|e| format!("script: {e}"))?;
+    Ok(RunSpec {
+        trigger: s.trigger.kind,
+        title: s.prompt.clone(),
+        presence: s.presence,
+        quiet: s.quiet,
+        model: json!({"kind": "script", "turns": turns}),
         scope: None,
-    }
+    })
 }
 
 enum Next {
@@ -246,32 +216,22 @@ enum Next {
 }
 
 /// Run one scenario in `dir` (which must be empty) and return its report.
-pub fn run_scenario(s: &Value, dir: &Path) -> Result<Value, String> {
-    if s.get("task").is_some_and(|t| !t.is_null()) {
-        return board::run_task_scenario(s, dir);
+pub fn run_scenario(s: &Scenario, dir: &Path) -> Result<Value, String> {
+    if let Some(plan) = &s.task {
+        return board::run_task_scenario(s, plan, dir);
     }
-    let mut ctx = Ctx::new(s, dir)?;
-    let spec = spec_of(s);
-    let mut decisions: VecDeque<Value> = s
-        .get("decisions")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default()
-        .into();
+    let mut ctx = Ctx::new(s, dir);
+    let spec = spec_of(s)?;
+    let mut decisions: VecDeque<Decision> = s.decisions.iter().cloned().collect();
     let scheduled = spec.trigger == TriggerKind::Scheduled;
     let slot_ms = s
-        .pointer("/trigger/slot")
-        .and_then(Value::as_str)
+        .trigger
+        .slot
+        .as_deref()
         .and_then(parse_utc_ms)
         .unwrap_or(0);
-    let schedule = format!(
-        "scenario:{}",
-        s.get("id").and_then(Value::as_str).unwrap_or("")
-    );
-    let ran = s
-        .pointer("/trigger/ran")
-        .and_then(Value::as_bool)
-        .unwrap_or(true);
+    let schedule = format!("scenario:{}", s.id);
+    let ran = s.trigger.ran;
     let mut run_id: Option<String> = None;
     let mut crashes = 0;
     let mut steps = 0;
@@ -304,8 +264,7 @@ pub fn run_scenario(s: &Value, dir: &Path) -> Result<Value, String> {
                             &schedule,
                             slot_ms,
                             &spec,
-                            s.pointer("/trigger/catch_up").and_then(Value::as_str)
-                                == Some("latest"),
+                            s.trigger.catch_up == CatchUp::Latest,
                         )?;
                         run_id = Some(late.unwrap_or(id));
                     } else {
@@ -340,10 +299,7 @@ pub fn run_scenario(s: &Value, dir: &Path) -> Result<Value, String> {
                     .ok_or_else(|| HostError::Invalid(format!("run {id} vanished")))?;
                 match rec.state {
                     RunState::Ended => {
-                        if decisions
-                            .front()
-                            .map(|d| d.get("resume").is_some())
-                            .unwrap_or(false)
+                        if decisions.front() == Some(&Decision::Resume)
                             && rec.ended_by == Some(vouch_core::EndedBy::Boot)
                         {
                             decisions.pop_front();
@@ -369,39 +325,45 @@ pub fn run_scenario(s: &Value, dir: &Path) -> Result<Value, String> {
                                 .find(|c| c.delivery.as_deref() == Some(did))
                                 .cloned()
                         };
-                        if let Some(did) = d.get("approve").and_then(Value::as_str) {
-                            let Some(card) = card_for(did) else {
-                                return Ok(Next::Done);
-                            };
-                            decisions.pop_front();
-                            if ctx.tampered(s, did) {
-                                tamper_payload(&ctx.dir, &card.payload_hash)
-                                    .map_err(HostError::Invalid)?;
+                        match d {
+                            Decision::Approve(did) => {
+                                let Some(card) = card_for(&did) else {
+                                    return Ok(Next::Done);
+                                };
+                                decisions.pop_front();
+                                if ctx.tampered(&did) {
+                                    ctx.tamper_payload(&card.payload_hash)
+                                        .map_err(HostError::Invalid)?;
+                                }
+                                host.approve(&id, &did, &card.payload_hash)?;
                             }
-                            host.approve(&id, did, &card.payload_hash)?;
-                        } else if let Some(did) = d.get("deny").and_then(Value::as_str) {
-                            if card_for(did).is_none() {
-                                return Ok(Next::Done);
+                            Decision::Deny(did) => {
+                                if card_for(&did).is_none() {
+                                    return Ok(Next::Done);
+                                }
+                                decisions.pop_front();
+                                host.deny(&id, &did)?;
                             }
-                            decisions.pop_front();
-                            host.deny(&id, did)?;
-                        } else if let Some(did) = d.get("edit").and_then(Value::as_str) {
-                            if card_for(did).is_none() {
-                                return Ok(Next::Done);
+                            Decision::Edit { id: did, payload } => {
+                                if card_for(&did).is_none() {
+                                    return Ok(Next::Done);
+                                }
+                                decisions.pop_front();
+                                host.edit(&id, &did, &payload)?;
                             }
-                            decisions.pop_front();
-                            host.edit(&id, did, d.get("payload").unwrap_or(&json!({})))?;
-                        } else if let Some(text) = d.get("answer").and_then(Value::as_str) {
-                            if !cards.iter().any(|c| c.delivery.is_none()) {
-                                return Ok(Next::Done);
+                            Decision::Answer(text) => {
+                                if !cards.iter().any(|c| c.delivery.is_none()) {
+                                    return Ok(Next::Done);
+                                }
+                                decisions.pop_front();
+                                host.answer(&id, &text)?;
                             }
-                            decisions.pop_front();
-                            host.answer(&id, text)?;
-                        } else if d.get("cancel").is_some() {
-                            decisions.pop_front();
-                            host.cancel(&id)?;
-                        } else {
-                            return Ok(Next::Done);
+                            Decision::Cancel => {
+                                decisions.pop_front();
+                                host.cancel(&id)?;
+                            }
+                            // A resume answers an ended run, not a waiting one.
+                            Decision::Resume => return Ok(Next::Done),
                         }
                     }
                     _ => {
@@ -452,21 +414,7 @@ pub fn run_scenario(s: &Value, dir: &Path) -> Result<Value, String> {
     report(s, &host, &id, &ctx)
 }
 
-fn tamper_payload(dir: &Path, hash: &str) -> Result<(), String> {
-    let conn = rusqlite::Connection::open(dir.join("vouch.db")).map_err(|e| e.to_string())?;
-    let n = conn
-        .execute(
-            vouch_store_sqlite::TAMPER_PAYLOAD_SQL,
-            rusqlite::params![hash, "{\"text\":\"tampered\"}"],
-        )
-        .map_err(|e| e.to_string())?;
-    if n != 1 {
-        return Err(format!("no stored payload {hash} to tamper with"));
-    }
-    Ok(())
-}
-
-fn report(s: &Value, host: &Host, id: &str, ctx: &Ctx) -> Result<Value, String> {
+fn report(s: &Scenario, host: &Host, id: &str, ctx: &Ctx) -> Result<Value, String> {
     let rec = host
         .store
         .run(id)
@@ -539,7 +487,7 @@ fn report(s: &Value, host: &Host, id: &str, ctx: &Ctx) -> Result<Value, String> 
         .map_err(|e| e.to_string())?
         .unwrap_or_default();
     Ok(json!({
-        "id": s.get("id").cloned().unwrap_or(Value::Null),
+        "id": s.id,
         "state": if ended { "ended" } else { "suspended" },
         "outcome": rec.outcome,
         "ended_by": rec.ended_by,
@@ -552,8 +500,17 @@ fn report(s: &Value, host: &Host, id: &str, ctx: &Ctx) -> Result<Value, String> 
     }))
 }
 
-/// Run a scenario in a fresh temporary directory.
+/// Run a scenario given as JSON (scenarios.md) in a fresh temporary directory: it is read
+/// into the typed scenario first, and refused with the offending field when it does not fit.
 pub fn run_in_tempdir(s: &Value) -> Result<Value, String> {
+    let text = s.to_string();
+    let typed =
+        vouch_scenario::parse_scenario(Path::new("scenario"), &text).map_err(|e| e.to_string())?;
+    run_typed_in_tempdir(&typed)
+}
+
+/// Run a typed scenario in a fresh temporary directory.
+fn run_typed_in_tempdir(s: &Scenario) -> Result<Value, String> {
     // Debugging aid: keep the store of one scenario where you can open it with `vouch --home`.
     if let Ok(keep) = std::env::var("VOUCH_RUNNER_KEEP") {
         let dir = std::path::PathBuf::from(keep);
@@ -566,8 +523,7 @@ pub fn run_in_tempdir(s: &Value) -> Result<Value, String> {
 }
 
 /// Run a typed scenario (as loaded by `vouch-scenario`) and return its report.
-pub fn run_typed(s: &vouch_scenario::Scenario) -> Result<vouch_scenario::ScenarioReport, String> {
-    let value = serde_json::to_value(s).map_err(|e| format!("scenario {}: {e}", s.id))?;
-    let report = run_in_tempdir(&value)?;
+pub fn run_typed(s: &Scenario) -> Result<vouch_scenario::ScenarioReport, String> {
+    let report = run_typed_in_tempdir(s)?;
     serde_json::from_value(report).map_err(|e| format!("scenario {}: runner report: {e}", s.id))
 }

@@ -127,3 +127,15 @@ fn missed_slot_and_catch_up() {
     let r = run(s("latest"));
     assert_eq!(r["outcome"], "succeeded");
 }
+
+#[test]
+fn a_world_the_scenario_format_does_not_know_is_refused_by_field() {
+    let s = json!({
+        "id": "bad-world",
+        "world": {"behavior": {"email:*": "explode"}},
+        "script": [{"final": ""}]
+    });
+    let err = vouch_runner::run_in_tempdir(&s).expect_err("an unknown behaviour is refused");
+    assert!(err.contains("world.behavior"), "{err}");
+    assert!(err.contains("explode"), "{err}");
+}

@@ -5,18 +5,20 @@
 //! store, the scripted model, a counting notifier.
 
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use vouch_core::{DestinationKind, Outcome, Presence, TriggerKind};
+use vouch_core::{Outcome, Presence, TriggerKind};
 use vouch_runtime::capability::PatternCapabilities;
 use vouch_runtime::clock::ManualClock;
 use vouch_runtime::host::{Notifier, RunEnd, RunSpec};
 use vouch_runtime::model::DefaultModels;
-use vouch_runtime::provider::{FolderProvider, Provider, SimProvider, SimWorld};
+use vouch_runtime::provider::FolderProvider;
 use vouch_runtime::tools::{ScriptWorkTools, StandardTools};
 use vouch_runtime::{Host, Limits};
 use vouch_store::OutboxRow;
 use vouch_store_sqlite::SqliteStore;
+
+#[allow(dead_code)] // each test file uses part of the fake world
+mod common;
 
 #[derive(Default)]
 struct Count(Mutex<Vec<OutboxRow>>);
@@ -27,23 +29,17 @@ impl Notifier for Count {
     }
 }
 
-fn host(dir: &std::path::Path, notes: Arc<Count>, limits: Limits) -> Host {
-    let sim = Arc::new(SimWorld::new(vec![], vec![], vec![]));
-    let mut providers: BTreeMap<DestinationKind, Arc<dyn Provider>> = BTreeMap::new();
-    for kind in DestinationKind::ALL {
-        providers.insert(
-            kind,
-            Arc::new(SimProvider {
-                kind,
-                world: sim.clone(),
-            }),
-        );
-    }
+fn host(
+    dir: &std::path::Path,
+    notes: Arc<Count>,
+    limits: Limits,
+    world: Arc<common::FakeWorld>,
+) -> Host {
     Host {
         store: Arc::new(SqliteStore::open(&dir.join("vouch.db")).unwrap()),
         clock: Arc::new(ManualClock::new(1_796_083_200_000, 1)),
         caps: Arc::new(PatternCapabilities::default()),
-        providers,
+        providers: world.providers(),
         notifier: notes,
         models: Arc::new(DefaultModels),
         work: Arc::new(ScriptWorkTools {
@@ -85,7 +81,12 @@ fn event_run(h: &Host, turns: Value) -> (String, Outcome, String) {
 fn an_autonomous_run_that_never_declared_fails_and_reaches_the_person_even_when_quiet() {
     let dir = tempfile::tempdir().unwrap();
     let notes = Arc::new(Count::default());
-    let h = host(dir.path(), notes.clone(), Limits::default());
+    let h = host(
+        dir.path(),
+        notes.clone(),
+        Limits::default(),
+        common::FakeWorld::accepting(),
+    );
     let (id, outcome, receipt) = event_run(&h, json!([{"final": "All done, exported."}]));
     assert_eq!(outcome, Outcome::Failed, "{receipt}");
     assert!(
@@ -113,7 +114,8 @@ fn the_turn_budget_is_named_on_the_receipt_and_on_each_unreached_item() {
         turns_max: 3,
         ..Limits::default()
     };
-    let h = host(dir.path(), notes, limits);
+    let world = common::FakeWorld::accepting();
+    let h = host(dir.path(), notes, limits, world.clone());
     let mut turns = vec![
         json!({"declare": {"deliveries": [{"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": "export.csv"}}]}}),
     ];
@@ -139,4 +141,9 @@ fn the_turn_budget_is_named_on_the_receipt_and_on_each_unreached_item() {
         .find(|e| e.kind == vouch_store::EventKind::LoopEnded)
         .expect("loop_ended is journaled");
     assert_eq!(end.body["cause"], "turn_budget");
+    assert_eq!(
+        world.executions("d1"),
+        0,
+        "the loop stopped before the delivery"
+    );
 }

@@ -3,19 +3,21 @@
 //! slots that run, crash, never run, overlap; notifications that go out exactly once.
 
 use serde_json::json;
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use vouch_core::{DestinationKind, Outcome, RunState};
+use vouch_core::{Outcome, RunState};
 use vouch_runtime::capability::PatternCapabilities;
 use vouch_runtime::clock::{Clock, ManualClock};
 use vouch_runtime::crash::{CrashMode, CrashPlan};
 use vouch_runtime::host::Notifier;
 use vouch_runtime::model::DefaultModels;
-use vouch_runtime::provider::{Behavior, FolderProvider, Provider, SimProvider, SimWorld};
+use vouch_runtime::provider::FolderProvider;
 use vouch_runtime::tools::{ScriptWorkTools, StandardTools};
 use vouch_runtime::{Host, HostError, Limits};
 use vouch_store::{OutboxRow, Schedule};
 use vouch_store_sqlite::SqliteStore;
+
+mod common;
+use common::FakeWorld;
 
 #[derive(Default)]
 struct Count(Mutex<Vec<OutboxRow>>);
@@ -29,7 +31,7 @@ impl Notifier for Count {
 struct World {
     dir: tempfile::TempDir,
     clock: ManualClock,
-    sim: Arc<SimWorld>,
+    sim: Arc<FakeWorld>,
     notes: Arc<Count>,
 }
 
@@ -39,31 +41,21 @@ const T0: i64 = 1_796_083_200_000;
 const SEVEN: i64 = 7 * 3_600_000;
 
 impl World {
-    fn new(behaviors: Vec<(String, Behavior)>) -> World {
+    fn new(sim: Arc<FakeWorld>) -> World {
         World {
             dir: tempfile::tempdir().unwrap(),
             clock: ManualClock::new(T0, 1),
-            sim: Arc::new(SimWorld::new(behaviors, vec![], vec![])),
+            sim,
             notes: Arc::new(Count::default()),
         }
     }
     fn host(&self, crash: Option<&str>) -> Host {
         let store = SqliteStore::open(&self.dir.path().join("vouch.db")).unwrap();
-        let mut providers: BTreeMap<DestinationKind, Arc<dyn Provider>> = BTreeMap::new();
-        for kind in DestinationKind::ALL {
-            providers.insert(
-                kind,
-                Arc::new(SimProvider {
-                    kind,
-                    world: self.sim.clone(),
-                }),
-            );
-        }
         Host {
             store: Arc::new(store),
             clock: Arc::new(self.clock.clone()),
             caps: Arc::new(PatternCapabilities::default()),
-            providers,
+            providers: self.sim.providers(),
             notifier: self.notes.clone(),
             models: Arc::new(DefaultModels),
             work: Arc::new(ScriptWorkTools {
@@ -124,7 +116,7 @@ fn brief() -> serde_json::Value {
 
 #[test]
 fn a_slot_runs_once_and_is_never_replayed() {
-    let w = World::new(vec![]);
+    let w = World::new(FakeWorld::accepting());
     let host = w.host(None);
     w.schedule(&host, "brief", "skip", "skip", false, brief());
     w.clock.set(T0 + SEVEN + 5_000);
@@ -143,7 +135,7 @@ fn a_slot_runs_once_and_is_never_replayed() {
 
 #[test]
 fn a_crash_mid_run_leaves_an_interrupted_receipt_and_no_replay() {
-    let w = World::new(vec![]);
+    let w = World::new(FakeWorld::accepting());
     let host = w.host(Some("attempt_started:d1"));
     w.schedule(&host, "brief", "skip", "skip", false, brief());
     w.clock.set(T0 + SEVEN + 1_000);
@@ -177,7 +169,7 @@ fn a_crash_mid_run_leaves_an_interrupted_receipt_and_no_replay() {
 
 #[test]
 fn a_machine_off_across_three_slots_reports_three_missed() {
-    let w = World::new(vec![]);
+    let w = World::new(FakeWorld::accepting());
     let host = w.host(None);
     w.schedule(&host, "brief", "skip", "skip", false, brief());
     w.clock.set(T0 + 2 * DAY + SEVEN + 3 * 3_600_000);
@@ -196,7 +188,7 @@ fn a_machine_off_across_three_slots_reports_three_missed() {
 
 #[test]
 fn catch_up_latest_starts_one_late_run_for_the_newest_missed_slot() {
-    let w = World::new(vec![]);
+    let w = World::new(FakeWorld::accepting());
     let host = w.host(None);
     w.schedule(&host, "brief", "latest", "skip", false, brief());
     w.clock.set(T0 + 2 * DAY + SEVEN + 3 * 3_600_000);
@@ -216,7 +208,7 @@ fn catch_up_latest_starts_one_late_run_for_the_newest_missed_slot() {
 
 #[test]
 fn overlap_skip_does_not_start_a_slot_while_the_previous_run_waits() {
-    let w = World::new(vec![]);
+    let w = World::new(FakeWorld::accepting());
     let host = w.host(None);
     w.schedule(&host, "mail", "skip", "skip", false, json!([
         {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "email", "address": "me@example.com"}}]}},
@@ -242,7 +234,7 @@ fn overlap_skip_does_not_start_a_slot_while_the_previous_run_waits() {
 
 #[test]
 fn a_crash_between_terminal_and_dispatch_notifies_exactly_once() {
-    let w = World::new(vec![("folder:*".into(), Behavior::Reject)]);
+    let w = World::new(FakeWorld::refusing());
     let host = w.host(Some("terminal"));
     w.schedule(&host, "brief", "skip", "skip", false, brief());
     w.clock.set(T0 + SEVEN + 1_000);
@@ -264,7 +256,7 @@ fn a_crash_between_terminal_and_dispatch_notifies_exactly_once() {
 
 #[test]
 fn quiet_never_lowers_a_failure() {
-    let w = World::new(vec![("folder:*".into(), Behavior::Reject)]);
+    let w = World::new(FakeWorld::refusing());
     let host = w.host(None);
     w.schedule(&host, "quiet-fail", "skip", "skip", true, brief());
     w.clock.set(T0 + SEVEN + 1_000);
@@ -285,7 +277,7 @@ fn quiet_never_lowers_a_failure() {
 
 #[test]
 fn quiet_caps_notable_news_at_the_inbox() {
-    let w = World::new(vec![]);
+    let w = World::new(FakeWorld::accepting());
     let host = w.host(None);
     // Trusted automation: an irreversible verified send in an autonomous run is notable.
     let host = Host {
@@ -318,7 +310,7 @@ fn quiet_caps_notable_news_at_the_inbox() {
 
 #[test]
 fn two_hosts_on_one_home_never_both_run_a_slot() {
-    let w = World::new(vec![]);
+    let w = World::new(FakeWorld::accepting());
     let setup = w.host(None);
     w.schedule(&setup, "brief", "skip", "skip", false, brief());
     drop(setup);

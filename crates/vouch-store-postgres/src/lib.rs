@@ -31,12 +31,12 @@ use std::ops::{Deref, DerefMut};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 use vouch_core::{EndedBy, Outcome, RunState, TriggerKind};
-use vouch_store::ApiToken;
 use vouch_store::{
     verify_chain, Card, CardState, ChainBreak, Decision, EndResult, EventContent, EventKind,
     JournalEntry, LedgerEntry, LedgerIntent, LedgerState, NewEvent, NewRun, OutboxRow, RunRecord,
     Schedule, Store, StoreError, StoreResult, Terminal, VerifyReport, GENESIS_HASH,
 };
+use vouch_store::{ApiToken, TamperForTests};
 
 /// The schema version a store has once opened (rows in `vouch_migrations`).
 pub const SCHEMA_VERSION: usize = schema::MIGRATIONS.len();
@@ -896,6 +896,16 @@ impl PostgresStore {
         Ok(self
             .query_opt("SELECT 1 FROM runs WHERE id = $1", &[&id])?
             .is_some())
+    }
+}
+
+impl TamperForTests for PostgresStore {
+    fn tamper_payload(&self, hash: &str, body: &str) -> StoreResult<bool> {
+        self.exec(
+            "UPDATE payloads SET body = $2 WHERE hash = $1",
+            &[&hash, &body],
+        )
+        .map(|n| n == 1)
     }
 }
 

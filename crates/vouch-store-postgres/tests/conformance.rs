@@ -129,6 +129,13 @@ mod shared {
     vouch_store::store_conformance_tests!(fresh(|s| Arc::new(s) as Arc<dyn Store>));
 }
 
+/// The verification tests' tampering hook, on this backend's tables.
+#[test]
+fn tamper_hook_alters_one_payload() {
+    let (_guard, open) = fresh(|s| Arc::new(s) as Arc<dyn vouch_store::TamperForTests>);
+    vouch_store::conformance::tamper_hook_alters_one_payload(&*open());
+}
+
 /// The shared board suite, one test per check.
 mod board {
     use super::*;

@@ -30,12 +30,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex};
 use vouch_core::{EndedBy, Outcome, RunState, TriggerKind};
-use vouch_store::ApiToken;
 use vouch_store::{
     verify_chain, Card, CardState, Decision, EndResult, EventContent, EventKind, JournalEntry,
     LedgerEntry, LedgerIntent, LedgerState, NewEvent, NewRun, OutboxRow, RunRecord, Schedule,
     Store, StoreError, StoreResult, Terminal, VerifyReport, GENESIS_HASH,
 };
+use vouch_store::{ApiToken, TamperForTests};
 
 /// The schema version a store has once opened (`PRAGMA user_version`).
 pub const SCHEMA_VERSION: usize = schema::MIGRATIONS.len();
@@ -52,9 +52,6 @@ pub const BUSY_TIMEOUT_MS: u64 = 10_000;
 pub const READ_CONNECTIONS_MAX: usize = 4;
 /// Largest event body or payload accepted.
 pub const BODY_BYTES_MAX: usize = 4 << 20;
-
-/// For tests that tamper with a stored payload behind the store's back.
-pub const TAMPER_PAYLOAD_SQL: &str = "UPDATE payloads SET body = ?2 WHERE hash = ?1";
 
 type Finish = Box<dyn FnOnce(Option<&str>) + Send>;
 /// A write job: given the writer's connection inside an open transaction (or, when the
@@ -975,6 +972,20 @@ fn insert_run(conn: &Connection, run: &NewRun) -> StoreResult<()> {
         other => other,
     })?;
     Ok(())
+}
+
+impl TamperForTests for SqliteStore {
+    fn tamper_payload(&self, hash: &str, body: &str) -> StoreResult<bool> {
+        let (hash, body) = (hash.to_string(), body.to_string());
+        self.write(move |c| {
+            c.execute(
+                "UPDATE payloads SET body = ?2 WHERE hash = ?1",
+                params![hash, body],
+            )
+            .map(|n| n == 1)
+            .map_err(db_err)
+        })
+    }
 }
 
 impl Store for SqliteStore {

@@ -808,3 +808,28 @@ pub fn journal_since_reads_the_tail(open: Opener<'_>) {
     }
     assert!(s.journal_since("no-such-run", 0).unwrap().is_empty());
 }
+
+/// The tampering hook of verification tests changes exactly the payload it names, keeps its
+/// hash, and says when there is nothing to change. (A backend's tests call this with a store
+/// that implements [`TamperForTests`]; it is not part of [`store_conformance_tests!`], which
+/// works on `dyn Store`.)
+pub fn tamper_hook_alters_one_payload(s: &dyn TamperForTests) {
+    s.put_payload("h1", r#"{"text":"one"}"#).unwrap();
+    s.put_payload("h2", r#"{"text":"two"}"#).unwrap();
+    assert!(s.tamper_payload("h1", r#"{"text":"tampered"}"#).unwrap());
+    assert_eq!(
+        s.payload("h1").unwrap().as_deref(),
+        Some(r#"{"text":"tampered"}"#),
+        "the named payload is changed under its old hash"
+    );
+    assert_eq!(
+        s.payload("h2").unwrap().as_deref(),
+        Some(r#"{"text":"two"}"#),
+        "no other payload changes"
+    );
+    assert!(
+        !s.tamper_payload("missing", "{}").unwrap(),
+        "an unknown hash is reported, not invented"
+    );
+    assert_eq!(s.payload("missing").unwrap(), None);
+}

@@ -637,6 +637,16 @@ pub trait Store: Send + Sync {
     fn remove_token(&self, name: &str) -> StoreResult<bool>;
 }
 
+/// For verification tests only: alter what a store holds behind the host's back — as a
+/// damaged disk, or someone with a database client, would — so a test can show that vouch
+/// notices (a payload that no longer matches its hash is never acted on). Each backend
+/// implements it over its own tables; the host, the CLI and the server never call it.
+pub trait TamperForTests: Store {
+    /// Replace the stored body of the payload `hash` with `body`, keeping its hash. Returns
+    /// false if no payload has this hash.
+    fn tamper_payload(&self, hash: &str, body: &str) -> StoreResult<bool>;
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
