@@ -25,7 +25,7 @@ use vouch_store::board::{
     content_id, AttemptRef, BoardStore, ClaimRequest, NewTask, Offered, Report, ReportKind,
     TaskSpec, Usage,
 };
-use vouch_store::{EventKind, Store, StoreError};
+use vouch_store::{Store, StoreError};
 use vouch_store_sqlite::SqliteStore;
 
 const MAIN: &str = "task-main";
@@ -674,20 +674,25 @@ fn submission_accepted(store: &dyn Store, run_id: &str) -> Result<bool, String> 
 }
 
 fn submitted(store: &dyn Store, run_id: &str) -> Result<bool, String> {
-    let journal = store.journal(run_id).map_err(err)?;
-    let rejected: Vec<&str> = journal
+    use vouch_store::Event;
+    let events: Vec<Event> = store
+        .journal(run_id)
+        .map_err(err)?
         .iter()
-        .filter(|e| e.kind == EventKind::ProposalRejected)
-        .filter(|e| e.body.get("tool").and_then(Value::as_str) == Some("submit"))
-        .filter_map(|e| e.body.get("call_id").and_then(Value::as_str))
+        .filter_map(|e| Event::parse(e.kind, &e.body).ok())
         .collect();
-    Ok(journal.iter().any(|e| {
-        e.kind == EventKind::ToolCalled
-            && e.body.get("name").and_then(Value::as_str) == Some("submit")
-            && !e
-                .body
-                .get("call_id")
-                .and_then(Value::as_str)
-                .is_some_and(|c| rejected.contains(&c))
+    // A submit before the manifest is a rejected proposal (§3.4), not a submission.
+    let rejected: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ProposalRejected(r) if r.tool.as_deref() == Some("submit") => {
+                Some(r.call_id.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    Ok(events.iter().any(|e| {
+        matches!(e, Event::ToolCalled(c)
+            if c.name == "submit" && !rejected.contains(&c.call_id.as_str()))
     }))
 }
