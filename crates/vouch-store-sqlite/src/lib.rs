@@ -111,6 +111,9 @@ fn corrupt_hint(path: &Path, why: &str) -> StoreError {
     ))
 }
 
+/// Prepared statements kept per connection (the store runs a few dozen distinct ones).
+const STATEMENT_CACHE: usize = 128;
+
 fn open_conn(path: &Path) -> StoreResult<Connection> {
     let conn = Connection::open(path).map_err(|e| corrupt_hint(path, &e.to_string()))?;
     conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS))
@@ -121,6 +124,7 @@ fn open_conn(path: &Path) -> StoreResult<Connection> {
         .map_err(db_err)?;
     conn.pragma_update(None, "foreign_keys", "ON")
         .map_err(db_err)?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     Ok(conn)
 }
 
@@ -143,6 +147,7 @@ fn open_ro_conn(path: &Path) -> StoreResult<Connection> {
     };
     if let Ok(c) = Connection::open_with_flags(path, flags) {
         if usable(&c) {
+            c.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
             return Ok(c);
         }
     }
@@ -988,6 +993,36 @@ impl TamperForTests for SqliteStore {
     }
 }
 
+/// `query_row` through the connection's statement cache: the store's reads run the same few
+/// statements over and over, and parsing each again cost more than running it.
+trait QueryRowCached {
+    fn query_row_cached<
+        T,
+        P: rusqlite::Params,
+        F: FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    >(
+        &self,
+        sql: &str,
+        params: P,
+        f: F,
+    ) -> rusqlite::Result<T>;
+}
+
+impl QueryRowCached for Connection {
+    fn query_row_cached<
+        T,
+        P: rusqlite::Params,
+        F: FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    >(
+        &self,
+        sql: &str,
+        params: P,
+        f: F,
+    ) -> rusqlite::Result<T> {
+        self.prepare_cached(sql)?.query_row(params, f)
+    }
+}
+
 impl Store for SqliteStore {
     fn create_run(&self, run: &NewRun) -> StoreResult<()> {
         let run = run.clone();
@@ -996,7 +1031,7 @@ impl Store for SqliteStore {
 
     fn run(&self, id: &str) -> StoreResult<Option<RunRecord>> {
         self.read(|c| {
-            c.query_row(
+            c.query_row_cached(
                 &format!("SELECT {RUN_COLS} FROM runs WHERE id = ?1"),
                 [id],
                 run_row,
@@ -1009,7 +1044,7 @@ impl Store for SqliteStore {
     fn runs(&self, limit: usize) -> StoreResult<Vec<RunRecord>> {
         self.read(|c| {
             let mut st = c
-                .prepare(&format!(
+                .prepare_cached(&format!(
                     "SELECT {RUN_COLS} FROM runs ORDER BY created_ms DESC, rowid DESC LIMIT ?1"
                 ))
                 .map_err(db_err)?;
@@ -1077,7 +1112,7 @@ impl Store for SqliteStore {
     fn journal(&self, run_id: &str) -> StoreResult<Vec<JournalEntry>> {
         self.read(|c| {
             let mut st = c
-                .prepare(&format!(
+                .prepare_cached(&format!(
                     "SELECT {JOURNAL_COLS} FROM journal WHERE run_id = ?1 ORDER BY seq"
                 ))
                 .map_err(db_err)?;
@@ -1089,7 +1124,7 @@ impl Store for SqliteStore {
     fn journal_since(&self, run_id: &str, after_seq: i64) -> StoreResult<Vec<JournalEntry>> {
         self.read(|c| {
             let mut st = c
-                .prepare(&format!(
+                .prepare_cached(&format!(
                     "SELECT {JOURNAL_COLS} FROM journal WHERE run_id = ?1 AND seq > ?2 ORDER BY seq"
                 ))
                 .map_err(db_err)?;
@@ -1138,7 +1173,7 @@ impl Store for SqliteStore {
             &NewEvent::new(EventKind::Terminal, t.at_ms, t.body.clone()),
         )?;
         self.write(move |c| {
-            let state: Option<String> = c.query_row("SELECT state FROM runs WHERE id = ?1", [&run_id], |r| r.get(0)).optional().map_err(db_err)?;
+            let state: Option<String> = c.query_row_cached("SELECT state FROM runs WHERE id = ?1", [&run_id], |r| r.get(0)).optional().map_err(db_err)?;
             match state.as_deref() {
                 None => return Err(StoreError::NotFound { what: "run", id: run_id }),
                 Some("ended") => return Ok(EndResult::AlreadyEnded),
@@ -1169,7 +1204,7 @@ impl Store for SqliteStore {
 
     fn receipt(&self, run_id: &str) -> StoreResult<Option<String>> {
         self.read(|c| {
-            c.query_row(
+            c.query_row_cached(
                 "SELECT text FROM receipts WHERE run_id = ?1",
                 [run_id],
                 |r| r.get(0),
@@ -1198,7 +1233,7 @@ impl Store for SqliteStore {
             if n == 1 {
                 return Ok(true);
             }
-            let exists: Option<String> = c.query_row("SELECT state FROM runs WHERE id = ?1", [&run_id], |r| r.get(0)).optional().map_err(db_err)?;
+            let exists: Option<String> = c.query_row_cached("SELECT state FROM runs WHERE id = ?1", [&run_id], |r| r.get(0)).optional().map_err(db_err)?;
             match exists {
                 None => Err(StoreError::NotFound { what: "run", id: run_id }),
                 Some(_) => Ok(false),
@@ -1221,7 +1256,7 @@ impl Store for SqliteStore {
     fn orphaned_runs(&self, now_ms: i64) -> StoreResult<Vec<RunRecord>> {
         self.read(|c| {
             let mut st = c
-                .prepare(&format!(
+                .prepare_cached(&format!(
                     "SELECT {RUN_COLS} FROM runs WHERE state != 'ended' AND (owner IS NULL OR lease_until_ms IS NULL OR lease_until_ms < ?1) ORDER BY created_ms"
                 ))
                 .map_err(db_err)?;
@@ -1233,7 +1268,7 @@ impl Store for SqliteStore {
     fn open_runs(&self) -> StoreResult<Vec<RunRecord>> {
         self.read(|c| {
             let mut st = c
-                .prepare(&format!(
+                .prepare_cached(&format!(
                     "SELECT {RUN_COLS} FROM runs WHERE state != 'ended' ORDER BY created_ms"
                 ))
                 .map_err(db_err)?;
@@ -1249,7 +1284,7 @@ impl Store for SqliteStore {
         let prefix = prefix.to_string();
         self.read(move |c| {
             let mut st = c
-                .prepare(&format!(
+                .prepare_cached(&format!(
                     "SELECT {RUN_COLS} FROM runs WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT ?3"
                 ))
                 .map_err(db_err)?;
@@ -1262,7 +1297,7 @@ impl Store for SqliteStore {
 
     fn continuation_of(&self, parent: &str) -> StoreResult<Option<RunRecord>> {
         self.read(|c| {
-            c.query_row(
+            c.query_row_cached(
                 &format!(
                     "SELECT {RUN_COLS} FROM runs WHERE parent = ?1 ORDER BY created_ms LIMIT 1"
                 ),
@@ -1294,7 +1329,7 @@ impl Store for SqliteStore {
 
     fn payload(&self, hash: &str) -> StoreResult<Option<String>> {
         self.read(|c| {
-            c.query_row("SELECT body FROM payloads WHERE hash = ?1", [hash], |r| {
+            c.query_row_cached("SELECT body FROM payloads WHERE hash = ?1", [hash], |r| {
                 r.get(0)
             })
             .optional()
@@ -1348,7 +1383,7 @@ impl Store for SqliteStore {
                 .execute("UPDATE ledger SET state = ?2, detail = ?3, updated_ms = ?4 WHERE key = ?1 AND state = 'intended'", params![key, state.as_str(), detail, at_ms])
                 .map_err(db_err)?;
             if n == 0 {
-                let exists: Option<String> = c.query_row("SELECT state FROM ledger WHERE key = ?1", [&key], |r| r.get(0)).optional().map_err(db_err)?;
+                let exists: Option<String> = c.query_row_cached("SELECT state FROM ledger WHERE key = ?1", [&key], |r| r.get(0)).optional().map_err(db_err)?;
                 return match exists {
                     None => Err(StoreError::NotFound { what: "ledger key", id: key }),
                     Some(s) => Err(StoreError::Conflict(format!("ledger key is already {s}; only an intended key can be settled"))),
@@ -1360,7 +1395,7 @@ impl Store for SqliteStore {
 
     fn ledger_get(&self, key: &str) -> StoreResult<Option<LedgerEntry>> {
         self.read(|c| {
-            c.query_row(
+            c.query_row_cached(
                 &format!("SELECT {LEDGER_COLS} FROM ledger WHERE key = ?1"),
                 [key],
                 ledger_row,
@@ -1373,7 +1408,7 @@ impl Store for SqliteStore {
     fn ledger_list(&self) -> StoreResult<Vec<LedgerEntry>> {
         self.read(|c| {
             let mut st = c
-                .prepare(&format!(
+                .prepare_cached(&format!(
                     "SELECT {LEDGER_COLS} FROM ledger ORDER BY updated_ms DESC"
                 ))
                 .map_err(db_err)?;
@@ -1401,7 +1436,7 @@ impl Store for SqliteStore {
 
     fn open_cards(&self) -> StoreResult<Vec<Card>> {
         self.read(|c| {
-            let mut st = c.prepare(&format!("SELECT {CARD_COLS} FROM cards WHERE state = 'open' ORDER BY created_ms DESC, id DESC")).map_err(db_err)?;
+            let mut st = c.prepare_cached(&format!("SELECT {CARD_COLS} FROM cards WHERE state = 'open' ORDER BY created_ms DESC, id DESC")).map_err(db_err)?;
             let rows = st.query_map([], card_row).map_err(db_err)?;
             rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
         })
@@ -1410,7 +1445,7 @@ impl Store for SqliteStore {
     fn cards_for_run(&self, run_id: &str) -> StoreResult<Vec<Card>> {
         self.read(|c| {
             let mut st = c
-                .prepare(&format!(
+                .prepare_cached(&format!(
                     "SELECT {CARD_COLS} FROM cards WHERE run_id = ?1 ORDER BY id"
                 ))
                 .map_err(db_err)?;
@@ -1504,7 +1539,7 @@ impl Store for SqliteStore {
 
     fn slot_run(&self, schedule: &str, slot_ms: i64) -> StoreResult<Option<String>> {
         self.read(|c| {
-            c.query_row(
+            c.query_row_cached(
                 "SELECT run_id FROM slots WHERE schedule = ?1 AND slot_ms = ?2",
                 params![schedule, slot_ms],
                 |r| r.get(0),
@@ -1517,7 +1552,9 @@ impl Store for SqliteStore {
     fn slots(&self, schedule: &str) -> StoreResult<Vec<(i64, String)>> {
         self.read(|c| {
             let mut st = c
-                .prepare("SELECT slot_ms, run_id FROM slots WHERE schedule = ?1 ORDER BY slot_ms")
+                .prepare_cached(
+                    "SELECT slot_ms, run_id FROM slots WHERE schedule = ?1 ORDER BY slot_ms",
+                )
                 .map_err(db_err)?;
             let rows = st
                 .query_map([schedule], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -1546,7 +1583,7 @@ impl Store for SqliteStore {
     fn schedules(&self) -> StoreResult<Vec<Schedule>> {
         self.read(|c| {
             let mut st = c
-                .prepare("SELECT name, cron, tz, routine, catch_up, overlap, grace_ms, created_ms FROM schedules ORDER BY name")
+                .prepare_cached("SELECT name, cron, tz, routine, catch_up, overlap, grace_ms, created_ms FROM schedules ORDER BY name")
                 .map_err(db_err)?;
             let rows = st
                 .query_map([], |r| {
@@ -1596,7 +1633,7 @@ impl Store for SqliteStore {
 
     fn token_by_hash(&self, hash: &str) -> StoreResult<Option<ApiToken>> {
         self.read(|c| {
-            c.query_row(
+            c.query_row_cached(
                 "SELECT name, hash, created_ms FROM api_tokens WHERE hash = ?1",
                 [hash],
                 token_row,
@@ -1609,7 +1646,7 @@ impl Store for SqliteStore {
     fn tokens(&self) -> StoreResult<Vec<ApiToken>> {
         self.read(|c| {
             let mut st = c
-                .prepare("SELECT name, hash, created_ms FROM api_tokens ORDER BY name")
+                .prepare_cached("SELECT name, hash, created_ms FROM api_tokens ORDER BY name")
                 .map_err(db_err)?;
             let rows = st.query_map([], token_row).map_err(db_err)?;
             rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
@@ -1628,7 +1665,7 @@ impl Store for SqliteStore {
     fn outbox_pending(&self) -> StoreResult<Vec<OutboxRow>> {
         self.read(|c| {
             let mut st = c
-                .prepare("SELECT id, dedup_key, run_id, route, body, created_ms, sent_ms FROM outbox WHERE sent_ms IS NULL ORDER BY id")
+                .prepare_cached("SELECT id, dedup_key, run_id, route, body, created_ms, sent_ms FROM outbox WHERE sent_ms IS NULL ORDER BY id")
                 .map_err(db_err)?;
             let rows = st.query_map([], outbox_row).map_err(db_err)?;
             rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
@@ -1649,7 +1686,7 @@ impl Store for SqliteStore {
     fn outbox_for_run(&self, run_id: &str) -> StoreResult<Vec<OutboxRow>> {
         self.read(|c| {
             let mut st = c
-                .prepare("SELECT id, dedup_key, run_id, route, body, created_ms, sent_ms FROM outbox WHERE run_id = ?1 ORDER BY id")
+                .prepare_cached("SELECT id, dedup_key, run_id, route, body, created_ms, sent_ms FROM outbox WHERE run_id = ?1 ORDER BY id")
                 .map_err(db_err)?;
             let rows = st.query_map([run_id], outbox_row).map_err(db_err)?;
             rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
