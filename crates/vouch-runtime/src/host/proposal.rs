@@ -119,7 +119,7 @@ impl Host {
                 )));
             }
         }
-        let hash = payload_hash(&payload).map_err(|e| HostError::Invalid(e.to_string()))?;
+        let hash = payload_hash(&payload).map_err(|e| HostError::Internal(e.to_string()))?;
         if item.awaiting {
             if item.card_hash.as_deref() == Some(hash.as_str()) {
                 return Ok(CallResult {
@@ -201,7 +201,7 @@ impl Host {
     ) -> HostResult<CallResult> {
         // The payload is kept by its hash too, so finishing the draft later executes exactly
         // it (§9.5, I4) — the model is never asked for the text again.
-        let canonical = canonical_json(payload).map_err(|e| HostError::Invalid(e.to_string()))?;
+        let canonical = canonical_json(payload).map_err(|e| HostError::Internal(e.to_string()))?;
         self.store.put_payload(hash, &canonical)?;
         let dir = self.drafts_dir.join(&run.id);
         let ext = if d.destination.kind == DestinationKind::Email {
@@ -267,7 +267,7 @@ impl Host {
         hash: &str,
         old: Option<&str>,
     ) -> HostResult<CallResult> {
-        let canonical = canonical_json(payload).map_err(|e| HostError::Invalid(e.to_string()))?;
+        let canonical = canonical_json(payload).map_err(|e| HostError::Internal(e.to_string()))?;
         self.store.put_payload(hash, &canonical)?;
         let summary = format!(
             "{} → {}: {}",
@@ -443,7 +443,7 @@ impl Host {
                 .filter(|c| c.state == CardState::Open)
                 .filter_map(|c| c.delivery.as_deref())
                 .collect();
-            return Err(HostError::Invalid(if open.is_empty() {
+            return Err(HostError::NotWaiting(if open.is_empty() {
                 format!("run {run_id} has no delivery `{delivery}` waiting for approval; see `vouch approvals`")
             } else {
                 format!(

@@ -73,10 +73,9 @@ impl Host {
     }
 
     pub(super) fn record(&self, run_id: &str) -> HostResult<RunRecord> {
-        self.store.run(run_id)?.ok_or_else(|| {
-            HostError::Invalid(format!(
-                "no run `{run_id}`; list runs with `vouch runs list`"
-            ))
+        self.store.run(run_id)?.ok_or_else(|| HostError::NotFound {
+            what: "run",
+            id: run_id.to_string(),
         })
     }
 
@@ -154,7 +153,7 @@ impl Host {
     fn drive_open(&self, run_id: &str) -> HostResult<RunEnd> {
         let run = self.record(run_id)?;
         if run.state == RunState::Ended {
-            return Err(HostError::Invalid(format!(
+            return Err(HostError::NotWaiting(format!(
                 "run {run_id} has already ended; see `vouch receipt {run_id}`"
             )));
         }
