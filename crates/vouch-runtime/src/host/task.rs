@@ -578,14 +578,20 @@ impl Host {
             TaskDecision::Deny { delivery } => self.deny_as(run_id, delivery, Then::Park)?,
             TaskDecision::Answer { text } => self.answer_as(run_id, text, Then::Park)?,
         };
-        let task = match &end {
-            // Every decision the run waited on is made: the attempt is claimable again.
-            RunEnd::Suspended { reason } if reason.starts_with("decided") => {
-                board.resume_ready(&a.task_id, self.now())?
-            }
-            _ => board.task(&a.task_id)?.ok_or_else(|| {
+        // Every decision the run waited on is made (it is parked with no card open): the
+        // attempt is claimable again. Decided from the store, not from the reason's wording.
+        let parked = matches!(end, RunEnd::Suspended { .. })
+            && !self
+                .store
+                .cards_for_run(run_id)?
+                .iter()
+                .any(|c| c.state == CardState::Open);
+        let task = if parked {
+            board.resume_ready(&a.task_id, self.now())?
+        } else {
+            board.task(&a.task_id)?.ok_or_else(|| {
                 HostError::Internal(format!("task {} is gone from the board", a.task_id))
-            })?,
+            })?
         };
         Ok(Some((end, task)))
     }
