@@ -11,7 +11,7 @@ impl Host {
             Ok(m) => m,
             Err(e) if !e.to_string().contains("unknown variant") => {
                 // Not a vocabulary problem: a malformed call the model can repair.
-                return Ok(CallResult::err(format!(
+                return Ok(CallResult::repair(format!(
                     "invalid arguments for `declare`: {e}; send {{\"deliveries\": [{{\"id\", \"verb\", \"destination\": {{\"kind\", \"address\"}}}}]}}"
                 )));
             }
@@ -104,6 +104,7 @@ impl Host {
                 text: format!("manifest rejected: {why}; the run ends"),
                 suspend: None,
                 end: Some(why),
+                repair: false,
             });
         }
         self.journal(
@@ -150,6 +151,7 @@ impl Host {
             text: format!("manifest recorded; postures: {}", lines.join(", ")),
             suspend,
             end: None,
+            repair: false,
         })
     }
 
@@ -275,6 +277,7 @@ impl Host {
             text: "question asked; the run waits for the answer".into(),
             suspend: Some(format!("question: {question}")),
             end: None,
+            repair: false,
         })
     }
 }

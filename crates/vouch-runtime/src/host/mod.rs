@@ -283,6 +283,8 @@ struct CallResult {
     suspend: Option<String>,
     /// The host ends the run after this call (§5.3: a contradiction with the question spent).
     end: Option<String>,
+    /// Malformed arguments the model can repair; counts against `repairs_max`.
+    repair: bool,
 }
 
 impl CallResult {
@@ -292,6 +294,7 @@ impl CallResult {
             text: text.into(),
             suspend: None,
             end: None,
+            repair: false,
         }
     }
     fn err(text: impl Into<String>) -> Self {
@@ -300,6 +303,14 @@ impl CallResult {
             text: text.into(),
             suspend: None,
             end: None,
+            repair: false,
+        }
+    }
+    /// Arguments the model sent malformed: returned to it to repair, and counted.
+    fn repair(text: impl Into<String>) -> Self {
+        CallResult {
+            repair: true,
+            ..CallResult::err(text)
         }
     }
 }

@@ -52,7 +52,7 @@ impl Host {
             )));
         }
         let Some(payload) = args.get("payload").cloned().filter(|p| p.is_object()) else {
-            return Ok(CallResult::err(
+            return Ok(CallResult::repair(
                 "invalid arguments: `payload` must be a JSON object",
             ));
         };
@@ -61,7 +61,7 @@ impl Host {
             .unwrap_or(usize::MAX)
             > self.limits.payload_bytes_max
         {
-            return Ok(CallResult::err(format!(
+            return Ok(CallResult::repair(format!(
                 "invalid arguments: payload larger than {} bytes",
                 self.limits.payload_bytes_max
             )));
@@ -127,6 +127,7 @@ impl Host {
                     text: format!("{id} is still waiting for approval"),
                     suspend: Some(format!("approval of {id}")),
                     end: None,
+                    repair: false,
                 });
             }
             // A different payload for an item awaiting approval is an edit (§6, §7).
@@ -186,6 +187,7 @@ impl Host {
                     text: format!("{id}: {status}"),
                     suspend: None,
                     end: None,
+                    repair: false,
                 })
             }
         }
@@ -329,6 +331,7 @@ impl Host {
             text: format!("{} awaits the person's approval", d.id),
             suspend: Some(format!("approval of {}", d.id)),
             end: None,
+            repair: false,
         })
     }
 

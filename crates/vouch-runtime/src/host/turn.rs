@@ -315,7 +315,7 @@ impl Host {
                 } else {
                     self.handle_call(&run, call)?
                 };
-                if !res.ok && res.text.starts_with("invalid arguments") {
+                if res.repair {
                     repairs += 1;
                 }
                 self.journal(
@@ -449,7 +449,7 @@ impl Host {
         let args: Value = match serde_json::from_str(&call.arguments) {
             Ok(v) => v,
             Err(e) => {
-                return Ok(CallResult::err(format!(
+                return Ok(CallResult::repair(format!(
                     "invalid arguments for `{}`: {e}; send a JSON object",
                     call.name
                 )))
