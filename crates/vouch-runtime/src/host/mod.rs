@@ -136,7 +136,7 @@ pub trait WorkTools: Send + Sync {
 
 /// Builds the model of a run from its stored spec, starting at a given completed-turn count.
 pub trait ModelFactory: Send + Sync {
-    fn model(&self, spec: &Value, start_turn: usize) -> Result<Box<dyn Model>, String>;
+    fn model(&self, spec: &Value, start_turn: usize) -> Result<Box<dyn Model>, ModelError>;
 }
 
 /// Delivers one outbox row on its route (desktop notification, push webhook, test counter).
