@@ -79,15 +79,7 @@ fn main() {
             } else {
                 e
             };
-            let read_only = matches!(
-                e.downcast_ref::<vouch_store::StoreError>(),
-                Some(vouch_store::StoreError::ReadOnly(_))
-            );
-            let code = if e.downcast_ref::<BadInput>().is_some() || read_only {
-                2
-            } else {
-                1
-            };
+            let code = exit_code(&e);
             if json {
                 outln!("{}", json!({"error": format!("{e:#}"), "exit_code": code}));
             } else {
@@ -98,23 +90,42 @@ fn main() {
     }
 }
 
+/// §17.0: 2 for the user's input (or a write on a read-only home), 1 for everything else.
+fn exit_code(e: &anyhow::Error) -> i32 {
+    let read_only = matches!(
+        e.downcast_ref::<vouch_store::StoreError>(),
+        Some(vouch_store::StoreError::ReadOnly(_))
+    );
+    if e.downcast_ref::<BadInput>().is_some() || read_only {
+        2
+    } else {
+        1
+    }
+}
+
 pub(crate) fn progress(enabled: bool) -> Option<Progress> {
     enabled.then(|| Arc::new(|line: &str| errln!("{line}")) as Progress)
 }
 
+/// Exit 2 for what the user asked wrongly (bad input, an unknown id, a decision the run is
+/// not waiting for); exit 1 for what did not succeed — including a run another live process
+/// holds, where the same command may succeed later (§17.0).
 pub(crate) fn host_err(e: vouch_runtime::HostError) -> anyhow::Error {
+    use vouch_runtime::HostError as H;
+    use vouch_store::StoreError as S;
     match e {
-        vouch_runtime::HostError::Invalid(m) | vouch_runtime::HostError::WrongHash(m) => bad(m),
-        vouch_runtime::HostError::Store(vouch_store::StoreError::NotFound { what, id }) => {
-            bad(format!(
-                "{what} `{id}` not found; check the id with `vouch runs list` or `vouch approvals`"
-            ))
-        }
-        vouch_runtime::HostError::Store(vouch_store::StoreError::Conflict(m)) => bad(m),
-        vouch_runtime::HostError::Store(e @ vouch_store::StoreError::ReadOnly(_)) => {
-            bad(format!("{e}; use a writable home for this command"))
-        }
-        other => anyhow!(other),
+        H::BadInput(m) | H::NotWaiting(m) | H::WrongHash(m) => bad(m),
+        H::NotFound { what, id } | H::Store(S::NotFound { what, id }) => bad(format!(
+            "no {what} `{id}`; check the id with `vouch runs list` or `vouch approvals`"
+        )),
+        H::Store(S::Conflict(m)) => bad(m),
+        H::Store(e @ S::ReadOnly(_)) => bad(format!("{e}; use a writable home for this command")),
+        other @ (H::OwnedElsewhere(_)
+        | H::Store(_)
+        | H::Crashed(_)
+        | H::SlotTaken(_)
+        | H::Model(_)
+        | H::Internal(_)) => anyhow!(other),
     }
 }
 
@@ -253,5 +264,71 @@ fn run(cli: Cli) -> Result<i32> {
                     dir,
                 },
         } => bench::journal(seconds, writers, rounds, dir, json),
+    }
+}
+
+#[cfg(test)]
+mod exit_code_tests {
+    use super::*;
+    use vouch_runtime::model::ModelError;
+    use vouch_runtime::HostError as H;
+    use vouch_store::StoreError as S;
+
+    /// Each host error's exit code follows from its variant (§17.0), never from its words.
+    #[test]
+    fn host_errors_exit_by_variant() {
+        let cases: Vec<(H, i32)> = vec![
+            (H::BadInput("the payload must be a JSON object".into()), 2),
+            (
+                H::NotFound {
+                    what: "run",
+                    id: "r1".into(),
+                },
+                2,
+            ),
+            (H::NotWaiting("run r1 has already ended".into()), 2),
+            (H::WrongHash("hash".into()), 2),
+            (
+                H::Store(S::NotFound {
+                    what: "card",
+                    id: "c1".into(),
+                }),
+                2,
+            ),
+            (H::Store(S::Conflict("decided".into())), 2),
+            (H::Store(S::ReadOnly("write-protected".into())), 2),
+            (
+                H::OwnedElsewhere("run r1 is owned by another live process".into()),
+                1,
+            ),
+            (
+                H::Model(ModelError::Timeout {
+                    attempts: 3,
+                    timeout_ms: 10,
+                }),
+                1,
+            ),
+            (H::Internal("task t1 is gone from the board".into()), 1),
+            (H::SlotTaken("s@1".into()), 1),
+            (H::Crashed("commit".into()), 1),
+            (H::Store(S::Retryable("busy".into())), 1),
+            (H::Store(S::Corrupt("bad hash".into())), 1),
+        ];
+        for (e, code) in cases {
+            let shown = format!("{e:?}");
+            assert_eq!(exit_code(&host_err(e)), code, "{shown}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_id_names_where_to_find_the_right_one() {
+        let e = host_err(H::NotFound {
+            what: "run",
+            id: "r9".into(),
+        });
+        assert_eq!(
+            e.to_string(),
+            "no run `r9`; check the id with `vouch runs list` or `vouch approvals`"
+        );
     }
 }

@@ -159,8 +159,16 @@ impl Host {
         let now = self.clock.now_ms();
         let mut report = TickReport::default();
         for s in self.store.schedules()? {
-            let cron = parse_cron(&s.cron).map_err(HostError::Invalid)?;
-            let tz = parse_tz(&s.tz).map_err(HostError::Invalid)?;
+            // Checked when the schedule was added: a stored one that no longer parses is the
+            // store's inconsistency, not the ticking caller's input.
+            let stored = |m: String| {
+                HostError::Internal(format!(
+                    "stored schedule `{}`: {m}; remove it and add it again",
+                    s.name
+                ))
+            };
+            let cron = parse_cron(&s.cron).map_err(stored)?;
+            let tz = parse_tz(&s.tz).map_err(stored)?;
             let consumed: Vec<(i64, String)> = self.store.slots(&s.name)?;
             let after = consumed
                 .last()

@@ -304,7 +304,11 @@ pub async fn edit(
         run_record(store.as_ref(), &id)?;
         let hash = host
             .edit(&id, &delivery, &body.payload)
-            .map_err(card_error)?;
+            .map_err(|e| match e {
+                // The payload is the only input of an edit the host can find wrong.
+                vouch_runtime::HostError::BadInput(m) => ApiError::field("payload", m),
+                other => card_error(other),
+            })?;
         metrics.decision("edit");
         Ok(Json(EditResult {
             run: id,

@@ -18,9 +18,10 @@ pub struct Problem {
     pub status: u16,
     pub detail: String,
     /// Stable, machine-readable: unauthorized, not_found, method_not_allowed, bad_json,
-    /// bad_query, bad_path, unsupported_media_type, invalid_field, hash_mismatch,
-    /// invalid_result, bad_signature, conflict, refused, not_ended, too_large, read_only,
-    /// not_supported, unavailable, model_error, internal (contract §17.1).
+    /// bad_query, bad_path, unsupported_media_type, invalid_field, invalid_input,
+    /// hash_mismatch, invalid_result, bad_signature, conflict, refused, owned_elsewhere,
+    /// not_ended, too_large, read_only, not_supported, unavailable, model_error, internal
+    /// (contract §17.1).
     pub code: String,
     /// The request field at fault, when one is.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -140,8 +141,20 @@ impl From<HostError> for ApiError {
     fn from(e: HostError) -> Self {
         match e {
             HostError::Store(s) => s.into(),
-            // The host refuses a decision the run is not waiting for, or input it cannot use.
-            HostError::Invalid(m) => ApiError::new(StatusCode::CONFLICT, "refused", m),
+            // The request is wrong in itself; no field of the body is named by the host.
+            HostError::BadInput(m) => {
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", m)
+            }
+            HostError::NotFound { what, id } => ApiError::not_found(format!(
+                "no {what} `{id}`; list runs with GET /api/runs and open cards with GET /api/approvals"
+            )),
+            // The run is not waiting for this decision or call (ended, waits for something
+            // else, nothing to resume): the same request will not succeed until it changes.
+            HostError::NotWaiting(m) => ApiError::new(StatusCode::CONFLICT, "refused", m),
+            // Another live process holds the run: the same request may succeed later.
+            HostError::OwnedElsewhere(m) => {
+                ApiError::new(StatusCode::CONFLICT, "owned_elsewhere", format!("{m}; try again once it has finished"))
+            }
             // The hash given matches no card of the delivery: bad input in `hash`.
             HostError::WrongHash(m) => ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
@@ -154,8 +167,11 @@ impl From<HostError> for ApiError {
                 "conflict",
                 format!("slot {m} was already consumed"),
             ),
-            HostError::Model(m) => ApiError::new(StatusCode::BAD_GATEWAY, "model_error", m),
+            HostError::Model(e) => {
+                ApiError::new(StatusCode::BAD_GATEWAY, "model_error", e.to_string())
+            }
             HostError::Crashed(m) => ApiError::internal(format!("crash injected after {m}")),
+            HostError::Internal(m) => ApiError::internal(m),
         }
     }
 }
@@ -167,3 +183,103 @@ impl From<tokio::task::JoinError> for ApiError {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vouch_runtime::model::ModelError;
+
+    /// Each host error maps by its variant to one status and one stable code.
+    #[test]
+    fn host_errors_map_to_status_and_code_by_variant() {
+        let cases: Vec<(HostError, u16, &str)> = vec![
+            (
+                HostError::BadInput("the payload must be a JSON object".into()),
+                422,
+                "invalid_input",
+            ),
+            (
+                HostError::NotFound {
+                    what: "run",
+                    id: "r1".into(),
+                },
+                404,
+                "not_found",
+            ),
+            (
+                HostError::NotWaiting("run r1 has already ended".into()),
+                409,
+                "refused",
+            ),
+            (
+                HostError::OwnedElsewhere("run r1 is owned by another live process".into()),
+                409,
+                "owned_elsewhere",
+            ),
+            (HostError::WrongHash("hash".into()), 422, "hash_mismatch"),
+            (HostError::SlotTaken("s@1".into()), 409, "conflict"),
+            (
+                HostError::Model(ModelError::Timeout {
+                    attempts: 3,
+                    timeout_ms: 10,
+                }),
+                502,
+                "model_error",
+            ),
+            (
+                HostError::Internal("task t1 is gone from the board".into()),
+                500,
+                "internal",
+            ),
+            (HostError::Crashed("commit".into()), 500, "internal"),
+            (
+                HostError::Store(StoreError::NotFound {
+                    what: "run",
+                    id: "r1".into(),
+                }),
+                404,
+                "not_found",
+            ),
+            (
+                HostError::Store(StoreError::Retryable("busy".into())),
+                503,
+                "unavailable",
+            ),
+        ];
+        for (e, status, code) in cases {
+            let shown = format!("{e:?}");
+            let a = ApiError::from(e);
+            assert_eq!((a.status.as_u16(), a.code), (status, code), "{shown}");
+        }
+    }
+
+    #[test]
+    fn problem_details_keep_the_hosts_words_and_add_the_next_step() {
+        let a = ApiError::from(HostError::NotFound {
+            what: "run",
+            id: "r9".into(),
+        });
+        assert!(
+            a.detail.contains("no run `r9`") && a.detail.contains("GET /api/runs"),
+            "{}",
+            a.detail
+        );
+        let a = ApiError::from(HostError::OwnedElsewhere(
+            "run r9 is owned by another live process".into(),
+        ));
+        assert!(
+            a.detail.ends_with("try again once it has finished"),
+            "{}",
+            a.detail
+        );
+        let a = ApiError::from(HostError::Model(ModelError::Unauthorized {
+            status: 401,
+            message: "no key".into(),
+        }));
+        assert!(
+            a.detail.contains("VOUCH_API_KEY"),
+            "the model error's own advice survives: {}",
+            a.detail
+        );
+    }
+}

@@ -528,6 +528,67 @@ fn an_approval_binds_to_its_hash_and_sends_once() {
     assert_eq!(s.get("/api/inbox").json()["waiting"], 0);
 }
 
+/// Each refusal says by its status and code what the caller should do: fix the request (422),
+/// stop asking this run for that decision (409 `refused`), or try again once the process
+/// holding the run lets go (409 `owned_elsewhere`). None of them changes anything.
+#[test]
+fn refusals_are_coded_by_what_the_caller_should_do() {
+    let s = start();
+    let hook = hook();
+    let run = s.send_run(&hook);
+    let hash = s.get("/api/approvals").json()[0]["payload_hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // A decision the run is not waiting for: it waits for d1, not d2.
+    let p = s
+        .post(
+            &format!("/api/runs/{run}/deliveries/d2/approve"),
+            json!({"hash": hash}),
+        )
+        .problem(409, "refused");
+    assert!(
+        p["detail"].as_str().unwrap().contains("d1"),
+        "names what it waits for: {p}"
+    );
+    s.post(&format!("/api/runs/{run}/deliveries/d2/deny"), json!({}))
+        .problem(409, "refused");
+    // A bad request: a payload that is not a JSON object.
+    let p = s
+        .post(
+            &format!("/api/runs/{run}/deliveries/d1/edit"),
+            json!({"payload": "just text"}),
+        )
+        .problem(422, "invalid_field");
+    assert_eq!(p["field"], "payload");
+    // A run another live process holds: not the caller's fault, and not final.
+    let now = s.host.clock.now_ms();
+    assert!(s
+        .host
+        .store
+        .lease_run(&run, "host-b", now, now + 600_000)
+        .unwrap());
+    let p = s
+        .post(&format!("/api/runs/{run}/cancel"), json!({}))
+        .problem(409, "owned_elsewhere");
+    assert!(p["detail"].as_str().unwrap().contains("try again"), "{p}");
+    s.host.store.release_run(&run, "host-b").unwrap();
+    assert_eq!(
+        s.get("/api/approvals").json()[0]["payload_hash"],
+        hash.as_str()
+    );
+    assert_eq!(*hook.hits.lock().unwrap(), 0);
+    // A run that is not waiting at all: it has ended.
+    let saved = s.save_run(3);
+    let p = s
+        .post(&format!("/api/runs/{saved}/answer"), json!({"text": "yes"}))
+        .problem(409, "refused");
+    assert!(
+        p["detail"].as_str().unwrap().contains("already ended"),
+        "{p}"
+    );
+}
+
 #[test]
 fn edit_supersedes_deny_refuses_cancel_withdraws_and_resume_needs_an_interrupted_run() {
     let s = start();

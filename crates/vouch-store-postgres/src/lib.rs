@@ -731,10 +731,14 @@ fn insert_event(t: &mut Transaction<'_>, ev: &PreparedEvent) -> StoreResult<(i64
     )
     .map_err(|e| {
         let foreign_key = e.code() == Some(&SqlState::FOREIGN_KEY_VIOLATION);
+        // Closed by the trigger's own SQLSTATE, or by the one-terminal index: by code and
+        // constraint name, never by the wording of the message.
+        let closed = e.code().map(SqlState::code) == Some(schema::SQLSTATE_RUN_CLOSED)
+            || e.as_db_error().and_then(|d| d.constraint()) == Some("journal_one_terminal");
         match db_err(e) {
             // The run row was locked above, so this means it was never there.
             _ if foreign_key => StoreError::NotFound { what: "run", id: run_id.to_string() },
-            StoreError::Conflict(m) if m.contains("terminal") => StoreError::Conflict(format!(
+            _ if closed => StoreError::Conflict(format!(
                 "run {run_id} has already ended; nothing more can be journaled"
             )),
             other => other,
@@ -1492,28 +1496,31 @@ impl Store for PostgresStore {
 
     fn put_schedule(&self, s: &Schedule) -> StoreResult<()> {
         let routine = to_json_text(&s.routine)?;
-        self.exec(
-            &format!("INSERT INTO schedules ({SCHEDULE_COLS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8)"),
-            &[
-                &s.name,
-                &s.cron,
-                &s.tz,
-                &routine,
-                &s.catch_up,
-                &s.overlap,
-                &s.grace_ms,
-                &s.created_ms,
-            ],
-        )
-        .map_err(|e| match e {
-            StoreError::Conflict(m) if m.contains("schedules_pkey") => {
-                StoreError::Conflict(format!(
+        self.pool
+            .get()?
+            .execute(
+                &format!(
+                    "INSERT INTO schedules ({SCHEDULE_COLS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8)"
+                ),
+                &[
+                    &s.name,
+                    &s.cron,
+                    &s.tz,
+                    &routine,
+                    &s.catch_up,
+                    &s.overlap,
+                    &s.grace_ms,
+                    &s.created_ms,
+                ],
+            )
+            // The name is taken when the primary key says so (by constraint name, not wording).
+            .map_err(|e| match e.as_db_error().and_then(|d| d.constraint()) {
+                Some("schedules_pkey") => StoreError::Conflict(format!(
                     "a schedule named `{}` already exists; remove it first or pick another name",
                     s.name
-                ))
-            }
-            other => other,
-        })?;
+                )),
+                _ => db_err(e),
+            })?;
         Ok(())
     }
 

@@ -951,16 +951,26 @@ fn insert_event(conn: &Connection, ev: &PreparedEvent) -> StoreResult<(i64, Stri
         "INSERT INTO journal (run_id, seq, kind, delivery, body, at_ms, prev_hash, hash) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)",
     )
     .and_then(|mut st| st.execute(params![run_id, seq, ev.kind.as_str(), ev.delivery, ev.body_text, ev.at_ms, prev, hash]))
-    .map_err(|e| match db_err(e) {
-        // The foreign key stands for "the run exists" (one query less per append).
-        StoreError::Conflict(m) if m.contains("FOREIGN KEY") => StoreError::NotFound {
-            what: "run",
-            id: run_id.to_string(),
-        },
-        StoreError::Conflict(m) | StoreError::Fatal(m) if m.contains("terminal") => {
-            StoreError::Conflict(format!("run {run_id} has already ended; nothing more can be journaled"))
+    .map_err(|e| {
+        use rusqlite::ffi;
+        // By SQLite's extended code, never by the wording: the only trigger on an insert into
+        // the journal closes it after the terminal event, and its only unique index is the one
+        // terminal per run (the key (run_id, seq) is a primary-key violation, not this one).
+        let extended = match &e {
+            rusqlite::Error::SqliteFailure(f, _) => Some(f.extended_code),
+            _ => None,
+        };
+        match extended {
+            // The foreign key stands for "the run exists" (one query less per append).
+            Some(ffi::SQLITE_CONSTRAINT_FOREIGNKEY) => StoreError::NotFound {
+                what: "run",
+                id: run_id.to_string(),
+            },
+            Some(ffi::SQLITE_CONSTRAINT_TRIGGER | ffi::SQLITE_CONSTRAINT_UNIQUE) => {
+                StoreError::Conflict(format!("run {run_id} has already ended; nothing more can be journaled"))
+            }
+            _ => db_err(e),
         }
-        other => other,
     })?;
     Ok((seq, prev, hash))
 }

@@ -21,10 +21,10 @@ impl Host {
         let run = self.record(run_id)?;
         match run.state {
             RunState::Suspended => Ok(run),
-            RunState::Ended => Err(HostError::Invalid(format!(
+            RunState::Ended => Err(HostError::NotWaiting(format!(
                 "run {run_id} has already ended; there is nothing to decide (see `vouch receipt {run_id}`)"
             ))),
-            _ => Err(HostError::Invalid(format!(
+            _ => Err(HostError::NotWaiting(format!(
                 "run {run_id} is not waiting for a decision (it is {}); see `vouch approvals`",
                 run.state.as_str()
             ))),
@@ -85,7 +85,7 @@ impl Host {
             .iter()
             .find(|c| c.state == CardState::Open && c.delivery.as_deref() == Some(delivery))
         else {
-            return Err(HostError::Invalid(format!(
+            return Err(HostError::NotWaiting(format!(
                 "run {run_id} has no open approval for `{delivery}`; see `vouch approvals`"
             )));
         };
@@ -127,7 +127,7 @@ impl Host {
             .get(delivery)
             .filter(|i| i.awaiting)
             .ok_or_else(|| {
-                HostError::Invalid(format!(
+                HostError::NotWaiting(format!(
                     "run {run_id} has no open approval for `{delivery}`; see `vouch approvals`"
                 ))
             })?;
@@ -136,13 +136,19 @@ impl Host {
             .as_ref()
             .and_then(|m| m.delivery(delivery))
             .cloned()
-            .ok_or_else(|| HostError::Invalid(format!("`{delivery}` is not in the manifest")))?;
+            // An item awaiting approval is in the manifest by construction.
+            .ok_or_else(|| {
+                HostError::Internal(format!(
+                    "run {run_id} awaits approval for `{delivery}`, which its manifest lacks"
+                ))
+            })?;
         if !payload.is_object() {
-            return Err(HostError::Invalid(
+            return Err(HostError::BadInput(
                 "the payload must be a JSON object".into(),
             ));
         }
-        let hash = payload_hash(payload).map_err(|e| HostError::Invalid(e.to_string()))?;
+        let hash = payload_hash(payload)
+            .map_err(|e| HostError::BadInput(format!("the payload cannot be hashed: {e}")))?;
         if item.card_hash.as_deref() == Some(hash.as_str()) {
             return Ok(hash);
         }
@@ -197,7 +203,7 @@ impl Host {
     pub fn cancel(&self, run_id: &str) -> HostResult<vouch_core::Outcome> {
         let run = self.record(run_id)?;
         if run.state == RunState::Ended {
-            return Err(HostError::Invalid(format!(
+            return Err(HostError::NotWaiting(format!(
                 "run {run_id} has already ended; nothing to cancel (see `vouch receipt {run_id}`)"
             )));
         }

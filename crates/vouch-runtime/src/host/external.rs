@@ -43,13 +43,13 @@ impl Host {
     fn take_external(&self, run_id: &str) -> HostResult<RunRecord> {
         let run = self.record(run_id)?;
         if !is_external(&run.spec) {
-            return Err(HostError::Invalid(format!(
+            return Err(HostError::NotWaiting(format!(
                 "run {run_id} is driven by the host's own model, not by an agent over MCP"
             )));
         }
         match run.state {
             RunState::Ended => {
-                return Err(HostError::Invalid(format!(
+                return Err(HostError::NotWaiting(format!(
                     "run {run_id} has already ended; read its receipt"
                 )))
             }
@@ -60,7 +60,7 @@ impl Host {
                     .into_iter()
                     .find(|c| c.state == CardState::Open)
                 {
-                    return Err(HostError::Invalid(format!(
+                    return Err(HostError::NotWaiting(format!(
                         "run {run_id} waits for the person ({}: {}); call again once they decided",
                         card.delivery.as_deref().unwrap_or("the question"),
                         card.summary
@@ -94,7 +94,7 @@ impl Host {
     ) -> HostResult<T> {
         let view = RunView::from_journal(&self.store.journal(run_id)?);
         if !self.drives.try_open(run_id, view) {
-            return Err(HostError::Invalid(format!(
+            return Err(HostError::OwnedElsewhere(format!(
                 "another call on run {run_id} is in progress; call again when it has answered"
             )));
         }

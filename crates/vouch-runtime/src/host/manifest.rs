@@ -7,11 +7,12 @@ impl Host {
     // ------------------------------------------------------------------ manifest (§3)
 
     pub(super) fn declare(&self, run: &RunRecord, args: &Value) -> HostResult<CallResult> {
-        let m: Manifest = match serde_json::from_value(crate::schemas::without_nulls(args)) {
+        let args = crate::schemas::without_nulls(args);
+        let m: Manifest = match serde_json::from_value(args.clone()) {
             Ok(m) => m,
-            Err(e) if !e.to_string().contains("unknown variant") => {
+            Err(e) if !outside_vocabulary(&args) => {
                 // Not a vocabulary problem: a malformed call the model can repair.
-                return Ok(CallResult::err(format!(
+                return Ok(CallResult::repair(format!(
                     "invalid arguments for `declare`: {e}; send {{\"deliveries\": [{{\"id\", \"verb\", \"destination\": {{\"kind\", \"address\"}}}}]}}"
                 )));
             }
@@ -104,6 +105,7 @@ impl Host {
                 text: format!("manifest rejected: {why}; the run ends"),
                 suspend: None,
                 end: Some(why),
+                repair: false,
             });
         }
         self.journal(
@@ -150,6 +152,7 @@ impl Host {
             text: format!("manifest recorded; postures: {}", lines.join(", ")),
             suspend,
             end: None,
+            repair: false,
         })
     }
 
@@ -275,6 +278,60 @@ impl Host {
             text: "question asked; the run waits for the answer".into(),
             suspend: Some(format!("question: {question}")),
             end: None,
+            repair: false,
         })
+    }
+}
+
+/// Whether a `declare` call names a word outside the closed vocabulary (§3.3) — a verb, a
+/// destination kind or a confidence the host does not know — rather than being malformed.
+/// Decided by trying each such word against its type, not by the wording of serde's error.
+fn outside_vocabulary(args: &Value) -> bool {
+    fn unknown<T: serde::de::DeserializeOwned>(word: Option<&Value>) -> bool {
+        match word {
+            Some(w @ Value::String(_)) => serde_json::from_value::<T>(w.clone()).is_err(),
+            _ => false,
+        }
+    }
+    let list = |key: &str| {
+        args.get(key)
+            .and_then(Value::as_array)
+            .map(|a| a.as_slice())
+            .unwrap_or_default()
+    };
+    list("deliveries").iter().any(|d| {
+        unknown::<Verb>(d.get("verb"))
+            || unknown::<DestinationKind>(d.pointer("/destination/kind"))
+            || unknown::<vouch_core::Confidence>(d.get("confidence"))
+    }) || list("forbid")
+        .iter()
+        .any(|f| unknown::<Verb>(f.get("verb")) || unknown::<DestinationKind>(f.get("kind")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::outside_vocabulary;
+    use serde_json::json;
+
+    #[test]
+    fn an_unknown_word_is_a_vocabulary_problem_and_a_malformed_call_is_not() {
+        let d = |extra: serde_json::Value| {
+            let mut d = json!({"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": "a.md"}});
+            for (k, v) in extra.as_object().unwrap() {
+                d[k] = v.clone();
+            }
+            json!({"deliveries": [d]})
+        };
+        assert!(!outside_vocabulary(&d(json!({}))));
+        assert!(outside_vocabulary(&d(json!({"verb": "fax"}))));
+        assert!(outside_vocabulary(&d(
+            json!({"destination": {"kind": "pigeon", "address": "x"}})
+        )));
+        assert!(outside_vocabulary(&d(json!({"confidence": "certain-ish"}))));
+        assert!(outside_vocabulary(&json!({"forbid": [{"verb": "fly"}]})));
+        // Malformed, not unknown: the model repairs these.
+        assert!(!outside_vocabulary(&d(json!({"verb": 3}))));
+        assert!(!outside_vocabulary(&json!({"deliveries": [{"id": "d1"}]})));
+        assert!(!outside_vocabulary(&json!({"deliveries": "d1"})));
     }
 }

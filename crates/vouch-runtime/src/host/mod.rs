@@ -69,6 +69,9 @@ impl Default for Limits {
     }
 }
 
+/// Why the host did not do what it was asked. Each variant says what the caller should do
+/// next; the interfaces map variants (never message text) to HTTP statuses, problem codes and
+/// exit codes (§17.0, §17.1). Messages name the input at fault and the next step.
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
     #[error(transparent)]
@@ -76,16 +79,44 @@ pub enum HostError {
     /// An injected crash point was reached (scenario runner only).
     #[error("crash injected after {0}")]
     Crashed(String),
+    /// The request itself is wrong (a payload that is not an object, a task input the host
+    /// cannot use, a worker not set up for this kind of task): fix it and ask again.
     #[error("{0}")]
-    Invalid(String),
+    BadInput(String),
+    /// The named record does not exist: check the id (each interface says where to list them).
+    #[error("no {what} `{id}`")]
+    NotFound { what: &'static str, id: String },
+    /// The run is not waiting for this (it has ended, waits for something else, has nothing
+    /// to resume, or is not that kind of run): asking again will not help until it changes.
+    #[error("{0}")]
+    NotWaiting(String),
+    /// Another live process (or another call in this one) is driving the run now: try again
+    /// once it has finished, or stop that process.
+    #[error("{0}")]
+    OwnedElsewhere(String),
     /// An approval's hash matches no card of that delivery (§7): the caller copied it wrong.
     #[error("{0}")]
     WrongHash(String),
     /// Another host consumed this schedule slot first (§12.2).
     #[error("slot {0} was already consumed")]
     SlotTaken(String),
+    /// The model gave no answer; the cause says what to fix (address, credentials, retry).
     #[error("model: {0}")]
-    Model(String),
+    Model(#[from] ModelError),
+    /// The host's own state does not hold together (a record gone that it just used, a
+    /// value it cannot encode): not the caller's doing; report it.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl HostError {
+    /// The untyped refusal of earlier versions; it is an internal inconsistency now. Kept so
+    /// code written against it still builds; new code names what the caller should do.
+    #[allow(non_snake_case)]
+    #[doc(hidden)]
+    pub fn Invalid(message: String) -> HostError {
+        HostError::Internal(message)
+    }
 }
 
 pub type HostResult<T> = Result<T, HostError>;
@@ -105,7 +136,7 @@ pub trait WorkTools: Send + Sync {
 
 /// Builds the model of a run from its stored spec, starting at a given completed-turn count.
 pub trait ModelFactory: Send + Sync {
-    fn model(&self, spec: &Value, start_turn: usize) -> Result<Box<dyn Model>, String>;
+    fn model(&self, spec: &Value, start_turn: usize) -> Result<Box<dyn Model>, ModelError>;
 }
 
 /// Delivers one outbox row on its route (desktop notification, push webhook, test counter).
@@ -252,6 +283,8 @@ struct CallResult {
     suspend: Option<String>,
     /// The host ends the run after this call (§5.3: a contradiction with the question spent).
     end: Option<String>,
+    /// Malformed arguments the model can repair; counts against `repairs_max`.
+    repair: bool,
 }
 
 impl CallResult {
@@ -261,6 +294,7 @@ impl CallResult {
             text: text.into(),
             suspend: None,
             end: None,
+            repair: false,
         }
     }
     fn err(text: impl Into<String>) -> Self {
@@ -269,6 +303,14 @@ impl CallResult {
             text: text.into(),
             suspend: None,
             end: None,
+            repair: false,
+        }
+    }
+    /// Arguments the model sent malformed: returned to it to repair, and counted.
+    fn repair(text: impl Into<String>) -> Self {
+        CallResult {
+            repair: true,
+            ..CallResult::err(text)
         }
     }
 }
@@ -360,7 +402,7 @@ impl Host {
                 }
             }
         }
-        Err(HostError::Invalid(format!(
+        Err(HostError::OwnedElsewhere(format!(
             "run {run_id} is owned by another live process; wait for it or stop it first"
         )))
     }

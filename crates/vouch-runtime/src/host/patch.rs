@@ -6,7 +6,7 @@
 use super::task::{AttemptJob, AttemptOutcome, TaskWork};
 use super::*;
 use std::sync::Mutex;
-use vouch_repo::{Attribution, Observed, PatchInput, Verdict, Workspace};
+use vouch_repo::{Attribution, Observed, PatchInput, RepoError, Verdict, Workspace};
 use vouch_store::board::ReportKind;
 
 /// The task type's name.
@@ -178,14 +178,22 @@ impl Host {
         job: &AttemptJob,
     ) -> HostResult<AttemptOutcome> {
         let patch = work.patch.as_ref().ok_or_else(|| {
-            HostError::Invalid(
+            HostError::BadInput(
                 "this worker does not take patch tasks (no worktrees folder configured)".into(),
             )
         })?;
         let input =
-            PatchInput::from_value(&job.input).map_err(|e| HostError::Invalid(e.to_string()))?;
+            PatchInput::from_value(&job.input).map_err(|e| HostError::BadInput(e.to_string()))?;
         let ws = Workspace::create(&input, &patch.worktrees_dir, &job.task_id, job.attempt)
-            .map_err(|e| HostError::Invalid(format!("patch worktree: {e}")))?;
+            .map_err(|e| {
+                let m = format!("patch worktree: {e}");
+                match e {
+                    RepoError::Input(_) => HostError::BadInput(m),
+                    // Another attempt holds the worktree path or the branch.
+                    RepoError::Conflict(_) => HostError::OwnedElsewhere(m),
+                    RepoError::Git(_) | RepoError::Io(_) => HostError::Internal(m),
+                }
+            })?;
         let run_id = new_id(self.clock.as_ref());
         let spec = RunSpec {
             trigger: TriggerKind::Task,
@@ -231,7 +239,7 @@ impl Host {
             .remove(&run_id);
         let claimed = work.take_advisory(&run_id);
         let ws = Arc::try_unwrap(ws).map_err(|_| {
-            HostError::Invalid("the worktree is still in use by a tool call".into())
+            HostError::Internal("the worktree is still in use by a tool call".into())
         })?;
         let end = match driven {
             Ok(end) => end,

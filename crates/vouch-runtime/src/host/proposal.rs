@@ -52,7 +52,7 @@ impl Host {
             )));
         }
         let Some(payload) = args.get("payload").cloned().filter(|p| p.is_object()) else {
-            return Ok(CallResult::err(
+            return Ok(CallResult::repair(
                 "invalid arguments: `payload` must be a JSON object",
             ));
         };
@@ -61,7 +61,7 @@ impl Host {
             .unwrap_or(usize::MAX)
             > self.limits.payload_bytes_max
         {
-            return Ok(CallResult::err(format!(
+            return Ok(CallResult::repair(format!(
                 "invalid arguments: payload larger than {} bytes",
                 self.limits.payload_bytes_max
             )));
@@ -119,7 +119,7 @@ impl Host {
                 )));
             }
         }
-        let hash = payload_hash(&payload).map_err(|e| HostError::Invalid(e.to_string()))?;
+        let hash = payload_hash(&payload).map_err(|e| HostError::Internal(e.to_string()))?;
         if item.awaiting {
             if item.card_hash.as_deref() == Some(hash.as_str()) {
                 return Ok(CallResult {
@@ -127,6 +127,7 @@ impl Host {
                     text: format!("{id} is still waiting for approval"),
                     suspend: Some(format!("approval of {id}")),
                     end: None,
+                    repair: false,
                 });
             }
             // A different payload for an item awaiting approval is an edit (§6, §7).
@@ -186,6 +187,7 @@ impl Host {
                     text: format!("{id}: {status}"),
                     suspend: None,
                     end: None,
+                    repair: false,
                 })
             }
         }
@@ -201,7 +203,7 @@ impl Host {
     ) -> HostResult<CallResult> {
         // The payload is kept by its hash too, so finishing the draft later executes exactly
         // it (§9.5, I4) — the model is never asked for the text again.
-        let canonical = canonical_json(payload).map_err(|e| HostError::Invalid(e.to_string()))?;
+        let canonical = canonical_json(payload).map_err(|e| HostError::Internal(e.to_string()))?;
         self.store.put_payload(hash, &canonical)?;
         let dir = self.drafts_dir.join(&run.id);
         let ext = if d.destination.kind == DestinationKind::Email {
@@ -267,7 +269,7 @@ impl Host {
         hash: &str,
         old: Option<&str>,
     ) -> HostResult<CallResult> {
-        let canonical = canonical_json(payload).map_err(|e| HostError::Invalid(e.to_string()))?;
+        let canonical = canonical_json(payload).map_err(|e| HostError::Internal(e.to_string()))?;
         self.store.put_payload(hash, &canonical)?;
         let summary = format!(
             "{} → {}: {}",
@@ -329,6 +331,7 @@ impl Host {
             text: format!("{} awaits the person's approval", d.id),
             suspend: Some(format!("approval of {}", d.id)),
             end: None,
+            repair: false,
         })
     }
 
@@ -443,7 +446,7 @@ impl Host {
                 .filter(|c| c.state == CardState::Open)
                 .filter_map(|c| c.delivery.as_deref())
                 .collect();
-            return Err(HostError::Invalid(if open.is_empty() {
+            return Err(HostError::NotWaiting(if open.is_empty() {
                 format!("run {run_id} has no delivery `{delivery}` waiting for approval; see `vouch approvals`")
             } else {
                 format!(

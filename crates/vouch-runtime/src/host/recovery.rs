@@ -117,14 +117,14 @@ impl Host {
     pub fn resume(&self, parent_id: &str) -> HostResult<(String, RunEnd)> {
         let parent = self.record(parent_id)?;
         if parent.state != RunState::Ended {
-            return Err(HostError::Invalid(format!(
+            return Err(HostError::NotWaiting(format!(
                 "run {parent_id} has not ended (it is {}); only an ended run can be resumed",
                 parent.state.as_str()
             )));
         }
         if let Some(child) = self.store.continuation_of(parent_id)? {
             // One continuation per run: resuming twice would redo what the first one did.
-            return Err(HostError::Invalid(format!(
+            return Err(HostError::NotWaiting(format!(
                 "run {parent_id} was already resumed as run {}; resume that one instead (`vouch resume {}`)",
                 child.id, child.id
             )));
@@ -142,7 +142,7 @@ impl Host {
             // anything: all of it is left. A cancelled run is the person's decision.
             .unwrap_or(parent.ended_by != Some(EndedBy::Cancel));
         if !left {
-            return Err(HostError::Invalid(format!(
+            return Err(HostError::NotWaiting(format!(
                 "run {parent_id} has nothing left to do: every delivery is settled (see `vouch receipt {parent_id}`)"
             )));
         }

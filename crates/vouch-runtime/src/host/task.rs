@@ -578,14 +578,20 @@ impl Host {
             TaskDecision::Deny { delivery } => self.deny_as(run_id, delivery, Then::Park)?,
             TaskDecision::Answer { text } => self.answer_as(run_id, text, Then::Park)?,
         };
-        let task = match &end {
-            // Every decision the run waited on is made: the attempt is claimable again.
-            RunEnd::Suspended { reason } if reason.starts_with("decided") => {
-                board.resume_ready(&a.task_id, self.now())?
-            }
-            _ => board.task(&a.task_id)?.ok_or_else(|| {
-                HostError::Invalid(format!("task {} is gone from the board", a.task_id))
-            })?,
+        // Every decision the run waited on is made (it is parked with no card open): the
+        // attempt is claimable again. Decided from the store, not from the reason's wording.
+        let parked = matches!(end, RunEnd::Suspended { .. })
+            && !self
+                .store
+                .cards_for_run(run_id)?
+                .iter()
+                .any(|c| c.state == CardState::Open);
+        let task = if parked {
+            board.resume_ready(&a.task_id, self.now())?
+        } else {
+            board.task(&a.task_id)?.ok_or_else(|| {
+                HostError::Internal(format!("task {} is gone from the board", a.task_id))
+            })?
         };
         Ok(Some((end, task)))
     }
@@ -596,7 +602,7 @@ impl Host {
     pub fn conversation(&self, run_id: &str) -> HostResult<(Value, String)> {
         let run = self.record(run_id)?;
         let msgs = serde_json::to_value(self.messages(&run)?)
-            .map_err(|e| HostError::Invalid(format!("conversation of run {run_id}: {e}")))?;
+            .map_err(|e| HostError::Internal(format!("conversation of run {run_id}: {e}")))?;
         let cid = vouch_store::board::content_id(&msgs)?;
         Ok((msgs, cid))
     }
@@ -612,14 +618,14 @@ impl Host {
             if resume.is_some() {
                 // The worktree belongs to the attempt that made it (§14): another worker
                 // cannot go on in it.
-                return Err(HostError::Invalid(
+                return Err(HostError::BadInput(
                     "a suspended patch attempt is not resumed elsewhere; its worktree belongs to the attempt".into(),
                 ));
             }
             return self.run_patch_attempt(work, job);
         }
         let ty = types.get(&job.kind).ok_or_else(|| {
-            HostError::Invalid(format!(
+            HostError::BadInput(format!(
                 "task type `{}` is not registered here; known: {}",
                 job.kind,
                 types.names().join(", ")
@@ -639,13 +645,13 @@ impl Host {
                 c.get("run").and_then(Value::as_str),
                 c.get("conversation").and_then(Value::as_str),
             ) else {
-                return Err(HostError::Invalid(
+                return Err(HostError::BadInput(
                     "the continuation names no run and conversation to go on from".into(),
                 ));
             };
             let (_, cid) = self.conversation(prior)?;
             if cid != pinned {
-                return Err(HostError::Invalid(format!(
+                return Err(HostError::BadInput(format!(
                     "the conversation of run {prior} is {cid}, not the pinned {pinned}"
                 )));
             }

@@ -74,10 +74,9 @@ impl Host {
     }
 
     pub(super) fn record(&self, run_id: &str) -> HostResult<RunRecord> {
-        self.store.run(run_id)?.ok_or_else(|| {
-            HostError::Invalid(format!(
-                "no run `{run_id}`; list runs with `vouch runs list`"
-            ))
+        self.store.run(run_id)?.ok_or_else(|| HostError::NotFound {
+            what: "run",
+            id: run_id.to_string(),
         })
     }
 
@@ -155,7 +154,7 @@ impl Host {
     fn drive_open(&self, run_id: &str) -> HostResult<RunEnd> {
         let run = self.record(run_id)?;
         if run.state == RunState::Ended {
-            return Err(HostError::Invalid(format!(
+            return Err(HostError::NotWaiting(format!(
                 "run {run_id} has already ended; see `vouch receipt {run_id}`"
             )));
         }
@@ -317,7 +316,7 @@ impl Host {
                 } else {
                     self.handle_call(&run, call)?
                 };
-                if !res.ok && res.text.starts_with("invalid arguments") {
+                if res.repair {
                     repairs += 1;
                 }
                 self.journal(
@@ -451,7 +450,7 @@ impl Host {
         let args: Value = match serde_json::from_str(&call.arguments) {
             Ok(v) => v,
             Err(e) => {
-                return Ok(CallResult::err(format!(
+                return Ok(CallResult::repair(format!(
                     "invalid arguments for `{}`: {e}; send a JSON object",
                     call.name
                 )))

@@ -93,6 +93,12 @@ pub enum ModelError {
     /// A scripted model has no more turns.
     #[error("the script has no more turns")]
     ScriptExhausted,
+    /// The run names no model the host can build: give it a script or configure one.
+    #[error("this run has no model configured ({kind:?}); pass --script FILE or set VOUCH_MODEL_URL and VOUCH_MODEL")]
+    NoModel { kind: Option<String> },
+    /// The OpenAI-compatible model's settings are missing or unusable: fix the one named.
+    #[error(transparent)]
+    Config(#[from] openai::OpenAiConfigError),
 }
 
 pub trait Model: Send {
@@ -108,7 +114,11 @@ pub trait Model: Send {
 pub struct DefaultModels;
 
 impl crate::host::ModelFactory for DefaultModels {
-    fn model(&self, spec: &serde_json::Value, start_turn: usize) -> Result<Box<dyn Model>, String> {
+    fn model(
+        &self,
+        spec: &serde_json::Value,
+        start_turn: usize,
+    ) -> Result<Box<dyn Model>, ModelError> {
         match spec.pointer("/model/kind").and_then(|k| k.as_str()) {
             Some("script") => {
                 let turns = spec
@@ -116,17 +126,39 @@ impl crate::host::ModelFactory for DefaultModels {
                     .and_then(|t| t.as_array())
                     .cloned()
                     .unwrap_or_default();
-                Ok(Box::new(crate::scripted::ScriptedModel::new(turns, start_turn)))
+                Ok(Box::new(crate::scripted::ScriptedModel::new(
+                    turns, start_turn,
+                )))
             }
             Some("openai") => openai_model(),
-            other => Err(format!(
-                "this run has no model configured ({other:?}); pass --script FILE or set VOUCH_MODEL_URL and VOUCH_MODEL"
-            )),
+            other => Err(ModelError::NoModel {
+                kind: other.map(str::to_string),
+            }),
         }
     }
 }
 
-fn openai_model() -> Result<Box<dyn Model>, String> {
-    let config = openai::OpenAiConfig::from_env().map_err(|e| e.to_string())?;
+fn openai_model() -> Result<Box<dyn Model>, ModelError> {
+    let config = openai::OpenAiConfig::from_env()?;
     Ok(Box::new(openai::OpenAiModel::new(config)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::ModelFactory;
+    use serde_json::json;
+
+    /// A run that names no model the host can build says so by a typed cause.
+    #[test]
+    fn a_run_without_a_usable_model_gets_a_typed_cause() {
+        let err = |spec| DefaultModels.model(&spec, 0).err().unwrap();
+        assert!(matches!(err(json!({})), ModelError::NoModel { kind: None }));
+        let e = err(json!({"model": {"kind": "mystery"}}));
+        assert!(
+            matches!(&e, ModelError::NoModel { kind: Some(k) } if k == "mystery"),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("pass --script FILE"), "{e}");
+    }
 }
