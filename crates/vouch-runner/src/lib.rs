@@ -296,7 +296,7 @@ pub fn run_scenario(s: &Scenario, dir: &Path) -> Result<Value, String> {
                 let rec = host
                     .store
                     .run(&id)?
-                    .ok_or_else(|| HostError::Invalid(format!("run {id} vanished")))?;
+                    .ok_or_else(|| HostError::Internal(format!("run {id} vanished")))?;
                 match rec.state {
                     RunState::Ended => {
                         if decisions.front() == Some(&Decision::Resume)
@@ -333,7 +333,7 @@ pub fn run_scenario(s: &Scenario, dir: &Path) -> Result<Value, String> {
                                 decisions.pop_front();
                                 if ctx.tampered(&did) {
                                     ctx.tamper_payload(&card.payload_hash)
-                                        .map_err(HostError::Invalid)?;
+                                        .map_err(HostError::Internal)?;
                                 }
                                 host.approve(&id, &did, &card.payload_hash)?;
                             }

@@ -109,16 +109,6 @@ pub enum HostError {
     Internal(String),
 }
 
-impl HostError {
-    /// The untyped refusal of earlier versions; it is an internal inconsistency now. Kept so
-    /// code written against it still builds; new code names what the caller should do.
-    #[allow(non_snake_case)]
-    #[doc(hidden)]
-    pub fn Invalid(message: String) -> HostError {
-        HostError::Internal(message)
-    }
-}
-
 pub type HostResult<T> = Result<T, HostError>;
 
 /// Work tools without delivery effect (read a file, write an artifact, search…).
