@@ -1216,7 +1216,8 @@ pub fn measures(dir: &Path, a: MeasuresArgs, json: bool) -> Result<i32> {
     };
     for r in &rows {
         let q = rates(r);
-        outln!("{} ({} tasks)", clean(&r.cohort), r.tasks);
+        let noun = if r.tasks == 1 { "task" } else { "tasks" };
+        outln!("{} ({} {noun})", clean(&r.cohort), r.tasks);
         outln!(
             "  accepted outputs        {} ({})",
             r.accepted,

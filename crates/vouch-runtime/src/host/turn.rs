@@ -90,26 +90,37 @@ impl Host {
     // ------------------------------------------------------------------ the loop
 
     pub(super) fn tool_specs(&self) -> Vec<ToolSpec> {
-        let mut specs = vec![
-            ToolSpec {
-                name: "declare".into(),
-                description: "Declare the manifest: what this run will deliver. Call it first."
-                    .into(),
-                parameters: crate::schemas::declare(),
-            },
-            ToolSpec {
-                name: "clarify".into(),
-                description: "Ask the person one question (at most one per run).".into(),
-                parameters: crate::schemas::clarify(),
-            },
-        ];
-        for v in Verb::ALL {
-            specs.push(ToolSpec {
-                name: v.as_str().into(),
-                description: format!("Perform a declared `{v}` delivery with this payload."),
-                parameters: crate::schemas::perform(),
-            });
-        }
+        // The host's own tools never change: their JSON Schemas are built once per process
+        // (building them was a measurable share of a short run's CPU).
+        static HOST_TOOLS: std::sync::OnceLock<Vec<ToolSpec>> = std::sync::OnceLock::new();
+        let mut specs = HOST_TOOLS
+            .get_or_init(|| {
+                let mut specs = vec![
+                    ToolSpec {
+                        name: "declare".into(),
+                        description:
+                            "Declare the manifest: what this run will deliver. Call it first."
+                                .into(),
+                        parameters: crate::schemas::declare(),
+                    },
+                    ToolSpec {
+                        name: "clarify".into(),
+                        description: "Ask the person one question (at most one per run).".into(),
+                        parameters: crate::schemas::clarify(),
+                    },
+                ];
+                for v in Verb::ALL {
+                    specs.push(ToolSpec {
+                        name: v.as_str().into(),
+                        description: format!(
+                            "Perform a declared `{v}` delivery with this payload."
+                        ),
+                        parameters: crate::schemas::perform(),
+                    });
+                }
+                specs
+            })
+            .clone();
         specs.extend(self.work.specs());
         specs
     }
