@@ -467,7 +467,7 @@ fn summary(m: &Manifest) -> String {
 /// The provider's reply as the journal records it.
 fn reply_record(r: &AttemptReply) -> j::ProviderReply {
     match r.clone() {
-        AttemptReply::Accepted { reference } => j::ProviderReply::Accepted { reference },
+        AttemptReply::Accepted { reference, .. } => j::ProviderReply::Accepted { reference },
         AttemptReply::AcceptedUnverifiable { reference } => {
             j::ProviderReply::AcceptedUnverifiable { reference }
         }
@@ -503,7 +503,7 @@ fn judge(reply: &AttemptReply, obs: &Observation) -> (DeliveryStatus, String, St
             String::new(),
             "the response was lost".into(),
         ),
-        (AttemptReply::Accepted { reference }, Observation::Unobservable) => {
+        (AttemptReply::Accepted { reference, .. }, Observation::Unobservable) => {
             (DeliveryStatus::Verified, reference.clone(), String::new())
         }
     }
