@@ -10,7 +10,7 @@ use vouch_core::DestinationKind;
 use vouch_runtime::clock::SystemClock;
 use vouch_runtime::config::{Config, ConfigCapabilities};
 use vouch_runtime::crash::{CrashMode, CrashPlan};
-use vouch_runtime::host::{Notifier, Progress};
+use vouch_runtime::host::{Notifier, NotifyError, Progress};
 use vouch_runtime::model::DefaultModels;
 use vouch_runtime::notify::DesktopNotifier;
 use vouch_runtime::outbound::{CalendarProvider, EmailProvider, PaymentProvider};
@@ -127,14 +127,29 @@ pub struct FileNotifier {
 }
 
 impl Notifier for FileNotifier {
-    fn notify(&self, row: &OutboxRow) -> std::result::Result<(), String> {
+    fn notify(&self, row: &OutboxRow) -> std::result::Result<(), NotifyError> {
         let line = serde_json::json!({"run": row.run_id, "route": row.route, "dedup": row.dedup_key, "body": row.body});
         std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&self.path)
             .and_then(|mut f| writeln!(f, "{line}"))
-            .map_err(|e| e.to_string())
+            .map_err(|e| log_error(&self.path, e))
+    }
+}
+
+/// A home whose inbox log cannot be opened for writing stays so until the person changes it; a
+/// full disk or an interrupted write may pass.
+fn log_error(path: &Path, e: std::io::Error) -> NotifyError {
+    use std::io::ErrorKind::{IsADirectory, NotFound, PermissionDenied, ReadOnlyFilesystem};
+    let what = format!("inbox log {}: {e}", path.display());
+    match e.kind() {
+        PermissionDenied | ReadOnlyFilesystem | NotFound | IsADirectory => {
+            NotifyError::Misconfigured(format!(
+                "{what}; make the home writable (or remove what is in the log's place)"
+            ))
+        }
+        _ => NotifyError::Retry(what),
     }
 }
 
@@ -145,7 +160,7 @@ pub struct InboxAndDesktop {
 }
 
 impl Notifier for InboxAndDesktop {
-    fn notify(&self, row: &OutboxRow) -> std::result::Result<(), String> {
+    fn notify(&self, row: &OutboxRow) -> std::result::Result<(), NotifyError> {
         self.desktop.notify(row)?;
         self.log.notify(row)
     }
@@ -400,5 +415,33 @@ mod tests {
         assert_eq!(p.presence(&sched, 5_000), Some(Presence::Nearby));
         let interactive = run(TriggerKind::Interactive, serde_json::json!({}));
         assert_eq!(p.presence(&interactive, 2_000), None);
+    }
+
+    #[test]
+    fn an_inbox_log_that_cannot_be_written_is_a_configuration_to_fix_and_a_full_disk_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let row = OutboxRow {
+            id: 1,
+            dedup_key: "r1:terminal".into(),
+            run_id: "r1".into(),
+            route: "notify".into(),
+            body: serde_json::json!({}),
+            created_ms: 1,
+            sent_ms: None,
+        };
+        let log = FileNotifier {
+            path: dir.path().join("inbox.jsonl"),
+        };
+        assert_eq!(log.notify(&row), Ok(()));
+        // A folder where the log should be: every row would fail alike until it is moved.
+        let blocked = FileNotifier {
+            path: dir.path().to_path_buf(),
+        };
+        assert!(matches!(
+            blocked.notify(&row),
+            Err(NotifyError::Misconfigured(_))
+        ));
+        let full = std::io::Error::from(std::io::ErrorKind::StorageFull);
+        assert!(matches!(log_error(&log.path, full), NotifyError::Retry(_)));
     }
 }

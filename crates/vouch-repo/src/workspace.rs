@@ -240,8 +240,10 @@ impl Workspace {
     }
 
     fn escape_msg(rel: &str, e: std::io::Error) -> String {
-        let m = e.to_string();
-        if m.contains("outside of the filesystem sandbox") || m.contains("a path led outside") {
+        // cap-std has no error type for an escape: it answers `PermissionDenied` with a message
+        // it builds itself, while the OS's own `PermissionDenied` always carries its errno. So
+        // "denied, and not by the OS" names the escape without reading the message.
+        if e.kind() == std::io::ErrorKind::PermissionDenied && e.raw_os_error().is_none() {
             format!("path `{rel}` leads outside the worktree (through a symlink); refused")
         } else {
             format!("{rel}: {e}")
@@ -472,5 +474,22 @@ impl Workspace {
             ])?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io;
+
+    #[test]
+    fn an_escape_is_caps_own_refusal_not_the_os_denying_access() {
+        let caps = io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "a path led outside of the filesystem",
+        );
+        assert!(Workspace::escape_msg("src/link/x", caps).contains("leads outside the worktree"));
+        let os = io::Error::from_raw_os_error(13);
+        assert!(!Workspace::escape_msg("src/x", os).contains("leads outside"));
     }
 }

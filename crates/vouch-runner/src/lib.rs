@@ -19,7 +19,7 @@ use vouch_core::{DestinationKind, RunState, TriggerKind};
 use vouch_runtime::capability::PatternCapabilities;
 use vouch_runtime::clock::ManualClock;
 use vouch_runtime::crash::{CrashMode, CrashPlan};
-use vouch_runtime::host::Notifier;
+use vouch_runtime::host::{Notifier, NotifyError};
 use vouch_runtime::model::DefaultModels;
 use vouch_runtime::provider::{FolderProvider, Provider};
 use vouch_runtime::tools::{ScriptWorkTools, StandardTools};
@@ -40,10 +40,10 @@ struct CountingNotifier {
 }
 
 impl Notifier for CountingNotifier {
-    fn notify(&self, row: &OutboxRow) -> Result<(), String> {
+    fn notify(&self, row: &OutboxRow) -> Result<(), NotifyError> {
         self.sent
             .lock()
-            .map_err(|e| e.to_string())?
+            .map_err(|e| NotifyError::Retry(format!("the counter is poisoned: {e}")))?
             .push(row.clone());
         Ok(())
     }

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use vouch_core::{Destination, DestinationKind};
-use vouch_runtime::provider::{AttemptReply, AttemptRequest, Observation, Provider};
+use vouch_runtime::provider::{AttemptReply, AttemptRequest, Confirms, Observation, Provider};
 use vouch_scenario::{Behavior, World};
 
 /// The world of one scenario and what happened in it.
@@ -113,7 +113,10 @@ impl Provider for SimProvider {
         match behavior {
             Behavior::Accept => {
                 apply(&mut st);
-                AttemptReply::Accepted { reference }
+                AttemptReply::Accepted {
+                    reference,
+                    confirms: Confirms::Reference,
+                }
             }
             Behavior::AcceptUnverifiable => {
                 apply(&mut st);
@@ -128,7 +131,10 @@ impl Provider for SimProvider {
             Behavior::Reject => AttemptReply::Rejected {
                 reason: "the provider refused the request".into(),
             },
-            Behavior::FalseSuccess => AttemptReply::Accepted { reference },
+            Behavior::FalseSuccess => AttemptReply::Accepted {
+                reference,
+                confirms: Confirms::Reference,
+            },
         }
     }
     fn observe(&self, req: &AttemptRequest, reply: Option<&AttemptReply>) -> Observation {
@@ -155,7 +161,7 @@ impl Provider for SimProvider {
         // exactly what was observed. A provider that says yes and applies nothing is beyond
         // what the host can see here (no read-back is configured in a scenario world).
         match reply {
-            Some(AttemptReply::Accepted { reference }) => Observation::Present {
+            Some(AttemptReply::Accepted { reference, .. }) => Observation::Present {
                 evidence: format!("accepted by the provider: {reference}"),
             },
             _ => Observation::Unobservable,

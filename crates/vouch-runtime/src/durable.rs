@@ -354,6 +354,9 @@ impl Store for Durable {
     fn outbox_pending(&self) -> StoreResult<Vec<OutboxRow>> {
         self.inner.outbox_pending()
     }
+    fn counts(&self) -> StoreResult<vouch_store::StoreCounts> {
+        self.inner.counts()
+    }
     fn outbox_mark_sent(&self, id: i64, at_ms: i64) -> StoreResult<()> {
         self.inner.outbox_mark_sent(id, at_ms)
     }

@@ -43,6 +43,14 @@ pub struct FolderRoot {
 
 /// The lexical half of the check: a non-empty relative name made of plain components.
 /// The kernel-side half (symlinks) happens in the directory handle.
+/// Did cap-std refuse a name because resolving it led outside the root (a symlink, `..`)?
+/// cap-std has no error type of its own for this: it answers `PermissionDenied` with a fixed
+/// message it builds itself. The operating system's own `PermissionDenied` always carries its
+/// errno, so "denied, and not by the OS" is the typed test, and no message text is read.
+fn is_escape(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::PermissionDenied && e.raw_os_error().is_none()
+}
+
 fn plain_name(name: &str) -> Result<PathBuf, RootError> {
     let outside = || RootError::Outside { name: name.into() };
     let rel = Path::new(name);
@@ -90,9 +98,7 @@ impl FolderRoot {
     }
 
     fn io(name: &str, source: io::Error) -> RootError {
-        // cap-std reports an escape as PermissionDenied with this wording; name it for what it is.
-        let msg = source.to_string();
-        if msg.contains("outside of the filesystem sandbox") || msg.contains("a path led outside") {
+        if is_escape(&source) {
             RootError::Escapes { name: name.into() }
         } else {
             RootError::Io {
@@ -166,5 +172,26 @@ impl FolderRoot {
             Ok((dir, file)) => dir.exists(&file),
             Err(_) => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_escape_is_caps_own_refusal_not_the_os_denying_access() {
+        let caps = io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "a path led outside of the filesystem",
+        );
+        assert!(matches!(
+            FolderRoot::io("x", caps),
+            RootError::Escapes { .. }
+        ));
+        // EACCES from the OS is a permission problem at the destination, not an escape.
+        let os = io::Error::from_raw_os_error(13);
+        assert_eq!(os.kind(), io::ErrorKind::PermissionDenied);
+        assert!(matches!(FolderRoot::io("x", os), RootError::Io { .. }));
     }
 }

@@ -3,7 +3,9 @@
 //! went out is a lost result (`AttemptReply::Lost`), never a blind retry.
 
 use crate::config::{CalendarConfig, EmailConfig, PaymentConfig};
-use crate::provider::{payload_text, AttemptReply, AttemptRequest, Observation, Provider};
+use crate::provider::{
+    payload_text, AttemptReply, AttemptRequest, Confirms, Observation, Provider,
+};
 use lettre::message::header::{HeaderName, HeaderValue};
 use lettre::transport::smtp::client::{Tls, TlsParameters};
 use lettre::{Message, SmtpTransport, Transport};
@@ -28,6 +30,9 @@ pub fn message_id(req: &AttemptRequest) -> String {
         .unwrap_or_else(|| format!("{}:{}:{}", req.run_id, req.delivery, req.payload_hash));
     format!("<{}@vouch.local>", &sha256_hex(basis.as_bytes())[..32])
 }
+
+/// The SMTP reply that means the server took responsibility for the message (RFC 5321 §4.2).
+pub const SMTP_OK: u16 = 250;
 
 pub struct EmailProvider {
     pub config: EmailConfig,
@@ -121,9 +126,13 @@ impl Provider for EmailProvider {
             Err(e) => return AttemptReply::Rejected { reason: e },
         };
         match transport.send(&msg) {
-            Ok(resp) if resp.is_positive() => AttemptReply::Accepted {
-                reference: format!("SMTP {} {}", resp.code(), message_id(req)),
-            },
+            Ok(resp) if resp.is_positive() => {
+                let (code, message_id) = (u16::from(resp.code()), message_id(req));
+                AttemptReply::Accepted {
+                    reference: format!("SMTP {code} {message_id}"),
+                    confirms: Confirms::Smtp { code, message_id },
+                }
+            }
             Ok(resp) => AttemptReply::Rejected {
                 reason: format!("SMTP {}", resp.code()),
             },
@@ -141,15 +150,18 @@ impl Provider for EmailProvider {
     fn observe(&self, req: &AttemptRequest, reply: Option<&AttemptReply>) -> Observation {
         // The evidence is the server's final 250 to the message with our Message-ID.
         match reply {
-            Some(AttemptReply::Accepted { reference })
-                if reference.starts_with("SMTP 250") && reference.contains(&message_id(req)) =>
-            {
-                Observation::Present {
-                    evidence: format!("accepted by the server: {reference}"),
-                }
-            }
-            Some(AttemptReply::Accepted { reference }) => Observation::Absent {
-                reason: format!("the server answered {reference}, not 250"),
+            Some(AttemptReply::Accepted {
+                reference,
+                confirms:
+                    Confirms::Smtp {
+                        code,
+                        message_id: id,
+                    },
+            }) if *code == SMTP_OK && *id == message_id(req) => Observation::Present {
+                evidence: format!("accepted by the server: {reference}"),
+            },
+            Some(AttemptReply::Accepted { reference, .. }) => Observation::Absent {
+                reason: format!("the server answered {reference}, not 250 to this message"),
             },
             _ => Observation::Unobservable,
         }
@@ -231,6 +243,7 @@ impl Provider for CalendarProvider {
         match res {
             Ok(()) => AttemptReply::Accepted {
                 reference: format!("UID {}", Self::uid(req)),
+                confirms: Confirms::Reference,
             },
             Err(e) => AttemptReply::Rejected {
                 reason: format!("calendar folder: {e}"),
@@ -302,6 +315,7 @@ impl Provider for PaymentProvider {
                 match v.get("id").and_then(Value::as_str) {
                     Some(id) => AttemptReply::Accepted {
                         reference: format!("transfer {id}"),
+                        confirms: Confirms::Transfer { id: id.to_string() },
                     },
                     None => AttemptReply::AcceptedUnverifiable {
                         reference: format!("HTTP {status} without a transfer id"),
@@ -332,21 +346,25 @@ impl Provider for PaymentProvider {
         // §6.3: a configured read-back decides; otherwise the transfer id in the reply is the
         // observation, named as exactly that.
         let id = match reply {
-            Some(AttemptReply::Accepted { reference }) => {
-                reference.strip_prefix("transfer ").map(String::from)
-            }
+            Some(AttemptReply::Accepted {
+                confirms: Confirms::Transfer { id },
+                ..
+            }) => Some(id.as_str()),
             _ => None,
         };
         if let Some(o) = read_back(
             self.config.status_url.as_deref(),
-            id.as_deref(),
+            id,
             req.idempotency_key.as_deref(),
             self.config.timeout_ms,
         ) {
             return o;
         }
         match reply {
-            Some(AttemptReply::Accepted { reference }) => Observation::Present {
+            Some(AttemptReply::Accepted {
+                reference,
+                confirms: Confirms::Transfer { .. },
+            }) => Observation::Present {
                 evidence: format!("accepted by the provider: {reference}"),
             },
             _ => Observation::Unobservable,
@@ -381,5 +399,101 @@ pub fn read_back(
             reason: format!("the status URL {url} answered HTTP {code}: the effect is not there"),
         }),
         Err(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req() -> AttemptRequest {
+        AttemptRequest {
+            run_id: "r1".into(),
+            delivery: "d1".into(),
+            verb: Verb::Send,
+            destination: Destination {
+                kind: DestinationKind::Email,
+                address: "ann@example.org".into(),
+            },
+            payload: serde_json::json!({"text": "hi"}),
+            payload_hash: "ab".repeat(32),
+            idempotency_key: Some("k1".into()),
+        }
+    }
+
+    fn email() -> EmailProvider {
+        EmailProvider {
+            config: EmailConfig {
+                host: "127.0.0.1".into(),
+                port: 25,
+                from: "vouch@example.org".into(),
+                tls: "none".into(),
+                username: None,
+                password: None,
+                timeout_ms: 100,
+            },
+        }
+    }
+
+    fn accepted(reference: &str, confirms: Confirms) -> AttemptReply {
+        AttemptReply::Accepted {
+            reference: reference.into(),
+            confirms,
+        }
+    }
+
+    #[test]
+    fn email_is_verified_by_the_typed_250_to_this_message_not_by_the_words() {
+        let (p, r) = (email(), req());
+        let ours = message_id(&r);
+        let reference = format!("SMTP 250 {ours}");
+        let smtp = |code: u16, id: &str| Confirms::Smtp {
+            code,
+            message_id: id.into(),
+        };
+        assert_eq!(
+            p.observe(&r, Some(&accepted(&reference, smtp(250, &ours)))),
+            Observation::Present {
+                evidence: format!("accepted by the server: {reference}"),
+            }
+        );
+        // Positive but not the final 250 (251: forwarded), or a 250 to another message.
+        for confirms in [smtp(251, &ours), smtp(250, "<other@vouch.local>")] {
+            assert!(matches!(
+                p.observe(&r, Some(&accepted(&reference, confirms))),
+                Observation::Absent { .. }
+            ));
+        }
+        // A reference that merely reads like a 250 confirms nothing.
+        assert!(matches!(
+            p.observe(&r, Some(&accepted(&reference, Confirms::Reference))),
+            Observation::Absent { .. }
+        ));
+        assert_eq!(p.observe(&r, None), Observation::Unobservable);
+    }
+
+    #[test]
+    fn payment_evidence_needs_a_transfer_the_provider_named() {
+        let p = PaymentProvider {
+            config: PaymentConfig {
+                url: "http://127.0.0.1:9/pay".into(),
+                token: None,
+                idempotent: true,
+                timeout_ms: 100,
+                status_url: None,
+            },
+        };
+        let r = req();
+        let transfer = accepted("transfer t-9", Confirms::Transfer { id: "t-9".into() });
+        assert_eq!(
+            p.observe(&r, Some(&transfer)),
+            Observation::Present {
+                evidence: "accepted by the provider: transfer t-9".into(),
+            }
+        );
+        assert_eq!(
+            p.observe(&r, Some(&accepted("transfer t-9", Confirms::Reference))),
+            Observation::Unobservable
+        );
     }
 }

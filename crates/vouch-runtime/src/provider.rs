@@ -21,14 +21,34 @@ pub struct AttemptRequest {
 /// What the provider said.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AttemptReply {
-    /// Accepted, with the provider's reference (message id, transfer id, path…).
-    Accepted { reference: String },
+    /// Accepted, with the provider's reference (message id, transfer id, path…) for people,
+    /// and what the server's answer confirms, typed, for the host's observation (§6.2).
+    Accepted {
+        reference: String,
+        confirms: Confirms,
+    },
     /// Accepted without anything to check it by (HTTP 202).
     AcceptedUnverifiable { reference: String },
     /// Definite refusal: no effect.
     Rejected { reason: String },
     /// The request went out and the answer was lost (timeout): the effect may have happened.
     Lost { reason: String },
+}
+
+/// What an accepting reply confirms, as the provider read it from the server's answer when it
+/// arrived. Observation decides on these fields, never on the reference text, which is only
+/// the words a receipt shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Confirms {
+    /// Only that the provider did it and what it named (a path, a UID, a commit): the
+    /// read-back kinds are observed by reading the destination, not by the reply (§6.2.1).
+    Reference,
+    /// The SMTP server's final reply `code` to the message carrying `message_id`.
+    Smtp { code: u16, message_id: String },
+    /// An HTTP 2xx with a non-empty response; `id` is the response's own `id`, if it had one.
+    Http { status: u16, id: Option<String> },
+    /// A transfer the payment provider names by its id.
+    Transfer { id: String },
 }
 
 /// What the host saw when it looked for itself.
@@ -103,6 +123,7 @@ impl Provider for FolderProvider {
         match result.and_then(|()| self.root.display_path(name)) {
             Ok(path) => AttemptReply::Accepted {
                 reference: path.display().to_string(),
+                confirms: Confirms::Reference,
             },
             Err(e) => AttemptReply::Rejected {
                 reason: e.to_string(),
@@ -187,6 +208,7 @@ impl Provider for SurfaceProvider {
         match res {
             Ok(()) => AttemptReply::Accepted {
                 reference: format!("surface:{}/{}", req.run_id, req.delivery),
+                confirms: Confirms::Reference,
             },
             Err(e) => AttemptReply::Rejected {
                 reason: format!("surface record: {e}"),
@@ -281,10 +303,13 @@ impl Provider for WebhookProvider {
                 } else {
                     let id = serde_json::from_str::<serde_json::Value>(&body)
                         .ok()
-                        .and_then(|v| v.get("id").and_then(|i| i.as_str()).map(String::from))
+                        .and_then(|v| v.get("id").and_then(|i| i.as_str()).map(String::from));
+                    let named = id
+                        .clone()
                         .unwrap_or_else(|| format!("{} bytes", body.len()));
                     AttemptReply::Accepted {
-                        reference: format!("HTTP {status}, response {id}"),
+                        reference: format!("HTTP {status}, response {named}"),
+                        confirms: Confirms::Http { status, id },
                     }
                 }
             }
@@ -307,22 +332,28 @@ impl Provider for WebhookProvider {
     fn observe(&self, req: &AttemptRequest, reply: Option<&AttemptReply>) -> Observation {
         // §6.3: a configured read-back decides; otherwise the reply is the observation and
         // the evidence names exactly that.
+        // `{id}` is the response's own id as the attempt read it; a response without one
+        // leaves a `{id}` read-back nothing to ask, and the reply stands.
         let id = match reply {
-            Some(AttemptReply::Accepted { reference }) => reference
-                .split_once("response ")
-                .map(|(_, id)| id.to_string()),
+            Some(AttemptReply::Accepted {
+                confirms: Confirms::Http { id, .. },
+                ..
+            }) => id.as_deref(),
             _ => None,
         };
         if let Some(o) = crate::outbound::read_back(
             self.status_url.as_deref(),
-            id.as_deref(),
+            id,
             req.idempotency_key.as_deref(),
             self.timeout_ms,
         ) {
             return o;
         }
         match reply {
-            Some(AttemptReply::Accepted { reference }) => Observation::Present {
+            Some(AttemptReply::Accepted {
+                reference,
+                confirms: Confirms::Http { .. },
+            }) => Observation::Present {
                 evidence: format!("accepted by the server: {reference}"),
             },
             _ => Observation::Unobservable,

@@ -4,7 +4,7 @@
 //! fast-forwards (`vouch_repo::apply`) and the host reads the branch back as the observation.
 
 use crate::host::RunSpec;
-use crate::provider::{AttemptReply, AttemptRequest, Observation, Provider};
+use crate::provider::{AttemptReply, AttemptRequest, Confirms, Observation, Provider};
 use serde_json::{json, Value};
 use std::path::Path;
 use vouch_core::{Destination, DestinationKind, TriggerKind, Verb};
@@ -69,6 +69,7 @@ impl Provider for RepositoryProvider {
         match vouch_repo::apply::fast_forward(Path::new(repo), branch, commit) {
             Ok(at) => AttemptReply::Accepted {
                 reference: format!("{branch} at {at}"),
+                confirms: Confirms::Reference,
             },
             Err(e) => AttemptReply::Rejected {
                 reason: e.to_string(),

@@ -33,6 +33,8 @@ pub struct ItemView {
     /// The hash of the payload stored as this item's draft (§9.5: finishing a draft executes
     /// exactly it).
     pub draft_hash: Option<String>,
+    /// Where that draft was written, as its `drafted` event names it.
+    pub draft_path: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -235,7 +237,9 @@ impl RunView {
             }
             Event::Drafted(b) => {
                 let h = &b.payload_hash;
-                self.item(d).draft_hash = (!h.is_empty()).then(|| h.clone());
+                let it = self.item(d);
+                it.draft_hash = (!h.is_empty()).then(|| h.clone());
+                it.draft_path = Some(b.path.clone());
             }
             Event::LedgerIntent(b) => {
                 // The intent is durable before the provider is called: from here a crash

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use vouch_core::{Outcome, Presence, TriggerKind};
 use vouch_runtime::capability::PatternCapabilities;
 use vouch_runtime::clock::ManualClock;
-use vouch_runtime::host::{Notifier, RunEnd, RunSpec};
+use vouch_runtime::host::{Notifier, NotifyError, RunEnd, RunSpec};
 use vouch_runtime::model::DefaultModels;
 use vouch_runtime::provider::FolderProvider;
 use vouch_runtime::tools::{ScriptWorkTools, StandardTools};
@@ -23,7 +23,7 @@ mod common;
 #[derive(Default)]
 struct Count(Mutex<Vec<OutboxRow>>);
 impl Notifier for Count {
-    fn notify(&self, row: &OutboxRow) -> Result<(), String> {
+    fn notify(&self, row: &OutboxRow) -> Result<(), NotifyError> {
         self.0.lock().unwrap().push(row.clone());
         Ok(())
     }
@@ -31,7 +31,7 @@ impl Notifier for Count {
 
 fn host(
     dir: &std::path::Path,
-    notes: Arc<Count>,
+    notes: Arc<dyn Notifier>,
     limits: Limits,
     world: Arc<common::FakeWorld>,
 ) -> Host {
@@ -146,4 +146,53 @@ fn the_turn_budget_is_named_on_the_receipt_and_on_each_unreached_item() {
         0,
         "the loop stopped before the delivery"
     );
+}
+
+/// A route whose answer the test sets: every call is counted.
+#[derive(Default)]
+struct Route {
+    answer: Mutex<Option<NotifyError>>,
+    calls: Mutex<usize>,
+}
+impl Notifier for Route {
+    fn notify(&self, _: &OutboxRow) -> Result<(), NotifyError> {
+        *self.calls.lock().unwrap() += 1;
+        match self.answer.lock().unwrap().clone() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+#[test]
+fn the_dispatcher_retries_what_could_not_go_and_stops_at_a_misconfigured_route_losing_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let route = Arc::new(Route::default());
+    *route.answer.lock().unwrap() = Some(NotifyError::Misconfigured("push URL wrong".into()));
+    let h = host(
+        dir.path(),
+        route.clone(),
+        Limits::default(),
+        common::FakeWorld::accepting(),
+    );
+    let never_declares = json!([{"final": "All done."}]);
+    event_run(&h, never_declares.clone());
+    event_run(&h, never_declares);
+    let pending = || h.store.outbox_pending().unwrap().len();
+    // Each run's end dispatched once; the second pass stopped at its first row.
+    assert_eq!(*route.calls.lock().unwrap(), 2);
+    assert_eq!(pending(), 2, "a failure is never dropped");
+
+    // A route that cannot take it now: every row is tried, each stays queued.
+    *route.answer.lock().unwrap() = Some(NotifyError::Retry("no answer".into()));
+    assert_eq!(h.dispatch().unwrap(), 0);
+    assert_eq!(*route.calls.lock().unwrap(), 4);
+    assert_eq!(pending(), 2);
+
+    // Fixed: both go, once.
+    *route.answer.lock().unwrap() = None;
+    assert_eq!(h.dispatch().unwrap(), 2);
+    assert_eq!(pending(), 0);
+    assert_eq!(h.dispatch().unwrap(), 0);
+    assert_eq!(*route.calls.lock().unwrap(), 6);
 }

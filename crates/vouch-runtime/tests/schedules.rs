@@ -22,7 +22,7 @@ use common::FakeWorld;
 #[derive(Default)]
 struct Count(Mutex<Vec<OutboxRow>>);
 impl Notifier for Count {
-    fn notify(&self, row: &OutboxRow) -> Result<(), String> {
+    fn notify(&self, row: &OutboxRow) -> Result<(), vouch_runtime::host::NotifyError> {
         self.0.lock().unwrap().push(row.clone());
         Ok(())
     }

@@ -25,7 +25,7 @@ const T0: i64 = 1_796_083_200_000;
 
 struct Quiet;
 impl Notifier for Quiet {
-    fn notify(&self, _: &OutboxRow) -> Result<(), String> {
+    fn notify(&self, _: &OutboxRow) -> Result<(), vouch_runtime::host::NotifyError> {
         Ok(())
     }
 }

@@ -22,7 +22,7 @@ const SECRET: &str = "vouch_test_secret";
 
 struct Quiet;
 impl Notifier for Quiet {
-    fn notify(&self, _: &OutboxRow) -> Result<(), String> {
+    fn notify(&self, _: &OutboxRow) -> Result<(), vouch_runtime::host::NotifyError> {
         Ok(())
     }
 }

@@ -18,6 +18,7 @@
 //! The journal's rules are in the schema too (see `schema.rs`): append-only triggers, one
 //! terminal event per run, closed after it, and each insert must extend the chain.
 
+mod aggregates;
 mod board;
 mod identity;
 mod schema;
@@ -1603,6 +1604,10 @@ impl Store for PostgresStore {
             )?,
             outbox_row,
         )
+    }
+
+    fn counts(&self) -> StoreResult<vouch_store::StoreCounts> {
+        aggregates::counts(self)
     }
 }
 

@@ -19,6 +19,7 @@
 //! Reads use a small pool of their own connections ([`READ_CONNECTIONS_MAX`]); WAL gives each
 //! a consistent snapshot while the writer commits.
 
+mod aggregates;
 mod board;
 mod identity;
 mod schema;
@@ -1701,5 +1702,9 @@ impl Store for SqliteStore {
             let rows = st.query_map([run_id], outbox_row).map_err(db_err)?;
             rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
         })
+    }
+
+    fn counts(&self) -> StoreResult<vouch_store::StoreCounts> {
+        aggregates::counts(self)
     }
 }

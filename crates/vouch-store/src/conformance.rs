@@ -6,6 +6,7 @@
 
 use crate::*;
 use serde_json::json;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use vouch_core::{EndedBy, Outcome, RunState, TriggerKind};
 
@@ -35,7 +36,8 @@ macro_rules! store_conformance_tests {
             batches_commit_together,
             lookups_cost_what_is_open,
             api_tokens,
-            journal_since_reads_the_tail
+            journal_since_reads_the_tail,
+            counts_are_aggregates_of_what_is_stored
         );
     };
     (@each $fresh:expr; $($check:ident),* $(,)?) => {
@@ -834,4 +836,79 @@ pub fn tamper_hook_alters_one_payload(s: &dyn TamperForTests) {
         "an unknown hash is reported, not invented"
     );
     assert_eq!(s.payload("missing").unwrap(), None);
+}
+
+/// `counts` adds up exactly what the store holds: runs by state, ended runs by outcome, the
+/// final statuses each terminal record states, notifications by route and whether sent.
+pub fn counts_are_aggregates_of_what_is_stored(open: Opener<'_>) {
+    let s = open();
+    assert_eq!(
+        s.counts().unwrap(),
+        StoreCounts::default(),
+        "an empty store"
+    );
+    let end = |id: &str, outcome: Outcome, statuses: serde_json::Value, notify: bool| {
+        s.create_run(&new_run(id)).unwrap();
+        let t = Terminal {
+            outcome,
+            body: json!({"outcome": outcome.as_str(), "statuses": statuses}),
+            ..terminal(notify, id)
+        };
+        assert!(matches!(s.end_run(id, &t).unwrap(), EndResult::Ended(_)));
+        // A second end changes nothing, so it counts nothing.
+        assert_eq!(s.end_run(id, &t).unwrap(), EndResult::AlreadyEnded);
+    };
+    end(
+        "c-agg-1",
+        Outcome::Succeeded,
+        json!({"d1": "verified", "d2": "verified"}),
+        true,
+    );
+    end(
+        "c-agg-2",
+        Outcome::Failed,
+        json!({"d1": "failed", "d2": "not_attempted", "d3": "verified"}),
+        true,
+    );
+    end("c-agg-3", Outcome::Partial, json!({"d1": "unknown"}), false);
+    // A terminal record without statuses (a run that declared nothing) adds no delivery.
+    s.create_run(&new_run("c-agg-4")).unwrap();
+    s.end_run("c-agg-4", &terminal(false, "c-agg-4")).unwrap();
+    s.create_run(&new_run("c-agg-5")).unwrap();
+    s.create_run(&new_run("c-agg-6")).unwrap();
+    s.set_run_state("c-agg-6", RunState::Suspended).unwrap();
+    let sent = s.outbox_for_run("c-agg-1").unwrap();
+    s.outbox_mark_sent(sent[0].id, 5).unwrap();
+
+    let words = |pairs: &[(&str, u64)]| -> BTreeMap<String, u64> {
+        pairs.iter().map(|(k, n)| (k.to_string(), *n)).collect()
+    };
+    let c = s.counts().unwrap();
+    assert_eq!(
+        c.runs_by_state,
+        words(&[("created", 1), ("ended", 4), ("suspended", 1)])
+    );
+    assert_eq!(
+        c.ended_by_outcome,
+        words(&[("failed", 1), ("partial", 1), ("succeeded", 2)])
+    );
+    assert_eq!(
+        c.deliveries_by_status,
+        words(&[
+            ("failed", 1),
+            ("not_attempted", 1),
+            ("unknown", 1),
+            ("verified", 3)
+        ])
+    );
+    assert_eq!(
+        c.notifications,
+        BTreeMap::from([
+            (("notify".to_string(), false), 1),
+            (("notify".to_string(), true), 1)
+        ])
+    );
+    assert_eq!(c.notifications_pending, 1);
+    // Reopened, the same figures: they are the store's, not a cache's.
+    assert_eq!(open().counts().unwrap(), c);
 }

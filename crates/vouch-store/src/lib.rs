@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
 use vouch_core::{EndedBy, Outcome, RunState, TriggerKind};
 
 pub mod board;
@@ -346,6 +347,23 @@ pub struct NewOutbox {
     pub body: serde_json::Value,
 }
 
+/// What the store holds, counted by the store itself (one `GROUP BY` per figure), so the
+/// cost of reading it does not grow with what a caller would otherwise scan. Keys are the
+/// words the store keeps (`ended`, `succeeded`, `verified`, a route's name).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreCounts {
+    /// Every run, by state.
+    pub runs_by_state: BTreeMap<String, u64>,
+    /// Ended runs by outcome.
+    pub ended_by_outcome: BTreeMap<String, u64>,
+    /// The deliveries of ended runs by final status, as each terminal record states them (§6.1).
+    pub deliveries_by_status: BTreeMap<String, u64>,
+    /// Notifications of ended runs by (route, whether sent) (§11.4).
+    pub notifications: BTreeMap<(String, bool), u64>,
+    /// Outbox rows not yet delivered.
+    pub notifications_pending: u64,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OutboxRow {
     pub id: i64,
@@ -625,6 +643,10 @@ pub trait Store: Send + Sync {
     fn outbox_pending(&self) -> StoreResult<Vec<OutboxRow>>;
     fn outbox_mark_sent(&self, id: i64, at_ms: i64) -> StoreResult<()>;
     fn outbox_for_run(&self, run_id: &str) -> StoreResult<Vec<OutboxRow>>;
+
+    // ---- counts (`/metrics`) ----
+    /// Runs, outcomes, deliveries and notifications counted in one consistent read.
+    fn counts(&self) -> StoreResult<StoreCounts>;
 
     // ---- API tokens (§17) ----
     /// Store a token's hash; `Conflict` if the name (or the hash) is taken.

@@ -131,7 +131,23 @@ pub trait ModelFactory: Send + Sync {
 
 /// Delivers one outbox row on its route (desktop notification, push webhook, test counter).
 pub trait Notifier: Send + Sync {
-    fn notify(&self, row: &OutboxRow) -> Result<(), String>;
+    fn notify(&self, row: &OutboxRow) -> Result<(), NotifyError>;
+}
+
+/// Why a notification was not delivered, by what the outbox dispatcher does next. Either way
+/// the row stays in the outbox until a route takes it (§11.4): a failure still reaches the
+/// person, once.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotifyError {
+    /// The route cannot take it now (no answer, a notification service or push server that is
+    /// busy or down): the next dispatch tries this row again; other rows are still tried.
+    #[error("{0}; it stays queued and is tried again")]
+    Retry(String),
+    /// The route is set up wrong (a push URL that is not one, a push server that refuses the
+    /// request, an inbox log that cannot be written): every row would fail the same way, so
+    /// the dispatcher stops trying until the next start-up. The message says what to fix.
+    #[error("{0}")]
+    Misconfigured(String),
 }
 
 /// Where progress lines go (`--watch`), or nowhere.
@@ -467,7 +483,7 @@ fn summary(m: &Manifest) -> String {
 /// The provider's reply as the journal records it.
 fn reply_record(r: &AttemptReply) -> j::ProviderReply {
     match r.clone() {
-        AttemptReply::Accepted { reference } => j::ProviderReply::Accepted { reference },
+        AttemptReply::Accepted { reference, .. } => j::ProviderReply::Accepted { reference },
         AttemptReply::AcceptedUnverifiable { reference } => {
             j::ProviderReply::AcceptedUnverifiable { reference }
         }
@@ -503,7 +519,7 @@ fn judge(reply: &AttemptReply, obs: &Observation) -> (DeliveryStatus, String, St
             String::new(),
             "the response was lost".into(),
         ),
-        (AttemptReply::Accepted { reference }, Observation::Unobservable) => {
+        (AttemptReply::Accepted { reference, .. }, Observation::Unobservable) => {
             (DeliveryStatus::Verified, reference.clone(), String::new())
         }
     }

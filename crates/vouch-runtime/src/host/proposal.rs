@@ -368,11 +368,7 @@ impl Host {
                     self.evd(
                         &d.id,
                         j::Drafted {
-                            path: parent
-                                .evidence
-                                .strip_prefix("draft ")
-                                .unwrap_or(&parent.evidence)
-                                .to_string(),
+                            path: parent.draft_path.clone().unwrap_or_default(),
                             payload_hash: h.to_string(),
                             carried_from: run.parent.clone(),
                         },

@@ -113,19 +113,31 @@ impl Host {
         Ok(outcome)
     }
 
-    /// The outbox dispatcher: deliver every pending row once, then mark it (§11.4).
+    /// The outbox dispatcher: deliver every pending row once, then mark it (§11.4). A row the
+    /// route cannot take now stays pending and the next row is tried; a misconfigured route
+    /// ends the pass (the rest would fail alike), leaving every undelivered row pending for
+    /// the next dispatch. Returns the rows delivered.
     pub fn dispatch(&self) -> HostResult<usize> {
+        let pending = self.store.outbox_pending()?;
+        let total = pending.len();
         let mut n = 0;
-        for row in self.store.outbox_pending()? {
-            match self.notifier.notify(&row) {
+        for (i, row) in pending.iter().enumerate() {
+            match self.notifier.notify(row) {
                 Ok(()) => {
                     self.store.outbox_mark_sent(row.id, self.now())?;
                     n += 1;
                 }
-                Err(e) => self.say(&format!(
+                Err(e @ NotifyError::Retry(_)) => self.say(&format!(
                     "  notification for run {} not delivered yet: {e}",
                     row.run_id
                 )),
+                Err(e @ NotifyError::Misconfigured(_)) => {
+                    self.say(&format!(
+                        "  notifications not delivered: {e}; {} stay queued until it is fixed",
+                        total - i
+                    ));
+                    break;
+                }
             }
         }
         Ok(n)

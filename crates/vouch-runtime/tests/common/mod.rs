@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use vouch_core::{Destination, DestinationKind};
-use vouch_runtime::provider::{AttemptReply, AttemptRequest, Observation, Provider};
+use vouch_runtime::provider::{AttemptReply, AttemptRequest, Confirms, Observation, Provider};
 
 #[derive(Default)]
 pub struct FakeWorld {
@@ -81,6 +81,7 @@ impl Provider for FakeProvider {
         present.insert(req.destination.key(), req.payload_hash.clone());
         AttemptReply::Accepted {
             reference: format!("fake-{}", req.delivery),
+            confirms: Confirms::Reference,
         }
     }
     fn observe(&self, req: &AttemptRequest, _reply: Option<&AttemptReply>) -> Observation {
