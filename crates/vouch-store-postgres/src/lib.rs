@@ -31,10 +31,15 @@ use std::ops::{Deref, DerefMut};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 use vouch_core::{EndedBy, Outcome, RunState, TriggerKind};
+pub(crate) use vouch_store::codec::corrupt;
+use vouch_store::codec::{
+    self, enum_text, json_text, PreparedEvent, CARD_COLS, JOURNAL_COLS, LEDGER_COLS, OUTBOX_COLS,
+    RUN_COLS, SCHEDULE_COLS, TOKEN_COLS,
+};
 use vouch_store::{
-    verify_chain, Card, CardState, ChainBreak, Decision, EndResult, EventContent, EventKind,
-    JournalEntry, LedgerEntry, LedgerIntent, LedgerState, NewEvent, NewRun, OutboxRow, RunRecord,
-    Schedule, Store, StoreError, StoreResult, Terminal, VerifyReport, GENESIS_HASH,
+    verify_chain, Card, CardState, ChainBreak, Decision, EndResult, EventKind, JournalEntry,
+    LedgerEntry, LedgerIntent, LedgerState, NewEvent, NewRun, OutboxRow, RunRecord, Schedule,
+    Store, StoreError, StoreResult, Terminal, VerifyReport, GENESIS_HASH,
 };
 use vouch_store::{ApiToken, TamperForTests};
 
@@ -49,8 +54,8 @@ pub const CONNECT_TIMEOUT_MS: u64 = 10_000;
 /// How long a statement waits for a row lock before `Retryable` (SQLite's busy timeout).
 pub const LOCK_TIMEOUT_MS: u64 = 10_000;
 
-/// Largest event body or payload accepted (the same limit as the SQLite store).
-pub const BODY_BYTES_MAX: usize = 4 << 20;
+/// Largest event body or payload accepted (the same in every backend).
+pub use vouch_store::codec::BODY_BYTES_MAX;
 /// Longest schema name PostgreSQL keeps (NAMEDATALEN - 1).
 pub const SCHEMA_NAME_BYTES_MAX: usize = 63;
 
@@ -147,14 +152,6 @@ fn commit_err(e: postgres::Error) -> StoreError {
         ));
     }
     db_err(e)
-}
-
-fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt(format!("a stored {what} does not parse: {e}"))
-}
-
-fn to_json_text(v: &Value) -> StoreResult<String> {
-    serde_json::to_string(v).map_err(|e| StoreError::Fatal(format!("serialize JSON: {e}")))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -410,18 +407,8 @@ fn json_col(r: &Row, i: usize, what: &str) -> StoreResult<Value> {
 }
 
 fn parse_enum<T: serde::de::DeserializeOwned>(s: &str, what: &str) -> StoreResult<T> {
-    serde_json::from_value(Value::String(s.to_string())).map_err(|e| corrupt(what, e))
+    codec::enum_from_text(s).map_err(|e| corrupt(what, e))
 }
-
-fn enum_str<T: serde::Serialize>(v: &T) -> String {
-    match serde_json::to_value(v) {
-        Ok(Value::String(s)) => s,
-        Ok(other) => other.to_string(),
-        Err(_) => String::new(),
-    }
-}
-
-const RUN_COLS: &str = "id, trigger, title, chain_root, parent, scope, spec, state, outcome, ended_by, created_ms, ended_ms, owner, lease_until_ms";
 
 fn run_row(r: &Row) -> StoreResult<RunRecord> {
     let state: &str = col(r, 7, "run state")?;
@@ -449,8 +436,6 @@ fn run_row(r: &Row) -> StoreResult<RunRecord> {
     })
 }
 
-const JOURNAL_COLS: &str = "run_id, seq, kind, delivery, body, at_ms, prev_hash, hash";
-
 fn journal_row(r: &Row) -> StoreResult<JournalEntry> {
     let kind: &str = col(r, 2, "event kind")?;
     Ok(JournalEntry {
@@ -464,9 +449,6 @@ fn journal_row(r: &Row) -> StoreResult<JournalEntry> {
         hash: col(r, 7, "event hash")?,
     })
 }
-
-const LEDGER_COLS: &str =
-    "key, scope, run_id, delivery, payload_hash, state, attempts, detail, updated_ms";
 
 fn ledger_row(r: &Row) -> StoreResult<LedgerEntry> {
     let state: &str = col(r, 5, "ledger state")?;
@@ -482,9 +464,6 @@ fn ledger_row(r: &Row) -> StoreResult<LedgerEntry> {
         updated_ms: col(r, 8, "ledger updated_ms")?,
     })
 }
-
-const CARD_COLS: &str =
-    "run_id, delivery, payload_hash, summary, state, created_ms, decided_ms, answer, reason";
 
 fn card_row(r: &Row) -> StoreResult<Card> {
     let state: &str = col(r, 4, "card state")?;
@@ -584,8 +563,6 @@ fn row_damage(conn: &mut postgres::Client) -> Vec<String> {
     out
 }
 
-const OUTBOX_COLS: &str = "id, dedup_key, run_id, route, body, created_ms, sent_ms";
-
 fn outbox_row(r: &Row) -> StoreResult<OutboxRow> {
     Ok(OutboxRow {
         id: col(r, 0, "outbox id")?,
@@ -597,8 +574,6 @@ fn outbox_row(r: &Row) -> StoreResult<OutboxRow> {
         sent_ms: col(r, 6, "outbox sent_ms")?,
     })
 }
-
-const SCHEDULE_COLS: &str = "name, cron, tz, routine, catch_up, overlap, grace_ms, created_ms";
 
 fn schedule_row(r: &Row) -> StoreResult<Schedule> {
     Ok(Schedule {
@@ -627,72 +602,6 @@ fn rows<T>(rows: Vec<Row>, f: fn(&Row) -> StoreResult<T>) -> StoreResult<Vec<T>>
 
 // ---------------------------------------------------------------------------------------------
 // appends
-
-/// An event made ready to insert: its body serialized as it will be stored and read back, and
-/// its content canonicalized, all before the run's lock is taken.
-struct PreparedEvent {
-    run_id: String,
-    kind: EventKind,
-    delivery: Option<String>,
-    at_ms: i64,
-    /// The body as stored.
-    body_text: String,
-    /// The body as it will be read back (what the hash covers).
-    body: Value,
-    content: EventContent,
-}
-
-/// Prepare a batch of non-terminal events (the terminal event is written only by `end_run`).
-fn prepare_all(run_id: &str, events: &[NewEvent]) -> StoreResult<Vec<PreparedEvent>> {
-    events
-        .iter()
-        .map(|e| {
-            if e.kind == EventKind::Terminal {
-                return Err(StoreError::Conflict(
-                    "the terminal event is written only by end_run".into(),
-                ));
-            }
-            PreparedEvent::new(run_id, e)
-        })
-        .collect()
-}
-
-impl PreparedEvent {
-    fn new(run_id: &str, ev: &NewEvent) -> StoreResult<PreparedEvent> {
-        let body_text = to_json_text(&ev.body)?;
-        if body_text.len() > BODY_BYTES_MAX {
-            return Err(StoreError::Conflict(format!(
-                "event body of {} bytes exceeds {BODY_BYTES_MAX}; store large content as a payload and journal its hash",
-                body_text.len()
-            )));
-        }
-        let body: Value =
-            serde_json::from_str(&body_text).map_err(|e| StoreError::Fatal(e.to_string()))?;
-        let content = EventContent::new(run_id, ev.kind, ev.delivery.as_deref(), ev.at_ms, &body);
-        Ok(PreparedEvent {
-            run_id: run_id.to_string(),
-            kind: ev.kind,
-            delivery: ev.delivery.clone(),
-            at_ms: ev.at_ms,
-            body_text,
-            body,
-            content,
-        })
-    }
-
-    fn entry(self, seq: i64, prev_hash: String, hash: String) -> JournalEntry {
-        JournalEntry {
-            run_id: self.run_id,
-            seq,
-            kind: self.kind,
-            delivery: self.delivery,
-            body: self.body,
-            at_ms: self.at_ms,
-            prev_hash,
-            hash,
-        }
-    }
-}
 
 /// Lock the run's row for the rest of the transaction and return its state (None: no such
 /// run). Appends, `end_run` and `open_card` take this lock, so they are serialized per run.
@@ -738,9 +647,7 @@ fn insert_event(t: &mut Transaction<'_>, ev: &PreparedEvent) -> StoreResult<(i64
         match db_err(e) {
             // The run row was locked above, so this means it was never there.
             _ if foreign_key => StoreError::NotFound { what: "run", id: run_id.to_string() },
-            _ if closed => StoreError::Conflict(format!(
-                "run {run_id} has already ended; nothing more can be journaled"
-            )),
+            _ if closed => codec::run_ended(run_id),
             other => other,
         }
     })?;
@@ -749,13 +656,13 @@ fn insert_event(t: &mut Transaction<'_>, ev: &PreparedEvent) -> StoreResult<(i64
 
 fn insert_run(c: &mut impl postgres::GenericClient, run: &NewRun) -> StoreResult<()> {
     vouch_store::check_birth_state(run)?;
-    let spec = to_json_text(&run.spec)?;
+    let spec = json_text(&run.spec)?;
     c.execute(
         "INSERT INTO runs (id, trigger, title, chain_root, parent, scope, spec, state, created_ms, owner, lease_until_ms) VALUES ($1,$2,$3,$4,$5,$6,$7,$11,$8,$9,$10)",
-        &[&run.id, &enum_str(&run.trigger), &run.title, &run.chain_root, &run.parent, &run.scope, &spec, &run.created_ms, &run.lease.as_ref().map(|l| l.owner.as_str()), &run.lease.as_ref().map(|l| l.until_ms), &enum_str(&run.state)],
+        &[&run.id, &enum_text(&run.trigger), &run.title, &run.chain_root, &run.parent, &run.scope, &spec, &run.created_ms, &run.lease.as_ref().map(|l| l.owner.as_str()), &run.lease.as_ref().map(|l| l.until_ms), &enum_text(&run.state)],
     )
     .map_err(|e| match db_err(e) {
-        StoreError::Conflict(_) => StoreError::Conflict(format!("run {} already exists", run.id)),
+        StoreError::Conflict(_) => codec::run_exists(&run.id),
         other => other,
     })?;
     Ok(())
@@ -965,9 +872,7 @@ impl Store for PostgresStore {
 
     fn append(&self, run_id: &str, event: &NewEvent) -> StoreResult<JournalEntry> {
         if event.kind == EventKind::Terminal {
-            return Err(StoreError::Conflict(
-                "the terminal event is written only by end_run".into(),
-            ));
+            return Err(codec::terminal_only_by_end_run());
         }
         let ev = PreparedEvent::new(run_id, event)?;
         let (seq, prev, hash) = self.tx(|t| {
@@ -978,11 +883,7 @@ impl Store for PostgresStore {
                         id: run_id.to_string(),
                     })
                 }
-                Some("ended") => {
-                    return Err(StoreError::Conflict(format!(
-                        "run {run_id} has already ended; nothing more can be journaled"
-                    )))
-                }
+                Some("ended") => return Err(codec::run_ended(run_id)),
                 Some(_) => {}
             }
             insert_event(t, &ev)
@@ -994,7 +895,7 @@ impl Store for PostgresStore {
         if events.is_empty() {
             return Ok(vec![]);
         }
-        let prepared = prepare_all(run_id, events)?;
+        let prepared = PreparedEvent::all(run_id, events)?;
         let chained = self.tx(|t| {
             match lock_run(t, run_id)?.as_deref() {
                 None => {
@@ -1003,11 +904,7 @@ impl Store for PostgresStore {
                         id: run_id.to_string(),
                     })
                 }
-                Some("ended") => {
-                    return Err(StoreError::Conflict(format!(
-                        "run {run_id} has already ended; nothing more can be journaled"
-                    )))
-                }
+                Some("ended") => return Err(codec::run_ended(run_id)),
                 Some(_) => {}
             }
             let mut chained = Vec::with_capacity(prepared.len());
@@ -1072,7 +969,7 @@ impl Store for PostgresStore {
         events: &[NewEvent],
         terminal: &Terminal,
     ) -> StoreResult<EndResult> {
-        let before = prepare_all(run_id, events)?;
+        let before = PreparedEvent::all(run_id, events)?;
         let ev = PreparedEvent::new(
             run_id,
             &NewEvent::new(EventKind::Terminal, terminal.at_ms, terminal.body.clone()),
@@ -1080,7 +977,7 @@ impl Store for PostgresStore {
         let outbox_body = terminal
             .outbox
             .as_ref()
-            .map(|o| to_json_text(&o.body))
+            .map(|o| json_text(&o.body))
             .transpose()?;
         let ended = self.tx(|t| {
             match lock_run(t, run_id)?.as_deref() {
@@ -1099,7 +996,7 @@ impl Store for PostgresStore {
             let (seq, prev, hash) = insert_event(t, &ev)?;
             t.execute(
                 "UPDATE runs SET state = 'ended', outcome = $2, ended_by = $3, ended_ms = $4, owner = NULL, lease_until_ms = NULL WHERE id = $1",
-                &[&run_id, &enum_str(&terminal.outcome), &enum_str(&terminal.ended_by), &terminal.at_ms],
+                &[&run_id, &enum_text(&terminal.outcome), &enum_text(&terminal.ended_by), &terminal.at_ms],
             )
             .map_err(db_err)?;
             t.execute(
@@ -1214,12 +1111,7 @@ impl Store for PostgresStore {
     }
 
     fn put_payload(&self, hash: &str, canonical_json: &str) -> StoreResult<()> {
-        if canonical_json.len() > BODY_BYTES_MAX {
-            return Err(StoreError::Conflict(format!(
-                "payload of {} bytes exceeds {BODY_BYTES_MAX}",
-                canonical_json.len()
-            )));
-        }
+        codec::check_payload_bytes(canonical_json.len())?;
         self.exec(
             "INSERT INTO payloads (hash, body) VALUES ($1, $2) ON CONFLICT (hash) DO NOTHING",
             &[&hash, &canonical_json],
@@ -1235,7 +1127,7 @@ impl Store for PostgresStore {
 
     fn ledger_intend(&self, entry: &LedgerEntry) -> StoreResult<LedgerIntent> {
         let e = entry;
-        let detail = to_json_text(&e.detail)?;
+        let detail = json_text(&e.detail)?;
         self.tx(|t| {
             // The unique key decides a race: the loser waits for the winner's commit, inserts
             // nothing, and then reads the winner's row below.
@@ -1287,7 +1179,7 @@ impl Store for PostgresStore {
         detail: &Value,
         at_ms: i64,
     ) -> StoreResult<()> {
-        let detail = to_json_text(detail)?;
+        let detail = json_text(detail)?;
         let n = self.exec(
             "UPDATE ledger SET state = $2, detail = $3, updated_ms = $4 WHERE key = $1 AND state = 'intended'",
             &[&key, &state.as_str(), &detail, &at_ms],
@@ -1495,7 +1387,7 @@ impl Store for PostgresStore {
     }
 
     fn put_schedule(&self, s: &Schedule) -> StoreResult<()> {
-        let routine = to_json_text(&s.routine)?;
+        let routine = json_text(&s.routine)?;
         self.pool
             .get()?
             .execute(
@@ -1515,10 +1407,7 @@ impl Store for PostgresStore {
             )
             // The name is taken when the primary key says so (by constraint name, not wording).
             .map_err(|e| match e.as_db_error().and_then(|d| d.constraint()) {
-                Some("schedules_pkey") => StoreError::Conflict(format!(
-                    "a schedule named `{}` already exists; remove it first or pick another name",
-                    s.name
-                )),
+                Some("schedules_pkey") => codec::schedule_exists(&s.name),
                 _ => db_err(e),
             })?;
         Ok(())
@@ -1540,14 +1429,11 @@ impl Store for PostgresStore {
 
     fn put_token(&self, t: &ApiToken) -> StoreResult<()> {
         self.exec(
-            "INSERT INTO api_tokens (name, hash, created_ms) VALUES ($1, $2, $3)",
+            &format!("INSERT INTO api_tokens ({TOKEN_COLS}) VALUES ($1, $2, $3)"),
             &[&t.name, &t.hash, &t.created_ms],
         )
         .map_err(|e| match e {
-            StoreError::Conflict(_) => StoreError::Conflict(format!(
-                "a token named `{}` already exists; remove it first or pick another name",
-                t.name
-            )),
+            StoreError::Conflict(_) => codec::token_exists(&t.name),
             other => other,
         })?;
         Ok(())
@@ -1555,7 +1441,7 @@ impl Store for PostgresStore {
 
     fn token_by_hash(&self, hash: &str) -> StoreResult<Option<ApiToken>> {
         self.query_opt(
-            "SELECT name, hash, created_ms FROM api_tokens WHERE hash = $1",
+            &format!("SELECT {TOKEN_COLS} FROM api_tokens WHERE hash = $1"),
             &[&hash],
         )?
         .as_ref()
@@ -1566,7 +1452,7 @@ impl Store for PostgresStore {
     fn tokens(&self) -> StoreResult<Vec<ApiToken>> {
         rows(
             self.query(
-                "SELECT name, hash, created_ms FROM api_tokens ORDER BY name COLLATE \"C\"",
+                &format!("SELECT {TOKEN_COLS} FROM api_tokens ORDER BY name COLLATE \"C\""),
                 &[],
             )?,
             token_row,

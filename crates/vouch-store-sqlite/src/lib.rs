@@ -30,10 +30,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex};
 use vouch_core::{EndedBy, Outcome, RunState, TriggerKind};
+use vouch_store::codec::{
+    self, enum_text, json_text, PreparedEvent, CARD_COLS, JOURNAL_COLS, LEDGER_COLS, OUTBOX_COLS,
+    RUN_COLS, SCHEDULE_COLS, TOKEN_COLS,
+};
 use vouch_store::{
-    verify_chain, Card, CardState, Decision, EndResult, EventContent, EventKind, JournalEntry,
-    LedgerEntry, LedgerIntent, LedgerState, NewEvent, NewRun, OutboxRow, RunRecord, Schedule,
-    Store, StoreError, StoreResult, Terminal, VerifyReport, GENESIS_HASH,
+    verify_chain, Card, CardState, Decision, EndResult, EventKind, JournalEntry, LedgerEntry,
+    LedgerIntent, LedgerState, NewEvent, NewRun, OutboxRow, RunRecord, Schedule, Store, StoreError,
+    StoreResult, Terminal, VerifyReport, GENESIS_HASH,
 };
 use vouch_store::{ApiToken, TamperForTests};
 
@@ -50,8 +54,8 @@ pub const WRITE_QUEUE_MAX: usize = 4096;
 pub const BUSY_TIMEOUT_MS: u64 = 10_000;
 /// Read connections open at most (each holds a file descriptor and a page cache).
 pub const READ_CONNECTIONS_MAX: usize = 4;
-/// Largest event body or payload accepted.
-pub const BODY_BYTES_MAX: usize = 4 << 20;
+/// Largest event body or payload accepted (the same in every backend).
+pub use vouch_store::codec::BODY_BYTES_MAX;
 
 type Finish = Box<dyn FnOnce(Option<&str>) + Send>;
 /// A write job: given the writer's connection inside an open transaction (or, when the
@@ -550,7 +554,7 @@ impl Drop for SqliteStore {
 }
 
 fn parse<T: serde::de::DeserializeOwned>(s: &str, what: &str) -> rusqlite::Result<T> {
-    serde_json::from_value(Value::String(s.to_string())).map_err(|e| {
+    codec::enum_from_text(s).map_err(|e| {
         rusqlite::Error::FromSqlConversionFailure(
             0,
             rusqlite::types::Type::Text,
@@ -572,8 +576,6 @@ fn json_col(s: &str) -> rusqlite::Result<Value> {
         rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
     })
 }
-
-const RUN_COLS: &str = "id, trigger, title, chain_root, parent, scope, spec, state, outcome, ended_by, created_ms, ended_ms, owner, lease_until_ms";
 
 fn run_row(r: &Row) -> rusqlite::Result<RunRecord> {
     let trigger: String = r.get(1)?;
@@ -609,8 +611,6 @@ fn run_row(r: &Row) -> rusqlite::Result<RunRecord> {
     })
 }
 
-const JOURNAL_COLS: &str = "run_id, seq, kind, delivery, body, at_ms, prev_hash, hash";
-
 fn journal_row(r: &Row) -> rusqlite::Result<JournalEntry> {
     let kind: String = r.get(2)?;
     let body: String = r.get(4)?;
@@ -631,9 +631,6 @@ fn journal_row(r: &Row) -> rusqlite::Result<JournalEntry> {
         hash: r.get(7)?,
     })
 }
-
-const LEDGER_COLS: &str =
-    "key, scope, run_id, delivery, payload_hash, state, attempts, detail, updated_ms";
 
 fn ledger_row(r: &Row) -> rusqlite::Result<LedgerEntry> {
     let state: String = r.get(5)?;
@@ -656,9 +653,6 @@ fn ledger_row(r: &Row) -> rusqlite::Result<LedgerEntry> {
         updated_ms: r.get(8)?,
     })
 }
-
-const CARD_COLS: &str =
-    "run_id, delivery, payload_hash, summary, state, created_ms, decided_ms, answer, reason";
 
 fn card_row(r: &Row) -> rusqlite::Result<Card> {
     let state: String = r.get(4)?;
@@ -692,14 +686,6 @@ fn outbox_row(r: &Row) -> rusqlite::Result<OutboxRow> {
         created_ms: r.get(5)?,
         sent_ms: r.get(6)?,
     })
-}
-
-fn enum_str<T: serde::Serialize>(v: &T) -> String {
-    match serde_json::to_value(v) {
-        Ok(Value::String(s)) => s,
-        Ok(other) => other.to_string(),
-        Err(_) => String::new(),
-    }
 }
 
 /// Every run's hash chain, streamed one run at a time; an unreadable event is a break.
@@ -845,92 +831,6 @@ fn read_err(e: rusqlite::Error) -> StoreError {
     }
 }
 
-/// An event made ready for the writer: its body serialized as it will be stored and read
-/// back, and its content canonicalized. This is the costly part of an append; `append` does it
-/// on the caller's thread so the writer's serialized section is only "next seq, SHA-256,
-/// insert".
-struct PreparedEvent {
-    run_id: String,
-    kind: EventKind,
-    delivery: Option<String>,
-    at_ms: i64,
-    /// The body as stored.
-    body_text: String,
-    /// The body as it will be read back (what the hash covers).
-    body: Value,
-    content: EventContent,
-}
-
-/// Prepare a batch of non-terminal events (the terminal event is written only by `end_run`).
-fn prepare_all(run_id: &str, events: &[NewEvent]) -> StoreResult<Vec<PreparedEvent>> {
-    events
-        .iter()
-        .map(|e| {
-            if e.kind == EventKind::Terminal {
-                return Err(StoreError::Conflict(
-                    "the terminal event is written only by end_run".into(),
-                ));
-            }
-            PreparedEvent::new(run_id, e)
-        })
-        .collect()
-}
-
-impl PreparedEvent {
-    fn new(run_id: &str, ev: &NewEvent) -> StoreResult<PreparedEvent> {
-        let body_text =
-            serde_json::to_string(&ev.body).map_err(|e| StoreError::Fatal(e.to_string()))?;
-        if body_text.len() > BODY_BYTES_MAX {
-            return Err(StoreError::Conflict(format!(
-                "event body of {} bytes exceeds {BODY_BYTES_MAX}; store large content as a payload and journal its hash",
-                body_text.len()
-            )));
-        }
-        // Hash what will be read back: the body parsed from its stored text. Text, integers,
-        // booleans and null come back exactly as they went in, so only a body with a
-        // floating-point number needs the round trip (a parser may land one ULP away).
-        let body: Value = if has_float(&ev.body) {
-            serde_json::from_str(&body_text).map_err(|e| StoreError::Fatal(e.to_string()))?
-        } else {
-            ev.body.clone()
-        };
-        let content = EventContent::new(run_id, ev.kind, ev.delivery.as_deref(), ev.at_ms, &body);
-        Ok(PreparedEvent {
-            run_id: run_id.to_string(),
-            kind: ev.kind,
-            delivery: ev.delivery.clone(),
-            at_ms: ev.at_ms,
-            body_text,
-            body,
-            content,
-        })
-    }
-
-    fn entry(self, seq: i64, prev_hash: String, hash: String) -> JournalEntry {
-        JournalEntry {
-            run_id: self.run_id,
-            seq,
-            kind: self.kind,
-            delivery: self.delivery,
-            body: self.body,
-            at_ms: self.at_ms,
-            prev_hash,
-            hash,
-        }
-    }
-}
-
-/// Whether any number in `v` is a float (the only JSON values whose text form may not parse
-/// back to the identical value).
-fn has_float(v: &Value) -> bool {
-    match v {
-        Value::Number(n) => n.is_f64(),
-        Value::Array(items) => items.iter().any(has_float),
-        Value::Object(map) => map.values().any(has_float),
-        Value::Null | Value::Bool(_) | Value::String(_) => false,
-    }
-}
-
 /// Append inside the writer's transaction: next seq, chained hash, insert. Returns
 /// `(seq, prev_hash, hash)`.
 fn insert_event(conn: &Connection, ev: &PreparedEvent) -> StoreResult<(i64, String, String)> {
@@ -966,9 +866,7 @@ fn insert_event(conn: &Connection, ev: &PreparedEvent) -> StoreResult<(i64, Stri
                 what: "run",
                 id: run_id.to_string(),
             },
-            Some(ffi::SQLITE_CONSTRAINT_TRIGGER | ffi::SQLITE_CONSTRAINT_UNIQUE) => {
-                StoreError::Conflict(format!("run {run_id} has already ended; nothing more can be journaled"))
-            }
+            Some(ffi::SQLITE_CONSTRAINT_TRIGGER | ffi::SQLITE_CONSTRAINT_UNIQUE) => codec::run_ended(run_id),
             _ => db_err(e),
         }
     })?;
@@ -977,13 +875,13 @@ fn insert_event(conn: &Connection, ev: &PreparedEvent) -> StoreResult<(i64, Stri
 
 fn insert_run(conn: &Connection, run: &NewRun) -> StoreResult<()> {
     vouch_store::check_birth_state(run)?;
-    let spec = serde_json::to_string(&run.spec).map_err(|e| StoreError::Fatal(e.to_string()))?;
+    let spec = json_text(&run.spec)?;
     conn.execute(
         &format!("INSERT INTO runs ({RUN_COLS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?11,NULL,NULL,?8,NULL,?9,?10)"),
-        params![run.id, enum_str(&run.trigger), run.title, run.chain_root, run.parent, run.scope, spec, run.created_ms, run.lease.as_ref().map(|l| l.owner.as_str()), run.lease.as_ref().map(|l| l.until_ms), enum_str(&run.state)],
+        params![run.id, enum_text(&run.trigger), run.title, run.chain_root, run.parent, run.scope, spec, run.created_ms, run.lease.as_ref().map(|l| l.owner.as_str()), run.lease.as_ref().map(|l| l.until_ms), enum_text(&run.state)],
     )
     .map_err(|e| match db_err(e) {
-        StoreError::Conflict(_) => StoreError::Conflict(format!("run {} already exists", run.id)),
+        StoreError::Conflict(_) => codec::run_exists(&run.id),
         other => other,
     })?;
     Ok(())
@@ -1091,9 +989,7 @@ impl Store for SqliteStore {
 
     fn append(&self, run_id: &str, event: &NewEvent) -> StoreResult<JournalEntry> {
         if event.kind == EventKind::Terminal {
-            return Err(StoreError::Conflict(
-                "the terminal event is written only by end_run".into(),
-            ));
+            return Err(codec::terminal_only_by_end_run());
         }
         let ev = PreparedEvent::new(run_id, event)?;
         let (seq, prev, hash, ev) = self.write_one(move |c| {
@@ -1107,7 +1003,7 @@ impl Store for SqliteStore {
         if events.is_empty() {
             return Ok(vec![]);
         }
-        let prepared = prepare_all(run_id, events)?;
+        let prepared = PreparedEvent::all(run_id, events)?;
         // One job, one savepoint: the batch is durable together or not at all.
         self.write(move |c| {
             let mut out = Vec::with_capacity(prepared.len());
@@ -1176,7 +1072,7 @@ impl Store for SqliteStore {
         events: &[NewEvent],
         terminal: &Terminal,
     ) -> StoreResult<EndResult> {
-        let before = prepare_all(run_id, events)?;
+        let before = PreparedEvent::all(run_id, events)?;
         let (run_id, t) = (run_id.to_string(), terminal.clone());
         let ev = PreparedEvent::new(
             &run_id,
@@ -1196,12 +1092,12 @@ impl Store for SqliteStore {
             let entry = ev.entry(seq, prev, hash);
             c.execute(
                 "UPDATE runs SET state = 'ended', outcome = ?2, ended_by = ?3, ended_ms = ?4, owner = NULL, lease_until_ms = NULL WHERE id = ?1",
-                params![run_id, enum_str(&t.outcome), enum_str(&t.ended_by), t.at_ms],
+                params![run_id, enum_text(&t.outcome), enum_text(&t.ended_by), t.at_ms],
             )
             .map_err(db_err)?;
             c.execute("INSERT INTO receipts (run_id, text) VALUES (?1, ?2)", params![run_id, t.receipt]).map_err(db_err)?;
             if let Some(o) = &t.outbox {
-                let body = serde_json::to_string(&o.body).map_err(|e| StoreError::Fatal(e.to_string()))?;
+                let body = json_text(&o.body)?;
                 c.execute(
                     "INSERT OR IGNORE INTO outbox (dedup_key, run_id, route, body, created_ms, sent_ms) VALUES (?1,?2,?3,?4,?5,NULL)",
                     params![o.dedup_key, o.run_id, o.route, body, t.at_ms],
@@ -1320,12 +1216,7 @@ impl Store for SqliteStore {
     }
 
     fn put_payload(&self, hash: &str, canonical_json: &str) -> StoreResult<()> {
-        if canonical_json.len() > BODY_BYTES_MAX {
-            return Err(StoreError::Conflict(format!(
-                "payload of {} bytes exceeds {BODY_BYTES_MAX}",
-                canonical_json.len()
-            )));
-        }
+        codec::check_payload_bytes(canonical_json.len())?;
         let (hash, body) = (hash.to_string(), canonical_json.to_string());
         self.write(move |c| {
             c.execute(
@@ -1356,7 +1247,7 @@ impl Store for SqliteStore {
                 .map_err(read_err)?;
             match existing {
                 None => {
-                    let detail = serde_json::to_string(&e.detail).map_err(|x| StoreError::Fatal(x.to_string()))?;
+                    let detail = json_text(&e.detail)?;
                     c.execute(
                         &format!("INSERT INTO ledger ({LEDGER_COLS}) VALUES (?1,?2,?3,?4,?5,'intended',1,?6,?7)"),
                         params![e.key, e.scope, e.run_id, e.delivery, e.payload_hash, detail, e.updated_ms],
@@ -1384,10 +1275,7 @@ impl Store for SqliteStore {
         detail: &Value,
         at_ms: i64,
     ) -> StoreResult<()> {
-        let (key, detail) = (
-            key.to_string(),
-            serde_json::to_string(detail).map_err(|e| StoreError::Fatal(e.to_string()))?,
-        );
+        let (key, detail) = (key.to_string(), json_text(detail)?);
         self.write(move |c| {
             let n = c
                 .execute("UPDATE ledger SET state = ?2, detail = ?3, updated_ms = ?4 WHERE key = ?1 AND state = 'intended'", params![key, state.as_str(), detail, at_ms])
@@ -1575,15 +1463,25 @@ impl Store for SqliteStore {
 
     fn put_schedule(&self, s: &Schedule) -> StoreResult<()> {
         let s = s.clone();
-        let routine =
-            serde_json::to_string(&s.routine).map_err(|e| StoreError::Fatal(e.to_string()))?;
+        let routine = json_text(&s.routine)?;
         self.write(move |c| {
             c.execute(
-                "INSERT INTO schedules (name, cron, tz, routine, catch_up, overlap, grace_ms, created_ms) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)",
-                params![s.name, s.cron, s.tz, routine, s.catch_up, s.overlap, s.grace_ms, s.created_ms],
+                &format!(
+                    "INSERT INTO schedules ({SCHEDULE_COLS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)"
+                ),
+                params![
+                    s.name,
+                    s.cron,
+                    s.tz,
+                    routine,
+                    s.catch_up,
+                    s.overlap,
+                    s.grace_ms,
+                    s.created_ms
+                ],
             )
             .map_err(|e| match db_err(e) {
-                StoreError::Conflict(_) => StoreError::Conflict(format!("a schedule named `{}` already exists; remove it first or pick another name", s.name)),
+                StoreError::Conflict(_) => codec::schedule_exists(&s.name),
                 other => other,
             })?;
             Ok(())
@@ -1593,7 +1491,9 @@ impl Store for SqliteStore {
     fn schedules(&self) -> StoreResult<Vec<Schedule>> {
         self.read(|c| {
             let mut st = c
-                .prepare_cached("SELECT name, cron, tz, routine, catch_up, overlap, grace_ms, created_ms FROM schedules ORDER BY name")
+                .prepare_cached(&format!(
+                    "SELECT {SCHEDULE_COLS} FROM schedules ORDER BY name"
+                ))
                 .map_err(db_err)?;
             let rows = st
                 .query_map([], |r| {
@@ -1627,14 +1527,11 @@ impl Store for SqliteStore {
         let t = t.clone();
         self.write(move |c| {
             c.execute(
-                "INSERT INTO api_tokens (name, hash, created_ms) VALUES (?1, ?2, ?3)",
+                &format!("INSERT INTO api_tokens ({TOKEN_COLS}) VALUES (?1, ?2, ?3)"),
                 params![t.name, t.hash, t.created_ms],
             )
             .map_err(|e| match db_err(e) {
-                StoreError::Conflict(_) => StoreError::Conflict(format!(
-                    "a token named `{}` already exists; remove it first or pick another name",
-                    t.name
-                )),
+                StoreError::Conflict(_) => codec::token_exists(&t.name),
                 other => other,
             })?;
             Ok(())
@@ -1644,7 +1541,7 @@ impl Store for SqliteStore {
     fn token_by_hash(&self, hash: &str) -> StoreResult<Option<ApiToken>> {
         self.read(|c| {
             c.query_row_cached(
-                "SELECT name, hash, created_ms FROM api_tokens WHERE hash = ?1",
+                &format!("SELECT {TOKEN_COLS} FROM api_tokens WHERE hash = ?1"),
                 [hash],
                 token_row,
             )
@@ -1656,7 +1553,9 @@ impl Store for SqliteStore {
     fn tokens(&self) -> StoreResult<Vec<ApiToken>> {
         self.read(|c| {
             let mut st = c
-                .prepare_cached("SELECT name, hash, created_ms FROM api_tokens ORDER BY name")
+                .prepare_cached(&format!(
+                    "SELECT {TOKEN_COLS} FROM api_tokens ORDER BY name"
+                ))
                 .map_err(db_err)?;
             let rows = st.query_map([], token_row).map_err(db_err)?;
             rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
@@ -1675,7 +1574,9 @@ impl Store for SqliteStore {
     fn outbox_pending(&self) -> StoreResult<Vec<OutboxRow>> {
         self.read(|c| {
             let mut st = c
-                .prepare_cached("SELECT id, dedup_key, run_id, route, body, created_ms, sent_ms FROM outbox WHERE sent_ms IS NULL ORDER BY id")
+                .prepare_cached(&format!(
+                    "SELECT {OUTBOX_COLS} FROM outbox WHERE sent_ms IS NULL ORDER BY id"
+                ))
                 .map_err(db_err)?;
             let rows = st.query_map([], outbox_row).map_err(db_err)?;
             rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
@@ -1696,7 +1597,9 @@ impl Store for SqliteStore {
     fn outbox_for_run(&self, run_id: &str) -> StoreResult<Vec<OutboxRow>> {
         self.read(|c| {
             let mut st = c
-                .prepare_cached("SELECT id, dedup_key, run_id, route, body, created_ms, sent_ms FROM outbox WHERE run_id = ?1 ORDER BY id")
+                .prepare_cached(&format!(
+                    "SELECT {OUTBOX_COLS} FROM outbox WHERE run_id = ?1 ORDER BY id"
+                ))
                 .map_err(db_err)?;
             let rows = st.query_map([run_id], outbox_row).map_err(db_err)?;
             rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)

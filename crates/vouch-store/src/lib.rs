@@ -12,6 +12,7 @@ use vouch_core::{EndedBy, Outcome, RunState, TriggerKind};
 pub mod board;
 #[cfg(feature = "conformance")]
 pub mod board_conformance;
+pub mod codec;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod events;
