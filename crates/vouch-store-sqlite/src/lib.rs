@@ -1474,8 +1474,8 @@ impl Store for SqliteStore {
                     s.cron,
                     s.tz,
                     routine,
-                    s.catch_up,
-                    s.overlap,
+                    s.catch_up.as_str(),
+                    s.overlap.as_str(),
                     s.grace_ms,
                     s.created_ms
                 ],
@@ -1503,8 +1503,8 @@ impl Store for SqliteStore {
                         cron: r.get(1)?,
                         tz: r.get(2)?,
                         routine: json_col(&routine)?,
-                        catch_up: r.get(4)?,
-                        overlap: r.get(5)?,
+                        catch_up: parse(&r.get::<_, String>(4)?, "catch_up")?,
+                        overlap: parse(&r.get::<_, String>(5)?, "overlap")?,
                         grace_ms: r.get(6)?,
                         created_ms: r.get(7)?,
                     })
