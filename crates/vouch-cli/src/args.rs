@@ -1,7 +1,7 @@
 //! The command line: every command, its arguments and their help (clap).
 
 use crate::{artifact, identity, task, token};
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
 #[derive(Parser)]
@@ -221,6 +221,39 @@ pub(crate) enum Cmd {
     },
 }
 
+/// `--catch-up`: a schedule's catch-up policy in the words the store keeps (a test holds the
+/// two lists equal).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum CatchUpArg {
+    Skip,
+    Latest,
+}
+
+impl From<CatchUpArg> for vouch_core::CatchUp {
+    fn from(a: CatchUpArg) -> Self {
+        match a {
+            CatchUpArg::Skip => vouch_core::CatchUp::Skip,
+            CatchUpArg::Latest => vouch_core::CatchUp::Latest,
+        }
+    }
+}
+
+/// `--overlap`: a schedule's overlap policy in the words the store keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum OverlapArg {
+    Skip,
+    Allow,
+}
+
+impl From<OverlapArg> for vouch_core::Overlap {
+    fn from(a: OverlapArg) -> Self {
+        match a {
+            OverlapArg::Skip => vouch_core::Overlap::Skip,
+            OverlapArg::Allow => vouch_core::Overlap::Allow,
+        }
+    }
+}
+
 #[derive(Subcommand)]
 pub(crate) enum ScheduleCmd {
     /// Add a schedule.
@@ -239,11 +272,11 @@ pub(crate) enum ScheduleCmd {
         routine: PathBuf,
         /// Slots missed while vouch was not serving: `skip` them (each reported as missed),
         /// or also run the `latest` one late.
-        #[arg(long, default_value = "skip", value_parser = ["skip", "latest"])]
-        catch_up: String,
+        #[arg(long, value_enum, default_value_t = CatchUpArg::Skip)]
+        catch_up: CatchUpArg,
         /// A slot due while the previous run is still going: `skip` it, or `allow` both.
-        #[arg(long, default_value = "skip", value_parser = ["skip", "allow"])]
-        overlap: String,
+        #[arg(long, value_enum, default_value_t = OverlapArg::Skip)]
+        overlap: OverlapArg,
         /// How late a slot may still start: `900s`, `15m`, `1h` (default 15m).
         #[arg(long, default_value = "15m")]
         grace: String,
@@ -351,5 +384,50 @@ pub(crate) fn parse_limit(s: &str) -> std::result::Result<usize, String> {
         Err(_) => Err(format!(
             "`{s}` is not a whole number; give how many runs to show, like 20"
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedule_policy_flags_take_exactly_the_stored_words() {
+        let names = |vs: &[Option<clap::builder::PossibleValue>]| -> Vec<String> {
+            vs.iter()
+                .flatten()
+                .map(|v| v.get_name().to_string())
+                .collect()
+        };
+        let flags: Vec<_> = CatchUpArg::value_variants()
+            .iter()
+            .map(|v| v.to_possible_value())
+            .collect();
+        assert_eq!(
+            names(&flags),
+            vouch_core::CatchUp::ALL.map(|c| c.as_str().to_string())
+        );
+        for v in CatchUpArg::value_variants() {
+            let stored = vouch_core::CatchUp::from(*v);
+            assert_eq!(
+                v.to_possible_value().map(|p| p.get_name().to_string()),
+                Some(stored.as_str().into())
+            );
+        }
+        let flags: Vec<_> = OverlapArg::value_variants()
+            .iter()
+            .map(|v| v.to_possible_value())
+            .collect();
+        assert_eq!(
+            names(&flags),
+            vouch_core::Overlap::ALL.map(|o| o.as_str().to_string())
+        );
+        for v in OverlapArg::value_variants() {
+            let stored = vouch_core::Overlap::from(*v);
+            assert_eq!(
+                v.to_possible_value().map(|p| p.get_name().to_string()),
+                Some(stored.as_str().into())
+            );
+        }
     }
 }

@@ -301,8 +301,8 @@ pub fn run(keep: bool) -> Result<i32> {
             {"tool": "search_news", "args": {"q": "markets"}},
             {"deliver": "d1", "payload": {"text": "# Brief\nMarkets calm; two meetings.\n"}}
         ]}}),
-        catch_up: "skip".into(),
-        overlap: "skip".into(),
+        catch_up: vouch_core::CatchUp::Skip,
+        overlap: vouch_core::Overlap::Skip,
         grace_ms: 15 * 60_000,
         created_ms: now - 36 * 3_600_000,
     })?;

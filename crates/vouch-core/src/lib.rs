@@ -14,6 +14,7 @@ pub mod manifest;
 pub mod posture;
 pub mod receipt;
 pub mod run;
+pub mod schedule;
 pub mod status;
 
 pub use attention::{route, significance, Presence, Route, Significance};
@@ -27,4 +28,5 @@ pub use manifest::{
 pub use posture::{posture, Context, Posture, PostureInput, Rule};
 pub use receipt::{delivery_line, Wording, CLAIM_WORDS};
 pub use run::{EndedBy, RunState, TriggerKind};
+pub use schedule::{CatchUp, Overlap};
 pub use status::{outcome, DeliveryStatus, Outcome};

@@ -10,7 +10,7 @@ use chrono::{TimeZone, Utc};
 use chrono_tz::Tz;
 use croner::Cron;
 use serde_json::Value;
-use vouch_core::{Presence, RunState, TriggerKind};
+use vouch_core::{CatchUp, Overlap, Presence, RunState, TriggerKind};
 use vouch_store::Schedule;
 
 /// Slots looked at per schedule and tick at most (a machine off for years stays bounded).
@@ -70,17 +70,18 @@ pub struct ScheduleInvalid {
     pub message: String,
 }
 
-/// Build a schedule from what a person or program gave: cron and time zone parse, catch-up
-/// and overlap are known words, the routine has a `prompt` and a `script` (an array of turns,
-/// stored as the scripted model) or a `model` (default: the configured OpenAI endpoint).
+/// Build a schedule from what a person or program gave: cron and time zone parse, the
+/// routine has a `prompt` and a `script` (an array of turns, stored as the scripted model) or
+/// a `model` (default: the configured OpenAI endpoint). Catch-up and overlap arrive typed: a
+/// wrong word is refused where it is read (the CLI's flag, the API's field).
 #[allow(clippy::too_many_arguments)]
 pub fn new_schedule(
     name: &str,
     cron: &str,
     tz: &str,
     mut routine: Value,
-    catch_up: &str,
-    overlap: &str,
+    catch_up: CatchUp,
+    overlap: Overlap,
     grace_ms: i64,
     created_ms: i64,
 ) -> Result<Schedule, ScheduleInvalid> {
@@ -93,12 +94,6 @@ pub fn new_schedule(
     }
     parse_cron(cron).map_err(|m| bad("cron", m))?;
     parse_tz(tz).map_err(|m| bad("tz", m))?;
-    if !["skip", "latest"].contains(&catch_up) {
-        return Err(bad("catch_up", format!("`{catch_up}`: use skip or latest")));
-    }
-    if !["skip", "allow"].contains(&overlap) {
-        return Err(bad("overlap", format!("`{overlap}`: use skip or allow")));
-    }
     if grace_ms < 0 {
         return Err(bad("grace_ms", "must be zero or more milliseconds".into()));
     }
@@ -128,8 +123,8 @@ pub fn new_schedule(
         cron: cron.to_string(),
         tz: tz.to_string(),
         routine,
-        catch_up: catch_up.to_string(),
-        overlap: overlap.to_string(),
+        catch_up,
+        overlap,
         grace_ms,
         created_ms,
     })
@@ -184,7 +179,8 @@ impl Host {
                 pending.into_iter().partition(|t| now - t > s.grace_ms);
             let newest_late = late.last().copied();
             for slot in &late {
-                let latest = s.catch_up == "latest" && Some(*slot) == newest_late && due.is_empty();
+                let latest =
+                    s.catch_up == CatchUp::Latest && Some(*slot) == newest_late && due.is_empty();
                 match self.missed_slot(&s.name, *slot, &routine_spec(&s, *slot), latest) {
                     Ok((id, late_run)) => {
                         report.missed.push((s.name.clone(), *slot, id));
@@ -206,7 +202,7 @@ impl Host {
                         .unwrap_or(false)
                 });
                 let spec = routine_spec(&s, slot);
-                if active && s.overlap == "skip" {
+                if active && s.overlap == Overlap::Skip {
                     // The previous run is still going: this slot does not start (§12.1 overlap).
                     match self.missed_slot(
                         &s.name,

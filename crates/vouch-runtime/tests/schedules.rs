@@ -4,7 +4,7 @@
 
 use serde_json::json;
 use std::sync::{Arc, Mutex};
-use vouch_core::{Outcome, RunState};
+use vouch_core::{CatchUp, Outcome, Overlap, RunState};
 use vouch_runtime::capability::PatternCapabilities;
 use vouch_runtime::clock::{Clock, ManualClock};
 use vouch_runtime::crash::{CrashMode, CrashPlan};
@@ -78,8 +78,8 @@ impl World {
         &self,
         host: &Host,
         name: &str,
-        catch_up: &str,
-        overlap: &str,
+        catch_up: CatchUp,
+        overlap: Overlap,
         quiet: bool,
         turns: serde_json::Value,
     ) {
@@ -89,8 +89,8 @@ impl World {
                 cron: "0 7 * * *".into(),
                 tz: "UTC".into(),
                 routine: json!({"prompt": "7am brief", "quiet": quiet, "model": {"kind": "script", "turns": turns}}),
-                catch_up: catch_up.into(),
-                overlap: overlap.into(),
+                catch_up,
+                overlap,
                 grace_ms: 15 * 60_000,
                 created_ms: T0,
             })
@@ -118,7 +118,7 @@ fn brief() -> serde_json::Value {
 fn a_slot_runs_once_and_is_never_replayed() {
     let w = World::new(FakeWorld::accepting());
     let host = w.host(None);
-    w.schedule(&host, "brief", "skip", "skip", false, brief());
+    w.schedule(&host, "brief", CatchUp::Skip, Overlap::Skip, false, brief());
     w.clock.set(T0 + SEVEN + 5_000);
     let r = host.tick().unwrap();
     assert_eq!(r.started.len(), 1);
@@ -137,7 +137,7 @@ fn a_slot_runs_once_and_is_never_replayed() {
 fn a_crash_mid_run_leaves_an_interrupted_receipt_and_no_replay() {
     let w = World::new(FakeWorld::accepting());
     let host = w.host(Some("attempt_started:d1"));
-    w.schedule(&host, "brief", "skip", "skip", false, brief());
+    w.schedule(&host, "brief", CatchUp::Skip, Overlap::Skip, false, brief());
     w.clock.set(T0 + SEVEN + 1_000);
     assert!(matches!(host.tick(), Err(HostError::Crashed(_))));
     drop(host);
@@ -171,7 +171,7 @@ fn a_crash_mid_run_leaves_an_interrupted_receipt_and_no_replay() {
 fn a_machine_off_across_three_slots_reports_three_missed() {
     let w = World::new(FakeWorld::accepting());
     let host = w.host(None);
-    w.schedule(&host, "brief", "skip", "skip", false, brief());
+    w.schedule(&host, "brief", CatchUp::Skip, Overlap::Skip, false, brief());
     w.clock.set(T0 + 2 * DAY + SEVEN + 3 * 3_600_000);
     let r = host.tick().unwrap();
     assert_eq!(r.missed.len(), 3);
@@ -190,7 +190,14 @@ fn a_machine_off_across_three_slots_reports_three_missed() {
 fn catch_up_latest_starts_one_late_run_for_the_newest_missed_slot() {
     let w = World::new(FakeWorld::accepting());
     let host = w.host(None);
-    w.schedule(&host, "brief", "latest", "skip", false, brief());
+    w.schedule(
+        &host,
+        "brief",
+        CatchUp::Latest,
+        Overlap::Skip,
+        false,
+        brief(),
+    );
     w.clock.set(T0 + 2 * DAY + SEVEN + 3 * 3_600_000);
     let r = host.tick().unwrap();
     assert_eq!(r.missed.len(), 3);
@@ -210,7 +217,7 @@ fn catch_up_latest_starts_one_late_run_for_the_newest_missed_slot() {
 fn overlap_skip_does_not_start_a_slot_while_the_previous_run_waits() {
     let w = World::new(FakeWorld::accepting());
     let host = w.host(None);
-    w.schedule(&host, "mail", "skip", "skip", false, json!([
+    w.schedule(&host, "mail", CatchUp::Skip, Overlap::Skip, false, json!([
         {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "email", "address": "me@example.com"}}]}},
         {"deliver": "d1", "payload": {"text": "hi"}}
     ]));
@@ -236,7 +243,7 @@ fn overlap_skip_does_not_start_a_slot_while_the_previous_run_waits() {
 fn a_crash_between_terminal_and_dispatch_notifies_exactly_once() {
     let w = World::new(FakeWorld::refusing());
     let host = w.host(Some("terminal"));
-    w.schedule(&host, "brief", "skip", "skip", false, brief());
+    w.schedule(&host, "brief", CatchUp::Skip, Overlap::Skip, false, brief());
     w.clock.set(T0 + SEVEN + 1_000);
     assert!(matches!(host.tick(), Err(HostError::Crashed(_))));
     let run = host.store.slots("brief").unwrap()[0].1.clone();
@@ -258,7 +265,14 @@ fn a_crash_between_terminal_and_dispatch_notifies_exactly_once() {
 fn quiet_never_lowers_a_failure() {
     let w = World::new(FakeWorld::refusing());
     let host = w.host(None);
-    w.schedule(&host, "quiet-fail", "skip", "skip", true, brief());
+    w.schedule(
+        &host,
+        "quiet-fail",
+        CatchUp::Skip,
+        Overlap::Skip,
+        true,
+        brief(),
+    );
     w.clock.set(T0 + SEVEN + 1_000);
     let r = host.tick().unwrap();
     let run = &r.started[0].2;
@@ -287,7 +301,7 @@ fn quiet_caps_notable_news_at_the_inbox() {
         }),
         ..host
     };
-    w.schedule(&host, "quiet-ok", "skip", "skip", true, json!([
+    w.schedule(&host, "quiet-ok", CatchUp::Skip, Overlap::Skip, true, json!([
         {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "webhook", "address": "https://h"}}]}},
         {"deliver": "d1", "payload": {"text": "x"}}
     ]));
@@ -312,7 +326,14 @@ fn quiet_caps_notable_news_at_the_inbox() {
 fn two_hosts_on_one_home_never_both_run_a_slot() {
     let w = World::new(FakeWorld::accepting());
     let setup = w.host(None);
-    w.schedule(&setup, "brief", "skip", "skip", false, brief());
+    w.schedule(
+        &setup,
+        "brief",
+        CatchUp::Skip,
+        Overlap::Skip,
+        false,
+        brief(),
+    );
     drop(setup);
     w.clock.set(T0 + SEVEN + 1_000);
     let hosts: Vec<Host> = (0..4).map(|_| w.host(None)).collect();

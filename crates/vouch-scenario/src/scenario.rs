@@ -85,21 +85,8 @@ impl Scenario {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CatchUp {
-    #[default]
-    Skip,
-    Latest,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Overlap {
-    #[default]
-    Skip,
-    Allow,
-}
+/// A scheduled trigger's policies are the store's and the scheduler's (one vocabulary).
+pub use vouch_core::{CatchUp, Overlap};
 
 fn interactive() -> TriggerKind {
     TriggerKind::Interactive

@@ -508,8 +508,8 @@ pub async fn add_schedule(
             &body.cron,
             body.tz.as_deref().unwrap_or("UTC"),
             body.routine,
-            body.catch_up.as_deref().unwrap_or("skip"),
-            body.overlap.as_deref().unwrap_or("skip"),
+            body.catch_up.unwrap_or_default(),
+            body.overlap.unwrap_or_default(),
             body.grace_ms
                 .unwrap_or(vouch_runtime::scheduler::GRACE_MS_DEFAULT),
             host.clock.now_ms(),

@@ -8,7 +8,7 @@ use vouch_runtime::approvals::OpenCard;
 use vouch_runtime::doctor::DoctorReport;
 use vouch_runtime::inbox::{Inbox, Todo};
 use vouch_runtime::runs::RunDetail;
-use vouch_store::{Card, JournalEntry, RunRecord, Schedule};
+use vouch_store::{Card, CatchUp, JournalEntry, Overlap, RunRecord, Schedule};
 
 /// The snake_case word a vocabulary value serializes to (`succeeded`, `interactive`, …).
 pub fn word<T: Serialize>(v: T) -> String {
@@ -274,10 +274,67 @@ pub struct ScheduleBody {
     pub tz: String,
     #[schema(value_type = Object)]
     pub routine: Value,
-    pub catch_up: String,
-    pub overlap: String,
+    #[schema(schema_with = catch_up_schema)]
+    pub catch_up: CatchUp,
+    #[schema(schema_with = overlap_schema)]
+    pub overlap: Overlap,
     pub grace_ms: i64,
     pub created_ms: i64,
+}
+
+/// A policy's schema: its words, from the one list the store and the scheduler use.
+fn policy_schema(
+    words: &[&'static str],
+    optional: bool,
+    description: String,
+) -> utoipa::openapi::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
+    let (ty, mut values): (SchemaType, Vec<Value>) = if optional {
+        (
+            SchemaType::from_iter([Type::String, Type::Null]),
+            vec![Value::Null],
+        )
+    } else {
+        (Type::String.into(), vec![])
+    };
+    values.splice(0..0, words.iter().map(|w| Value::from(*w)));
+    ObjectBuilder::new()
+        .schema_type(ty)
+        .enum_values(Some(values))
+        .description(Some(description))
+        .build()
+}
+
+fn catch_up_schema() -> utoipa::openapi::Object {
+    policy_schema(
+        &CatchUp::ALL.map(CatchUp::as_str),
+        false,
+        "Slots missed while no scheduler ran: `skip` (each reported as missed) or `latest` (the newest also runs late).".into(),
+    )
+}
+
+fn overlap_schema() -> utoipa::openapi::Object {
+    policy_schema(
+        &Overlap::ALL.map(Overlap::as_str),
+        false,
+        "A slot due while the previous run is still going: `skip` it or `allow` both.".into(),
+    )
+}
+
+fn new_catch_up_schema() -> utoipa::openapi::Object {
+    policy_schema(
+        &CatchUp::ALL.map(CatchUp::as_str),
+        true,
+        "skip (default) or latest.".into(),
+    )
+}
+
+fn new_overlap_schema() -> utoipa::openapi::Object {
+    policy_schema(
+        &Overlap::ALL.map(Overlap::as_str),
+        true,
+        "skip (default) or allow.".into(),
+    )
 }
 
 impl From<&Schedule> for ScheduleBody {
@@ -287,8 +344,8 @@ impl From<&Schedule> for ScheduleBody {
             cron: s.cron.clone(),
             tz: s.tz.clone(),
             routine: s.routine.clone(),
-            catch_up: s.catch_up.clone(),
-            overlap: s.overlap.clone(),
+            catch_up: s.catch_up,
+            overlap: s.overlap,
             grace_ms: s.grace_ms,
             created_ms: s.created_ms,
         }
@@ -308,12 +365,13 @@ pub struct NewSchedule {
     /// `{"prompt": …, "script": [...]}` or `{"prompt": …, "model": {"kind": "openai"}}`.
     #[schema(value_type = Object)]
     pub routine: Value,
-    /// skip (default) or latest.
+    // A word not in the list is refused before the handler runs: 422 naming the field.
     #[serde(default)]
-    pub catch_up: Option<String>,
-    /// skip (default) or allow.
+    #[schema(schema_with = new_catch_up_schema)]
+    pub catch_up: Option<CatchUp>,
     #[serde(default)]
-    pub overlap: Option<String>,
+    #[schema(schema_with = new_overlap_schema)]
+    pub overlap: Option<Overlap>,
     /// How late a slot may still start (default 15 minutes).
     #[serde(default)]
     pub grace_ms: Option<i64>,

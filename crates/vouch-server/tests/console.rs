@@ -256,8 +256,8 @@ fn schedules_show_the_next_slot_in_the_persons_zone_and_every_missed_slot_with_i
             cron: "0 7 * * *".into(),
             tz: "UTC".into(),
             routine: json!({"prompt": "7am brief", "model": {"kind": "script", "turns": [{"final": "ok"}]}}),
-            catch_up: "skip".into(),
-            overlap: "skip".into(),
+            catch_up: vouch_store::CatchUp::Skip,
+            overlap: vouch_store::Overlap::Skip,
             grace_ms: 15 * 60_000,
             created_ms: T0,
         })

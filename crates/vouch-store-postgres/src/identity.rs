@@ -2,14 +2,12 @@
 //! diary are serialized while different diaries proceed in parallel; the schema's triggers
 //! (its identities migration) refuse edits, deletes and an entry that does not extend its chain.
 
-use crate::{col, db_err, json_col, rows, to_json_text, PostgresStore, BODY_BYTES_MAX};
+use crate::{col, db_err, json_col, rows, PostgresStore};
 use postgres::Row;
+use vouch_store::codec::{self, json_text, DIARY_COLS, IDENTITY_COLS};
 use vouch_store::{
     DiaryEntry, IdentityRecord, IdentityStore, PutIdentity, StoreError, StoreResult,
 };
-
-const IDENTITY_COLS: &str = "name, public_key, created_ms";
-const DIARY_COLS: &str = "identity, seq, at_ms, body, prev_hash, hash, signature";
 
 fn identity_row(r: &Row) -> StoreResult<IdentityRecord> {
     Ok(IdentityRecord {
@@ -84,13 +82,8 @@ impl IdentityStore for PostgresStore {
     }
 
     fn diary_append(&self, entry: &DiaryEntry) -> StoreResult<()> {
-        let body = to_json_text(&entry.body)?;
-        if body.len() > BODY_BYTES_MAX {
-            return Err(StoreError::Conflict(format!(
-                "diary entry body of {} bytes exceeds {BODY_BYTES_MAX}; store large content as an artifact and record its content id",
-                body.len()
-            )));
-        }
+        let body = json_text(&entry.body)?;
+        codec::check_diary_body_bytes(body.len())?;
         self.tx(|t| {
             let known = t
                 .query_opt(

@@ -20,8 +20,14 @@
 
 mod aggregates;
 mod board;
+mod cards;
 mod identity;
+mod ledger;
+mod outbox;
+mod runs;
+mod schedules;
 mod schema;
+mod tokens;
 
 use postgres::error::SqlState;
 use postgres::fallible_iterator::FallibleIterator;
@@ -32,12 +38,21 @@ use std::ops::{Deref, DerefMut};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 use vouch_core::{EndedBy, Outcome, RunState, TriggerKind};
+pub(crate) use vouch_store::codec::corrupt;
+use vouch_store::codec::{
+    self, enum_text, json_text, PreparedEvent, CARD_COLS, JOURNAL_COLS, LEDGER_COLS, OUTBOX_COLS,
+    RUN_COLS, SCHEDULE_COLS, TOKEN_COLS,
+};
 use vouch_store::{
-    verify_chain, Card, CardState, ChainBreak, Decision, EndResult, EventContent, EventKind,
-    JournalEntry, LedgerEntry, LedgerIntent, LedgerState, NewEvent, NewRun, OutboxRow, RunRecord,
-    Schedule, Store, StoreError, StoreResult, Terminal, VerifyReport, GENESIS_HASH,
+    verify_chain, Card, CardState, ChainBreak, Decision, EndResult, EventKind, JournalEntry,
+    LedgerEntry, LedgerIntent, LedgerState, NewEvent, NewRun, OutboxRow, RunRecord, Schedule,
+    Store, StoreError, StoreResult, Terminal, VerifyReport, GENESIS_HASH,
 };
 use vouch_store::{ApiToken, TamperForTests};
+
+use cards::card_row;
+use ledger::ledger_row;
+use runs::{journal_row, run_row};
 
 /// The schema version a store has once opened (rows in `vouch_migrations`).
 pub const SCHEMA_VERSION: usize = schema::MIGRATIONS.len();
@@ -50,8 +65,8 @@ pub const CONNECT_TIMEOUT_MS: u64 = 10_000;
 /// How long a statement waits for a row lock before `Retryable` (SQLite's busy timeout).
 pub const LOCK_TIMEOUT_MS: u64 = 10_000;
 
-/// Largest event body or payload accepted (the same limit as the SQLite store).
-pub const BODY_BYTES_MAX: usize = 4 << 20;
+/// Largest event body or payload accepted (the same in every backend).
+pub use vouch_store::codec::BODY_BYTES_MAX;
 /// Longest schema name PostgreSQL keeps (NAMEDATALEN - 1).
 pub const SCHEMA_NAME_BYTES_MAX: usize = 63;
 
@@ -148,14 +163,6 @@ fn commit_err(e: postgres::Error) -> StoreError {
         ));
     }
     db_err(e)
-}
-
-fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt(format!("a stored {what} does not parse: {e}"))
-}
-
-fn to_json_text(v: &Value) -> StoreResult<String> {
-    serde_json::to_string(v).map_err(|e| StoreError::Fatal(format!("serialize JSON: {e}")))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -411,95 +418,7 @@ fn json_col(r: &Row, i: usize, what: &str) -> StoreResult<Value> {
 }
 
 fn parse_enum<T: serde::de::DeserializeOwned>(s: &str, what: &str) -> StoreResult<T> {
-    serde_json::from_value(Value::String(s.to_string())).map_err(|e| corrupt(what, e))
-}
-
-fn enum_str<T: serde::Serialize>(v: &T) -> String {
-    match serde_json::to_value(v) {
-        Ok(Value::String(s)) => s,
-        Ok(other) => other.to_string(),
-        Err(_) => String::new(),
-    }
-}
-
-const RUN_COLS: &str = "id, trigger, title, chain_root, parent, scope, spec, state, outcome, ended_by, created_ms, ended_ms, owner, lease_until_ms";
-
-fn run_row(r: &Row) -> StoreResult<RunRecord> {
-    let state: &str = col(r, 7, "run state")?;
-    let outcome: Option<&str> = col(r, 8, "run outcome")?;
-    let ended_by: Option<&str> = col(r, 9, "run ended_by")?;
-    Ok(RunRecord {
-        id: col(r, 0, "run id")?,
-        trigger: parse_enum::<TriggerKind>(col(r, 1, "run trigger")?, "run trigger")?,
-        title: col(r, 2, "run title")?,
-        chain_root: col(r, 3, "run chain_root")?,
-        parent: col(r, 4, "run parent")?,
-        scope: col(r, 5, "run scope")?,
-        spec: json_col(r, 6, "run spec")?,
-        state: RunState::parse(state).ok_or_else(|| corrupt("run state", state))?,
-        outcome: outcome
-            .map(|o| parse_enum::<Outcome>(o, "run outcome"))
-            .transpose()?,
-        ended_by: ended_by
-            .map(|o| parse_enum::<EndedBy>(o, "run ended_by"))
-            .transpose()?,
-        created_ms: col(r, 10, "run created_ms")?,
-        ended_ms: col(r, 11, "run ended_ms")?,
-        owner: col(r, 12, "run owner")?,
-        lease_until_ms: col(r, 13, "run lease_until_ms")?,
-    })
-}
-
-const JOURNAL_COLS: &str = "run_id, seq, kind, delivery, body, at_ms, prev_hash, hash";
-
-fn journal_row(r: &Row) -> StoreResult<JournalEntry> {
-    let kind: &str = col(r, 2, "event kind")?;
-    Ok(JournalEntry {
-        run_id: col(r, 0, "event run_id")?,
-        seq: col(r, 1, "event seq")?,
-        kind: EventKind::parse(kind).ok_or_else(|| corrupt("event kind", kind))?,
-        delivery: col(r, 3, "event delivery")?,
-        body: json_col(r, 4, "event body")?,
-        at_ms: col(r, 5, "event at_ms")?,
-        prev_hash: col(r, 6, "event prev_hash")?,
-        hash: col(r, 7, "event hash")?,
-    })
-}
-
-const LEDGER_COLS: &str =
-    "key, scope, run_id, delivery, payload_hash, state, attempts, detail, updated_ms";
-
-fn ledger_row(r: &Row) -> StoreResult<LedgerEntry> {
-    let state: &str = col(r, 5, "ledger state")?;
-    Ok(LedgerEntry {
-        key: col(r, 0, "ledger key")?,
-        scope: col(r, 1, "ledger scope")?,
-        run_id: col(r, 2, "ledger run_id")?,
-        delivery: col(r, 3, "ledger delivery")?,
-        payload_hash: col(r, 4, "ledger payload_hash")?,
-        state: LedgerState::parse(state).ok_or_else(|| corrupt("ledger state", state))?,
-        attempts: col(r, 6, "ledger attempts")?,
-        detail: json_col(r, 7, "ledger detail")?,
-        updated_ms: col(r, 8, "ledger updated_ms")?,
-    })
-}
-
-const CARD_COLS: &str =
-    "run_id, delivery, payload_hash, summary, state, created_ms, decided_ms, answer, reason";
-
-fn card_row(r: &Row) -> StoreResult<Card> {
-    let state: &str = col(r, 4, "card state")?;
-    Ok(Card {
-        run_id: col(r, 0, "card run_id")?,
-        delivery: col(r, 1, "card delivery")?,
-        payload_hash: col(r, 2, "card payload_hash")?,
-        summary: col(r, 3, "card summary")?,
-        state: CardState::parse(state).ok_or_else(|| corrupt("card state", state))?,
-        created_ms: col(r, 5, "card created_ms")?,
-        decided_ms: col(r, 6, "card decided_ms")?,
-        answer: col(r, 7, "card answer")?,
-        reason: col(r, 8, "card reason")?,
-    })
+    codec::enum_from_text(s).map_err(|e| corrupt(what, e))
 }
 
 /// Every run's hash chain, streamed one run at a time; an unreadable event is a break.
@@ -585,181 +504,8 @@ fn row_damage(conn: &mut postgres::Client) -> Vec<String> {
     out
 }
 
-const OUTBOX_COLS: &str = "id, dedup_key, run_id, route, body, created_ms, sent_ms";
-
-fn outbox_row(r: &Row) -> StoreResult<OutboxRow> {
-    Ok(OutboxRow {
-        id: col(r, 0, "outbox id")?,
-        dedup_key: col(r, 1, "outbox dedup_key")?,
-        run_id: col(r, 2, "outbox run_id")?,
-        route: col(r, 3, "outbox route")?,
-        body: json_col(r, 4, "outbox body")?,
-        created_ms: col(r, 5, "outbox created_ms")?,
-        sent_ms: col(r, 6, "outbox sent_ms")?,
-    })
-}
-
-const SCHEDULE_COLS: &str = "name, cron, tz, routine, catch_up, overlap, grace_ms, created_ms";
-
-fn schedule_row(r: &Row) -> StoreResult<Schedule> {
-    Ok(Schedule {
-        name: col(r, 0, "schedule name")?,
-        cron: col(r, 1, "schedule cron")?,
-        tz: col(r, 2, "schedule tz")?,
-        routine: json_col(r, 3, "schedule routine")?,
-        catch_up: col(r, 4, "schedule catch_up")?,
-        overlap: col(r, 5, "schedule overlap")?,
-        grace_ms: col(r, 6, "schedule grace_ms")?,
-        created_ms: col(r, 7, "schedule created_ms")?,
-    })
-}
-
-fn token_row(r: &Row) -> StoreResult<ApiToken> {
-    Ok(ApiToken {
-        name: col(r, 0, "token name")?,
-        hash: col(r, 1, "token hash")?,
-        created_ms: col(r, 2, "token created_ms")?,
-    })
-}
-
 fn rows<T>(rows: Vec<Row>, f: fn(&Row) -> StoreResult<T>) -> StoreResult<Vec<T>> {
     rows.iter().map(f).collect()
-}
-
-// ---------------------------------------------------------------------------------------------
-// appends
-
-/// An event made ready to insert: its body serialized as it will be stored and read back, and
-/// its content canonicalized, all before the run's lock is taken.
-struct PreparedEvent {
-    run_id: String,
-    kind: EventKind,
-    delivery: Option<String>,
-    at_ms: i64,
-    /// The body as stored.
-    body_text: String,
-    /// The body as it will be read back (what the hash covers).
-    body: Value,
-    content: EventContent,
-}
-
-/// Prepare a batch of non-terminal events (the terminal event is written only by `end_run`).
-fn prepare_all(run_id: &str, events: &[NewEvent]) -> StoreResult<Vec<PreparedEvent>> {
-    events
-        .iter()
-        .map(|e| {
-            if e.kind == EventKind::Terminal {
-                return Err(StoreError::Conflict(
-                    "the terminal event is written only by end_run".into(),
-                ));
-            }
-            PreparedEvent::new(run_id, e)
-        })
-        .collect()
-}
-
-impl PreparedEvent {
-    fn new(run_id: &str, ev: &NewEvent) -> StoreResult<PreparedEvent> {
-        let body_text = to_json_text(&ev.body)?;
-        if body_text.len() > BODY_BYTES_MAX {
-            return Err(StoreError::Conflict(format!(
-                "event body of {} bytes exceeds {BODY_BYTES_MAX}; store large content as a payload and journal its hash",
-                body_text.len()
-            )));
-        }
-        let body: Value =
-            serde_json::from_str(&body_text).map_err(|e| StoreError::Fatal(e.to_string()))?;
-        let content = EventContent::new(run_id, ev.kind, ev.delivery.as_deref(), ev.at_ms, &body);
-        Ok(PreparedEvent {
-            run_id: run_id.to_string(),
-            kind: ev.kind,
-            delivery: ev.delivery.clone(),
-            at_ms: ev.at_ms,
-            body_text,
-            body,
-            content,
-        })
-    }
-
-    fn entry(self, seq: i64, prev_hash: String, hash: String) -> JournalEntry {
-        JournalEntry {
-            run_id: self.run_id,
-            seq,
-            kind: self.kind,
-            delivery: self.delivery,
-            body: self.body,
-            at_ms: self.at_ms,
-            prev_hash,
-            hash,
-        }
-    }
-}
-
-/// Lock the run's row for the rest of the transaction and return its state (None: no such
-/// run). Appends, `end_run` and `open_card` take this lock, so they are serialized per run.
-fn lock_run(t: &mut Transaction<'_>, run_id: &str) -> StoreResult<Option<String>> {
-    let row = t
-        .query_opt(
-            "SELECT state FROM runs WHERE id = $1 FOR NO KEY UPDATE",
-            &[&run_id],
-        )
-        .map_err(db_err)?;
-    row.map(|r| col::<String>(&r, 0, "run state")).transpose()
-}
-
-/// Insert the next event of a run whose row `t` has locked. Returns `(seq, prev_hash, hash)`.
-/// The tail is read in a statement after the lock was granted, so at READ COMMITTED it sees
-/// every append committed before ours.
-fn insert_event(t: &mut Transaction<'_>, ev: &PreparedEvent) -> StoreResult<(i64, String, String)> {
-    let run_id = ev.run_id.as_str();
-    let last = t
-        .query_opt(
-            "SELECT seq, hash FROM journal WHERE run_id = $1 ORDER BY seq DESC LIMIT 1",
-            &[&run_id],
-        )
-        .map_err(db_err)?;
-    let (seq, prev) = match last {
-        Some(r) => {
-            let seq: i64 = col(&r, 0, "event seq")?;
-            (seq + 1, col::<String>(&r, 1, "event hash")?)
-        }
-        None => (1, GENESIS_HASH.to_string()),
-    };
-    let hash = ev.content.hash(&prev, seq);
-    t.execute(
-        "INSERT INTO journal (run_id, seq, kind, delivery, body, at_ms, prev_hash, hash) VALUES ($1,$2,$3,$4,$5,$6,$7,$8)",
-        &[&run_id, &seq, &ev.kind.as_str(), &ev.delivery, &ev.body_text, &ev.at_ms, &prev, &hash],
-    )
-    .map_err(|e| {
-        let foreign_key = e.code() == Some(&SqlState::FOREIGN_KEY_VIOLATION);
-        // Closed by the trigger's own SQLSTATE, or by the one-terminal index: by code and
-        // constraint name, never by the wording of the message.
-        let closed = e.code().map(SqlState::code) == Some(schema::SQLSTATE_RUN_CLOSED)
-            || e.as_db_error().and_then(|d| d.constraint()) == Some("journal_one_terminal");
-        match db_err(e) {
-            // The run row was locked above, so this means it was never there.
-            _ if foreign_key => StoreError::NotFound { what: "run", id: run_id.to_string() },
-            _ if closed => StoreError::Conflict(format!(
-                "run {run_id} has already ended; nothing more can be journaled"
-            )),
-            other => other,
-        }
-    })?;
-    Ok((seq, prev, hash))
-}
-
-fn insert_run(c: &mut impl postgres::GenericClient, run: &NewRun) -> StoreResult<()> {
-    vouch_store::check_birth_state(run)?;
-    let spec = to_json_text(&run.spec)?;
-    c.execute(
-        "INSERT INTO runs (id, trigger, title, chain_root, parent, scope, spec, state, created_ms, owner, lease_until_ms) VALUES ($1,$2,$3,$4,$5,$6,$7,$11,$8,$9,$10)",
-        &[&run.id, &enum_str(&run.trigger), &run.title, &run.chain_root, &run.parent, &run.scope, &spec, &run.created_ms, &run.lease.as_ref().map(|l| l.owner.as_str()), &run.lease.as_ref().map(|l| l.until_ms), &enum_str(&run.state)],
-    )
-    .map_err(|e| match db_err(e) {
-        StoreError::Conflict(_) => StoreError::Conflict(format!("run {} already exists", run.id)),
-        other => other,
-    })?;
-    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -920,130 +666,35 @@ impl Store for PostgresStore {
     }
 
     fn create_run(&self, run: &NewRun) -> StoreResult<()> {
-        insert_run(&mut *self.pool.get()?, run)
+        runs::create_run(self, run)
     }
 
     fn run(&self, id: &str) -> StoreResult<Option<RunRecord>> {
-        self.query_opt(
-            &format!("SELECT {RUN_COLS} FROM runs WHERE id = $1"),
-            &[&id],
-        )?
-        .map(|r| run_row(&r))
-        .transpose()
+        runs::run(self, id)
     }
 
     fn runs(&self, limit: usize) -> StoreResult<Vec<RunRecord>> {
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        rows(
-            self.query(
-                &format!("SELECT {RUN_COLS} FROM runs ORDER BY created_ms DESC, ord DESC LIMIT $1"),
-                &[&limit],
-            )?,
-            run_row,
-        )
+        runs::runs(self, limit)
     }
 
     fn set_run_state(&self, id: &str, state: RunState) -> StoreResult<()> {
-        if state == RunState::Ended {
-            return Err(StoreError::Conflict("runs end only through end_run".into()));
-        }
-        let n = self.exec(
-            "UPDATE runs SET state = $2 WHERE id = $1 AND state <> 'ended'",
-            &[&id, &state.as_str()],
-        )?;
-        if n == 0 {
-            return if self.run_exists(id)? {
-                Err(StoreError::Conflict(format!("run {id} has already ended")))
-            } else {
-                Err(StoreError::NotFound {
-                    what: "run",
-                    id: id.to_string(),
-                })
-            };
-        }
-        Ok(())
+        runs::set_run_state(self, id, state)
     }
 
     fn append(&self, run_id: &str, event: &NewEvent) -> StoreResult<JournalEntry> {
-        if event.kind == EventKind::Terminal {
-            return Err(StoreError::Conflict(
-                "the terminal event is written only by end_run".into(),
-            ));
-        }
-        let ev = PreparedEvent::new(run_id, event)?;
-        let (seq, prev, hash) = self.tx(|t| {
-            match lock_run(t, run_id)?.as_deref() {
-                None => {
-                    return Err(StoreError::NotFound {
-                        what: "run",
-                        id: run_id.to_string(),
-                    })
-                }
-                Some("ended") => {
-                    return Err(StoreError::Conflict(format!(
-                        "run {run_id} has already ended; nothing more can be journaled"
-                    )))
-                }
-                Some(_) => {}
-            }
-            insert_event(t, &ev)
-        })?;
-        Ok(ev.entry(seq, prev, hash))
+        runs::append(self, run_id, event)
     }
 
     fn append_batch(&self, run_id: &str, events: &[NewEvent]) -> StoreResult<Vec<JournalEntry>> {
-        if events.is_empty() {
-            return Ok(vec![]);
-        }
-        let prepared = prepare_all(run_id, events)?;
-        let chained = self.tx(|t| {
-            match lock_run(t, run_id)?.as_deref() {
-                None => {
-                    return Err(StoreError::NotFound {
-                        what: "run",
-                        id: run_id.to_string(),
-                    })
-                }
-                Some("ended") => {
-                    return Err(StoreError::Conflict(format!(
-                        "run {run_id} has already ended; nothing more can be journaled"
-                    )))
-                }
-                Some(_) => {}
-            }
-            let mut chained = Vec::with_capacity(prepared.len());
-            for ev in &prepared {
-                chained.push(insert_event(t, ev)?);
-            }
-            Ok(chained)
-        })?;
-        Ok(prepared
-            .into_iter()
-            .zip(chained)
-            .map(|(ev, (seq, prev, hash))| ev.entry(seq, prev, hash))
-            .collect())
+        runs::append_batch(self, run_id, events)
     }
 
     fn journal(&self, run_id: &str) -> StoreResult<Vec<JournalEntry>> {
-        rows(
-            self.query(
-                &format!("SELECT {JOURNAL_COLS} FROM journal WHERE run_id = $1 ORDER BY seq"),
-                &[&run_id],
-            )?,
-            journal_row,
-        )
+        runs::journal(self, run_id)
     }
 
     fn journal_since(&self, run_id: &str, after_seq: i64) -> StoreResult<Vec<JournalEntry>> {
-        rows(
-            self.query(
-                &format!(
-                    "SELECT {JOURNAL_COLS} FROM journal WHERE run_id = $1 AND seq > $2 ORDER BY seq"
-                ),
-                &[&run_id, &after_seq],
-            )?,
-            journal_row,
-        )
+        runs::journal_since(self, run_id, after_seq)
     }
 
     fn verify(&self) -> StoreResult<VerifyReport> {
@@ -1073,61 +724,11 @@ impl Store for PostgresStore {
         events: &[NewEvent],
         terminal: &Terminal,
     ) -> StoreResult<EndResult> {
-        let before = prepare_all(run_id, events)?;
-        let ev = PreparedEvent::new(
-            run_id,
-            &NewEvent::new(EventKind::Terminal, terminal.at_ms, terminal.body.clone()),
-        )?;
-        let outbox_body = terminal
-            .outbox
-            .as_ref()
-            .map(|o| to_json_text(&o.body))
-            .transpose()?;
-        let ended = self.tx(|t| {
-            match lock_run(t, run_id)?.as_deref() {
-                None => {
-                    return Err(StoreError::NotFound {
-                        what: "run",
-                        id: run_id.to_string(),
-                    })
-                }
-                Some("ended") => return Ok(None),
-                Some(_) => {}
-            }
-            for e in &before {
-                insert_event(t, e)?;
-            }
-            let (seq, prev, hash) = insert_event(t, &ev)?;
-            t.execute(
-                "UPDATE runs SET state = 'ended', outcome = $2, ended_by = $3, ended_ms = $4, owner = NULL, lease_until_ms = NULL WHERE id = $1",
-                &[&run_id, &enum_str(&terminal.outcome), &enum_str(&terminal.ended_by), &terminal.at_ms],
-            )
-            .map_err(db_err)?;
-            t.execute(
-                "INSERT INTO receipts (run_id, text) VALUES ($1, $2)",
-                &[&run_id, &terminal.receipt],
-            )
-            .map_err(db_err)?;
-            if let (Some(o), Some(body)) = (&terminal.outbox, &outbox_body) {
-                // One notification per key, ever: a key already used (by any run) is skipped.
-                t.execute(
-                    "INSERT INTO outbox (dedup_key, run_id, route, body, created_ms) VALUES ($1,$2,$3,$4,$5) ON CONFLICT (dedup_key) DO NOTHING",
-                    &[&o.dedup_key, &o.run_id, &o.route, body, &terminal.at_ms],
-                )
-                .map_err(db_err)?;
-            }
-            Ok(Some((seq, prev, hash)))
-        })?;
-        Ok(match ended {
-            Some((seq, prev, hash)) => EndResult::Ended(ev.entry(seq, prev, hash)),
-            None => EndResult::AlreadyEnded,
-        })
+        runs::end_run_after(self, run_id, events, terminal)
     }
 
     fn receipt(&self, run_id: &str) -> StoreResult<Option<String>> {
-        self.query_opt("SELECT text FROM receipts WHERE run_id = $1", &[&run_id])?
-            .map(|r| col(&r, 0, "receipt"))
-            .transpose()
+        runs::receipt(self, run_id)
     }
 
     fn lease_run(
@@ -1137,148 +738,39 @@ impl Store for PostgresStore {
         now_ms: i64,
         until_ms: i64,
     ) -> StoreResult<bool> {
-        // One conditional update: PostgreSQL re-checks the condition on the newest row version,
-        // so two owners racing for a lapsed lease cannot both win.
-        let n = self.exec(
-            "UPDATE runs SET owner = $2, lease_until_ms = $4 WHERE id = $1 AND state <> 'ended'
-             AND (owner IS NULL OR owner = $2 OR lease_until_ms IS NULL OR lease_until_ms < $3)",
-            &[&run_id, &owner, &now_ms, &until_ms],
-        )?;
-        if n == 1 {
-            return Ok(true);
-        }
-        if self.run_exists(run_id)? {
-            Ok(false)
-        } else {
-            Err(StoreError::NotFound {
-                what: "run",
-                id: run_id.to_string(),
-            })
-        }
+        runs::lease_run(self, run_id, owner, now_ms, until_ms)
     }
 
     fn release_run(&self, run_id: &str, owner: &str) -> StoreResult<()> {
-        self.exec(
-            "UPDATE runs SET owner = NULL, lease_until_ms = NULL WHERE id = $1 AND owner = $2",
-            &[&run_id, &owner],
-        )?;
-        Ok(())
+        runs::release_run(self, run_id, owner)
     }
 
     fn orphaned_runs(&self, now_ms: i64) -> StoreResult<Vec<RunRecord>> {
-        rows(
-            self.query(
-                &format!(
-                    "SELECT {RUN_COLS} FROM runs WHERE state <> 'ended' AND (owner IS NULL OR lease_until_ms IS NULL OR lease_until_ms < $1) ORDER BY created_ms, ord"
-                ),
-                &[&now_ms],
-            )?,
-            run_row,
-        )
+        runs::orphaned_runs(self, now_ms)
     }
 
     fn open_runs(&self) -> StoreResult<Vec<RunRecord>> {
-        rows(
-            self.query(
-                &format!(
-                    "SELECT {RUN_COLS} FROM runs WHERE state <> 'ended' ORDER BY created_ms, ord"
-                ),
-                &[],
-            )?,
-            run_row,
-        )
+        runs::open_runs(self)
     }
 
     fn runs_by_prefix(&self, prefix: &str, limit: usize) -> StoreResult<Vec<RunRecord>> {
-        let limit = limit as i64;
-        rows(
-            self.query(
-                &format!(
-                    "SELECT {RUN_COLS} FROM runs WHERE starts_with(id, $1) ORDER BY id LIMIT $2"
-                ),
-                &[&prefix, &limit],
-            )?,
-            run_row,
-        )
+        runs::runs_by_prefix(self, prefix, limit)
     }
 
     fn continuation_of(&self, parent: &str) -> StoreResult<Option<RunRecord>> {
-        Ok(rows(
-            self.query(
-                &format!("SELECT {RUN_COLS} FROM runs WHERE parent = $1 ORDER BY created_ms, ord LIMIT 1"),
-                &[&parent],
-            )?,
-            run_row,
-        )?
-        .into_iter()
-        .next())
+        runs::continuation_of(self, parent)
     }
 
     fn put_payload(&self, hash: &str, canonical_json: &str) -> StoreResult<()> {
-        if canonical_json.len() > BODY_BYTES_MAX {
-            return Err(StoreError::Conflict(format!(
-                "payload of {} bytes exceeds {BODY_BYTES_MAX}",
-                canonical_json.len()
-            )));
-        }
-        self.exec(
-            "INSERT INTO payloads (hash, body) VALUES ($1, $2) ON CONFLICT (hash) DO NOTHING",
-            &[&hash, &canonical_json],
-        )?;
-        Ok(())
+        cards::put_payload(self, hash, canonical_json)
     }
 
     fn payload(&self, hash: &str) -> StoreResult<Option<String>> {
-        self.query_opt("SELECT body FROM payloads WHERE hash = $1", &[&hash])?
-            .map(|r| col(&r, 0, "payload"))
-            .transpose()
+        cards::payload(self, hash)
     }
 
     fn ledger_intend(&self, entry: &LedgerEntry) -> StoreResult<LedgerIntent> {
-        let e = entry;
-        let detail = to_json_text(&e.detail)?;
-        self.tx(|t| {
-            // The unique key decides a race: the loser waits for the winner's commit, inserts
-            // nothing, and then reads the winner's row below.
-            let inserted = t
-                .execute(
-                    &format!("INSERT INTO ledger ({LEDGER_COLS}) VALUES ($1,$2,$3,$4,$5,'intended',1,$6,$7) ON CONFLICT (key) DO NOTHING"),
-                    &[&e.key, &e.scope, &e.run_id, &e.delivery, &e.payload_hash, &detail, &e.updated_ms],
-                )
-                .map_err(db_err)?;
-            if inserted == 1 {
-                return Ok(LedgerIntent::Proceed(LedgerEntry {
-                    state: LedgerState::Intended,
-                    attempts: 1,
-                    ..e.clone()
-                }));
-            }
-            let row = t
-                .query_opt(
-                    &format!("SELECT {LEDGER_COLS} FROM ledger WHERE key = $1 FOR UPDATE"),
-                    &[&e.key],
-                )
-                .map_err(db_err)?
-                .ok_or_else(|| {
-                    StoreError::Retryable(format!("ledger key {} vanished while it was read", e.key))
-                })?;
-            let prev = ledger_row(&row)?;
-            if prev.state != LedgerState::Failed {
-                return Ok(LedgerIntent::Recorded(prev));
-            }
-            t.execute(
-                "UPDATE ledger SET state = 'intended', attempts = attempts + 1, run_id = $2, updated_ms = $3 WHERE key = $1",
-                &[&e.key, &e.run_id, &e.updated_ms],
-            )
-            .map_err(db_err)?;
-            Ok(LedgerIntent::Proceed(LedgerEntry {
-                state: LedgerState::Intended,
-                attempts: prev.attempts + 1,
-                run_id: e.run_id.clone(),
-                updated_ms: e.updated_ms,
-                ..prev
-            }))
-        })
+        ledger::ledger_intend(self, entry)
     }
 
     fn ledger_settle(
@@ -1288,86 +780,27 @@ impl Store for PostgresStore {
         detail: &Value,
         at_ms: i64,
     ) -> StoreResult<()> {
-        let detail = to_json_text(detail)?;
-        let n = self.exec(
-            "UPDATE ledger SET state = $2, detail = $3, updated_ms = $4 WHERE key = $1 AND state = 'intended'",
-            &[&key, &state.as_str(), &detail, &at_ms],
-        )?;
-        if n == 0 {
-            let row = self.query_opt("SELECT state FROM ledger WHERE key = $1", &[&key])?;
-            return match row {
-                None => Err(StoreError::NotFound {
-                    what: "ledger key",
-                    id: key.to_string(),
-                }),
-                Some(r) => Err(StoreError::Conflict(format!(
-                    "ledger key is already {}; only an intended key can be settled",
-                    col::<&str>(&r, 0, "ledger state")?
-                ))),
-            };
-        }
-        Ok(())
+        ledger::ledger_settle(self, key, state, detail, at_ms)
     }
 
     fn ledger_get(&self, key: &str) -> StoreResult<Option<LedgerEntry>> {
-        self.query_opt(
-            &format!("SELECT {LEDGER_COLS} FROM ledger WHERE key = $1"),
-            &[&key],
-        )?
-        .map(|r| ledger_row(&r))
-        .transpose()
+        ledger::ledger_get(self, key)
     }
 
     fn ledger_list(&self) -> StoreResult<Vec<LedgerEntry>> {
-        rows(
-            self.query(
-                &format!(
-                    "SELECT {LEDGER_COLS} FROM ledger ORDER BY updated_ms DESC, key COLLATE \"C\""
-                ),
-                &[],
-            )?,
-            ledger_row,
-        )
+        ledger::ledger_list(self)
     }
 
     fn open_card(&self, card: &Card) -> StoreResult<()> {
-        self.tx(|t| {
-            // Serialize card changes per run, so a second opener supersedes the first's card
-            // instead of colliding with it on `cards_one_open`. A missing run is left to the
-            // foreign key below (Conflict, as in SQLite).
-            lock_run(t, &card.run_id)?;
-            t.execute(
-                "UPDATE cards SET state = 'superseded', decided_ms = $3 WHERE run_id = $1 AND delivery IS NOT DISTINCT FROM $2 AND state = 'open'",
-                &[&card.run_id, &card.delivery, &card.created_ms],
-            )
-            .map_err(db_err)?;
-            t.execute(
-                &format!("INSERT INTO cards ({CARD_COLS}) VALUES ($1,$2,$3,$4,'open',$5,NULL,NULL,$6)"),
-                &[&card.run_id, &card.delivery, &card.payload_hash, &card.summary, &card.created_ms, &card.reason],
-            )
-            .map_err(db_err)?;
-            Ok(())
-        })
+        cards::open_card(self, card)
     }
 
     fn open_cards(&self) -> StoreResult<Vec<Card>> {
-        rows(
-            self.query(
-                &format!("SELECT {CARD_COLS} FROM cards WHERE state = 'open' ORDER BY created_ms DESC, id DESC"),
-                &[],
-            )?,
-            card_row,
-        )
+        cards::open_cards(self)
     }
 
     fn cards_for_run(&self, run_id: &str) -> StoreResult<Vec<Card>> {
-        rows(
-            self.query(
-                &format!("SELECT {CARD_COLS} FROM cards WHERE run_id = $1 ORDER BY id"),
-                &[&run_id],
-            )?,
-            card_row,
-        )
+        cards::cards_for_run(self, run_id)
     }
 
     fn decide_card(
@@ -1378,232 +811,63 @@ impl Store for PostgresStore {
         decision: Decision,
         at_ms: i64,
     ) -> StoreResult<Card> {
-        self.tx(|t| {
-            // The row lock makes a second, concurrent decision wait and then see the first.
-            let row = t
-                .query_opt(
-                    &format!("SELECT {CARD_COLS}, id FROM cards WHERE run_id = $1 AND delivery = $2 AND payload_hash = $3 ORDER BY id DESC LIMIT 1 FOR UPDATE"),
-                    &[&run_id, &delivery, &payload_hash],
-                )
-                .map_err(db_err)?;
-            let Some(row) = row else {
-                return Err(StoreError::NotFound {
-                    what: "approval card with that hash",
-                    id: format!("{run_id}/{delivery}/{payload_hash}"),
-                });
-            };
-            let card = card_row(&row)?;
-            let id: i64 = col(&row, 9, "card id")?;
-            if card.state != CardState::Open {
-                return Err(StoreError::Conflict(format!(
-                    "the card for {delivery} with this hash is {}; it can no longer be decided (see `vouch approvals` for the current one)",
-                    card.state.as_str()
-                )));
-            }
-            let state = match decision {
-                Decision::Approve => CardState::Approved,
-                Decision::Deny => CardState::Denied,
-            };
-            t.execute(
-                "UPDATE cards SET state = $2, decided_ms = $3 WHERE id = $1",
-                &[&id, &state.as_str(), &at_ms],
-            )
-            .map_err(db_err)?;
-            Ok(Card {
-                state,
-                decided_ms: Some(at_ms),
-                ..card
-            })
-        })
+        cards::decide_card(self, run_id, delivery, payload_hash, decision, at_ms)
     }
 
     fn answer_clarify(&self, run_id: &str, answer: &str, at_ms: i64) -> StoreResult<Card> {
-        self.tx(|t| {
-            let row = t
-                .query_opt(
-                    &format!("SELECT {CARD_COLS}, id FROM cards WHERE run_id = $1 AND delivery IS NULL AND state = 'open' ORDER BY id DESC LIMIT 1 FOR UPDATE"),
-                    &[&run_id],
-                )
-                .map_err(db_err)?;
-            let Some(row) = row else {
-                return Err(StoreError::NotFound {
-                    what: "open question of run",
-                    id: run_id.to_string(),
-                });
-            };
-            let card = card_row(&row)?;
-            let id: i64 = col(&row, 9, "card id")?;
-            t.execute(
-                "UPDATE cards SET state = 'answered', decided_ms = $2, answer = $3 WHERE id = $1",
-                &[&id, &at_ms, &answer],
-            )
-            .map_err(db_err)?;
-            Ok(Card {
-                state: CardState::Answered,
-                decided_ms: Some(at_ms),
-                answer: Some(answer.to_string()),
-                ..card
-            })
-        })
+        cards::answer_clarify(self, run_id, answer, at_ms)
     }
 
     fn consume_slot(&self, schedule: &str, slot_ms: i64, run: &NewRun) -> StoreResult<bool> {
-        let mut conn = self.pool.get()?;
-        let mut t = conn.transaction().map_err(db_err)?;
-        let taken = t
-            .query_opt(
-                "SELECT 1 FROM slots WHERE schedule = $1 AND slot_ms = $2",
-                &[&schedule, &slot_ms],
-            )
-            .map_err(db_err)?;
-        if taken.is_some() {
-            return Ok(false);
-        }
-        insert_run(&mut t, run)?;
-        // A concurrent consumer of the same slot blocks here until the first commits, then
-        // inserts nothing and rolls its run back: a refused slot creates no run.
-        let n = t
-            .execute(
-                "INSERT INTO slots (schedule, slot_ms, run_id) VALUES ($1, $2, $3) ON CONFLICT (schedule, slot_ms) DO NOTHING",
-                &[&schedule, &slot_ms, &run.id],
-            )
-            .map_err(db_err)?;
-        if n == 0 {
-            t.rollback().map_err(db_err)?;
-            return Ok(false);
-        }
-        t.commit().map_err(commit_err)?;
-        Ok(true)
+        schedules::consume_slot(self, schedule, slot_ms, run)
     }
 
     fn slot_run(&self, schedule: &str, slot_ms: i64) -> StoreResult<Option<String>> {
-        self.query_opt(
-            "SELECT run_id FROM slots WHERE schedule = $1 AND slot_ms = $2",
-            &[&schedule, &slot_ms],
-        )?
-        .map(|r| col(&r, 0, "slot run_id"))
-        .transpose()
+        schedules::slot_run(self, schedule, slot_ms)
     }
 
     fn slots(&self, schedule: &str) -> StoreResult<Vec<(i64, String)>> {
-        self.query(
-            "SELECT slot_ms, run_id FROM slots WHERE schedule = $1 ORDER BY slot_ms",
-            &[&schedule],
-        )?
-        .iter()
-        .map(|r| Ok((col(r, 0, "slot_ms")?, col(r, 1, "slot run_id")?)))
-        .collect()
+        schedules::slots(self, schedule)
     }
 
     fn put_schedule(&self, s: &Schedule) -> StoreResult<()> {
-        let routine = to_json_text(&s.routine)?;
-        self.pool
-            .get()?
-            .execute(
-                &format!(
-                    "INSERT INTO schedules ({SCHEDULE_COLS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8)"
-                ),
-                &[
-                    &s.name,
-                    &s.cron,
-                    &s.tz,
-                    &routine,
-                    &s.catch_up,
-                    &s.overlap,
-                    &s.grace_ms,
-                    &s.created_ms,
-                ],
-            )
-            // The name is taken when the primary key says so (by constraint name, not wording).
-            .map_err(|e| match e.as_db_error().and_then(|d| d.constraint()) {
-                Some("schedules_pkey") => StoreError::Conflict(format!(
-                    "a schedule named `{}` already exists; remove it first or pick another name",
-                    s.name
-                )),
-                _ => db_err(e),
-            })?;
-        Ok(())
+        schedules::put_schedule(self, s)
     }
 
     fn schedules(&self) -> StoreResult<Vec<Schedule>> {
-        rows(
-            self.query(
-                &format!("SELECT {SCHEDULE_COLS} FROM schedules ORDER BY name COLLATE \"C\""),
-                &[],
-            )?,
-            schedule_row,
-        )
+        schedules::schedules(self)
     }
 
     fn remove_schedule(&self, name: &str) -> StoreResult<bool> {
-        Ok(self.exec("DELETE FROM schedules WHERE name = $1", &[&name])? == 1)
+        schedules::remove_schedule(self, name)
     }
 
     fn put_token(&self, t: &ApiToken) -> StoreResult<()> {
-        self.exec(
-            "INSERT INTO api_tokens (name, hash, created_ms) VALUES ($1, $2, $3)",
-            &[&t.name, &t.hash, &t.created_ms],
-        )
-        .map_err(|e| match e {
-            StoreError::Conflict(_) => StoreError::Conflict(format!(
-                "a token named `{}` already exists; remove it first or pick another name",
-                t.name
-            )),
-            other => other,
-        })?;
-        Ok(())
+        tokens::put_token(self, t)
     }
 
     fn token_by_hash(&self, hash: &str) -> StoreResult<Option<ApiToken>> {
-        self.query_opt(
-            "SELECT name, hash, created_ms FROM api_tokens WHERE hash = $1",
-            &[&hash],
-        )?
-        .as_ref()
-        .map(token_row)
-        .transpose()
+        tokens::token_by_hash(self, hash)
     }
 
     fn tokens(&self) -> StoreResult<Vec<ApiToken>> {
-        rows(
-            self.query(
-                "SELECT name, hash, created_ms FROM api_tokens ORDER BY name COLLATE \"C\"",
-                &[],
-            )?,
-            token_row,
-        )
+        tokens::tokens(self)
     }
 
     fn remove_token(&self, name: &str) -> StoreResult<bool> {
-        Ok(self.exec("DELETE FROM api_tokens WHERE name = $1", &[&name])? == 1)
+        tokens::remove_token(self, name)
     }
 
     fn outbox_pending(&self) -> StoreResult<Vec<OutboxRow>> {
-        rows(
-            self.query(
-                &format!("SELECT {OUTBOX_COLS} FROM outbox WHERE sent_ms IS NULL ORDER BY id"),
-                &[],
-            )?,
-            outbox_row,
-        )
+        outbox::outbox_pending(self)
     }
 
     fn outbox_mark_sent(&self, id: i64, at_ms: i64) -> StoreResult<()> {
-        self.exec(
-            "UPDATE outbox SET sent_ms = $2 WHERE id = $1 AND sent_ms IS NULL",
-            &[&id, &at_ms],
-        )?;
-        Ok(())
+        outbox::outbox_mark_sent(self, id, at_ms)
     }
 
     fn outbox_for_run(&self, run_id: &str) -> StoreResult<Vec<OutboxRow>> {
-        rows(
-            self.query(
-                &format!("SELECT {OUTBOX_COLS} FROM outbox WHERE run_id = $1 ORDER BY id"),
-                &[&run_id],
-            )?,
-            outbox_row,
-        )
+        outbox::outbox_for_run(self, run_id)
     }
 
     fn counts(&self) -> StoreResult<vouch_store::StoreCounts> {

@@ -11,11 +11,8 @@ use vouch_store::board::{
     MeasureRow, MeasuresQuery, NewTask, Offered, Report, Reported, SweepReport, TaskFilter,
     TaskRecord, TaskSpec, Usage, Verdict, SWEEP_BATCH_MAX, TASK_LIST_MAX,
 };
+use vouch_store::codec::{ATTEMPT_COLS, TASK_COLS};
 use vouch_store::{StoreError, StoreResult};
-
-pub(crate) const TASK_COLS: &str = "id, kind, owner, state, max_attempts, attempts, aborts, epoch, claimant, lease_until_ms, deadline_ms, profiles, tags, excluded_claimant, condition, idempotency_key, request_id, spec, created_ms, queued_ms, ended_ms, accepted_attempt, result_id, resuming, updated_ms";
-
-pub(crate) const ATTEMPT_COLS: &str = "task_id, n, state, claimant, epoch, profile, model, policy_fingerprint, claimed_ms, started_ms, lease_until_ms, dispatch_deadline_ms, running_deadline_ms, running_left_ms, ended_ms, end_reason, retryable, run_id, result_id, turns, tokens, tool_calls, failed_tool_calls, detail";
 
 fn bad(i: usize, what: String) -> rusqlite::Error {
     rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, what.into())

@@ -2,8 +2,9 @@
 //! same group-committing writer. The schema's triggers (its identities migration) refuse
 //! edits, deletes and an entry that does not extend its identity's chain, whoever writes.
 
-use crate::{db_err, json_col, read_err, SqliteStore, BODY_BYTES_MAX};
+use crate::{db_err, json_col, read_err, SqliteStore};
 use rusqlite::{params, OptionalExtension, Row};
+use vouch_store::codec::{self, json_text, DIARY_COLS, IDENTITY_COLS};
 use vouch_store::{
     DiaryEntry, IdentityRecord, IdentityStore, PutIdentity, StoreError, StoreResult,
 };
@@ -29,15 +30,13 @@ fn diary_row(r: &Row) -> rusqlite::Result<DiaryEntry> {
     })
 }
 
-const DIARY_COLS: &str = "identity, seq, at_ms, body, prev_hash, hash, signature";
-
 impl IdentityStore for SqliteStore {
     fn put_identity(&self, identity: &IdentityRecord) -> StoreResult<PutIdentity> {
         let rec = identity.clone();
         self.write(move |c| {
             let n = c
                 .execute(
-                    "INSERT INTO identities (name, public_key, created_ms) VALUES (?1, ?2, ?3) ON CONFLICT (name) DO NOTHING",
+                    &format!("INSERT INTO identities ({IDENTITY_COLS}) VALUES (?1, ?2, ?3) ON CONFLICT (name) DO NOTHING"),
                     params![rec.name, rec.public_key, rec.created_ms],
                 )
                 .map_err(db_err)?;
@@ -65,7 +64,7 @@ impl IdentityStore for SqliteStore {
     fn identity(&self, name: &str) -> StoreResult<Option<IdentityRecord>> {
         self.read(|c| {
             c.query_row(
-                "SELECT name, public_key, created_ms FROM identities WHERE name = ?1",
+                &format!("SELECT {IDENTITY_COLS} FROM identities WHERE name = ?1"),
                 [name],
                 identity_row,
             )
@@ -77,7 +76,9 @@ impl IdentityStore for SqliteStore {
     fn identities(&self) -> StoreResult<Vec<IdentityRecord>> {
         self.read(|c| {
             let mut st = c
-                .prepare("SELECT name, public_key, created_ms FROM identities ORDER BY name")
+                .prepare(&format!(
+                    "SELECT {IDENTITY_COLS} FROM identities ORDER BY name"
+                ))
                 .map_err(db_err)?;
             let rows = st.query_map([], identity_row).map_err(db_err)?;
             rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
@@ -86,14 +87,8 @@ impl IdentityStore for SqliteStore {
 
     fn diary_append(&self, entry: &DiaryEntry) -> StoreResult<()> {
         let e = entry.clone();
-        let body =
-            serde_json::to_string(&e.body).map_err(|err| StoreError::Fatal(err.to_string()))?;
-        if body.len() > BODY_BYTES_MAX {
-            return Err(StoreError::Conflict(format!(
-                "diary entry body of {} bytes exceeds {BODY_BYTES_MAX}; store large content as an artifact and record its content id",
-                body.len()
-            )));
-        }
+        let body = json_text(&e.body)?;
+        codec::check_diary_body_bytes(body.len())?;
         self.write(move |c| {
             let known: Option<i64> = c
                 .query_row(

@@ -21,8 +21,14 @@
 
 mod aggregates;
 mod board;
+mod cards;
 mod identity;
+mod ledger;
+mod outbox;
+mod runs;
+mod schedules;
 mod schema;
+mod tokens;
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::Value;
@@ -31,12 +37,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex};
 use vouch_core::{EndedBy, Outcome, RunState, TriggerKind};
+use vouch_store::codec::{
+    self, enum_text, json_text, PreparedEvent, CARD_COLS, JOURNAL_COLS, LEDGER_COLS, OUTBOX_COLS,
+    RUN_COLS, SCHEDULE_COLS, TOKEN_COLS,
+};
 use vouch_store::{
-    verify_chain, Card, CardState, Decision, EndResult, EventContent, EventKind, JournalEntry,
-    LedgerEntry, LedgerIntent, LedgerState, NewEvent, NewRun, OutboxRow, RunRecord, Schedule,
-    Store, StoreError, StoreResult, Terminal, VerifyReport, GENESIS_HASH,
+    verify_chain, Card, CardState, Decision, EndResult, EventKind, JournalEntry, LedgerEntry,
+    LedgerIntent, LedgerState, NewEvent, NewRun, OutboxRow, RunRecord, Schedule, Store, StoreError,
+    StoreResult, Terminal, VerifyReport, GENESIS_HASH,
 };
 use vouch_store::{ApiToken, TamperForTests};
+
+use cards::card_row;
+use ledger::ledger_row;
+use runs::{journal_row, run_row};
 
 /// The schema version a store has once opened (`PRAGMA user_version`).
 pub const SCHEMA_VERSION: usize = schema::MIGRATIONS.len();
@@ -51,8 +65,8 @@ pub const WRITE_QUEUE_MAX: usize = 4096;
 pub const BUSY_TIMEOUT_MS: u64 = 10_000;
 /// Read connections open at most (each holds a file descriptor and a page cache).
 pub const READ_CONNECTIONS_MAX: usize = 4;
-/// Largest event body or payload accepted.
-pub const BODY_BYTES_MAX: usize = 4 << 20;
+/// Largest event body or payload accepted (the same in every backend).
+pub use vouch_store::codec::BODY_BYTES_MAX;
 
 type Finish = Box<dyn FnOnce(Option<&str>) + Send>;
 /// A write job: given the writer's connection inside an open transaction (or, when the
@@ -551,7 +565,7 @@ impl Drop for SqliteStore {
 }
 
 fn parse<T: serde::de::DeserializeOwned>(s: &str, what: &str) -> rusqlite::Result<T> {
-    serde_json::from_value(Value::String(s.to_string())).map_err(|e| {
+    codec::enum_from_text(s).map_err(|e| {
         rusqlite::Error::FromSqlConversionFailure(
             0,
             rusqlite::types::Type::Text,
@@ -560,147 +574,10 @@ fn parse<T: serde::de::DeserializeOwned>(s: &str, what: &str) -> rusqlite::Resul
     })
 }
 
-fn token_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApiToken> {
-    Ok(ApiToken {
-        name: r.get(0)?,
-        hash: r.get(1)?,
-        created_ms: r.get(2)?,
-    })
-}
-
 fn json_col(s: &str) -> rusqlite::Result<Value> {
     serde_json::from_str(s).map_err(|e| {
         rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
     })
-}
-
-const RUN_COLS: &str = "id, trigger, title, chain_root, parent, scope, spec, state, outcome, ended_by, created_ms, ended_ms, owner, lease_until_ms";
-
-fn run_row(r: &Row) -> rusqlite::Result<RunRecord> {
-    let trigger: String = r.get(1)?;
-    let state: String = r.get(7)?;
-    let outcome: Option<String> = r.get(8)?;
-    let ended_by: Option<String> = r.get(9)?;
-    let spec: String = r.get(6)?;
-    Ok(RunRecord {
-        id: r.get(0)?,
-        trigger: parse::<TriggerKind>(&trigger, "trigger")?,
-        title: r.get(2)?,
-        chain_root: r.get(3)?,
-        parent: r.get(4)?,
-        scope: r.get(5)?,
-        spec: json_col(&spec)?,
-        state: RunState::parse(&state).ok_or_else(|| {
-            rusqlite::Error::FromSqlConversionFailure(
-                7,
-                rusqlite::types::Type::Text,
-                format!("state {state}").into(),
-            )
-        })?,
-        outcome: outcome
-            .map(|o| parse::<Outcome>(&o, "outcome"))
-            .transpose()?,
-        ended_by: ended_by
-            .map(|o| parse::<EndedBy>(&o, "ended_by"))
-            .transpose()?,
-        created_ms: r.get(10)?,
-        ended_ms: r.get(11)?,
-        owner: r.get(12)?,
-        lease_until_ms: r.get(13)?,
-    })
-}
-
-const JOURNAL_COLS: &str = "run_id, seq, kind, delivery, body, at_ms, prev_hash, hash";
-
-fn journal_row(r: &Row) -> rusqlite::Result<JournalEntry> {
-    let kind: String = r.get(2)?;
-    let body: String = r.get(4)?;
-    Ok(JournalEntry {
-        run_id: r.get(0)?,
-        seq: r.get(1)?,
-        kind: EventKind::parse(&kind).ok_or_else(|| {
-            rusqlite::Error::FromSqlConversionFailure(
-                2,
-                rusqlite::types::Type::Text,
-                format!("event kind {kind}").into(),
-            )
-        })?,
-        delivery: r.get(3)?,
-        body: json_col(&body)?,
-        at_ms: r.get(5)?,
-        prev_hash: r.get(6)?,
-        hash: r.get(7)?,
-    })
-}
-
-const LEDGER_COLS: &str =
-    "key, scope, run_id, delivery, payload_hash, state, attempts, detail, updated_ms";
-
-fn ledger_row(r: &Row) -> rusqlite::Result<LedgerEntry> {
-    let state: String = r.get(5)?;
-    let detail: String = r.get(7)?;
-    Ok(LedgerEntry {
-        key: r.get(0)?,
-        scope: r.get(1)?,
-        run_id: r.get(2)?,
-        delivery: r.get(3)?,
-        payload_hash: r.get(4)?,
-        state: LedgerState::parse(&state).ok_or_else(|| {
-            rusqlite::Error::FromSqlConversionFailure(
-                5,
-                rusqlite::types::Type::Text,
-                format!("ledger state {state}").into(),
-            )
-        })?,
-        attempts: r.get(6)?,
-        detail: json_col(&detail)?,
-        updated_ms: r.get(8)?,
-    })
-}
-
-const CARD_COLS: &str =
-    "run_id, delivery, payload_hash, summary, state, created_ms, decided_ms, answer, reason";
-
-fn card_row(r: &Row) -> rusqlite::Result<Card> {
-    let state: String = r.get(4)?;
-    Ok(Card {
-        run_id: r.get(0)?,
-        delivery: r.get(1)?,
-        payload_hash: r.get(2)?,
-        summary: r.get(3)?,
-        state: CardState::parse(&state).ok_or_else(|| {
-            rusqlite::Error::FromSqlConversionFailure(
-                4,
-                rusqlite::types::Type::Text,
-                format!("card state {state}").into(),
-            )
-        })?,
-        created_ms: r.get(5)?,
-        decided_ms: r.get(6)?,
-        answer: r.get(7)?,
-        reason: r.get(8)?,
-    })
-}
-
-fn outbox_row(r: &Row) -> rusqlite::Result<OutboxRow> {
-    let body: String = r.get(4)?;
-    Ok(OutboxRow {
-        id: r.get(0)?,
-        dedup_key: r.get(1)?,
-        run_id: r.get(2)?,
-        route: r.get(3)?,
-        body: json_col(&body)?,
-        created_ms: r.get(5)?,
-        sent_ms: r.get(6)?,
-    })
-}
-
-fn enum_str<T: serde::Serialize>(v: &T) -> String {
-    match serde_json::to_value(v) {
-        Ok(Value::String(s)) => s,
-        Ok(other) => other.to_string(),
-        Err(_) => String::new(),
-    }
 }
 
 /// Every run's hash chain, streamed one run at a time; an unreadable event is a break.
@@ -846,150 +723,6 @@ fn read_err(e: rusqlite::Error) -> StoreError {
     }
 }
 
-/// An event made ready for the writer: its body serialized as it will be stored and read
-/// back, and its content canonicalized. This is the costly part of an append; `append` does it
-/// on the caller's thread so the writer's serialized section is only "next seq, SHA-256,
-/// insert".
-struct PreparedEvent {
-    run_id: String,
-    kind: EventKind,
-    delivery: Option<String>,
-    at_ms: i64,
-    /// The body as stored.
-    body_text: String,
-    /// The body as it will be read back (what the hash covers).
-    body: Value,
-    content: EventContent,
-}
-
-/// Prepare a batch of non-terminal events (the terminal event is written only by `end_run`).
-fn prepare_all(run_id: &str, events: &[NewEvent]) -> StoreResult<Vec<PreparedEvent>> {
-    events
-        .iter()
-        .map(|e| {
-            if e.kind == EventKind::Terminal {
-                return Err(StoreError::Conflict(
-                    "the terminal event is written only by end_run".into(),
-                ));
-            }
-            PreparedEvent::new(run_id, e)
-        })
-        .collect()
-}
-
-impl PreparedEvent {
-    fn new(run_id: &str, ev: &NewEvent) -> StoreResult<PreparedEvent> {
-        let body_text =
-            serde_json::to_string(&ev.body).map_err(|e| StoreError::Fatal(e.to_string()))?;
-        if body_text.len() > BODY_BYTES_MAX {
-            return Err(StoreError::Conflict(format!(
-                "event body of {} bytes exceeds {BODY_BYTES_MAX}; store large content as a payload and journal its hash",
-                body_text.len()
-            )));
-        }
-        // Hash what will be read back: the body parsed from its stored text. Text, integers,
-        // booleans and null come back exactly as they went in, so only a body with a
-        // floating-point number needs the round trip (a parser may land one ULP away).
-        let body: Value = if has_float(&ev.body) {
-            serde_json::from_str(&body_text).map_err(|e| StoreError::Fatal(e.to_string()))?
-        } else {
-            ev.body.clone()
-        };
-        let content = EventContent::new(run_id, ev.kind, ev.delivery.as_deref(), ev.at_ms, &body);
-        Ok(PreparedEvent {
-            run_id: run_id.to_string(),
-            kind: ev.kind,
-            delivery: ev.delivery.clone(),
-            at_ms: ev.at_ms,
-            body_text,
-            body,
-            content,
-        })
-    }
-
-    fn entry(self, seq: i64, prev_hash: String, hash: String) -> JournalEntry {
-        JournalEntry {
-            run_id: self.run_id,
-            seq,
-            kind: self.kind,
-            delivery: self.delivery,
-            body: self.body,
-            at_ms: self.at_ms,
-            prev_hash,
-            hash,
-        }
-    }
-}
-
-/// Whether any number in `v` is a float (the only JSON values whose text form may not parse
-/// back to the identical value).
-fn has_float(v: &Value) -> bool {
-    match v {
-        Value::Number(n) => n.is_f64(),
-        Value::Array(items) => items.iter().any(has_float),
-        Value::Object(map) => map.values().any(has_float),
-        Value::Null | Value::Bool(_) | Value::String(_) => false,
-    }
-}
-
-/// Append inside the writer's transaction: next seq, chained hash, insert. Returns
-/// `(seq, prev_hash, hash)`.
-fn insert_event(conn: &Connection, ev: &PreparedEvent) -> StoreResult<(i64, String, String)> {
-    let run_id = ev.run_id.as_str();
-    let last: Option<(i64, String)> = conn
-        .prepare_cached("SELECT seq, hash FROM journal WHERE run_id = ?1 ORDER BY seq DESC LIMIT 1")
-        .and_then(|mut st| {
-            st.query_row([run_id], |r| Ok((r.get(0)?, r.get(1)?)))
-                .optional()
-        })
-        .map_err(db_err)?;
-    let (seq, prev) = match last {
-        Some((s, h)) => (s + 1, h),
-        None => (1, GENESIS_HASH.to_string()),
-    };
-    let hash = ev.content.hash(&prev, seq);
-    conn.prepare_cached(
-        "INSERT INTO journal (run_id, seq, kind, delivery, body, at_ms, prev_hash, hash) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)",
-    )
-    .and_then(|mut st| st.execute(params![run_id, seq, ev.kind.as_str(), ev.delivery, ev.body_text, ev.at_ms, prev, hash]))
-    .map_err(|e| {
-        use rusqlite::ffi;
-        // By SQLite's extended code, never by the wording: the only trigger on an insert into
-        // the journal closes it after the terminal event, and its only unique index is the one
-        // terminal per run (the key (run_id, seq) is a primary-key violation, not this one).
-        let extended = match &e {
-            rusqlite::Error::SqliteFailure(f, _) => Some(f.extended_code),
-            _ => None,
-        };
-        match extended {
-            // The foreign key stands for "the run exists" (one query less per append).
-            Some(ffi::SQLITE_CONSTRAINT_FOREIGNKEY) => StoreError::NotFound {
-                what: "run",
-                id: run_id.to_string(),
-            },
-            Some(ffi::SQLITE_CONSTRAINT_TRIGGER | ffi::SQLITE_CONSTRAINT_UNIQUE) => {
-                StoreError::Conflict(format!("run {run_id} has already ended; nothing more can be journaled"))
-            }
-            _ => db_err(e),
-        }
-    })?;
-    Ok((seq, prev, hash))
-}
-
-fn insert_run(conn: &Connection, run: &NewRun) -> StoreResult<()> {
-    vouch_store::check_birth_state(run)?;
-    let spec = serde_json::to_string(&run.spec).map_err(|e| StoreError::Fatal(e.to_string()))?;
-    conn.execute(
-        &format!("INSERT INTO runs ({RUN_COLS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?11,NULL,NULL,?8,NULL,?9,?10)"),
-        params![run.id, enum_str(&run.trigger), run.title, run.chain_root, run.parent, run.scope, spec, run.created_ms, run.lease.as_ref().map(|l| l.owner.as_str()), run.lease.as_ref().map(|l| l.until_ms), enum_str(&run.state)],
-    )
-    .map_err(|e| match db_err(e) {
-        StoreError::Conflict(_) => StoreError::Conflict(format!("run {} already exists", run.id)),
-        other => other,
-    })?;
-    Ok(())
-}
-
 impl TamperForTests for SqliteStore {
     fn tamper_payload(&self, hash: &str, body: &str) -> StoreResult<bool> {
         let (hash, body) = (hash.to_string(), body.to_string());
@@ -1036,114 +769,35 @@ impl QueryRowCached for Connection {
 
 impl Store for SqliteStore {
     fn create_run(&self, run: &NewRun) -> StoreResult<()> {
-        let run = run.clone();
-        self.write(move |c| insert_run(c, &run))
+        runs::create_run(self, run)
     }
 
     fn run(&self, id: &str) -> StoreResult<Option<RunRecord>> {
-        self.read(|c| {
-            c.query_row_cached(
-                &format!("SELECT {RUN_COLS} FROM runs WHERE id = ?1"),
-                [id],
-                run_row,
-            )
-            .optional()
-            .map_err(read_err)
-        })
+        runs::run(self, id)
     }
 
     fn runs(&self, limit: usize) -> StoreResult<Vec<RunRecord>> {
-        self.read(|c| {
-            let mut st = c
-                .prepare_cached(&format!(
-                    "SELECT {RUN_COLS} FROM runs ORDER BY created_ms DESC, rowid DESC LIMIT ?1"
-                ))
-                .map_err(db_err)?;
-            let rows = st.query_map([limit as i64], run_row).map_err(db_err)?;
-            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
-        })
+        runs::runs(self, limit)
     }
 
     fn set_run_state(&self, id: &str, state: RunState) -> StoreResult<()> {
-        if state == RunState::Ended {
-            return Err(StoreError::Conflict("runs end only through end_run".into()));
-        }
-        let id = id.to_string();
-        self.write(move |c| {
-            let n = c
-                .execute(
-                    "UPDATE runs SET state = ?2 WHERE id = ?1 AND state != 'ended'",
-                    params![id, state.as_str()],
-                )
-                .map_err(db_err)?;
-            if n == 0 {
-                let exists: Option<String> = c
-                    .query_row("SELECT state FROM runs WHERE id = ?1", [&id], |r| r.get(0))
-                    .optional()
-                    .map_err(db_err)?;
-                return match exists {
-                    None => Err(StoreError::NotFound { what: "run", id }),
-                    Some(_) => Err(StoreError::Conflict(format!("run {id} has already ended"))),
-                };
-            }
-            Ok(())
-        })
+        runs::set_run_state(self, id, state)
     }
 
     fn append(&self, run_id: &str, event: &NewEvent) -> StoreResult<JournalEntry> {
-        if event.kind == EventKind::Terminal {
-            return Err(StoreError::Conflict(
-                "the terminal event is written only by end_run".into(),
-            ));
-        }
-        let ev = PreparedEvent::new(run_id, event)?;
-        let (seq, prev, hash, ev) = self.write_one(move |c| {
-            let (seq, prev, hash) = insert_event(c, &ev)?;
-            Ok((seq, prev, hash, ev))
-        })?;
-        Ok(ev.entry(seq, prev, hash))
+        runs::append(self, run_id, event)
     }
 
     fn append_batch(&self, run_id: &str, events: &[NewEvent]) -> StoreResult<Vec<JournalEntry>> {
-        if events.is_empty() {
-            return Ok(vec![]);
-        }
-        let prepared = prepare_all(run_id, events)?;
-        // One job, one savepoint: the batch is durable together or not at all.
-        self.write(move |c| {
-            let mut out = Vec::with_capacity(prepared.len());
-            for ev in prepared {
-                let (seq, prev, hash) = insert_event(c, &ev)?;
-                out.push(ev.entry(seq, prev, hash));
-            }
-            Ok(out)
-        })
+        runs::append_batch(self, run_id, events)
     }
 
     fn journal(&self, run_id: &str) -> StoreResult<Vec<JournalEntry>> {
-        self.read(|c| {
-            let mut st = c
-                .prepare_cached(&format!(
-                    "SELECT {JOURNAL_COLS} FROM journal WHERE run_id = ?1 ORDER BY seq"
-                ))
-                .map_err(db_err)?;
-            let rows = st.query_map([run_id], journal_row).map_err(db_err)?;
-            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
-        })
+        runs::journal(self, run_id)
     }
 
     fn journal_since(&self, run_id: &str, after_seq: i64) -> StoreResult<Vec<JournalEntry>> {
-        self.read(|c| {
-            let mut st = c
-                .prepare_cached(&format!(
-                    "SELECT {JOURNAL_COLS} FROM journal WHERE run_id = ?1 AND seq > ?2 ORDER BY seq"
-                ))
-                .map_err(db_err)?;
-            let rows = st
-                .query_map(params![run_id, after_seq], journal_row)
-                .map_err(db_err)?;
-            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
-        })
+        runs::journal_since(self, run_id, after_seq)
     }
 
     fn read_only(&self) -> Option<String> {
@@ -1177,52 +831,11 @@ impl Store for SqliteStore {
         events: &[NewEvent],
         terminal: &Terminal,
     ) -> StoreResult<EndResult> {
-        let before = prepare_all(run_id, events)?;
-        let (run_id, t) = (run_id.to_string(), terminal.clone());
-        let ev = PreparedEvent::new(
-            &run_id,
-            &NewEvent::new(EventKind::Terminal, t.at_ms, t.body.clone()),
-        )?;
-        self.write(move |c| {
-            let state: Option<String> = c.query_row_cached("SELECT state FROM runs WHERE id = ?1", [&run_id], |r| r.get(0)).optional().map_err(db_err)?;
-            match state.as_deref() {
-                None => return Err(StoreError::NotFound { what: "run", id: run_id }),
-                Some("ended") => return Ok(EndResult::AlreadyEnded),
-                _ => {}
-            }
-            for e in &before {
-                insert_event(c, e)?;
-            }
-            let (seq, prev, hash) = insert_event(c, &ev)?;
-            let entry = ev.entry(seq, prev, hash);
-            c.execute(
-                "UPDATE runs SET state = 'ended', outcome = ?2, ended_by = ?3, ended_ms = ?4, owner = NULL, lease_until_ms = NULL WHERE id = ?1",
-                params![run_id, enum_str(&t.outcome), enum_str(&t.ended_by), t.at_ms],
-            )
-            .map_err(db_err)?;
-            c.execute("INSERT INTO receipts (run_id, text) VALUES (?1, ?2)", params![run_id, t.receipt]).map_err(db_err)?;
-            if let Some(o) = &t.outbox {
-                let body = serde_json::to_string(&o.body).map_err(|e| StoreError::Fatal(e.to_string()))?;
-                c.execute(
-                    "INSERT OR IGNORE INTO outbox (dedup_key, run_id, route, body, created_ms, sent_ms) VALUES (?1,?2,?3,?4,?5,NULL)",
-                    params![o.dedup_key, o.run_id, o.route, body, t.at_ms],
-                )
-                .map_err(db_err)?;
-            }
-            Ok(EndResult::Ended(entry))
-        })
+        runs::end_run_after(self, run_id, events, terminal)
     }
 
     fn receipt(&self, run_id: &str) -> StoreResult<Option<String>> {
-        self.read(|c| {
-            c.query_row_cached(
-                "SELECT text FROM receipts WHERE run_id = ?1",
-                [run_id],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(db_err)
-        })
+        runs::receipt(self, run_id)
     }
 
     fn lease_run(
@@ -1232,150 +845,39 @@ impl Store for SqliteStore {
         now_ms: i64,
         until_ms: i64,
     ) -> StoreResult<bool> {
-        let (run_id, owner) = (run_id.to_string(), owner.to_string());
-        self.write(move |c| {
-            let n = c
-                .execute(
-                    "UPDATE runs SET owner = ?2, lease_until_ms = ?4 WHERE id = ?1 AND state != 'ended'
-                     AND (owner IS NULL OR owner = ?2 OR lease_until_ms IS NULL OR lease_until_ms < ?3)",
-                    params![run_id, owner, now_ms, until_ms],
-                )
-                .map_err(db_err)?;
-            if n == 1 {
-                return Ok(true);
-            }
-            let exists: Option<String> = c.query_row_cached("SELECT state FROM runs WHERE id = ?1", [&run_id], |r| r.get(0)).optional().map_err(db_err)?;
-            match exists {
-                None => Err(StoreError::NotFound { what: "run", id: run_id }),
-                Some(_) => Ok(false),
-            }
-        })
+        runs::lease_run(self, run_id, owner, now_ms, until_ms)
     }
 
     fn release_run(&self, run_id: &str, owner: &str) -> StoreResult<()> {
-        let (run_id, owner) = (run_id.to_string(), owner.to_string());
-        self.write(move |c| {
-            c.execute(
-                "UPDATE runs SET owner = NULL, lease_until_ms = NULL WHERE id = ?1 AND owner = ?2",
-                params![run_id, owner],
-            )
-            .map_err(db_err)?;
-            Ok(())
-        })
+        runs::release_run(self, run_id, owner)
     }
 
     fn orphaned_runs(&self, now_ms: i64) -> StoreResult<Vec<RunRecord>> {
-        self.read(|c| {
-            let mut st = c
-                .prepare_cached(&format!(
-                    "SELECT {RUN_COLS} FROM runs WHERE state != 'ended' AND (owner IS NULL OR lease_until_ms IS NULL OR lease_until_ms < ?1) ORDER BY created_ms"
-                ))
-                .map_err(db_err)?;
-            let rows = st.query_map([now_ms], run_row).map_err(db_err)?;
-            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
-        })
+        runs::orphaned_runs(self, now_ms)
     }
 
     fn open_runs(&self) -> StoreResult<Vec<RunRecord>> {
-        self.read(|c| {
-            let mut st = c
-                .prepare_cached(&format!(
-                    "SELECT {RUN_COLS} FROM runs WHERE state != 'ended' ORDER BY created_ms"
-                ))
-                .map_err(db_err)?;
-            let rows = st.query_map([], run_row).map_err(db_err)?;
-            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
-        })
+        runs::open_runs(self)
     }
 
     fn runs_by_prefix(&self, prefix: &str, limit: usize) -> StoreResult<Vec<RunRecord>> {
-        // A range on the primary key: ids are compared bytewise, and U+10FFFF sorts after
-        // every character an id can hold.
-        let upper = format!("{prefix}\u{10FFFF}");
-        let prefix = prefix.to_string();
-        self.read(move |c| {
-            let mut st = c
-                .prepare_cached(&format!(
-                    "SELECT {RUN_COLS} FROM runs WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT ?3"
-                ))
-                .map_err(db_err)?;
-            let rows = st
-                .query_map(params![prefix, upper, limit as i64], run_row)
-                .map_err(db_err)?;
-            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
-        })
+        runs::runs_by_prefix(self, prefix, limit)
     }
 
     fn continuation_of(&self, parent: &str) -> StoreResult<Option<RunRecord>> {
-        self.read(|c| {
-            c.query_row_cached(
-                &format!(
-                    "SELECT {RUN_COLS} FROM runs WHERE parent = ?1 ORDER BY created_ms LIMIT 1"
-                ),
-                [parent],
-                run_row,
-            )
-            .optional()
-            .map_err(read_err)
-        })
+        runs::continuation_of(self, parent)
     }
 
     fn put_payload(&self, hash: &str, canonical_json: &str) -> StoreResult<()> {
-        if canonical_json.len() > BODY_BYTES_MAX {
-            return Err(StoreError::Conflict(format!(
-                "payload of {} bytes exceeds {BODY_BYTES_MAX}",
-                canonical_json.len()
-            )));
-        }
-        let (hash, body) = (hash.to_string(), canonical_json.to_string());
-        self.write(move |c| {
-            c.execute(
-                "INSERT OR IGNORE INTO payloads (hash, body) VALUES (?1, ?2)",
-                params![hash, body],
-            )
-            .map_err(db_err)?;
-            Ok(())
-        })
+        cards::put_payload(self, hash, canonical_json)
     }
 
     fn payload(&self, hash: &str) -> StoreResult<Option<String>> {
-        self.read(|c| {
-            c.query_row_cached("SELECT body FROM payloads WHERE hash = ?1", [hash], |r| {
-                r.get(0)
-            })
-            .optional()
-            .map_err(db_err)
-        })
+        cards::payload(self, hash)
     }
 
     fn ledger_intend(&self, entry: &LedgerEntry) -> StoreResult<LedgerIntent> {
-        let e = entry.clone();
-        self.write(move |c| {
-            let existing = c
-                .query_row(&format!("SELECT {LEDGER_COLS} FROM ledger WHERE key = ?1"), [&e.key], ledger_row)
-                .optional()
-                .map_err(read_err)?;
-            match existing {
-                None => {
-                    let detail = serde_json::to_string(&e.detail).map_err(|x| StoreError::Fatal(x.to_string()))?;
-                    c.execute(
-                        &format!("INSERT INTO ledger ({LEDGER_COLS}) VALUES (?1,?2,?3,?4,?5,'intended',1,?6,?7)"),
-                        params![e.key, e.scope, e.run_id, e.delivery, e.payload_hash, detail, e.updated_ms],
-                    )
-                    .map_err(db_err)?;
-                    Ok(LedgerIntent::Proceed(LedgerEntry { state: LedgerState::Intended, attempts: 1, ..e }))
-                }
-                Some(prev) if prev.state == LedgerState::Failed => {
-                    c.execute(
-                        "UPDATE ledger SET state = 'intended', attempts = attempts + 1, run_id = ?2, updated_ms = ?3 WHERE key = ?1",
-                        params![e.key, e.run_id, e.updated_ms],
-                    )
-                    .map_err(db_err)?;
-                    Ok(LedgerIntent::Proceed(LedgerEntry { state: LedgerState::Intended, attempts: prev.attempts + 1, run_id: e.run_id.clone(), updated_ms: e.updated_ms, ..prev }))
-                }
-                Some(prev) => Ok(LedgerIntent::Recorded(prev)),
-            }
-        })
+        ledger::ledger_intend(self, entry)
     }
 
     fn ledger_settle(
@@ -1385,84 +887,27 @@ impl Store for SqliteStore {
         detail: &Value,
         at_ms: i64,
     ) -> StoreResult<()> {
-        let (key, detail) = (
-            key.to_string(),
-            serde_json::to_string(detail).map_err(|e| StoreError::Fatal(e.to_string()))?,
-        );
-        self.write(move |c| {
-            let n = c
-                .execute("UPDATE ledger SET state = ?2, detail = ?3, updated_ms = ?4 WHERE key = ?1 AND state = 'intended'", params![key, state.as_str(), detail, at_ms])
-                .map_err(db_err)?;
-            if n == 0 {
-                let exists: Option<String> = c.query_row_cached("SELECT state FROM ledger WHERE key = ?1", [&key], |r| r.get(0)).optional().map_err(db_err)?;
-                return match exists {
-                    None => Err(StoreError::NotFound { what: "ledger key", id: key }),
-                    Some(s) => Err(StoreError::Conflict(format!("ledger key is already {s}; only an intended key can be settled"))),
-                };
-            }
-            Ok(())
-        })
+        ledger::ledger_settle(self, key, state, detail, at_ms)
     }
 
     fn ledger_get(&self, key: &str) -> StoreResult<Option<LedgerEntry>> {
-        self.read(|c| {
-            c.query_row_cached(
-                &format!("SELECT {LEDGER_COLS} FROM ledger WHERE key = ?1"),
-                [key],
-                ledger_row,
-            )
-            .optional()
-            .map_err(read_err)
-        })
+        ledger::ledger_get(self, key)
     }
 
     fn ledger_list(&self) -> StoreResult<Vec<LedgerEntry>> {
-        self.read(|c| {
-            let mut st = c
-                .prepare_cached(&format!(
-                    "SELECT {LEDGER_COLS} FROM ledger ORDER BY updated_ms DESC"
-                ))
-                .map_err(db_err)?;
-            let rows = st.query_map([], ledger_row).map_err(db_err)?;
-            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
-        })
+        ledger::ledger_list(self)
     }
 
     fn open_card(&self, card: &Card) -> StoreResult<()> {
-        let card = card.clone();
-        self.write(move |c| {
-            c.execute(
-                "UPDATE cards SET state = 'superseded', decided_ms = ?3 WHERE run_id = ?1 AND delivery IS ?2 AND state = 'open'",
-                params![card.run_id, card.delivery, card.created_ms],
-            )
-            .map_err(db_err)?;
-            c.execute(
-                &format!("INSERT INTO cards ({CARD_COLS}) VALUES (?1,?2,?3,?4,'open',?5,NULL,NULL,?6)"),
-                params![card.run_id, card.delivery, card.payload_hash, card.summary, card.created_ms, card.reason],
-            )
-            .map_err(db_err)?;
-            Ok(())
-        })
+        cards::open_card(self, card)
     }
 
     fn open_cards(&self) -> StoreResult<Vec<Card>> {
-        self.read(|c| {
-            let mut st = c.prepare_cached(&format!("SELECT {CARD_COLS} FROM cards WHERE state = 'open' ORDER BY created_ms DESC, id DESC")).map_err(db_err)?;
-            let rows = st.query_map([], card_row).map_err(db_err)?;
-            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
-        })
+        cards::open_cards(self)
     }
 
     fn cards_for_run(&self, run_id: &str) -> StoreResult<Vec<Card>> {
-        self.read(|c| {
-            let mut st = c
-                .prepare_cached(&format!(
-                    "SELECT {CARD_COLS} FROM cards WHERE run_id = ?1 ORDER BY id"
-                ))
-                .map_err(db_err)?;
-            let rows = st.query_map([run_id], card_row).map_err(db_err)?;
-            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
-        })
+        cards::cards_for_run(self, run_id)
     }
 
     fn decide_card(
@@ -1473,235 +918,63 @@ impl Store for SqliteStore {
         decision: Decision,
         at_ms: i64,
     ) -> StoreResult<Card> {
-        let (run_id, delivery, hash) = (
-            run_id.to_string(),
-            delivery.to_string(),
-            payload_hash.to_string(),
-        );
-        self.write(move |c| {
-            let found: Option<(i64, Card)> = c
-                .query_row(
-                    &format!("SELECT {CARD_COLS}, id FROM cards WHERE run_id = ?1 AND delivery = ?2 AND payload_hash = ?3 ORDER BY id DESC LIMIT 1"),
-                    params![run_id, delivery, hash],
-                    |r| Ok((r.get(9)?, card_row(r)?)),
-                )
-                .optional()
-                .map_err(read_err)?;
-            let Some((id, card)) = found else {
-                return Err(StoreError::NotFound { what: "approval card with that hash", id: format!("{run_id}/{delivery}/{hash}") });
-            };
-            if card.state != CardState::Open {
-                return Err(StoreError::Conflict(format!(
-                    "the card for {delivery} with this hash is {}; it can no longer be decided (see `vouch approvals` for the current one)",
-                    card.state.as_str()
-                )));
-            }
-            let state = match decision {
-                Decision::Approve => CardState::Approved,
-                Decision::Deny => CardState::Denied,
-            };
-            c.execute("UPDATE cards SET state = ?2, decided_ms = ?3 WHERE id = ?1", params![id, state.as_str(), at_ms]).map_err(db_err)?;
-            Ok(Card { state, decided_ms: Some(at_ms), ..card })
-        })
+        cards::decide_card(self, run_id, delivery, payload_hash, decision, at_ms)
     }
 
     fn answer_clarify(&self, run_id: &str, answer: &str, at_ms: i64) -> StoreResult<Card> {
-        let (run_id, answer) = (run_id.to_string(), answer.to_string());
-        self.write(move |c| {
-            let found: Option<(i64, Card)> = c
-                .query_row(
-                    &format!("SELECT {CARD_COLS}, id FROM cards WHERE run_id = ?1 AND delivery IS NULL AND state = 'open' ORDER BY id DESC LIMIT 1"),
-                    [&run_id],
-                    |r| Ok((r.get(9)?, card_row(r)?)),
-                )
-                .optional()
-                .map_err(read_err)?;
-            let Some((id, card)) = found else {
-                return Err(StoreError::NotFound { what: "open question of run", id: run_id });
-            };
-            c.execute("UPDATE cards SET state = 'answered', decided_ms = ?2, answer = ?3 WHERE id = ?1", params![id, at_ms, answer]).map_err(db_err)?;
-            Ok(Card { state: CardState::Answered, decided_ms: Some(at_ms), answer: Some(answer), ..card })
-        })
+        cards::answer_clarify(self, run_id, answer, at_ms)
     }
 
     fn consume_slot(&self, schedule: &str, slot_ms: i64, run: &NewRun) -> StoreResult<bool> {
-        let (schedule, run) = (schedule.to_string(), run.clone());
-        self.write(move |c| {
-            let taken: Option<String> = c
-                .query_row(
-                    "SELECT run_id FROM slots WHERE schedule = ?1 AND slot_ms = ?2",
-                    params![schedule, slot_ms],
-                    |r| r.get(0),
-                )
-                .optional()
-                .map_err(db_err)?;
-            if taken.is_some() {
-                return Ok(false);
-            }
-            insert_run(c, &run)?;
-            c.execute(
-                "INSERT INTO slots (schedule, slot_ms, run_id) VALUES (?1, ?2, ?3)",
-                params![schedule, slot_ms, run.id],
-            )
-            .map_err(db_err)?;
-            Ok(true)
-        })
+        schedules::consume_slot(self, schedule, slot_ms, run)
     }
 
     fn slot_run(&self, schedule: &str, slot_ms: i64) -> StoreResult<Option<String>> {
-        self.read(|c| {
-            c.query_row_cached(
-                "SELECT run_id FROM slots WHERE schedule = ?1 AND slot_ms = ?2",
-                params![schedule, slot_ms],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(db_err)
-        })
+        schedules::slot_run(self, schedule, slot_ms)
     }
 
     fn slots(&self, schedule: &str) -> StoreResult<Vec<(i64, String)>> {
-        self.read(|c| {
-            let mut st = c
-                .prepare_cached(
-                    "SELECT slot_ms, run_id FROM slots WHERE schedule = ?1 ORDER BY slot_ms",
-                )
-                .map_err(db_err)?;
-            let rows = st
-                .query_map([schedule], |r| Ok((r.get(0)?, r.get(1)?)))
-                .map_err(db_err)?;
-            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
-        })
+        schedules::slots(self, schedule)
     }
 
     fn put_schedule(&self, s: &Schedule) -> StoreResult<()> {
-        let s = s.clone();
-        let routine =
-            serde_json::to_string(&s.routine).map_err(|e| StoreError::Fatal(e.to_string()))?;
-        self.write(move |c| {
-            c.execute(
-                "INSERT INTO schedules (name, cron, tz, routine, catch_up, overlap, grace_ms, created_ms) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)",
-                params![s.name, s.cron, s.tz, routine, s.catch_up, s.overlap, s.grace_ms, s.created_ms],
-            )
-            .map_err(|e| match db_err(e) {
-                StoreError::Conflict(_) => StoreError::Conflict(format!("a schedule named `{}` already exists; remove it first or pick another name", s.name)),
-                other => other,
-            })?;
-            Ok(())
-        })
+        schedules::put_schedule(self, s)
     }
 
     fn schedules(&self) -> StoreResult<Vec<Schedule>> {
-        self.read(|c| {
-            let mut st = c
-                .prepare_cached("SELECT name, cron, tz, routine, catch_up, overlap, grace_ms, created_ms FROM schedules ORDER BY name")
-                .map_err(db_err)?;
-            let rows = st
-                .query_map([], |r| {
-                    let routine: String = r.get(3)?;
-                    Ok(Schedule {
-                        name: r.get(0)?,
-                        cron: r.get(1)?,
-                        tz: r.get(2)?,
-                        routine: json_col(&routine)?,
-                        catch_up: r.get(4)?,
-                        overlap: r.get(5)?,
-                        grace_ms: r.get(6)?,
-                        created_ms: r.get(7)?,
-                    })
-                })
-                .map_err(db_err)?;
-            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
-        })
+        schedules::schedules(self)
     }
 
     fn remove_schedule(&self, name: &str) -> StoreResult<bool> {
-        let name = name.to_string();
-        self.write(move |c| {
-            Ok(c.execute("DELETE FROM schedules WHERE name = ?1", [name])
-                .map_err(db_err)?
-                == 1)
-        })
+        schedules::remove_schedule(self, name)
     }
 
     fn put_token(&self, t: &ApiToken) -> StoreResult<()> {
-        let t = t.clone();
-        self.write(move |c| {
-            c.execute(
-                "INSERT INTO api_tokens (name, hash, created_ms) VALUES (?1, ?2, ?3)",
-                params![t.name, t.hash, t.created_ms],
-            )
-            .map_err(|e| match db_err(e) {
-                StoreError::Conflict(_) => StoreError::Conflict(format!(
-                    "a token named `{}` already exists; remove it first or pick another name",
-                    t.name
-                )),
-                other => other,
-            })?;
-            Ok(())
-        })
+        tokens::put_token(self, t)
     }
 
     fn token_by_hash(&self, hash: &str) -> StoreResult<Option<ApiToken>> {
-        self.read(|c| {
-            c.query_row_cached(
-                "SELECT name, hash, created_ms FROM api_tokens WHERE hash = ?1",
-                [hash],
-                token_row,
-            )
-            .optional()
-            .map_err(read_err)
-        })
+        tokens::token_by_hash(self, hash)
     }
 
     fn tokens(&self) -> StoreResult<Vec<ApiToken>> {
-        self.read(|c| {
-            let mut st = c
-                .prepare_cached("SELECT name, hash, created_ms FROM api_tokens ORDER BY name")
-                .map_err(db_err)?;
-            let rows = st.query_map([], token_row).map_err(db_err)?;
-            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
-        })
+        tokens::tokens(self)
     }
 
     fn remove_token(&self, name: &str) -> StoreResult<bool> {
-        let name = name.to_string();
-        self.write(move |c| {
-            Ok(c.execute("DELETE FROM api_tokens WHERE name = ?1", [name])
-                .map_err(db_err)?
-                == 1)
-        })
+        tokens::remove_token(self, name)
     }
 
     fn outbox_pending(&self) -> StoreResult<Vec<OutboxRow>> {
-        self.read(|c| {
-            let mut st = c
-                .prepare_cached("SELECT id, dedup_key, run_id, route, body, created_ms, sent_ms FROM outbox WHERE sent_ms IS NULL ORDER BY id")
-                .map_err(db_err)?;
-            let rows = st.query_map([], outbox_row).map_err(db_err)?;
-            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
-        })
+        outbox::outbox_pending(self)
     }
 
     fn outbox_mark_sent(&self, id: i64, at_ms: i64) -> StoreResult<()> {
-        self.write(move |c| {
-            c.execute(
-                "UPDATE outbox SET sent_ms = ?2 WHERE id = ?1 AND sent_ms IS NULL",
-                params![id, at_ms],
-            )
-            .map_err(db_err)?;
-            Ok(())
-        })
+        outbox::outbox_mark_sent(self, id, at_ms)
     }
 
     fn outbox_for_run(&self, run_id: &str) -> StoreResult<Vec<OutboxRow>> {
-        self.read(|c| {
-            let mut st = c
-                .prepare_cached("SELECT id, dedup_key, run_id, route, body, created_ms, sent_ms FROM outbox WHERE run_id = ?1 ORDER BY id")
-                .map_err(db_err)?;
-            let rows = st.query_map([run_id], outbox_row).map_err(db_err)?;
-            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
-        })
+        outbox::outbox_for_run(self, run_id)
     }
 
     fn counts(&self) -> StoreResult<vouch_store::StoreCounts> {

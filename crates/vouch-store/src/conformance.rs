@@ -590,8 +590,8 @@ pub fn schedules_crud(open: Opener<'_>) {
         cron: "0 7 * * *".into(),
         tz: "UTC".into(),
         routine: json!({"prompt": "p"}),
-        catch_up: "skip".into(),
-        overlap: "skip".into(),
+        catch_up: CatchUp::Skip,
+        overlap: Overlap::Skip,
         grace_ms: 900_000,
         created_ms: 1,
     };
@@ -602,6 +602,16 @@ pub fn schedules_crud(open: Opener<'_>) {
         Err(StoreError::Conflict(m)) if m.contains("`c-brief` already exists")
     ));
     assert!(s.schedules().unwrap().contains(&sched));
+    // The other policy of each kind reads back as itself, not as the default.
+    let other = Schedule {
+        name: "c-late".into(),
+        catch_up: CatchUp::Latest,
+        overlap: Overlap::Allow,
+        ..sched.clone()
+    };
+    s.put_schedule(&other).unwrap();
+    assert!(s.schedules().unwrap().contains(&other));
+    assert!(s.remove_schedule("c-late").unwrap());
     assert!(s.remove_schedule("c-brief").unwrap());
     assert!(!s.remove_schedule("c-brief").unwrap());
 }

@@ -1,102 +1,134 @@
-//! Journal event kinds. The names are stable: they are stored and matched by crash points.
+//! Journal event kinds, each with its stored name and its typed body, listed once.
+//!
+//! The names are stable: they are stored, hashed into every chain and matched by crash points.
+//! `event_kinds!` makes from one line per kind the [`EventKind`] enum (its `ALL`, `as_str`,
+//! `parse` and serde names) and the typed [`Event`] (one variant per kind, holding the body
+//! struct of [`crate::journal`]), so adding a kind is one line here and its body struct there.
 
+use crate::journal::*;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EventKind {
-    RunCreated,
-    Turn,
-    ToolCalled,
-    ManifestDeclared,
-    ManifestRejected,
-    ManifestImplied,
-    Preflight,
-    ProposalRejected,
-    ClarifyAsked,
-    ClarifyAnswered,
-    ApprovalRequested,
-    ApprovalGranted,
-    ApprovalDenied,
-    ApprovalSuperseded,
-    Drafted,
-    LedgerIntent,
-    AttemptStarted,
-    AttemptFinished,
-    Evidence,
-    Suspended,
-    Resumed,
-    /// The agent loop stopped without the work: a model error, a budget, the repair limit.
-    LoopEnded,
-    /// A patch attempt's worktree, recorded before the model's first turn (§14).
-    Workspace,
-    Terminal,
+/// The type an [`Event`] variant holds: the body struct, or the body struct boxed (large ones).
+macro_rules! held {
+    ($body:ident) => { $body };
+    ($body:ident, $wrap:ident) => { $wrap<$body> };
 }
 
-impl EventKind {
-    pub const ALL: [EventKind; 24] = [
-        EventKind::RunCreated,
-        EventKind::Turn,
-        EventKind::ToolCalled,
-        EventKind::ManifestDeclared,
-        EventKind::ManifestRejected,
-        EventKind::ManifestImplied,
-        EventKind::Preflight,
-        EventKind::ProposalRejected,
-        EventKind::ClarifyAsked,
-        EventKind::ClarifyAnswered,
-        EventKind::ApprovalRequested,
-        EventKind::ApprovalGranted,
-        EventKind::ApprovalDenied,
-        EventKind::ApprovalSuperseded,
-        EventKind::Drafted,
-        EventKind::LedgerIntent,
-        EventKind::AttemptStarted,
-        EventKind::AttemptFinished,
-        EventKind::Evidence,
-        EventKind::Suspended,
-        EventKind::Resumed,
-        EventKind::LoopEnded,
-        EventKind::Workspace,
-        EventKind::Terminal,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventKind::RunCreated => "run_created",
-            EventKind::Turn => "turn",
-            EventKind::ToolCalled => "tool_called",
-            EventKind::ManifestDeclared => "manifest_declared",
-            EventKind::ManifestRejected => "manifest_rejected",
-            EventKind::ManifestImplied => "manifest_implied",
-            EventKind::Preflight => "preflight",
-            EventKind::ProposalRejected => "proposal_rejected",
-            EventKind::ClarifyAsked => "clarify_asked",
-            EventKind::ClarifyAnswered => "clarify_answered",
-            EventKind::ApprovalRequested => "approval_requested",
-            EventKind::ApprovalGranted => "approval_granted",
-            EventKind::ApprovalDenied => "approval_denied",
-            EventKind::ApprovalSuperseded => "approval_superseded",
-            EventKind::Drafted => "drafted",
-            EventKind::LedgerIntent => "ledger_intent",
-            EventKind::AttemptStarted => "attempt_started",
-            EventKind::AttemptFinished => "attempt_finished",
-            EventKind::Evidence => "evidence",
-            EventKind::Suspended => "suspended",
-            EventKind::Resumed => "resumed",
-            EventKind::LoopEnded => "loop_ended",
-            EventKind::Workspace => "workspace",
-            EventKind::Terminal => "terminal",
+/// One line per kind: `Variant = "wire_name" => BodyStruct` (`in Box` to box a large body).
+macro_rules! event_kinds {
+    ($($(#[$doc:meta])* $v:ident = $wire:literal => $body:ident $(in $wrap:ident)?,)*) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        pub enum EventKind {
+            $($(#[$doc])* #[serde(rename = $wire)] $v,)*
         }
-    }
 
-    pub fn parse(s: &str) -> Option<EventKind> {
-        EventKind::ALL.into_iter().find(|k| k.as_str() == s)
-    }
+        impl EventKind {
+            pub const ALL: [EventKind; [$(stringify!($v)),*].len()] = [$(EventKind::$v),*];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $(EventKind::$v => $wire,)* }
+            }
+
+            pub fn parse(s: &str) -> Option<EventKind> {
+                match s { $($wire => Some(EventKind::$v),)* _ => None }
+            }
+        }
+
+        /// One journal event, typed. `kind()` is the stored kind; `body()` the stored body.
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum Event {
+            $($v(held!($body $(, $wrap)?)),)*
+        }
+
+        impl Event {
+            pub fn kind(&self) -> EventKind {
+                match self { $(Event::$v(_) => EventKind::$v,)* }
+            }
+
+            /// The body as stored.
+            pub fn body(&self) -> Value {
+                let v = match self { $(Event::$v(b) => serde_json::to_value(b),)* };
+                // Every body type serializes to a JSON object (plain structs of JSON values).
+                v.unwrap_or(Value::Null)
+            }
+
+            /// Read a stored body as its kind's type.
+            pub fn parse(kind: EventKind, body: &Value) -> Result<Event, BodyError> {
+                match kind { $(EventKind::$v => typed::<$body>(kind, body).map(|b| Event::$v(b.into())),)* }
+            }
+        }
+
+        $(impl From<$body> for Event { fn from(b: $body) -> Event { Event::$v(b.into()) } })*
+    };
+}
+
+event_kinds! {
+    RunCreated = "run_created" => RunCreated,
+    Turn = "turn" => Turn,
+    ToolCalled = "tool_called" => ToolCalled,
+    ManifestDeclared = "manifest_declared" => ManifestDeclared,
+    ManifestRejected = "manifest_rejected" => ManifestRejected,
+    ManifestImplied = "manifest_implied" => ManifestImplied,
+    Preflight = "preflight" => Preflight,
+    ProposalRejected = "proposal_rejected" => ProposalRejected,
+    ClarifyAsked = "clarify_asked" => ClarifyAsked,
+    ClarifyAnswered = "clarify_answered" => ClarifyAnswered,
+    ApprovalRequested = "approval_requested" => ApprovalRequested,
+    ApprovalGranted = "approval_granted" => ApprovalGranted,
+    ApprovalDenied = "approval_denied" => ApprovalDenied,
+    ApprovalSuperseded = "approval_superseded" => ApprovalSuperseded,
+    Drafted = "drafted" => Drafted,
+    LedgerIntent = "ledger_intent" => LedgerIntent,
+    AttemptStarted = "attempt_started" => AttemptStarted,
+    AttemptFinished = "attempt_finished" => AttemptFinished,
+    Evidence = "evidence" => Evidence,
+    Suspended = "suspended" => Suspended,
+    Resumed = "resumed" => Resumed,
+    /// The agent loop stopped without the work: a model error, a budget, the repair limit.
+    LoopEnded = "loop_ended" => LoopEnded,
+    /// A patch attempt's worktree, recorded before the model's first turn (§14).
+    Workspace = "workspace" => Workspace,
+    Terminal = "terminal" => Terminal in Box,
+}
+
+fn typed<T: serde::de::DeserializeOwned>(kind: EventKind, body: &Value) -> Result<T, BodyError> {
+    T::deserialize(body).map_err(|e| BodyError {
+        kind,
+        message: e.to_string(),
+    })
 }
 
 impl std::fmt::Display for EventKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_is_named_once_and_parses_back_from_its_name() {
+        let mut names: Vec<&str> = EventKind::ALL.iter().map(|k| k.as_str()).collect();
+        for k in EventKind::ALL {
+            assert_eq!(EventKind::parse(k.as_str()), Some(k));
+            // The serde name is the stored name.
+            assert_eq!(serde_json::to_value(k).ok(), Some(Value::from(k.as_str())));
+        }
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(
+            names.len(),
+            EventKind::ALL.len(),
+            "a wire name is used twice"
+        );
+        assert_eq!(
+            EventKind::parse("Turn"),
+            None,
+            "names are exact, not case-folded"
+        );
+        assert_eq!(EventKind::parse(""), None);
     }
 }

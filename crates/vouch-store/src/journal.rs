@@ -1,6 +1,6 @@
-//! The journal's event bodies, typed (§3.4.2). One serde type per [`EventKind`]: the host
-//! writes an [`Event`] and the fold reads one back, so a body is written in one place and read
-//! in one shape. A stored body that does not parse as its kind's type is corrupt — the reader
+//! The journal's event bodies, typed (§3.4.2). One serde type per [`EventKind`] (each paired
+//! with its kind in `events.rs`): the host writes an [`Event`] and the fold reads one back, so a
+//! body is written in one place and read in one shape. A stored body that does not parse as its kind's type is corrupt — the reader
 //! says so ([`BodyError`]) instead of treating the event as absent, which would turn "in doubt"
 //! into "not attempted".
 //!
@@ -8,9 +8,9 @@
 //! parse; unknown fields are refused, so a body changed behind the host's back, or written by
 //! anything but these types, is found rather than half-read.
 
+pub use crate::events::Event;
 use crate::{EventKind, NewEvent};
 use indexmap::IndexMap;
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use vouch_core::{
@@ -391,98 +391,12 @@ pub struct Terminal {
     pub corrupt: Vec<i64>,
 }
 
-/// One journal event, typed. `kind()` is the stored kind; `body()` the stored body.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Event {
-    RunCreated(RunCreated),
-    Turn(Turn),
-    ToolCalled(ToolCalled),
-    ManifestDeclared(ManifestDeclared),
-    ManifestRejected(ManifestRejected),
-    ManifestImplied(ManifestImplied),
-    Preflight(Preflight),
-    ProposalRejected(ProposalRejected),
-    ClarifyAsked(ClarifyAsked),
-    ClarifyAnswered(ClarifyAnswered),
-    ApprovalRequested(ApprovalRequested),
-    ApprovalGranted(ApprovalGranted),
-    ApprovalDenied(ApprovalDenied),
-    ApprovalSuperseded(ApprovalSuperseded),
-    Drafted(Drafted),
-    LedgerIntent(LedgerIntent),
-    AttemptStarted(AttemptStarted),
-    AttemptFinished(AttemptFinished),
-    Evidence(Evidence),
-    Suspended(Suspended),
-    Resumed(Resumed),
-    LoopEnded(LoopEnded),
-    Workspace(Workspace),
-    Terminal(Box<Terminal>),
-}
-
 /// A stored body that does not parse as its kind's type.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("a `{kind}` body does not parse: {message}")]
 pub struct BodyError {
     pub kind: EventKind,
     pub message: String,
-}
-
-macro_rules! events {
-    ($($v:ident),* $(,)?) => {
-        impl Event {
-            pub fn kind(&self) -> EventKind {
-                match self { $(Event::$v(_) => EventKind::$v,)* }
-            }
-
-            /// The body as stored.
-            pub fn body(&self) -> Value {
-                let v = match self { $(Event::$v(b) => serde_json::to_value(b),)* };
-                // Every body type serializes to a JSON object (plain structs of JSON values).
-                v.unwrap_or(Value::Null)
-            }
-
-            /// Read a stored body as its kind's type.
-            pub fn parse(kind: EventKind, body: &Value) -> Result<Event, BodyError> {
-                match kind { $(EventKind::$v => typed(kind, body).map(Event::$v),)* }
-            }
-        }
-        $(impl From<$v> for Event { fn from(b: $v) -> Event { Event::$v(b.into()) } })*
-    };
-}
-
-events!(
-    RunCreated,
-    Turn,
-    ToolCalled,
-    ManifestDeclared,
-    ManifestRejected,
-    ManifestImplied,
-    Preflight,
-    ProposalRejected,
-    ClarifyAsked,
-    ClarifyAnswered,
-    ApprovalRequested,
-    ApprovalGranted,
-    ApprovalDenied,
-    ApprovalSuperseded,
-    Drafted,
-    LedgerIntent,
-    AttemptStarted,
-    AttemptFinished,
-    Evidence,
-    Suspended,
-    Resumed,
-    LoopEnded,
-    Workspace,
-    Terminal,
-);
-
-fn typed<T: DeserializeOwned>(kind: EventKind, body: &Value) -> Result<T, BodyError> {
-    T::deserialize(body).map_err(|e| BodyError {
-        kind,
-        message: e.to_string(),
-    })
 }
 
 impl Event {

@@ -8,11 +8,13 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
+pub use vouch_core::{CatchUp, Overlap};
 use vouch_core::{EndedBy, Outcome, RunState, TriggerKind};
 
 pub mod board;
 #[cfg(feature = "conformance")]
 pub mod board_conformance;
+pub mod codec;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod events;
@@ -489,10 +491,10 @@ pub struct Schedule {
     pub tz: String,
     /// The run template: `{"prompt": …, "model": {…}, "presence": …, "quiet": …}`.
     pub routine: serde_json::Value,
-    /// `skip` or `latest`.
-    pub catch_up: String,
-    /// `skip` or `allow`.
-    pub overlap: String,
+    /// Stored as `skip` or `latest`.
+    pub catch_up: CatchUp,
+    /// Stored as `skip` or `allow`.
+    pub overlap: Overlap,
     pub grace_ms: i64,
     /// Slots before this instant are not expected (the schedule did not exist yet).
     pub created_ms: i64,

@@ -51,7 +51,14 @@ pub fn schedule(dir: &Path, cmd: ScheduleCmd, json: bool) -> Result<i32> {
                 .map(|d| d.as_millis() as i64)
                 .unwrap_or(0);
             let sched = vouch_runtime::scheduler::new_schedule(
-                &name, &cron, &tz, r, &catch_up, &overlap, grace_ms, now,
+                &name,
+                &cron,
+                &tz,
+                r,
+                catch_up.into(),
+                overlap.into(),
+                grace_ms,
+                now,
             )
             .map_err(|e| match e.field {
                 "routine" => bad(format!("routine {}: {}", routine.display(), e.message)),

@@ -157,7 +157,7 @@ impl Host {
             self.ev(j::Turn {
                 index: view.turns as u64,
                 content: None,
-                tool_calls: vec![turn::call_record(&call)],
+                tool_calls: vec![(&call).into()],
                 usage: Some(j::TokenUsage::default()),
                 error: None,
             }),

@@ -296,11 +296,8 @@ impl Host {
                 self.ev(j::Turn {
                     index: (turns - 1) as u64,
                     content: turn.content.clone(),
-                    tool_calls: turn.tool_calls.iter().map(call_record).collect(),
-                    usage: Some(j::TokenUsage {
-                        prompt_tokens: turn.usage.prompt_tokens,
-                        completion_tokens: turn.usage.completion_tokens,
-                    }),
+                    tool_calls: turn.tool_calls.iter().map(Into::into).collect(),
+                    usage: Some(turn.usage.into()),
                     error: None,
                 }),
             )?;
@@ -585,15 +582,7 @@ pub(super) fn chat_message(event: &Event, delivery: Option<&str>) -> Option<Chat
         }
         Event::Turn(b) => Some(ChatMessage::Assistant {
             content: b.content.clone(),
-            tool_calls: b
-                .tool_calls
-                .iter()
-                .map(|c| ToolCall {
-                    id: c.id.clone(),
-                    name: c.name.clone(),
-                    arguments: c.arguments.clone(),
-                })
-                .collect(),
+            tool_calls: b.tool_calls.iter().map(Into::into).collect(),
         }),
         // A patch attempt: the model is told where it works and what the host will check.
         Event::Workspace(b) => host(super::patch::workspace_message(b)),
@@ -605,14 +594,5 @@ pub(super) fn chat_message(event: &Event, delivery: Option<&str>) -> Option<Chat
             content: b.answer.clone(),
         }),
         _ => None,
-    }
-}
-
-/// A model's tool call as the journal records it.
-pub(super) fn call_record(c: &ToolCall) -> j::ToolCallRecord {
-    j::ToolCallRecord {
-        id: c.id.clone(),
-        name: c.name.clone(),
-        arguments: c.arguments.clone(),
     }
 }

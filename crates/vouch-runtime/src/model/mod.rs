@@ -6,6 +6,7 @@
 pub mod openai;
 
 use serde::{Deserialize, Serialize};
+use vouch_store::journal::{TokenUsage, ToolCallRecord};
 
 /// A tool offered to the model: name, description, JSON Schema of its arguments.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -22,6 +23,28 @@ pub struct ToolCall {
     pub id: String,
     pub name: String,
     pub arguments: String,
+}
+
+// The journal records a call exactly as the model made it, and the chat rebuilt from the
+// journal hands it back the same: these two conversions are the only place the fields meet.
+impl From<&ToolCall> for ToolCallRecord {
+    fn from(c: &ToolCall) -> Self {
+        ToolCallRecord {
+            id: c.id.clone(),
+            name: c.name.clone(),
+            arguments: c.arguments.clone(),
+        }
+    }
+}
+
+impl From<&ToolCallRecord> for ToolCall {
+    fn from(c: &ToolCallRecord) -> Self {
+        ToolCall {
+            id: c.id.clone(),
+            name: c.name.clone(),
+            arguments: c.arguments.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -47,6 +70,15 @@ pub enum ChatMessage {
 pub struct Usage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+}
+
+impl From<Usage> for TokenUsage {
+    fn from(u: Usage) -> Self {
+        TokenUsage {
+            prompt_tokens: u.prompt_tokens,
+            completion_tokens: u.completion_tokens,
+        }
+    }
 }
 
 /// What the model did this turn: tool calls, or final text (possibly empty), or both.
@@ -160,5 +192,24 @@ mod tests {
             "{e:?}"
         );
         assert!(e.to_string().contains("pass --script FILE"), "{e}");
+    }
+
+    #[test]
+    fn a_tool_call_survives_the_journal_verbatim() {
+        let call = ToolCall {
+            id: "c1".into(),
+            name: "save".into(),
+            arguments: "{\"a\": 1, not json".into(),
+        };
+        let record = ToolCallRecord::from(&call);
+        assert_eq!(record.id, "c1");
+        assert_eq!(record.name, "save");
+        assert_eq!(record.arguments, call.arguments);
+        assert_eq!(ToolCall::from(&record), call);
+        let usage = TokenUsage::from(Usage {
+            prompt_tokens: 3,
+            completion_tokens: 4,
+        });
+        assert_eq!((usage.prompt_tokens, usage.completion_tokens), (3, 4));
     }
 }

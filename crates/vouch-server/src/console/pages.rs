@@ -711,7 +711,7 @@ pub async fn schedules(State(s): State<AppState>, signed: Signed) -> Response {
                             None => "none within a year"
                         }
                     }
-                    dt { "Catch-up · overlap · grace" } dd { (inert(&sc.catch_up)) " · " (inert(&sc.overlap)) " · " (sc.grace_ms / 1000) " s" }
+                    dt { "Catch-up · overlap · grace" } dd { (sc.catch_up.as_str()) " · " (sc.overlap.as_str()) " · " (sc.grace_ms / 1000) " s" }
                     dt { "Slots so far" } dd { (total) }
                 }
                 @let missed: Vec<_> = rows.iter().filter(|r| r.2.as_ref().and_then(|x| x.outcome) == Some(Outcome::Missed)).collect();

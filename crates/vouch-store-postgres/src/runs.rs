@@ -1,0 +1,392 @@
+//! Runs and their journals on PostgreSQL: creating, leasing and listing runs, appending to a
+//! run's chain under the run row's lock, and the terminal transaction.
+
+use super::*;
+
+pub(super) fn run_row(r: &Row) -> StoreResult<RunRecord> {
+    let state: &str = col(r, 7, "run state")?;
+    let outcome: Option<&str> = col(r, 8, "run outcome")?;
+    let ended_by: Option<&str> = col(r, 9, "run ended_by")?;
+    Ok(RunRecord {
+        id: col(r, 0, "run id")?,
+        trigger: parse_enum::<TriggerKind>(col(r, 1, "run trigger")?, "run trigger")?,
+        title: col(r, 2, "run title")?,
+        chain_root: col(r, 3, "run chain_root")?,
+        parent: col(r, 4, "run parent")?,
+        scope: col(r, 5, "run scope")?,
+        spec: json_col(r, 6, "run spec")?,
+        state: RunState::parse(state).ok_or_else(|| corrupt("run state", state))?,
+        outcome: outcome
+            .map(|o| parse_enum::<Outcome>(o, "run outcome"))
+            .transpose()?,
+        ended_by: ended_by
+            .map(|o| parse_enum::<EndedBy>(o, "run ended_by"))
+            .transpose()?,
+        created_ms: col(r, 10, "run created_ms")?,
+        ended_ms: col(r, 11, "run ended_ms")?,
+        owner: col(r, 12, "run owner")?,
+        lease_until_ms: col(r, 13, "run lease_until_ms")?,
+    })
+}
+
+pub(super) fn journal_row(r: &Row) -> StoreResult<JournalEntry> {
+    let kind: &str = col(r, 2, "event kind")?;
+    Ok(JournalEntry {
+        run_id: col(r, 0, "event run_id")?,
+        seq: col(r, 1, "event seq")?,
+        kind: EventKind::parse(kind).ok_or_else(|| corrupt("event kind", kind))?,
+        delivery: col(r, 3, "event delivery")?,
+        body: json_col(r, 4, "event body")?,
+        at_ms: col(r, 5, "event at_ms")?,
+        prev_hash: col(r, 6, "event prev_hash")?,
+        hash: col(r, 7, "event hash")?,
+    })
+}
+
+/// Lock the run's row for the rest of the transaction and return its state (None: no such
+/// run). Appends, `end_run` and `open_card` take this lock, so they are serialized per run.
+pub(super) fn lock_run(t: &mut Transaction<'_>, run_id: &str) -> StoreResult<Option<String>> {
+    let row = t
+        .query_opt(
+            "SELECT state FROM runs WHERE id = $1 FOR NO KEY UPDATE",
+            &[&run_id],
+        )
+        .map_err(db_err)?;
+    row.map(|r| col::<String>(&r, 0, "run state")).transpose()
+}
+
+/// Insert the next event of a run whose row `t` has locked. Returns `(seq, prev_hash, hash)`.
+/// The tail is read in a statement after the lock was granted, so at READ COMMITTED it sees
+/// every append committed before ours.
+fn insert_event(t: &mut Transaction<'_>, ev: &PreparedEvent) -> StoreResult<(i64, String, String)> {
+    let run_id = ev.run_id.as_str();
+    let last = t
+        .query_opt(
+            "SELECT seq, hash FROM journal WHERE run_id = $1 ORDER BY seq DESC LIMIT 1",
+            &[&run_id],
+        )
+        .map_err(db_err)?;
+    let (seq, prev) = match last {
+        Some(r) => {
+            let seq: i64 = col(&r, 0, "event seq")?;
+            (seq + 1, col::<String>(&r, 1, "event hash")?)
+        }
+        None => (1, GENESIS_HASH.to_string()),
+    };
+    let hash = ev.content.hash(&prev, seq);
+    t.execute(
+        "INSERT INTO journal (run_id, seq, kind, delivery, body, at_ms, prev_hash, hash) VALUES ($1,$2,$3,$4,$5,$6,$7,$8)",
+        &[&run_id, &seq, &ev.kind.as_str(), &ev.delivery, &ev.body_text, &ev.at_ms, &prev, &hash],
+    )
+    .map_err(|e| {
+        let foreign_key = e.code() == Some(&SqlState::FOREIGN_KEY_VIOLATION);
+        // Closed by the trigger's own SQLSTATE, or by the one-terminal index: by code and
+        // constraint name, never by the wording of the message.
+        let closed = e.code().map(SqlState::code) == Some(schema::SQLSTATE_RUN_CLOSED)
+            || e.as_db_error().and_then(|d| d.constraint()) == Some("journal_one_terminal");
+        match db_err(e) {
+            // The run row was locked above, so this means it was never there.
+            _ if foreign_key => StoreError::NotFound { what: "run", id: run_id.to_string() },
+            _ if closed => codec::run_ended(run_id),
+            other => other,
+        }
+    })?;
+    Ok((seq, prev, hash))
+}
+
+pub(super) fn insert_run(c: &mut impl postgres::GenericClient, run: &NewRun) -> StoreResult<()> {
+    vouch_store::check_birth_state(run)?;
+    let spec = json_text(&run.spec)?;
+    c.execute(
+        "INSERT INTO runs (id, trigger, title, chain_root, parent, scope, spec, state, created_ms, owner, lease_until_ms) VALUES ($1,$2,$3,$4,$5,$6,$7,$11,$8,$9,$10)",
+        &[&run.id, &enum_text(&run.trigger), &run.title, &run.chain_root, &run.parent, &run.scope, &spec, &run.created_ms, &run.lease.as_ref().map(|l| l.owner.as_str()), &run.lease.as_ref().map(|l| l.until_ms), &enum_text(&run.state)],
+    )
+    .map_err(|e| match db_err(e) {
+        StoreError::Conflict(_) => codec::run_exists(&run.id),
+        other => other,
+    })?;
+    Ok(())
+}
+
+pub(super) fn create_run(store: &PostgresStore, run: &NewRun) -> StoreResult<()> {
+    insert_run(&mut *store.pool.get()?, run)
+}
+
+pub(super) fn run(store: &PostgresStore, id: &str) -> StoreResult<Option<RunRecord>> {
+    store
+        .query_opt(
+            &format!("SELECT {RUN_COLS} FROM runs WHERE id = $1"),
+            &[&id],
+        )?
+        .map(|r| run_row(&r))
+        .transpose()
+}
+
+pub(super) fn runs(store: &PostgresStore, limit: usize) -> StoreResult<Vec<RunRecord>> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    rows(
+        store.query(
+            &format!("SELECT {RUN_COLS} FROM runs ORDER BY created_ms DESC, ord DESC LIMIT $1"),
+            &[&limit],
+        )?,
+        run_row,
+    )
+}
+
+pub(super) fn set_run_state(store: &PostgresStore, id: &str, state: RunState) -> StoreResult<()> {
+    if state == RunState::Ended {
+        return Err(StoreError::Conflict("runs end only through end_run".into()));
+    }
+    let n = store.exec(
+        "UPDATE runs SET state = $2 WHERE id = $1 AND state <> 'ended'",
+        &[&id, &state.as_str()],
+    )?;
+    if n == 0 {
+        return if store.run_exists(id)? {
+            Err(StoreError::Conflict(format!("run {id} has already ended")))
+        } else {
+            Err(StoreError::NotFound {
+                what: "run",
+                id: id.to_string(),
+            })
+        };
+    }
+    Ok(())
+}
+
+pub(super) fn append(
+    store: &PostgresStore,
+    run_id: &str,
+    event: &NewEvent,
+) -> StoreResult<JournalEntry> {
+    if event.kind == EventKind::Terminal {
+        return Err(codec::terminal_only_by_end_run());
+    }
+    let ev = PreparedEvent::new(run_id, event)?;
+    let (seq, prev, hash) = store.tx(|t| {
+        match lock_run(t, run_id)?.as_deref() {
+            None => {
+                return Err(StoreError::NotFound {
+                    what: "run",
+                    id: run_id.to_string(),
+                })
+            }
+            Some("ended") => return Err(codec::run_ended(run_id)),
+            Some(_) => {}
+        }
+        insert_event(t, &ev)
+    })?;
+    Ok(ev.entry(seq, prev, hash))
+}
+
+pub(super) fn append_batch(
+    store: &PostgresStore,
+    run_id: &str,
+    events: &[NewEvent],
+) -> StoreResult<Vec<JournalEntry>> {
+    if events.is_empty() {
+        return Ok(vec![]);
+    }
+    let prepared = PreparedEvent::all(run_id, events)?;
+    let chained = store.tx(|t| {
+        match lock_run(t, run_id)?.as_deref() {
+            None => {
+                return Err(StoreError::NotFound {
+                    what: "run",
+                    id: run_id.to_string(),
+                })
+            }
+            Some("ended") => return Err(codec::run_ended(run_id)),
+            Some(_) => {}
+        }
+        let mut chained = Vec::with_capacity(prepared.len());
+        for ev in &prepared {
+            chained.push(insert_event(t, ev)?);
+        }
+        Ok(chained)
+    })?;
+    Ok(prepared
+        .into_iter()
+        .zip(chained)
+        .map(|(ev, (seq, prev, hash))| ev.entry(seq, prev, hash))
+        .collect())
+}
+
+pub(super) fn journal(store: &PostgresStore, run_id: &str) -> StoreResult<Vec<JournalEntry>> {
+    rows(
+        store.query(
+            &format!("SELECT {JOURNAL_COLS} FROM journal WHERE run_id = $1 ORDER BY seq"),
+            &[&run_id],
+        )?,
+        journal_row,
+    )
+}
+
+pub(super) fn journal_since(
+    store: &PostgresStore,
+    run_id: &str,
+    after_seq: i64,
+) -> StoreResult<Vec<JournalEntry>> {
+    rows(
+        store.query(
+            &format!(
+                "SELECT {JOURNAL_COLS} FROM journal WHERE run_id = $1 AND seq > $2 ORDER BY seq"
+            ),
+            &[&run_id, &after_seq],
+        )?,
+        journal_row,
+    )
+}
+
+pub(super) fn end_run_after(
+    store: &PostgresStore,
+    run_id: &str,
+    events: &[NewEvent],
+    terminal: &Terminal,
+) -> StoreResult<EndResult> {
+    let before = PreparedEvent::all(run_id, events)?;
+    let ev = PreparedEvent::new(
+        run_id,
+        &NewEvent::new(EventKind::Terminal, terminal.at_ms, terminal.body.clone()),
+    )?;
+    let outbox_body = terminal
+        .outbox
+        .as_ref()
+        .map(|o| json_text(&o.body))
+        .transpose()?;
+    let ended = store.tx(|t| {
+        match lock_run(t, run_id)?.as_deref() {
+            None => {
+                return Err(StoreError::NotFound {
+                    what: "run",
+                    id: run_id.to_string(),
+                })
+            }
+            Some("ended") => return Ok(None),
+            Some(_) => {}
+        }
+        for e in &before {
+            insert_event(t, e)?;
+        }
+        let (seq, prev, hash) = insert_event(t, &ev)?;
+        t.execute(
+            "UPDATE runs SET state = 'ended', outcome = $2, ended_by = $3, ended_ms = $4, owner = NULL, lease_until_ms = NULL WHERE id = $1",
+            &[&run_id, &enum_text(&terminal.outcome), &enum_text(&terminal.ended_by), &terminal.at_ms],
+        )
+        .map_err(db_err)?;
+        t.execute(
+            "INSERT INTO receipts (run_id, text) VALUES ($1, $2)",
+            &[&run_id, &terminal.receipt],
+        )
+        .map_err(db_err)?;
+        if let (Some(o), Some(body)) = (&terminal.outbox, &outbox_body) {
+            // One notification per key, ever: a key already used (by any run) is skipped.
+            t.execute(
+                "INSERT INTO outbox (dedup_key, run_id, route, body, created_ms) VALUES ($1,$2,$3,$4,$5) ON CONFLICT (dedup_key) DO NOTHING",
+                &[&o.dedup_key, &o.run_id, &o.route, body, &terminal.at_ms],
+            )
+            .map_err(db_err)?;
+        }
+        Ok(Some((seq, prev, hash)))
+    })?;
+    Ok(match ended {
+        Some((seq, prev, hash)) => EndResult::Ended(ev.entry(seq, prev, hash)),
+        None => EndResult::AlreadyEnded,
+    })
+}
+
+pub(super) fn receipt(store: &PostgresStore, run_id: &str) -> StoreResult<Option<String>> {
+    store
+        .query_opt("SELECT text FROM receipts WHERE run_id = $1", &[&run_id])?
+        .map(|r| col(&r, 0, "receipt"))
+        .transpose()
+}
+
+pub(super) fn lease_run(
+    store: &PostgresStore,
+    run_id: &str,
+    owner: &str,
+    now_ms: i64,
+    until_ms: i64,
+) -> StoreResult<bool> {
+    // One conditional update: PostgreSQL re-checks the condition on the newest row version,
+    // so two owners racing for a lapsed lease cannot both win.
+    let n = store.exec(
+        "UPDATE runs SET owner = $2, lease_until_ms = $4 WHERE id = $1 AND state <> 'ended'
+         AND (owner IS NULL OR owner = $2 OR lease_until_ms IS NULL OR lease_until_ms < $3)",
+        &[&run_id, &owner, &now_ms, &until_ms],
+    )?;
+    if n == 1 {
+        return Ok(true);
+    }
+    if store.run_exists(run_id)? {
+        Ok(false)
+    } else {
+        Err(StoreError::NotFound {
+            what: "run",
+            id: run_id.to_string(),
+        })
+    }
+}
+
+pub(super) fn release_run(store: &PostgresStore, run_id: &str, owner: &str) -> StoreResult<()> {
+    store.exec(
+        "UPDATE runs SET owner = NULL, lease_until_ms = NULL WHERE id = $1 AND owner = $2",
+        &[&run_id, &owner],
+    )?;
+    Ok(())
+}
+
+pub(super) fn orphaned_runs(store: &PostgresStore, now_ms: i64) -> StoreResult<Vec<RunRecord>> {
+    rows(
+        store.query(
+            &format!(
+                "SELECT {RUN_COLS} FROM runs WHERE state <> 'ended' AND (owner IS NULL OR lease_until_ms IS NULL OR lease_until_ms < $1) ORDER BY created_ms, ord"
+            ),
+            &[&now_ms],
+        )?,
+        run_row,
+    )
+}
+
+pub(super) fn open_runs(store: &PostgresStore) -> StoreResult<Vec<RunRecord>> {
+    rows(
+        store.query(
+            &format!("SELECT {RUN_COLS} FROM runs WHERE state <> 'ended' ORDER BY created_ms, ord"),
+            &[],
+        )?,
+        run_row,
+    )
+}
+
+pub(super) fn runs_by_prefix(
+    store: &PostgresStore,
+    prefix: &str,
+    limit: usize,
+) -> StoreResult<Vec<RunRecord>> {
+    let limit = limit as i64;
+    rows(
+        store.query(
+            &format!("SELECT {RUN_COLS} FROM runs WHERE starts_with(id, $1) ORDER BY id LIMIT $2"),
+            &[&prefix, &limit],
+        )?,
+        run_row,
+    )
+}
+
+pub(super) fn continuation_of(
+    store: &PostgresStore,
+    parent: &str,
+) -> StoreResult<Option<RunRecord>> {
+    Ok(rows(
+        store.query(
+            &format!(
+                "SELECT {RUN_COLS} FROM runs WHERE parent = $1 ORDER BY created_ms, ord LIMIT 1"
+            ),
+            &[&parent],
+        )?,
+        run_row,
+    )?
+    .into_iter()
+    .next())
+}
