@@ -168,8 +168,16 @@ fn commit_err(e: postgres::Error) -> StoreError {
 // ---------------------------------------------------------------------------------------------
 // the connection pool
 
+/// Statements a connection has prepared, by their SQL: the store's reads run the same few
+/// dozen statements over and over, and a statement sent as text is parsed by the server again
+/// each time (an extra round trip).
+type Statements = std::collections::HashMap<String, postgres::Statement>;
+
+/// Statements one connection keeps prepared at most (the cache is cleared when full).
+const STATEMENTS_MAX: usize = 256;
+
 struct PoolState {
-    idle: Vec<Client>,
+    idle: Vec<(Client, Statements)>,
     opened: usize,
 }
 
@@ -187,6 +195,22 @@ struct Pool {
 struct Conn<'a> {
     pool: &'a Pool,
     client: Option<Client>,
+    statements: Statements,
+}
+
+impl Conn<'_> {
+    /// The prepared statement for `sql` on this connection, prepared on first use.
+    fn statement(&mut self, sql: &str) -> StoreResult<postgres::Statement> {
+        if let Some(st) = self.statements.get(sql) {
+            return Ok(st.clone());
+        }
+        let st = self.prepare(sql).map_err(db_err)?;
+        if self.statements.len() >= STATEMENTS_MAX {
+            self.statements.clear();
+        }
+        self.statements.insert(sql.to_string(), st.clone());
+        Ok(st)
+    }
 }
 
 impl Deref for Conn<'_> {
@@ -214,7 +238,7 @@ impl Drop for Conn<'_> {
         if client.is_closed() {
             st.opened -= 1;
         } else {
-            st.idle.push(client);
+            st.idle.push((client, std::mem::take(&mut self.statements)));
         }
         self.pool.freed.notify_one();
     }
@@ -265,7 +289,7 @@ impl Pool {
         let deadline = Instant::now() + Duration::from_millis(wait_ms_max);
         let mut st = self.state.lock().map_err(poisoned)?;
         loop {
-            if let Some(client) = st.idle.pop() {
+            if let Some((client, statements)) = st.idle.pop() {
                 if client.is_closed() {
                     st.opened -= 1;
                     continue;
@@ -273,6 +297,7 @@ impl Pool {
                 return Ok(Conn {
                     pool: self,
                     client: Some(client),
+                    statements,
                 });
             }
             if st.opened < self.options.connections_max.max(1) {
@@ -282,6 +307,7 @@ impl Pool {
                     Ok(client) => Ok(Conn {
                         pool: self,
                         client: Some(client),
+                        statements: Statements::new(),
                     }),
                     Err(e) => {
                         if let Ok(mut st) = self.state.lock() {
@@ -632,15 +658,21 @@ impl PostgresStore {
 
     /// One statement in its own (autocommit) transaction.
     fn exec(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> StoreResult<u64> {
-        self.pool.get()?.execute(sql, params).map_err(db_err)
+        let mut c = self.pool.get()?;
+        let st = c.statement(sql)?;
+        c.execute(&st, params).map_err(db_err)
     }
 
     fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> StoreResult<Vec<Row>> {
-        self.pool.get()?.query(sql, params).map_err(db_err)
+        let mut c = self.pool.get()?;
+        let st = c.statement(sql)?;
+        c.query(&st, params).map_err(db_err)
     }
 
     fn query_opt(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> StoreResult<Option<Row>> {
-        self.pool.get()?.query_opt(sql, params).map_err(db_err)
+        let mut c = self.pool.get()?;
+        let st = c.statement(sql)?;
+        c.query_opt(&st, params).map_err(db_err)
     }
 
     fn run_exists(&self, id: &str) -> StoreResult<bool> {

@@ -55,43 +55,78 @@ pub(super) fn lock_run(t: &mut Transaction<'_>, run_id: &str) -> StoreResult<Opt
     row.map(|r| col::<String>(&r, 0, "run state")).transpose()
 }
 
-/// Insert the next event of a run whose row `t` has locked. Returns `(seq, prev_hash, hash)`.
-/// The tail is read in a statement after the lock was granted, so at READ COMMITTED it sees
-/// every append committed before ours.
-fn insert_event(t: &mut Transaction<'_>, ev: &PreparedEvent) -> StoreResult<(i64, String, String)> {
-    let run_id = ev.run_id.as_str();
+/// Insert the next events of a run whose row `t` has locked, in order. Returns each one's
+/// `(seq, prev_hash, hash)`. The tail is read once, in a statement after the lock was
+/// granted, so at READ COMMITTED it sees every append committed before ours; the lock keeps
+/// anyone else from appending until we commit, so the chain goes on in memory from there, and
+/// the insert is parsed once for the whole batch (one round trip an event, not four).
+fn insert_events(
+    t: &mut Transaction<'_>,
+    run_id: &str,
+    evs: &[&PreparedEvent],
+) -> StoreResult<Vec<(i64, String, String)>> {
     let last = t
         .query_opt(
             "SELECT seq, hash FROM journal WHERE run_id = $1 ORDER BY seq DESC LIMIT 1",
             &[&run_id],
         )
         .map_err(db_err)?;
-    let (seq, prev) = match last {
-        Some(r) => {
-            let seq: i64 = col(&r, 0, "event seq")?;
-            (seq + 1, col::<String>(&r, 1, "event hash")?)
-        }
-        None => (1, GENESIS_HASH.to_string()),
+    let (mut seq, mut prev) = match last {
+        Some(r) => (
+            col::<i64>(&r, 0, "event seq")?,
+            col::<String>(&r, 1, "event hash")?,
+        ),
+        None => (0, GENESIS_HASH.to_string()),
     };
-    let hash = ev.content.hash(&prev, seq);
-    t.execute(
-        "INSERT INTO journal (run_id, seq, kind, delivery, body, at_ms, prev_hash, hash) VALUES ($1,$2,$3,$4,$5,$6,$7,$8)",
-        &[&run_id, &seq, &ev.kind.as_str(), &ev.delivery, &ev.body_text, &ev.at_ms, &prev, &hash],
-    )
-    .map_err(|e| {
-        let foreign_key = e.code() == Some(&SqlState::FOREIGN_KEY_VIOLATION);
-        // Closed by the trigger's own SQLSTATE, or by the one-terminal index: by code and
-        // constraint name, never by the wording of the message.
-        let closed = e.code().map(SqlState::code) == Some(schema::SQLSTATE_RUN_CLOSED)
-            || e.as_db_error().and_then(|d| d.constraint()) == Some("journal_one_terminal");
-        match db_err(e) {
-            // The run row was locked above, so this means it was never there.
-            _ if foreign_key => StoreError::NotFound { what: "run", id: run_id.to_string() },
-            _ if closed => codec::run_ended(run_id),
-            other => other,
-        }
-    })?;
-    Ok((seq, prev, hash))
+    let insert = t
+        .prepare(
+            "INSERT INTO journal (run_id, seq, kind, delivery, body, at_ms, prev_hash, hash) VALUES ($1,$2,$3,$4,$5,$6,$7,$8)",
+        )
+        .map_err(db_err)?;
+    let mut out = Vec::with_capacity(evs.len());
+    for ev in evs {
+        seq += 1;
+        let hash = ev.content.hash(&prev, seq);
+        t.execute(
+            &insert,
+            &[
+                &run_id,
+                &seq,
+                &ev.kind.as_str(),
+                &ev.delivery,
+                &ev.body_text,
+                &ev.at_ms,
+                &prev,
+                &hash,
+            ],
+        )
+        .map_err(|e| {
+            let foreign_key = e.code() == Some(&SqlState::FOREIGN_KEY_VIOLATION);
+            // Closed by the trigger's own SQLSTATE, or by the one-terminal index: by code and
+            // constraint name, never by the wording of the message.
+            let closed = e.code().map(SqlState::code) == Some(schema::SQLSTATE_RUN_CLOSED)
+                || e.as_db_error().and_then(|d| d.constraint()) == Some("journal_one_terminal");
+            match db_err(e) {
+                // The run row was locked above, so this means it was never there.
+                _ if foreign_key => StoreError::NotFound {
+                    what: "run",
+                    id: run_id.to_string(),
+                },
+                _ if closed => codec::run_ended(run_id),
+                other => other,
+            }
+        })?;
+        let this = std::mem::replace(&mut prev, hash.clone());
+        out.push((seq, this, hash));
+    }
+    Ok(out)
+}
+
+/// One event: [`insert_events`] with a batch of one.
+fn insert_event(t: &mut Transaction<'_>, ev: &PreparedEvent) -> StoreResult<(i64, String, String)> {
+    insert_events(t, &ev.run_id.clone(), &[ev])?
+        .pop()
+        .ok_or_else(|| StoreError::Fatal("an insert of one event returned none".into()))
 }
 
 pub(super) fn insert_run(c: &mut impl postgres::GenericClient, run: &NewRun) -> StoreResult<()> {
@@ -199,11 +234,7 @@ pub(super) fn append_batch(
             Some("ended") => return Err(codec::run_ended(run_id)),
             Some(_) => {}
         }
-        let mut chained = Vec::with_capacity(prepared.len());
-        for ev in &prepared {
-            chained.push(insert_event(t, ev)?);
-        }
-        Ok(chained)
+        insert_events(t, run_id, &prepared.iter().collect::<Vec<_>>())
     })?;
     Ok(prepared
         .into_iter()
@@ -265,10 +296,10 @@ pub(super) fn end_run_after(
             Some("ended") => return Ok(None),
             Some(_) => {}
         }
-        for e in &before {
-            insert_event(t, e)?;
-        }
-        let (seq, prev, hash) = insert_event(t, &ev)?;
+        let all: Vec<&PreparedEvent> = before.iter().chain(std::iter::once(&ev)).collect();
+        let (seq, prev, hash) = insert_events(t, run_id, &all)?
+            .pop()
+            .ok_or_else(|| StoreError::Fatal("the terminal event was not inserted".into()))?;
         t.execute(
             "UPDATE runs SET state = 'ended', outcome = $2, ended_by = $3, ended_ms = $4, owner = NULL, lease_until_ms = NULL WHERE id = $1",
             &[&run_id, &enum_text(&terminal.outcome), &enum_text(&terminal.ended_by), &terminal.at_ms],
