@@ -103,6 +103,18 @@ impl Board {
         self.json(&["task", "show", id])
     }
 
+    /// The payload hash on the open card of `run`, as `vouch approvals` shows it.
+    fn card_hash(&self, run: &str) -> String {
+        let cards = self.json(&["approvals"]);
+        let card = cards
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["run"] == run)
+            .unwrap_or_else(|| panic!("no open card for run {run}: {cards}"));
+        card["payload_hash"].as_str().unwrap().to_string()
+    }
+
     fn script(&self, turns: Value) -> String {
         let p = self.tmp.path().join(format!(
             "script-{}.json",
@@ -609,16 +621,8 @@ fn approval_suspends_and_another_worker_finishes(pg: bool) {
         "nothing goes out before approval"
     );
     // The person approves: the task is queued as a resumption, nothing runs in `approve`.
-    let cards = b.json(&["approvals"]);
-    let card = cards
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["run"] == run.as_str())
-        .unwrap()
-        .clone();
-    let hash = card["payload_hash"].as_str().unwrap();
-    let d = b.json(&["approve", &run, "d1", "--hash", hash]);
+    let hash = b.card_hash(&run);
+    let d = b.json(&["approve", &run, "d1", "--hash", &hash]);
     assert_eq!(d["task"], needs_approval.as_str());
     assert_eq!(d["task_state"], "queued");
     assert!(got.lock().unwrap().is_empty(), "approve only decides");
@@ -945,16 +949,7 @@ fn result_submitted_before_suspension_is_kept_for_the_resumption(pg: bool) {
         "nothing accepted while it waits: {v}"
     );
     let run = v["attempts"][0]["run_id"].as_str().unwrap().to_string();
-    let cards = b.json(&["approvals"]);
-    let hash = cards
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["run"] == run.as_str())
-        .unwrap()["payload_hash"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let hash = b.card_hash(&run);
     assert_eq!(
         b.json(&["approve", &run, "d1", "--hash", &hash])["task_state"],
         "queued"
