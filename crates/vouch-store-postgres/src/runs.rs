@@ -122,13 +122,6 @@ fn insert_events(
     Ok(out)
 }
 
-/// One event: [`insert_events`] with a batch of one.
-fn insert_event(t: &mut Transaction<'_>, ev: &PreparedEvent) -> StoreResult<(i64, String, String)> {
-    insert_events(t, &ev.run_id.clone(), &[ev])?
-        .pop()
-        .ok_or_else(|| StoreError::Fatal("an insert of one event returned none".into()))
-}
-
 pub(super) fn insert_run(c: &mut impl postgres::GenericClient, run: &NewRun) -> StoreResult<()> {
     vouch_store::check_birth_state(run)?;
     let spec = json_text(&run.spec)?;
@@ -194,24 +187,9 @@ pub(super) fn append(
     run_id: &str,
     event: &NewEvent,
 ) -> StoreResult<JournalEntry> {
-    if event.kind == EventKind::Terminal {
-        return Err(codec::terminal_only_by_end_run());
-    }
-    let ev = PreparedEvent::new(run_id, event)?;
-    let (seq, prev, hash) = store.tx(|t| {
-        match lock_run(t, run_id)?.as_deref() {
-            None => {
-                return Err(StoreError::NotFound {
-                    what: "run",
-                    id: run_id.to_string(),
-                })
-            }
-            Some("ended") => return Err(codec::run_ended(run_id)),
-            Some(_) => {}
-        }
-        insert_event(t, &ev)
-    })?;
-    Ok(ev.entry(seq, prev, hash))
+    append_batch(store, run_id, std::slice::from_ref(event))?
+        .pop()
+        .ok_or_else(|| StoreError::Fatal("an append of one event returned none".into()))
 }
 
 pub(super) fn append_batch(
@@ -221,6 +199,9 @@ pub(super) fn append_batch(
 ) -> StoreResult<Vec<JournalEntry>> {
     if events.is_empty() {
         return Ok(vec![]);
+    }
+    if events.iter().any(|e| e.kind == EventKind::Terminal) {
+        return Err(codec::terminal_only_by_end_run());
     }
     let prepared = PreparedEvent::all(run_id, events)?;
     let chained = store.tx(|t| {
