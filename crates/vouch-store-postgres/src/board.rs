@@ -4,7 +4,7 @@
 //! so contending workers never wait on each other's rows and exactly one wins each task.
 
 use super::{col, corrupt, db_err, json_col, PostgresStore};
-use postgres::{Row, Transaction};
+use postgres::Row;
 use serde_json::Value;
 use vouch_core::board::{AttemptState, Condition, TaskState};
 use vouch_store::board::{
@@ -102,7 +102,7 @@ fn json<T: serde::Serialize>(v: &T) -> StoreResult<String> {
     serde_json::to_string(v).map_err(|e| StoreError::Fatal(format!("serialize: {e}")))
 }
 
-struct Tx<'a, 'b>(&'a mut Transaction<'b>);
+struct Tx<'a, 'b, 'c>(&'a mut crate::Txn<'b, 'c>);
 
 /// The claim's filters, shared by the update and the "is anything claimable?" re-check.
 const CLAIMABLE: &str = "t.state = 'queued' \
@@ -114,7 +114,7 @@ const CLAIMABLE: &str = "t.state = 'queued' \
      AND (cardinality($5::text[]) = 0 OR t.kind = ANY($5)) \
      AND (cardinality($6::text[]) = 0 OR EXISTS (SELECT 1 FROM task_tags g WHERE g.task_id = t.id AND g.tag = ANY($6)))";
 
-impl BoardTx for Tx<'_, '_> {
+impl BoardTx for Tx<'_, '_, '_> {
     fn task(&mut self, id: &str, lock: bool) -> StoreResult<Option<TaskRecord>> {
         let sql = format!(
             "SELECT {TASK_COLS} FROM tasks WHERE id = $1{}",

@@ -213,6 +213,78 @@ impl Conn<'_> {
     }
 }
 
+/// A transaction on a pooled connection. Its `query`, `query_opt`, `query_one` and `execute`
+/// run the connection's prepared statement for the SQL (prepared on first use and kept with
+/// the connection), so a statement is parsed once per connection, not once per call; anything
+/// else is the transaction's own (`Deref`).
+pub(crate) struct Txn<'c, 's> {
+    t: Transaction<'c>,
+    statements: &'s mut Statements,
+}
+
+impl<'c> Deref for Txn<'c, '_> {
+    type Target = Transaction<'c>;
+    fn deref(&self) -> &Transaction<'c> {
+        &self.t
+    }
+}
+
+impl<'c> DerefMut for Txn<'c, '_> {
+    fn deref_mut(&mut self) -> &mut Transaction<'c> {
+        &mut self.t
+    }
+}
+
+impl Txn<'_, '_> {
+    fn statement(&mut self, sql: &str) -> Result<postgres::Statement, postgres::Error> {
+        if let Some(st) = self.statements.get(sql) {
+            return Ok(st.clone());
+        }
+        let st = self.t.prepare(sql)?;
+        if self.statements.len() >= STATEMENTS_MAX {
+            self.statements.clear();
+        }
+        self.statements.insert(sql.to_string(), st.clone());
+        Ok(st)
+    }
+
+    pub(crate) fn query(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, postgres::Error> {
+        let st = self.statement(sql)?;
+        self.t.query(&st, params)
+    }
+
+    pub(crate) fn query_opt(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>, postgres::Error> {
+        let st = self.statement(sql)?;
+        self.t.query_opt(&st, params)
+    }
+
+    pub(crate) fn query_one(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Row, postgres::Error> {
+        let st = self.statement(sql)?;
+        self.t.query_one(&st, params)
+    }
+
+    pub(crate) fn execute(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, postgres::Error> {
+        let st = self.statement(sql)?;
+        self.t.execute(&st, params)
+    }
+}
+
 impl Deref for Conn<'_> {
     type Target = Client;
     fn deref(&self) -> &Client {
@@ -648,11 +720,19 @@ impl PostgresStore {
 
     /// Run `f` in one transaction on a pooled connection; commit if it returns `Ok`, roll
     /// back (by dropping the transaction) if it returns `Err`.
-    fn tx<T>(&self, f: impl FnOnce(&mut Transaction<'_>) -> StoreResult<T>) -> StoreResult<T> {
+    fn tx<T>(&self, f: impl FnOnce(&mut Txn<'_, '_>) -> StoreResult<T>) -> StoreResult<T> {
         let mut conn = self.pool.get()?;
-        let mut t = conn.transaction().map_err(db_err)?;
-        let v = f(&mut t)?;
-        t.commit().map_err(commit_err)?;
+        let client = conn
+            .client
+            .as_mut()
+            .ok_or_else(|| StoreError::Fatal("a pooled connection without a client".into()))?;
+        let t = client.transaction().map_err(db_err)?;
+        let mut txn = Txn {
+            t,
+            statements: &mut conn.statements,
+        };
+        let v = f(&mut txn)?;
+        txn.t.commit().map_err(commit_err)?;
         Ok(v)
     }
 

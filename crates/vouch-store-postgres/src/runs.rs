@@ -45,7 +45,7 @@ pub(super) fn journal_row(r: &Row) -> StoreResult<JournalEntry> {
 
 /// Lock the run's row for the rest of the transaction and return its state (None: no such
 /// run). Appends, `end_run` and `open_card` take this lock, so they are serialized per run.
-pub(super) fn lock_run(t: &mut Transaction<'_>, run_id: &str) -> StoreResult<Option<String>> {
+pub(super) fn lock_run(t: &mut Txn<'_, '_>, run_id: &str) -> StoreResult<Option<String>> {
     let row = t
         .query_opt(
             "SELECT state FROM runs WHERE id = $1 FOR NO KEY UPDATE",
@@ -59,9 +59,9 @@ pub(super) fn lock_run(t: &mut Transaction<'_>, run_id: &str) -> StoreResult<Opt
 /// `(seq, prev_hash, hash)`. The tail is read once, in a statement after the lock was
 /// granted, so at READ COMMITTED it sees every append committed before ours; the lock keeps
 /// anyone else from appending until we commit, so the chain goes on in memory from there, and
-/// the insert is parsed once for the whole batch (one round trip an event, not four).
+/// the insert is the connection's prepared statement (one round trip an event, not four).
 fn insert_events(
-    t: &mut Transaction<'_>,
+    t: &mut Txn<'_, '_>,
     run_id: &str,
     evs: &[&PreparedEvent],
 ) -> StoreResult<Vec<(i64, String, String)>> {
@@ -78,17 +78,12 @@ fn insert_events(
         ),
         None => (0, GENESIS_HASH.to_string()),
     };
-    let insert = t
-        .prepare(
-            "INSERT INTO journal (run_id, seq, kind, delivery, body, at_ms, prev_hash, hash) VALUES ($1,$2,$3,$4,$5,$6,$7,$8)",
-        )
-        .map_err(db_err)?;
     let mut out = Vec::with_capacity(evs.len());
     for ev in evs {
         seq += 1;
         let hash = ev.content.hash(&prev, seq);
         t.execute(
-            &insert,
+            "INSERT INTO journal (run_id, seq, kind, delivery, body, at_ms, prev_hash, hash) VALUES ($1,$2,$3,$4,$5,$6,$7,$8)",
             &[
                 &run_id,
                 &seq,

@@ -403,6 +403,43 @@ fn text_postgresql_cannot_hold_is_refused_as_a_conflict() {
     assert_eq!(s.journal("r-ok").unwrap(), vec![e]);
 }
 
+/// Each pooled connection keeps the statements it prepared; a transaction that fails after
+/// preparing them (and is rolled back) must leave them usable — PostgreSQL's prepared
+/// statements belong to the session, not the transaction. One connection, so every call
+/// below meets the statements the earlier ones prepared.
+#[test]
+fn prepared_statements_outlive_a_rolled_back_transaction() {
+    let schema = TestSchema::new();
+    let options = vouch_store_postgres::PostgresOptions {
+        connections_max: 1,
+        ..Default::default()
+    };
+    let s = PostgresStore::open_with(&url(), &schema.name, options).unwrap();
+    s.create_run(&new_run("p1")).unwrap();
+    let ev = |n: i64| NewEvent::new(EventKind::ToolCalled, n, json!({"n": n}));
+    s.append("p1", &ev(1)).unwrap();
+    // Prepared, then rolled back: the run is missing (lock), and ended (insert refused).
+    assert!(matches!(
+        s.append("nope", &ev(2)),
+        Err(StoreError::NotFound { .. })
+    ));
+    s.end_run("p1", &terminal()).unwrap();
+    assert!(s.append("p1", &ev(3)).is_err());
+    s.create_run(&new_run("p2")).unwrap();
+    s.append_batch("p2", &[ev(4), ev(5)]).unwrap();
+    let j = s.journal("p2").unwrap();
+    assert_eq!(j.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 2]);
+    assert_eq!(
+        j[1].prev_hash, j[0].hash,
+        "the chain goes on across the batch"
+    );
+    let report = s.verify().unwrap();
+    assert!(
+        report.breaks.is_empty() && report.damage.is_empty(),
+        "{report:?}"
+    );
+}
+
 #[test]
 fn a_small_pool_still_serves_many_threads() {
     let schema = TestSchema::new();
