@@ -56,6 +56,7 @@ fn host(
         policy_forbid: vec![],
         presence: None,
         drives: Default::default(),
+        liveness: std::sync::Arc::new(vouch_runtime::host::LocalProcesses),
     }
 }
 
@@ -195,4 +196,68 @@ fn the_dispatcher_retries_what_could_not_go_and_stops_at_a_misconfigured_route_l
     assert_eq!(pending(), 0);
     assert_eq!(h.dispatch().unwrap(), 0);
     assert_eq!(*route.calls.lock().unwrap(), 6);
+}
+
+/// Liveness as the test says it is: owners it names are running (`true`) or have exited
+/// (`false`); any other owner is one this machine cannot tell about.
+struct Owners(Vec<(&'static str, bool)>);
+
+impl vouch_runtime::host::Liveness for Owners {
+    fn of(&self, owner: &str) -> Option<bool> {
+        self.0.iter().find(|(o, _)| *o == owner).map(|(_, a)| *a)
+    }
+}
+
+/// §9.2.5, with liveness injected: start-up ends a run whose owner has exited even while its
+/// lease has time left, and leaves alone a run whose lease lapsed while its owner still runs
+/// (a slow call outlived the lease) — decided by what the host is told, not by which
+/// processes happen to exist on the test machine.
+#[test]
+fn start_up_reconciles_by_the_owner_it_is_told_is_gone_not_by_the_lease_alone() {
+    use vouch_store::{NewRun, RunLease};
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = host(
+        dir.path(),
+        Arc::new(Count::default()),
+        Limits::default(),
+        Arc::new(common::FakeWorld::default()),
+    );
+    h.liveness = Arc::new(Owners(vec![("gone:1", false), ("busy:2", true)]));
+    let now = 1_796_083_200_000i64;
+    let run = |id: &str, owner: &str, until_ms: i64| NewRun {
+        state: vouch_core::RunState::Running,
+        id: id.into(),
+        trigger: TriggerKind::Interactive,
+        title: format!("run {id}"),
+        chain_root: id.into(),
+        parent: None,
+        scope: id.into(),
+        spec: json!({"model": {"kind": "script", "turns": []}}),
+        created_ms: now - 60_000,
+        lease: Some(RunLease {
+            owner: owner.into(),
+            until_ms,
+        }),
+    };
+    // Lease with an hour left, owner exited.
+    h.store
+        .create_run(&run("dead-owner", "gone:1", now + 3_600_000))
+        .unwrap();
+    // Lease lapsed a minute ago, owner still running.
+    h.store
+        .create_run(&run("slow-owner", "busy:2", now - 60_000))
+        .unwrap();
+    let ended = h.boot().unwrap();
+    assert_eq!(
+        ended,
+        vec!["dead-owner".to_string()],
+        "only the run whose owner is gone"
+    );
+    let state = |id: &str| h.store.run(id).unwrap().unwrap().state;
+    assert_eq!(state("dead-owner"), vouch_core::RunState::Ended);
+    assert_eq!(state("slow-owner"), vouch_core::RunState::Running);
+    // Told the slow owner exited too, the next start-up takes it.
+    h.liveness = Arc::new(Owners(vec![("busy:2", false)]));
+    assert_eq!(h.boot().unwrap(), vec!["slow-owner".to_string()]);
+    assert_eq!(state("slow-owner"), vouch_core::RunState::Ended);
 }

@@ -81,6 +81,7 @@ fn start() -> Server {
         policy_forbid: vec![],
         presence: None,
         drives: Default::default(),
+        liveness: std::sync::Arc::new(vouch_runtime::host::LocalProcesses),
     });
     let doctor: vouch_server::DoctorFn = Arc::new(|| {
         let p: BTreeMap<DestinationKind, Arc<dyn Provider>> = BTreeMap::new();
@@ -303,6 +304,7 @@ fn clone_host(h: &Host) -> Host {
         policy_forbid: vec![],
         presence: None,
         drives: Default::default(),
+        liveness: std::sync::Arc::new(vouch_runtime::host::LocalProcesses),
     }
 }
 

@@ -177,6 +177,8 @@ pub struct Host {
     pub policy_forbid: Vec<(Context, Verb)>,
     /// Where the person is right now (§11.1); `None` uses the run's own setting.
     pub presence: Option<Arc<dyn PresenceSource>>,
+    /// Whether a lease holder's process still runs (§9.2.5), injected like the clock.
+    pub liveness: Arc<dyn Liveness>,
     /// The runs this host is driving now: their views and conversations in memory.
     pub drives: Drives,
 }
@@ -401,7 +403,7 @@ impl Host {
         }
         // The holder may be a process of this machine that died: its lease is void.
         if let Some(holder) = self.store.run(run_id)?.and_then(|r| r.owner) {
-            if owner_is_dead(Some(&holder)) {
+            if self.owner_is_dead(Some(&holder)) {
                 self.store.release_run(run_id, &holder)?;
                 if self.store.lease_run(run_id, &self.owner, now, until)? {
                     return Ok(());
@@ -422,27 +424,36 @@ pub fn process_owner() -> String {
     format!("pid:{}", std::process::id())
 }
 
-/// True when `owner` names a process of this machine that is still running (this one
-/// included).
-pub fn owner_is_alive(owner: Option<&str>) -> bool {
-    owner
-        .and_then(|o| o.strip_prefix("pid:"))
-        .and_then(|p| p.parse::<u32>().ok())
-        .map(|pid| {
-            pid == std::process::id() || std::path::Path::new(&format!("/proc/{pid}")).exists()
-        })
-        .unwrap_or(false)
+/// Whether the process holding a run's lease still runs (§9.2.5). The host asks it, never
+/// the operating system directly, so start-up reconciliation and lease takeover are decided
+/// the same way in tests with made-up owners as with real processes.
+pub trait Liveness: Send + Sync {
+    /// `Some(true)`: running; `Some(false)`: exited; `None`: not a process this machine can
+    /// tell about (another host's owner, or no owner at all).
+    fn of(&self, owner: &str) -> Option<bool>;
 }
 
-/// True when `owner` names a process of this machine that has exited.
-pub fn owner_is_dead(owner: Option<&str>) -> bool {
-    let Some(pid) = owner
-        .and_then(|o| o.strip_prefix("pid:"))
-        .and_then(|p| p.parse::<u32>().ok())
-    else {
-        return false;
-    };
-    pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+/// Owners of the form `pid:<pid>` on this machine: alive while `/proc/<pid>` exists (this
+/// process always).
+pub struct LocalProcesses;
+
+impl Liveness for LocalProcesses {
+    fn of(&self, owner: &str) -> Option<bool> {
+        let pid = owner.strip_prefix("pid:")?.parse::<u32>().ok()?;
+        Some(pid == std::process::id() || std::path::Path::new(&format!("/proc/{pid}")).exists())
+    }
+}
+
+impl Host {
+    /// True when `owner` is a process known to be running (this one included).
+    pub(super) fn owner_is_alive(&self, owner: Option<&str>) -> bool {
+        owner.and_then(|o| self.liveness.of(o)) == Some(true)
+    }
+
+    /// True when `owner` is a process known to have exited.
+    pub(super) fn owner_is_dead(&self, owner: Option<&str>) -> bool {
+        owner.and_then(|o| self.liveness.of(o)) == Some(false)
+    }
 }
 
 fn dedup_items(m: &Manifest) -> Vec<vouch_core::Delivery> {

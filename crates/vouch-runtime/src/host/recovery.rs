@@ -14,7 +14,7 @@ impl Host {
         let mut candidates = self.store.orphaned_runs(now)?;
         // A lease held by a process of this machine that no longer exists is gone too.
         for r in self.store.open_runs()? {
-            if owner_is_dead(r.owner.as_deref()) && !candidates.iter().any(|c| c.id == r.id) {
+            if self.owner_is_dead(r.owner.as_deref()) && !candidates.iter().any(|c| c.id == r.id) {
                 candidates.push(r);
             }
         }
@@ -25,7 +25,7 @@ impl Host {
             // Only runs whose owner is gone (§9.2.5): a lapsed lease held by a process of this
             // machine that is still alive (a slow provider or model call outlived the lease) is
             // that process's run, not an orphan.
-            if owner_is_alive(run.owner.as_deref()) {
+            if self.owner_is_alive(run.owner.as_deref()) {
                 continue;
             }
             // Interrupted right after opening a card: the card is still valid, so the run is
@@ -47,7 +47,7 @@ impl Host {
                 continue;
             }
             // A dead local owner may still hold an unexpired lease; it cannot renew it.
-            if self.lease(&run.id).is_err() && !owner_is_dead(run.owner.as_deref()) {
+            if self.lease(&run.id).is_err() && !self.owner_is_dead(run.owner.as_deref()) {
                 continue;
             }
             self.carry_out_approvals(&run)?;
