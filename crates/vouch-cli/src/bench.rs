@@ -43,22 +43,61 @@ pub fn runs(count: usize, concurrency: usize, json_out: bool) -> Result<i32> {
     }
     let tmp = std::env::temp_dir().join(format!("vouch-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
+    // With VOUCH_DATABASE_URL the runs go to PostgreSQL, in a throwaway schema.
+    let pg = home::database_url().is_some();
+    let schema = format!("vouch_bench_runs_{}", std::process::id());
+    if pg {
+        std::env::set_var("VOUCH_DATABASE_SCHEMA", &schema);
+    }
     home::init(&tmp)?;
-    // The concrete store, so its write counters can be read (commits per run).
-    let sqlite = Arc::new(
-        vouch_store_sqlite::SqliteStore::open(&tmp.join(home::DB_FILE))
-            .map_err(|e| anyhow!("{e}"))?,
+    let out = measure_runs(
+        &tmp,
+        count,
+        concurrency,
+        json_out,
+        pg.then_some(schema.as_str()),
     );
-    let store: Arc<dyn vouch_store::Store> = sqlite.clone();
+    let _ = std::fs::remove_dir_all(&tmp);
+    if let (true, Some((url, _))) = (pg, home::database_url()) {
+        if let Ok(mut c) = postgres::Client::connect(&url, postgres::NoTls) {
+            let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"));
+        }
+    }
+    out
+}
+
+fn measure_runs(
+    tmp: &std::path::Path,
+    count: usize,
+    concurrency: usize,
+    json_out: bool,
+    pg_schema: Option<&str>,
+) -> Result<i32> {
+    let tmp = tmp.to_path_buf();
+    let pg = pg_schema.is_some();
+    // SQLite: the concrete store, so its write counters can be read (commits per run).
+    let (store, sqlite): (
+        Arc<dyn vouch_store::Store>,
+        Option<Arc<vouch_store_sqlite::SqliteStore>>,
+    ) = if pg {
+        (home::open_store(&tmp)?, None)
+    } else {
+        let s = Arc::new(
+            vouch_store_sqlite::SqliteStore::open(&tmp.join(home::DB_FILE))
+                .map_err(|e| anyhow!("{e}"))?,
+        );
+        (s.clone(), Some(s))
+    };
     let host = Arc::new(home::host_on(&tmp, store, None)?);
     if !json_out {
         errln!(
-            "vouch bench runs: {count} scripted runs with one durable save each, home {}",
+            "vouch bench runs: {count} scripted runs with one durable save each on {}, home {}",
+            if pg { "PostgreSQL" } else { "SQLite" },
             tmp.display()
         );
     }
     // Sequential.
-    let before = sqlite.write_stats();
+    let before = sqlite.as_ref().map(|s| s.write_stats());
     let t = Instant::now();
     for i in 0..count {
         let (_, end) = host.start(&spec(i)).map_err(|e| anyhow!("{e}"))?;
@@ -70,9 +109,13 @@ pub fn runs(count: usize, concurrency: usize, json_out: bool) -> Result<i32> {
         }
     }
     let seq_s = t.elapsed().as_secs_f64();
-    let after = sqlite.write_stats();
-    let commits_per_run = (after.commits - before.commits) as f64 / count as f64;
-    let jobs_per_run = (after.jobs - before.jobs) as f64 / count as f64;
+    let after = sqlite.as_ref().map(|s| s.write_stats());
+    let per_run = |f: fn(&vouch_store_sqlite::WriteStats) -> u64| match (&before, &after) {
+        (Some(b), Some(a)) => Some((f(a) - f(b)) as f64 / count as f64),
+        _ => None,
+    };
+    let commits_per_run = per_run(|w| w.commits);
+    let jobs_per_run = per_run(|w| w.jobs);
     // Concurrent: N threads share the store (their appends are group-committed).
     let t = Instant::now();
     let per = count.div_ceil(concurrency);
@@ -105,11 +148,12 @@ pub fn runs(count: usize, concurrency: usize, json_out: bool) -> Result<i32> {
     }
     let sqlite_rate = vouch_bench::sqlite_commits_per_s(&tmp, COMMIT_LOOP_SECONDS)?;
     drop(host);
-    let _ = std::fs::remove_dir_all(&tmp);
     if json_out {
         outln!(
             "{}",
             json!({
+                "backend": if pg { "postgresql" } else { "sqlite" },
+                "schema": pg_schema,
                 "runs": count,
                 "sequential_runs_per_s": seq_rate,
                 "concurrency": concurrency,
@@ -125,7 +169,10 @@ pub fn runs(count: usize, concurrency: usize, json_out: bool) -> Result<i32> {
             })
         );
     } else {
-        outln!("sequential      {count:>6} runs  {seq_s:>7.2} s  {seq_rate:>8.1} runs/s  ({commits_per_run:.1} commits a run)");
+        let commits = commits_per_run
+            .map(|c| format!("  ({c:.1} commits a run)"))
+            .unwrap_or_default();
+        outln!("sequential      {count:>6} runs  {seq_s:>7.2} s  {seq_rate:>8.1} runs/s{commits}");
         outln!("{concurrency} at once       {done:>6} runs  {par_s:>7.2} s  {par_rate:>8.1} runs/s  ({:.2}× sequential)", par_rate / seq_rate);
         outln!(
             "SQLite 1-row FULL commits  {sqlite_rate:>8.1}/s  (sequential runs are {:.3}× of it)",

@@ -46,7 +46,7 @@ pub fn board(tasks: usize, workers: usize, json_out: bool) -> Result<i32> {
     if json_out {
         outln!(
             "{}",
-            json!({"backend": backend, "tasks": tasks, "workers": workers, "seconds": r.seconds,
+            json!({"backend": backend, "schema": pg.then_some(schema.as_str()), "tasks": tasks, "workers": workers, "seconds": r.seconds,
                    "tasks_per_s": tasks as f64 / r.seconds, "claim_p50_ms": r.p50, "claim_p99_ms": r.p99,
                    "claim_errors": r.claim_errors, "exactly_once": true})
         );

@@ -1,0 +1,118 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! The benchmarks as a user runs them: each prints its figures as JSON, checks its own work
+//! (every run succeeded and every chain intact; every task accepted exactly once) and cleans up
+//! after itself — on SQLite and on PostgreSQL. Counts are asserted, never times.
+
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::Command;
+
+fn vouch_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_vouch"))
+}
+
+fn pg_url() -> String {
+    std::env::var("VOUCH_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+fn bench(pg: bool, args: &[&str]) -> Value {
+    let mut c = Command::new(vouch_bin());
+    c.arg("--json").arg("bench").args(args);
+    c.env_remove("VOUCH_DATABASE_URL")
+        .env_remove("VOUCH_DATABASE_SCHEMA");
+    if pg {
+        c.env("VOUCH_DATABASE_URL", pg_url());
+    }
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "vouch bench {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+/// Whether the throwaway schema a bench names in its output is still in the database (it
+/// drops its own when it ends).
+fn schema_left(v: &Value) -> bool {
+    let name = v["schema"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a PostgreSQL bench names its schema: {v}"));
+    let mut c = postgres::Client::connect(&pg_url(), postgres::NoTls).unwrap();
+    c.query_one(
+        "SELECT count(*) FROM pg_namespace WHERE nspname = $1",
+        &[&name],
+    )
+    .unwrap()
+    .get::<_, i64>(0)
+        > 0
+}
+
+fn runs(pg: bool) {
+    let v = bench(pg, &["runs", "--runs", "6", "--concurrency", "2"]);
+    assert_eq!(
+        v["backend"],
+        if pg { "postgresql" } else { "sqlite" },
+        "{v}"
+    );
+    assert_eq!(v["runs"], 6);
+    assert_eq!(
+        v["concurrent_runs"], 6,
+        "every concurrent run succeeded: {v}"
+    );
+    assert_eq!(v["chains_intact"], true);
+    // 6 sequential + 6 concurrent runs, 22 events each (declare, save, receipt...).
+    assert!(v["journal_events"].as_u64().unwrap() >= 12 * 10, "{v}");
+    if pg {
+        assert!(
+            v["commits_per_run"].is_null(),
+            "counted on SQLite only: {v}"
+        );
+        assert!(!schema_left(&v), "the throwaway schema is dropped: {v}");
+    } else {
+        assert!(v["schema"].is_null());
+        // Born running, one commit before the save, the terminal record (§3.4.2).
+        assert_eq!(v["commits_per_run"], 3.0, "{v}");
+    }
+}
+
+fn board(pg: bool) {
+    let v = bench(pg, &["board", "--tasks", "12", "--workers", "3"]);
+    assert_eq!(
+        v["backend"],
+        if pg { "postgresql" } else { "sqlite" },
+        "{v}"
+    );
+    assert_eq!(v["tasks"], 12);
+    assert_eq!(v["exactly_once"], true, "{v}");
+    assert_eq!(v["claim_errors"], 0, "{v}");
+    if pg {
+        assert!(!schema_left(&v), "the throwaway schema is dropped: {v}");
+    } else {
+        assert!(v["schema"].is_null());
+    }
+}
+
+mod sqlite {
+    #[test]
+    fn bench_runs_checks_its_runs_and_counts_three_commits_a_run() {
+        super::runs(false)
+    }
+    #[test]
+    fn bench_board_accepts_every_task_exactly_once() {
+        super::board(false)
+    }
+}
+
+mod postgresql {
+    #[test]
+    fn bench_runs_checks_its_runs_and_drops_its_schema() {
+        super::runs(true)
+    }
+    #[test]
+    fn bench_board_accepts_every_task_exactly_once() {
+        super::board(true)
+    }
+}
