@@ -190,7 +190,7 @@ fn attempt_states(v: &Value) -> Vec<String> {
 
 fn eight_workers_race(pg: bool) {
     let b = Board::new(pg);
-    const TASKS: usize = 200;
+    const TASKS: usize = 1_000;
     for _ in 0..TASKS {
         b.offer(&[]);
     }
