@@ -67,6 +67,15 @@ impl Durable {
         runs.get(run_id).cloned()
     }
 
+    /// A run this store just created: nothing of its journal is durable yet.
+    fn born(&self, run_id: &str) {
+        let b = self.buffer(run_id);
+        let mut buf = b.lock().unwrap_or_else(|p| p.into_inner());
+        if buf.durable_seq.is_none() && buf.events.is_empty() {
+            buf.durable_seq = Some(0);
+        }
+    }
+
     fn forget(&self, run_id: &str) {
         let mut runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
         runs.remove(run_id);
@@ -136,7 +145,10 @@ impl Durable {
 
 impl Store for Durable {
     fn create_run(&self, run: &NewRun) -> StoreResult<()> {
-        self.inner.create_run(run)
+        self.inner.create_run(run)?;
+        // A run is born with an empty journal: its first append need not read it back.
+        self.born(&run.id);
+        Ok(())
     }
     fn run(&self, id: &str) -> StoreResult<Option<RunRecord>> {
         self.inner.run(id)
@@ -333,7 +345,11 @@ impl Store for Durable {
     }
 
     fn consume_slot(&self, schedule: &str, slot_ms: i64, run: &NewRun) -> StoreResult<bool> {
-        self.inner.consume_slot(schedule, slot_ms, run)
+        let consumed = self.inner.consume_slot(schedule, slot_ms, run)?;
+        if consumed {
+            self.born(&run.id);
+        }
+        Ok(consumed)
     }
     fn slot_run(&self, schedule: &str, slot_ms: i64) -> StoreResult<Option<String>> {
         self.inner.slot_run(schedule, slot_ms)

@@ -126,6 +126,15 @@ impl Host {
     }
 
     pub(super) fn messages(&self, run: &RunRecord) -> HostResult<Vec<ChatMessage>> {
+        self.messages_of(run, &self.store.journal(&run.id)?)
+    }
+
+    /// The conversation of `run` from its journal `entries` (read once by the caller).
+    fn messages_of(
+        &self,
+        run: &RunRecord,
+        entries: &[vouch_store::JournalEntry],
+    ) -> HostResult<Vec<ChatMessage>> {
         let mut msgs = vec![
             ChatMessage::System {
                 content: "You are an agent hosted by vouch. First call `declare` with the manifest of what you will deliver; then do the work with tools and perform each delivery with its verb tool. The host decides what may run and reports what really happened.".into(),
@@ -143,7 +152,7 @@ impl Host {
         msgs.push(ChatMessage::User {
             content: run.title.clone(),
         });
-        msgs.extend(self.store.journal(&run.id)?.iter().filter_map(|e| {
+        msgs.extend(entries.iter().filter_map(|e| {
             // A body that does not parse is not part of the conversation; the view
             // marks it corrupt and the receipt says so.
             let ev = Event::parse(e.kind, &e.body).ok()?;
@@ -189,10 +198,12 @@ impl Host {
         if run.state != RunState::Running {
             self.store.set_run_state(run_id, RunState::Running)?;
         }
+        // One read of the journal opens both the view and the conversation.
+        let journal = self.store.journal(run_id)?;
         self.drives.open(
             run_id,
-            RunView::from_journal(&self.store.journal(run_id)?),
-            self.messages(&run)?,
+            RunView::from_journal(&journal),
+            self.messages_of(&run, &journal)?,
         );
         let view = self.view(run_id)?;
         // Resume from the suspended step: execute an approved payload first (§7).
