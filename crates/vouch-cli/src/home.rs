@@ -274,6 +274,7 @@ pub fn host_on(dir: &Path, store: Arc<dyn Store>, progress: Option<Progress>) ->
         policy_forbid: vec![],
         presence: Some(Arc::new(FilePresence::new(dir))),
         drives: Default::default(),
+        tools: Default::default(),
         liveness: std::sync::Arc::new(vouch_runtime::host::LocalProcesses),
     })
 }

@@ -180,6 +180,7 @@ impl Ctx {
             policy_forbid: vec![],
             presence: None,
             drives: Default::default(),
+            tools: Default::default(),
             liveness: std::sync::Arc::new(vouch_runtime::host::LocalProcesses),
         })
     }

@@ -200,7 +200,15 @@ impl Store for Durable {
         })
     }
     fn journal(&self, run_id: &str) -> StoreResult<Vec<JournalEntry>> {
-        let mut j = self.inner.journal(run_id)?;
+        // A run this process created and has not committed yet has nothing durable to read.
+        let nothing_durable = self
+            .existing(run_id)
+            .is_some_and(|b| b.lock().unwrap_or_else(|p| p.into_inner()).durable_seq == Some(0));
+        let mut j = if nothing_durable {
+            vec![]
+        } else {
+            self.inner.journal(run_id)?
+        };
         self.provisional(run_id, &mut j);
         Ok(j)
     }

@@ -224,7 +224,7 @@ impl Host {
                 }
                 let id = crate::host::new_id(self.clock.as_ref());
                 match self.create(&id, &spec, None, Some((&s.name, slot))) {
-                    Ok(()) => {}
+                    Ok(_) => {}
                     Err(HostError::SlotTaken(_)) => {
                         report.taken += 1;
                         continue;

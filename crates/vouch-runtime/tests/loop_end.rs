@@ -56,6 +56,7 @@ fn host(
         policy_forbid: vec![],
         presence: None,
         drives: Default::default(),
+        tools: Default::default(),
         liveness: std::sync::Arc::new(vouch_runtime::host::LocalProcesses),
     }
 }

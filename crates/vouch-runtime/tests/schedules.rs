@@ -72,6 +72,7 @@ impl World {
             policy_forbid: vec![],
             presence: None,
             drives: Default::default(),
+            tools: Default::default(),
             liveness: std::sync::Arc::new(vouch_runtime::host::LocalProcesses),
         }
     }

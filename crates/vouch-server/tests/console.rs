@@ -81,6 +81,7 @@ fn start() -> Server {
         policy_forbid: vec![],
         presence: None,
         drives: Default::default(),
+        tools: Default::default(),
         liveness: std::sync::Arc::new(vouch_runtime::host::LocalProcesses),
     });
     let doctor: vouch_server::DoctorFn = Arc::new(|| {
@@ -304,6 +305,7 @@ fn clone_host(h: &Host) -> Host {
         policy_forbid: vec![],
         presence: None,
         drives: Default::default(),
+        tools: Default::default(),
         liveness: std::sync::Arc::new(vouch_runtime::host::LocalProcesses),
     }
 }

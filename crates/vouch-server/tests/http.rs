@@ -113,6 +113,7 @@ fn host_on(store: Arc<dyn Store>, dir: &std::path::Path) -> Host {
         policy_forbid: vec![],
         presence: None,
         drives: Default::default(),
+        tools: Default::default(),
         liveness: std::sync::Arc::new(vouch_runtime::host::LocalProcesses),
     }
 }

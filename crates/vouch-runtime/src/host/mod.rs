@@ -181,6 +181,33 @@ pub struct Host {
     pub liveness: Arc<dyn Liveness>,
     /// The runs this host is driving now: their views and conversations in memory.
     pub drives: Drives,
+    /// The tools offered to models, built once for the `work` tools they were built from.
+    pub tools: ToolCache,
+}
+
+/// The host's tools and its work tools, built once: their JSON Schemas are the same for
+/// every run, and building and cloning them was a tenth of a short run's CPU. Keyed by the
+/// `work` tools they came from, so a host given other work tools builds them again.
+#[derive(Default)]
+pub struct ToolCache(std::sync::Mutex<Option<(usize, Arc<[ToolSpec]>)>>);
+
+impl ToolCache {
+    fn get(
+        &self,
+        work: &Arc<dyn WorkTools>,
+        build: impl FnOnce() -> Vec<ToolSpec>,
+    ) -> Arc<[ToolSpec]> {
+        let key = Arc::as_ptr(work) as *const () as usize;
+        let mut c = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match &*c {
+            Some((k, specs)) if *k == key => specs.clone(),
+            _ => {
+                let specs: Arc<[ToolSpec]> = build().into();
+                *c = Some((key, specs.clone()));
+                specs
+            }
+        }
+    }
 }
 
 /// What a drive keeps of its run while it drives: the view (§6.1 statuses, budgets) and the
@@ -189,6 +216,9 @@ pub struct Host {
 struct DriveState {
     view: RunView,
     messages: Vec<ChatMessage>,
+    /// The run's record as the drive opened it (`None` for an external agent's call). Its
+    /// trigger, scope and spec never change; its state and lease may have since.
+    run: Option<RunRecord>,
 }
 
 /// The runs driven by this host right now (several threads may drive different runs).
@@ -204,11 +234,22 @@ impl Drives {
             .cloned()
     }
 
-    fn open(&self, run_id: &str, view: RunView, messages: Vec<ChatMessage>) {
+    fn open(&self, run: &RunRecord, view: RunView, messages: Vec<ChatMessage>) {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).insert(
-            run_id.to_string(),
-            Arc::new(std::sync::Mutex::new(DriveState { view, messages })),
+            run.id.clone(),
+            Arc::new(std::sync::Mutex::new(DriveState {
+                view,
+                messages,
+                run: Some(run.clone()),
+            })),
         );
+    }
+
+    /// The record of a run being driven by this process, as its drive opened it.
+    fn record(&self, run_id: &str) -> Option<RunRecord> {
+        let d = self.get(run_id)?;
+        let d = d.lock().unwrap_or_else(|p| p.into_inner());
+        d.run.clone()
     }
 
     /// Open a run's state unless a drive of this process already has it open (`false`).
@@ -222,6 +263,7 @@ impl Drives {
             Arc::new(std::sync::Mutex::new(DriveState {
                 view,
                 messages: vec![],
+                run: None,
             })),
         );
         true

@@ -223,7 +223,7 @@ impl Host {
         work.open_advisory(&run_id, job.profile.as_ref());
         let driven = self
             .create(&run_id, &spec, None, None)
-            .and_then(|()| self.journal(&run_id, self.ev(body)))
+            .and_then(|_| self.journal(&run_id, self.ev(body)))
             .and_then(|()| {
                 patch
                     .sessions

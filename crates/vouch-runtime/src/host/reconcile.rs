@@ -41,7 +41,12 @@ impl Host {
         ended_by: EndedBy,
         forced: Option<vouch_core::Outcome>,
     ) -> HostResult<vouch_core::Outcome> {
-        let run = self.record(run_id)?;
+        // A run this process drives holds its lease, so it has not ended; whoever ended it
+        // anyway (a cancel from elsewhere) is answered by `end_run` below.
+        let run = match self.drives.record(run_id) {
+            Some(r) => r,
+            None => self.record(run_id)?,
+        };
         if run.state == RunState::Ended {
             return Ok(run.outcome.unwrap_or(vouch_core::Outcome::Failed));
         }
@@ -108,8 +113,16 @@ impl Host {
             ));
         } else {
             let _ = self.store.release_run(run_id, &self.owner);
+            // Ended elsewhere first: its own terminal record says how.
+            let ended = self.record(run_id)?;
+            return Ok(ended.outcome.unwrap_or(outcome));
         }
-        self.dispatch()?;
+        // Deliver what this end queued (with anything still waiting). An end that queued
+        // nothing leaves the waiting rows to the next dispatch: every command's start-up and
+        // every scheduler tick dispatch too, so nothing waits longer than the next command.
+        if terminal.outbox.is_some() {
+            self.dispatch()?;
+        }
         Ok(outcome)
     }
 

@@ -693,7 +693,7 @@ impl Host {
             Some(_) => self.drive(&run_id),
             None => self
                 .create(&run_id, &spec, None, None)
-                .and_then(|()| self.drive(&run_id)),
+                .and_then(|run| self.drive_run(run)),
         };
         let slot = work.take(&run_id);
         let end = driven?;

@@ -9,8 +9,9 @@ impl Host {
     /// Create a run (journal `run_created`) and drive it.
     pub fn start(&self, spec: &RunSpec) -> HostResult<(String, RunEnd)> {
         let id = new_id(self.clock.as_ref());
-        self.create(&id, spec, None, None)?;
-        let end = self.drive(&id)?;
+        // The record just written is the run as the store holds it: no need to read it back.
+        let run = self.create(&id, spec, None, None)?;
+        let end = self.drive_run(run)?;
         Ok((id, end))
     }
 
@@ -20,7 +21,7 @@ impl Host {
         spec: &RunSpec,
         parent: Option<&RunRecord>,
         slot: Option<(&str, i64)>,
-    ) -> HostResult<()> {
+    ) -> HostResult<RunRecord> {
         let chain_root = parent
             .map(|p| p.chain_root.clone())
             .unwrap_or_else(|| id.to_string());
@@ -70,7 +71,22 @@ impl Host {
             }),
         )?;
         self.say(&format!("▶ run {id} started: {}", spec.title));
-        Ok(())
+        Ok(RunRecord {
+            id: run.id,
+            trigger: run.trigger,
+            title: run.title,
+            chain_root: run.chain_root,
+            parent: run.parent,
+            scope: run.scope,
+            spec: run.spec,
+            state: run.state,
+            outcome: None,
+            ended_by: None,
+            created_ms: run.created_ms,
+            ended_ms: None,
+            owner: run.lease.as_ref().map(|l| l.owner.clone()),
+            lease_until_ms: run.lease.as_ref().map(|l| l.until_ms),
+        })
     }
 
     pub(super) fn record(&self, run_id: &str) -> HostResult<RunRecord> {
@@ -89,40 +105,31 @@ impl Host {
 
     // ------------------------------------------------------------------ the loop
 
-    pub(super) fn tool_specs(&self) -> Vec<ToolSpec> {
-        // The host's own tools never change: their JSON Schemas are built once per process
-        // (building them was a measurable share of a short run's CPU).
-        static HOST_TOOLS: std::sync::OnceLock<Vec<ToolSpec>> = std::sync::OnceLock::new();
-        let mut specs = HOST_TOOLS
-            .get_or_init(|| {
-                let mut specs = vec![
-                    ToolSpec {
-                        name: "declare".into(),
-                        description:
-                            "Declare the manifest: what this run will deliver. Call it first."
-                                .into(),
-                        parameters: crate::schemas::declare(),
-                    },
-                    ToolSpec {
-                        name: "clarify".into(),
-                        description: "Ask the person one question (at most one per run).".into(),
-                        parameters: crate::schemas::clarify(),
-                    },
-                ];
-                for v in Verb::ALL {
-                    specs.push(ToolSpec {
-                        name: v.as_str().into(),
-                        description: format!(
-                            "Perform a declared `{v}` delivery with this payload."
-                        ),
-                        parameters: crate::schemas::perform(),
-                    });
-                }
-                specs
-            })
-            .clone();
-        specs.extend(self.work.specs());
-        specs
+    pub(super) fn tool_specs(&self) -> Arc<[ToolSpec]> {
+        self.tools.get(&self.work, || {
+            let mut specs = vec![
+                ToolSpec {
+                    name: "declare".into(),
+                    description: "Declare the manifest: what this run will deliver. Call it first."
+                        .into(),
+                    parameters: crate::schemas::declare(),
+                },
+                ToolSpec {
+                    name: "clarify".into(),
+                    description: "Ask the person one question (at most one per run).".into(),
+                    parameters: crate::schemas::clarify(),
+                },
+            ];
+            for v in Verb::ALL {
+                specs.push(ToolSpec {
+                    name: v.as_str().into(),
+                    description: format!("Perform a declared `{v}` delivery with this payload."),
+                    parameters: crate::schemas::perform(),
+                });
+            }
+            specs.extend(self.work.specs());
+            specs
+        })
     }
 
     pub(super) fn messages(&self, run: &RunRecord) -> HostResult<Vec<ChatMessage>> {
@@ -166,13 +173,19 @@ impl Host {
     /// append (per-turn cost does not grow with the run); they are rebuilt from the store
     /// whenever a run is (re)opened.
     pub fn drive(&self, run_id: &str) -> HostResult<RunEnd> {
-        let result = self.drive_open(run_id);
-        self.drives.close(run_id);
+        self.drive_run(self.record(run_id)?)
+    }
+
+    /// Drive a run from its record as the store holds it now (as `create` returns it).
+    pub(super) fn drive_run(&self, run: RunRecord) -> HostResult<RunEnd> {
+        let id = run.id.clone();
+        let result = self.drive_open(run);
+        self.drives.close(&id);
         result
     }
 
-    fn drive_open(&self, run_id: &str) -> HostResult<RunEnd> {
-        let run = self.record(run_id)?;
+    fn drive_open(&self, run: RunRecord) -> HostResult<RunEnd> {
+        let run_id = run.id.as_str();
         if run.state == RunState::Ended {
             return Err(HostError::NotWaiting(format!(
                 "run {run_id} has already ended; see `vouch receipt {run_id}`"
@@ -201,7 +214,7 @@ impl Host {
         // One read of the journal opens both the view and the conversation.
         let journal = self.store.journal(run_id)?;
         self.drives.open(
-            run_id,
+            &run,
             RunView::from_journal(&journal),
             self.messages_of(&run, &journal)?,
         );
