@@ -131,8 +131,16 @@ pub(super) fn insert_run(c: &mut impl postgres::GenericClient, run: &NewRun) -> 
     Ok(())
 }
 
+/// A run's creation is committed without waiting for the server's WAL flush (contract
+/// §3.4.2): the server has it once this returns, so this process's death never loses it; the
+/// run's first durability point (a synchronous commit, later in the same WAL) carries it to
+/// disk.
 pub(super) fn create_run(store: &PostgresStore, run: &NewRun) -> StoreResult<()> {
-    insert_run(&mut *store.pool.get()?, run)
+    store.tx(|t| {
+        t.batch_execute("SET LOCAL synchronous_commit TO OFF")
+            .map_err(db_err)?;
+        insert_run(&mut **t, run)
+    })
 }
 
 pub(super) fn run(store: &PostgresStore, id: &str) -> StoreResult<Option<RunRecord>> {

@@ -31,7 +31,8 @@ pub(super) fn put_payload(
     codec::check_payload_bytes(canonical_json.len())?;
     let (hash, body) = (hash.to_string(), canonical_json.to_string());
     store.write(move |c| {
-        c.execute(
+        execute_cached(
+            c,
             "INSERT OR IGNORE INTO payloads (hash, body) VALUES (?1, ?2)",
             params![hash, body],
         )
@@ -53,12 +54,12 @@ pub(super) fn payload(store: &SqliteStore, hash: &str) -> StoreResult<Option<Str
 pub(super) fn open_card(store: &SqliteStore, card: &Card) -> StoreResult<()> {
     let card = card.clone();
     store.write(move |c| {
-        c.execute(
+        execute_cached(c,
             "UPDATE cards SET state = 'superseded', decided_ms = ?3 WHERE run_id = ?1 AND delivery IS ?2 AND state = 'open'",
             params![card.run_id, card.delivery, card.created_ms],
         )
         .map_err(db_err)?;
-        c.execute(
+        execute_cached(c,
             &format!("INSERT INTO cards ({CARD_COLS}) VALUES (?1,?2,?3,?4,'open',?5,NULL,NULL,?6)"),
             params![card.run_id, card.delivery, card.payload_hash, card.summary, card.created_ms, card.reason],
         )
@@ -122,7 +123,7 @@ pub(super) fn decide_card(
             Decision::Approve => CardState::Approved,
             Decision::Deny => CardState::Denied,
         };
-        c.execute("UPDATE cards SET state = ?2, decided_ms = ?3 WHERE id = ?1", params![id, state.as_str(), at_ms]).map_err(db_err)?;
+        execute_cached(c, "UPDATE cards SET state = ?2, decided_ms = ?3 WHERE id = ?1", params![id, state.as_str(), at_ms]).map_err(db_err)?;
         Ok(Card { state, decided_ms: Some(at_ms), ..card })
     })
 }
@@ -146,7 +147,7 @@ pub(super) fn answer_clarify(
         let Some((id, card)) = found else {
             return Err(StoreError::NotFound { what: "open question of run", id: run_id });
         };
-        c.execute("UPDATE cards SET state = 'answered', decided_ms = ?2, answer = ?3 WHERE id = ?1", params![id, at_ms, answer]).map_err(db_err)?;
+        execute_cached(c, "UPDATE cards SET state = 'answered', decided_ms = ?2, answer = ?3 WHERE id = ?1", params![id, at_ms, answer]).map_err(db_err)?;
         Ok(Card { state: CardState::Answered, decided_ms: Some(at_ms), answer: Some(answer), ..card })
     })
 }

@@ -34,7 +34,7 @@ pub(super) fn ledger_intend(store: &SqliteStore, entry: &LedgerEntry) -> StoreRe
         match existing {
             None => {
                 let detail = json_text(&e.detail)?;
-                c.execute(
+                execute_cached(c,
                     &format!("INSERT INTO ledger ({LEDGER_COLS}) VALUES (?1,?2,?3,?4,?5,'intended',1,?6,?7)"),
                     params![e.key, e.scope, e.run_id, e.delivery, e.payload_hash, detail, e.updated_ms],
                 )
@@ -42,7 +42,7 @@ pub(super) fn ledger_intend(store: &SqliteStore, entry: &LedgerEntry) -> StoreRe
                 Ok(LedgerIntent::Proceed(LedgerEntry { state: LedgerState::Intended, attempts: 1, ..e }))
             }
             Some(prev) if prev.state == LedgerState::Failed => {
-                c.execute(
+                execute_cached(c,
                     "UPDATE ledger SET state = 'intended', attempts = attempts + 1, run_id = ?2, updated_ms = ?3 WHERE key = ?1",
                     params![e.key, e.run_id, e.updated_ms],
                 )

@@ -1,6 +1,10 @@
 //! The embedded vouch store: bundled SQLite in one file under the home.
 //!
-//! Durability: WAL with `synchronous=FULL`, so a write is on disk when its method returns.
+//! Durability: WAL with `synchronous=FULL`, so a write is on disk when its method returns —
+//! except a run's creation (`create_run`), which is committed without its own fsync
+//! (`synchronous=NORMAL` for a batch of nothing else): it is in the WAL file, so it survives
+//! the process's death at once, and on disk with the next synced commit, which the run's first
+//! durability point is (contract §3.4.2).
 //!
 //! Group commit: every write — appends and all the others — is a job handed over a bounded
 //! channel ([`WRITE_QUEUE_MAX`]) to one writer thread that owns the only write connection. It
@@ -72,13 +76,22 @@ type Finish = Box<dyn FnOnce(Option<&str>) + Send>;
 /// A write job: given the writer's connection inside an open transaction (or, when the
 /// transaction could not begin, the reason), it does its work and returns how to answer its
 /// caller once the commit's fate is known.
-type Job = Box<dyn FnOnce(Result<&Connection, &str>) -> Finish + Send>;
+type Work = Box<dyn FnOnce(Result<&Connection, &str>) -> Finish + Send>;
+
+struct Job {
+    work: Work,
+    /// Whether the commit carrying this job must reach the disk before the caller is
+    /// answered (every write but a run's creation).
+    sync: bool,
+}
 
 /// Counters of the writer thread, for benchmarks and diagnostics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct WriteStats {
-    /// Transactions committed (one fsync each).
+    /// Transactions committed.
     pub commits: u64,
+    /// Of those, the ones synced to disk before answering (one fsync each).
+    pub synced: u64,
     /// Jobs (write calls) those transactions carried.
     pub jobs: u64,
 }
@@ -86,6 +99,7 @@ pub struct WriteStats {
 #[derive(Default)]
 struct Counters {
     commits: AtomicU64,
+    synced: AtomicU64,
     jobs: AtomicU64,
 }
 
@@ -230,6 +244,8 @@ fn writer_loop(conn: Connection, rx: Receiver<Job>, counters: Arc<Counters>) {
     // Adaptive group commit: when the last batch had k jobs, k callers are probably about
     // to send again; wait a few microseconds for them instead of paying one fsync each.
     let mut last_batch = 1usize;
+    // The connection's `synchronous` setting now (it is opened FULL).
+    let mut synchronous = "FULL";
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         let deadline =
@@ -254,11 +270,21 @@ fn writer_loop(conn: Connection, rx: Receiver<Job>, counters: Arc<Counters>) {
             }
         }
         last_batch = batch.len();
-        if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+        // A batch of nothing but runs' creations is committed without an fsync of its own.
+        let sync = batch.iter().any(|j| j.sync);
+        let mode = if sync { "FULL" } else { "NORMAL" };
+        let begun = if mode != synchronous {
+            execute_cached(&conn, &format!("PRAGMA synchronous = {mode}"), [])
+                .map(|_| synchronous = mode)
+        } else {
+            Ok(())
+        }
+        .and_then(|()| execute_cached(&conn, "BEGIN IMMEDIATE", []).map(|_| ()));
+        if let Err(e) = begun {
             // Run nothing; answer every caller with the reason.
             let msg = e.to_string();
             for job in batch {
-                job(Err(&msg))(None);
+                (job.work)(Err(&msg))(None);
             }
             continue;
         }
@@ -269,18 +295,18 @@ fn writer_loop(conn: Connection, rx: Receiver<Job>, counters: Arc<Counters>) {
             // jobs after that must not run in autocommit mode, or they would be committed
             // while the batch reports failure.
             if conn.is_autocommit() {
-                finishes.push(job(Err(
+                finishes.push((job.work)(Err(
                     "an earlier write of the same batch rolled the transaction back",
                 )));
             } else {
-                finishes.push(job(Ok(&conn)));
+                finishes.push((job.work)(Ok(&conn)));
             }
         }
         let commit_err = if conn.is_autocommit() {
             Some("the transaction was rolled back by an earlier error".to_string())
         } else {
-            match conn.execute_batch("COMMIT") {
-                Ok(()) => None,
+            match execute_cached(&conn, "COMMIT", []) {
+                Ok(_) => None,
                 Err(e) => {
                     let _ = conn.execute_batch("ROLLBACK");
                     Some(e.to_string())
@@ -289,12 +315,25 @@ fn writer_loop(conn: Connection, rx: Receiver<Job>, counters: Arc<Counters>) {
         };
         if commit_err.is_none() {
             counters.commits.fetch_add(1, Ordering::Relaxed);
+            if sync {
+                counters.synced.fetch_add(1, Ordering::Relaxed);
+            }
             counters.jobs.fetch_add(jobs, Ordering::Relaxed);
         }
         for f in finishes {
             f(commit_err.as_deref());
         }
     }
+}
+
+/// `Connection::execute` through the connection's statement cache: the writer runs the same
+/// few statements for every run, and parsing each again was a tenth of its time.
+fn execute_cached<P: rusqlite::Params>(
+    c: &Connection,
+    sql: &str,
+    params: P,
+) -> rusqlite::Result<usize> {
+    c.prepare_cached(sql)?.execute(params)
 }
 
 impl SqliteStore {
@@ -410,6 +449,7 @@ impl SqliteStore {
     pub fn write_stats(&self) -> WriteStats {
         WriteStats {
             commits: self.counters.commits.load(Ordering::Relaxed),
+            synced: self.counters.synced.load(Ordering::Relaxed),
             jobs: self.counters.jobs.load(Ordering::Relaxed),
         }
     }
@@ -420,7 +460,7 @@ impl SqliteStore {
         &self,
         f: impl FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
     ) -> StoreResult<T> {
-        self.submit(move |conn| {
+        self.submit(true, move |conn| {
             conn.prepare_cached("SAVEPOINT job")
                 .and_then(|mut st| st.execute([]))
                 .map_err(db_err)?;
@@ -444,12 +484,23 @@ impl SqliteStore {
         &self,
         f: impl FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
     ) -> StoreResult<T> {
-        self.submit(f)
+        self.submit(true, f)
+    }
+
+    /// Like [`write_one`](Self::write_one), committed without an fsync of its own: the change
+    /// survives this process's death once the call returns (it is in the WAL file), and the
+    /// machine's once the next synced commit of this store returns.
+    fn write_unsynced<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
+    ) -> StoreResult<T> {
+        self.submit(false, f)
     }
 
     /// Hand a job to the writer thread and wait for the verdict on its batch.
     fn submit<T: Send + 'static>(
         &self,
+        sync: bool,
         f: impl FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
     ) -> StoreResult<T> {
         if let Some(why) = &self.read_only {
@@ -459,7 +510,7 @@ impl SqliteStore {
             )));
         }
         let (tx, rx) = sync_channel::<StoreResult<T>>(1);
-        let job: Job = Box::new(move |conn: Result<&Connection, &str>| {
+        let work: Work = Box::new(move |conn: Result<&Connection, &str>| {
             let res = match conn {
                 Ok(conn) => f(conn),
                 Err(why) => Err(StoreError::Retryable(format!(
@@ -480,7 +531,7 @@ impl SqliteStore {
             .as_ref()
             .ok_or_else(|| StoreError::Fatal("store is closed".into()))?;
         sender
-            .send(job)
+            .send(Job { work, sync })
             .map_err(|_| StoreError::Fatal("the writer thread has stopped".into()))?;
         rx.recv().map_err(|_| {
             StoreError::Fatal("the writer thread stopped before answering; reopen the store".into())

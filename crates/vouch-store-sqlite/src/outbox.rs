@@ -29,7 +29,8 @@ pub(super) fn outbox_pending(store: &SqliteStore) -> StoreResult<Vec<OutboxRow>>
 
 pub(super) fn outbox_mark_sent(store: &SqliteStore, id: i64, at_ms: i64) -> StoreResult<()> {
     store.write(move |c| {
-        c.execute(
+        execute_cached(
+            c,
             "UPDATE outbox SET sent_ms = ?2 WHERE id = ?1 AND sent_ms IS NULL",
             params![id, at_ms],
         )

@@ -103,7 +103,7 @@ fn insert_event(conn: &Connection, ev: &PreparedEvent) -> StoreResult<(i64, Stri
 pub(super) fn insert_run(conn: &Connection, run: &NewRun) -> StoreResult<()> {
     vouch_store::check_birth_state(run)?;
     let spec = json_text(&run.spec)?;
-    conn.execute(
+    execute_cached(conn,
         &format!("INSERT INTO runs ({RUN_COLS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?11,NULL,NULL,?8,NULL,?9,?10)"),
         params![run.id, enum_text(&run.trigger), run.title, run.chain_root, run.parent, run.scope, spec, run.created_ms, run.lease.as_ref().map(|l| l.owner.as_str()), run.lease.as_ref().map(|l| l.until_ms), enum_text(&run.state)],
     )
@@ -114,9 +114,12 @@ pub(super) fn insert_run(conn: &Connection, run: &NewRun) -> StoreResult<()> {
     Ok(())
 }
 
+/// A run's creation is one statement, committed without an fsync of its own (contract
+/// §3.4.2): durable against this process's death at once, against the machine's with the
+/// run's first durability point.
 pub(super) fn create_run(store: &SqliteStore, run: &NewRun) -> StoreResult<()> {
     let run = run.clone();
-    store.write(move |c| insert_run(c, &run))
+    store.write_unsynced(move |c| insert_run(c, &run))
 }
 
 pub(super) fn run(store: &SqliteStore, id: &str) -> StoreResult<Option<RunRecord>> {
@@ -259,15 +262,15 @@ pub(super) fn end_run_after(
         }
         let (seq, prev, hash) = insert_event(c, &ev)?;
         let entry = ev.entry(seq, prev, hash);
-        c.execute(
+        execute_cached(c,
             "UPDATE runs SET state = 'ended', outcome = ?2, ended_by = ?3, ended_ms = ?4, owner = NULL, lease_until_ms = NULL WHERE id = ?1",
             params![run_id, enum_text(&t.outcome), enum_text(&t.ended_by), t.at_ms],
         )
         .map_err(db_err)?;
-        c.execute("INSERT INTO receipts (run_id, text) VALUES (?1, ?2)", params![run_id, t.receipt]).map_err(db_err)?;
+        execute_cached(c, "INSERT INTO receipts (run_id, text) VALUES (?1, ?2)", params![run_id, t.receipt]).map_err(db_err)?;
         if let Some(o) = &t.outbox {
             let body = json_text(&o.body)?;
-            c.execute(
+            execute_cached(c,
                 "INSERT OR IGNORE INTO outbox (dedup_key, run_id, route, body, created_ms, sent_ms) VALUES (?1,?2,?3,?4,?5,NULL)",
                 params![o.dedup_key, o.run_id, o.route, body, t.at_ms],
             )
@@ -319,7 +322,8 @@ pub(super) fn lease_run(
 pub(super) fn release_run(store: &SqliteStore, run_id: &str, owner: &str) -> StoreResult<()> {
     let (run_id, owner) = (run_id.to_string(), owner.to_string());
     store.write(move |c| {
-        c.execute(
+        execute_cached(
+            c,
             "UPDATE runs SET owner = NULL, lease_until_ms = NULL WHERE id = ?1 AND owner = ?2",
             params![run_id, owner],
         )

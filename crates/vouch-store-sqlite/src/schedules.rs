@@ -23,7 +23,8 @@ pub(super) fn consume_slot(
             return Ok(false);
         }
         insert_run(c, &run)?;
-        c.execute(
+        execute_cached(
+            c,
             "INSERT INTO slots (schedule, slot_ms, run_id) VALUES (?1, ?2, ?3)",
             params![schedule, slot_ms, run.id],
         )
@@ -66,7 +67,8 @@ pub(super) fn put_schedule(store: &SqliteStore, s: &Schedule) -> StoreResult<()>
     let s = s.clone();
     let routine = json_text(&s.routine)?;
     store.write(move |c| {
-        c.execute(
+        execute_cached(
+            c,
             &format!("INSERT INTO schedules ({SCHEDULE_COLS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)"),
             params![
                 s.name,
@@ -116,8 +118,9 @@ pub(super) fn schedules(store: &SqliteStore) -> StoreResult<Vec<Schedule>> {
 pub(super) fn remove_schedule(store: &SqliteStore, name: &str) -> StoreResult<bool> {
     let name = name.to_string();
     store.write(move |c| {
-        Ok(c.execute("DELETE FROM schedules WHERE name = ?1", [name])
-            .map_err(db_err)?
-            == 1)
+        Ok(
+            execute_cached(c, "DELETE FROM schedules WHERE name = ?1", [name]).map_err(db_err)?
+                == 1,
+        )
     })
 }

@@ -13,7 +13,8 @@ fn token_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApiToken> {
 pub(super) fn put_token(store: &SqliteStore, t: &ApiToken) -> StoreResult<()> {
     let t = t.clone();
     store.write(move |c| {
-        c.execute(
+        execute_cached(
+            c,
             &format!("INSERT INTO api_tokens ({TOKEN_COLS}) VALUES (?1, ?2, ?3)"),
             params![t.name, t.hash, t.created_ms],
         )
@@ -52,8 +53,9 @@ pub(super) fn tokens(store: &SqliteStore) -> StoreResult<Vec<ApiToken>> {
 pub(super) fn remove_token(store: &SqliteStore, name: &str) -> StoreResult<bool> {
     let name = name.to_string();
     store.write(move |c| {
-        Ok(c.execute("DELETE FROM api_tokens WHERE name = ?1", [name])
-            .map_err(db_err)?
-            == 1)
+        Ok(
+            execute_cached(c, "DELETE FROM api_tokens WHERE name = ?1", [name]).map_err(db_err)?
+                == 1,
+        )
     })
 }

@@ -274,6 +274,93 @@ fn appends_are_group_committed() {
     );
 }
 
+/// A run's creation is committed without an fsync of its own (§3.4.2); the next write of the
+/// store is synced and carries it to disk.
+#[test]
+fn a_runs_creation_is_committed_unsynced_and_the_next_write_syncs() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = SqliteStore::open(&dir.path().join("vouch.db")).unwrap();
+    let before = s.write_stats();
+    s.create_run(&run("u")).unwrap();
+    let created = s.write_stats();
+    assert_eq!(
+        created.commits - before.commits,
+        1,
+        "{before:?} → {created:?}"
+    );
+    assert_eq!(
+        created.synced, before.synced,
+        "the creation was synced: {created:?}"
+    );
+    s.append("u", &ev(1)).unwrap();
+    let appended = s.write_stats();
+    assert_eq!(
+        appended.synced - created.synced,
+        1,
+        "{created:?} → {appended:?}"
+    );
+    assert_eq!(s.run("u").unwrap().unwrap().id, "u");
+}
+
+const CREATE_CHILD_ENV: &str = "VOUCH_STORE_CREATE_CHILD";
+
+/// A real process creating runs (unsynced commits) is killed with SIGKILL: every run whose
+/// creation returned is in the store afterwards — the WAL holds it even without an fsync.
+#[test]
+fn a_killed_process_loses_no_run_it_created() {
+    use std::io::{BufRead, Write};
+    if let Ok(path) = std::env::var(CREATE_CHILD_ENV) {
+        let s = SqliteStore::open(std::path::Path::new(&path)).unwrap();
+        for n in 0..CRASH_CHILD_APPENDS_MAX {
+            let id = format!("c{n}");
+            s.create_run(&run(&id)).unwrap();
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "ack {id}").unwrap();
+            out.flush().unwrap();
+        }
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vouch.db");
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_killed_process_loses_no_run_it_created",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CREATE_CHILD_ENV, &path)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut acked: Vec<String> = vec![];
+    let stdout = child.stdout.take().unwrap();
+    for line in std::io::BufReader::new(stdout).lines() {
+        let line = line.unwrap();
+        if let Some(id) = line.strip_prefix("ack ") {
+            acked.push(id.to_string());
+            if acked.len() >= CRASH_ACKS_BEFORE_KILL {
+                child.kill().unwrap();
+                break;
+            }
+        }
+    }
+    child.wait().unwrap();
+    assert_eq!(
+        acked.len(),
+        CRASH_ACKS_BEFORE_KILL,
+        "the child stopped early"
+    );
+    let s = SqliteStore::open(&path).unwrap();
+    for id in &acked {
+        assert!(
+            s.run(id).unwrap().is_some(),
+            "run {id} was created but is gone"
+        );
+    }
+}
+
 const CRASH_CHILD_ENV: &str = "VOUCH_STORE_CRASH_CHILD";
 /// Acknowledged appends the parent waits for before it kills the child.
 const CRASH_ACKS_BEFORE_KILL: usize = 300;
