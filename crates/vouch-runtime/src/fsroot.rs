@@ -139,7 +139,8 @@ impl FolderRoot {
         Ok(out)
     }
 
-    /// Write the whole file: a temporary name, fsync, rename — whole or absent. The rename
+    /// Write the whole file: a temporary name, fsync, rename, fsync of the folder — whole or
+    /// absent, and on disk when this returns. The rename
     /// replaces a symlink at the final name rather than writing through it.
     pub fn write_atomic(&self, name: &str, bytes: &[u8]) -> Result<(), RootError> {
         let (dir, file) = self.parent(name, true)?;
@@ -157,7 +158,16 @@ impl FolderRoot {
         let mut f = dir.open_with(&tmp, &opts).map_err(|e| Self::io(name, e))?;
         io::Write::write_all(&mut f, bytes).map_err(|e| Self::io(name, e))?;
         f.sync_all().map_err(|e| Self::io(name, e))?;
-        dir.rename(&tmp, &dir, &file).map_err(|e| Self::io(name, e))
+        dir.rename(&tmp, &dir, &file)
+            .map_err(|e| Self::io(name, e))?;
+        // The new name is on disk only once its folder is: without this a machine crash could
+        // lose a file whose save the receipt already reported.
+        // (The folder handle itself may be a path-only descriptor, which cannot be synced.)
+        let mut read = cap_std::fs::OpenOptions::new();
+        read.read(true);
+        dir.open_with(".", &read)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| Self::io(name, e))
     }
 
     /// Remove the file (a symlink at the name is removed itself, its target untouched).
