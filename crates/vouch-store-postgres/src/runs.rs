@@ -59,7 +59,7 @@ pub(super) fn lock_run(t: &mut Txn<'_, '_>, run_id: &str) -> StoreResult<Option<
 /// `(seq, prev_hash, hash)`. The tail is read once, in a statement after the lock was
 /// granted, so at READ COMMITTED it sees every append committed before ours; the lock keeps
 /// anyone else from appending until we commit, so the chain goes on in memory from there, and
-/// the insert is the connection's prepared statement (one round trip an event, not four).
+/// the batch is one prepared statement over arrays (one round trip a batch, not one an event).
 fn insert_events(
     t: &mut Txn<'_, '_>,
     run_id: &str,
@@ -78,49 +78,53 @@ fn insert_events(
         ),
         None => (0, GENESIS_HASH.to_string()),
     };
+    // The chain goes on in memory; the events go in one statement (one round trip a batch).
     let mut out = Vec::with_capacity(evs.len());
     for ev in evs {
         seq += 1;
         let hash = ev.content.hash(&prev, seq);
-        t.execute(
-            "INSERT INTO journal (run_id, seq, kind, delivery, body, at_ms, prev_hash, hash) VALUES ($1,$2,$3,$4,$5,$6,$7,$8)",
-            &[
-                &run_id,
-                &seq,
-                &ev.kind.as_str(),
-                &ev.delivery,
-                &ev.body_text,
-                &ev.at_ms,
-                &prev,
-                &hash,
-            ],
-        )
-        .map_err(|e| {
-            let foreign_key = e.code() == Some(&SqlState::FOREIGN_KEY_VIOLATION);
-            // Closed by the trigger's own SQLSTATE, or by the one-terminal index: by code and
-            // constraint name, never by the wording of the message.
-            let closed = e.code().map(SqlState::code) == Some(schema::SQLSTATE_RUN_CLOSED)
-                || e.as_db_error().and_then(|d| d.constraint()) == Some("journal_one_terminal");
-            match db_err(e) {
-                // The run row was locked above, so this means it was never there.
-                _ if foreign_key => StoreError::NotFound {
-                    what: "run",
-                    id: run_id.to_string(),
-                },
-                _ if closed => codec::run_ended(run_id),
-                other => other,
-            }
-        })?;
         let this = std::mem::replace(&mut prev, hash.clone());
         out.push((seq, this, hash));
     }
+    let seqs: Vec<i64> = out.iter().map(|(s, _, _)| *s).collect();
+    let kinds: Vec<&str> = evs.iter().map(|e| e.kind.as_str()).collect();
+    let deliveries: Vec<Option<&str>> = evs.iter().map(|e| e.delivery.as_deref()).collect();
+    let bodies: Vec<&str> = evs.iter().map(|e| e.body_text.as_str()).collect();
+    let ats: Vec<i64> = evs.iter().map(|e| e.at_ms).collect();
+    let prevs: Vec<&str> = out.iter().map(|(_, p, _)| p.as_str()).collect();
+    let hashes: Vec<&str> = out.iter().map(|(_, _, h)| h.as_str()).collect();
+    t.execute(
+        "INSERT INTO journal (run_id, seq, kind, delivery, body, at_ms, prev_hash, hash)
+         SELECT $1, * FROM UNNEST($2::bigint[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[], $8::text[])",
+        &[&run_id, &seqs, &kinds, &deliveries, &bodies, &ats, &prevs, &hashes],
+    )
+    .map_err(|e| {
+        let foreign_key = e.code() == Some(&SqlState::FOREIGN_KEY_VIOLATION);
+        // Closed by the trigger's own SQLSTATE, or by the one-terminal index: by code and
+        // constraint name, never by the wording of the message.
+        let closed = e.code().map(SqlState::code) == Some(schema::SQLSTATE_RUN_CLOSED)
+            || e.as_db_error().and_then(|d| d.constraint()) == Some("journal_one_terminal");
+        match db_err(e) {
+            // The run row was locked above, so this means it was never there.
+            _ if foreign_key => StoreError::NotFound {
+                what: "run",
+                id: run_id.to_string(),
+            },
+            _ if closed => codec::run_ended(run_id),
+            other => other,
+        }
+    })?;
     Ok(out)
 }
 
-pub(super) fn insert_run(c: &mut impl postgres::GenericClient, run: &NewRun) -> StoreResult<()> {
+/// A run's row, inserted by `exec` (a plain client, or a transaction's statement cache).
+fn insert_run_with(
+    run: &NewRun,
+    exec: impl FnOnce(&str, &[&(dyn ToSql + Sync)]) -> Result<u64, postgres::Error>,
+) -> StoreResult<()> {
     vouch_store::check_birth_state(run)?;
     let spec = json_text(&run.spec)?;
-    c.execute(
+    exec(
         "INSERT INTO runs (id, trigger, title, chain_root, parent, scope, spec, state, created_ms, owner, lease_until_ms) VALUES ($1,$2,$3,$4,$5,$6,$7,$11,$8,$9,$10)",
         &[&run.id, &enum_text(&run.trigger), &run.title, &run.chain_root, &run.parent, &run.scope, &spec, &run.created_ms, &run.lease.as_ref().map(|l| l.owner.as_str()), &run.lease.as_ref().map(|l| l.until_ms), &enum_text(&run.state)],
     )
@@ -131,6 +135,10 @@ pub(super) fn insert_run(c: &mut impl postgres::GenericClient, run: &NewRun) -> 
     Ok(())
 }
 
+pub(super) fn insert_run(c: &mut impl postgres::GenericClient, run: &NewRun) -> StoreResult<()> {
+    insert_run_with(run, |sql, params| c.execute(sql, params))
+}
+
 /// A run's creation is committed without waiting for the server's WAL flush (contract
 /// §3.4.2): the server has it once this returns, so this process's death never loses it; the
 /// run's first durability point (a synchronous commit, later in the same WAL) carries it to
@@ -139,7 +147,7 @@ pub(super) fn create_run(store: &PostgresStore, run: &NewRun) -> StoreResult<()>
     store.tx(|t| {
         t.batch_execute("SET LOCAL synchronous_commit TO OFF")
             .map_err(db_err)?;
-        insert_run(&mut **t, run)
+        insert_run_with(run, |sql, params| t.execute(sql, params))
     })
 }
 

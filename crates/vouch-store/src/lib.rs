@@ -206,14 +206,14 @@ impl EventContent {
         body: &serde_json::Value,
     ) -> Self {
         let canon =
-            |v: serde_json::Value| vouch_core::canonical_json(&v).unwrap_or_else(|_| v.to_string());
-        let head = format!("[{},", canon(serde_json::Value::from(run_id)));
+            |v: &serde_json::Value| vouch_core::canonical_json(v).unwrap_or_else(|_| v.to_string());
+        let head = format!("[{},", canon(&serde_json::Value::from(run_id)));
         let tail = format!(
             ",{},{},{},{}]",
-            canon(serde_json::Value::from(kind.as_str())),
-            canon(serde_json::json!(delivery)),
-            canon(serde_json::Value::from(at_ms)),
-            canon(body.clone()),
+            canon(&serde_json::Value::from(kind.as_str())),
+            canon(&serde_json::json!(delivery)),
+            canon(&serde_json::Value::from(at_ms)),
+            canon(body),
         );
         EventContent { head, tail }
     }
