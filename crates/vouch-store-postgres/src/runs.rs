@@ -117,18 +117,32 @@ fn insert_events(
     Ok(out)
 }
 
-/// A run's row, inserted by `exec` (a plain client, or a transaction's statement cache).
+/// A run's row, inserted by `exec` (a plain client, or the store's statement cache) with
+/// `sql`.
 fn insert_run_with(
     run: &NewRun,
-    exec: impl FnOnce(&str, &[&(dyn ToSql + Sync)]) -> Result<u64, postgres::Error>,
+    sql: &str,
+    exec: impl FnOnce(&str, &[&(dyn ToSql + Sync)]) -> StoreResult<u64>,
 ) -> StoreResult<()> {
     vouch_store::check_birth_state(run)?;
     let spec = json_text(&run.spec)?;
     exec(
-        "INSERT INTO runs (id, trigger, title, chain_root, parent, scope, spec, state, created_ms, owner, lease_until_ms) VALUES ($1,$2,$3,$4,$5,$6,$7,$11,$8,$9,$10)",
-        &[&run.id, &enum_text(&run.trigger), &run.title, &run.chain_root, &run.parent, &run.scope, &spec, &run.created_ms, &run.lease.as_ref().map(|l| l.owner.as_str()), &run.lease.as_ref().map(|l| l.until_ms), &enum_text(&run.state)],
+        sql,
+        &[
+            &run.id,
+            &enum_text(&run.trigger),
+            &run.title,
+            &run.chain_root,
+            &run.parent,
+            &run.scope,
+            &spec,
+            &run.created_ms,
+            &run.lease.as_ref().map(|l| l.owner.as_str()),
+            &run.lease.as_ref().map(|l| l.until_ms),
+            &enum_text(&run.state),
+        ],
     )
-    .map_err(|e| match db_err(e) {
+    .map_err(|e| match e {
         StoreError::Conflict(_) => codec::run_exists(&run.id),
         other => other,
     })?;
@@ -136,19 +150,26 @@ fn insert_run_with(
 }
 
 pub(super) fn insert_run(c: &mut impl postgres::GenericClient, run: &NewRun) -> StoreResult<()> {
-    insert_run_with(run, |sql, params| c.execute(sql, params))
+    insert_run_with(
+        run,
+        "INSERT INTO runs (id, trigger, title, chain_root, parent, scope, spec, state, created_ms, owner, lease_until_ms) VALUES ($1,$2,$3,$4,$5,$6,$7,$11,$8,$9,$10)",
+        |sql, params| c.execute(sql, params).map_err(db_err),
+    )
 }
 
 /// A run's creation is committed without waiting for the server's WAL flush (contract
 /// §3.4.2): the server has it once this returns, so this process's death never loses it; the
 /// run's first durability point (a synchronous commit, later in the same WAL) carries it to
-/// disk.
+/// disk. One statement, one round trip: `set_config(…, true)` sets `synchronous_commit` for
+/// the statement's own transaction, which the server reads when it commits.
 pub(super) fn create_run(store: &PostgresStore, run: &NewRun) -> StoreResult<()> {
-    store.tx(|t| {
-        t.batch_execute("SET LOCAL synchronous_commit TO OFF")
-            .map_err(db_err)?;
-        insert_run_with(run, |sql, params| t.execute(sql, params))
-    })
+    insert_run_with(
+        run,
+        "INSERT INTO runs (id, trigger, title, chain_root, parent, scope, spec, state, created_ms, owner, lease_until_ms)
+         SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text, $11::text, $8::bigint, $9::text, $10::bigint
+         FROM (SELECT set_config('synchronous_commit', 'off', true)) AS unsynced",
+        |sql, params| store.exec(sql, params),
+    )
 }
 
 pub(super) fn run(store: &PostgresStore, id: &str) -> StoreResult<Option<RunRecord>> {
