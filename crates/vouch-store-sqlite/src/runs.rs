@@ -61,14 +61,45 @@ pub(super) fn journal_row(r: &Row) -> rusqlite::Result<JournalEntry> {
 /// Append inside the writer's transaction: next seq, chained hash, insert. Returns
 /// `(seq, prev_hash, hash)`.
 fn insert_event(conn: &Connection, ev: &PreparedEvent) -> StoreResult<(i64, String, String)> {
-    let run_id = ev.run_id.as_str();
-    let last: Option<(i64, String)> = conn
-        .prepare_cached("SELECT seq, hash FROM journal WHERE run_id = ?1 ORDER BY seq DESC LIMIT 1")
+    let tail = tail(conn, &ev.run_id)?;
+    insert_after(conn, ev, tail)
+}
+
+/// Append a run's events in order inside the writer's transaction, reading its tail once
+/// (the writer holds the only write lock, so nobody appends in between). Returns each one's
+/// `(seq, prev_hash, hash)`.
+fn insert_events<'e>(
+    conn: &Connection,
+    run_id: &str,
+    evs: impl IntoIterator<Item = &'e PreparedEvent>,
+) -> StoreResult<Vec<(i64, String, String)>> {
+    let mut last = tail(conn, run_id)?;
+    let mut out = vec![];
+    for ev in evs {
+        let (seq, prev, hash) = insert_after(conn, ev, last)?;
+        last = Some((seq, hash.clone()));
+        out.push((seq, prev, hash));
+    }
+    Ok(out)
+}
+
+/// The seq and hash of a run's last event, if any.
+fn tail(conn: &Connection, run_id: &str) -> StoreResult<Option<(i64, String)>> {
+    conn.prepare_cached("SELECT seq, hash FROM journal WHERE run_id = ?1 ORDER BY seq DESC LIMIT 1")
         .and_then(|mut st| {
             st.query_row([run_id], |r| Ok((r.get(0)?, r.get(1)?)))
                 .optional()
         })
-        .map_err(db_err)?;
+        .map_err(db_err)
+}
+
+/// Insert `ev` after the run's `last` event (its seq and hash).
+fn insert_after(
+    conn: &Connection,
+    ev: &PreparedEvent,
+    last: Option<(i64, String)>,
+) -> StoreResult<(i64, String, String)> {
+    let run_id = ev.run_id.as_str();
     let (seq, prev) = match last {
         Some((s, h)) => (s + 1, h),
         None => (1, GENESIS_HASH.to_string()),
@@ -198,13 +229,14 @@ pub(super) fn append_batch(
     }
     let prepared = PreparedEvent::all(run_id, events)?;
     // One job, one savepoint: the batch is durable together or not at all.
+    let run_id = run_id.to_string();
     store.write(move |c| {
-        let mut out = Vec::with_capacity(prepared.len());
-        for ev in prepared {
-            let (seq, prev, hash) = insert_event(c, &ev)?;
-            out.push(ev.entry(seq, prev, hash));
-        }
-        Ok(out)
+        let chained = insert_events(c, &run_id, &prepared)?;
+        Ok(prepared
+            .into_iter()
+            .zip(chained)
+            .map(|(ev, (seq, prev, hash))| ev.entry(seq, prev, hash))
+            .collect())
     })
 }
 
@@ -257,10 +289,9 @@ pub(super) fn end_run_after(
             Some("ended") => return Ok(EndResult::AlreadyEnded),
             _ => {}
         }
-        for e in &before {
-            insert_event(c, e)?;
-        }
-        let (seq, prev, hash) = insert_event(c, &ev)?;
+        let (seq, prev, hash) = insert_events(c, &run_id, before.iter().chain([&ev]))?
+            .pop()
+            .ok_or_else(|| StoreError::Fatal("the terminal event was not inserted".into()))?;
         let entry = ev.entry(seq, prev, hash);
         execute_cached(c,
             "UPDATE runs SET state = 'ended', outcome = ?2, ended_by = ?3, ended_ms = ?4, owner = NULL, lease_until_ms = NULL WHERE id = ?1",
