@@ -313,14 +313,11 @@ pub(super) fn end_run_after(
         let (seq, prev, hash) = insert_events(t, run_id, &all)?
             .pop()
             .ok_or_else(|| StoreError::Fatal("the terminal event was not inserted".into()))?;
+        // The run's row and its receipt in one statement (one round trip).
         t.execute(
-            "UPDATE runs SET state = 'ended', outcome = $2, ended_by = $3, ended_ms = $4, owner = NULL, lease_until_ms = NULL WHERE id = $1",
-            &[&run_id, &enum_text(&terminal.outcome), &enum_text(&terminal.ended_by), &terminal.at_ms],
-        )
-        .map_err(db_err)?;
-        t.execute(
-            "INSERT INTO receipts (run_id, text) VALUES ($1, $2)",
-            &[&run_id, &terminal.receipt],
+            "WITH ended AS (UPDATE runs SET state = 'ended', outcome = $2, ended_by = $3, ended_ms = $4, owner = NULL, lease_until_ms = NULL WHERE id = $1)
+             INSERT INTO receipts (run_id, text) VALUES ($1, $5)",
+            &[&run_id, &enum_text(&terminal.outcome), &enum_text(&terminal.ended_by), &terminal.at_ms, &terminal.receipt],
         )
         .map_err(db_err)?;
         if let (Some(o), Some(body)) = (&terminal.outbox, &outbox_body) {
