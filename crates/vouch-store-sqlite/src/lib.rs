@@ -739,32 +739,13 @@ impl TamperForTests for SqliteStore {
 
 /// `query_row` through the connection's statement cache: the store's reads run the same few
 /// statements over and over, and parsing each again cost more than running it.
-trait QueryRowCached {
-    fn query_row_cached<
-        T,
-        P: rusqlite::Params,
-        F: FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
-    >(
-        &self,
-        sql: &str,
-        params: P,
-        f: F,
-    ) -> rusqlite::Result<T>;
-}
-
-impl QueryRowCached for Connection {
-    fn query_row_cached<
-        T,
-        P: rusqlite::Params,
-        F: FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
-    >(
-        &self,
-        sql: &str,
-        params: P,
-        f: F,
-    ) -> rusqlite::Result<T> {
-        self.prepare_cached(sql)?.query_row(params, f)
-    }
+fn query_row_cached<T>(
+    c: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    f: impl FnOnce(&Row<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    c.prepare_cached(sql)?.query_row(params, f)
 }
 
 impl Store for SqliteStore {
