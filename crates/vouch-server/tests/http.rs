@@ -159,7 +159,7 @@ fn start_work(
             DestinationKind::Folder,
             Arc::new(FolderProvider::new(std::env::temp_dir())),
         );
-        Ok(vouch_runtime::doctor::doctor(&cfg, &p))
+        Ok(vouch_runtime::doctor::doctor(&cfg, &p, &[]))
     });
     let mut state = vouch_server::AppState::new(host.clone(), store, doctor);
     state.board = board;

@@ -43,8 +43,8 @@ use vouch_store::codec::{
 };
 use vouch_store::{
     verify_chain, Card, CardState, Decision, EndResult, EventKind, JournalEntry, LedgerEntry,
-    LedgerIntent, LedgerState, NewEvent, NewRun, OutboxRow, RunRecord, Schedule, Store, StoreError,
-    StoreResult, Terminal, VerifyReport, GENESIS_HASH,
+    LedgerIntent, LedgerState, NewEvent, NewRun, OutboxFailure, OutboxRow, RunRecord, Schedule,
+    Store, StoreError, StoreResult, Terminal, VerifyReport, GENESIS_HASH,
 };
 use vouch_store::{ApiToken, TamperForTests};
 
@@ -956,6 +956,15 @@ impl Store for SqliteStore {
 
     fn outbox_for_run(&self, run_id: &str) -> StoreResult<Vec<OutboxRow>> {
         outbox::outbox_for_run(self, run_id)
+    }
+    fn outbox_failed(
+        &self,
+        id: i64,
+        error: &str,
+        misconfigured: bool,
+        at_ms: i64,
+    ) -> StoreResult<()> {
+        outbox::outbox_failed(self, id, error, misconfigured, at_ms)
     }
 
     fn counts(&self) -> StoreResult<vouch_store::StoreCounts> {
