@@ -77,6 +77,9 @@ impl Notifier for DesktopNotifier {
     }
 }
 
+/// The longest route error kept on an outbox row, in bytes (the rest is cut at a character).
+pub const FAILURE_TEXT_BYTES_MAX: usize = 1_000;
+
 /// A route that records each failed delivery on its outbox row (`Store::outbox_failed`), so
 /// another process (`vouch doctor`) can name a route that keeps failing and what to do. The
 /// record is advisory: a row whose failure could not be written stays queued and is tried
@@ -93,9 +96,14 @@ impl Notifier for RecordFailures {
         let result = self.inner.notify(row);
         if let Err(e) = &result {
             let (error, misconfigured) = match e {
-                NotifyError::Retry(m) => (m, false),
-                NotifyError::Misconfigured(m) => (m, true),
+                NotifyError::Retry(m) => (m.as_str(), false),
+                NotifyError::Misconfigured(m) => (m.as_str(), true),
             };
+            let mut end = error.len().min(FAILURE_TEXT_BYTES_MAX);
+            while !error.is_char_boundary(end) {
+                end -= 1;
+            }
+            let error = &error[..end];
             let _ = self
                 .store
                 .outbox_failed(row.id, error, misconfigured, self.clock.now_ms());
