@@ -243,14 +243,9 @@ pub fn host_on(dir: &Path, store: Arc<dyn Store>, progress: Option<Progress>) ->
     let crash = std::env::var("VOUCH_CRASH_AFTER")
         .ok()
         .and_then(|s| CrashPlan::parse(&s, CrashMode::Abort));
-    // The host writes through the durability points (runtime::durable).
-    let store_dyn: Arc<dyn Store> = Arc::new(vouch_runtime::durable::Durable::new(store));
-    Ok(Host {
-        store: store_dyn,
-        clock: Arc::new(SystemClock),
-        caps: Arc::new(ConfigCapabilities { config: cfg }),
-        providers,
-        notifier: Arc::new(InboxAndDesktop {
+    // Failed deliveries are recorded on the backend itself, for `vouch doctor`.
+    let notifier = vouch_runtime::notify::RecordFailures {
+        inner: Arc::new(InboxAndDesktop {
             log: FileNotifier {
                 path: dir.join("notifications.jsonl"),
             },
@@ -259,6 +254,17 @@ pub fn host_on(dir: &Path, store: Arc<dyn Store>, progress: Option<Progress>) ->
                 timeout_ms: 5_000,
             },
         }),
+        store: store.clone(),
+        clock: Arc::new(SystemClock),
+    };
+    // The host writes through the durability points (runtime::durable).
+    let store_dyn: Arc<dyn Store> = Arc::new(vouch_runtime::durable::Durable::new(store));
+    Ok(Host {
+        store: store_dyn,
+        clock: Arc::new(SystemClock),
+        caps: Arc::new(ConfigCapabilities { config: cfg }),
+        providers,
+        notifier: Arc::new(notifier),
         models: Arc::new(DefaultModels),
         work: Arc::new(ScriptWorkTools {
             inner: StandardTools {
@@ -430,6 +436,7 @@ mod tests {
             body: serde_json::json!({}),
             created_ms: 1,
             sent_ms: None,
+            failure: None,
         };
         let log = FileNotifier {
             path: dir.path().join("inbox.jsonl"),

@@ -47,7 +47,8 @@ pub fn serve(
             }
         })
         .context("start the scheduler thread")?;
-    let mut state = app_state(dir, host, doctor_fn(dir))?;
+    let doctor = doctor_fn(dir, host.store.clone());
+    let mut state = app_state(dir, host, doctor)?;
     // The console's run pages hold `watching` in the home's presence leases (§11.1), which
     // this host reads when it routes a terminal record; artifacts download from the home.
     state.console.presence = Some(Arc::new(home::FilePresence::new(dir)));
@@ -95,14 +96,17 @@ pub fn app_state(
     Ok(state)
 }
 
-/// The doctor's report, computed on each request (vouch.toml may change while serving).
-fn doctor_fn(dir: &Path) -> vouch_server::DoctorFn {
+/// The doctor's report, computed on each request (vouch.toml may change while serving, and
+/// the outbox with every run that ends).
+fn doctor_fn(dir: &Path, store: Arc<dyn vouch_store::Store>) -> vouch_server::DoctorFn {
     let home = dir.to_path_buf();
     Arc::new(move || {
         let cfg = home::config(&home).map_err(|e| format!("{e:#}"))?;
+        let pending = store.outbox_pending().map_err(|e| e.to_string())?;
         Ok(vouch_runtime::doctor::doctor(
             &cfg,
             &home::providers(&home, &cfg),
+            &pending,
         ))
     })
 }
@@ -118,7 +122,8 @@ pub fn mcp(dir: &Path, host: Arc<Host>, name: Option<&str>) -> Result<i32> {
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .try_init();
-    let state = app_state(dir, host, doctor_fn(dir))?;
+    let doctor = doctor_fn(dir, host.store.clone());
+    let state = app_state(dir, host, doctor)?;
     let signer = match name {
         None => None,
         Some(name) => {

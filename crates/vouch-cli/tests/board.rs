@@ -103,6 +103,26 @@ impl Board {
         self.json(&["task", "show", id])
     }
 
+    /// A worker that drains the board with `script`, asserted to have exited successfully;
+    /// its `--json` events are in the output's stdout.
+    fn drain(&self, name: &str, script: &str) -> Output {
+        self.drain_with(name, script, &[])
+    }
+
+    fn drain_with(&self, name: &str, script: &str, extra: &[&str]) -> Output {
+        let mut a = vec![
+            "--json", "worker", "--name", name, "--script", script, "--drain",
+        ];
+        a.extend_from_slice(extra);
+        let out = self.run(&a);
+        assert!(
+            out.status.success(),
+            "worker {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
     /// The payload hash on the open card of `run`, as `vouch approvals` shows it.
     fn card_hash(&self, run: &str) -> String {
         let cards = self.json(&["approvals"]);
@@ -256,14 +276,7 @@ fn sigkill_mid_attempt_lease_lapses(pg: bool) {
     a.wait().unwrap();
     let mut rounds = 0;
     let v = loop {
-        let out = b.run(&[
-            "--json", "worker", "--name", "rescuer", "--script", &script, "--drain",
-        ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        b.drain("rescuer", &script);
         let v = b.show(&id);
         if state(&v) == "completed" {
             break v;
@@ -290,10 +303,7 @@ fn malformed_result_repaired_in_session(pg: bool) {
         {"submit": {"summary": "repaired"}},
         {"final": "ok"}
     ]));
-    let out = b.run(&[
-        "--json", "worker", "--name", "w", "--script", &script, "--drain",
-    ]);
-    assert!(out.status.success());
+    b.drain("w", &script);
     let v = b.show(&id);
     assert_eq!(state(&v), "completed");
     assert_eq!(attempt_states(&v), vec!["completed"]);
@@ -320,7 +330,7 @@ fn malformed_result_repaired_in_session(pg: bool) {
         {"submit": {"nope": true}},
         {"final": "I did it, trust me"}
     ]));
-    b.run(&["worker", "--name", "w", "--script", &never, "--drain"]);
+    b.drain("w", &never);
     let v = b.show(&id2);
     assert_eq!(state(&v), "failed");
     assert_eq!(
@@ -405,7 +415,7 @@ fn sigterm_aborts_retryably(pg: bool) {
         "an abort is retryable even with one attempt"
     );
     assert_eq!(attempt_states(&v), vec!["aborted"]);
-    b.run(&["worker", "--name", "w2", "--script", &script, "--drain"]);
+    b.drain("w2", &script);
     let v = b.show(&id);
     assert_eq!(attempt_states(&v), vec!["aborted", "completed"]);
 }
@@ -486,9 +496,7 @@ fn judge_excludes_the_producer_and_criteria_need_self_assessment(pg: bool) {
         {"submit": {"summary": "v1"}, "self_assessment": {"clear": "yes", "short": "yes"}},
         {"final": "ok"}
     ]));
-    b.run(&[
-        "worker", "--name", "producer", "--script", &producer, "--drain",
-    ]);
+    b.drain("producer", &producer);
     let v = b.show(&target);
     assert_eq!(state(&v), "completed", "{v}");
     assert_eq!(
@@ -521,11 +529,9 @@ fn judge_excludes_the_producer_and_criteria_need_self_assessment(pg: bool) {
         {"final": "judged"}
     ]));
     // The producer may not judge its own output: it finds nothing to claim.
-    b.run(&[
-        "worker", "--name", "producer", "--script", &verdict, "--drain",
-    ]);
+    b.drain("producer", &verdict);
     assert_eq!(state(&b.show(&judge)), "queued");
-    b.run(&["worker", "--name", "judge", "--script", &verdict, "--drain"]);
+    b.drain("judge", &verdict);
     let v = b.show(&judge);
     assert_eq!(state(&v), "completed");
     assert_eq!(v["attempts"][0]["claimant"], "judge");
@@ -589,14 +595,7 @@ fn approval_suspends_and_another_worker_finishes(pg: bool) {
     ]));
     // w1 claims the first task, whose run waits for an approval: the attempt is suspended and
     // w1, free again, takes the other task (same script: it suspends too, then w1 drains).
-    let out = b.run(&[
-        "--json", "worker", "--name", "w1", "--script", &script, "--drain",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = b.drain("w1", &script);
     let ev = events(&out);
     let suspended: Vec<&str> = ev
         .iter()
@@ -628,14 +627,7 @@ fn approval_suspends_and_another_worker_finishes(pg: bool) {
     assert!(got.lock().unwrap().is_empty(), "approve only decides");
     // Another worker, with a script of its own, continues the same attempt's run.
     let idle = b.script(json!([{"declare": {"deliveries": []}}, {"final": "nothing"}]));
-    let out = b.run(&[
-        "--json", "worker", "--name", "w2", "--script", &idle, "--drain",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = b.drain("w2", &idle);
     let ev = events(&out);
     assert!(
         ev.iter().any(|e| e["event"] == "claimed"
@@ -700,7 +692,7 @@ fn continuation_goes_on_from_the_parents_conversation(pg: bool) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    b.run(&["worker", "--name", "w1", "--script", &first, "--drain"]);
+    b.drain("w1", &first);
     let parent = b.show(&id);
     assert_eq!(state(&parent), "completed");
     let c = b.json(&["task", "continue", &id, "--brief", "make it shorter"])["id"]
@@ -729,7 +721,7 @@ fn continuation_goes_on_from_the_parents_conversation(pg: bool) {
         {"submit": {"summary": "short"}},
         {"final": "ok"}
     ]));
-    b.run(&["worker", "--name", "w2", "--script", &second, "--drain"]);
+    b.drain("w2", &second);
     let v = b.show(&c);
     assert_eq!(state(&v), "completed", "{v}");
     assert_eq!(v["result"], json!({"summary": "short"}));
@@ -800,7 +792,7 @@ fn runtime_profile_snapshot_is_enforced_not_a_later_edit(pg: bool) {
     ]));
     let id = b.offer(&["--profile", "narrow", "--heartbeat-ms", "200"]);
     // A worker under another profile may not claim it.
-    b.run(&["worker", "--name", "w0", "--script", &script, "--drain"]);
+    b.drain("w0", &script);
     assert_eq!(state(&b.show(&id)), "queued");
     let w = b.worker(
         "w1",
@@ -843,16 +835,7 @@ fn runtime_profile_snapshot_is_enforced_not_a_later_edit(pg: bool) {
     assert!(String::from_utf8_lossy(&j.stdout).contains("not allowed by runtime profile"));
     // The next claim reads the edited profile: a new fingerprint, the tool allowed.
     let id2 = b.offer(&["--profile", "narrow"]);
-    b.run(&[
-        "worker",
-        "--name",
-        "w2",
-        "--script",
-        &script,
-        "--profile",
-        "narrow",
-        "--drain",
-    ]);
+    b.drain_with("w2", &script, &["--profile", "narrow"]);
     let v2 = b.show(&id2);
     assert_eq!(state(&v2), "completed", "{v2}");
     let a2 = &v2["attempts"][0];
@@ -873,7 +856,7 @@ fn http_approval_of_a_task_run_queues_it_for_a_worker(pg: bool) {
         {"submit": {"summary": "sent"}},
         {"final": "done"}
     ]));
-    b.run(&["worker", "--name", "w1", "--script", &script, "--drain"]);
+    b.drain("w1", &script);
     let v = b.show(&id);
     assert_eq!(attempt_states(&v), vec!["suspended"]);
     let run = v["attempts"][0]["run_id"].as_str().unwrap().to_string();
@@ -914,7 +897,7 @@ fn http_approval_of_a_task_run_queues_it_for_a_worker(pg: bool) {
         got.lock().unwrap().is_empty(),
         "the server did not drive the run"
     );
-    b.run(&["worker", "--name", "w2", "--script", &script, "--drain"]);
+    b.drain("w2", &script);
     let v = b.show(&id);
     assert_eq!(state(&v), "completed", "{v}");
     assert_eq!(v["attempts"][0]["claimant"], "w2");
@@ -934,14 +917,7 @@ fn result_submitted_before_suspension_is_kept_for_the_resumption(pg: bool) {
         {"deliver": "d1", "payload": {"text": "week 49: 42 tickets"}},
         {"final": "done"}
     ]));
-    let out = b.run(&[
-        "--json", "worker", "--name", "w1", "--script", &script, "--drain",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    b.drain("w1", &script);
     let v = b.show(&id);
     assert_eq!(attempt_states(&v), vec!["suspended"], "{v}");
     assert!(
@@ -956,14 +932,7 @@ fn result_submitted_before_suspension_is_kept_for_the_resumption(pg: bool) {
     );
     // w2's own script never submits: the result it reports is the one kept in the journal.
     let idle = b.script(json!([{"declare": {"deliveries": []}}, {"final": "nothing"}]));
-    let out = b.run(&[
-        "--json", "worker", "--name", "w2", "--script", &idle, "--drain",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    b.drain("w2", &idle);
     let v = b.show(&id);
     assert_eq!(state(&v), "completed", "{v}");
     assert_eq!(attempt_states(&v), vec!["completed"]);

@@ -1,6 +1,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! The `notify` route for real: a private D-Bus session bus (dbus-daemon) with a listener
-//! that owns org.freedesktop.Notifications and records what it receives.
+//! that owns org.freedesktop.Notifications and records what it receives; and a push route
+//! set up wrong, as `vouch doctor` names it.
+
+mod support;
 
 use serde_json::json;
 use std::io::{BufRead, BufReader};
@@ -154,4 +157,67 @@ fn a_failure_while_away_reaches_the_desktop_once_even_across_a_crash() {
         2,
         "exactly one notification for the crashed run"
     );
+}
+
+/// A notification route set up wrong keeps its notifications in the outbox; `vouch doctor`
+/// names it, in human and JSON output, with what to do next. Once it is fixed, the next
+/// command that opens the home delivers what waited, and the doctor names nothing.
+#[test]
+fn the_doctor_names_a_misconfigured_notification_route_and_what_to_do() {
+    let h = support::Home::new("[notify]\npush_url = \"ftp://127.0.0.1/push\"\n");
+    let s = failing_script(h.tmp.path());
+    let out = h.vouch(
+        &["run", "Save it", "--script", &s, "--presence", "away"],
+        &[],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let d = h.vouch(&["doctor"], &[]);
+    assert!(d.status.success(), "{}", String::from_utf8_lossy(&d.stderr));
+    let text = String::from_utf8_lossy(&d.stdout);
+    assert!(
+        text.contains("notification route `notify` is stuck: 1 waiting, 1 failed tries"),
+        "{text}"
+    );
+    assert!(
+        text.contains("fix [notify] push_url in vouch.toml"),
+        "{text}"
+    );
+    assert!(text.contains("  next: fix what the error names"), "{text}");
+
+    let j = h.json(&["doctor"]);
+    let stuck = j["stuck_routes"].as_array().unwrap();
+    assert_eq!(stuck.len(), 1, "{j}");
+    assert_eq!(stuck[0]["route"], "notify");
+    assert_eq!(stuck[0]["waiting"], 1);
+    assert_eq!(stuck[0]["failures"], 1);
+    assert_eq!(stuck[0]["misconfigured"], true);
+    let last = stuck[0]["last_error"].as_str().unwrap();
+    assert!(
+        last.starts_with("push webhook ftp://127.0.0.1/push:") && last.contains("push_url"),
+        "{last}"
+    );
+    assert!(
+        stuck[0]["next_step"]
+            .as_str()
+            .unwrap()
+            .starts_with("fix what the error names"),
+        "{j}"
+    );
+
+    // Fixed: the next command that opens the home sends it, and nothing is stuck any more.
+    let push = support::Receiver::start(false);
+    std::fs::write(
+        h.dir.join("vouch.toml"),
+        format!("[notify]\npush_url = \"{}\"\n", push.url),
+    )
+    .unwrap();
+    assert!(h.vouch(&["inbox"], &[]).status.success());
+    assert_eq!(push.applied(), 1);
+    assert_eq!(h.json(&["doctor"])["stuck_routes"], serde_json::json!([]));
 }

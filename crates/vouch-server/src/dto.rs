@@ -390,6 +390,24 @@ pub struct DoctorBody {
     /// Per-destination overrides from vouch.toml: pattern → level.
     pub overrides: std::collections::BTreeMap<String, String>,
     pub automation: Vec<String>,
+    /// Notification routes whose deliveries keep failing (§11.4), each with what to do next.
+    #[serde(default)]
+    pub stuck_routes: Vec<StuckRouteBody>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct StuckRouteBody {
+    pub route: String,
+    /// Notifications on this route not delivered yet.
+    pub waiting: usize,
+    /// Failed tries of the notification that has failed most.
+    pub failures: u32,
+    /// The route's own words for its latest failure.
+    pub last_error: String,
+    pub last_error_ms: i64,
+    /// The route is set up wrong (it needs a fix), not down for now.
+    pub misconfigured: bool,
+    pub next_step: String,
 }
 
 impl From<&DoctorReport> for DoctorBody {
@@ -410,6 +428,19 @@ impl From<&DoctorReport> for DoctorBody {
                 .map(|(k, v)| (k.clone(), word(v)))
                 .collect(),
             automation: d.automation.clone(),
+            stuck_routes: d
+                .stuck_routes
+                .iter()
+                .map(|r| StuckRouteBody {
+                    route: r.route.clone(),
+                    waiting: r.waiting,
+                    failures: r.failures,
+                    last_error: r.last_error.clone(),
+                    last_error_ms: r.last_error_ms,
+                    misconfigured: r.misconfigured,
+                    next_step: r.next_step.clone(),
+                })
+                .collect(),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! `GET /metrics` in Prometheus' text format. Run, delivery and notification figures are the
-//! store's own counts (`Store::counts`, a `GROUP BY` each): other processes run work too, so
-//! they are true for the whole home, and reading them costs the same at any number of runs.
+//! store's own counts (`Store::counts`, a `GROUP BY` each), and tasks by state the board's
+//! (`BoardStore::task_counts`): other processes run work too, so they are true for the whole
+//! home, and reading them costs the same at any number of runs or tasks.
 
 use crate::problem::ApiResult;
 use crate::{blocking, AppState};
@@ -11,9 +12,6 @@ use axum::response::{IntoResponse, Response};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Mutex;
-
-/// Tasks counted per state at most (a larger board shows this number).
-pub const TASKS_COUNT_MAX: usize = 100_000;
 
 #[derive(Default)]
 pub struct Metrics {
@@ -90,14 +88,7 @@ pub async fn render(State(s): State<AppState>) -> ApiResult<Response> {
         let _ = writeln!(t, "# HELP vouch_waiting Things waiting for the person (the badge).\n# TYPE vouch_waiting gauge\nvouch_waiting {waiting}");
         if let Some(board) = &board {
             let _ = writeln!(t, "# HELP vouch_tasks Tasks on the board by state (§13.3).\n# TYPE vouch_tasks gauge");
-            for st in vouch_core::board::TaskState::ALL {
-                let n = board
-                    .tasks(&vouch_store::board::TaskFilter {
-                        state: Some(*st),
-                        tag: None,
-                        limit: TASKS_COUNT_MAX,
-                    })?
-                    .len();
+            for (st, n) in board.task_counts()? {
                 let _ = writeln!(t, "vouch_tasks{{state=\"{}\"}} {n}", st.as_str());
             }
         }

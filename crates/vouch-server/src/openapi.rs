@@ -42,7 +42,7 @@ impl Modify for BearerAuth {
         problem::Problem, dto::Run, dto::RunPage, dto::DeliveryRow, dto::RunDetailBody, dto::Event,
         dto::ReceiptBody, dto::CardBody, dto::ApproveBody, dto::EditBody, dto::AnswerBody,
         dto::RunResult, dto::EditResult, dto::InboxRun, dto::InboxBody, dto::ScheduleBody,
-        dto::NewSchedule, dto::DestinationBody, dto::DoctorBody, tasks::TaskList,
+        dto::NewSchedule, dto::DestinationBody, dto::DoctorBody, dto::StuckRouteBody, tasks::TaskList,
         tasks::TaskDetail, tasks::Offered, tasks::OfferBody, work::ClaimBody, work::ClaimResult,
         work::HeartbeatBody, work::HeartbeatResult, work::SubmitBody, work::FailBody,
         work::AbortBody, work::ReportResult, work::ArtifactPut,

@@ -86,7 +86,7 @@ fn start() -> Server {
     });
     let doctor: vouch_server::DoctorFn = Arc::new(|| {
         let p: BTreeMap<DestinationKind, Arc<dyn Provider>> = BTreeMap::new();
-        Ok(vouch_runtime::doctor::doctor(&Config::default(), &p))
+        Ok(vouch_runtime::doctor::doctor(&Config::default(), &p, &[]))
     });
     let state = vouch_server::AppState::new(host.clone(), store, doctor);
     let (tx, rx) = std::sync::mpsc::channel();

@@ -160,7 +160,7 @@ fn start_work(
             DestinationKind::Folder,
             Arc::new(FolderProvider::new(std::env::temp_dir())),
         );
-        Ok(vouch_runtime::doctor::doctor(&cfg, &p))
+        Ok(vouch_runtime::doctor::doctor(&cfg, &p, &[]))
     });
     let mut state = vouch_server::AppState::new(host.clone(), store, doctor);
     state.board = board;
@@ -1115,6 +1115,44 @@ fn tasks_are_listed_read_and_cancelled() {
         .problem(404, "not_found");
     s.call("GET", "/api/tasks", None, None)
         .problem(401, "unauthorized");
+}
+
+/// The `vouch_tasks` gauge is the board's own count by state, exact past the bound of one
+/// listing (which it once was: a state with more tasks than `TASK_LIST_MAX` showed that).
+#[test]
+fn the_tasks_gauge_counts_every_task_past_the_listing_bound() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sqlite = Arc::new(SqliteStore::open(&tmp.path().join("vouch.db")).unwrap());
+    let board: Arc<dyn vouch_store::board::BoardStore> = sqlite.clone();
+    let queued = vouch_store::board::TASK_LIST_MAX + 1;
+    for i in 0..=queued {
+        board
+            .offer(&vouch_store::board_conformance::new_task(
+                &format!("g-{i}"),
+                1,
+                10,
+            ))
+            .unwrap();
+    }
+    board.cancel("g-0", 20).unwrap();
+    let s = start_board(sqlite, Some(board), tmp, vouch_server::STREAMS_MAX);
+    let m = s.get("/metrics").body;
+    let gauge: Vec<&str> = m
+        .lines()
+        .filter(|l| l.starts_with("vouch_tasks{"))
+        .collect();
+    let expected: Vec<String> = vouch_core::board::TaskState::ALL
+        .iter()
+        .map(|st| {
+            let n = match st.as_str() {
+                "queued" => queued,
+                "cancelled" => 1,
+                _ => 0,
+            };
+            format!("vouch_tasks{{state=\"{}\"}} {n}", st.as_str())
+        })
+        .collect();
+    assert_eq!(gauge, expected, "{m}");
 }
 
 /// A home whose server has the board, identities, artifacts and the host's key, on SQLite or

@@ -1,9 +1,12 @@
 //! The store's counts (`Store::counts`): one `GROUP BY` per figure, all in one REPEATABLE READ
-//! transaction, so they agree with each other.
+//! transaction, so they agree with each other; the board's tasks by state
+//! (`BoardStore::task_counts`) are one `GROUP BY` of their own.
 
 use super::{col, db_err, PostgresStore};
 use postgres::Transaction;
 use std::collections::BTreeMap;
+use vouch_core::board::TaskState;
+use vouch_store::board::{task_counts_of, TASKS_BY_STATE_SQL};
 use vouch_store::{StoreCounts, StoreResult};
 
 /// Runs by state.
@@ -60,4 +63,14 @@ pub(crate) fn counts(s: &PostgresStore) -> StoreResult<StoreCounts> {
             notifications_pending: u64::try_from(pending).unwrap_or(0),
         })
     })
+}
+
+/// The board's tasks by state (`BoardStore::task_counts`): one `GROUP BY`.
+pub(crate) fn task_counts(s: &PostgresStore) -> StoreResult<Vec<(TaskState, u64)>> {
+    let rows = s.query(TASKS_BY_STATE_SQL, &[])?;
+    let rows = rows
+        .iter()
+        .map(|r| Ok((col(r, 0, "tasks by state")?, col(r, 1, "tasks by state")?)))
+        .collect::<StoreResult<Vec<(String, i64)>>>()?;
+    task_counts_of(rows)
 }

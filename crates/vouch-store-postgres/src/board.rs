@@ -513,6 +513,10 @@ impl BoardStore for PostgresStore {
             .collect()
     }
 
+    fn task_counts(&self) -> StoreResult<Vec<(TaskState, u64)>> {
+        crate::aggregates::task_counts(self)
+    }
+
     fn measures(&self, q: &MeasuresQuery) -> StoreResult<Vec<MeasureRow>> {
         let rows = self.query(
             &ops::measures_sql(q.by, true),

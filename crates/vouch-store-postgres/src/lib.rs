@@ -45,8 +45,8 @@ use vouch_store::codec::{
 };
 use vouch_store::{
     verify_chain, Card, CardState, ChainBreak, Decision, EndResult, EventKind, JournalEntry,
-    LedgerEntry, LedgerIntent, LedgerState, NewEvent, NewRun, OutboxRow, RunRecord, Schedule,
-    Store, StoreError, StoreResult, Terminal, VerifyReport, GENESIS_HASH,
+    LedgerEntry, LedgerIntent, LedgerState, NewEvent, NewRun, OutboxFailure, OutboxRow, RunRecord,
+    Schedule, Store, StoreError, StoreResult, Terminal, VerifyReport, GENESIS_HASH,
 };
 use vouch_store::{ApiToken, TamperForTests};
 
@@ -201,16 +201,29 @@ struct Conn<'a> {
 impl Conn<'_> {
     /// The prepared statement for `sql` on this connection, prepared on first use.
     fn statement(&mut self, sql: &str) -> StoreResult<postgres::Statement> {
-        if let Some(st) = self.statements.get(sql) {
-            return Ok(st.clone());
-        }
-        let st = self.prepare(sql).map_err(db_err)?;
-        if self.statements.len() >= STATEMENTS_MAX {
-            self.statements.clear();
-        }
-        self.statements.insert(sql.to_string(), st.clone());
-        Ok(st)
+        // Only `drop` takes the client out.
+        let client = self.client.as_mut().unwrap_or_else(|| unreachable!());
+        cached_statement(&mut self.statements, sql, |sql| client.prepare(sql)).map_err(db_err)
     }
+}
+
+/// The statement for `sql` from a connection's cache, or prepared with `prepare` on first
+/// use and kept (a full cache is cleared first). Shared by the pooled connection and its
+/// transactions, which prepare through different handles.
+fn cached_statement(
+    statements: &mut Statements,
+    sql: &str,
+    prepare: impl FnOnce(&str) -> Result<postgres::Statement, postgres::Error>,
+) -> Result<postgres::Statement, postgres::Error> {
+    if let Some(st) = statements.get(sql) {
+        return Ok(st.clone());
+    }
+    let st = prepare(sql)?;
+    if statements.len() >= STATEMENTS_MAX {
+        statements.clear();
+    }
+    statements.insert(sql.to_string(), st.clone());
+    Ok(st)
 }
 
 /// A transaction on a pooled connection. Its `query`, `query_opt`, `query_one` and `execute`
@@ -237,15 +250,8 @@ impl<'c> DerefMut for Txn<'c, '_> {
 
 impl Txn<'_, '_> {
     fn statement(&mut self, sql: &str) -> Result<postgres::Statement, postgres::Error> {
-        if let Some(st) = self.statements.get(sql) {
-            return Ok(st.clone());
-        }
-        let st = self.t.prepare(sql)?;
-        if self.statements.len() >= STATEMENTS_MAX {
-            self.statements.clear();
-        }
-        self.statements.insert(sql.to_string(), st.clone());
-        Ok(st)
+        let t = &mut self.t;
+        cached_statement(self.statements, sql, |sql| t.prepare(sql))
     }
 
     pub(crate) fn query(
@@ -980,6 +986,15 @@ impl Store for PostgresStore {
 
     fn outbox_for_run(&self, run_id: &str) -> StoreResult<Vec<OutboxRow>> {
         outbox::outbox_for_run(self, run_id)
+    }
+    fn outbox_failed(
+        &self,
+        id: i64,
+        error: &str,
+        misconfigured: bool,
+        at_ms: i64,
+    ) -> StoreResult<()> {
+        outbox::outbox_failed(self, id, error, misconfigured, at_ms)
     }
 
     fn counts(&self) -> StoreResult<vouch_store::StoreCounts> {

@@ -315,4 +315,12 @@ CREATE TABLE api_tokens (
     created_ms BIGINT NOT NULL
 );
 "#,
+    // 7: failed deliveries on the outbox row (§11.4), so `vouch doctor` can name a stuck route.
+    r#"
+ALTER TABLE outbox
+    ADD COLUMN failures INTEGER NOT NULL DEFAULT 0 CHECK (failures >= 0),
+    ADD COLUMN last_error TEXT,
+    ADD COLUMN misconfigured BOOLEAN NOT NULL DEFAULT false,
+    ADD COLUMN last_error_ms BIGINT;
+"#,
 ];

@@ -1,9 +1,12 @@
 //! The store's counts (`Store::counts`): one `GROUP BY` per figure, all in one read
-//! transaction, so they agree with each other (WAL gives the reader one snapshot).
+//! transaction, so they agree with each other (WAL gives the reader one snapshot); the
+//! board's tasks by state (`BoardStore::task_counts`) are one `GROUP BY` of their own.
 
 use super::{db_err, read_err, SqliteStore};
 use rusqlite::Connection;
 use std::collections::BTreeMap;
+use vouch_core::board::TaskState;
+use vouch_store::board::{task_counts_of, TASKS_BY_STATE_SQL};
 use vouch_store::{StoreCounts, StoreResult};
 
 /// Runs by state.
@@ -64,4 +67,16 @@ pub(crate) fn counts(s: &SqliteStore) -> StoreResult<StoreCounts> {
             notifications_pending: u64::try_from(pending).unwrap_or(0),
         })
     })
+}
+
+/// The board's tasks by state (`BoardStore::task_counts`): one `GROUP BY`.
+pub(crate) fn task_counts(s: &SqliteStore) -> StoreResult<Vec<(TaskState, u64)>> {
+    let rows = s.read(|c| {
+        let mut st = c.prepare_cached(TASKS_BY_STATE_SQL).map_err(db_err)?;
+        let rows = st
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+            .map_err(db_err)?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
+    })?;
+    task_counts_of(rows)
 }

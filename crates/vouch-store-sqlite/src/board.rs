@@ -533,6 +533,10 @@ impl BoardStore for SqliteStore {
         })
     }
 
+    fn task_counts(&self) -> StoreResult<Vec<(TaskState, u64)>> {
+        crate::aggregates::task_counts(self)
+    }
+
     fn measures(&self, q: &MeasuresQuery) -> StoreResult<Vec<MeasureRow>> {
         let sql = ops::measures_sql(q.by, false);
         self.read(|c| {

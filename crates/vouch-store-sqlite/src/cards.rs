@@ -43,9 +43,12 @@ pub(super) fn put_payload(
 
 pub(super) fn payload(store: &SqliteStore, hash: &str) -> StoreResult<Option<String>> {
     store.read(|c| {
-        c.query_row_cached("SELECT body FROM payloads WHERE hash = ?1", [hash], |r| {
-            r.get(0)
-        })
+        query_row_cached(
+            c,
+            "SELECT body FROM payloads WHERE hash = ?1",
+            [hash],
+            |r| r.get(0),
+        )
         .optional()
         .map_err(db_err)
     })

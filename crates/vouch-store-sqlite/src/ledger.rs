@@ -67,7 +67,7 @@ pub(super) fn ledger_settle(
             .execute("UPDATE ledger SET state = ?2, detail = ?3, updated_ms = ?4 WHERE key = ?1 AND state = 'intended'", params![key, state.as_str(), detail, at_ms])
             .map_err(db_err)?;
         if n == 0 {
-            let exists: Option<String> = c.query_row_cached("SELECT state FROM ledger WHERE key = ?1", [&key], |r| r.get(0)).optional().map_err(db_err)?;
+            let exists: Option<String> = query_row_cached(c, "SELECT state FROM ledger WHERE key = ?1", [&key], |r| r.get(0)).optional().map_err(db_err)?;
             return match exists {
                 None => Err(StoreError::NotFound { what: "ledger key", id: key }),
                 Some(s) => Err(StoreError::Conflict(format!("ledger key is already {s}; only an intended key can be settled"))),
@@ -79,7 +79,8 @@ pub(super) fn ledger_settle(
 
 pub(super) fn ledger_get(store: &SqliteStore, key: &str) -> StoreResult<Option<LedgerEntry>> {
     store.read(|c| {
-        c.query_row_cached(
+        query_row_cached(
+            c,
             &format!("SELECT {LEDGER_COLS} FROM ledger WHERE key = ?1"),
             [key],
             ledger_row,

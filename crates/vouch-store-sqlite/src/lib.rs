@@ -47,8 +47,8 @@ use vouch_store::codec::{
 };
 use vouch_store::{
     verify_chain, Card, CardState, Decision, EndResult, EventKind, JournalEntry, LedgerEntry,
-    LedgerIntent, LedgerState, NewEvent, NewRun, OutboxRow, RunRecord, Schedule, Store, StoreError,
-    StoreResult, Terminal, VerifyReport, GENESIS_HASH,
+    LedgerIntent, LedgerState, NewEvent, NewRun, OutboxFailure, OutboxRow, RunRecord, Schedule,
+    Store, StoreError, StoreResult, Terminal, VerifyReport, GENESIS_HASH,
 };
 use vouch_store::{ApiToken, TamperForTests};
 
@@ -790,32 +790,13 @@ impl TamperForTests for SqliteStore {
 
 /// `query_row` through the connection's statement cache: the store's reads run the same few
 /// statements over and over, and parsing each again cost more than running it.
-trait QueryRowCached {
-    fn query_row_cached<
-        T,
-        P: rusqlite::Params,
-        F: FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
-    >(
-        &self,
-        sql: &str,
-        params: P,
-        f: F,
-    ) -> rusqlite::Result<T>;
-}
-
-impl QueryRowCached for Connection {
-    fn query_row_cached<
-        T,
-        P: rusqlite::Params,
-        F: FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
-    >(
-        &self,
-        sql: &str,
-        params: P,
-        f: F,
-    ) -> rusqlite::Result<T> {
-        self.prepare_cached(sql)?.query_row(params, f)
-    }
+fn query_row_cached<T>(
+    c: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    f: impl FnOnce(&Row<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    c.prepare_cached(sql)?.query_row(params, f)
 }
 
 impl Store for SqliteStore {
@@ -1026,6 +1007,15 @@ impl Store for SqliteStore {
 
     fn outbox_for_run(&self, run_id: &str) -> StoreResult<Vec<OutboxRow>> {
         outbox::outbox_for_run(self, run_id)
+    }
+    fn outbox_failed(
+        &self,
+        id: i64,
+        error: &str,
+        misconfigured: bool,
+        at_ms: i64,
+    ) -> StoreResult<()> {
+        outbox::outbox_failed(self, id, error, misconfigured, at_ms)
     }
 
     fn counts(&self) -> StoreResult<vouch_store::StoreCounts> {

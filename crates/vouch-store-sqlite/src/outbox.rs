@@ -12,6 +12,15 @@ fn outbox_row(r: &Row) -> rusqlite::Result<OutboxRow> {
         body: json_col(&body)?,
         created_ms: r.get(5)?,
         sent_ms: r.get(6)?,
+        failure: match r.get::<_, u32>(7)? {
+            0 => None,
+            failures => Some(OutboxFailure {
+                failures,
+                last_error: r.get::<_, Option<String>>(8)?.unwrap_or_default(),
+                misconfigured: r.get(9)?,
+                last_ms: r.get::<_, Option<i64>>(10)?.unwrap_or_default(),
+            }),
+        },
     })
 }
 
@@ -48,5 +57,24 @@ pub(super) fn outbox_for_run(store: &SqliteStore, run_id: &str) -> StoreResult<V
             .map_err(db_err)?;
         let rows = st.query_map([run_id], outbox_row).map_err(db_err)?;
         rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
+    })
+}
+
+pub(super) fn outbox_failed(
+    store: &SqliteStore,
+    id: i64,
+    error: &str,
+    misconfigured: bool,
+    at_ms: i64,
+) -> StoreResult<()> {
+    let error = error.to_string();
+    store.write(move |c| {
+        c.execute(
+            "UPDATE outbox SET failures = failures + 1, last_error = ?2, misconfigured = ?3, \
+             last_error_ms = ?4 WHERE id = ?1 AND sent_ms IS NULL",
+            params![id, error, misconfigured, at_ms],
+        )
+        .map_err(db_err)?;
+        Ok(())
     })
 }

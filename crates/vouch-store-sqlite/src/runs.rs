@@ -155,7 +155,8 @@ pub(super) fn create_run(store: &SqliteStore, run: &NewRun) -> StoreResult<()> {
 
 pub(super) fn run(store: &SqliteStore, id: &str) -> StoreResult<Option<RunRecord>> {
     store.read(|c| {
-        c.query_row_cached(
+        query_row_cached(
+            c,
             &format!("SELECT {RUN_COLS} FROM runs WHERE id = ?1"),
             [id],
             run_row,
@@ -283,7 +284,7 @@ pub(super) fn end_run_after(
         &NewEvent::new(EventKind::Terminal, t.at_ms, t.body.clone()),
     )?;
     store.write(move |c| {
-        let state: Option<String> = c.query_row_cached("SELECT state FROM runs WHERE id = ?1", [&run_id], |r| r.get(0)).optional().map_err(db_err)?;
+        let state: Option<String> = query_row_cached(c, "SELECT state FROM runs WHERE id = ?1", [&run_id], |r| r.get(0)).optional().map_err(db_err)?;
         match state.as_deref() {
             None => return Err(StoreError::NotFound { what: "run", id: run_id }),
             Some("ended") => return Ok(EndResult::AlreadyEnded),
@@ -313,7 +314,8 @@ pub(super) fn end_run_after(
 
 pub(super) fn receipt(store: &SqliteStore, run_id: &str) -> StoreResult<Option<String>> {
     store.read(|c| {
-        c.query_row_cached(
+        query_row_cached(
+            c,
             "SELECT text FROM receipts WHERE run_id = ?1",
             [run_id],
             |r| r.get(0),
@@ -342,7 +344,7 @@ pub(super) fn lease_run(
         if n == 1 {
             return Ok(true);
         }
-        let exists: Option<String> = c.query_row_cached("SELECT state FROM runs WHERE id = ?1", [&run_id], |r| r.get(0)).optional().map_err(db_err)?;
+        let exists: Option<String> = query_row_cached(c, "SELECT state FROM runs WHERE id = ?1", [&run_id], |r| r.get(0)).optional().map_err(db_err)?;
         match exists {
             None => Err(StoreError::NotFound { what: "run", id: run_id }),
             Some(_) => Ok(false),
@@ -411,7 +413,8 @@ pub(super) fn runs_by_prefix(
 
 pub(super) fn continuation_of(store: &SqliteStore, parent: &str) -> StoreResult<Option<RunRecord>> {
     store.read(|c| {
-        c.query_row_cached(
+        query_row_cached(
+            c,
             &format!("SELECT {RUN_COLS} FROM runs WHERE parent = ?1 ORDER BY created_ms LIMIT 1"),
             [parent],
             run_row,

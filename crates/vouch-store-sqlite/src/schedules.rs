@@ -39,7 +39,8 @@ pub(super) fn slot_run(
     slot_ms: i64,
 ) -> StoreResult<Option<String>> {
     store.read(|c| {
-        c.query_row_cached(
+        query_row_cached(
+            c,
             "SELECT run_id FROM slots WHERE schedule = ?1 AND slot_ms = ?2",
             params![schedule, slot_ms],
             |r| r.get(0),

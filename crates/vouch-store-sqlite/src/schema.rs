@@ -235,4 +235,11 @@ CREATE TABLE api_tokens (
     created_ms INTEGER NOT NULL
 );
 "#,
+    // 8: failed deliveries on the outbox row (§11.4), so `vouch doctor` can name a stuck route.
+    r#"
+ALTER TABLE outbox ADD COLUMN failures INTEGER NOT NULL DEFAULT 0 CHECK (failures >= 0);
+ALTER TABLE outbox ADD COLUMN last_error TEXT;
+ALTER TABLE outbox ADD COLUMN misconfigured INTEGER NOT NULL DEFAULT 0 CHECK (misconfigured IN (0, 1));
+ALTER TABLE outbox ADD COLUMN last_error_ms INTEGER;
+"#,
 ];

@@ -28,7 +28,8 @@ pub(super) fn put_token(store: &SqliteStore, t: &ApiToken) -> StoreResult<()> {
 
 pub(super) fn token_by_hash(store: &SqliteStore, hash: &str) -> StoreResult<Option<ApiToken>> {
     store.read(|c| {
-        c.query_row_cached(
+        query_row_cached(
+            c,
             &format!("SELECT {TOKEN_COLS} FROM api_tokens WHERE hash = ?1"),
             [hash],
             token_row,

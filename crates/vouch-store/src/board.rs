@@ -344,6 +344,32 @@ pub trait BoardStore: Send + Sync {
     fn result(&self, id: &str) -> StoreResult<Option<Value>>;
     fn verdicts(&self, target: &str) -> StoreResult<Vec<(String, Verdict)>>;
     fn measures(&self, q: &MeasuresQuery) -> StoreResult<Vec<MeasureRow>>;
+    /// How many tasks are in each state: every state of `TaskState::ALL`, in that order,
+    /// zero when none. One `GROUP BY` ([`TASKS_BY_STATE_SQL`]), so it is exact at any size of
+    /// board (a listing stops at `TASK_LIST_MAX`).
+    fn task_counts(&self) -> StoreResult<Vec<(TaskState, u64)>>;
+}
+
+/// Tasks by state, in portable SQL over the board's tables.
+pub const TASKS_BY_STATE_SQL: &str = "SELECT state, COUNT(*) FROM tasks GROUP BY state";
+
+/// The rows of [`TASKS_BY_STATE_SQL`] as `task_counts` answers them: every state, in
+/// `TaskState::ALL` order, zero when no row names it. A state the core does not name is
+/// corrupt (the schema's check allows none).
+pub fn task_counts_of(
+    rows: impl IntoIterator<Item = (String, i64)>,
+) -> StoreResult<Vec<(TaskState, u64)>> {
+    let mut counts: Vec<(TaskState, u64)> = TaskState::ALL.iter().map(|s| (*s, 0)).collect();
+    for (word, n) in rows {
+        let state = TaskState::parse(&word)
+            .ok_or_else(|| StoreError::Corrupt(format!("a task has the unknown state {word:?}")))?;
+        let n = u64::try_from(n)
+            .map_err(|_| StoreError::Corrupt(format!("{n} tasks counted as {word}")))?;
+        if let Some(slot) = counts.iter_mut().find(|(s, _)| *s == state) {
+            slot.1 = n;
+        }
+    }
+    Ok(counts)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1165,5 +1191,8 @@ impl BoardStore for Verified {
     }
     fn measures(&self, q: &MeasuresQuery) -> StoreResult<Vec<MeasureRow>> {
         self.inner.measures(q)
+    }
+    fn task_counts(&self) -> StoreResult<Vec<(TaskState, u64)>> {
+        self.inner.task_counts()
     }
 }

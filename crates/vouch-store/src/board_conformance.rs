@@ -31,6 +31,7 @@ macro_rules! board_conformance_tests {
             racing_claimants_get_each_task_once,
             cancel_races_report,
             measures_count_by_cohort,
+            task_counts_are_by_state,
             signatures_are_verified
         );
     };
@@ -767,6 +768,52 @@ pub fn measures_count_by_cohort(open: BoardOpener<'_>) {
 /// A stand-in for Ed25519 in the seam's test: the "signature" is SHA-256 over the identity's
 /// secret and the statement; the verifier knows every identity's secret.
 struct TestKeys;
+
+/// `task_counts` names every state, in `TaskState::ALL` order, with exactly the tasks in it
+/// (zero for a state no task is in), and agrees with the listing of each state.
+pub fn task_counts_are_by_state(open: BoardOpener<'_>) {
+    let s = open();
+    let zeros: Vec<(TaskState, u64)> = TaskState::ALL.iter().map(|st| (*st, 0)).collect();
+    assert_eq!(s.task_counts().unwrap(), zeros, "an empty board");
+    for id in ["n-q1", "n-q2", "n-q3", "n-run", "n-done", "n-cancel"] {
+        s.offer(&new_task(id, 1, 1)).unwrap();
+    }
+    let mut t = new_task("n-wait", 1, 1);
+    t.condition = Some(Condition::TaskAccepted("n-q1".into()));
+    s.offer(&t).unwrap();
+    let c = claim_id(&*s, "w1", "n-run", 10);
+    s.heartbeat(&at(&c), 11).unwrap();
+    let c = claim_id(&*s, "w1", "n-done", 10);
+    s.report(&report(&c, accepted(json!({"n": 1})), 12))
+        .unwrap();
+    s.cancel("n-cancel", 13).unwrap();
+    let counts = s.task_counts().unwrap();
+    let expected: Vec<(TaskState, u64)> = TaskState::ALL
+        .iter()
+        .map(|st| {
+            let n = match st {
+                TaskState::Queued => 3,
+                TaskState::Waiting
+                | TaskState::Running
+                | TaskState::Completed
+                | TaskState::Cancelled => 1,
+                _ => 0,
+            };
+            (*st, n)
+        })
+        .collect();
+    assert_eq!(counts, expected);
+    for (st, n) in counts {
+        let listed = s
+            .tasks(&TaskFilter {
+                state: Some(st),
+                tag: None,
+                limit: TASK_LIST_MAX,
+            })
+            .unwrap();
+        assert_eq!(listed.len() as u64, n, "{st:?}");
+    }
+}
 
 fn test_sign(identity: &str, statement: &str) -> String {
     vouch_core::sha256_hex(format!("{identity}-secret\n{statement}").as_bytes())

@@ -21,7 +21,8 @@ pub const LEDGER_COLS: &str =
     "key, scope, run_id, delivery, payload_hash, state, attempts, detail, updated_ms";
 pub const CARD_COLS: &str =
     "run_id, delivery, payload_hash, summary, state, created_ms, decided_ms, answer, reason";
-pub const OUTBOX_COLS: &str = "id, dedup_key, run_id, route, body, created_ms, sent_ms";
+pub const OUTBOX_COLS: &str = "id, dedup_key, run_id, route, body, created_ms, sent_ms, \
+     failures, last_error, misconfigured, last_error_ms";
 pub const SCHEDULE_COLS: &str = "name, cron, tz, routine, catch_up, overlap, grace_ms, created_ms";
 pub const TOKEN_COLS: &str = "name, hash, created_ms";
 pub const IDENTITY_COLS: &str = "name, public_key, created_ms";

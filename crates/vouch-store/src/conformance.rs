@@ -26,6 +26,7 @@ macro_rules! store_conformance_tests {
             cards_supersede_and_decide,
             slots_are_consumed_once,
             outbox_is_deduplicated_and_marked,
+            outbox_failures_are_kept_until_sent,
             leases_and_orphans,
             runs_are_born_leased,
             durable_across_reopen,
@@ -326,6 +327,40 @@ pub fn outbox_is_deduplicated_and_marked(open: Opener<'_>) {
         .iter()
         .any(|r| r.run_id == "c-out"));
     assert_eq!(s.outbox_for_run("c-out").unwrap()[0].sent_ms, Some(7));
+}
+
+/// Each failed delivery is counted on its row with the route's last words, for the doctor;
+/// a sent row takes no more failures.
+pub fn outbox_failures_are_kept_until_sent(open: Opener<'_>) {
+    let s = open();
+    s.create_run(&new_run("c-fail")).unwrap();
+    s.end_run("c-fail", &terminal(true, "c-fail")).unwrap();
+    let id = s.outbox_for_run("c-fail").unwrap()[0].id;
+    assert_eq!(s.outbox_for_run("c-fail").unwrap()[0].failure, None);
+    s.outbox_failed(id, "push server busy", false, 5).unwrap();
+    s.outbox_failed(id, "push URL refused: fix it", true, 9)
+        .unwrap();
+    let expected = Some(crate::OutboxFailure {
+        failures: 2,
+        last_error: "push URL refused: fix it".into(),
+        misconfigured: true,
+        last_ms: 9,
+    });
+    let pending = s.outbox_pending().unwrap();
+    let row = pending.iter().find(|r| r.run_id == "c-fail").unwrap();
+    assert_eq!(row.failure, expected);
+    assert_eq!(
+        open().outbox_for_run("c-fail").unwrap()[0].failure,
+        expected
+    );
+    s.outbox_mark_sent(id, 12).unwrap();
+    s.outbox_failed(id, "after it was sent", false, 13).unwrap();
+    let row = &s.outbox_for_run("c-fail").unwrap()[0];
+    assert_eq!(row.sent_ms, Some(12));
+    assert_eq!(row.failure, expected, "a sent row is left alone");
+    // An id no row has changes nothing and is no error.
+    s.outbox_failed(id + 1_000_000, "nobody", false, 14)
+        .unwrap();
 }
 
 pub fn leases_and_orphans(open: Opener<'_>) {

@@ -375,6 +375,23 @@ pub struct OutboxRow {
     pub body: serde_json::Value,
     pub created_ms: i64,
     pub sent_ms: Option<i64>,
+    /// How delivering it has failed so far (`None`: never tried, or taken at the first try).
+    #[serde(default)]
+    pub failure: Option<OutboxFailure>,
+}
+
+/// A notification's failed deliveries (§11.4), kept on its outbox row so that another process
+/// (`vouch doctor`) can name a route that keeps failing and say what to do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutboxFailure {
+    /// Failed deliveries so far.
+    pub failures: u32,
+    /// The route's own words for the last one (for a misconfigured route: what to fix).
+    pub last_error: String,
+    /// The last failure said the route is set up wrong (every row fails alike until it is
+    /// fixed), not that it is unavailable for now.
+    pub misconfigured: bool,
+    pub last_ms: i64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -645,6 +662,22 @@ pub trait Store: Send + Sync {
     fn outbox_pending(&self) -> StoreResult<Vec<OutboxRow>>;
     fn outbox_mark_sent(&self, id: i64, at_ms: i64) -> StoreResult<()>;
     fn outbox_for_run(&self, run_id: &str) -> StoreResult<Vec<OutboxRow>>;
+    /// Record that delivering the unsent row `id` failed at `at_ms`: one more failure, and
+    /// `error` as the last (a row already sent, or not there, is left alone). Each backend
+    /// records it; the default refuses, so a wrapper that does not pass it on says so rather
+    /// than dropping it. The outbox is not buffered: callers use the backend itself.
+    fn outbox_failed(
+        &self,
+        id: i64,
+        error: &str,
+        misconfigured: bool,
+        at_ms: i64,
+    ) -> StoreResult<()> {
+        let _ = (id, error, misconfigured, at_ms);
+        Err(StoreError::Fatal(
+            "this store does not record failed deliveries; record them on the backend".into(),
+        ))
+    }
 
     // ---- counts (`/metrics`) ----
     /// Runs, outcomes, deliveries and notifications counted in one consistent read.

@@ -23,12 +23,12 @@ pub fn init(dir: &Path, json: bool) -> Result<i32> {
 
 pub fn doctor(dir: &Path, json: bool) -> Result<i32> {
     let cfg = home::config(dir)?;
-    let _ = home::open_store(dir)?;
-    let report = vouch_runtime::doctor::doctor(&cfg, &home::providers(dir, &cfg));
+    let pending = home::open_store(dir)?.outbox_pending()?;
+    let report = vouch_runtime::doctor::doctor(&cfg, &home::providers(dir, &cfg), &pending);
     if json {
         outln!(
             "{}",
-            json!({"home": dir, "destinations": report.destinations, "overrides": report.overrides, "automation": report.automation})
+            json!({"home": dir, "destinations": report.destinations, "overrides": report.overrides, "automation": report.automation, "stuck_routes": report.stuck_routes})
         );
     } else {
         houtln!("vouch home {} — destinations:", dir.display());
@@ -42,6 +42,16 @@ pub fn doctor(dir: &Path, json: bool) -> Result<i32> {
         }
         for (p, l) in &report.overrides {
             houtln!("  override  {p} → {}", l.as_str());
+        }
+        for r in &report.stuck_routes {
+            houtln!(
+                "notification route `{}` is stuck: {} waiting, {} failed tries; last: {}",
+                r.route,
+                r.waiting,
+                r.failures,
+                r.last_error
+            );
+            houtln!("  next: {}", r.next_step);
         }
     }
     Ok(0)

@@ -1049,6 +1049,19 @@ pub async fn doctor(State(s): State<AppState>, signed: Signed) -> Response {
             h2 { "Automation" }
             ul { @for a in &d.automation { li { (inert(a)) } } }
         }
+        @if !d.stuck_routes.is_empty() {
+            h2 { "Stuck notifications" }
+            ul {
+                @for r in &d.stuck_routes {
+                    li {
+                        "Route " code { (inert(&r.route)) } ": " (r.waiting) " waiting, "
+                        (r.failures) " failed tries; last: " (inert(&r.last_error))
+                        br;
+                        "Next: " (inert(&r.next_step))
+                    }
+                }
+            }
+        }
     };
     show(&s, &signed, "Doctor", None, body).await
 }
