@@ -243,19 +243,14 @@ pub fn host_on(dir: &Path, store: Arc<dyn Store>, progress: Option<Progress>) ->
     let crash = std::env::var("VOUCH_CRASH_AFTER")
         .ok()
         .and_then(|s| CrashPlan::parse(&s, CrashMode::Abort));
-    // Failed deliveries are recorded on the backend itself, for `vouch doctor`.
-    let notifier = vouch_runtime::notify::RecordFailures {
-        inner: Arc::new(InboxAndDesktop {
-            log: FileNotifier {
-                path: dir.join("notifications.jsonl"),
-            },
-            desktop: DesktopNotifier {
-                push_url,
-                timeout_ms: 5_000,
-            },
-        }),
-        store: store.clone(),
-        clock: Arc::new(SystemClock),
+    let notifier = InboxAndDesktop {
+        log: FileNotifier {
+            path: dir.join("notifications.jsonl"),
+        },
+        desktop: DesktopNotifier {
+            push_url,
+            timeout_ms: 5_000,
+        },
     };
     // The host writes through the durability points (runtime::durable).
     let store_dyn: Arc<dyn Store> = Arc::new(vouch_runtime::durable::Durable::new(store));

@@ -387,6 +387,15 @@ impl Store for Durable {
     fn outbox_for_run(&self, run_id: &str) -> StoreResult<Vec<OutboxRow>> {
         self.inner.outbox_for_run(run_id)
     }
+    fn outbox_failed(
+        &self,
+        id: i64,
+        error: &str,
+        misconfigured: bool,
+        at_ms: i64,
+    ) -> StoreResult<()> {
+        self.inner.outbox_failed(id, error, misconfigured, at_ms)
+    }
 
     fn put_token(&self, token: &ApiToken) -> StoreResult<()> {
         self.inner.put_token(token)

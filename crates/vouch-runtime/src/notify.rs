@@ -2,10 +2,8 @@
 //! (org.freedesktop.Notifications, which honours do-not-disturb) when a session bus is
 //! present; otherwise a configured push webhook; the inbox always keeps the receipt.
 
-use crate::clock::Clock;
 use crate::host::{Notifier, NotifyError};
-use std::sync::Arc;
-use vouch_store::{OutboxRow, Store};
+use vouch_store::OutboxRow;
 
 fn title_and_body(row: &OutboxRow) -> (String, String) {
     let title = row
@@ -79,38 +77,6 @@ impl Notifier for DesktopNotifier {
 
 /// The longest route error kept on an outbox row, in bytes (the rest is cut at a character).
 pub const FAILURE_TEXT_BYTES_MAX: usize = 1_000;
-
-/// A route that records each failed delivery on its outbox row (`Store::outbox_failed`), so
-/// another process (`vouch doctor`) can name a route that keeps failing and what to do. The
-/// record is advisory: a row whose failure could not be written stays queued and is tried
-/// again all the same, and the dispatcher still gets the route's own error.
-pub struct RecordFailures {
-    pub inner: Arc<dyn Notifier>,
-    /// The backend itself: the outbox is not part of the journal's write buffer.
-    pub store: Arc<dyn Store>,
-    pub clock: Arc<dyn Clock>,
-}
-
-impl Notifier for RecordFailures {
-    fn notify(&self, row: &OutboxRow) -> Result<(), NotifyError> {
-        let result = self.inner.notify(row);
-        if let Err(e) = &result {
-            let (error, misconfigured) = match e {
-                NotifyError::Retry(m) => (m.as_str(), false),
-                NotifyError::Misconfigured(m) => (m.as_str(), true),
-            };
-            let mut end = error.len().min(FAILURE_TEXT_BYTES_MAX);
-            while !error.is_char_boundary(end) {
-                end -= 1;
-            }
-            let error = &error[..end];
-            let _ = self
-                .store
-                .outbox_failed(row.id, error, misconfigured, self.clock.now_ms());
-        }
-        result
-    }
-}
 
 /// What a failed push means for the dispatcher, from ureq's typed error: a server that is down,
 /// busy or unreachable now is tried again; a URL that is not one, or a server that refuses the

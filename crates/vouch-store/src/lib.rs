@@ -663,21 +663,14 @@ pub trait Store: Send + Sync {
     fn outbox_mark_sent(&self, id: i64, at_ms: i64) -> StoreResult<()>;
     fn outbox_for_run(&self, run_id: &str) -> StoreResult<Vec<OutboxRow>>;
     /// Record that delivering the unsent row `id` failed at `at_ms`: one more failure, and
-    /// `error` as the last (a row already sent, or not there, is left alone). Each backend
-    /// records it; the default refuses, so a wrapper that does not pass it on says so rather
-    /// than dropping it. The outbox is not buffered: callers use the backend itself.
+    /// `error` as the last (a row already sent, or not there, is left alone).
     fn outbox_failed(
         &self,
         id: i64,
         error: &str,
         misconfigured: bool,
         at_ms: i64,
-    ) -> StoreResult<()> {
-        let _ = (id, error, misconfigured, at_ms);
-        Err(StoreError::Fatal(
-            "this store does not record failed deliveries; record them on the backend".into(),
-        ))
-    }
+    ) -> StoreResult<()>;
 
     // ---- counts (`/metrics`) ----
     /// Runs, outcomes, deliveries and notifications counted in one consistent read.

@@ -135,7 +135,11 @@ impl Host {
         let total = pending.len();
         let mut n = 0;
         for (i, row) in pending.iter().enumerate() {
-            match self.notifier.notify(row) {
+            let result = self.notifier.notify(row);
+            if let Err(e) = &result {
+                self.record_failure(row, e);
+            }
+            match result {
                 Ok(()) => {
                     self.store.outbox_mark_sent(row.id, self.now())?;
                     n += 1;
@@ -154,6 +158,24 @@ impl Host {
             }
         }
         Ok(n)
+    }
+
+    /// Record a failed delivery on its outbox row (`Store::outbox_failed`), so another
+    /// process (`vouch doctor`) can name a route that keeps failing and what to do (§11.4.2).
+    /// Advisory: a row whose failure could not be written stays queued and is tried again all
+    /// the same.
+    fn record_failure(&self, row: &OutboxRow, e: &NotifyError) {
+        let (error, misconfigured) = match e {
+            NotifyError::Retry(m) => (m.as_str(), false),
+            NotifyError::Misconfigured(m) => (m.as_str(), true),
+        };
+        let mut end = error.len().min(crate::notify::FAILURE_TEXT_BYTES_MAX);
+        while !error.is_char_boundary(end) {
+            end -= 1;
+        }
+        let _ = self
+            .store
+            .outbox_failed(row.id, &error[..end], misconfigured, self.now());
     }
 }
 
