@@ -2,6 +2,11 @@
 //! run from an ended one.
 
 use super::*;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+/// Orphans start-up reconciles at once. Their terminal commits share the store's group
+/// commits; more threads than this would only queue for the store's connections.
+const BOOT_THREADS_MAX: usize = 8;
 
 impl Host {
     // ------------------------------------------------------------------ the reconciler (§9)
@@ -30,13 +35,61 @@ impl Host {
         Ok(ended)
     }
 
-    /// Start-up's work on each orphan, one after the other. Returns the runs ended, in the
-    /// order given.
+    /// Start-up's work on each orphan, up to [`BOOT_THREADS_MAX`] at once: each run is
+    /// reconciled on its own, and their commits share the store's group commits. Returns
+    /// the runs ended, in the order given; the first error (in that order) is returned once
+    /// the runs already begun are done, and no further run is begun after an error.
     fn boot_runs(&self, runs: &[RunRecord]) -> HostResult<Vec<String>> {
+        // A crash plan counts the points it passes: one run at a time, so that a plan stops
+        // at the same point of the same run every time.
+        let threads = if self.crash.is_some() {
+            1
+        } else {
+            BOOT_THREADS_MAX.min(runs.len())
+        };
+        if threads <= 1 {
+            let mut ended = vec![];
+            for run in runs {
+                if self.boot_run(run)? {
+                    ended.push(run.id.clone());
+                }
+            }
+            return Ok(ended);
+        }
+        let next = AtomicUsize::new(0);
+        let failed = AtomicBool::new(false);
+        let results: Vec<std::sync::Mutex<Option<HostResult<bool>>>> =
+            runs.iter().map(|_| std::sync::Mutex::new(None)).collect();
+        let work = || loop {
+            if failed.load(Ordering::SeqCst) {
+                break;
+            }
+            let i = next.fetch_add(1, Ordering::SeqCst);
+            let Some(run) = runs.get(i) else {
+                break;
+            };
+            let r = self.boot_run(run);
+            if r.is_err() {
+                failed.store(true, Ordering::SeqCst);
+            }
+            *results[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+        };
+        std::thread::scope(|scope| {
+            for _ in 1..threads {
+                // A thread the system refuses only narrows the pool: this one works too.
+                let _ = std::thread::Builder::new()
+                    .name("vouch-boot".into())
+                    .spawn_scoped(scope, work);
+            }
+            work();
+        });
         let mut ended = vec![];
-        for run in runs {
-            if self.boot_run(run)? {
-                ended.push(run.id.clone());
+        for (run, r) in runs.iter().zip(results) {
+            match r.into_inner().unwrap_or_else(|p| p.into_inner()) {
+                Some(Ok(true)) => ended.push(run.id.clone()),
+                Some(Err(e)) => return Err(e),
+                // Left suspended or to its owner, or not begun after an error.
+                Some(Ok(false)) | None => {}
             }
         }
         Ok(ended)
