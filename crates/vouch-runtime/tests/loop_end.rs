@@ -383,3 +383,39 @@ fn start_up_ends_fifty_orphans_each_exactly_once_with_their_files_as_left() {
     assert!(h.store.outbox_pending().unwrap().is_empty());
     assert!(h.boot().unwrap().is_empty(), "nothing is ended twice");
 }
+
+/// §11.4: runs ending on several threads at once each dispatch the outbox; every row is still
+/// delivered once, never by two passes that read it pending at the same moment.
+#[test]
+fn runs_ending_on_eight_threads_at_once_notify_each_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let notes = Arc::new(Count::default());
+    let h = host(
+        dir.path(),
+        notes.clone(),
+        Limits::default(),
+        Arc::new(common::FakeWorld::default()),
+    );
+    let never_declares = json!([{"final": ""}]);
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| {
+                for _ in 0..10 {
+                    event_run(&h, never_declares.clone());
+                }
+            });
+        }
+    });
+    let mut sent: Vec<String> = notes
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| r.run_id.clone())
+        .collect();
+    assert_eq!(sent.len(), 80, "each failed run notifies once: {sent:?}");
+    sent.sort();
+    sent.dedup();
+    assert_eq!(sent.len(), 80, "no run notified twice");
+    assert!(h.store.outbox_pending().unwrap().is_empty());
+}

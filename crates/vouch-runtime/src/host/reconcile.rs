@@ -150,6 +150,10 @@ impl Host {
     /// ends the pass (the rest would fail alike), leaving every undelivered row pending for
     /// the next dispatch. Returns the rows delivered.
     pub fn dispatch(&self) -> HostResult<usize> {
+        // One pass at a time in this process: runs ending on several threads at once would
+        // otherwise read the same pending row and deliver it twice.
+        static PASS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _pass = PASS.lock().unwrap_or_else(|p| p.into_inner());
         let pending = self.store.outbox_pending()?;
         let total = pending.len();
         let mut n = 0;
