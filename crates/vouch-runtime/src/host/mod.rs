@@ -38,6 +38,7 @@ mod turn;
 pub use decisions::Then;
 pub use external::{external_model, is_external, ExternalReply};
 pub use patch::{PatchWork, PATCH_TYPE};
+pub use recovery::BOOT_THREADS_MAX;
 pub use task::{
     usage_of, validate, verdict_of, AttemptJob, AttemptOutcome, RuntimeProfile, TaskDecision,
     TaskType, TaskTypes, TaskWork,

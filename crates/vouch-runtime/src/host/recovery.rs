@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// Orphans start-up reconciles at once. Their terminal commits share the store's group
 /// commits; more threads than this would only queue for the store's connections.
-const BOOT_THREADS_MAX: usize = 8;
+pub const BOOT_THREADS_MAX: usize = 8;
 
 impl Host {
     // ------------------------------------------------------------------ the reconciler (§9)
