@@ -615,21 +615,23 @@ fn measure_recovery(
     let finished = std::thread::scope(|scope| -> Result<usize> {
         let workers: Vec<_> = (0..concurrency.min(runs))
             .map(|_| {
-                scope.spawn(|| -> Result<usize> {
-                    let mut ok = 0;
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                        let Some(id) = ended.get(i) else {
-                            return Ok(ok);
-                        };
-                        let (_, end) = host.resume(id).map_err(|e| anyhow!("{e}"))?;
-                        if succeeded(&end) {
-                            ok += 1;
+                std::thread::Builder::new()
+                    .name("vouch-resume".into())
+                    .spawn_scoped(scope, || -> Result<usize> {
+                        let mut ok = 0;
+                        loop {
+                            let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            let Some(id) = ended.get(i) else {
+                                return Ok(ok);
+                            };
+                            let (_, end) = host.resume(id).map_err(|e| anyhow!("{e}"))?;
+                            if succeeded(&end) {
+                                ok += 1;
+                            }
                         }
-                    }
-                })
+                    })
             })
-            .collect();
+            .collect::<std::io::Result<_>>()?;
         let mut n = 0;
         for w in workers {
             n += w
