@@ -319,11 +319,16 @@ impl Host {
         // from their stored payload, never re-asked of the model.
         let mut suspend = None;
         if let Some(m) = &pview.manifest {
-            let run = self.record(&id)?;
+            // The continuation's record is read only when there is a draft to finish.
+            let mut run = None;
             for d in &m.deliveries {
                 let item = pview.items.get(&d.id).cloned().unwrap_or_default();
                 if item.status == Some(DeliveryStatus::Drafted) {
-                    if let Some(reason) = self.finish_draft(&run, m, d, &item)? {
+                    let run = match &run {
+                        Some(r) => r,
+                        None => run.insert(self.record(&id)?),
+                    };
+                    if let Some(reason) = self.finish_draft(run, m, d, &item)? {
                         suspend.get_or_insert(reason);
                     }
                 }
