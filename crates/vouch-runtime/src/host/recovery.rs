@@ -16,18 +16,18 @@ impl Host {
     /// order they were found (oldest first).
     pub fn boot(&self) -> HostResult<Vec<String>> {
         let now = self.now();
-        let mut candidates = self.store.orphaned_runs(now)?;
-        // A lease held by a process of this machine that no longer exists is gone too.
-        for r in self.store.open_runs()? {
-            if self.owner_is_dead(r.owner.as_deref()) && !candidates.iter().any(|c| c.id == r.id) {
-                candidates.push(r);
-            }
-        }
-        // Only runs whose owner is gone (§9.2.5): a lapsed lease held by a process of this
-        // machine that is still alive (a slow provider or model call outlived the lease) is
-        // that process's run, not an orphan.
+        // One read of the open runs, oldest first: those with no owner or a lapsed lease (what
+        // `orphaned_runs` selects), and those whose lease is held by a process of this
+        // machine that no longer exists.
+        let mut candidates = self.store.open_runs()?;
         candidates.retain(|run| {
-            run.state != RunState::Suspended && !self.owner_is_alive(run.owner.as_deref())
+            let lapsed = run.owner.is_none() || run.lease_until_ms.is_none_or(|until| until < now);
+            run.state != RunState::Suspended
+                && (lapsed || self.owner_is_dead(run.owner.as_deref()))
+                // Only runs whose owner is gone (§9.2.5): a lapsed lease held by a process of
+                // this machine that is still alive (a slow provider or model call outlived the
+                // lease) is that process's run, not an orphan.
+                && !self.owner_is_alive(run.owner.as_deref())
         });
         let ended = self.boot_runs(&candidates)?;
         // One pass over the outbox for every run ended here, rather than one per run.
