@@ -235,8 +235,9 @@ CREATE TABLE api_tokens (
     created_ms INTEGER NOT NULL
 );
 "#,
-    // 8: the outbox by what is still pending and by run (as on PostgreSQL): every run's end
-    // dispatches, and without these each dispatch read the whole outbox history.
+    // 8: the outbox by what is still pending and by run (as on PostgreSQL): every start-up
+    // and every end that queued a notification dispatches, and without these each dispatch
+    // read the whole outbox history.
     r#"
 CREATE INDEX outbox_pending ON outbox(id) WHERE sent_ms IS NULL;
 CREATE INDEX outbox_by_run ON outbox(run_id);
