@@ -346,6 +346,9 @@ pub(crate) enum BenchCmd {
         /// How many runs to interrupt.
         #[arg(long, default_value_t = 1000)]
         runs: usize,
+        /// Runs resumed at once after the restart.
+        #[arg(long, default_value_t = 8)]
+        concurrency: usize,
     },
     /// Approve → executed and ended, p50/p90, over runs waiting on a card.
     Approval {

@@ -535,25 +535,41 @@ fn two_saves(i: usize) -> RunSpec {
     }
 }
 
-/// `vouch bench recovery --runs N`: N runs each interrupted after their first of two saves
-/// (the process's memory dropped: a host whose owner is gone, the store reopened), then the
-/// time for start-up reconciliation to end them all, and the time to resume and finish all.
-pub fn recovery(runs: usize, json_out: bool) -> Result<i32> {
+/// `vouch bench recovery --runs N --concurrency C`: N runs each interrupted after their first
+/// of two saves (the process's memory dropped: a host whose owner is gone, the store reopened),
+/// then the time for start-up reconciliation to end them all, and the time to resume and finish
+/// all, C at once. On SQLite it also counts the commits of each phase and measures this disk's
+/// own commit rate, which bounds both.
+pub fn recovery(runs: usize, concurrency: usize, json_out: bool) -> Result<i32> {
     if runs == 0 || runs > RECOVERY_RUNS_MAX {
         return Err(crate::bad(format!(
             "--runs: give between 1 and {RECOVERY_RUNS_MAX}"
         )));
     }
+    if concurrency == 0 {
+        return Err(crate::bad("--concurrency must be at least 1"));
+    }
     let tmp = std::env::temp_dir().join(format!("vouch-bench-recovery-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     home::init(&tmp)?;
+    let out = measure_recovery(&tmp, runs, concurrency, json_out);
+    let _ = std::fs::remove_dir_all(&tmp);
+    out
+}
+
+fn measure_recovery(
+    tmp: &std::path::Path,
+    runs: usize,
+    concurrency: usize,
+    json_out: bool,
+) -> Result<i32> {
     let owner = dead_owner()?;
     if !json_out {
         errln!("vouch bench recovery: interrupting {runs} runs after their first save");
     }
     for i in 0..runs {
         // A fresh host per run: each crash drops everything the process held in memory.
-        let mut host = home::host(&tmp, None)?;
+        let mut host = home::host(tmp, None)?;
         host.owner = owner.clone();
         host.crash = Some(vouch_runtime::crash::CrashPlan::new(
             "evidence",
@@ -566,28 +582,68 @@ pub fn recovery(runs: usize, json_out: bool) -> Result<i32> {
             other => return Err(anyhow!("run {i} was not interrupted: {other:?}")),
         }
     }
-    // Restart: a new process (host) over the reopened store reconciles every orphan.
+    // Restart: a new process (host) over the reopened store reconciles every orphan. On
+    // SQLite the concrete store is kept to read its commit counter.
     let t = Instant::now();
-    let host = home::host(&tmp, None)?;
+    let (store, sqlite): (
+        Arc<dyn vouch_store::Store>,
+        Option<Arc<vouch_store_sqlite::SqliteStore>>,
+    ) = if home::database_url().is_some() {
+        (home::open_store(tmp)?, None)
+    } else {
+        let s = Arc::new(
+            vouch_store_sqlite::SqliteStore::open(&tmp.join(home::DB_FILE))
+                .map_err(|e| anyhow!("{e}"))?,
+        );
+        (s.clone(), Some(s))
+    };
+    let host = Arc::new(home::host_on(tmp, store, None)?);
+    let commits = || sqlite.as_ref().map(|s| s.write_stats().commits);
+    let c0 = commits();
     let ended = host.boot().map_err(|e| anyhow!("{e}"))?;
     let reconcile_s = t.elapsed().as_secs_f64();
+    let c1 = commits();
     if ended.len() != runs {
         return Err(anyhow!(
             "start-up reconciled {} of {runs} runs",
             ended.len()
         ));
     }
+    // Resume: `concurrency` threads take the ended runs in turn.
     let t = Instant::now();
-    let mut finished = 0;
-    for id in &ended {
-        let (_, end) = host.resume(id).map_err(|e| anyhow!("{e}"))?;
-        if succeeded(&end) {
-            finished += 1;
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let finished = std::thread::scope(|scope| -> Result<usize> {
+        let workers: Vec<_> = (0..concurrency.min(runs))
+            .map(|_| {
+                std::thread::Builder::new()
+                    .name("vouch-resume".into())
+                    .spawn_scoped(scope, || -> Result<usize> {
+                        let mut ok = 0;
+                        loop {
+                            let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            let Some(id) = ended.get(i) else {
+                                return Ok(ok);
+                            };
+                            let (_, end) = host.resume(id).map_err(|e| anyhow!("{e}"))?;
+                            if succeeded(&end) {
+                                ok += 1;
+                            }
+                        }
+                    })
+            })
+            .collect::<std::io::Result<_>>()?;
+        let mut n = 0;
+        for w in workers {
+            n += w
+                .join()
+                .map_err(|_| anyhow!("a resume thread panicked"))??;
         }
-    }
+        Ok(n)
+    })?;
     let resume_s = t.elapsed().as_secs_f64();
+    let c2 = commits();
     // The world: every second file exactly once, every first file untouched by the resume.
-    let root = home::folder_root(&tmp);
+    let root = home::folder_root(tmp);
     let files = (0..runs)
         .filter(|i| {
             std::fs::read_to_string(root.join(format!("rec/{i}-a.md")))
@@ -601,20 +657,43 @@ pub fn recovery(runs: usize, json_out: bool) -> Result<i32> {
         })
         .count();
     drop(host);
-    let _ = std::fs::remove_dir_all(&tmp);
+    let per_run = |a: Option<u64>, b: Option<u64>| match (a, b) {
+        (Some(a), Some(b)) => Some((b - a) as f64 / runs as f64),
+        _ => None,
+    };
+    let (reconcile_commits, resume_commits) = (per_run(c0, c1), per_run(c1, c2));
+    // What bounds both phases on this disk: its own one-row FULL commit rate.
+    let sqlite_rate = match sqlite {
+        Some(_) => {
+            if !json_out {
+                errln!("  SQLite's own 1-row FULL commit loop on the same disk ({COMMIT_LOOP_SECONDS} s)");
+            }
+            Some(vouch_bench::sqlite_commits_per_s(tmp, COMMIT_LOOP_SECONDS)?)
+        }
+        None => None,
+    };
     let report = json!({
         "runs": runs,
+        "reconcile_threads_max": vouch_runtime::host::BOOT_THREADS_MAX,
+        "concurrency": concurrency,
         "reconcile_s": reconcile_s,
         "resume_and_finish_s": resume_s,
         "restart_to_all_done_s": reconcile_s + resume_s,
         "resumed_and_succeeded": finished,
         "runs_with_both_files": files,
+        "reconcile_commits_per_run": reconcile_commits,
+        "resume_commits_per_run": resume_commits,
+        "sqlite_commits_per_s": sqlite_rate,
     });
     if json_out {
         outln!("{report}");
     } else {
-        outln!("{runs} interrupted runs: start-up reconciliation {reconcile_s:.2} s, resume and finish {resume_s:.2} s");
+        let threads = vouch_runtime::host::BOOT_THREADS_MAX;
+        outln!("{runs} interrupted runs: start-up reconciliation {reconcile_s:.2} s (up to {threads} at once), resume and finish {resume_s:.2} s ({concurrency} at once)");
         outln!("restart → all done: {:.2} s; {finished} succeeded; {files} runs with both files on disk", reconcile_s + resume_s);
+        if let (Some(r), Some(c), Some(rate)) = (reconcile_commits, resume_commits, sqlite_rate) {
+            outln!("commits a run: {r:.2} to reconcile, {c:.2} to resume and finish; SQLite 1-row FULL commits on this disk {rate:.1}/s");
+        }
     }
     Ok(if finished == runs && files == runs {
         0

@@ -250,8 +250,8 @@ fn run(cli: Cli) -> Result<i32> {
             cmd: BenchCmd::Turns { sizes },
         } => bench::turns(&sizes, json),
         Cmd::Bench {
-            cmd: BenchCmd::Recovery { runs },
-        } => bench::recovery(runs, json),
+            cmd: BenchCmd::Recovery { runs, concurrency },
+        } => bench::recovery(runs, concurrency, json),
         Cmd::Bench {
             cmd: BenchCmd::Approval { runs },
         } => bench::approval(runs, json),

@@ -95,7 +95,26 @@ fn board(pg: bool) {
     }
 }
 
+/// Issue 10: the runs interrupted after their first save are ended at start-up and resumed
+/// several at once; the bench checks the world itself (every second file once, every first
+/// file untouched) and says how many ran at once.
+fn recovery() {
+    let v = bench(false, &["recovery", "--runs", "24", "--concurrency", "4"]);
+    assert_eq!(v["runs"], 24, "{v}");
+    assert_eq!(v["concurrency"], 4, "{v}");
+    assert_eq!(v["resumed_and_succeeded"], 24, "{v}");
+    assert_eq!(v["runs_with_both_files"], 24, "{v}");
+    // Counted, not timed: reconciling takes the lease and writes the terminal record (at
+    // most two commits a run, fewer when group commits are shared).
+    let per_run = v["reconcile_commits_per_run"].as_f64().unwrap();
+    assert!(per_run > 0.0 && per_run <= 2.0, "{v}");
+}
+
 mod sqlite {
+    #[test]
+    fn bench_recovery_ends_resumes_and_checks_every_run() {
+        super::recovery()
+    }
     #[test]
     fn bench_runs_checks_its_runs_and_counts_three_commits_a_run() {
         super::runs(false)

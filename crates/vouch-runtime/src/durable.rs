@@ -279,6 +279,17 @@ impl Store for Durable {
         self.flush_run(run_id)?;
         self.inner.release_run(run_id, owner)
     }
+    fn take_over_run(
+        &self,
+        run_id: &str,
+        gone: &str,
+        owner: &str,
+        now_ms: i64,
+        until_ms: i64,
+    ) -> StoreResult<bool> {
+        self.inner
+            .take_over_run(run_id, gone, owner, now_ms, until_ms)
+    }
     fn orphaned_runs(&self, now_ms: i64) -> StoreResult<Vec<RunRecord>> {
         self.inner.orphaned_runs(now_ms)
     }

@@ -262,3 +262,160 @@ fn start_up_reconciles_by_the_owner_it_is_told_is_gone_not_by_the_lease_alone() 
     assert_eq!(h.boot().unwrap(), vec!["slow-owner".to_string()]);
     assert_eq!(state("slow-owner"), vouch_core::RunState::Ended);
 }
+
+/// Issue 10: start-up reconciles many orphans at once (a bounded pool, group commits shared)
+/// with the outcome of one at a time. 50 runs, each interrupted right after the first of its
+/// two saves by an owner that has exited, over the host's real write path and folder
+/// provider; one start-up ends every one of them exactly once, in the order they were
+/// created, with one terminal record each, no save repeated and no notification doubled; a
+/// second start-up finds nothing left.
+#[test]
+fn start_up_ends_fifty_orphans_each_exactly_once_with_their_files_as_left() {
+    use vouch_core::{EndedBy, RunState};
+    use vouch_runtime::crash::{CrashMode, CrashPlan};
+    use vouch_runtime::durable::Durable;
+    use vouch_store::EventKind;
+    const RUNS: usize = 50;
+    let dir = tempfile::tempdir().unwrap();
+    let files = dir.path().join("files");
+    let clock = ManualClock::new(1_796_083_200_000, 1);
+    let notes = Arc::new(Count::default());
+    let host_on_disk = || {
+        let mut h = host(
+            dir.path(),
+            notes.clone(),
+            Limits::default(),
+            Arc::new(common::FakeWorld::default()),
+        );
+        h.store = Arc::new(Durable::new(h.store.clone()));
+        h.clock = Arc::new(clock.clone());
+        h.providers.insert(
+            vouch_core::DestinationKind::Folder,
+            Arc::new(FolderProvider::new(&files)),
+        );
+        h.liveness = Arc::new(Owners(vec![("gone:1", false)]));
+        h
+    };
+    let mut ids = vec![];
+    {
+        let mut h = host_on_disk();
+        h.owner = "gone:1".into();
+        for i in 0..RUNS {
+            h.crash = Some(CrashPlan::new(
+                "evidence",
+                Some("d1"),
+                1,
+                CrashMode::Simulate,
+            ));
+            let spec = RunSpec {
+                trigger: TriggerKind::Interactive,
+                title: format!("two saves {i}"),
+                presence: Some(Presence::Away),
+                quiet: false,
+                model: json!({"kind": "script", "turns": [
+                    {"declare": {"deliveries": [
+                        {"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": format!("rec/{i}-a.md")}},
+                        {"id": "d2", "verb": "save", "destination": {"kind": "folder", "address": format!("rec/{i}-b.md")}}
+                    ]}},
+                    {"deliver": "d1", "payload": {"text": "first\n"}},
+                    {"deliver": "d2", "payload": {"text": "second\n"}},
+                    {"final": "Saved both."}
+                ]}),
+                scope: None,
+            };
+            let before = h.store.open_runs().unwrap().len();
+            assert!(matches!(
+                h.start(&spec),
+                Err(vouch_runtime::HostError::Crashed(_))
+            ));
+            let open = h.store.open_runs().unwrap();
+            assert_eq!(open.len(), before + 1);
+            ids.push(open.last().unwrap().id.clone());
+        }
+    }
+    // The process is gone; a new one over the reopened store starts up.
+    let h = host_on_disk();
+    let ended = h.boot().unwrap();
+    assert_eq!(
+        ended, ids,
+        "every orphan ended, in the order they were created"
+    );
+    for (i, id) in ids.iter().enumerate() {
+        let run = h.store.run(id).unwrap().unwrap();
+        assert_eq!(run.state, RunState::Ended);
+        assert_eq!(run.ended_by, Some(EndedBy::Boot));
+        assert_eq!(run.outcome, Some(Outcome::Partial), "run {i}");
+        assert_eq!(
+            run.owner, None,
+            "the terminal transaction lets the lease go"
+        );
+        let journal = h.store.journal(id).unwrap();
+        let count = |kind: EventKind, d: Option<&str>| {
+            journal
+                .iter()
+                .filter(|e| e.kind == kind && (d.is_none() || e.delivery.as_deref() == d))
+                .count()
+        };
+        assert_eq!(count(EventKind::Terminal, None), 1, "run {i}");
+        assert_eq!(count(EventKind::AttemptStarted, Some("d1")), 1, "run {i}");
+        assert_eq!(count(EventKind::AttemptStarted, Some("d2")), 0, "run {i}");
+        assert!(h.store.receipt(id).unwrap().is_some(), "run {i}");
+        assert_eq!(
+            std::fs::read_to_string(files.join(format!("rec/{i}-a.md"))).unwrap(),
+            "first\n"
+        );
+        assert!(!files.join(format!("rec/{i}-b.md")).exists(), "run {i}");
+    }
+    assert!(h.store.verify().unwrap().breaks.is_empty());
+    // Each ended run that notifies did so once, and nothing waits in the outbox.
+    let sent: Vec<String> = notes
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| r.run_id.clone())
+        .collect();
+    let mut unique = sent.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), sent.len(), "no notification sent twice");
+    assert_eq!(sent.len(), RUNS, "away: every partial run notifies");
+    assert!(h.store.outbox_pending().unwrap().is_empty());
+    assert!(h.boot().unwrap().is_empty(), "nothing is ended twice");
+}
+
+/// §11.4: runs ending on several threads at once each dispatch the outbox; every row is still
+/// delivered once, never by two passes that read it pending at the same moment.
+#[test]
+fn runs_ending_on_eight_threads_at_once_notify_each_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let notes = Arc::new(Count::default());
+    let h = host(
+        dir.path(),
+        notes.clone(),
+        Limits::default(),
+        Arc::new(common::FakeWorld::default()),
+    );
+    let never_declares = json!([{"final": ""}]);
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| {
+                for _ in 0..10 {
+                    event_run(&h, never_declares.clone());
+                }
+            });
+        }
+    });
+    let mut sent: Vec<String> = notes
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| r.run_id.clone())
+        .collect();
+    assert_eq!(sent.len(), 80, "each failed run notifies once: {sent:?}");
+    sent.sort();
+    sent.dedup();
+    assert_eq!(sent.len(), 80, "no run notified twice");
+    assert!(h.store.outbox_pending().unwrap().is_empty());
+}

@@ -370,6 +370,34 @@ pub(super) fn lease_run(
     }
 }
 
+pub(super) fn take_over_run(
+    store: &PostgresStore,
+    run_id: &str,
+    gone: &str,
+    owner: &str,
+    now_ms: i64,
+    until_ms: i64,
+) -> StoreResult<bool> {
+    // As `lease_run`, with the exited holder named: the condition is re-checked on the newest
+    // row version, so a holder that changed meanwhile keeps the run.
+    let n = store.exec(
+        "UPDATE runs SET owner = $3, lease_until_ms = $5 WHERE id = $1 AND state <> 'ended'
+         AND (owner IS NULL OR owner = $2 OR owner = $3 OR lease_until_ms IS NULL OR lease_until_ms < $4)",
+        &[&run_id, &gone, &owner, &now_ms, &until_ms],
+    )?;
+    if n == 1 {
+        return Ok(true);
+    }
+    if store.run_exists(run_id)? {
+        Ok(false)
+    } else {
+        Err(StoreError::NotFound {
+            what: "run",
+            id: run_id.to_string(),
+        })
+    }
+}
+
 pub(super) fn release_run(store: &PostgresStore, run_id: &str, owner: &str) -> StoreResult<()> {
     store.exec(
         "UPDATE runs SET owner = NULL, lease_until_ms = NULL WHERE id = $1 AND owner = $2",

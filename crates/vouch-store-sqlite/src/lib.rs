@@ -884,6 +884,17 @@ impl Store for SqliteStore {
         runs::release_run(self, run_id, owner)
     }
 
+    fn take_over_run(
+        &self,
+        run_id: &str,
+        gone: &str,
+        owner: &str,
+        now_ms: i64,
+        until_ms: i64,
+    ) -> StoreResult<bool> {
+        runs::take_over_run(self, run_id, gone, owner, now_ms, until_ms)
+    }
+
     fn orphaned_runs(&self, now_ms: i64) -> StoreResult<Vec<RunRecord>> {
         runs::orphaned_runs(self, now_ms)
     }

@@ -352,6 +352,34 @@ pub(super) fn lease_run(
     })
 }
 
+pub(super) fn take_over_run(
+    store: &SqliteStore,
+    run_id: &str,
+    gone: &str,
+    owner: &str,
+    now_ms: i64,
+    until_ms: i64,
+) -> StoreResult<bool> {
+    let (run_id, gone, owner) = (run_id.to_string(), gone.to_string(), owner.to_string());
+    store.write(move |c| {
+        let n = c
+            .prepare_cached(
+                "UPDATE runs SET owner = ?3, lease_until_ms = ?5 WHERE id = ?1 AND state != 'ended'
+                 AND (owner IS NULL OR owner = ?2 OR owner = ?3 OR lease_until_ms IS NULL OR lease_until_ms < ?4)",
+            )
+            .and_then(|mut st| st.execute(params![run_id, gone, owner, now_ms, until_ms]))
+            .map_err(db_err)?;
+        if n == 1 {
+            return Ok(true);
+        }
+        let exists: Option<String> = query_row_cached(c, "SELECT state FROM runs WHERE id = ?1", [&run_id], |r| r.get(0)).optional().map_err(db_err)?;
+        match exists {
+            None => Err(StoreError::NotFound { what: "run", id: run_id }),
+            Some(_) => Ok(false),
+        }
+    })
+}
+
 pub(super) fn release_run(store: &SqliteStore, run_id: &str, owner: &str) -> StoreResult<()> {
     let (run_id, owner) = (run_id.to_string(), owner.to_string());
     store.write(move |c| {

@@ -242,4 +242,11 @@ ALTER TABLE outbox ADD COLUMN last_error TEXT;
 ALTER TABLE outbox ADD COLUMN misconfigured INTEGER NOT NULL DEFAULT 0 CHECK (misconfigured IN (0, 1));
 ALTER TABLE outbox ADD COLUMN last_error_ms INTEGER;
 "#,
+    // 9: the outbox by what is still pending and by run (as on PostgreSQL): every start-up
+    // and every end that queued a notification dispatches, and without these each dispatch
+    // read the whole outbox history.
+    r#"
+CREATE INDEX outbox_pending ON outbox(id) WHERE sent_ms IS NULL;
+CREATE INDEX outbox_by_run ON outbox(run_id);
+"#,
 ];

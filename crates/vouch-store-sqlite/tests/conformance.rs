@@ -545,3 +545,26 @@ fn the_ledger_follows_its_state_machine_for_any_sequence() {
         })
         .unwrap();
 }
+
+/// Every run's end dispatches the outbox: what is pending, and one run's rows, are found
+/// through an index, never by reading the outbox's whole history (as on PostgreSQL).
+#[test]
+fn the_outbox_is_read_by_index_not_by_its_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vouch.db");
+    drop(SqliteStore::open(&path).unwrap());
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let plan = |sql: &str| -> String {
+        let mut st = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let rows = st
+            .query_map([], |r| r.get::<_, String>(3))
+            .unwrap()
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap();
+        rows.join("; ")
+    };
+    let pending = plan("SELECT id, run_id FROM outbox WHERE sent_ms IS NULL ORDER BY id");
+    assert!(pending.contains("INDEX outbox_pending"), "{pending}");
+    let by_run = plan("SELECT id FROM outbox WHERE run_id = 'r' ORDER BY id");
+    assert!(by_run.contains("INDEX outbox_by_run"), "{by_run}");
+}

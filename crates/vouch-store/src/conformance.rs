@@ -406,6 +406,40 @@ pub fn leases_and_orphans(open: Opener<'_>) {
         s.lease_run("c-nope", "a", 1, 2),
         Err(StoreError::NotFound { .. })
     ));
+    // Taking over from an owner known to have exited: its unexpired lease does not stand in
+    // the way, but a lease some other owner holds does.
+    assert!(s.lease_run("c-lease", "gone", 300, 400).unwrap());
+    assert!(
+        !s.take_over_run("c-lease", "other", "boot", 310, 500)
+            .unwrap(),
+        "only the named exited holder is taken over"
+    );
+    assert_eq!(
+        s.run("c-lease").unwrap().unwrap().owner.as_deref(),
+        Some("gone")
+    );
+    assert!(s
+        .take_over_run("c-lease", "gone", "boot", 310, 500)
+        .unwrap());
+    let r = s.run("c-lease").unwrap().unwrap();
+    assert_eq!(
+        (r.owner.as_deref(), r.lease_until_ms),
+        (Some("boot"), Some(500))
+    );
+    assert!(
+        !s.take_over_run("c-lease", "gone", "late", 320, 600)
+            .unwrap(),
+        "a run taken over is no longer the exited holder's to give"
+    );
+    assert!(
+        s.take_over_run("c-lease", "gone", "late", 501, 600)
+            .unwrap(),
+        "a lapsed lease can be taken as with lease_run"
+    );
+    assert!(matches!(
+        s.take_over_run("c-nope", "gone", "a", 1, 2),
+        Err(StoreError::NotFound { .. })
+    ));
 }
 
 /// Issue 11 #10: a run is created with its owner's lease in the same transaction, so between
@@ -564,6 +598,10 @@ pub fn ended_runs_are_closed(open: Opener<'_>) {
     assert!(
         !s.lease_run("c-closed", "b", 1, 100).unwrap(),
         "an ended run cannot be leased"
+    );
+    assert!(
+        !s.take_over_run("c-closed", "a", "b", 1, 100).unwrap(),
+        "an ended run cannot be taken over"
     );
     // The outbox key is unique across runs too: one notification per key, ever.
     s.create_run(&new_run("c-closed-2")).unwrap();

@@ -595,6 +595,18 @@ pub trait Store: Send + Sync {
     fn lease_run(&self, run_id: &str, owner: &str, now_ms: i64, until_ms: i64)
         -> StoreResult<bool>;
     fn release_run(&self, run_id: &str, owner: &str) -> StoreResult<()>;
+    /// Take the run's lease for `owner` from `gone`, a holder the caller knows has exited
+    /// (§9.2.5), even though its lease has not lapsed; otherwise as [`Store::lease_run`]. One
+    /// conditional write: a holder that changed meanwhile (another process took the run over)
+    /// keeps it, and false is returned.
+    fn take_over_run(
+        &self,
+        run_id: &str,
+        gone: &str,
+        owner: &str,
+        now_ms: i64,
+        until_ms: i64,
+    ) -> StoreResult<bool>;
     /// Non-ended runs whose lease has lapsed (or never existed) at `now_ms`.
     fn orphaned_runs(&self, now_ms: i64) -> StoreResult<Vec<RunRecord>>;
     /// Every run not ended, oldest first (an index on open runs: the cost follows what is

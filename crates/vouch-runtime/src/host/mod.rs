@@ -38,6 +38,7 @@ mod turn;
 pub use decisions::Then;
 pub use external::{external_model, is_external, ExternalReply};
 pub use patch::{PatchWork, PATCH_TYPE};
+pub use recovery::BOOT_THREADS_MAX;
 pub use task::{
     usage_of, validate, verdict_of, AttemptJob, AttemptOutcome, RuntimeProfile, TaskDecision,
     TaskType, TaskTypes, TaskWork,
@@ -446,15 +447,29 @@ impl Host {
         // The holder may be a process of this machine that died: its lease is void.
         if let Some(holder) = self.store.run(run_id)?.and_then(|r| r.owner) {
             if self.owner_is_dead(Some(&holder)) {
-                self.store.release_run(run_id, &holder)?;
-                if self.store.lease_run(run_id, &self.owner, now, until)? {
-                    return Ok(());
-                }
+                return self.take_over(run_id, &holder);
             }
         }
-        Err(HostError::OwnedElsewhere(format!(
+        Err(Self::owned_elsewhere(run_id))
+    }
+
+    /// Take the lease of a run whose holder `gone` is known to have exited (§9.2.5): one
+    /// conditional write, which fails if the holder changed meanwhile.
+    fn take_over(&self, run_id: &str, gone: &str) -> HostResult<()> {
+        let now = self.now();
+        if self
+            .store
+            .take_over_run(run_id, gone, &self.owner, now, now + self.limits.lease_ms)?
+        {
+            return Ok(());
+        }
+        Err(Self::owned_elsewhere(run_id))
+    }
+
+    fn owned_elsewhere(run_id: &str) -> HostError {
+        HostError::OwnedElsewhere(format!(
             "run {run_id} is owned by another live process; wait for it or stop it first"
-        )))
+        ))
     }
 }
 

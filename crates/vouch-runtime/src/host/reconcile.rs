@@ -41,6 +41,24 @@ impl Host {
         ended_by: EndedBy,
         forced: Option<vouch_core::Outcome>,
     ) -> HostResult<vouch_core::Outcome> {
+        let (outcome, queued) = self.end_with(run_id, ended_by, forced)?;
+        // Deliver what this end queued (with anything still waiting). An end that queued
+        // nothing leaves the waiting rows to the next dispatch: every command's start-up and
+        // every scheduler tick dispatch too, so nothing waits longer than the next command.
+        if queued {
+            self.dispatch()?;
+        }
+        Ok(outcome)
+    }
+
+    /// The terminal path without the outbox's dispatch (the caller dispatches: start-up once
+    /// for every run it ends). Also says whether this end queued a notification.
+    pub(super) fn end_with(
+        &self,
+        run_id: &str,
+        ended_by: EndedBy,
+        forced: Option<vouch_core::Outcome>,
+    ) -> HostResult<(vouch_core::Outcome, bool)> {
         // A run this process drives holds its lease, so it has not ended; whoever ended it
         // anyway (a cancel from elsewhere) is answered by `end_run` below.
         let run = match self.drives.record(run_id) {
@@ -48,21 +66,25 @@ impl Host {
             None => self.record(run_id)?,
         };
         if run.state == RunState::Ended {
-            return Ok(run.outcome.unwrap_or(vouch_core::Outcome::Failed));
+            return Ok((run.outcome.unwrap_or(vouch_core::Outcome::Failed), false));
         }
-        let view = self.view(run_id)?;
+        let mut view = self.view(run_id)?;
         let open: Vec<String> = view
             .items
             .iter()
             .filter(|(_, i)| i.open_attempt.is_some())
             .map(|(k, _)| k.clone())
             .collect();
-        for id in open {
-            self.settle_open_attempt(&run, &view, &id)?;
+        for id in &open {
+            self.settle_open_attempt(&run, &view, id)?;
+        }
+        // The view is read again only when something was journaled since.
+        if !open.is_empty() {
+            view = self.view(run_id)?;
         }
         // Items the run never pre-flighted (it died right after the manifest) get their
         // posture now, so the receipt can say what would have happened.
-        let view = self.view(run_id)?;
+        let mut flighted = false;
         if let Some(m) = view.manifest.clone() {
             for d in &m.deliveries {
                 let unflighted = view
@@ -72,10 +94,13 @@ impl Host {
                     .unwrap_or(true);
                 if unflighted {
                     self.preflight(&run, &m, d)?;
+                    flighted = true;
                 }
             }
         }
-        let view = self.view(run_id)?;
+        if flighted {
+            view = self.view(run_id)?;
+        }
         let (spec_presence, quiet) = presence_of(&run);
         let presence = self
             .presence
@@ -115,15 +140,9 @@ impl Host {
             let _ = self.store.release_run(run_id, &self.owner);
             // Ended elsewhere first: its own terminal record says how.
             let ended = self.record(run_id)?;
-            return Ok(ended.outcome.unwrap_or(outcome));
+            return Ok((ended.outcome.unwrap_or(outcome), false));
         }
-        // Deliver what this end queued (with anything still waiting). An end that queued
-        // nothing leaves the waiting rows to the next dispatch: every command's start-up and
-        // every scheduler tick dispatch too, so nothing waits longer than the next command.
-        if terminal.outbox.is_some() {
-            self.dispatch()?;
-        }
-        Ok(outcome)
+        Ok((outcome, terminal.outbox.is_some()))
     }
 
     /// The outbox dispatcher: deliver every pending row once, then mark it (§11.4). A row the
@@ -131,6 +150,10 @@ impl Host {
     /// ends the pass (the rest would fail alike), leaving every undelivered row pending for
     /// the next dispatch. Returns the rows delivered.
     pub fn dispatch(&self) -> HostResult<usize> {
+        // One pass at a time in this process: runs ending on several threads at once would
+        // otherwise read the same pending row and deliver it twice.
+        static PASS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _pass = PASS.lock().unwrap_or_else(|p| p.into_inner());
         let pending = self.store.outbox_pending()?;
         let total = pending.len();
         let mut n = 0;

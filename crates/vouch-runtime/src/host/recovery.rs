@@ -2,72 +2,151 @@
 //! run from an ended one.
 
 use super::*;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+/// Orphans start-up reconciles at once. Their terminal commits share the store's group
+/// commits; more threads than this would only queue for the store's connections.
+pub const BOOT_THREADS_MAX: usize = 8;
 
 impl Host {
     // ------------------------------------------------------------------ the reconciler (§9)
 
     /// Start-up: end every run without a terminal record whose owner is gone; suspended runs
-    /// stay suspended. Then deliver pending notifications. Returns the runs it ended.
+    /// stay suspended. Then deliver pending notifications. Returns the runs it ended, in the
+    /// order they were found (oldest first).
     pub fn boot(&self) -> HostResult<Vec<String>> {
         let now = self.now();
-        let mut ended = vec![];
-        let mut candidates = self.store.orphaned_runs(now)?;
-        // A lease held by a process of this machine that no longer exists is gone too.
-        for r in self.store.open_runs()? {
-            if self.owner_is_dead(r.owner.as_deref()) && !candidates.iter().any(|c| c.id == r.id) {
-                candidates.push(r);
-            }
-        }
-        for run in candidates {
-            if run.state == RunState::Suspended {
-                continue;
-            }
-            // Only runs whose owner is gone (§9.2.5): a lapsed lease held by a process of this
-            // machine that is still alive (a slow provider or model call outlived the lease) is
-            // that process's run, not an orphan.
-            if self.owner_is_alive(run.owner.as_deref()) {
-                continue;
-            }
-            // Interrupted right after opening a card: the card is still valid, so the run is
-            // suspended, not ended (§9.2).
-            if self
-                .store
-                .cards_for_run(&run.id)?
-                .iter()
-                .any(|c| c.state == CardState::Open)
-            {
-                self.journal(
-                    &run.id,
-                    self.ev(j::Suspended {
-                        reason: "a card is open".into(),
-                        at_boot: true,
-                    }),
-                )?;
-                self.store.set_run_state(&run.id, RunState::Suspended)?;
-                continue;
-            }
-            // A dead local owner may still hold an unexpired lease; it cannot renew it.
-            if self.lease(&run.id).is_err() && !self.owner_is_dead(run.owner.as_deref()) {
-                continue;
-            }
-            self.carry_out_approvals(&run)?;
-            self.reconcile(&run.id, EndedBy::Boot)?;
-            ended.push(run.id);
-        }
+        // One read of the open runs, oldest first: those with no owner or a lapsed lease (what
+        // `orphaned_runs` selects), and those whose lease is held by a process of this
+        // machine that no longer exists.
+        let mut candidates = self.store.open_runs()?;
+        candidates.retain(|run| {
+            let lapsed = run.owner.is_none() || run.lease_until_ms.is_none_or(|until| until < now);
+            run.state != RunState::Suspended
+                && (lapsed || self.owner_is_dead(run.owner.as_deref()))
+                // Only runs whose owner is gone (§9.2.5): a lapsed lease held by a process of
+                // this machine that is still alive (a slow provider or model call outlived the
+                // lease) is that process's run, not an orphan.
+                && !self.owner_is_alive(run.owner.as_deref())
+        });
+        let ended = self.boot_runs(&candidates)?;
+        // One pass over the outbox for every run ended here, rather than one per run.
         self.dispatch()?;
         Ok(ended)
+    }
+
+    /// Start-up's work on each orphan, up to [`BOOT_THREADS_MAX`] at once: each run is
+    /// reconciled on its own, and their commits share the store's group commits. Returns
+    /// the runs ended, in the order given; the first error (in that order) is returned once
+    /// the runs already begun are done, and no further run is begun after an error.
+    fn boot_runs(&self, runs: &[RunRecord]) -> HostResult<Vec<String>> {
+        // A crash plan counts the points it passes: one run at a time, so that a plan stops
+        // at the same point of the same run every time.
+        let threads = if self.crash.is_some() {
+            1
+        } else {
+            BOOT_THREADS_MAX.min(runs.len())
+        };
+        if threads <= 1 {
+            let mut ended = vec![];
+            for run in runs {
+                if self.boot_run(run)? {
+                    ended.push(run.id.clone());
+                }
+            }
+            return Ok(ended);
+        }
+        let next = AtomicUsize::new(0);
+        let failed = AtomicBool::new(false);
+        let results: Vec<std::sync::Mutex<Option<HostResult<bool>>>> =
+            runs.iter().map(|_| std::sync::Mutex::new(None)).collect();
+        let work = || loop {
+            if failed.load(Ordering::SeqCst) {
+                break;
+            }
+            let i = next.fetch_add(1, Ordering::SeqCst);
+            let Some(run) = runs.get(i) else {
+                break;
+            };
+            let r = self.boot_run(run);
+            if r.is_err() {
+                failed.store(true, Ordering::SeqCst);
+            }
+            *results[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+        };
+        std::thread::scope(|scope| {
+            for _ in 1..threads {
+                // A thread the system refuses only narrows the pool: this one works too.
+                let _ = std::thread::Builder::new()
+                    .name("vouch-boot".into())
+                    .spawn_scoped(scope, work);
+            }
+            work();
+        });
+        let mut ended = vec![];
+        for (run, r) in runs.iter().zip(results) {
+            match r.into_inner().unwrap_or_else(|p| p.into_inner()) {
+                Some(Ok(true)) => ended.push(run.id.clone()),
+                Some(Err(e)) => return Err(e),
+                // Left suspended or to its owner, or not begun after an error.
+                Some(Ok(false)) | None => {}
+            }
+        }
+        Ok(ended)
+    }
+
+    /// One orphan at start-up: suspended again if it opened a card, otherwise its approvals
+    /// carried out and the run reconciled (`ended_by: boot`). True when it was ended here.
+    fn boot_run(&self, run: &RunRecord) -> HostResult<bool> {
+        // Interrupted right after opening a card: the card is still valid, so the run is
+        // suspended, not ended (§9.2).
+        let cards = self.store.cards_for_run(&run.id)?;
+        if cards.iter().any(|c| c.state == CardState::Open) {
+            self.journal(
+                &run.id,
+                self.ev(j::Suspended {
+                    reason: "a card is open".into(),
+                    at_boot: true,
+                }),
+            )?;
+            self.store.set_run_state(&run.id, RunState::Suspended)?;
+            return Ok(false);
+        }
+        // A dead local owner may still hold an unexpired lease; it cannot renew it. Its run
+        // is taken over in one write.
+        let gone = run.owner.as_deref().filter(|o| self.owner_is_dead(Some(o)));
+        let leased = match gone {
+            Some(holder) => self.take_over(&run.id, holder),
+            None => self.lease(&run.id),
+        };
+        if leased.is_err() && gone.is_none() {
+            return Ok(false);
+        }
+        // The journal is read once: what reconciling the run appends extends this view in
+        // memory, as while a run is driven. A run this process drives is left to its drive.
+        let view = self.view(&run.id)?;
+        if !self.drives.try_open(&run.id, view) {
+            return Ok(false);
+        }
+        let out = self
+            .carry_out_approvals(run, &cards)
+            .and_then(|()| self.end_with(&run.id, EndedBy::Boot, None));
+        self.drives.close(&run.id);
+        out.map(|_| true)
     }
 
     /// §9.2: an approval is a durable instruction, not a moment. A run interrupted after the
     /// person approved a card and before the approved payload was attempted keeps it: the
     /// payload is read back by its hash and executed through the ledger (I4, §8) before the
     /// run is reconciled. An attempt already begun (a ledger intent) is settled by §8.3 instead.
-    pub(super) fn carry_out_approvals(&self, run: &RunRecord) -> HostResult<()> {
+    /// `cards` are the run's cards as read at start-up.
+    pub(super) fn carry_out_approvals(&self, run: &RunRecord, cards: &[Card]) -> HostResult<()> {
         // The card's decision is committed before the `approval_granted` event, which may
         // still have been buffered when the process died: the approved card is the durable
         // instruction, so the event is written from it.
-        let view = self.view(&run.id)?;
-        for c in self.store.cards_for_run(&run.id)? {
+        let mut view = self.view(&run.id)?;
+        let mut granted = false;
+        for c in cards {
             let Some(d) = c
                 .delivery
                 .as_deref()
@@ -94,9 +173,12 @@ impl Host {
                         },
                     ),
                 )?;
+                granted = true;
             }
         }
-        let view = self.view(&run.id)?;
+        if granted {
+            view = self.view(&run.id)?;
+        }
         for (id, item) in &view.items {
             if item.open_attempt.is_some() || item.status.is_some() {
                 continue;
@@ -237,11 +319,16 @@ impl Host {
         // from their stored payload, never re-asked of the model.
         let mut suspend = None;
         if let Some(m) = &pview.manifest {
-            let run = self.record(&id)?;
+            // The continuation's record is read only when there is a draft to finish.
+            let mut run = None;
             for d in &m.deliveries {
                 let item = pview.items.get(&d.id).cloned().unwrap_or_default();
                 if item.status == Some(DeliveryStatus::Drafted) {
-                    if let Some(reason) = self.finish_draft(&run, m, d, &item)? {
+                    let run = match &run {
+                        Some(r) => r,
+                        None => run.insert(self.record(&id)?),
+                    };
+                    if let Some(reason) = self.finish_draft(run, m, d, &item)? {
                         suspend.get_or_insert(reason);
                     }
                 }
