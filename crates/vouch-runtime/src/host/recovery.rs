@@ -238,7 +238,9 @@ impl Host {
             model: parent.spec.get("model").cloned().unwrap_or(Value::Null),
             scope: Some(parent.scope.clone()),
         };
-        self.create(&id, &spec, Some(&parent), None)?;
+        // The continuation as the store holds it now: its row does not change until it is
+        // driven, so it is not read back.
+        let created = self.create(&id, &spec, Some(&parent), None)?;
         if let Some(m) = &pview.manifest {
             self.journal(
                 &id,
@@ -319,16 +321,10 @@ impl Host {
         // from their stored payload, never re-asked of the model.
         let mut suspend = None;
         if let Some(m) = &pview.manifest {
-            // The continuation's record is read only when there is a draft to finish.
-            let mut run = None;
             for d in &m.deliveries {
                 let item = pview.items.get(&d.id).cloned().unwrap_or_default();
                 if item.status == Some(DeliveryStatus::Drafted) {
-                    let run = match &run {
-                        Some(r) => r,
-                        None => run.insert(self.record(&id)?),
-                    };
-                    if let Some(reason) = self.finish_draft(run, m, d, &item)? {
+                    if let Some(reason) = self.finish_draft(&created, m, d, &item)? {
                         suspend.get_or_insert(reason);
                     }
                 }
@@ -347,7 +343,7 @@ impl Host {
             self.say(&format!("⏸ run {id} is waiting for you: {reason}"));
             return Ok((id, RunEnd::Suspended { reason }));
         }
-        let end = self.drive(&id)?;
+        let end = self.drive_run(created)?;
         Ok((id, end))
     }
 }
