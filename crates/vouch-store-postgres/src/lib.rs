@@ -97,6 +97,41 @@ impl Default for PostgresOptions {
 pub struct PostgresStore {
     schema: String,
     pool: Pool,
+    /// The last (seq, hash) this store wrote for each run it is writing: an append that knows
+    /// its run's tail goes in one statement, with no lock or read first (`runs.rs`).
+    tails: Tails,
+}
+
+/// Runs' tails as this store last wrote them; a hint, never trusted: the journal's insert
+/// trigger checks that each event extends the chain, so a stale tail fails and the write is
+/// done again the careful way.
+#[derive(Default)]
+pub(crate) struct Tails(std::sync::Mutex<std::collections::HashMap<String, (i64, String)>>);
+
+/// Tails remembered at most (runs written and not ended by this process); beyond, forgotten.
+const TAILS_MAX: usize = 10_000;
+
+impl Tails {
+    pub(crate) fn get(&self, run_id: &str) -> Option<(i64, String)> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(run_id)
+            .cloned()
+    }
+    pub(crate) fn set(&self, run_id: &str, seq: i64, hash: &str) {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if m.len() >= TAILS_MAX && !m.contains_key(run_id) {
+            m.clear();
+        }
+        m.insert(run_id.to_string(), (seq, hash.to_string()));
+    }
+    pub(crate) fn forget(&self, run_id: &str) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(run_id);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -716,6 +751,7 @@ impl PostgresStore {
         Ok(PostgresStore {
             schema: schema.to_string(),
             pool,
+            tails: Tails::default(),
         })
     }
 
@@ -740,6 +776,36 @@ impl PostgresStore {
         let v = f(&mut txn)?;
         txn.t.commit().map_err(commit_err)?;
         Ok(v)
+    }
+
+    /// One statement in its own transaction; the server's own refusal is returned as it
+    /// came (`Ok(Err)`), so the caller can tell "refused, nothing written" from a lost
+    /// connection (`Err`).
+    fn exec_or_refused(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> StoreResult<Result<u64, postgres::Error>> {
+        let mut c = self.pool.get()?;
+        let st = c.statement(sql)?;
+        match c.execute(&st, params) {
+            Err(e) if e.as_db_error().is_none() => Err(db_err(e)),
+            r => Ok(r),
+        }
+    }
+
+    /// Like [`exec_or_refused`](Self::exec_or_refused) for a statement returning one row.
+    fn query_one_or_refused(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> StoreResult<Result<Row, postgres::Error>> {
+        let mut c = self.pool.get()?;
+        let st = c.statement(sql)?;
+        match c.query_one(&st, params) {
+            Err(e) if e.as_db_error().is_none() => Err(db_err(e)),
+            r => Ok(r),
+        }
     }
 
     /// One statement in its own (autocommit) transaction.

@@ -71,7 +71,7 @@ fn insert_events(
             &[&run_id],
         )
         .map_err(db_err)?;
-    let (mut seq, mut prev) = match last {
+    let tail = match last {
         Some(r) => (
             col::<i64>(&r, 0, "event seq")?,
             col::<String>(&r, 1, "event hash")?,
@@ -79,24 +79,20 @@ fn insert_events(
         None => (0, GENESIS_HASH.to_string()),
     };
     // The chain goes on in memory; the events go in one statement (one round trip a batch).
-    let mut out = Vec::with_capacity(evs.len());
-    for ev in evs {
-        seq += 1;
-        let hash = ev.content.hash(&prev, seq);
-        let this = std::mem::replace(&mut prev, hash.clone());
-        out.push((seq, this, hash));
-    }
-    let seqs: Vec<i64> = out.iter().map(|(s, _, _)| *s).collect();
-    let kinds: Vec<&str> = evs.iter().map(|e| e.kind.as_str()).collect();
-    let deliveries: Vec<Option<&str>> = evs.iter().map(|e| e.delivery.as_deref()).collect();
-    let bodies: Vec<&str> = evs.iter().map(|e| e.body_text.as_str()).collect();
-    let ats: Vec<i64> = evs.iter().map(|e| e.at_ms).collect();
-    let prevs: Vec<&str> = out.iter().map(|(_, p, _)| p.as_str()).collect();
-    let hashes: Vec<&str> = out.iter().map(|(_, _, h)| h.as_str()).collect();
+    let out = chain(tail, evs);
+    let a = EventArrays::new(evs, &out);
     t.execute(
-        "INSERT INTO journal (run_id, seq, kind, delivery, body, at_ms, prev_hash, hash)
-         SELECT $1, * FROM UNNEST($2::bigint[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[], $8::text[])",
-        &[&run_id, &seqs, &kinds, &deliveries, &bodies, &ats, &prevs, &hashes],
+        INSERT_EVENTS,
+        &[
+            &run_id,
+            &a.seqs,
+            &a.kinds,
+            &a.deliveries,
+            &a.bodies,
+            &a.ats,
+            &a.prevs,
+            &a.hashes,
+        ],
     )
     .map_err(|e| {
         let foreign_key = e.code() == Some(&SqlState::FOREIGN_KEY_VIOLATION);
@@ -115,6 +111,87 @@ fn insert_events(
         }
     })?;
     Ok(out)
+}
+
+/// A batch of a run's events, in order: `$1` the run, `$2`…`$8` one array per column.
+const INSERT_EVENTS: &str = "INSERT INTO journal (run_id, seq, kind, delivery, body, at_ms, prev_hash, hash)
+     SELECT $1, * FROM UNNEST($2::bigint[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[], $8::text[])";
+
+/// `(seq, prev_hash, hash)` of each event after the run's `tail` (its last seq and hash).
+fn chain(tail: (i64, String), evs: &[&PreparedEvent]) -> Vec<(i64, String, String)> {
+    let (mut seq, mut prev) = tail;
+    let mut out = Vec::with_capacity(evs.len());
+    for ev in evs {
+        seq += 1;
+        let hash = ev.content.hash(&prev, seq);
+        let this = std::mem::replace(&mut prev, hash.clone());
+        out.push((seq, this, hash));
+    }
+    out
+}
+
+/// The column arrays of [`INSERT_EVENTS`].
+struct EventArrays<'a> {
+    seqs: Vec<i64>,
+    kinds: Vec<&'a str>,
+    deliveries: Vec<Option<&'a str>>,
+    bodies: Vec<&'a str>,
+    ats: Vec<i64>,
+    prevs: Vec<&'a str>,
+    hashes: Vec<&'a str>,
+}
+
+impl<'a> EventArrays<'a> {
+    fn new(evs: &[&'a PreparedEvent], chained: &'a [(i64, String, String)]) -> Self {
+        EventArrays {
+            seqs: chained.iter().map(|(s, _, _)| *s).collect(),
+            kinds: evs.iter().map(|e| e.kind.as_str()).collect(),
+            deliveries: evs.iter().map(|e| e.delivery.as_deref()).collect(),
+            bodies: evs.iter().map(|e| e.body_text.as_str()).collect(),
+            ats: evs.iter().map(|e| e.at_ms).collect(),
+            prevs: chained.iter().map(|(_, p, _)| p.as_str()).collect(),
+            hashes: chained.iter().map(|(_, _, h)| h.as_str()).collect(),
+        }
+    }
+}
+
+/// The fast path of an append whose run's tail this store wrote itself: the run's row lock
+/// and the batch in one statement, with no read first (the insert trigger checks each event
+/// extends the chain, with a snapshot taken after the lock). `None` when the tail is unknown,
+/// the run has ended, or the server refused the batch (the tail was stale: another writer
+/// appended) — nothing was written, and the caller goes the careful way.
+fn append_at_known_tail(
+    store: &PostgresStore,
+    run_id: &str,
+    evs: &[&PreparedEvent],
+) -> StoreResult<Option<Vec<(i64, String, String)>>> {
+    let Some(tail) = store.tails.get(run_id) else {
+        return Ok(None);
+    };
+    let out = chain(tail, evs);
+    let a = EventArrays::new(evs, &out);
+    match store.exec_or_refused(
+        "WITH locked AS (SELECT 1 FROM runs WHERE id = $1 AND state <> 'ended' FOR NO KEY UPDATE)
+         INSERT INTO journal (run_id, seq, kind, delivery, body, at_ms, prev_hash, hash)
+         SELECT $1, u.* FROM UNNEST($2::bigint[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[], $8::text[]) AS u
+         WHERE EXISTS (SELECT 1 FROM locked)",
+        &[
+            &run_id,
+            &a.seqs,
+            &a.kinds,
+            &a.deliveries,
+            &a.bodies,
+            &a.ats,
+            &a.prevs,
+            &a.hashes,
+        ],
+    )? {
+        Ok(n) if n as usize == evs.len() => Ok(Some(out)),
+        _ => {
+            store.tails.forget(run_id);
+            Ok(None)
+        }
+    }
 }
 
 /// A run's row, inserted by `exec` (a plain client, or the store's statement cache) with
@@ -169,7 +246,9 @@ pub(super) fn create_run(store: &PostgresStore, run: &NewRun) -> StoreResult<()>
          SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text, $11::text, $8::bigint, $9::text, $10::bigint
          FROM (SELECT set_config('synchronous_commit', 'off', true)) AS unsynced",
         |sql, params| store.exec(sql, params),
-    )
+    )?;
+    store.tails.set(&run.id, 0, GENESIS_HASH);
+    Ok(())
 }
 
 pub(super) fn run(store: &PostgresStore, id: &str) -> StoreResult<Option<RunRecord>> {
@@ -236,19 +315,26 @@ pub(super) fn append_batch(
         return Err(codec::terminal_only_by_end_run());
     }
     let prepared = PreparedEvent::all(run_id, events)?;
-    let chained = store.tx(|t| {
-        match lock_run(t, run_id)?.as_deref() {
-            None => {
-                return Err(StoreError::NotFound {
-                    what: "run",
-                    id: run_id.to_string(),
-                })
+    let evs: Vec<&PreparedEvent> = prepared.iter().collect();
+    let chained = match append_at_known_tail(store, run_id, &evs)? {
+        Some(c) => c,
+        None => store.tx(|t| {
+            match lock_run(t, run_id)?.as_deref() {
+                None => {
+                    return Err(StoreError::NotFound {
+                        what: "run",
+                        id: run_id.to_string(),
+                    })
+                }
+                Some("ended") => return Err(codec::run_ended(run_id)),
+                Some(_) => {}
             }
-            Some("ended") => return Err(codec::run_ended(run_id)),
-            Some(_) => {}
-        }
-        insert_events(t, run_id, &prepared.iter().collect::<Vec<_>>())
-    })?;
+            insert_events(t, run_id, &evs)
+        })?,
+    };
+    if let Some((seq, _, hash)) = chained.last() {
+        store.tails.set(run_id, *seq, hash);
+    }
     Ok(prepared
         .into_iter()
         .zip(chained)
@@ -298,6 +384,13 @@ pub(super) fn end_run_after(
         .as_ref()
         .map(|o| json_text(&o.body))
         .transpose()?;
+    let all: Vec<&PreparedEvent> = before.iter().chain(std::iter::once(&ev)).collect();
+    if let Some((seq, prev, hash)) =
+        end_at_known_tail(store, run_id, &all, terminal, outbox_body.as_deref())?
+    {
+        store.tails.forget(run_id);
+        return Ok(EndResult::Ended(ev.entry(seq, prev, hash)));
+    }
     let ended = store.tx(|t| {
         match lock_run(t, run_id)?.as_deref() {
             None => {
@@ -330,10 +423,66 @@ pub(super) fn end_run_after(
         }
         Ok(Some((seq, prev, hash)))
     })?;
+    store.tails.forget(run_id);
     Ok(match ended {
         Some((seq, prev, hash)) => EndResult::Ended(ev.entry(seq, prev, hash)),
         None => EndResult::AlreadyEnded,
     })
+}
+
+/// The fast path of the terminal transaction when this store wrote the run's tail: the
+/// events, the run's row, its receipt and its notification in one statement. `None` when the
+/// tail is unknown or the server refused it (stale tail, or the run already ended: its
+/// terminal event closes the journal) — nothing was written; the careful way decides.
+fn end_at_known_tail(
+    store: &PostgresStore,
+    run_id: &str,
+    evs: &[&PreparedEvent],
+    terminal: &Terminal,
+    outbox_body: Option<&str>,
+) -> StoreResult<Option<(i64, String, String)>> {
+    let Some(tail) = store.tails.get(run_id) else {
+        return Ok(None);
+    };
+    let mut out = chain(tail, evs);
+    let a = EventArrays::new(evs, &out);
+    let o = terminal.outbox.as_ref();
+    let written = store
+        .query_one_or_refused(
+            "WITH locked AS (
+                 SELECT 1 FROM runs WHERE id = $1 AND state <> 'ended' FOR NO KEY UPDATE
+             ), events AS (
+                 INSERT INTO journal (run_id, seq, kind, delivery, body, at_ms, prev_hash, hash)
+                 SELECT $1, u.* FROM UNNEST($2::bigint[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[], $8::text[]) AS u
+                 WHERE EXISTS (SELECT 1 FROM locked)
+                 RETURNING 1
+             ), ended AS (
+                 UPDATE runs SET state = 'ended', outcome = $9, ended_by = $10, ended_ms = $11, owner = NULL, lease_until_ms = NULL
+                 WHERE id = $1 AND EXISTS (SELECT 1 FROM locked)
+             ), receipt AS (
+                 INSERT INTO receipts (run_id, text) SELECT $1, $12 WHERE EXISTS (SELECT 1 FROM locked)
+             ), notification AS (
+                 INSERT INTO outbox (dedup_key, run_id, route, body, created_ms)
+                 SELECT $13::text, $14::text, $15::text, $16::text, $11
+                 WHERE $13::text IS NOT NULL AND EXISTS (SELECT 1 FROM locked)
+                 ON CONFLICT (dedup_key) DO NOTHING
+             )
+             SELECT count(*) FROM events",
+            &[
+                &run_id, &a.seqs, &a.kinds, &a.deliveries, &a.bodies, &a.ats, &a.prevs, &a.hashes,
+                &enum_text(&terminal.outcome), &enum_text(&terminal.ended_by), &terminal.at_ms,
+                &terminal.receipt,
+                &o.map(|o| o.dedup_key.as_str()), &o.map(|o| o.run_id.as_str()),
+                &o.map(|o| o.route.as_str()), &outbox_body,
+            ],
+        )?
+        .ok()
+        .and_then(|row| row.try_get::<_, i64>(0).ok());
+    if written != Some(evs.len() as i64) {
+        store.tails.forget(run_id);
+        return Ok(None);
+    }
+    Ok(out.pop())
 }
 
 pub(super) fn receipt(store: &PostgresStore, run_id: &str) -> StoreResult<Option<String>> {

@@ -541,3 +541,50 @@ fn the_ledger_follows_its_state_machine_for_any_sequence() {
         })
         .unwrap();
 }
+
+/// Two stores on one schema (two processes) append to the same run and end it in turns:
+/// each one's remembered tail is stale after the other wrote, so its one-statement append is
+/// refused by the chain trigger and done again under the run's lock — the chain stays whole
+/// and nothing is written twice.
+#[test]
+fn two_writers_with_stale_tails_keep_one_chain() {
+    let schema = TestSchema::new();
+    let a = PostgresStore::open(&url(), &schema.name).unwrap();
+    let b = PostgresStore::open(&url(), &schema.name).unwrap();
+    a.create_run(&new_run("t1")).unwrap();
+    for n in 0..10 {
+        let w = if n % 2 == 0 { &a } else { &b };
+        let batch = [
+            NewEvent::new(EventKind::ToolCalled, n, json!({"n": n})),
+            NewEvent::new(EventKind::ToolCalled, n, json!({"n": n, "second": true})),
+        ];
+        let written = w.append_batch("t1", &batch).unwrap();
+        assert_eq!(written.len(), 2);
+        assert_eq!(written[1].seq, 2 * n + 2);
+    }
+    let terminal = Terminal {
+        outcome: Outcome::Succeeded,
+        ended_by: EndedBy::Loop,
+        receipt: "done".into(),
+        body: json!({}),
+        at_ms: 99,
+        outbox: None,
+    };
+    // `a` last wrote seq 18; `b` wrote 20 since: `a`'s end is refused, then done carefully.
+    assert!(matches!(
+        a.end_run_after("t1", &[NewEvent::new(EventKind::Turn, 98, json!({}))], &terminal)
+            .unwrap(),
+        vouch_store::EndResult::Ended(e) if e.seq == 22
+    ));
+    assert!(matches!(
+        b.end_run("t1", &terminal).unwrap(),
+        vouch_store::EndResult::AlreadyEnded
+    ));
+    assert!(b
+        .append("t1", &NewEvent::new(EventKind::Turn, 100, json!({})))
+        .is_err());
+    let j = a.journal("t1").unwrap();
+    assert_eq!(j.len(), 22);
+    assert!(vouch_store::verify_chain(&j).is_ok());
+    assert_eq!(a.receipt("t1").unwrap().as_deref(), Some("done"));
+}
