@@ -385,10 +385,10 @@ pub(super) fn end_run_after(
         .map(|o| json_text(&o.body))
         .transpose()?;
     let all: Vec<&PreparedEvent> = before.iter().chain(std::iter::once(&ev)).collect();
-    if let Some((seq, prev, hash)) =
-        end_at_known_tail(store, run_id, &all, terminal, outbox_body.as_deref())?
-    {
-        store.tails.forget(run_id);
+    let fast = end_at_known_tail(store, run_id, &all, terminal, outbox_body.as_deref());
+    // The run ends here, or had ended: its tail is not needed again either way.
+    store.tails.forget(run_id);
+    if let Some((seq, prev, hash)) = fast? {
         return Ok(EndResult::Ended(ev.entry(seq, prev, hash)));
     }
     let ended = store.tx(|t| {
@@ -402,7 +402,6 @@ pub(super) fn end_run_after(
             Some("ended") => return Ok(None),
             Some(_) => {}
         }
-        let all: Vec<&PreparedEvent> = before.iter().chain(std::iter::once(&ev)).collect();
         let (seq, prev, hash) = insert_events(t, run_id, &all)?
             .pop()
             .ok_or_else(|| StoreError::Fatal("the terminal event was not inserted".into()))?;
@@ -423,7 +422,6 @@ pub(super) fn end_run_after(
         }
         Ok(Some((seq, prev, hash)))
     })?;
-    store.tails.forget(run_id);
     Ok(match ended {
         Some((seq, prev, hash)) => EndResult::Ended(ev.entry(seq, prev, hash)),
         None => EndResult::AlreadyEnded,
@@ -479,7 +477,6 @@ fn end_at_known_tail(
         .ok()
         .and_then(|row| row.try_get::<_, i64>(0).ok());
     if written != Some(evs.len() as i64) {
-        store.tails.forget(run_id);
         return Ok(None);
     }
     Ok(out.pop())
@@ -492,6 +489,7 @@ pub(super) fn receipt(store: &PostgresStore, run_id: &str) -> StoreResult<Option
         .transpose()
 }
 
+/// A lease is a take-over from oneself: the run is free, lapsed, or already `owner`'s.
 pub(super) fn lease_run(
     store: &PostgresStore,
     run_id: &str,
@@ -499,24 +497,7 @@ pub(super) fn lease_run(
     now_ms: i64,
     until_ms: i64,
 ) -> StoreResult<bool> {
-    // One conditional update: PostgreSQL re-checks the condition on the newest row version,
-    // so two owners racing for a lapsed lease cannot both win.
-    let n = store.exec(
-        "UPDATE runs SET owner = $2, lease_until_ms = $4 WHERE id = $1 AND state <> 'ended'
-         AND (owner IS NULL OR owner = $2 OR lease_until_ms IS NULL OR lease_until_ms < $3)",
-        &[&run_id, &owner, &now_ms, &until_ms],
-    )?;
-    if n == 1 {
-        return Ok(true);
-    }
-    if store.run_exists(run_id)? {
-        Ok(false)
-    } else {
-        Err(StoreError::NotFound {
-            what: "run",
-            id: run_id.to_string(),
-        })
-    }
+    take_over_run(store, run_id, owner, owner, now_ms, until_ms)
 }
 
 pub(super) fn take_over_run(
@@ -527,8 +508,9 @@ pub(super) fn take_over_run(
     now_ms: i64,
     until_ms: i64,
 ) -> StoreResult<bool> {
-    // As `lease_run`, with the exited holder named: the condition is re-checked on the newest
-    // row version, so a holder that changed meanwhile keeps the run.
+    // One conditional update: PostgreSQL re-checks the condition on the newest row version,
+    // so two owners racing for a lapsed lease cannot both win, and a holder that changed
+    // meanwhile keeps the run.
     let n = store.exec(
         "UPDATE runs SET owner = $3, lease_until_ms = $5 WHERE id = $1 AND state <> 'ended'
          AND (owner IS NULL OR owner = $2 OR owner = $3 OR lease_until_ms IS NULL OR lease_until_ms < $4)",

@@ -325,6 +325,7 @@ pub(super) fn receipt(store: &SqliteStore, run_id: &str) -> StoreResult<Option<S
     })
 }
 
+/// A lease is a take-over from oneself: the run is free, lapsed, or already `owner`'s.
 pub(super) fn lease_run(
     store: &SqliteStore,
     run_id: &str,
@@ -332,24 +333,7 @@ pub(super) fn lease_run(
     now_ms: i64,
     until_ms: i64,
 ) -> StoreResult<bool> {
-    let (run_id, owner) = (run_id.to_string(), owner.to_string());
-    store.write(move |c| {
-        let n = c
-            .execute(
-                "UPDATE runs SET owner = ?2, lease_until_ms = ?4 WHERE id = ?1 AND state != 'ended'
-                 AND (owner IS NULL OR owner = ?2 OR lease_until_ms IS NULL OR lease_until_ms < ?3)",
-                params![run_id, owner, now_ms, until_ms],
-            )
-            .map_err(db_err)?;
-        if n == 1 {
-            return Ok(true);
-        }
-        let exists: Option<String> = query_row_cached(c, "SELECT state FROM runs WHERE id = ?1", [&run_id], |r| r.get(0)).optional().map_err(db_err)?;
-        match exists {
-            None => Err(StoreError::NotFound { what: "run", id: run_id }),
-            Some(_) => Ok(false),
-        }
-    })
+    take_over_run(store, run_id, owner, owner, now_ms, until_ms)
 }
 
 pub(super) fn take_over_run(
@@ -362,13 +346,13 @@ pub(super) fn take_over_run(
 ) -> StoreResult<bool> {
     let (run_id, gone, owner) = (run_id.to_string(), gone.to_string(), owner.to_string());
     store.write(move |c| {
-        let n = c
-            .prepare_cached(
-                "UPDATE runs SET owner = ?3, lease_until_ms = ?5 WHERE id = ?1 AND state != 'ended'
-                 AND (owner IS NULL OR owner = ?2 OR owner = ?3 OR lease_until_ms IS NULL OR lease_until_ms < ?4)",
-            )
-            .and_then(|mut st| st.execute(params![run_id, gone, owner, now_ms, until_ms]))
-            .map_err(db_err)?;
+        let n = execute_cached(
+            c,
+            "UPDATE runs SET owner = ?3, lease_until_ms = ?5 WHERE id = ?1 AND state != 'ended'
+             AND (owner IS NULL OR owner = ?2 OR owner = ?3 OR lease_until_ms IS NULL OR lease_until_ms < ?4)",
+            params![run_id, gone, owner, now_ms, until_ms],
+        )
+        .map_err(db_err)?;
         if n == 1 {
             return Ok(true);
         }
