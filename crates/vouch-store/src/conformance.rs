@@ -440,6 +440,22 @@ pub fn leases_and_orphans(open: Opener<'_>) {
         s.take_over_run("c-nope", "gone", "a", 1, 2),
         Err(StoreError::NotFound { .. })
     ));
+    // The store's selection and the record's own predicate (start-up uses the latter on
+    // the open runs) agree, before and after the lease lapses.
+    s.create_run(&new_run("c-free")).unwrap();
+    for now in [10, 599, 600, 601] {
+        let ids = |rs: Vec<RunRecord>| rs.into_iter().map(|r| r.id).collect::<Vec<_>>();
+        let mut selected = ids(s.orphaned_runs(now).unwrap());
+        let mut lapsed = ids(s
+            .open_runs()
+            .unwrap()
+            .into_iter()
+            .filter(|r| r.lease_lapsed(now))
+            .collect());
+        selected.sort();
+        lapsed.sort();
+        assert_eq!(selected, lapsed, "at {now}");
+    }
 }
 
 /// Issue 11 #10: a run is created with its owner's lease in the same transaction, so between

@@ -116,6 +116,14 @@ pub struct RunRecord {
     pub lease_until_ms: Option<i64>,
 }
 
+impl RunRecord {
+    /// No owner, or a lease that never existed or has lapsed at `now_ms`: what
+    /// [`Store::orphaned_runs`] selects among the runs not ended.
+    pub fn lease_lapsed(&self, now_ms: i64) -> bool {
+        self.owner.is_none() || self.lease_until_ms.is_none_or(|until| until < now_ms)
+    }
+}
+
 /// An event to append. `seq`, `prev_hash` and `hash` are assigned by the store.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NewEvent {
@@ -607,7 +615,8 @@ pub trait Store: Send + Sync {
         now_ms: i64,
         until_ms: i64,
     ) -> StoreResult<bool>;
-    /// Non-ended runs whose lease has lapsed (or never existed) at `now_ms`.
+    /// Non-ended runs whose lease has lapsed (or never existed) at `now_ms`
+    /// ([`RunRecord::lease_lapsed`]), oldest first.
     fn orphaned_runs(&self, now_ms: i64) -> StoreResult<Vec<RunRecord>>;
     /// Every run not ended, oldest first (an index on open runs: the cost follows what is
     /// open, not the store's history).

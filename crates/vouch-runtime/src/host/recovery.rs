@@ -21,9 +21,8 @@ impl Host {
         // machine that no longer exists.
         let mut candidates = self.store.open_runs()?;
         candidates.retain(|run| {
-            let lapsed = run.owner.is_none() || run.lease_until_ms.is_none_or(|until| until < now);
             run.state != RunState::Suspended
-                && (lapsed || self.owner_is_dead(run.owner.as_deref()))
+                && (run.lease_lapsed(now) || self.owner_is_dead(run.owner.as_deref()))
                 // Only runs whose owner is gone (§9.2.5): a lapsed lease held by a process of
                 // this machine that is still alive (a slow provider or model call outlived the
                 // lease) is that process's run, not an orphan.
