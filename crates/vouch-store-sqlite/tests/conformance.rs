@@ -302,34 +302,19 @@ fn a_runs_creation_is_committed_unsynced_and_the_next_write_syncs() {
     assert_eq!(s.run("u").unwrap().unwrap().id, "u");
 }
 
-const CREATE_CHILD_ENV: &str = "VOUCH_STORE_CREATE_CHILD";
-
-/// A real process creating runs (unsynced commits) is killed with SIGKILL: every run whose
-/// creation returned is in the store afterwards — the WAL holds it even without an fsync.
-#[test]
-fn a_killed_process_loses_no_run_it_created() {
-    use std::io::{BufRead, Write};
-    if let Ok(path) = std::env::var(CREATE_CHILD_ENV) {
-        let s = SqliteStore::open(std::path::Path::new(&path)).unwrap();
-        for n in 0..CRASH_CHILD_APPENDS_MAX {
-            let id = format!("c{n}");
-            s.create_run(&run(&id)).unwrap();
-            let mut out = std::io::stdout().lock();
-            writeln!(out, "ack {id}").unwrap();
-            out.flush().unwrap();
-        }
-        return;
-    }
+/// Run this binary's `test` as a child process writing to a fresh store (its path in `env`),
+/// read its `ack …` lines, and kill it with SIGKILL after [`CRASH_ACKS_BEFORE_KILL`] of them.
+/// Returns what followed each `ack `, the store's folder (kept while it is needed) and path.
+fn acks_until_killed(
+    test: &str,
+    env: &str,
+) -> (Vec<String>, tempfile::TempDir, std::path::PathBuf) {
+    use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("vouch.db");
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "a_killed_process_loses_no_run_it_created",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CREATE_CHILD_ENV, &path)
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(env, &path)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -338,8 +323,8 @@ fn a_killed_process_loses_no_run_it_created() {
     let stdout = child.stdout.take().unwrap();
     for line in std::io::BufReader::new(stdout).lines() {
         let line = line.unwrap();
-        if let Some(id) = line.strip_prefix("ack ") {
-            acked.push(id.to_string());
+        if let Some(ack) = line.strip_prefix("ack ") {
+            acked.push(ack.to_string());
             if acked.len() >= CRASH_ACKS_BEFORE_KILL {
                 child.kill().unwrap();
                 break;
@@ -352,6 +337,29 @@ fn a_killed_process_loses_no_run_it_created() {
         CRASH_ACKS_BEFORE_KILL,
         "the child stopped early"
     );
+    (acked, dir, path)
+}
+
+const CREATE_CHILD_ENV: &str = "VOUCH_STORE_CREATE_CHILD";
+
+/// A real process creating runs (unsynced commits) is killed with SIGKILL: every run whose
+/// creation returned is in the store afterwards — the WAL holds it even without an fsync.
+#[test]
+fn a_killed_process_loses_no_run_it_created() {
+    use std::io::Write;
+    if let Ok(path) = std::env::var(CREATE_CHILD_ENV) {
+        let s = SqliteStore::open(std::path::Path::new(&path)).unwrap();
+        for n in 0..CRASH_CHILD_APPENDS_MAX {
+            let id = format!("c{n}");
+            s.create_run(&run(&id)).unwrap();
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "ack {id}").unwrap();
+            out.flush().unwrap();
+        }
+        return;
+    }
+    let (acked, _dir, path) =
+        acks_until_killed("a_killed_process_loses_no_run_it_created", CREATE_CHILD_ENV);
     let s = SqliteStore::open(&path).unwrap();
     for id in &acked {
         assert!(
@@ -371,7 +379,7 @@ const CRASH_CHILD_APPENDS_MAX: i64 = 100_000;
 /// acknowledged is in the journal afterwards and every chain verifies.
 #[test]
 fn a_killed_process_loses_no_acknowledged_append() {
-    use std::io::{BufRead, Write};
+    use std::io::Write;
     if let Ok(path) = std::env::var(CRASH_CHILD_ENV) {
         // The child: append until killed, printing each acknowledgement once it returned.
         let s = Arc::new(SqliteStore::open(std::path::Path::new(&path)).unwrap());
@@ -393,42 +401,17 @@ fn a_killed_process_loses_no_acknowledged_append() {
         });
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("vouch.db");
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "a_killed_process_loses_no_acknowledged_append",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CRASH_CHILD_ENV, &path)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut acked: Vec<(String, i64)> = vec![];
-    let stdout = child.stdout.take().unwrap();
-    for line in std::io::BufReader::new(stdout).lines() {
-        let line = line.unwrap();
-        let mut parts = line.split_whitespace();
-        if parts.next() != Some("ack") {
-            continue;
-        }
-        let run = parts.next().unwrap().to_string();
-        let seq: i64 = parts.next().unwrap().parse().unwrap();
-        acked.push((run, seq));
-        if acked.len() >= CRASH_ACKS_BEFORE_KILL {
-            child.kill().unwrap();
-            break;
-        }
-    }
-    child.wait().unwrap();
-    assert_eq!(
-        acked.len(),
-        CRASH_ACKS_BEFORE_KILL,
-        "the child stopped early"
+    let (acks, _dir, path) = acks_until_killed(
+        "a_killed_process_loses_no_acknowledged_append",
+        CRASH_CHILD_ENV,
     );
+    let acked: Vec<(String, i64)> = acks
+        .iter()
+        .map(|a| {
+            let (run, seq) = a.split_once(' ').unwrap();
+            (run.to_string(), seq.parse().unwrap())
+        })
+        .collect();
     let s = SqliteStore::open(&path).unwrap();
     for (run, seq) in &acked {
         let j = s.journal(run).unwrap();
