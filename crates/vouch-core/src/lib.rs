@@ -22,8 +22,8 @@ pub use canon::{canonical_json, ledger_key, payload_hash, sha256_hex, CanonError
 pub use capability::{is_irreversible, ActFacts, Capability};
 pub use escape::{escape_line, escape_text};
 pub use manifest::{
-    Confidence, Delivery, Destination, DestinationKind, Forbid, Manifest, ManifestError, Order,
-    Verb,
+    is_plain_id, shown_id, Confidence, Delivery, Destination, DestinationKind, Forbid, Manifest,
+    ManifestError, Order, ShapeError, Verb, DELIVERIES_MAX, ID_CHARS_MAX,
 };
 pub use posture::{posture, Context, Posture, PostureInput, Rule};
 pub use receipt::{delivery_line, Wording, CLAIM_WORDS};

@@ -220,6 +220,83 @@ pub struct Manifest {
     pub order: Vec<Order>,
 }
 
+/// §3.2: a delivery id is 1 to `ID_CHARS_MAX` characters of `A–Z a–z 0–9 _ -`. Ids come from
+/// a model or a script, reach receipts, references and file names: a closed alphabet keeps
+/// every one of them a plain, printable name.
+pub const ID_CHARS_MAX: usize = 64;
+/// §3.2: a manifest (with its amendments) declares at most this many deliveries; the same
+/// bound holds for its forbids and its orders. Every later step is linear in it.
+pub const DELIVERIES_MAX: usize = 256;
+
+/// Is `id` a delivery id by §3.2's alphabet and length?
+pub fn is_plain_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= ID_CHARS_MAX
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// At most 32 characters of an untrusted id, with everything outside the id alphabet shown
+/// as `\u{..}`, so an error can name the id without carrying 10 KB or a control character.
+pub fn shown_id(id: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in id.chars().enumerate() {
+        if i == 32 {
+            out.push('…');
+            break;
+        }
+        if c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.' || c == '/' {
+            out.push(c);
+        } else {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        }
+    }
+    out
+}
+
+/// Why a manifest cannot even be considered (§3.2): a malformed call the model repairs, not a
+/// request that contradicts itself, so it spends no question.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ShapeError {
+    #[error("{what} id `{shown}` is not 1–{ID_CHARS_MAX} characters of A–Z a–z 0–9 _ -; give the delivery such an id")]
+    BadId { what: &'static str, shown: String },
+    #[error(
+        "the manifest has {count} {what}; at most {DELIVERIES_MAX} are allowed; declare fewer"
+    )]
+    TooMany { what: &'static str, count: usize },
+}
+
+impl Manifest {
+    /// §3.2's shape: how many items, and every delivery and order id in the alphabet. An empty
+    /// delivery id is left to §3.3 (`EmptyId`), which has always answered it.
+    pub fn check_shape(&self) -> Result<(), ShapeError> {
+        for (what, count) in [
+            ("deliveries", self.deliveries.len()),
+            ("forbids", self.forbid.len()),
+            ("orders", self.order.len()),
+        ] {
+            if count > DELIVERIES_MAX {
+                return Err(ShapeError::TooMany { what, count });
+            }
+        }
+        let ids = self.deliveries.iter().map(|d| ("delivery", &d.id));
+        let orders = self
+            .order
+            .iter()
+            .flat_map(|o| [("order", &o.before), ("order", &o.after)]);
+        for (what, id) in ids.chain(orders) {
+            if !id.is_empty() && !is_plain_id(id) {
+                return Err(ShapeError::BadId {
+                    what,
+                    shown: shown_id(id),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Why a manifest is rejected (§3.3). Each variant names the offending item.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 #[serde(tag = "error", rename_all = "snake_case")]
@@ -472,6 +549,69 @@ mod tests {
         assert!(e.contains("tweet"), "{e}");
         let bad_kind = r#"{"deliveries":[{"id":"a","verb":"save","destination":{"kind":"ftp","address":"x"}}]}"#;
         assert!(serde_json::from_str::<Manifest>(bad_kind).is_err());
+    }
+
+    #[test]
+    fn model_chosen_delivery_id_never_becomes_a_path() {
+        for bad in [
+            "..",
+            "../../../victim/README",
+            "/abs/path",
+            "a\0b",
+            "a\u{202e}b",
+            "a.b",
+            "a b",
+            &"x".repeat(65),
+            &"x".repeat(10_000),
+        ] {
+            let m = Manifest {
+                deliveries: vec![d(bad, Verb::Write, DestinationKind::Surface, "")],
+                ..Manifest::default()
+            };
+            let e = m.check_shape().unwrap_err();
+            assert!(matches!(e, ShapeError::BadId { .. }), "{bad:?}");
+            let text = e.to_string();
+            assert!(text.len() < 300 && !text.contains('\0') && !text.contains('\u{202e}'));
+        }
+        for good in ["d1", "A_b-9", &"x".repeat(64)] {
+            let m = Manifest {
+                deliveries: vec![d(good, Verb::Write, DestinationKind::Surface, "")],
+                ..Manifest::default()
+            };
+            assert_eq!(m.check_shape(), Ok(()), "{good}");
+        }
+        let order = Manifest {
+            deliveries: vec![d("a", Verb::Write, DestinationKind::Surface, "")],
+            order: vec![Order {
+                before: "a".into(),
+                after: "../x".into(),
+            }],
+            ..Manifest::default()
+        };
+        assert!(matches!(
+            order.check_shape(),
+            Err(ShapeError::BadId { what: "order", .. })
+        ));
+    }
+
+    #[test]
+    fn a_manifest_declares_at_most_the_bound_of_deliveries() {
+        let many = |n: usize| Manifest {
+            deliveries: (0..n)
+                .map(|i| d(&format!("d{i}"), Verb::Write, DestinationKind::Surface, ""))
+                .collect(),
+            ..Manifest::default()
+        };
+        assert_eq!(many(DELIVERIES_MAX).check_shape(), Ok(()));
+        let e = many(DELIVERIES_MAX + 1).check_shape().unwrap_err();
+        assert_eq!(
+            e,
+            ShapeError::TooMany {
+                what: "deliveries",
+                count: DELIVERIES_MAX + 1
+            }
+        );
+        assert!(e.to_string().contains("256"), "{e}");
     }
 
     #[test]

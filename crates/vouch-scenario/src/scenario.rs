@@ -410,7 +410,13 @@ impl<'de> Deserialize<'de> for Turn {
             ],
         )?;
         Ok(match key {
-            "declare" => Turn::Declare(inner::<shapes::Declare, _>(v, "declare turn")?.declare),
+            "declare" => {
+                let m = inner::<shapes::Declare, _>(v, "declare turn")?.declare;
+                // §3.2: the host repairs such a declare; a scenario cannot use one.
+                m.check_shape()
+                    .map_err(|e| D::Error::custom(format!("declare turn: {e}")))?;
+                Turn::Declare(m)
+            }
             "deliver" => {
                 let s: shapes::Deliver = inner(v, "deliver turn")?;
                 Turn::Deliver {

@@ -91,6 +91,28 @@ fn unknown_fields_bad_enums_and_malformed_json_name_file_and_field() {
 }
 
 #[test]
+fn a_declare_with_a_hostile_id_or_too_many_deliveries_does_not_load() {
+    check(
+        r#"{"id": "x", "script": [{"declare": {"deliveries": [{"id": "../../victim", "verb": "write", "destination": {"kind": "surface"}}]}}]}"#,
+        "script[0]",
+        &["declare turn", "A–Z a–z 0–9 _ -"],
+    );
+    let many: Vec<String> = (0..257)
+        .map(|i| {
+            format!(r#"{{"id": "d{i}", "verb": "write", "destination": {{"kind": "surface"}}}}"#)
+        })
+        .collect();
+    check(
+        &format!(
+            r#"{{"id": "x", "script": [{{"declare": {{"deliveries": [{}]}}}}]}}"#,
+            many.join(",")
+        ),
+        "script[0]",
+        &["257 deliveries", "at most 256"],
+    );
+}
+
+#[test]
 fn duplicate_ids_and_empty_folders_are_errors() {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("a.json"), r#"{"id": "same"}"#).expect("write");

@@ -29,6 +29,11 @@ impl Host {
                 return self.clarify(run, &format!("I could not map the request onto what I can deliver ({e}). What exactly should I deliver, and where?"), None);
             }
         };
+        // §3.2: ids in the closed alphabet and a bounded manifest, before anything is
+        // journaled — a malformed call the model repairs, never a name on disk.
+        if let Err(e) = m.check_shape() {
+            return Ok(CallResult::repair(format!("invalid `declare`: {e}")));
+        }
         let view = self.view(&run.id)?;
         let (combined, amendment) = match &view.manifest {
             Some(existing) => {
@@ -40,6 +45,9 @@ impl Host {
             }
             None => (m.clone(), false),
         };
+        if let Err(e) = combined.check_shape() {
+            return Ok(CallResult::repair(format!("invalid `declare`: {e}")));
+        }
         if let Err(errors) = combined.validate() {
             let texts: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
             let mut ids: Vec<String> = vec![];
