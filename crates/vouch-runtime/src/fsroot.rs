@@ -71,6 +71,18 @@ fn plain_name(name: &str) -> Result<PathBuf, RootError> {
     Ok(out)
 }
 
+/// The file name the host gives a string it did not choose (a delivery id, a run id, an
+/// artifact name): the string itself when it is a plain id (§3.2.1), else `h.` and 16 hex
+/// digits of its SHA-256 — no plain id holds a dot, so the two forms never meet, and neither
+/// is `.`, `..`, absolute, empty or longer than 64 bytes.
+pub fn host_name(untrusted: &str) -> String {
+    if vouch_core::is_plain_id(untrusted) {
+        untrusted.to_string()
+    } else {
+        format!("h.{}", &vouch_core::sha256_hex(untrusted.as_bytes())[..16])
+    }
+}
+
 impl FolderRoot {
     pub fn new(root: impl Into<PathBuf>) -> Self {
         FolderRoot { root: root.into() }
@@ -140,8 +152,8 @@ impl FolderRoot {
     }
 
     /// Write the whole file: a temporary name, fsync, rename, fsync of the folder — whole or
-    /// absent, and on disk when this returns. The rename
-    /// replaces a symlink at the final name rather than writing through it.
+    /// absent, and on disk when this returns. A symlink at the final name is refused
+    /// (`Escapes`), never written through or replaced.
     pub fn write_atomic(&self, name: &str, bytes: &[u8]) -> Result<(), RootError> {
         let (dir, file) = self.parent(name, true)?;
         let mut tmp = file.clone().into_os_string();
@@ -155,6 +167,15 @@ impl FolderRoot {
         }
         let mut opts = cap_std::fs::OpenOptions::new();
         opts.write(true).create_new(true);
+        // A symlink at the destination is refused like an escape: writing through it could
+        // reach outside the root, and replacing it would silently undo what someone set up.
+        if dir
+            .symlink_metadata(&file)
+            .map(|m| m.file_type().is_symlink())
+            .unwrap_or(false)
+        {
+            return Err(RootError::Escapes { name: name.into() });
+        }
         let mut f = dir.open_with(&tmp, &opts).map_err(|e| Self::io(name, e))?;
         io::Write::write_all(&mut f, bytes).map_err(|e| Self::io(name, e))?;
         f.sync_all().map_err(|e| Self::io(name, e))?;

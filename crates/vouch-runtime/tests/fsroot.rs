@@ -64,22 +64,33 @@ fn world() -> World {
 }
 
 #[test]
-fn save_through_symlink_to_outside_file_does_not_write_outside() {
+fn a_symlink_at_the_destination_is_refused_like_an_escape() {
     let w = world();
     let target = w.outside.join("victim.txt");
     std::fs::write(&target, "original").expect("victim");
     symlink(&target, w.root.join("link.txt")).expect("symlink");
+    std::fs::write(w.root.join("inside.txt"), "inside").expect("inside");
+    symlink(w.root.join("inside.txt"), w.root.join("near.txt")).expect("symlink");
     let p = FolderProvider::new(&w.root);
-    let reply = p.attempt(&req(Verb::Save, "link.txt", "pwned"));
-    // The rename replaces the link itself; the file outside keeps its bytes either way.
-    assert_eq!(std::fs::read_to_string(&target).expect("read"), "original");
-    if !is_rejected(&reply) {
-        let inside = std::fs::symlink_metadata(w.root.join("link.txt")).expect("meta");
-        assert!(
-            inside.is_file(),
-            "the link was replaced by a file inside the root"
-        );
+    for name in ["link.txt", "near.txt"] {
+        let reply = p.attempt(&req(Verb::Save, name, "pwned"));
+        match &reply {
+            AttemptReply::Rejected { reason } => assert!(reason.contains(name), "{reason}"),
+            other => panic!("{name}: {other:?}"),
+        }
+        // Neither written through nor replaced: the link is still a link.
+        let meta = std::fs::symlink_metadata(w.root.join(name)).expect("meta");
+        assert!(meta.file_type().is_symlink(), "{name} was replaced");
     }
+    assert_eq!(std::fs::read_to_string(&target).expect("read"), "original");
+    assert_eq!(
+        std::fs::read_to_string(w.root.join("inside.txt")).expect("read"),
+        "inside"
+    );
+    assert!(matches!(
+        FolderRoot::new(&w.root).write_atomic("link.txt", b"x"),
+        Err(RootError::Escapes { .. })
+    ));
 }
 
 #[test]
