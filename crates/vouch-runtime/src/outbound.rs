@@ -3,6 +3,7 @@
 //! went out is a lost result (`AttemptReply::Lost`), never a blind retry.
 
 use crate::config::{CalendarConfig, EmailConfig, PaymentConfig};
+use crate::fsroot::{host_name, FolderRoot};
 use crate::provider::{
     payload_text, AttemptReply, AttemptRequest, Confirms, Observation, Provider,
 };
@@ -10,7 +11,6 @@ use lettre::message::header::{HeaderName, HeaderValue};
 use lettre::transport::smtp::client::{Tls, TlsParameters};
 use lettre::{Message, SmtpTransport, Transport};
 use serde_json::Value;
-use std::path::PathBuf;
 use vouch_core::{sha256_hex, Destination, DestinationKind, Verb};
 
 fn field(payload: &Value, k: &str) -> Option<String> {
@@ -182,10 +182,13 @@ impl CalendarProvider {
             &req.payload_hash[..16.min(req.payload_hash.len())]
         )
     }
-    fn path(&self, req: &AttemptRequest) -> PathBuf {
-        self.config
-            .dir
-            .join(format!("{}.ics", Self::uid(req).replace('@', "_")))
+    /// The event's file beneath the calendar folder, named by the host (§3.2.1).
+    fn name(req: &AttemptRequest) -> String {
+        let hash = &req.payload_hash[..16.min(req.payload_hash.len())];
+        format!("{}-{}_vouch.ics", host_name(&req.delivery), host_name(hash))
+    }
+    fn root(&self) -> FolderRoot {
+        FolderRoot::new(&self.config.dir)
     }
     pub fn ics(req: &AttemptRequest) -> String {
         let p = &req.payload;
@@ -232,14 +235,12 @@ impl Provider for CalendarProvider {
         false
     }
     fn attempt(&self, req: &AttemptRequest) -> AttemptReply {
-        let path = self.path(req);
-        let res = std::fs::create_dir_all(&self.config.dir).and_then(|_| {
-            if req.verb == Verb::Delete {
-                std::fs::remove_file(&path)
-            } else {
-                std::fs::write(&path, Self::ics(req))
-            }
-        });
+        let name = Self::name(req);
+        let res = if req.verb == Verb::Delete {
+            self.root().remove(&name)
+        } else {
+            self.root().write_atomic(&name, Self::ics(req).as_bytes())
+        };
         match res {
             Ok(()) => AttemptReply::Accepted {
                 reference: format!("UID {}", Self::uid(req)),
@@ -252,12 +253,13 @@ impl Provider for CalendarProvider {
     }
     fn observe(&self, req: &AttemptRequest, _reply: Option<&AttemptReply>) -> Observation {
         let uid = Self::uid(req);
-        match std::fs::read_to_string(self.path(req)) {
-            Ok(t)
-                if req.verb != Verb::Delete
-                    && t.contains(&format!("UID:{uid}"))
-                    && t == Self::ics(req) =>
-            {
+        let want = Self::ics(req);
+        let read = self
+            .root()
+            .read(&Self::name(req), want.len() + 1)
+            .map(|b| String::from_utf8_lossy(&b).into_owned());
+        match read {
+            Ok(t) if req.verb != Verb::Delete && t.contains(&format!("UID:{uid}")) && t == want => {
                 Observation::Present {
                     evidence: format!("event UID {uid} re-read"),
                 }

@@ -1,7 +1,7 @@
 //! Providers: the host's hands. Each attempt returns the provider's own answer; the host
 //! then observes the effect itself (§6) — the provider's success flag never decides a status.
 
-use crate::fsroot::{FolderRoot, RootError};
+use crate::fsroot::{host_name, FolderRoot, RootError};
 use std::path::PathBuf;
 use vouch_core::{sha256_hex, Destination, DestinationKind, Verb};
 
@@ -183,8 +183,16 @@ impl SurfaceProvider {
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         SurfaceProvider { dir: dir.into() }
     }
+    /// The record's name beneath the surface folder: chosen by the host (§3.2.1), never the
+    /// run's or the model's string as given.
+    fn name(run_id: &str, delivery: &str) -> String {
+        format!("{}/{}.md", host_name(run_id), host_name(delivery))
+    }
     pub fn path(&self, run_id: &str, delivery: &str) -> PathBuf {
-        self.dir.join(run_id).join(format!("{delivery}.md"))
+        self.dir.join(Self::name(run_id, delivery))
+    }
+    fn root(&self) -> FolderRoot {
+        FolderRoot::new(&self.dir)
     }
 }
 
@@ -199,15 +207,13 @@ impl Provider for SurfaceProvider {
         false
     }
     fn attempt(&self, req: &AttemptRequest) -> AttemptReply {
-        let path = self.path(&req.run_id, &req.delivery);
-        let res = path
-            .parent()
-            .map(std::fs::create_dir_all)
-            .unwrap_or(Ok(()))
-            .and_then(|_| std::fs::write(&path, payload_text(&req.payload)));
-        match res {
+        let name = Self::name(&req.run_id, &req.delivery);
+        match self
+            .root()
+            .write_atomic(&name, payload_text(&req.payload).as_bytes())
+        {
             Ok(()) => AttemptReply::Accepted {
-                reference: format!("surface:{}/{}", req.run_id, req.delivery),
+                reference: format!("surface:{name}"),
                 confirms: Confirms::Reference,
             },
             Err(e) => AttemptReply::Rejected {
@@ -216,8 +222,10 @@ impl Provider for SurfaceProvider {
         }
     }
     fn observe(&self, req: &AttemptRequest, _reply: Option<&AttemptReply>) -> Observation {
-        match std::fs::read(self.path(&req.run_id, &req.delivery)) {
-            Ok(b) if b == payload_text(&req.payload).as_bytes() => Observation::Present {
+        let want = payload_text(&req.payload);
+        let name = Self::name(&req.run_id, &req.delivery);
+        match self.root().read(&name, want.len() + 1) {
+            Ok(b) if b == want.as_bytes() => Observation::Present {
                 evidence: format!("surface record sha256:{}", &sha256_hex(&b)[..12]),
             },
             _ => Observation::Absent {

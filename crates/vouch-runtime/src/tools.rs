@@ -2,6 +2,7 @@
 //! write an artifact. Scripted runs may also name tools of their own world (search, fetch…),
 //! answered by [`ScriptWorkTools`] as the script says.
 
+use crate::fsroot::{host_name, FolderRoot};
 use crate::host::WorkTools;
 use crate::model::{ToolCall, ToolSpec};
 use crate::provider::FolderProvider;
@@ -10,6 +11,20 @@ use std::path::PathBuf;
 
 /// Bytes a `read_file` returns at most.
 pub const READ_BYTES_MAX: usize = 256 * 1024;
+
+/// Bytes a `write_artifact` writes at most.
+pub const ARTIFACT_TEXT_BYTES_MAX: usize = 1024 * 1024;
+
+/// A working artifact's name: a plain file name the model may choose (a dot allowed for an
+/// extension), never a path, never hidden, never `.` or `..`.
+fn is_artifact_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= vouch_core::ID_CHARS_MAX
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
 
 pub struct StandardTools {
     pub folder: FolderProvider,
@@ -54,15 +69,23 @@ impl WorkTools for StandardTools {
             "write_artifact" => {
                 let name = args.get("name").and_then(Value::as_str).unwrap_or("");
                 let text = args.get("text").and_then(Value::as_str).unwrap_or("");
-                if name.is_empty() || name.contains('/') || name.contains("..") {
+                if !is_artifact_name(name) {
                     return Some(Err(format!(
-                        "artifact name `{name}` must be a plain file name"
+                        "artifact name `{}` must be 1–64 characters of A–Z a–z 0–9 . _ - not starting with a dot; choose such a name",
+                        vouch_core::shown_id(name)
                     )));
                 }
-                let dir = self.artifacts_dir.join(run_id);
+                if text.len() > ARTIFACT_TEXT_BYTES_MAX {
+                    return Some(Err(format!(
+                        "artifact text is {} bytes; at most {ARTIFACT_TEXT_BYTES_MAX} are written; write less",
+                        text.len()
+                    )));
+                }
+                // Beneath the artifacts folder, in the run's own folder named by the host.
+                let file = format!("{}/{name}", host_name(run_id));
                 Some(
-                    std::fs::create_dir_all(&dir)
-                        .and_then(|_| std::fs::write(dir.join(name), text))
+                    FolderRoot::new(&self.artifacts_dir)
+                        .write_atomic(&file, text.as_bytes())
                         .map(|_| format!("artifact {name} written ({} bytes)", text.len()))
                         .map_err(|e| format!("cannot write artifact: {e}")),
                 )

@@ -2,6 +2,7 @@
 //! request events and suspends the run; never calls a provider.
 
 use super::*;
+use crate::fsroot::{host_name, FolderRoot};
 
 impl Host {
     // ------------------------------------------------------------------ proposals (§6)
@@ -205,21 +206,24 @@ impl Host {
         // it (§9.5, I4) — the model is never asked for the text again.
         let canonical = canonical_json(payload).map_err(|e| HostError::Internal(e.to_string()))?;
         self.store.put_payload(hash, &canonical)?;
-        let dir = self.drafts_dir.join(&run.id);
         let ext = if d.destination.kind == DestinationKind::Email {
             "eml"
         } else {
             "json"
         };
-        let path = dir.join(format!("{}.{ext}", d.id));
+        // Named by the host beneath the drafts folder (§3.2.1), never by the id as given.
+        let name = format!("{}/{}.{ext}", host_name(&run.id), host_name(&d.id));
+        let path = self.drafts_dir.join(&name);
         let content = if ext == "eml" {
             crate::provider::draft_eml(d, payload)
         } else {
             serde_json::to_string_pretty(payload).unwrap_or_default()
         };
-        let written = std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(&path, &content));
-        let reread = std::fs::read_to_string(&path)
-            .map(|c| c == content)
+        let root = FolderRoot::new(&self.drafts_dir);
+        let written = root.write_atomic(&name, content.as_bytes());
+        let reread = root
+            .read(&name, content.len() + 1)
+            .map(|c| c == content.as_bytes())
             .unwrap_or(false);
         self.journal(
             &run.id,
