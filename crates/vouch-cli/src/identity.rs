@@ -259,18 +259,8 @@ pub fn signed_receipt(dir: &Path, run: &str, json: bool) -> Result<i32> {
 /// signing key is this host's. Exit 0 verified, 1 a check failed, 2 not a receipt.
 pub fn verify(dir: &Path, file: &Path, offline: bool, json: bool) -> Result<i32> {
     use vouch_identity::receipt::{self, Check};
-    let meta =
-        std::fs::metadata(file).map_err(|e| bad(format!("cannot read {}: {e}", file.display())))?;
-    if meta.len() > receipt::FILE_BYTES_MAX {
-        return Err(bad(format!(
-            "{} is {} bytes, larger than any signed receipt ({} at most)",
-            file.display(),
-            meta.len(),
-            receipt::FILE_BYTES_MAX
-        )));
-    }
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| bad(format!("cannot read {}: {e}", file.display())))?;
+    let text = vouch_runtime::bounded::read_text(file, "receipt", receipt::FILE_BYTES_MAX)
+        .map_err(|e| bad(e.to_string()))?;
     let r = receipt::parse(&text).map_err(|e| bad(format!("{}: {e}", file.display())))?;
     let run = r.run().unwrap_or_default().to_string();
     let mut checks = vec![receipt::check_offline(&r)];

@@ -343,8 +343,9 @@ fn now_ms() -> i64 {
 }
 
 fn read_json(path: &Path, what: &str) -> Result<Value> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| bad(format!("cannot read {what} {}: {e}", path.display())))?;
+    let text =
+        vouch_runtime::bounded::read_text(path, what, vouch_runtime::bounded::INPUT_FILE_BYTES_MAX)
+            .map_err(|e| bad(e.to_string()))?;
     serde_json::from_str(&text)
         .map_err(|e| bad(format!("{what} {} is not JSON: {e}", path.display())))
 }

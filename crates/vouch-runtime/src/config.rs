@@ -8,6 +8,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use vouch_core::{Capability, Context, Destination, DestinationKind, Verb};
 
+/// Bytes `vouch.toml` holds at most.
+pub const CONFIG_BYTES_MAX: u64 = 1 << 20;
+
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
@@ -140,13 +143,17 @@ pub struct AutomationConfig {
 }
 
 impl Config {
-    /// Read `vouch.toml` from the home; a missing file is the empty configuration.
+    /// Read `vouch.toml` (at most [`CONFIG_BYTES_MAX`]) from the home; a missing file is the empty configuration.
     pub fn load(home: &Path) -> Result<Config, String> {
         let path = home.join("vouch.toml");
-        let text = match std::fs::read_to_string(&path) {
+        let text = match crate::bounded::read_text(&path, "configuration", CONFIG_BYTES_MAX) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
-            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+            Err(crate::bounded::ReadError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                return Ok(Config::default())
+            }
+            Err(e) => return Err(e.to_string()),
         };
         Config::parse(&text, home).map_err(|e| format!("{}: {e}", path.display()))
     }

@@ -3,6 +3,7 @@
 //! `vouch-core`; everything it remembers goes through a `vouch_store::Store`.
 
 pub mod approvals;
+pub mod bounded;
 pub mod capability;
 pub mod clock;
 pub mod config;

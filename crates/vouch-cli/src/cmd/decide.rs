@@ -71,12 +71,12 @@ pub fn deny(dir: &Path, run: &str, delivery: &str, json: bool) -> Result<i32> {
 pub fn edit(dir: &Path, run: &str, delivery: &str, payload: &Path, json: bool) -> Result<i32> {
     let host = open_host(dir, false)?;
     let rec = find_run(host.store.as_ref(), run)?;
-    let text = std::fs::read_to_string(payload).map_err(|e| {
-        bad(format!(
-            "cannot read payload file {}: {e}",
-            payload.display()
-        ))
-    })?;
+    let text = vouch_runtime::bounded::read_text(
+        payload,
+        "payload file",
+        vouch_runtime::bounded::INPUT_FILE_BYTES_MAX,
+    )
+    .map_err(|e| bad(e.to_string()))?;
     let value: Value = serde_json::from_str(&text).map_err(|e| {
         bad(format!(
             "payload file {} is not JSON: {e}",

@@ -309,8 +309,12 @@ pub fn find_run(store: &dyn Store, id: &str) -> Result<vouch_store::RunRecord> {
 }
 
 pub fn read_script(path: &Path) -> Result<Value> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| bad(format!("cannot read script {}: {e}", path.display())))?;
+    let text = vouch_runtime::bounded::read_text(
+        path,
+        "script",
+        vouch_runtime::bounded::INPUT_FILE_BYTES_MAX,
+    )
+    .map_err(|e| bad(e.to_string()))?;
     let v: Value = serde_json::from_str(&text)
         .map_err(|e| bad(format!("script {} is not valid JSON: {e}", path.display())))?;
     let turns = match v {

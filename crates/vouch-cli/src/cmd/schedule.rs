@@ -42,8 +42,12 @@ pub fn schedule(dir: &Path, cmd: ScheduleCmd, json: bool) -> Result<i32> {
             grace,
         } => {
             let grace_ms = parse_duration_ms(&grace)?;
-            let text = std::fs::read_to_string(&routine)
-                .map_err(|e| bad(format!("cannot read routine {}: {e}", routine.display())))?;
+            let text = vouch_runtime::bounded::read_text(
+                &routine,
+                "routine",
+                vouch_runtime::bounded::INPUT_FILE_BYTES_MAX,
+            )
+            .map_err(|e| bad(e.to_string()))?;
             let r: Value = serde_json::from_str(&text)
                 .map_err(|e| bad(format!("routine {} is not JSON: {e}", routine.display())))?;
             let now = std::time::SystemTime::now()

@@ -112,16 +112,9 @@ impl TaskTypes {
 
     pub fn load_file(p: &std::path::Path) -> Result<TaskType, String> {
         let shown = p.display();
-        let len = std::fs::metadata(p)
-            .map_err(|e| format!("cannot read type file {shown}: {e}"))?
-            .len();
-        if len > TYPE_FILE_BYTES_MAX {
-            return Err(format!(
-                "type file {shown} is {len} bytes; at most {TYPE_FILE_BYTES_MAX}"
-            ));
-        }
-        let text = std::fs::read_to_string(p)
-            .map_err(|e| format!("cannot read type file {shown}: {e}"))?;
+        // Bounded as it is read, not by a size asked first: a FIFO or `/dev/zero` says 0.
+        let text = crate::bounded::read_text(p, "type file", TYPE_FILE_BYTES_MAX)
+            .map_err(|e| e.to_string())?;
         let v: Value = serde_json::from_str(&text)
             .map_err(|e| format!("type file {shown} is not JSON: {e}"))?;
         let name = v
@@ -218,16 +211,8 @@ impl RuntimeProfile {
             json!({"runtime": "vouch"})
         } else {
             let shown = p.display();
-            let len = std::fs::metadata(&p)
-                .map_err(|e| format!("runtime profile `{name}`: cannot read {shown}: {e}"))?
-                .len();
-            if len > PROFILE_FILE_BYTES_MAX {
-                return Err(format!(
-                    "runtime profile {shown} is {len} bytes; at most {PROFILE_FILE_BYTES_MAX}"
-                ));
-            }
-            let text = std::fs::read_to_string(&p)
-                .map_err(|e| format!("runtime profile `{name}`: cannot read {shown}: {e}"))?;
+            let text = crate::bounded::read_text(&p, "runtime profile", PROFILE_FILE_BYTES_MAX)
+                .map_err(|e| e.to_string())?;
             serde_json::from_str::<Value>(&text)
                 .map_err(|e| format!("runtime profile {shown} is not JSON: {e}"))?
         };
