@@ -6,8 +6,9 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// Bytes an input file given on the command line (`--script`, `--routine`, `--input`,
-/// `--payload`) holds at most: four times a payload (1 MiB), room for a long script.
-pub const INPUT_FILE_BYTES_MAX: u64 = 4 << 20;
+/// `--payload`) holds at most: twice a payload (1 MiB), and no more than one turn
+/// (`host::TURN_BYTES_MAX`), so whatever a script says fits the journal.
+pub const INPUT_FILE_BYTES_MAX: u64 = 2 << 20;
 
 /// Why a file could not be read; each names the file and what to do.
 #[derive(Debug, thiserror::Error)]

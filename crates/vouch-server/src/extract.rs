@@ -38,6 +38,9 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
             ));
         }
         let bytes = Bytes::from_request(req, state).await.map_err(|e| {
+            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                return crate::too_large();
+            }
             ApiError::new(
                 e.status(),
                 "bad_body",

@@ -138,10 +138,9 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(metrics::render))
         .fallback(api::no_route)
         .method_not_allowed_fallback(api::method_not_allowed);
-    let api = api.layer(axum::middleware::from_fn_with_state(
-        state.clone(),
-        auth::require_token,
-    ));
+    let api = api.layer(axum::middleware::from_fn(limit_mcp_body)).layer(
+        axum::middleware::from_fn_with_state(state.clone(), auth::require_token),
+    );
     // The web console: its own sign-in (a session cookie), beside the token-guarded API.
     console::router()
         .merge(api)
@@ -151,6 +150,39 @@ pub fn router(state: AppState) -> Router {
         ))
         .layer(DefaultBodyLimit::max(REQUEST_BYTES_MAX))
         .with_state(state)
+}
+
+/// `/mcp` reads its body itself (the MCP SDK), past axum's `DefaultBodyLimit`: its body is
+/// read here with the same limit, and a larger one is 413 naming the limit before the SDK
+/// sees a byte of it.
+async fn limit_mcp_body(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if !req.uri().path().starts_with("/mcp") {
+        return next.run(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    match axum::body::to_bytes(body, REQUEST_BYTES_MAX).await {
+        Ok(bytes) => {
+            next.run(axum::extract::Request::from_parts(
+                parts,
+                axum::body::Body::from(bytes),
+            ))
+            .await
+        }
+        Err(_) => too_large().into_response(),
+    }
+}
+
+/// 413 naming the request limit.
+pub(crate) fn too_large() -> ApiError {
+    ApiError::new(
+        axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+        "too_large",
+        format!("the request body is larger than the limit of {REQUEST_BYTES_MAX} bytes; send less (a payload is at most 1 MiB)"),
+    )
 }
 
 /// Serve until `shutdown` resolves.

@@ -541,6 +541,8 @@ impl VouchMcp {
                 })
             }
             "declare" => {
+                // Refused before a run exists (§3.2.1): a hostile id or an oversized call.
+                s.host.check_external_call("declare", args)?;
                 let run = match opt_text(args, "run") {
                     Some(_) => self.run_arg(args)?,
                     None => s.host.open_external(&self.run_spec(args)?)?,

@@ -31,6 +31,19 @@ pub struct ExternalReply {
 
 impl Host {
     /// Create a run that an outside agent drives; it waits for the agent's first call.
+    /// Refuse a call an outside agent sends before it is journaled or opens a run: arguments
+    /// larger than a turn (`TURN_BYTES_MAX`), or a `declare` whose manifest breaks §3.2.1.
+    pub fn check_external_call(&self, name: &str, args: &Value) -> HostResult<()> {
+        check_call_bytes(args)?;
+        if name == "declare" {
+            if let Ok(m) = serde_json::from_value::<Manifest>(crate::schemas::without_nulls(args)) {
+                m.check_shape()
+                    .map_err(|e| HostError::BadInput(format!("invalid `declare`: {e}")))?;
+            }
+        }
+        Ok(())
+    }
+
     pub fn open_external(&self, spec: &RunSpec) -> HostResult<String> {
         let id = new_id(self.clock.as_ref());
         self.create(&id, spec, None, None)?;
@@ -128,6 +141,7 @@ impl Host {
         args: &Value,
     ) -> HostResult<ExternalReply> {
         let run = self.take_external(run_id)?;
+        check_call_bytes(args)?;
         let view = self.view(run_id)?;
         if view.turns >= self.limits.turns_max {
             let end = self.end_loop(
@@ -222,4 +236,14 @@ impl Host {
         self.store.flush()?;
         Ok(end)
     }
+}
+
+fn check_call_bytes(args: &Value) -> HostResult<()> {
+    let bytes = args.to_string().len();
+    if bytes > TURN_BYTES_MAX {
+        return Err(HostError::BadInput(format!(
+            "the call's arguments are {bytes} bytes, more than the limit of {TURN_BYTES_MAX}; send less (a payload is at most 1 MiB)"
+        )));
+    }
+    Ok(())
 }

@@ -44,6 +44,22 @@ pub use task::{
     TaskType, TaskTypes, TaskWork,
 };
 
+/// Bytes a run's title holds at most.
+pub const TITLE_BYTES_MAX: usize = 4096;
+
+/// Bytes one turn (its text and every call's arguments) may hold: a payload (1 MiB) with room
+/// beside it, well inside one journal event (4 MiB), so a turn that is journaled always fits.
+pub const TURN_BYTES_MAX: usize = 2 << 20;
+
+/// The bytes a turn journals: its text and its calls' names and arguments.
+pub(crate) fn turn_bytes(content: Option<&str>, calls: &[crate::model::ToolCall]) -> usize {
+    content.map_or(0, str::len)
+        + calls
+            .iter()
+            .map(|c| c.name.len() + c.arguments.len() + c.id.len())
+            .sum::<usize>()
+}
+
 /// Bounds on one run. Units in names.
 #[derive(Debug, Clone)]
 pub struct Limits {

@@ -22,6 +22,18 @@ impl Host {
         parent: Option<&RunRecord>,
         slot: Option<(&str, i64)>,
     ) -> HostResult<RunRecord> {
+        // Refused before anything is written: a run no one can name is no run (§2).
+        if spec.title.trim().is_empty() {
+            return Err(HostError::BadInput(
+                "a run needs a title: say in words what the person asked for".into(),
+            ));
+        }
+        if spec.title.len() > TITLE_BYTES_MAX {
+            return Err(HostError::BadInput(format!(
+                "the title is {} bytes, more than the limit of {TITLE_BYTES_MAX}; give a shorter title",
+                spec.title.len()
+            )));
+        }
         let chain_root = parent
             .map(|p| p.chain_root.clone())
             .unwrap_or_else(|| id.to_string());
@@ -291,6 +303,17 @@ impl Host {
                 Some(n) => n,
                 None => model.next_turn(&self.messages(&run)?, &tools),
             };
+            let next = next.and_then(|t| {
+                let bytes = turn_bytes(t.content.as_deref(), &t.tool_calls);
+                if bytes > TURN_BYTES_MAX {
+                    // Refused before it is journaled: a turn larger than an event would leave
+                    // the run unable to record anything, read as interrupted.
+                    return Err(ModelError::Protocol(format!(
+                        "the model's turn is {bytes} bytes, more than the limit of {TURN_BYTES_MAX}"
+                    )));
+                }
+                Ok(t)
+            });
             let turn: ModelTurn = match next {
                 Ok(t) => t,
                 Err(ModelError::ScriptExhausted) => {
