@@ -541,18 +541,18 @@ impl VouchMcp {
                 })
             }
             "declare" => {
-                // Refused before a run exists (§3.2.1): a hostile id or an oversized call.
-                s.host.check_external_call("declare", args)?;
-                let run = match opt_text(args, "run") {
-                    Some(_) => self.run_arg(args)?,
-                    None => s.host.open_external(&self.run_spec(args)?)?,
-                };
                 let mut manifest = args.clone();
                 if let Some(m) = manifest.as_object_mut() {
                     for k in ["run", "title", "task"] {
                         m.remove(k);
                     }
                 }
+                // Refused before a run exists (§3.2.1): a hostile id or an oversized call.
+                s.host.check_external_call("declare", &manifest)?;
+                let run = match opt_text(args, "run") {
+                    Some(_) => self.run_arg(args)?,
+                    None => s.host.open_external(&self.run_spec(args)?)?,
+                };
                 let r = s.host.external_call(&run, "declare", &manifest)?;
                 self.reply(&run, r)
             }

@@ -1,0 +1,341 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Issue 21, defects 1 and 2: hostile ids (`..`, a path climbing out to a victim, an absolute
+//! path, NUL, 10 KB, a bidirectional override) fed through a script, the OpenAI loop and MCP
+//! over stdio: every file the host wrote is beneath its home, nothing outside changed, and the
+//! model, the agent or the person gets a clear refusal. And every input is bounded before it
+//! is read (`/dev/zero` as a script, routine, input or payload is exit 2 naming the limit).
+
+mod support;
+
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use support::Home;
+
+/// The refusal's words for an id outside §3.2.1's alphabet.
+const REFUSAL: &str = "A–Z a–z 0–9 _ -";
+
+fn hostile_ids(victim: &Path) -> Vec<String> {
+    vec![
+        "..".into(),
+        "../../../victim/README".into(),
+        victim.join("README").display().to_string(),
+        "a\u{0}b".into(),
+        "x".repeat(10 * 1024),
+        "\u{202e}dm.exe".into(),
+    ]
+}
+
+/// A home with a victim folder beside it; the victim's README must never change.
+fn setup() -> (Home, PathBuf) {
+    let h = Home::new("");
+    let victim = h.tmp.path().join("victim");
+    std::fs::create_dir_all(&victim).unwrap();
+    std::fs::write(victim.join("README"), "original\n").unwrap();
+    (h, victim)
+}
+
+/// Every file beneath `dir` with its bytes (symlinks listed, not followed).
+fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let ft = e.file_type().unwrap();
+            if ft.is_dir() {
+                stack.push(e.path());
+            } else {
+                out.insert(e.path(), std::fs::read(e.path()).unwrap_or_default());
+            }
+        }
+    }
+    out
+}
+
+/// Nothing outside the home changed; every file the host wrote under its folders has a name
+/// the host chose (a plain id, or `h.` and a hash).
+fn check_world(h: &Home, before_outside: &BTreeMap<PathBuf, Vec<u8>>) {
+    let outside: BTreeMap<_, _> = files(h.tmp.path())
+        .into_iter()
+        .filter(|(p, _)| !p.starts_with(&h.dir) && !p.ends_with("script.json"))
+        .collect();
+    assert_eq!(
+        &outside, before_outside,
+        "something outside the home changed"
+    );
+    for sub in ["surfaces", "drafts", "artifacts", "files"] {
+        for p in files(&h.dir.join(sub)).keys() {
+            let rel = p.strip_prefix(h.dir.join(sub)).unwrap();
+            for c in rel.components() {
+                let name = c.as_os_str().to_str().unwrap();
+                assert!(
+                    name.len() <= 72
+                        && name
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)),
+                    "a file name the host did not choose: {p:?}"
+                );
+            }
+        }
+    }
+}
+
+fn outside_now(h: &Home) -> BTreeMap<PathBuf, Vec<u8>> {
+    files(h.tmp.path())
+        .into_iter()
+        .filter(|(p, _)| !p.starts_with(&h.dir) && !p.ends_with("script.json"))
+        .collect()
+}
+
+fn journal_text(h: &Home) -> String {
+    let runs = h.json(&["runs", "list"]);
+    let mut all = String::new();
+    for r in runs.as_array().unwrap() {
+        let j = h.json(&["journal", r["id"].as_str().unwrap()]);
+        all.push_str(&j.to_string());
+    }
+    all
+}
+
+#[test]
+fn model_chosen_delivery_id_never_becomes_a_path_through_a_script() {
+    let (h, victim) = setup();
+    let before = outside_now(&h);
+    for (i, id) in hostile_ids(&victim).iter().enumerate() {
+        // A script declaring a hostile id is refused whole: exit 2, no run.
+        let script = h.script(&json!([
+            {"declare": {"deliveries": [
+                {"id": id, "verb": "write", "destination": {"kind": "surface"}}]}},
+            {"deliver": id, "payload": {"text": "pwned\n"}},
+            {"final": "done"}
+        ]));
+        let out = h.vouch(&["run", &format!("hostile {i}"), "--script", &script], &[]);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(2), "{i}: {err}");
+        assert!(err.contains(REFUSAL), "{i}: {err}");
+        assert_eq!(h.json(&["runs", "list"]), json!([]));
+    }
+    for (i, id) in hostile_ids(&victim).iter().enumerate() {
+        // A hostile id as the delivery or the artifact name of a declared run.
+        let script = h.script(&json!([
+            {"declare": {"deliveries": [
+                {"id": "d1", "verb": "write", "destination": {"kind": "surface"}}]}},
+            {"deliver": id, "payload": {"text": "pwned\n"}},
+            {"tool": "write_artifact", "args": {"name": id, "text": "pwned\n"}},
+            {"deliver": "d1", "payload": {"text": "fine\n"}},
+            {"final": "done"}
+        ]));
+        let out = h.vouch(&["run", &format!("hostile {i}"), "--script", &script], &[]);
+        assert!(
+            matches!(out.status.code(), Some(0..=1)),
+            "{i}: {:?} {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    check_world(&h, &before);
+    assert_eq!(
+        std::fs::read_to_string(victim.join("README")).unwrap(),
+        "original\n"
+    );
+    let journal = journal_text(&h);
+    let n = hostile_ids(&victim).len();
+    assert_eq!(
+        journal.matches("A–Z a–z 0–9 . _ -").count(),
+        n,
+        "one artifact refusal per run"
+    );
+    assert_eq!(
+        journal.matches("not covered by any manifest item").count(),
+        n,
+        "one undeclared delivery per run"
+    );
+    // Every run saved its own surface record, named by the host.
+    assert_eq!(files(&h.dir.join("surfaces")).len(), n);
+}
+
+/// Serves canned chat completions in order and records every request body.
+fn stand_in(responses: Vec<Value>) -> (String, Arc<Mutex<Vec<Value>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let seen = Arc::new(Mutex::new(vec![]));
+    let s2 = seen.clone();
+    std::thread::spawn(move || {
+        let mut queue = responses.into_iter();
+        for mut s in listener.incoming().flatten() {
+            let text = support::read_request(&mut s);
+            let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+            s2.lock()
+                .unwrap()
+                .push(serde_json::from_str(body).unwrap_or(Value::Null));
+            let resp = queue
+                .next()
+                .unwrap_or(
+                    json!({"choices": [{"message": {"role": "assistant", "content": "done"}}]}),
+                )
+                .to_string();
+            let _ = write!(s, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{resp}", resp.len());
+        }
+    });
+    (url, seen)
+}
+
+fn tool_call(name: &str, args: &Value) -> Value {
+    json!({"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": name, "arguments": args.to_string()}}]}}], "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
+}
+
+#[test]
+fn model_chosen_delivery_id_never_becomes_a_path_through_the_openai_loop() {
+    let (h, victim) = setup();
+    let before = outside_now(&h);
+    for (i, id) in hostile_ids(&victim).iter().enumerate() {
+        let manifest = json!({"deliveries": [
+            {"id": id, "verb": "write", "destination": {"kind": "surface"}}]});
+        let (url, seen) = stand_in(vec![
+            tool_call("declare", &manifest),
+            tool_call(
+                "write",
+                &json!({"delivery": id, "payload": {"text": "pwned\n"}}),
+            ),
+        ]);
+        let out = h.vouch(
+            &["run", &format!("hostile model {i}")],
+            &[("VOUCH_MODEL_URL", &url), ("VOUCH_MODEL", "stand-in")],
+        );
+        assert!(
+            matches!(out.status.code(), Some(0..=2)),
+            "{i}: {:?} {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // The model was told, in a tool message, what an id must be.
+        let reqs = seen.lock().unwrap().clone();
+        let told = reqs.iter().any(|r| {
+            r["messages"].as_array().is_some_and(|ms| {
+                ms.iter().any(|m| {
+                    m["role"] == "tool"
+                        && m["content"].as_str().is_some_and(|c| c.contains(REFUSAL))
+                })
+            })
+        });
+        assert!(told, "{i}: {reqs:?}");
+    }
+    check_world(&h, &before);
+    assert_eq!(
+        std::fs::read_to_string(victim.join("README")).unwrap(),
+        "original\n"
+    );
+}
+
+/// One JSON-RPC exchange over `vouch mcp`'s stdio: initialize, then each call; the answers.
+fn mcp_stdio(h: &Home, calls: &[Value]) -> Vec<Value> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vouch"))
+        .arg("--home")
+        .arg(&h.dir)
+        .arg("mcp")
+        .env_remove("DBUS_SESSION_BUS_ADDRESS")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut send = |v: Value| writeln!(stdin, "{v}").unwrap();
+    send(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-03-26", "capabilities": {},
+        "clientInfo": {"name": "hostile", "version": "0"}}}),
+    );
+    let _init = lines.next().unwrap().unwrap();
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let mut answers = vec![];
+    for (n, c) in calls.iter().enumerate() {
+        send(json!({"jsonrpc": "2.0", "id": n + 1, "method": "tools/call", "params": c}));
+        let line = lines.next().unwrap().unwrap();
+        answers.push(serde_json::from_str::<Value>(&line).unwrap());
+    }
+    drop(send);
+    drop(stdin);
+    let _ = child.wait();
+    answers
+}
+
+#[test]
+fn model_chosen_delivery_id_never_becomes_a_path_through_mcp() {
+    let (h, victim) = setup();
+    let before = outside_now(&h);
+    let calls: Vec<Value> = hostile_ids(&victim)
+        .iter()
+        .map(|id| {
+            json!({"name": "declare", "arguments": {"title": "hostile agent", "deliveries": [
+                {"id": id, "verb": "write", "destination": {"kind": "surface"}}]}})
+        })
+        .collect();
+    let answers = mcp_stdio(&h, &calls);
+    for (a, id) in answers.iter().zip(hostile_ids(&victim)) {
+        let text = a.to_string();
+        assert!(
+            a["result"]["isError"] == true && text.contains(REFUSAL),
+            "{:.60}: {text:.600}",
+            id
+        );
+    }
+    // Refused before a run exists: the store holds none.
+    assert_eq!(h.json(&["runs", "list"]), json!([]));
+    check_world(&h, &before);
+    assert_eq!(
+        std::fs::read_to_string(victim.join("README")).unwrap(),
+        "original\n"
+    );
+}
+
+#[test]
+fn every_input_is_bounded_before_it_is_read() {
+    let (h, _victim) = setup();
+    let zero = "/dev/zero";
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["run", "endless", "--script", zero],
+        vec![
+            "schedule",
+            "add",
+            "endless",
+            "--cron",
+            "0 9 * * *",
+            "--routine",
+            zero,
+        ],
+        vec![
+            "task", "offer", "--type", "freeform", "--brief", "b", "--input", zero,
+        ],
+    ];
+    for args in cases {
+        let out = h.vouch(&args, &[]);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(zero) && err.contains("2097152") && err.contains("limit"),
+            "{args:?}: {err}"
+        );
+    }
+    // No run was left behind by any of them.
+    assert_eq!(h.json(&["runs", "list"]), json!([]));
+}
+
+#[test]
+fn an_empty_title_is_refused_before_a_run_exists() {
+    let (h, _victim) = setup();
+    let script = h.script(&json!([{"final": "done"}]));
+    let out = h.vouch(&["run", "  ", "--script", &script], &[]);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("title"), "{err}");
+    assert_eq!(h.json(&["runs", "list"]), json!([]));
+}
