@@ -262,7 +262,6 @@ fn mcp_stdio(h: &Home, calls: &[Value]) -> Vec<Value> {
         let line = lines.next().unwrap().unwrap();
         answers.push(serde_json::from_str::<Value>(&line).unwrap());
     }
-    drop(send);
     drop(stdin);
     let _ = child.wait();
     answers
