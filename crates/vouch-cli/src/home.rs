@@ -315,17 +315,22 @@ impl FilePresence {
         self.write_ms("active", now_ms);
     }
     pub fn hold_watch(&self, run: &str, until_ms: i64) {
-        self.write_ms(&format!("watch-{run}"), until_ms);
+        self.write_ms(&watch_file(run), until_ms);
     }
     pub fn release_watch(&self, run: &str) {
-        let _ = std::fs::remove_file(self.dir.join(format!("watch-{run}")));
+        let _ = std::fs::remove_file(self.dir.join(watch_file(run)));
     }
+}
+
+/// A run's watch file, named by the host whatever the run id holds (§3.2.1).
+fn watch_file(run: &str) -> String {
+    format!("watch-{}", vouch_runtime::fsroot::host_name(run))
 }
 
 impl vouch_runtime::host::PresenceSource for FilePresence {
     fn presence(&self, run: &vouch_store::RunRecord, now_ms: i64) -> Option<vouch_core::Presence> {
         if self
-            .read_ms(&format!("watch-{}", run.id))
+            .read_ms(&watch_file(&run.id))
             .map(|until| until > now_ms)
             .unwrap_or(false)
         {

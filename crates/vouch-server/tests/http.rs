@@ -1795,3 +1795,21 @@ fn an_mcp_workers_attempt_runs_as_a_task_run_whose_receipt_goes_with_the_report(
         "{done}"
     );
 }
+
+#[test]
+fn a_body_over_the_request_limit_is_413_naming_the_limit_on_json_routes_and_mcp() {
+    let s = start();
+    let limit = vouch_server::REQUEST_BYTES_MAX;
+    let big =
+        json!({"name": "x", "cron": "0 9 * * *", "prompt": "p".repeat(limit + 100)}).to_string();
+    for path in ["/api/schedules", "/mcp"] {
+        let r = s.call("POST", path, Some(SECRET), Some(("application/json", &big)));
+        let p = r.problem(413, "too_large");
+        assert!(
+            p["detail"].as_str().unwrap().contains(&limit.to_string()),
+            "{path}: {p}"
+        );
+    }
+    // Nothing was added by either.
+    assert_eq!(s.get("/api/schedules").json(), json!([]));
+}
