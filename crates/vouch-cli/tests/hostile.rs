@@ -14,7 +14,6 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
-use support::Home;
 
 /// The refusal's words for an id outside §3.2.1's alphabet.
 const REFUSAL: &str = "A–Z a–z 0–9 _ -";
@@ -30,9 +29,102 @@ fn hostile_ids(victim: &Path) -> Vec<String> {
     ]
 }
 
-/// A home with a victim folder beside it; the victim's README must never change.
-fn setup() -> (Home, PathBuf) {
-    let h = Home::new("");
+/// A home on one backend with a victim folder beside it; the victim's README must never change.
+struct Home {
+    tmp: tempfile::TempDir,
+    dir: PathBuf,
+    /// `VOUCH_DATABASE_URL` and a schema of its own on PostgreSQL; empty on SQLite.
+    env: Vec<(String, String)>,
+    pg: Option<(String, String)>,
+}
+
+impl Home {
+    fn new(pg: bool) -> Home {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("home");
+        let pg = pg.then(|| {
+            let url = std::env::var("VOUCH_PG_URL")
+                .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos();
+            let schema = format!(
+                "vouch_hostile_{}_{}",
+                std::process::id(),
+                nanos % 1_000_000_000
+            );
+            (url, schema)
+        });
+        let env = pg
+            .iter()
+            .flat_map(|(u, s)| {
+                [
+                    ("VOUCH_DATABASE_URL".to_string(), u.clone()),
+                    ("VOUCH_DATABASE_SCHEMA".to_string(), s.clone()),
+                ]
+            })
+            .collect();
+        let h = Home { tmp, dir, env, pg };
+        let out = h.vouch(&["init"], &[]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            h.dir.join("vouch.db").exists(),
+            h.pg.is_none(),
+            "the backend chosen"
+        );
+        h
+    }
+    fn command(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_vouch"));
+        c.arg("--home")
+            .arg(&self.dir)
+            .env_remove("VOUCH_CRASH_AFTER")
+            .env_remove("VOUCH_DATABASE_URL")
+            .env_remove("DBUS_SESSION_BUS_ADDRESS");
+        for (k, v) in &self.env {
+            c.env(k, v);
+        }
+        c
+    }
+    fn vouch(&self, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+        let mut c = self.command();
+        c.args(args);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    }
+    fn json(&self, args: &[&str]) -> Value {
+        let mut a = vec!["--json"];
+        a.extend_from_slice(args);
+        let out = self.vouch(&a, &[]);
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
+    }
+    fn script(&self, turns: &Value) -> String {
+        let p = self.tmp.path().join("script.json");
+        std::fs::write(&p, turns.to_string()).unwrap();
+        p.to_string_lossy().into_owned()
+    }
+}
+
+impl Drop for Home {
+    fn drop(&mut self) {
+        if let Some((url, schema)) = &self.pg {
+            if let Ok(mut c) = postgres::Client::connect(url, postgres::NoTls) {
+                let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
+            }
+        }
+    }
+}
+
+fn setup(pg: bool) -> (Home, PathBuf) {
+    let h = Home::new(pg);
     let victim = h.tmp.path().join("victim");
     std::fs::create_dir_all(&victim).unwrap();
     std::fs::write(victim.join("README"), "original\n").unwrap();
@@ -104,9 +196,8 @@ fn journal_text(h: &Home) -> String {
     all
 }
 
-#[test]
-fn model_chosen_delivery_id_never_becomes_a_path_through_a_script() {
-    let (h, victim) = setup();
+fn model_chosen_delivery_id_never_becomes_a_path_through_a_script(pg: bool) {
+    let (h, victim) = setup(pg);
     let before = outside_now(&h);
     for (i, id) in hostile_ids(&victim).iter().enumerate() {
         // A script declaring a hostile id is refused whole: exit 2, no run.
@@ -191,9 +282,8 @@ fn tool_call(name: &str, args: &Value) -> Value {
     json!({"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": name, "arguments": args.to_string()}}]}}], "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
 }
 
-#[test]
-fn model_chosen_delivery_id_never_becomes_a_path_through_the_openai_loop() {
-    let (h, victim) = setup();
+fn model_chosen_delivery_id_never_becomes_a_path_through_the_openai_loop(pg: bool) {
+    let (h, victim) = setup(pg);
     let before = outside_now(&h);
     for (i, id) in hostile_ids(&victim).iter().enumerate() {
         let manifest = json!({"deliveries": [
@@ -236,11 +326,9 @@ fn model_chosen_delivery_id_never_becomes_a_path_through_the_openai_loop() {
 
 /// One JSON-RPC exchange over `vouch mcp`'s stdio: initialize, then each call; the answers.
 fn mcp_stdio(h: &Home, calls: &[Value]) -> Vec<Value> {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_vouch"))
-        .arg("--home")
-        .arg(&h.dir)
+    let mut child = h
+        .command()
         .arg("mcp")
-        .env_remove("DBUS_SESSION_BUS_ADDRESS")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -267,9 +355,8 @@ fn mcp_stdio(h: &Home, calls: &[Value]) -> Vec<Value> {
     answers
 }
 
-#[test]
-fn model_chosen_delivery_id_never_becomes_a_path_through_mcp() {
-    let (h, victim) = setup();
+fn model_chosen_delivery_id_never_becomes_a_path_through_mcp(pg: bool) {
+    let (h, victim) = setup(pg);
     let before = outside_now(&h);
     let calls: Vec<Value> = hostile_ids(&victim)
         .iter()
@@ -296,9 +383,8 @@ fn model_chosen_delivery_id_never_becomes_a_path_through_mcp() {
     );
 }
 
-#[test]
-fn every_input_is_bounded_before_it_is_read() {
-    let (h, _victim) = setup();
+fn every_input_is_bounded_before_it_is_read(pg: bool) {
+    let (h, _victim) = setup(pg);
     let zero = "/dev/zero";
     let cases: Vec<Vec<&str>> = vec![
         vec!["run", "endless", "--script", zero],
@@ -328,13 +414,118 @@ fn every_input_is_bounded_before_it_is_read() {
     assert_eq!(h.json(&["runs", "list"]), json!([]));
 }
 
-#[test]
-fn an_empty_title_is_refused_before_a_run_exists() {
-    let (h, _victim) = setup();
+fn an_empty_title_is_refused_before_a_run_exists(pg: bool) {
+    let (h, _victim) = setup(pg);
     let script = h.script(&json!([{"final": "done"}]));
     let out = h.vouch(&["run", "  ", "--script", &script], &[]);
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("title"), "{err}");
     assert_eq!(h.json(&["runs", "list"]), json!([]));
+}
+
+#[test]
+fn model_chosen_delivery_id_never_becomes_a_path_through_a_script_on_sqlite() {
+    model_chosen_delivery_id_never_becomes_a_path_through_a_script(false);
+}
+
+#[test]
+fn model_chosen_delivery_id_never_becomes_a_path_through_a_script_on_postgresql() {
+    model_chosen_delivery_id_never_becomes_a_path_through_a_script(true);
+}
+
+#[test]
+fn model_chosen_delivery_id_never_becomes_a_path_through_the_openai_loop_on_sqlite() {
+    model_chosen_delivery_id_never_becomes_a_path_through_the_openai_loop(false);
+}
+
+#[test]
+fn model_chosen_delivery_id_never_becomes_a_path_through_the_openai_loop_on_postgresql() {
+    model_chosen_delivery_id_never_becomes_a_path_through_the_openai_loop(true);
+}
+
+#[test]
+fn model_chosen_delivery_id_never_becomes_a_path_through_mcp_on_sqlite() {
+    model_chosen_delivery_id_never_becomes_a_path_through_mcp(false);
+}
+
+#[test]
+fn model_chosen_delivery_id_never_becomes_a_path_through_mcp_on_postgresql() {
+    model_chosen_delivery_id_never_becomes_a_path_through_mcp(true);
+}
+
+#[test]
+fn every_input_is_bounded_before_it_is_read_on_sqlite() {
+    every_input_is_bounded_before_it_is_read(false);
+}
+
+#[test]
+fn every_input_is_bounded_before_it_is_read_on_postgresql() {
+    every_input_is_bounded_before_it_is_read(true);
+}
+
+#[test]
+fn an_empty_title_is_refused_before_a_run_exists_on_sqlite() {
+    an_empty_title_is_refused_before_a_run_exists(false);
+}
+
+#[test]
+fn an_empty_title_is_refused_before_a_run_exists_on_postgresql() {
+    an_empty_title_is_refused_before_a_run_exists(true);
+}
+
+/// A model's turn larger than `TURN_BYTES_MAX` (a 5 MiB payload, past one journal event) ends the run as a model error,
+/// recorded and readable, instead of leaving a run that cannot journal and reads "interrupted";
+/// an agent's call that large over MCP is refused before a run exists.
+fn a_payload_over_the_limit_leaves_no_interrupted_run(pg: bool) {
+    let (h, _victim) = setup(pg);
+    let manifest = json!({"deliveries": [
+        {"id": "d1", "verb": "write", "destination": {"kind": "surface"}}]});
+    let huge = "x".repeat(5 << 20);
+    let (url, _seen) = stand_in(vec![
+        tool_call("declare", &manifest),
+        tool_call(
+            "write",
+            &json!({"delivery": "d1", "payload": {"text": huge}}),
+        ),
+    ]);
+    let out = h.vouch(
+        &["run", "a huge payload"],
+        &[("VOUCH_MODEL_URL", &url), ("VOUCH_MODEL", "stand-in")],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let runs = h.json(&["runs", "list"]);
+    assert_eq!(runs.as_array().unwrap().len(), 1, "{runs}");
+    assert_eq!(runs[0]["state"], "ended", "{runs}");
+    assert_ne!(runs[0]["ended_by"], "boot", "{runs}");
+    let journal = journal_text(&h);
+    assert!(
+        journal.contains("more than the limit of 2097152"),
+        "{journal:.2000}"
+    );
+    let answers = mcp_stdio(
+        &h,
+        &[
+            json!({"name": "declare", "arguments": {"title": "huge", "deliveries": [
+            {"id": "d1", "verb": "write", "destination": {"kind": "surface"}, "object": huge}]}}),
+        ],
+    );
+    let text = answers[0].to_string();
+    assert!(text.contains("2097152"), "{text:.600}");
+    assert_eq!(h.json(&["runs", "list"]).as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn a_payload_over_the_limit_leaves_no_interrupted_run_on_sqlite() {
+    a_payload_over_the_limit_leaves_no_interrupted_run(false);
+}
+
+#[test]
+fn a_payload_over_the_limit_leaves_no_interrupted_run_on_postgresql() {
+    a_payload_over_the_limit_leaves_no_interrupted_run(true);
 }
