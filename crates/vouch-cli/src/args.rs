@@ -56,11 +56,13 @@ pub(crate) enum Cmd {
     /// Watch a run: hold its surface open (presence `watching`) and follow its journal.
     Watch {
         /// The run id (or a unique prefix, or `last` for the newest run).
+        #[arg(value_parser = id_arg)]
         run: String,
     },
     /// Print a run's receipt.
     Receipt {
         /// The run id (or a unique prefix, or `last` for the newest run).
+        #[arg(value_parser = id_arg)]
         run: String,
         /// Print the receipt as a statement signed by this host (JSON; check it with `vouch verify`).
         #[arg(long)]
@@ -77,6 +79,7 @@ pub(crate) enum Cmd {
     /// Finish an interrupted run: a continuation does what is left, never redoing what is done.
     Resume {
         /// The interrupted run's id (or a unique prefix, or `last`).
+        #[arg(value_parser = id_arg)]
         run: String,
     },
     /// List open approval and clarify cards.
@@ -84,8 +87,10 @@ pub(crate) enum Cmd {
     /// Approve the exact payload with this hash; the run resumes and executes it.
     Approve {
         /// The waiting run's id (or a unique prefix, or `last`), as `vouch approvals` shows it.
+        #[arg(value_parser = id_arg)]
         run: String,
         /// The delivery id of the card, like `d1`.
+        #[arg(value_parser = id_arg)]
         delivery: String,
         /// The payload's hash as shown: all 64 hex digits, or a unique prefix of at least 12.
         #[arg(long)]
@@ -94,15 +99,19 @@ pub(crate) enum Cmd {
     /// Refuse a pending delivery.
     Deny {
         /// The waiting run's id (or a unique prefix, or `last`).
+        #[arg(value_parser = id_arg)]
         run: String,
         /// The delivery id of the card, like `d1`.
+        #[arg(value_parser = id_arg)]
         delivery: String,
     },
     /// Replace a pending payload (a new card with a new hash).
     Edit {
         /// The waiting run's id (or a unique prefix, or `last`).
+        #[arg(value_parser = id_arg)]
         run: String,
         /// The delivery id of the card, like `d1`.
+        #[arg(value_parser = id_arg)]
         delivery: String,
         /// A JSON file with the new payload (an object, like the one `vouch approvals` shows).
         #[arg(long)]
@@ -111,6 +120,7 @@ pub(crate) enum Cmd {
     /// Answer a run's question.
     Answer {
         /// The waiting run's id (or a unique prefix, or `last`).
+        #[arg(value_parser = id_arg)]
         run: String,
         /// Your answer, in words.
         text: String,
@@ -118,6 +128,7 @@ pub(crate) enum Cmd {
     /// Cancel a run that has not ended.
     Cancel {
         /// The run's id (or a unique prefix, or `last`).
+        #[arg(value_parser = id_arg)]
         run: String,
     },
     /// Every destination kind with its capability level, and how to connect what is missing.
@@ -286,6 +297,7 @@ pub(crate) enum ScheduleCmd {
     /// Remove a schedule; its past runs and receipts stay.
     Rm {
         /// The schedule's name, as `vouch schedule list` shows it.
+        #[arg(value_parser = id_arg)]
         name: String,
     },
 }
@@ -375,8 +387,19 @@ pub(crate) enum RunsCmd {
     /// One run: state, outcome, deliveries.
     Show {
         /// The run id (or a unique prefix, or `last` for the newest run).
+        #[arg(value_parser = id_arg)]
         run: String,
     },
+}
+
+/// A run id, a delivery id or a name to look up: printable text (no NUL or control
+/// character), refused the same before either store backend sees it (exit 2).
+pub(crate) fn id_arg(s: &str) -> std::result::Result<String, String> {
+    vouch_core::input::check_id(s)
+        .map(|()| s.to_string())
+        .map_err(|e| {
+            format!("the id {e}; give it as `vouch runs list` or `vouch approvals` shows it")
+        })
 }
 
 /// `--limit`: a whole number of at least 1 (a limit of 0 would list nothing and look empty).

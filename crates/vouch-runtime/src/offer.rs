@@ -100,6 +100,36 @@ fn field(field: &'static str, message: impl Into<String>) -> OfferError {
     }
 }
 
+/// Names and ids are printable text, and no text holds a NUL, on either backend
+/// (PostgreSQL cannot store a NUL; SQLite could, and a lookup would then miss it).
+fn refuse_unprintable(req: &TaskOffer, idempotency_key: Option<&str>) -> Result<(), OfferError> {
+    use vouch_core::input::check_id;
+    let lists = [
+        ("tags", &req.tags),
+        ("after", &req.after),
+        ("profiles", &req.profiles),
+        ("references", &req.references),
+    ];
+    for (name, ids) in lists {
+        if let Some(e) = ids.iter().find_map(|t| check_id(t).err()) {
+            return Err(field(name, format!("has an entry that {e}")));
+        }
+    }
+    for (name, id) in [
+        ("type", Some(req.kind.as_str())),
+        ("idempotency_key", idempotency_key),
+        ("correlation", req.correlation.as_deref()),
+    ] {
+        if let Some(e) = id.and_then(|t| check_id(t).err()) {
+            return Err(field(name, e.to_string()));
+        }
+    }
+    if req.brief.contains('\0') {
+        return Err(field("brief", "contains a NUL character; remove it"));
+    }
+    Ok(())
+}
+
 /// Check an offer and put it on the board: `Created`, or `Existing` for a repeated
 /// idempotency key with the same request (a different request under it is `Conflict`).
 pub fn offer(
@@ -169,6 +199,7 @@ pub fn offer(
             ));
         }
     }
+    refuse_unprintable(req, idempotency_key.as_deref())?;
     let ty = types.get(&req.kind).ok_or_else(|| {
         field(
             "type",

@@ -92,6 +92,8 @@ pub fn new_schedule(
             "give the schedule a name (1–200 characters)".into(),
         ));
     }
+    // A name is printable text on both backends (PostgreSQL cannot hold a NUL).
+    vouch_core::input::check_id(name).map_err(|e| bad("name", format!("the name {e}")))?;
     parse_cron(cron).map_err(|m| bad("cron", m))?;
     parse_tz(tz).map_err(|m| bad("tz", m))?;
     if grace_ms < 0 {

@@ -1795,3 +1795,100 @@ fn an_mcp_workers_attempt_runs_as_a_task_run_whose_receipt_goes_with_the_report(
         "{done}"
     );
 }
+
+#[test]
+fn measures_since_with_a_multibyte_character_is_a_422_not_a_panic() {
+    let s = start();
+    for since in [
+        "%E2%82%AC",
+        "1%E2%82%AC",
+        "%E2%82%ACh",
+        "-5h",
+        "99999999999999999d",
+    ] {
+        let p = s
+            .get(&format!("/api/measures?since={since}"))
+            .problem(422, "invalid_field");
+        assert_eq!(p["field"], "since", "{p}");
+    }
+    // Query numbers: no sign, no overflow, no bad escape.
+    for q in ["limit=%2B5", "limit=99999999999999999999999", "offset=-1"] {
+        s.get(&format!("/api/runs?{q}"))
+            .problem(422, "invalid_field");
+    }
+    for q in ["limit=%+5", "limit=%E2%82", "a=%"] {
+        s.get(&format!("/api/runs?{q}")).problem(400, "bad_query");
+    }
+    s.get(&format!("/api/runs?{}", "a=1&".repeat(65)))
+        .problem(400, "bad_query");
+}
+
+/// NUL and control characters in an id are bad input on both backends: 400 before the
+/// store, never PostgreSQL's 409 or SQLite's silent miss.
+fn nul_in_an_id_is_a_400(s: &Server) {
+    let id = s.save_run(1);
+    for bad in ["%00", "r%00x", "r%0Ax", "r%0D", "r%7F", "r%C2%85"] {
+        for (m, path) in [
+            ("GET", format!("/api/runs/{bad}")),
+            ("GET", format!("/api/runs/{id}/journal?x={bad}")),
+            ("GET", format!("/api/runs/{bad}/receipt")),
+            ("POST", format!("/api/runs/{bad}/cancel")),
+            ("POST", format!("/api/runs/{id}/deliveries/{bad}/deny")),
+            ("GET", format!("/api/schedules/{bad}")),
+            ("DELETE", format!("/api/schedules/{bad}")),
+            ("GET", format!("/api/tasks/{bad}")),
+            ("GET", format!("/api/artifacts/{bad}")),
+        ] {
+            let r = s.call(m, &path, Some(SECRET), None);
+            if path.contains("?x=") {
+                assert_eq!(r.status, 200, "{m} {path}: {}", r.body);
+                continue;
+            }
+            let p = r.problem(400, "bad_path");
+            assert!(
+                p["detail"].as_str().unwrap().contains("control character"),
+                "{m} {path}: {p}"
+            );
+        }
+    }
+    let long = "x".repeat(vouch_core::input::ID_BYTES_MAX + 1);
+    s.get(&format!("/api/runs/{long}")).problem(400, "bad_path");
+    // In a body: a schedule's name and a task's names are refused the same way (422).
+    let p = s
+        .post(
+            "/api/schedules",
+            json!({"name": "a\u{0}b", "cron": "0 7 * * *",
+                   "routine": {"prompt": "p", "script": [{"final": ""}]}}),
+        )
+        .problem(422, "invalid_field");
+    assert_eq!(p["field"], "name", "{p}");
+    assert!(s
+        .get("/api/schedules")
+        .json()
+        .as_array()
+        .unwrap()
+        .is_empty());
+    // The run is untouched.
+    assert_eq!(
+        s.get(&format!("/api/runs/{id}")).json()["run"]["state"],
+        "ended"
+    );
+}
+
+#[test]
+fn nul_in_an_id_is_a_400_on_sqlite() {
+    nul_in_an_id_is_a_400(&start());
+}
+
+#[test]
+fn nul_in_an_id_is_a_400_on_postgresql() {
+    let url = std::env::var("VOUCH_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let schema = format!("vouch_test_http_nul_{}", std::process::id());
+    let store = vouch_store_postgres::PostgresStore::open(&url, &schema).unwrap();
+    let s = start_with(Arc::new(store), tempfile::tempdir().unwrap(), 4);
+    nul_in_an_id_is_a_400(&s);
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    c.batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+        .unwrap();
+}
