@@ -17,6 +17,9 @@ pub const TAG_CHARS_MAX: usize = 64;
 pub const BRIEF_CHARS_MAX: usize = 16_384;
 /// An idempotency key's length at most.
 pub const IDEMPOTENCY_KEY_CHARS_MAX: usize = 200;
+/// The longest lease, heartbeat or timeout an offer may set (30 days): the board adds them
+/// to the clock, which must not overflow.
+pub const DURATION_MS_MAX: i64 = 30 * 86_400_000;
 
 fn default_max_attempts() -> u32 {
     core_board::DEFAULT_MAX_ATTEMPTS
@@ -158,8 +161,11 @@ pub fn offer(
         (req.dispatch_timeout_ms, "dispatch_timeout_ms"),
         (req.running_timeout_ms, "running_timeout_ms"),
     ] {
-        if v <= 0 {
-            return Err(field(name, "must be a positive number of milliseconds"));
+        if v <= 0 || v > DURATION_MS_MAX {
+            return Err(field(
+                name,
+                format!("must be a positive number of milliseconds, at most {DURATION_MS_MAX} (30 days)"),
+            ));
         }
     }
     if req.heartbeat_ms >= req.lease_ms {

@@ -1892,3 +1892,39 @@ fn nul_in_an_id_is_a_400_on_postgresql() {
     c.batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
         .unwrap();
 }
+
+#[test]
+fn a_claim_or_an_offer_with_extreme_times_is_a_422_not_a_panic() {
+    let (s, _) = start_workers(1 << 20);
+    for at_ms in [i64::MIN, i64::MIN + 1, i64::MAX] {
+        let p = s
+            .post(
+                "/api/tasks/claim-next",
+                json!({"claimant": "w", "profile": "p", "at_ms": at_ms, "signature": "00"}),
+            )
+            .problem(422, "invalid_field");
+        assert_eq!(p["field"], "at_ms", "{p}");
+    }
+    for field in [
+        "lease_ms",
+        "heartbeat_ms",
+        "dispatch_timeout_ms",
+        "running_timeout_ms",
+    ] {
+        let mut offer = json!({"type": "freeform", "brief": "b", "lease_ms": 600_000});
+        offer[field] = json!(i64::MAX);
+        let p = s.post("/api/tasks", offer).problem(422, "invalid_field");
+        assert_eq!(p["field"], field, "{p}");
+    }
+    // Names with a NUL are refused before the board; the board stays empty.
+    for (field, v) in [
+        ("tags", json!(["a\u{0}"])),
+        ("type", json!("free\u{0}form")),
+    ] {
+        let mut offer = json!({"type": "freeform", "brief": "b"});
+        offer[field] = v;
+        let p = s.post("/api/tasks", offer).problem(422, "invalid_field");
+        assert_eq!(p["field"], field, "{p}");
+    }
+    assert_eq!(s.get("/api/tasks").json()["tasks"], json!([]));
+}

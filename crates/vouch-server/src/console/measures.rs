@@ -129,10 +129,10 @@ async fn compute(
 /// The §13.7 figures per cohort, computed by the store; never one combined score.
 #[utoipa::path(get, path = "/api/measures", tag = "tasks",
     params(
-        ("by" = Option<String>, Query, description = "all (default), tag, type, claimant, profile or model"),
-        ("since" = Option<String>, Query, description = "only tasks queued within this window: 3600s, 90m, 24h, 7d (default: all)"),
-        ("friction_turns" = Option<usize>, Query, description = "an attempt with at least this many turns is high-friction (default 8)"),
-        ("friction_failed_tools" = Option<usize>, Query, description = "… or with at least this many failed tool calls (default 3)"),
+        ("by" = Option<String>, Query, pattern = "^(all|tag|type|claimant|profile|model)$", description = "all (default), tag, type, claimant, profile or model"),
+        ("since" = Option<String>, Query, pattern = "^(all|[0-9]*[1-9][0-9]*[smhd])?$", description = "only tasks queued within this window: 3600s, 90m, 24h, 7d (default: all)"),
+        ("friction_turns" = Option<usize>, Query, minimum = 1, maximum = 10_000, description = "an attempt with at least this many turns is high-friction (default 8)"),
+        ("friction_failed_tools" = Option<usize>, Query, minimum = 1, maximum = 10_000, description = "… or with at least this many failed tool calls (default 3)"),
     ),
     responses(
         (status = 200, body = MeasuresBody),
