@@ -1636,6 +1636,19 @@ fn an_agents_run_over_mcp_waits_for_the_person_and_is_never_finished_for_it() {
         .unwrap_err();
     assert_eq!(e.code, "refused", "{e:?}");
     assert!(e.detail.contains("waits for the person"), "{e:?}");
+    // Ids over MCP follow the one rule (issue 21 #3): a NUL is bad input on every backend.
+    for (tool, args) in [
+        ("run_status", json!({"run": "r\u{0}"})),
+        ("finish", json!({"run": "r\n", "text": "done"})),
+    ] {
+        let e = mcp.call(tool, &args).unwrap_err();
+        assert_eq!(
+            (e.code, e.field.as_deref()),
+            ("invalid_field", Some("run")),
+            "{e:?}"
+        );
+        assert!(e.detail.contains("control character"), "{e:?}");
+    }
     let st = mcp.call("run_status", &json!({"run": run})).unwrap();
     let hash = st["open_cards"][0]["payload_hash"]
         .as_str()
