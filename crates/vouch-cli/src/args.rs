@@ -402,10 +402,18 @@ pub(crate) fn id_arg(s: &str) -> std::result::Result<String, String> {
         })
 }
 
+/// The most runs one `runs list` shows.
+pub(crate) const RUNS_LIMIT_MAX: usize = 1_000_000;
+
 /// `--limit`: a whole number of at least 1 (a limit of 0 would list nothing and look empty).
 pub(crate) fn parse_limit(s: &str) -> std::result::Result<usize, String> {
     match s.parse::<usize>() {
         Ok(0) => Err("must be at least 1 (it is how many runs to show)".into()),
+        // Beyond i64 a store's LIMIT would turn negative: SQLite reads it as "no limit",
+        // PostgreSQL refuses it; one answer for both is to refuse it here.
+        Ok(n) if n > RUNS_LIMIT_MAX => Err(format!(
+            "`{s}` is more than {RUNS_LIMIT_MAX} runs; give a smaller number"
+        )),
         Ok(n) => Ok(n),
         Err(_) => Err(format!(
             "`{s}` is not a whole number; give how many runs to show, like 20"
@@ -416,6 +424,16 @@ pub(crate) fn parse_limit(s: &str) -> std::result::Result<usize, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_runs_limit_beyond_the_bound_is_refused_not_negative_in_sql() {
+        assert_eq!(parse_limit("20"), Ok(20));
+        assert!(parse_limit("0").is_err());
+        assert!(parse_limit("18446744073709551615").is_err());
+        assert!(parse_limit(&(RUNS_LIMIT_MAX + 1).to_string()).is_err());
+        assert_eq!(id_arg("01J9"), Ok("01J9".into()));
+        assert!(id_arg("a\u{0}b").is_err());
+    }
 
     #[test]
     fn schedule_policy_flags_take_exactly_the_stored_words() {
