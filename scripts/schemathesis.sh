@@ -41,7 +41,9 @@ for _ in $(seq 1 100); do
   curl -fsS -o /dev/null -H "Authorization: Bearer $token" "http://127.0.0.1:$port/api/openapi.json" 2>/dev/null && break
   sleep 0.1
 done
-curl -fsS -H "Authorization: Bearer $token" "http://127.0.0.1:$port/api/openapi.json" >"$work/openapi.json"
+if ! curl -fsS -H "Authorization: Bearer $token" "http://127.0.0.1:$port/api/openapi.json" >"$work/openapi.json"; then
+  echo "schemathesis.sh: vouch serve --http did not answer on 127.0.0.1:$port"; cat "$work/serve.log"; exit 1
+fi
 started=$(date +%s)
 status=0
 # The two event streams never end by design: a generated request would wait out the time
