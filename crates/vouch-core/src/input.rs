@@ -184,7 +184,31 @@ mod tests {
         assert_eq!(whole_number("99999999999999999999999", 0, usize::MAX), None);
     }
 
+    /// What `fuzz/fuzz_targets/http.rs` asserts, on random text here too.
+    fn encode(s: &str) -> String {
+        s.bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                    (b as char).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect()
+    }
+
     proptest! {
+        #[test]
+        fn percent_encoding_round_trips_and_accepted_ids_are_printable(s in "\\PC{0,40}|.{0,40}") {
+            prop_assert_eq!(percent_decode(&encode(&s)), Some(s.clone()));
+            if check_id(&s).is_ok() {
+                prop_assert!(!s.chars().any(char::is_control));
+            }
+            let value = parse_query(&format!("k={}", encode(&s))).unwrap();
+            prop_assert_eq!(value.get("k"), Some(&s));
+            let name = parse_query(&format!("{}=v", encode(&s))).unwrap();
+            prop_assert_eq!(name.get(&s).map(String::as_str), Some("v"));
+        }
+
         #[test]
         fn no_input_panics(s in ".{0,40}") {
             let _ = check_id(&s);
