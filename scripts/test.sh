@@ -7,13 +7,13 @@ cd "$(dirname "$0")/.."
 # target/ folder, never in the machine's Python: aiosmtpd (a real SMTP server on loopback),
 # dbus-next (a real desktop-notification listener on a private session bus), LiteLLM's
 # proxy (a third-party OpenAI-compatible server with mock responses) and the official MCP
-# Python SDK with `cryptography` (the MCP client tests; the client signs as a worker).
-# Created when missing.
+# Python SDK with `cryptography` (the MCP client tests; the client signs as a worker), and
+# schemathesis (the HTTP API against its OpenAPI document). Created when missing.
 VENV=target/venv
-if [ ! -x "$VENV/bin/litellm" ] || ! "$VENV/bin/python" -c "import aiosmtpd, dbus_next, mcp, cryptography" 2>/dev/null; then
-  echo "creating $VENV for the SMTP, D-Bus, model-server and MCP tests (aiosmtpd, dbus-next, litellm[proxy], mcp, cryptography)"
+if [ ! -x "$VENV/bin/litellm" ] || ! "$VENV/bin/python" -c "import aiosmtpd, dbus_next, mcp, cryptography, schemathesis" 2>/dev/null; then
+  echo "creating $VENV for the SMTP, D-Bus, model-server and MCP tests (aiosmtpd, dbus-next, litellm[proxy], mcp, cryptography, schemathesis)"
   python3 -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check aiosmtpd dbus-next "litellm[proxy]" "mcp>=2.3,<3" cryptography
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check aiosmtpd dbus-next "litellm[proxy]" "mcp>=2.3,<3" cryptography "schemathesis>=4.3,<5"
 fi
 # The tests start `python3`: the venv's comes first.
 export PATH="$PWD/$VENV/bin:$PATH"
@@ -34,3 +34,6 @@ fi
 # Crash tests run the real binary; build it first so every test finds it.
 cargo build --workspace --bins
 cargo test --workspace --no-fail-fast "$@"
+# The HTTP API against its own OpenAPI document, on a real `vouch serve --http` (bounded;
+# skipped when the arguments pick some tests only).
+if [ $# -eq 0 ]; then ./scripts/schemathesis.sh; fi

@@ -56,11 +56,13 @@ pub(crate) enum Cmd {
     /// Watch a run: hold its surface open (presence `watching`) and follow its journal.
     Watch {
         /// The run id (or a unique prefix, or `last` for the newest run).
+        #[arg(value_parser = id_arg)]
         run: String,
     },
     /// Print a run's receipt.
     Receipt {
         /// The run id (or a unique prefix, or `last` for the newest run).
+        #[arg(value_parser = id_arg)]
         run: String,
         /// Print the receipt as a statement signed by this host (JSON; check it with `vouch verify`).
         #[arg(long)]
@@ -77,6 +79,7 @@ pub(crate) enum Cmd {
     /// Finish an interrupted run: a continuation does what is left, never redoing what is done.
     Resume {
         /// The interrupted run's id (or a unique prefix, or `last`).
+        #[arg(value_parser = id_arg)]
         run: String,
     },
     /// List open approval and clarify cards.
@@ -84,8 +87,10 @@ pub(crate) enum Cmd {
     /// Approve the exact payload with this hash; the run resumes and executes it.
     Approve {
         /// The waiting run's id (or a unique prefix, or `last`), as `vouch approvals` shows it.
+        #[arg(value_parser = id_arg)]
         run: String,
         /// The delivery id of the card, like `d1`.
+        #[arg(value_parser = id_arg)]
         delivery: String,
         /// The payload's hash as shown: all 64 hex digits, or a unique prefix of at least 12.
         #[arg(long)]
@@ -94,15 +99,19 @@ pub(crate) enum Cmd {
     /// Refuse a pending delivery.
     Deny {
         /// The waiting run's id (or a unique prefix, or `last`).
+        #[arg(value_parser = id_arg)]
         run: String,
         /// The delivery id of the card, like `d1`.
+        #[arg(value_parser = id_arg)]
         delivery: String,
     },
     /// Replace a pending payload (a new card with a new hash).
     Edit {
         /// The waiting run's id (or a unique prefix, or `last`).
+        #[arg(value_parser = id_arg)]
         run: String,
         /// The delivery id of the card, like `d1`.
+        #[arg(value_parser = id_arg)]
         delivery: String,
         /// A JSON file with the new payload (an object, like the one `vouch approvals` shows).
         #[arg(long)]
@@ -111,6 +120,7 @@ pub(crate) enum Cmd {
     /// Answer a run's question.
     Answer {
         /// The waiting run's id (or a unique prefix, or `last`).
+        #[arg(value_parser = id_arg)]
         run: String,
         /// Your answer, in words.
         text: String,
@@ -118,6 +128,7 @@ pub(crate) enum Cmd {
     /// Cancel a run that has not ended.
     Cancel {
         /// The run's id (or a unique prefix, or `last`).
+        #[arg(value_parser = id_arg)]
         run: String,
     },
     /// Every destination kind with its capability level, and how to connect what is missing.
@@ -286,6 +297,7 @@ pub(crate) enum ScheduleCmd {
     /// Remove a schedule; its past runs and receipts stay.
     Rm {
         /// The schedule's name, as `vouch schedule list` shows it.
+        #[arg(value_parser = id_arg)]
         name: String,
     },
 }
@@ -375,14 +387,33 @@ pub(crate) enum RunsCmd {
     /// One run: state, outcome, deliveries.
     Show {
         /// The run id (or a unique prefix, or `last` for the newest run).
+        #[arg(value_parser = id_arg)]
         run: String,
     },
 }
+
+/// A run id, a delivery id or a name to look up: printable text (no NUL or control
+/// character), refused the same before either store backend sees it (exit 2).
+pub(crate) fn id_arg(s: &str) -> std::result::Result<String, String> {
+    vouch_core::input::check_id(s)
+        .map(|()| s.to_string())
+        .map_err(|e| {
+            format!("the id {e}; give it as `vouch runs list` or `vouch approvals` shows it")
+        })
+}
+
+/// The most runs one `runs list` shows.
+pub(crate) const RUNS_LIMIT_MAX: usize = 1_000_000;
 
 /// `--limit`: a whole number of at least 1 (a limit of 0 would list nothing and look empty).
 pub(crate) fn parse_limit(s: &str) -> std::result::Result<usize, String> {
     match s.parse::<usize>() {
         Ok(0) => Err("must be at least 1 (it is how many runs to show)".into()),
+        // Beyond i64 a store's LIMIT would turn negative: SQLite reads it as "no limit",
+        // PostgreSQL refuses it; one answer for both is to refuse it here.
+        Ok(n) if n > RUNS_LIMIT_MAX => Err(format!(
+            "`{s}` is more than {RUNS_LIMIT_MAX} runs; give a smaller number"
+        )),
         Ok(n) => Ok(n),
         Err(_) => Err(format!(
             "`{s}` is not a whole number; give how many runs to show, like 20"
@@ -393,6 +424,16 @@ pub(crate) fn parse_limit(s: &str) -> std::result::Result<usize, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_runs_limit_beyond_the_bound_is_refused_not_negative_in_sql() {
+        assert_eq!(parse_limit("20"), Ok(20));
+        assert!(parse_limit("0").is_err());
+        assert!(parse_limit("18446744073709551615").is_err());
+        assert!(parse_limit(&(RUNS_LIMIT_MAX + 1).to_string()).is_err());
+        assert_eq!(id_arg("01J9"), Ok("01J9".into()));
+        assert!(id_arg("a\u{0}b").is_err());
+    }
 
     #[test]
     fn schedule_policy_flags_take_exactly_the_stored_words() {

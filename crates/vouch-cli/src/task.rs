@@ -48,11 +48,13 @@ pub enum TaskCmd {
     /// One task: its attempts, result and receipts.
     Show {
         /// The task id.
+        #[arg(value_parser = crate::args::id_arg)]
         id: String,
     },
     /// Cancel a task that has not ended (a live attempt becomes `cancelled`).
     Cancel {
         /// The task id.
+        #[arg(value_parser = crate::args::id_arg)]
         id: String,
     },
     /// End attempts whose clocks ran out, expire passed deadlines, promote waiting tasks.
@@ -61,6 +63,7 @@ pub enum TaskCmd {
     /// accepted attempt's conversation → {"id", "state"}.
     Continue {
         /// The completed task.
+        #[arg(value_parser = crate::args::id_arg)]
         id: String,
         /// The new instructions.
         #[arg(long)]
@@ -73,6 +76,7 @@ pub enum TaskCmd {
     /// Offer a `judge` task on a task's accepted output → {"id", "state"}.
     Judge {
         /// The task whose accepted output is judged.
+        #[arg(value_parser = crate::args::id_arg)]
         id: String,
         /// The criteria (JSON file: an array of strings).
         #[arg(long)]
@@ -82,6 +86,7 @@ pub enum TaskCmd {
     /// repository, which waits for your approval (`vouch approve RUN apply --hash …`).
     Apply {
         /// The patch task's id.
+        #[arg(value_parser = crate::args::id_arg)]
         id: String,
         /// The branch to fast-forward to the task's commit.
         #[arg(long)]
@@ -1163,27 +1168,19 @@ impl AttemptCtx {
 }
 
 fn parse_window(s: &str) -> Result<i64> {
-    let (num, unit) = s.split_at(s.trim_end_matches(|c: char| c.is_ascii_alphabetic()).len());
-    let n: i64 = num.parse().map_err(|_| {
+    // The server's `since` takes the same windows (vouch_core::input::window_ms).
+    vouch_core::input::window_ms(s).ok_or_else(|| {
         bad(format!(
-            "--since `{s}`: use a number and a unit, e.g. 90m, 24h, 7d"
+            "--since `{s}`: use a positive whole number and a unit s, m, h or d, e.g. 90m, 24h, 7d"
         ))
-    })?;
-    let ms = match unit {
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => return Err(bad(format!("--since `{s}`: the unit must be s, m, h or d"))),
-    };
-    Ok(n.saturating_mul(ms))
+    })
 }
 
 pub fn measures(dir: &Path, a: MeasuresArgs, json: bool) -> Result<i32> {
     let (_, board) = open_board(dir)?;
     let by = Cohort::parse(&a.by).ok_or_else(|| bad(format!("unknown cohort `{}`", a.by)))?;
     let since_ms = match &a.since {
-        Some(s) => now_ms() - parse_window(s)?,
+        Some(s) => now_ms().saturating_sub(parse_window(s)?),
         None => i64::MIN,
     };
     let rows = board
@@ -1355,5 +1352,7 @@ mod tests {
         assert_eq!(parse_window("7d").unwrap(), 7 * 86_400_000);
         assert!(parse_window("3 weeks").is_err());
         assert!(parse_window("h").is_err());
+        assert!(parse_window("€").is_err());
+        assert!(parse_window("-999999999999999d").is_err());
     }
 }

@@ -792,3 +792,66 @@ fn the_demo_interrupted_by_ctrl_c_removes_its_temporary_home() {
     assert!(!status.success(), "an interrupted demo must not exit 0");
     assert_eq!(demo_homes_left(tmp.path()), Vec::<String>::new());
 }
+
+/// Issue 21 #3: a control character in an id or a name is bad input (exit 2) before either
+/// backend sees it; the same answer on SQLite and on PostgreSQL, and nothing is written.
+#[test]
+fn a_control_character_in_an_id_is_exit_2_on_both_backends() {
+    let url = std::env::var("VOUCH_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let schema = format!("vouch_cli_test_ids_{}", std::process::id());
+    let routine =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/brief-routine.json");
+    let routine = routine.to_str().unwrap();
+    for pg in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("home");
+        let vouch = |args: &[&str]| {
+            let mut c = Command::new(vouch_bin());
+            c.arg("--home").arg(&home).args(args);
+            if pg {
+                c.env("VOUCH_DATABASE_URL", &url)
+                    .env("VOUCH_DATABASE_SCHEMA", &schema);
+            }
+            c.output().unwrap()
+        };
+        let out = vouch(&["init"]);
+        assert!(out.status.success(), "pg={pg}: {}", stderr(&out));
+        for args in [
+            vec!["runs", "show", "r\n1"],
+            vec!["receipt", "\u{1b}[2J"],
+            vec!["approve", "last", "d\u{7f}", "--hash", "abc"],
+            vec!["deny", "r\u{85}", "d1"],
+            vec!["cancel", "\r"],
+            vec!["task", "show", "t\u{1}"],
+            vec!["schedule", "rm", "x\ty"],
+            vec![
+                "schedule",
+                "add",
+                "x\u{1b}y",
+                "--cron",
+                "0 7 * * *",
+                "--routine",
+                routine,
+            ],
+        ] {
+            let out = vouch(&args);
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "pg={pg} {args:?}: {}",
+                stderr(&out)
+            );
+            assert!(
+                stderr(&out).contains("control character"),
+                "pg={pg} {args:?}: {}",
+                stderr(&out)
+            );
+        }
+        let out = vouch(&["--json", "schedule", "list"]);
+        let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(list, serde_json::json!([]), "pg={pg}: nothing was written");
+    }
+    let mut client = postgres_drop(&url);
+    let _ = client.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
+}

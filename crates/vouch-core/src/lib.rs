@@ -10,6 +10,7 @@ pub mod board;
 pub mod canon;
 pub mod capability;
 pub mod escape;
+pub mod input;
 pub mod manifest;
 pub mod posture;
 pub mod receipt;

@@ -17,6 +17,9 @@ pub const TAG_CHARS_MAX: usize = 64;
 pub const BRIEF_CHARS_MAX: usize = 16_384;
 /// An idempotency key's length at most.
 pub const IDEMPOTENCY_KEY_CHARS_MAX: usize = 200;
+/// The longest lease, heartbeat or timeout an offer may set (30 days): the board adds them
+/// to the clock, which must not overflow.
+pub const DURATION_MS_MAX: i64 = 30 * 86_400_000;
 
 fn default_max_attempts() -> u32 {
     core_board::DEFAULT_MAX_ATTEMPTS
@@ -100,6 +103,36 @@ fn field(field: &'static str, message: impl Into<String>) -> OfferError {
     }
 }
 
+/// Names and ids are printable text, and no text holds a NUL, on either backend
+/// (PostgreSQL cannot store a NUL; SQLite could, and a lookup would then miss it).
+fn refuse_unprintable(req: &TaskOffer, idempotency_key: Option<&str>) -> Result<(), OfferError> {
+    use vouch_core::input::check_id;
+    let lists = [
+        ("tags", &req.tags),
+        ("after", &req.after),
+        ("profiles", &req.profiles),
+        ("references", &req.references),
+    ];
+    for (name, ids) in lists {
+        if let Some(e) = ids.iter().find_map(|t| check_id(t).err()) {
+            return Err(field(name, format!("has an entry that {e}")));
+        }
+    }
+    for (name, id) in [
+        ("type", Some(req.kind.as_str())),
+        ("idempotency_key", idempotency_key),
+        ("correlation", req.correlation.as_deref()),
+    ] {
+        if let Some(e) = id.and_then(|t| check_id(t).err()) {
+            return Err(field(name, e.to_string()));
+        }
+    }
+    if req.brief.contains('\0') {
+        return Err(field("brief", "contains a NUL character; remove it"));
+    }
+    Ok(())
+}
+
 /// Check an offer and put it on the board: `Created`, or `Existing` for a repeated
 /// idempotency key with the same request (a different request under it is `Conflict`).
 pub fn offer(
@@ -128,8 +161,11 @@ pub fn offer(
         (req.dispatch_timeout_ms, "dispatch_timeout_ms"),
         (req.running_timeout_ms, "running_timeout_ms"),
     ] {
-        if v <= 0 {
-            return Err(field(name, "must be a positive number of milliseconds"));
+        if v <= 0 || v > DURATION_MS_MAX {
+            return Err(field(
+                name,
+                format!("must be a positive number of milliseconds, at most {DURATION_MS_MAX} (30 days)"),
+            ));
         }
     }
     if req.heartbeat_ms >= req.lease_ms {
@@ -169,6 +205,7 @@ pub fn offer(
             ));
         }
     }
+    refuse_unprintable(req, idempotency_key.as_deref())?;
     let ty = types.get(&req.kind).ok_or_else(|| {
         field(
             "type",

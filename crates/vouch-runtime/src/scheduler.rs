@@ -92,6 +92,8 @@ pub fn new_schedule(
             "give the schedule a name (1–200 characters)".into(),
         ));
     }
+    // A name is printable text on both backends (PostgreSQL cannot hold a NUL).
+    vouch_core::input::check_id(name).map_err(|e| bad("name", format!("the name {e}")))?;
     parse_cron(cron).map_err(|m| bad("cron", m))?;
     parse_tz(tz).map_err(|m| bad("tz", m))?;
     if grace_ms < 0 {
@@ -243,6 +245,30 @@ impl Host {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hostile_cron_expressions_are_refused_or_bounded_never_a_panic() {
+        let start = std::time::Instant::now();
+        for expr in [
+            "*/0 * * * *",
+            "0 0 31 2 *",
+            "59-0 * * * *",
+            "0 0 * * 8",
+            "0 0 L * *",
+            "0 0 * * 5#6",
+            "99999999999999999999 * * * *",
+            "€ * * * *",
+            "* * * * * * * *",
+            "",
+            "\u{0}",
+            "0 0 29 2 1",
+        ] {
+            if let Ok(c) = parse_cron(expr) {
+                let _ = slots_between(&c, Tz::UTC, 0, 400 * 86_400_000, 10);
+            }
+        }
+        assert!(start.elapsed() < std::time::Duration::from_secs(10));
+    }
 
     fn ms(s: &str) -> i64 {
         chrono::DateTime::parse_from_rfc3339(s)

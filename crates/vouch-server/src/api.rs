@@ -50,8 +50,8 @@ pub(crate) fn run_result(
 /// Runs, newest first, paged.
 #[utoipa::path(get, path = "/api/runs", tag = "runs",
     params(
-        ("limit" = Option<usize>, Query, description = "runs per page, 1–500 (default 50)"),
-        ("offset" = Option<usize>, Query, description = "runs to skip, newest first (default 0)"),
+        ("limit" = Option<usize>, Query, minimum = 1, maximum = 500, description = "runs per page, 1–500 (default 50)"),
+        ("offset" = Option<usize>, Query, minimum = 0, maximum = 100_000, description = "runs to skip, newest first (default 0, at most 100000)"),
     ),
     responses(
         (status = 200, body = RunPage),
@@ -104,7 +104,7 @@ pub async fn get_run(
 #[utoipa::path(get, path = "/api/runs/{id}/journal", tag = "runs",
     params(
         ("id" = String, Path, description = "run id"),
-        ("after" = Option<usize>, Query, description = "only events with a greater seq"),
+        ("after" = Option<usize>, Query, minimum = 0, description = "only events with a greater seq"),
     ),
     responses(
         (status = 200, body = Vec<Event>),
@@ -135,7 +135,7 @@ pub async fn get_journal(
         ("signed" = Option<bool>, Query, description = "true: the signed receipt (vouch-signed-receipt/1) instead"),
     ),
     responses(
-        (status = 200, body = ReceiptBody, description = "the receipt; with signed=true a vouch-signed-receipt/1 object"),
+        (status = 200, body = ReceiptAnswer, description = "the receipt; with signed=true a vouch-signed-receipt/1 object"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, body = Problem, content_type = "application/problem+json", description = "not_ended: a signed receipt exists once the run has ended"),

@@ -139,6 +139,37 @@ pub struct ReceiptBody {
     pub receipt: Option<String>,
 }
 
+/// A receipt signed by the host (`GET /api/runs/{id}/receipt?signed=true`, §16.1): the file
+/// `vouch verify` checks. Documents `vouch_identity::receipt::sign`'s object.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SignedReceiptBody {
+    /// `vouch-signed-receipt/1`.
+    pub format: String,
+    pub run: String,
+    pub outcome: Option<String>,
+    pub ended_by: Option<String>,
+    /// Per delivery: `id`, `status`, `evidence` and `evidence_event` (the seq of its evidence).
+    #[schema(value_type = Vec<Object>)]
+    pub deliveries: Vec<serde_json::Value>,
+    /// The terminal event: `seq` and `hash`.
+    #[schema(value_type = Object)]
+    pub journal_head: serde_json::Value,
+    /// The receipt text's SHA-256, hex; null when the run has no receipt text.
+    pub receipt_sha256: Option<String>,
+    /// `ed25519:` and the host's public key, hex.
+    pub host_key: String,
+    /// Ed25519 over the canonical JSON of every other field, hex.
+    pub signature: String,
+}
+
+/// The receipt route's answer: the receipt, or with `signed=true` the signed receipt.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum ReceiptAnswer {
+    Receipt(ReceiptBody),
+    Signed(SignedReceiptBody),
+}
+
 /// An open card: an approval (`delivery` set) or the run's one question (`delivery` null).
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct CardBody {

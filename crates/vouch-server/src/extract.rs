@@ -2,7 +2,7 @@
 
 use crate::problem::ApiError;
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::extract::{FromRequest, FromRequestParts, RawPathParams, Request};
 use axum::http::header::CONTENT_TYPE;
 use axum::http::request::Parts;
 use axum::http::StatusCode;
@@ -93,26 +93,19 @@ impl<S: Send + Sync> FromRequestParts<S> for QueryMap {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
-        let q = parts.uri.query().unwrap_or("");
-        let mut map = BTreeMap::new();
-        for pair in q.split('&').filter(|p| !p.is_empty()) {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            let dec = |s: &str| {
-                percent_decode(s).ok_or_else(|| {
-                    ApiError::new(
-                        StatusCode::BAD_REQUEST,
-                        "bad_query",
-                        format!("query parameter `{s}` is not valid percent-encoded UTF-8"),
-                    )
-                })
-            };
-            map.insert(dec(k)?, dec(v)?);
-        }
-        Ok(QueryMap(map))
+        QueryMap::parse(parts.uri.query().unwrap_or(""))
     }
 }
 
 impl QueryMap {
+    /// The query string of a request, each name and value decoded (the server's one parser,
+    /// `vouch_core::input::parse_query`); bad encoding is a 400 naming the parameter.
+    pub fn parse(q: &str) -> Result<Self, ApiError> {
+        vouch_core::input::parse_query(q)
+            .map(QueryMap)
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_query", e.to_string()))
+    }
+
     /// A whole number within `[min, max]`, or `default` when absent.
     pub fn number(
         &self,
@@ -123,34 +116,14 @@ impl QueryMap {
     ) -> Result<usize, ApiError> {
         match self.0.get(name) {
             None => Ok(default),
-            Some(v) => match v.parse::<usize>() {
-                Ok(n) if (min..=max).contains(&n) => Ok(n),
-                _ => Err(ApiError::field(
+            Some(v) => vouch_core::input::whole_number(v, min, max).ok_or_else(|| {
+                ApiError::field(
                     name,
                     format!("`{v}`: expected a whole number from {min} to {max}"),
-                )),
-            },
+                )
+            }),
         }
     }
-}
-
-fn percent_decode(s: &str) -> Option<String> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'+' => out.push(b' '),
-            b'%' => {
-                let hex = s.get(i + 1..i + 3)?;
-                out.push(u8::from_str_radix(hex, 16).ok()?);
-                i += 2;
-            }
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8(out).ok()
 }
 
 /// Path parameters; a rejection is a problem object.
@@ -160,9 +133,29 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let raw = RawPathParams::from_request_parts(parts, state)
+            .await
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_path", e.body_text()))?;
+        for (name, value) in &raw {
+            path_id(name, value)?;
+        }
         axum::extract::Path::<T>::from_request_parts(parts, state)
             .await
             .map(|p| ApiPath(p.0))
             .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_path", e.body_text()))
     }
+}
+
+/// An id or a name in a request's path: NUL, control characters, an empty or an overlong
+/// one are refused before any store sees it, the same on both backends (400 `bad_path`
+/// naming the parameter).
+pub fn path_id(name: &str, value: &str) -> Result<(), ApiError> {
+    vouch_core::input::check_id(value).map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_path",
+            format!("`{name}` {e}; give the id as listed (e.g. by GET /api/runs)"),
+        )
+        .with_field(name)
+    })
 }

@@ -169,6 +169,13 @@ fn text(args: &Value, k: &'static str) -> ApiResult<String> {
         .ok_or_else(|| ApiError::field(k, format!("`{k}` is required")))
 }
 
+/// An id to look up (run, task, content id): printable text, refused like a path id.
+fn id(args: &Value, k: &'static str) -> ApiResult<String> {
+    let v = text(args, k)?;
+    vouch_core::input::check_id(&v).map_err(|e| ApiError::field(k, format!("`{k}` {e}")))?;
+    Ok(v)
+}
+
 fn opt_text(args: &Value, k: &str) -> Option<String> {
     args.get(k).and_then(Value::as_str).map(String::from)
 }
@@ -214,7 +221,7 @@ impl VouchMcp {
 
     fn attempt(&self, args: &Value) -> ApiResult<AttemptRef> {
         Ok(AttemptRef {
-            task_id: text(args, "task")?,
+            task_id: id(args, "task")?,
             n: u32::try_from(int(args, "attempt")?)
                 .map_err(|_| ApiError::field("attempt", "`attempt` must be 1 or more"))?,
             claimant: self.claimant(args)?,
@@ -313,7 +320,7 @@ impl VouchMcp {
 
     /// A run named by the agent, which must exist.
     fn run_arg(&self, args: &Value) -> ApiResult<String> {
-        let run = text(args, "run")?;
+        let run = id(args, "run")?;
         if self.state.store.run(&run)?.is_none() {
             return Err(ApiError::not_found(format!(
                 "no run `{run}`; `declare` without `run` opens one"
@@ -497,7 +504,7 @@ impl VouchMcp {
                 "continuing a completed task (extend or fork) is not yet supported by this host's board; offer a new task that refers to it instead",
             )),
             "task_cancel" => {
-                let task = text(args, "task")?;
+                let task = id(args, "task")?;
                 let board = work::board_of(s)?;
                 let t = board.cancel(&task, s.host.clock.now_ms())?;
                 Ok(json!({"task": to_value(&t)?}))
@@ -530,7 +537,7 @@ impl VouchMcp {
                 to_value(&work::put_artifact(s, &cid, &at, &bytes)?)
             }
             "artifact_get" => {
-                let cid = text(args, "cid")?;
+                let cid = id(args, "cid")?;
                 let bytes = work::get_artifact(s, &cid)?;
                 let size = bytes.len();
                 Ok(match String::from_utf8(bytes) {
@@ -585,9 +592,9 @@ impl VouchMcp {
                     },
                 )
             }
-            "run_status" => self.status(&text(args, "run")?),
+            "run_status" => self.status(&id(args, "run")?),
             "receipt" => {
-                let run = text(args, "run")?;
+                let run = id(args, "run")?;
                 if args.get("signed").and_then(Value::as_bool) == Some(true) {
                     return work::signed_receipt(s, &run);
                 }

@@ -4,6 +4,7 @@
 
 use crate::{api, console, dto, metrics, problem, sse, tasks, work};
 use axum::Json;
+use serde_json::Value;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
@@ -40,7 +41,7 @@ impl Modify for BearerAuth {
     ),
     components(schemas(
         problem::Problem, dto::Run, dto::RunPage, dto::DeliveryRow, dto::RunDetailBody, dto::Event,
-        dto::ReceiptBody, dto::CardBody, dto::ApproveBody, dto::EditBody, dto::AnswerBody,
+        dto::ReceiptBody, dto::SignedReceiptBody, dto::ReceiptAnswer, dto::CardBody, dto::ApproveBody, dto::EditBody, dto::AnswerBody,
         dto::RunResult, dto::EditResult, dto::InboxRun, dto::InboxBody, dto::ScheduleBody,
         dto::NewSchedule, dto::DestinationBody, dto::DoctorBody, dto::StuckRouteBody, tasks::TaskList,
         tasks::TaskDetail, tasks::Offered, tasks::OfferBody, work::ClaimBody, work::ClaimResult,
@@ -55,9 +56,75 @@ pub struct ApiDoc;
 
 /// The document as served and as committed.
 pub fn json() -> String {
-    ApiDoc::openapi()
-        .to_pretty_json()
-        .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    serde_json::to_string_pretty(&value()).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+}
+
+/// The generated document with what every route shares (`shared`).
+fn value() -> Value {
+    let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
+    shared(&mut doc);
+    doc
+}
+
+/// The pattern every path parameter matches: printable text (`vouch_core::input::check_id`).
+const ID_PATTERN: &str = "^[^\\x00-\\x1f\\x7f-\\x9f]+$";
+
+/// What the extractors (`extract.rs`) and the body limit do for every route, written into
+/// each operation rather than repeated in each annotation: a path parameter is an id
+/// (1–1024 bytes of printable text, else 400 `bad_path`); any request may be refused as a
+/// bad path or query (400); a body as bad JSON (400), too large (413) or not JSON (415), and
+/// a body or a query field as invalid (422).
+fn shared(doc: &mut Value) {
+    let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for op in paths
+        .values_mut()
+        .filter_map(Value::as_object_mut)
+        .flat_map(|item| item.values_mut())
+        .filter_map(Value::as_object_mut)
+    {
+        let mut has_query = false;
+        for p in op
+            .get_mut("parameters")
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            has_query |= p["in"] == "query";
+            let is_path_text = p["in"] == "path" && p["schema"]["type"] == "string";
+            if let Some(schema) = p.get_mut("schema").and_then(Value::as_object_mut) {
+                if is_path_text && !schema.contains_key("pattern") {
+                    schema.insert("pattern".into(), ID_PATTERN.into());
+                    schema.insert("minLength".into(), 1.into());
+                    schema.insert("maxLength".into(), vouch_core::input::ID_BYTES_MAX.into());
+                }
+            }
+        }
+        let has_body = op.contains_key("requestBody");
+        let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) else {
+            continue;
+        };
+        let mut refusals = vec![("400", "bad_path, bad_query or bad_json")];
+        if has_body {
+            refusals.push(("413", "too_large: the body is over the request limit"));
+            refusals.push((
+                "415",
+                "unsupported_media_type: the body is not of the documented type",
+            ));
+        }
+        if has_body || has_query {
+            refusals.push(("422", "invalid_field: the field named in `field`"));
+        }
+        for (status, description) in refusals {
+            responses.entry(status).or_insert_with(|| {
+                serde_json::json!({
+                    "description": description,
+                    "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
+                })
+            });
+        }
+    }
 }
 
 /// This document.
@@ -66,6 +133,6 @@ pub fn json() -> String {
         (status = 200, description = "OpenAPI 3.1 document", content_type = "application/json"),
         (status = 401, body = crate::Problem, content_type = "application/problem+json"),
     ))]
-pub async fn document() -> Json<serde_json::Value> {
-    Json(serde_json::to_value(ApiDoc::openapi()).unwrap_or_default())
+pub async fn document() -> Json<Value> {
+    Json(value())
 }

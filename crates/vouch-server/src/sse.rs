@@ -71,7 +71,7 @@ fn last_event_id(headers: &HeaderMap, q: &QueryMap) -> ApiResult<i64> {
     params(
         ("id" = String, Path, description = "run id"),
         ("Last-Event-ID" = Option<i64>, Header, description = "the seq of the last event received"),
-        ("after" = Option<i64>, Query, description = "like Last-Event-ID, for clients that cannot set headers"),
+        ("after" = Option<i64>, Query, minimum = 0, description = "like Last-Event-ID, for clients that cannot set headers"),
     ),
     responses(
         (status = 200, description = "text/event-stream of journal events", content_type = "text/event-stream"),

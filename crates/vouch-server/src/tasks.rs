@@ -54,9 +54,9 @@ fn json<T: Serialize>(v: &T) -> ApiResult<Value> {
 /// Tasks, oldest first, filtered by state and tag.
 #[utoipa::path(get, path = "/api/tasks", tag = "tasks",
     params(
-        ("state" = Option<String>, Query, description = "waiting, queued, dispatched, running, completed, failed, cancelled, expired"),
+        ("state" = Option<String>, Query, pattern = "^(waiting|queued|dispatched|running|completed|failed|cancelled|expired)$", description = "waiting, queued, dispatched, running, completed, failed, cancelled, expired"),
         ("tag" = Option<String>, Query, description = "only tasks with this tag"),
-        ("limit" = Option<usize>, Query, description = "1–500 (default 100)"),
+        ("limit" = Option<usize>, Query, minimum = 1, maximum = 500, description = "1–500 (default 100)"),
     ),
     responses(
         (status = 200, body = TaskList),
@@ -250,7 +250,7 @@ pub async fn claim_next(
 /// Keep the lease; the first heartbeat moves the task to `running`. Answers `cancelled`
 /// when the owner cancelled the task.
 #[utoipa::path(post, path = "/api/tasks/{id}/attempts/{n}/heartbeat", tag = "workers",
-    params(("id" = String, Path, description = "task id"), ("n" = u32, Path, description = "attempt number")),
+    params(("id" = String, Path, description = "task id"), ("n" = u32, Path, minimum = 1, description = "attempt number")),
     request_body = HeartbeatBody,
     responses(
         (status = 200, body = HeartbeatResult),
@@ -269,7 +269,7 @@ pub async fn heartbeat(
 /// Submit the attempt's result, validated against the task type's output schema (§13.4);
 /// a malformed result is 422 `invalid_result` naming the path and costs one repair.
 #[utoipa::path(post, path = "/api/tasks/{id}/attempts/{n}/submit", tag = "workers",
-    params(("id" = String, Path, description = "task id"), ("n" = u32, Path, description = "attempt number")),
+    params(("id" = String, Path, description = "task id"), ("n" = u32, Path, minimum = 1, description = "attempt number")),
     request_body = SubmitBody,
     responses(
         (status = 200, body = ReportResult),
@@ -289,7 +289,7 @@ pub async fn submit(
 
 /// Report the attempt failed; retried while attempts remain only when `retryable`.
 #[utoipa::path(post, path = "/api/tasks/{id}/attempts/{n}/fail", tag = "workers",
-    params(("id" = String, Path, description = "task id"), ("n" = u32, Path, description = "attempt number")),
+    params(("id" = String, Path, description = "task id"), ("n" = u32, Path, minimum = 1, description = "attempt number")),
     request_body = FailBody,
     responses(
         (status = 200, body = ReportResult),
@@ -309,7 +309,7 @@ pub async fn fail(
 
 /// The worker stops: the attempt is aborted (always retryable, §13.3.1).
 #[utoipa::path(post, path = "/api/tasks/{id}/attempts/{n}/abort", tag = "workers",
-    params(("id" = String, Path, description = "task id"), ("n" = u32, Path, description = "attempt number")),
+    params(("id" = String, Path, description = "task id"), ("n" = u32, Path, minimum = 1, description = "attempt number")),
     request_body = AbortBody,
     responses(
         (status = 200, body = ReportResult),
@@ -331,16 +331,17 @@ pub async fn abort(
 /// only the attempt's claimant may upload; 25 MiB at most (413 `too_large`).
 #[utoipa::path(put, path = "/api/artifacts/{cid}", tag = "workers",
     params(
-        ("cid" = String, Path, description = "sha256: and 64 lowercase hex digits of the body's SHA-256"),
-        ("task" = String, Query, description = "the task of the live attempt"),
-        ("attempt" = u32, Query, description = "the attempt number"),
-        ("claimant" = String, Query, description = "the attempt's claimant"),
+        ("cid" = String, Path, pattern = "^sha256:[0-9a-f]{64}$", description = "sha256: and 64 lowercase hex digits of the body's SHA-256"),
+        ("task" = String, Query, min_length = 1, description = "the task of the live attempt"),
+        ("attempt" = u32, Query, minimum = 1, description = "the attempt number"),
+        ("claimant" = String, Query, min_length = 1, description = "the attempt's claimant"),
         ("epoch" = i64, Query, description = "the lease epoch"),
     ),
     request_body(content = Vec<u8>, content_type = "application/octet-stream"),
     responses(
         (status = 201, body = ArtifactPut),
         (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json", description = "no such task or attempt"),
         (status = 409, body = Problem, content_type = "application/problem+json"),
         (status = 413, body = Problem, content_type = "application/problem+json"),
         (status = 422, body = Problem, content_type = "application/problem+json"),
@@ -394,7 +395,7 @@ pub async fn put_artifact(
 
 /// An artifact's exact bytes, re-hashed on every read (a changed copy is never served).
 #[utoipa::path(get, path = "/api/artifacts/{cid}", tag = "workers",
-    params(("cid" = String, Path, description = "content id")),
+    params(("cid" = String, Path, pattern = "^sha256:[0-9a-f]{64}$", description = "content id: sha256: and 64 lowercase hex digits")),
     responses(
         (status = 200, description = "the bytes", content_type = "application/octet-stream"),
         (status = 401, body = Problem, content_type = "application/problem+json"),

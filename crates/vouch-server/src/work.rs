@@ -340,7 +340,7 @@ pub fn claim_next(s: &AppState, b: &ClaimBody) -> ApiResult<ClaimResult> {
     nonempty("claimant", &b.claimant)?;
     nonempty("profile", &b.profile)?;
     let now = s.host.clock.now_ms();
-    if (b.at_ms - now).abs() > CLAIM_SKEW_MS_MAX {
+    if b.at_ms.abs_diff(now) > CLAIM_SKEW_MS_MAX.unsigned_abs() {
         return Err(ApiError::field(
             "at_ms",
             format!(

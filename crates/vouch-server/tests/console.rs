@@ -324,3 +324,45 @@ fn an_unknown_console_page_is_a_page_and_the_api_stays_behind_its_token() {
     let (code, body) = s.page(&cookie, "/api/measures");
     assert_eq!(code, 401, "{body}");
 }
+
+#[test]
+fn a_cr_lf_in_the_consoles_next_redirects_to_the_inbox_not_a_500() {
+    let s = start();
+    for next in [
+        "/console/runs/x\r\nSet-Cookie: a=b",
+        "/console/\n",
+        "/console/é",
+        "/console/\u{0}",
+    ] {
+        let (code, body, r) = status(agent().post(&s.url("/console/signin")).send_form(&[
+            ("token", SECRET),
+            ("tz", "UTC"),
+            ("next", next),
+        ]));
+        assert_eq!(code, 303, "{next:?}: {body}");
+        let r = r.unwrap();
+        assert_eq!(r.header("location"), Some("/console"), "{next:?}");
+        assert!(r.header("a").is_none());
+    }
+    // The sign-in page's hidden field gets the same treatment.
+    let (code, body) = s.page("", "/console/signin?next=/console/%0D%0Ax");
+    assert_eq!(code, 200);
+    assert!(body.contains("name=\"next\" value=\"/console\""), "{body}");
+}
+
+#[test]
+fn console_measures_with_a_multibyte_since_is_refused_not_a_panic() {
+    let s = start();
+    let cookie = s.sign_in("UTC");
+    for since in [
+        "%E2%82%AC",
+        "1%E2%82%AC",
+        "%E2%82%ACd",
+        "-5h",
+        "99999999999999999d",
+    ] {
+        let (code, body) = s.page(&cookie, &format!("/console/measures?since={since}"));
+        assert_eq!(code, 422, "{since}: {body}");
+        assert!(body.contains("expected a window like"), "{since}: {body}");
+    }
+}

@@ -1636,6 +1636,19 @@ fn an_agents_run_over_mcp_waits_for_the_person_and_is_never_finished_for_it() {
         .unwrap_err();
     assert_eq!(e.code, "refused", "{e:?}");
     assert!(e.detail.contains("waits for the person"), "{e:?}");
+    // Ids over MCP follow the one rule (issue 21 #3): a NUL is bad input on every backend.
+    for (tool, args) in [
+        ("run_status", json!({"run": "r\u{0}"})),
+        ("finish", json!({"run": "r\n", "text": "done"})),
+    ] {
+        let e = mcp.call(tool, &args).unwrap_err();
+        assert_eq!(
+            (e.code, e.field.as_deref()),
+            ("invalid_field", Some("run")),
+            "{e:?}"
+        );
+        assert!(e.detail.contains("control character"), "{e:?}");
+    }
     let st = mcp.call("run_status", &json!({"run": run})).unwrap();
     let hash = st["open_cards"][0]["payload_hash"]
         .as_str()
@@ -1812,4 +1825,137 @@ fn a_body_over_the_request_limit_is_413_naming_the_limit_on_json_routes_and_mcp(
     }
     // Nothing was added by either.
     assert_eq!(s.get("/api/schedules").json(), json!([]));
+}
+
+#[test]
+fn measures_since_with_a_multibyte_character_is_a_422_not_a_panic() {
+    let s = start();
+    for since in [
+        "%E2%82%AC",
+        "1%E2%82%AC",
+        "%E2%82%ACh",
+        "-5h",
+        "99999999999999999d",
+    ] {
+        let p = s
+            .get(&format!("/api/measures?since={since}"))
+            .problem(422, "invalid_field");
+        assert_eq!(p["field"], "since", "{p}");
+    }
+    // Query numbers: no sign, no overflow, no bad escape.
+    for q in ["limit=%2B5", "limit=99999999999999999999999", "offset=-1"] {
+        s.get(&format!("/api/runs?{q}"))
+            .problem(422, "invalid_field");
+    }
+    for q in ["limit=%+5", "limit=%E2%82", "a=%"] {
+        s.get(&format!("/api/runs?{q}")).problem(400, "bad_query");
+    }
+    s.get(&format!("/api/runs?{}", "a=1&".repeat(65)))
+        .problem(400, "bad_query");
+}
+
+/// NUL and control characters in an id are bad input on both backends: 400 before the
+/// store, never PostgreSQL's 409 or SQLite's silent miss.
+fn nul_in_an_id_is_a_400(s: &Server) {
+    let id = s.save_run(1);
+    for bad in ["%00", "r%00x", "r%0Ax", "r%0D", "r%7F", "r%C2%85"] {
+        for (m, path) in [
+            ("GET", format!("/api/runs/{bad}")),
+            ("GET", format!("/api/runs/{id}/journal?x={bad}")),
+            ("GET", format!("/api/runs/{bad}/receipt")),
+            ("POST", format!("/api/runs/{bad}/cancel")),
+            ("POST", format!("/api/runs/{id}/deliveries/{bad}/deny")),
+            ("GET", format!("/api/schedules/{bad}")),
+            ("DELETE", format!("/api/schedules/{bad}")),
+            ("GET", format!("/api/tasks/{bad}")),
+            ("GET", format!("/api/artifacts/{bad}")),
+        ] {
+            let r = s.call(m, &path, Some(SECRET), None);
+            if path.contains("?x=") {
+                assert_eq!(r.status, 200, "{m} {path}: {}", r.body);
+                continue;
+            }
+            let p = r.problem(400, "bad_path");
+            assert!(
+                p["detail"].as_str().unwrap().contains("control character"),
+                "{m} {path}: {p}"
+            );
+        }
+    }
+    let long = "x".repeat(vouch_core::input::ID_BYTES_MAX + 1);
+    s.get(&format!("/api/runs/{long}")).problem(400, "bad_path");
+    // In a body: a schedule's name and a task's names are refused the same way (422).
+    let p = s
+        .post(
+            "/api/schedules",
+            json!({"name": "a\u{0}b", "cron": "0 7 * * *",
+                   "routine": {"prompt": "p", "script": [{"final": ""}]}}),
+        )
+        .problem(422, "invalid_field");
+    assert_eq!(p["field"], "name", "{p}");
+    assert!(s
+        .get("/api/schedules")
+        .json()
+        .as_array()
+        .unwrap()
+        .is_empty());
+    // The run is untouched.
+    assert_eq!(
+        s.get(&format!("/api/runs/{id}")).json()["run"]["state"],
+        "ended"
+    );
+}
+
+#[test]
+fn nul_in_an_id_is_a_400_on_sqlite() {
+    nul_in_an_id_is_a_400(&start());
+}
+
+#[test]
+fn nul_in_an_id_is_a_400_on_postgresql() {
+    let url = std::env::var("VOUCH_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let schema = format!("vouch_test_http_nul_{}", std::process::id());
+    let store = vouch_store_postgres::PostgresStore::open(&url, &schema).unwrap();
+    let s = start_with(Arc::new(store), tempfile::tempdir().unwrap(), 4);
+    nul_in_an_id_is_a_400(&s);
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    c.batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+        .unwrap();
+}
+
+#[test]
+fn a_claim_or_an_offer_with_extreme_times_is_a_422_not_a_panic() {
+    let (s, _) = start_workers(1 << 20);
+    for at_ms in [i64::MIN, i64::MIN + 1, i64::MAX] {
+        let p = s
+            .post(
+                "/api/tasks/claim-next",
+                json!({"claimant": "w", "profile": "p", "at_ms": at_ms, "signature": "00"}),
+            )
+            .problem(422, "invalid_field");
+        assert_eq!(p["field"], "at_ms", "{p}");
+    }
+    for field in [
+        "lease_ms",
+        "heartbeat_ms",
+        "dispatch_timeout_ms",
+        "running_timeout_ms",
+    ] {
+        let mut offer = json!({"type": "freeform", "brief": "b", "lease_ms": 600_000});
+        offer[field] = json!(i64::MAX);
+        let p = s.post("/api/tasks", offer).problem(422, "invalid_field");
+        assert_eq!(p["field"], field, "{p}");
+    }
+    // Names with a NUL are refused before the board; the board stays empty.
+    for (field, v) in [
+        ("tags", json!(["a\u{0}"])),
+        ("type", json!("free\u{0}form")),
+    ] {
+        let mut offer = json!({"type": "freeform", "brief": "b"});
+        offer[field] = v;
+        let p = s.post("/api/tasks", offer).problem(422, "invalid_field");
+        assert_eq!(p["field"], field, "{p}");
+    }
+    assert_eq!(s.get("/api/tasks").json()["tasks"], json!([]));
 }

@@ -26,7 +26,11 @@ pub fn parse_duration_ms(s: &str) -> Result<i64> {
             )))
         }
     };
-    Ok(n * mult)
+    n.checked_mul(mult).ok_or_else(|| {
+        bad(format!(
+            "duration `{s}` is too long; give at most a few days"
+        ))
+    })
 }
 
 pub fn schedule(dir: &Path, cmd: ScheduleCmd, json: bool) -> Result<i32> {

@@ -53,19 +53,6 @@ struct Params {
     friction_failed_tools: i64,
 }
 
-fn window_ms(s: &str) -> Option<i64> {
-    let (n, unit) = s.split_at(s.len().checked_sub(1)?);
-    let n: i64 = n.parse().ok().filter(|n| *n > 0)?;
-    let ms = match unit {
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => return None,
-    };
-    n.checked_mul(ms)
-}
-
 fn params(q: &QueryMap) -> ApiResult<Params> {
     let by_word = q.0.get("by").cloned().unwrap_or_else(|| "all".into());
     let by = Cohort::parse(&by_word).ok_or_else(|| {
@@ -78,7 +65,7 @@ fn params(q: &QueryMap) -> ApiResult<Params> {
         None | Some("") | Some("all") => None,
         Some(v) => Some((
             v.to_string(),
-            window_ms(v).ok_or_else(|| {
+            vouch_core::input::window_ms(v).ok_or_else(|| {
                 ApiError::field(
                     "since",
                     format!("`{v}`: expected a window like 3600s, 90m, 24h or 7d (or `all`)"),
@@ -118,7 +105,7 @@ async fn compute(
         since_ms: p
             .since
             .as_ref()
-            .map(|(_, w)| now_ms - w)
+            .map(|(_, w)| now_ms.saturating_sub(*w))
             .unwrap_or(i64::MIN),
         friction_turns: p.friction_turns,
         friction_failed_tools: p.friction_failed_tools,
@@ -127,7 +114,7 @@ async fn compute(
     Ok((
         MeasuresBody {
             by: p.by_word.clone(),
-            since_ms: p.since.as_ref().map(|(_, w)| now_ms - w),
+            since_ms: p.since.as_ref().map(|(_, w)| now_ms.saturating_sub(*w)),
             thresholds: serde_json::json!({
                 "friction_turns": p.friction_turns,
                 "friction_failed_tool_calls": p.friction_failed_tools,
@@ -142,10 +129,10 @@ async fn compute(
 /// The §13.7 figures per cohort, computed by the store; never one combined score.
 #[utoipa::path(get, path = "/api/measures", tag = "tasks",
     params(
-        ("by" = Option<String>, Query, description = "all (default), tag, type, claimant, profile or model"),
-        ("since" = Option<String>, Query, description = "only tasks queued within this window: 3600s, 90m, 24h, 7d (default: all)"),
-        ("friction_turns" = Option<usize>, Query, description = "an attempt with at least this many turns is high-friction (default 8)"),
-        ("friction_failed_tools" = Option<usize>, Query, description = "… or with at least this many failed tool calls (default 3)"),
+        ("by" = Option<String>, Query, pattern = "^(all|tag|type|claimant|profile|model)$", description = "all (default), tag, type, claimant, profile or model"),
+        ("since" = Option<String>, Query, pattern = "^(all|[0-9]*[1-9][0-9]*[smhd])?$", description = "only tasks queued within this window: 3600s, 90m, 24h, 7d (default: all)"),
+        ("friction_turns" = Option<usize>, Query, minimum = 1, maximum = 10_000, description = "an attempt with at least this many turns is high-friction (default 8)"),
+        ("friction_failed_tools" = Option<usize>, Query, minimum = 1, maximum = 10_000, description = "… or with at least this many failed tool calls (default 3)"),
     ),
     responses(
         (status = 200, body = MeasuresBody),

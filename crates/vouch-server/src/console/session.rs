@@ -239,9 +239,15 @@ pub async fn signin_page(q: crate::extract::QueryMap) -> Response {
     signin_form(&safe_next(&next), None, StatusCode::OK)
 }
 
-/// Only a path inside the console may be a redirect target (no open redirect).
+/// Only a path inside the console may be a redirect target (no open redirect), and only
+/// visible ASCII: a CR, an LF or any byte a `Location` header cannot carry would make the
+/// redirect itself fail, so such a `next` sends the person to the inbox instead.
 fn safe_next(next: &str) -> String {
-    if next.starts_with(BASE) && !next.starts_with("//") && !next.contains("://") {
+    if next.starts_with(BASE)
+        && !next.starts_with("//")
+        && !next.contains("://")
+        && next.bytes().all(|b| b.is_ascii_graphic())
+    {
         next.to_string()
     } else {
         BASE.to_string()

@@ -69,23 +69,9 @@ pub fn url_encode(s: &str) -> String {
     out
 }
 
+/// Form and query decoding: the one parser the API's queries use too.
 pub fn url_decode(s: &str) -> Option<String> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'+' => out.push(b' '),
-            b'%' => {
-                let hex = s.get(i + 1..i + 3)?;
-                out.push(u8::from_str_radix(hex, 16).ok()?);
-                i += 2;
-            }
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8(out).ok()
+    vouch_core::input::percent_decode(s)
 }
 
 /// One path segment (a run id, a delivery, a task id) inside a console link.
