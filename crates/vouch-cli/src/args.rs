@@ -34,6 +34,10 @@ pub(crate) enum Cmd {
     Journal {
         /// A run id (a unique prefix, or `last`), or `verify` to check every chain and the store.
         target: String,
+        /// With `verify`: acknowledge the damage found (and kept) so far, so new runs start
+        /// again; keep a copy of the store first. Later, different damage refuses them again.
+        #[arg(long)]
+        acknowledge: bool,
     },
     /// Run an agent on a prompt (scripted model with --script, else the configured provider).
     Run {

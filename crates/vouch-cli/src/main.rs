@@ -177,8 +177,16 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Runs {
             cmd: RunsCmd::Show { run },
         } => cmd::runs::show(&dir, &run, json),
-        Cmd::Journal { target } if target == "verify" => cmd::runs::journal_verify(&dir, json),
-        Cmd::Journal { target } => cmd::runs::journal(&dir, &target, json),
+        Cmd::Journal {
+            target,
+            acknowledge,
+        } if target == "verify" => cmd::runs::journal_verify(&dir, acknowledge, json),
+        Cmd::Journal {
+            acknowledge: true, ..
+        } => Err(bad(
+            "`--acknowledge` goes with `vouch journal verify` (it acknowledges the damage verify found)",
+        )),
+        Cmd::Journal { target, .. } => cmd::runs::journal(&dir, &target, json),
         Cmd::Run {
             prompt,
             script,

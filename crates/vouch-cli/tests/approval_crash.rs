@@ -8,7 +8,7 @@
 mod support;
 
 use serde_json::json;
-use support::{Home, SmtpSink};
+use support::{Backend, Home, SmtpSink};
 
 #[test]
 fn a_crash_right_after_an_approval_still_sends_the_approved_email_exactly_once() {
@@ -77,4 +77,81 @@ fn crash_after_approval(point: &str) {
     assert_eq!(sink.count(), 1);
     assert_eq!(h.vouch(&["resume", &run], &[]).status.code(), Some(2));
     assert_eq!(sink.count(), 1);
+}
+
+// Issue 21 #4: a process killed after a card's `denied` state committed and before
+// `approval_denied` was durable left the run suspended forever, with no card to decide and no
+// receipt. The denied card is the durable instruction, as an approved one is (§7.1): the next
+// start-up ends the run saying denied, on either store, and nothing is sent.
+
+#[test]
+fn a_denial_survives_a_crash() {
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        // Killed once the denial event is durable, and (`~`) with it still in the buffer.
+        crash_after_denial(backend, "approval_denied:d1");
+        crash_after_denial(backend, "~approval_denied:d1");
+    }
+}
+
+fn crash_after_denial(backend: Backend, point: &str) {
+    let tmp = tempfile::tempdir().unwrap();
+    let sink = SmtpSink::start(&tmp.path().join("mail"));
+    let h = Home::on(
+        backend,
+        &format!(
+            "[email]\nhost = \"127.0.0.1\"\nport = {}\nfrom = \"agent@example.com\"\ntls = \"none\"\ntimeout_ms = 5000\n",
+            sink.port
+        ),
+    );
+    let s = h.script(&json!([
+        {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "email", "address": "board@example.com"}}]}},
+        {"deliver": "d1", "payload": {"subject": "Q4", "body": "Numbers nobody approved."}},
+        {"final": ""}
+    ]));
+    assert!(h
+        .vouch(&["run", "Email the board", "--script", &s], &[])
+        .status
+        .success());
+    let card = h.json(&["approvals"])[0].clone();
+    let run = card["run"].as_str().unwrap().to_string();
+
+    let out = h.vouch(&["deny", &run, "d1"], &[("VOUCH_CRASH_AFTER", point)]);
+    assert_eq!(
+        out.status.code(),
+        None,
+        "{backend:?} {point}: the process was killed"
+    );
+
+    // The next start of any command ends the run from the denied card.
+    let show = h.json(&["runs", "show", &run]);
+    let at = format!("{backend:?} {point}: {show}");
+    assert_eq!(show["run"]["state"], "ended", "{at}");
+    assert_eq!(show["run"]["ended_by"], "boot", "{at}");
+    assert_eq!(show["deliveries"][0]["status"], "denied", "{at}");
+    assert_eq!(h.json(&["approvals"]), json!([]), "{at}: no card left open");
+    let receipt = h.json(&["receipt", &run])["receipt"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // A denied item's wording (§10).
+    assert!(
+        receipt.contains("d1  send → email board@example.com — Withdrawn at your request"),
+        "{at}: {receipt}"
+    );
+    let denials = h.json(&["journal", &run]);
+    let denials = denials
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "approval_denied")
+        .count();
+    assert_eq!(denials, 1, "{at}: the denial is journaled once");
+    assert_eq!(sink.count(), 0, "{at}: nothing was sent");
+    // Later starts change nothing.
+    h.vouch(&["runs", "list"], &[]);
+    assert_eq!(h.json(&["runs", "show", &run])["run"]["state"], "ended");
+    assert!(
+        h.vouch(&["journal", "verify"], &[]).status.success(),
+        "{at}"
+    );
 }

@@ -385,6 +385,12 @@ mod tests {
             json!({"ended_by": "boot", "deliveries": {"d1": {"status": "refused_mismatch"}}, "claims": []}),
             &["boot.carries_out_approval", "approval.refused_mismatch"],
         );
+        // §7.1: a denial is as durable: a crash right after it ends the run denied, at boot.
+        check(
+            json!({"id": "denied-boot", "script": pay(), "decisions": [{"deny": "d1"}], "faults": [{"crash_after": "approval_denied", "delivery": "d1"}]}),
+            json!({"ended_by": "boot", "outcome": "withdrawn", "deliveries": {"d1": {"status": "denied"}}}),
+            &["boot.keeps_denial", "approval.deny"],
+        );
     }
 
     #[test]

@@ -881,6 +881,8 @@ impl<'a> Sim<'a> {
                     it.card = None;
                     it.status = Some(DeliveryStatus::Denied);
                 }
+                self.phase = Phase::Running;
+                self.emit(CrashEvent::ApprovalDenied, Some(&id))?;
                 Ok(Flow::Next)
             }
             (Card::Approval { id, turn }, Decision::Edit { payload, .. }) => {
@@ -925,6 +927,11 @@ impl<'a> Sim<'a> {
                 // Killed again while carrying it out: the next start-up settles what is open.
                 c = again;
             }
+        }
+        if c.event == CrashEvent::ApprovalDenied {
+            // §7.1: a denial is as durable as an approval. Start-up ends the run with the item
+            // denied (the event written from the denied card if it was lost), no card open.
+            self.cite("boot.keeps_denial", "§7.1");
         }
         if c.event == CrashEvent::ApprovalRequested {
             // The card is durable: the run is suspended and stays so (§9.2).

@@ -420,4 +420,13 @@ impl Store for Durable {
     fn remove_token(&self, name: &str) -> StoreResult<bool> {
         self.inner.remove_token(name)
     }
+    fn record_damage(&self, found: &[String], at_ms: i64) -> StoreResult<bool> {
+        self.inner.record_damage(found, at_ms)
+    }
+    fn open_damage(&self) -> StoreResult<Vec<vouch_store::DamageRecord>> {
+        self.inner.open_damage()
+    }
+    fn close_damage(&self, how: vouch_store::DamageClosed, at_ms: i64) -> StoreResult<usize> {
+        self.inner.close_damage(how, at_ms)
+    }
 }

@@ -165,6 +165,7 @@ mod tests {
             loop_end: None,
             reasons: Default::default(),
             corrupt: vec![],
+            receipt_sha256: None,
         })
         .body()
     }

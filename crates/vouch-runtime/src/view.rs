@@ -420,6 +420,7 @@ mod fold_props {
                 trigger: vouch_core::TriggerKind::Task,
                 parent: None,
                 scope: "s".into(),
+                spec_sha256: None,
             }
             .into(),
             EventKind::Turn => Turn {

@@ -562,11 +562,12 @@ pub enum CrashEvent {
     Evidence,
     ApprovalRequested,
     ApprovalGranted,
+    ApprovalDenied,
     Terminal,
 }
 
 impl CrashEvent {
-    pub const ALL: [CrashEvent; 8] = [
+    pub const ALL: [CrashEvent; 9] = [
         CrashEvent::ManifestDeclared,
         CrashEvent::AttemptStarted,
         CrashEvent::LedgerIntent,
@@ -574,6 +575,7 @@ impl CrashEvent {
         CrashEvent::Evidence,
         CrashEvent::ApprovalRequested,
         CrashEvent::ApprovalGranted,
+        CrashEvent::ApprovalDenied,
         CrashEvent::Terminal,
     ];
     pub fn as_str(self) -> &'static str {
@@ -585,6 +587,7 @@ impl CrashEvent {
             CrashEvent::Evidence => "evidence",
             CrashEvent::ApprovalRequested => "approval_requested",
             CrashEvent::ApprovalGranted => "approval_granted",
+            CrashEvent::ApprovalDenied => "approval_denied",
             CrashEvent::Terminal => "terminal",
         }
     }

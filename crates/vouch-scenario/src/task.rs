@@ -266,7 +266,9 @@ fn check_worker(w: &WorkerStep) -> Result<(), String> {
     if let Some(e) = w.crash_after {
         if matches!(
             e,
-            CrashEvent::ApprovalRequested | CrashEvent::ApprovalGranted
+            CrashEvent::ApprovalRequested
+                | CrashEvent::ApprovalGranted
+                | CrashEvent::ApprovalDenied
         ) {
             return Err(format!(
                 "`crash_after: {}` cannot happen in a task run: a run that waits for a person suspends its attempt",

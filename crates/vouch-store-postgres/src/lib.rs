@@ -21,6 +21,7 @@
 mod aggregates;
 mod board;
 mod cards;
+mod damage;
 mod identity;
 mod ledger;
 mod outbox;
@@ -151,7 +152,8 @@ fn db_err(e: postgres::Error) -> StoreError {
             }
             schema::SQLSTATE_APPEND_ONLY
             | schema::SQLSTATE_RUN_CLOSED
-            | schema::SQLSTATE_CHAIN_BROKEN => StoreError::Conflict(msg),
+            | schema::SQLSTATE_CHAIN_BROKEN
+            | schema::SQLSTATE_DAMAGED => StoreError::Conflict(msg),
             _ if class == "23" => StoreError::Conflict(msg),
             // Data PostgreSQL cannot hold (a NUL character in a text): refused like an
             // oversized body, the caller must change the input.
@@ -1051,6 +1053,18 @@ impl Store for PostgresStore {
 
     fn remove_token(&self, name: &str) -> StoreResult<bool> {
         tokens::remove_token(self, name)
+    }
+
+    fn record_damage(&self, found: &[String], at_ms: i64) -> StoreResult<bool> {
+        damage::record_damage(self, found, at_ms)
+    }
+
+    fn open_damage(&self) -> StoreResult<Vec<vouch_store::DamageRecord>> {
+        damage::open_damage(self)
+    }
+
+    fn close_damage(&self, how: vouch_store::DamageClosed, at_ms: i64) -> StoreResult<usize> {
+        damage::close_damage(self, how, at_ms)
     }
 
     fn outbox_pending(&self) -> StoreResult<Vec<OutboxRow>> {

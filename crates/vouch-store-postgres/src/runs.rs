@@ -219,10 +219,7 @@ fn insert_run_with(
             &enum_text(&run.state),
         ],
     )
-    .map_err(|e| match e {
-        StoreError::Conflict(_) => codec::run_exists(&run.id),
-        other => other,
-    })?;
+    .map_err(|e| codec::run_insert_conflict(&run.id, e))?;
     Ok(())
 }
 

@@ -8,6 +8,8 @@
 pub const SQLSTATE_APPEND_ONLY: &str = "VJ001";
 pub const SQLSTATE_RUN_CLOSED: &str = "VJ002";
 pub const SQLSTATE_CHAIN_BROKEN: &str = "VJ003";
+/// A new run while the store is marked damaged (§10.2).
+pub const SQLSTATE_DAMAGED: &str = "VJ004";
 
 pub const MIGRATIONS: &[&str] = &[
     // 1: the base schema (the same tables and rules as the SQLite store's migrations 1 and 2).
@@ -322,5 +324,28 @@ ALTER TABLE outbox
     ADD COLUMN last_error TEXT,
     ADD COLUMN misconfigured BOOLEAN NOT NULL DEFAULT false,
     ADD COLUMN last_error_ms BIGINT;
+"#,
+    // 8: damage `vouch journal verify` found (§10.2), kept until repaired or acknowledged;
+    // while a finding is open the store refuses new runs, whoever inserts them.
+    r#"
+CREATE TABLE store_damage (
+    fingerprint TEXT PRIMARY KEY,
+    found TEXT NOT NULL,
+    found_ms BIGINT NOT NULL,
+    closed_ms BIGINT,
+    closed_by TEXT CHECK (closed_by IN ('acknowledged', 'repaired'))
+);
+CREATE FUNCTION runs_refuse_while_damaged() RETURNS trigger LANGUAGE plpgsql
+    -- Resolve `store_damage` in this schema whatever the caller's search_path.
+    SET search_path FROM CURRENT AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM store_damage WHERE closed_ms IS NULL) THEN
+        RAISE EXCEPTION 'the store is marked damaged by `vouch journal verify`: no new run starts until it is repaired or the damage is acknowledged (`vouch journal verify --acknowledge`)'
+            USING ERRCODE = 'VJ004';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER runs_refused_while_damaged BEFORE INSERT ON runs
+    FOR EACH ROW EXECUTE FUNCTION runs_refuse_while_damaged();
 "#,
 ];

@@ -26,6 +26,7 @@
 mod aggregates;
 mod board;
 mod cards;
+mod damage;
 mod identity;
 mod ledger;
 mod outbox;
@@ -1006,6 +1007,18 @@ impl Store for SqliteStore {
 
     fn remove_token(&self, name: &str) -> StoreResult<bool> {
         tokens::remove_token(self, name)
+    }
+
+    fn record_damage(&self, found: &[String], at_ms: i64) -> StoreResult<bool> {
+        damage::record_damage(self, found, at_ms)
+    }
+
+    fn open_damage(&self) -> StoreResult<Vec<vouch_store::DamageRecord>> {
+        damage::open_damage(self)
+    }
+
+    fn close_damage(&self, how: vouch_store::DamageClosed, at_ms: i64) -> StoreResult<usize> {
+        damage::close_damage(self, how, at_ms)
     }
 
     fn outbox_pending(&self) -> StoreResult<Vec<OutboxRow>> {

@@ -138,10 +138,7 @@ pub(super) fn insert_run(conn: &Connection, run: &NewRun) -> StoreResult<()> {
         &format!("INSERT INTO runs ({RUN_COLS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?11,NULL,NULL,?8,NULL,?9,?10)"),
         params![run.id, enum_text(&run.trigger), run.title, run.chain_root, run.parent, run.scope, spec, run.created_ms, run.lease.as_ref().map(|l| l.owner.as_str()), run.lease.as_ref().map(|l| l.until_ms), enum_text(&run.state)],
     )
-    .map_err(|e| match db_err(e) {
-        StoreError::Conflict(_) => codec::run_exists(&run.id),
-        other => other,
-    })?;
+    .map_err(|e| codec::run_insert_conflict(&run.id, db_err(e)))?;
     Ok(())
 }
 

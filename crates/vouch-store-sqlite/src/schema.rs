@@ -249,4 +249,18 @@ ALTER TABLE outbox ADD COLUMN last_error_ms INTEGER;
 CREATE INDEX outbox_pending ON outbox(id) WHERE sent_ms IS NULL;
 CREATE INDEX outbox_by_run ON outbox(run_id);
 "#,
+    // 10: damage `vouch journal verify` found (§10.2), kept until repaired or acknowledged;
+    // while a finding is open the store refuses new runs, whoever inserts them.
+    r#"
+CREATE TABLE store_damage (
+    fingerprint TEXT PRIMARY KEY,
+    found TEXT NOT NULL,
+    found_ms INTEGER NOT NULL,
+    closed_ms INTEGER,
+    closed_by TEXT CHECK (closed_by IN ('acknowledged', 'repaired'))
+);
+CREATE TRIGGER runs_refused_while_damaged BEFORE INSERT ON runs
+WHEN EXISTS (SELECT 1 FROM store_damage WHERE closed_ms IS NULL)
+BEGIN SELECT RAISE(ABORT, 'the store is marked damaged by `vouch journal verify`: no new run starts until it is repaired or the damage is acknowledged (`vouch journal verify --acknowledge`)'); END;
+"#,
 ];

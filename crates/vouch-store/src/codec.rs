@@ -97,6 +97,46 @@ pub fn run_exists(run_id: &str) -> StoreError {
     StoreError::Conflict(format!("run {run_id} already exists"))
 }
 
+/// What the schema says when it refuses a new run because the store is marked damaged
+/// (§10.2); the backends keep that refusal as it is instead of calling it a taken id.
+pub const DAMAGED_REFUSAL: &str = "the store is marked damaged";
+
+/// A refused run insert: the damage refusal as the schema worded it, any other conflict as
+/// a taken id.
+pub fn run_insert_conflict(run_id: &str, e: StoreError) -> StoreError {
+    match e {
+        StoreError::Conflict(m) if m.contains(DAMAGED_REFUSAL) => StoreError::Conflict(m),
+        StoreError::Conflict(_) => run_exists(run_id),
+        other => other,
+    }
+}
+
+/// Findings kept on a damage record: at most this many, each at most this many bytes (the
+/// fingerprint covers them all).
+pub const DAMAGE_FINDINGS_MAX: usize = 100;
+pub const DAMAGE_FINDING_BYTES_MAX: usize = 1_000;
+
+/// The findings of one verification as stored: bounded, as JSON text.
+pub fn damage_found_text(found: &[String]) -> StoreResult<String> {
+    let kept: Vec<&str> = found
+        .iter()
+        .take(DAMAGE_FINDINGS_MAX)
+        .map(|f| {
+            let mut end = f.len().min(DAMAGE_FINDING_BYTES_MAX);
+            while !f.is_char_boundary(end) {
+                end -= 1;
+            }
+            &f[..end]
+        })
+        .collect();
+    json_text(&kept)
+}
+
+/// The findings read back from their JSON text (unreadable text is itself the finding).
+pub fn damage_found_parse(text: &str) -> Vec<String> {
+    serde_json::from_str(text).unwrap_or_else(|_| vec![text.to_string()])
+}
+
 /// A schedule name already taken.
 pub fn schedule_exists(name: &str) -> StoreError {
     StoreError::Conflict(format!(

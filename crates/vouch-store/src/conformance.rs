@@ -37,6 +37,7 @@ macro_rules! store_conformance_tests {
             batches_commit_together,
             lookups_cost_what_is_open,
             api_tokens,
+            a_damaged_store_refuses_new_runs_until_acknowledged,
             journal_since_reads_the_tail,
             counts_are_aggregates_of_what_is_stored
         );
@@ -812,6 +813,75 @@ pub fn api_tokens(open: Opener<'_>) {
     assert!(s.remove_token("ci").unwrap());
     assert!(!s.remove_token("ci").unwrap());
     assert_eq!(s.token_by_hash(&t.hash).unwrap(), None);
+}
+
+/// Issue 21 #5 (§10.2): damage a verification found is kept, and while it is open the store
+/// itself refuses new runs (plain and slot runs) with a refusal that names the command to
+/// acknowledge; reading and the runs already there go on. The same findings acknowledged once
+/// stay acknowledged; new findings refuse again until closed (repaired).
+pub fn a_damaged_store_refuses_new_runs_until_acknowledged(open: Opener<'_>) {
+    let s = open();
+    s.create_run(&new_run("dmg-before")).unwrap();
+    assert!(s.open_damage().unwrap().is_empty());
+    let found = vec!["run r1: its receipt does not match".to_string()];
+    assert!(s.record_damage(&found, 10).unwrap());
+    assert!(
+        !s.record_damage(&found, 11).unwrap(),
+        "the same findings are one record"
+    );
+    let open_now = s.open_damage().unwrap();
+    assert_eq!(open_now.len(), 1);
+    assert_eq!(open_now[0].found, found);
+    assert_eq!(open_now[0].found_ms, 10);
+    assert_eq!(open_now[0].fingerprint, damage_fingerprint(&found));
+    let refused = |e: StoreError| match e {
+        StoreError::Conflict(m) => {
+            assert!(m.contains(codec::DAMAGED_REFUSAL), "{m}");
+            assert!(m.contains("vouch journal verify --acknowledge"), "{m}");
+        }
+        other => panic!("a damaged store refuses a new run as a conflict, not {other:?}"),
+    };
+    refused(s.create_run(&new_run("dmg-new")).unwrap_err());
+    refused(
+        s.consume_slot("brief", 1, &new_run("dmg-slot"))
+            .unwrap_err(),
+    );
+    assert!(s.run("dmg-new").unwrap().is_none(), "nothing was created");
+    assert!(
+        s.slot_run("brief", 1).unwrap().is_none(),
+        "the slot is not consumed"
+    );
+    // Reading and the runs already there go on.
+    s.append("dmg-before", &ev(1)).unwrap();
+    assert!(s.run("dmg-before").unwrap().is_some());
+    // Reopened: still refused (the record is durable).
+    let s = open();
+    refused(s.create_run(&new_run("dmg-new")).unwrap_err());
+    assert_eq!(s.close_damage(DamageClosed::Acknowledged, 20).unwrap(), 1);
+    assert_eq!(s.close_damage(DamageClosed::Acknowledged, 21).unwrap(), 0);
+    assert!(s.open_damage().unwrap().is_empty());
+    s.create_run(&new_run("dmg-new")).unwrap();
+    assert!(
+        !s.record_damage(&found, 30).unwrap(),
+        "damage acknowledged once stays acknowledged"
+    );
+    s.create_run(&new_run("dmg-after-ack")).unwrap();
+    let more = vec![
+        found[0].clone(),
+        "payload p1 does not match its hash".to_string(),
+    ];
+    assert!(
+        s.record_damage(&more, 40).unwrap(),
+        "new findings are a new record"
+    );
+    refused(s.create_run(&new_run("dmg-refused-again")).unwrap_err());
+    assert_eq!(s.close_damage(DamageClosed::Repaired, 50).unwrap(), 1);
+    s.create_run(&new_run("dmg-repaired")).unwrap();
+    // A taken id is still named as such.
+    match s.create_run(&new_run("dmg-repaired")).unwrap_err() {
+        StoreError::Conflict(m) => assert!(m.contains("already exists"), "{m}"),
+        other => panic!("{other:?}"),
+    }
 }
 
 /// One operation on the ledger: intend key `k`, or settle key `k` with a state.

@@ -31,6 +31,11 @@ pub struct RunCreated {
     #[serde(default)]
     pub parent: Option<String>,
     pub scope: String,
+    /// SHA-256 of the canonical JSON of the run row's `spec` (§10.2): the chain binds what the
+    /// run was asked to do with, so `vouch journal verify` finds a spec changed afterwards.
+    /// Absent on runs created before it was written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_sha256: Option<String>,
 }
 
 /// A tool call as the model made it (arguments are the model's JSON text, kept verbatim).
@@ -389,6 +394,10 @@ pub struct Terminal {
     /// they could have set are `unknown`, never `not_attempted`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub corrupt: Vec<i64>,
+    /// SHA-256 of the receipt's text stored with this record (§10.2), so a receipt changed
+    /// afterwards is found by `vouch journal verify`. Absent on runs ended before it was written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipt_sha256: Option<String>,
 }
 
 /// A stored body that does not parse as its kind's type.
@@ -424,6 +433,7 @@ mod tests {
                 trigger: TriggerKind::Task,
                 parent: None,
                 scope: "s".into(),
+                spec_sha256: None,
             }
             .into(),
             Turn {

@@ -328,6 +328,52 @@ pub const ROW_CHECKS: &[(&str, &str)] = &[
     ),
 ];
 
+/// What one verification found damaged (§10.2), as the store keeps it: while a record is
+/// open (neither repaired nor acknowledged) the store refuses new runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DamageRecord {
+    /// SHA-256 of the findings, one per line in order: the same findings are one record.
+    pub fingerprint: String,
+    pub found: Vec<String>,
+    pub found_ms: i64,
+    pub closed_ms: Option<i64>,
+    pub closed_by: Option<DamageClosed>,
+}
+
+/// How a damage record was closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DamageClosed {
+    /// The person read the findings and chose to go on (`vouch journal verify --acknowledge`).
+    Acknowledged,
+    /// A later verification found the store intact.
+    Repaired,
+}
+
+impl DamageClosed {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DamageClosed::Acknowledged => "acknowledged",
+            DamageClosed::Repaired => "repaired",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        [DamageClosed::Acknowledged, DamageClosed::Repaired]
+            .into_iter()
+            .find(|x| x.as_str() == s)
+    }
+}
+
+/// The fingerprint of a verification's findings.
+pub fn damage_fingerprint(found: &[String]) -> String {
+    let mut h = Sha256::new();
+    for f in found {
+        h.update(f.as_bytes());
+        h.update(b"\n");
+    }
+    hex::encode(h.finalize())
+}
+
 /// The terminal record (§9.2), committed with the receipt and the outbox row in one transaction.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Terminal {
@@ -706,6 +752,16 @@ pub trait Store: Send + Sync {
     fn tokens(&self) -> StoreResult<Vec<ApiToken>>;
     /// Returns false if there was no token with this name.
     fn remove_token(&self, name: &str) -> StoreResult<bool>;
+
+    // ---- damage found by verification (§10.2) ----
+    /// Keep what a verification found (`found` non-empty). The same findings as a record
+    /// already kept (open or closed) add nothing: damage acknowledged once stays
+    /// acknowledged. Returns true when a new, open record was written.
+    fn record_damage(&self, found: &[String], at_ms: i64) -> StoreResult<bool>;
+    /// The open damage records, newest first; while there is one, new runs are refused.
+    fn open_damage(&self) -> StoreResult<Vec<DamageRecord>>;
+    /// Close every open damage record; returns how many were closed.
+    fn close_damage(&self, how: DamageClosed, at_ms: i64) -> StoreResult<usize>;
 }
 
 /// For verification tests only: alter what a store holds behind the host's back — as a

@@ -110,11 +110,17 @@ pub fn show(dir: &Path, run: &str, json: bool) -> Result<i32> {
     Ok(0)
 }
 
-pub fn journal_verify(dir: &Path, json: bool) -> Result<i32> {
+pub fn journal_verify(dir: &Path, acknowledge: bool, json: bool) -> Result<i32> {
+    use vouch_runtime::clock::{Clock, SystemClock};
     let store = home::open_store(dir)?;
-    let report = vouch_runtime::verify::verify(store.as_ref())?;
+    let v =
+        vouch_runtime::verify::verify_and_keep(store.as_ref(), SystemClock.now_ms(), acknowledge)?;
+    let report = &v.report;
     if json {
-        outln!("{}", serde_json::to_string(&report)?);
+        let mut out = serde_json::to_value(report)?;
+        out["refusing_new_runs"] = serde_json::json!(!v.open.is_empty());
+        out["acknowledged"] = serde_json::json!(if acknowledge { v.closed } else { 0 });
+        outln!("{}", serde_json::to_string(&out)?);
     } else if report.intact() {
         houtln!(
             "Store and journal intact: {} runs, {} events, every hash chain verifies and every row reads back.",
@@ -140,7 +146,28 @@ pub fn journal_verify(dir: &Path, json: bool) -> Result<i32> {
             houtln!("{} of {} runs have a broken chain. The journal was changed outside vouch; keep {kept} before doing anything else.", report.breaks.len(), report.runs);
         }
     }
+    if !json {
+        verify_said(&v, acknowledge);
+    }
     Ok(if report.intact() { 0 } else { 1 })
+}
+
+/// What verification kept, closed or could not keep (§10.2).
+fn verify_said(v: &vouch_runtime::verify::Verified, acknowledge: bool) {
+    if let Some(why) = &v.not_kept {
+        if !v.report.intact() || acknowledge {
+            houtln!("This home is read-only ({why}): what was found is not kept and nothing is acknowledged.");
+        }
+    } else if acknowledge && v.closed > 0 {
+        houtln!("Acknowledged: new runs start again. The damage above stays in the store; verify reports it until it is repaired.");
+    } else if acknowledge {
+        houtln!("Nothing to acknowledge: no damage is open.");
+    } else if v.report.intact() && v.closed > 0 {
+        houtln!("The damage found before is repaired: new runs start again.");
+    }
+    if !v.open.is_empty() {
+        houtln!("New runs are refused until the store is repaired or the damage acknowledged: keep a copy of the store, then run `vouch journal verify --acknowledge`.");
+    }
 }
 
 pub fn journal(dir: &Path, target: &str, json: bool) -> Result<i32> {

@@ -12,14 +12,46 @@ use std::sync::{Arc, Mutex};
 pub struct Home {
     pub tmp: tempfile::TempDir,
     pub dir: PathBuf,
+    /// On PostgreSQL: the server's URL and this home's own schema (dropped with the home).
+    pub pg: Option<(String, String)>,
+}
+
+/// The two stores a home can use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
 }
 
 impl Home {
     pub fn new(config: &str) -> Home {
+        Home::on(Backend::Sqlite, config)
+    }
+    /// A home on the given store; on PostgreSQL (`VOUCH_PG_URL`, default the local server)
+    /// in a fresh schema of its own.
+    pub fn on(backend: Backend, config: &str) -> Home {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("home");
-        let h = Home { tmp, dir };
-        assert!(h.vouch(&["init"], &[]).status.success());
+        let pg = (backend == Backend::Postgres).then(|| {
+            let url = std::env::var("VOUCH_PG_URL")
+                .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .subsec_nanos();
+            let n = NEXT_SCHEMA.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            (
+                url,
+                format!("vouch_home_{}_{nanos}_{n}", std::process::id()),
+            )
+        });
+        let h = Home { tmp, dir, pg };
+        let out = h.vouch(&["init"], &[]);
+        assert!(
+            out.status.success(),
+            "init: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         std::fs::write(h.dir.join("vouch.toml"), config).unwrap();
         h
     }
@@ -30,10 +62,30 @@ impl Home {
             .args(args)
             .env_remove("VOUCH_CRASH_AFTER")
             .env_remove("DBUS_SESSION_BUS_ADDRESS");
+        if let Some((url, schema)) = &self.pg {
+            c.env("VOUCH_DATABASE_URL", url)
+                .env("VOUCH_DATABASE_SCHEMA", schema);
+        }
         for (k, v) in env {
             c.env(k, v);
         }
         c.output().unwrap()
+    }
+    /// Run SQL on the home's store behind vouch's back (tests that damage it on purpose).
+    pub fn raw_sql(&self, sql: &str) {
+        match &self.pg {
+            Some((url, schema)) => {
+                let mut client = postgres::Client::connect(url, postgres::NoTls).unwrap();
+                client
+                    .batch_execute(&format!("SET search_path TO {schema}; {sql}"))
+                    .unwrap_or_else(|e| panic!("{sql}: {e}"));
+            }
+            None => {
+                let conn = rusqlite::Connection::open(self.dir.join("vouch.db")).unwrap();
+                conn.execute_batch(sql)
+                    .unwrap_or_else(|e| panic!("{sql}: {e}"));
+            }
+        }
     }
     pub fn json(&self, args: &[&str]) -> Value {
         let mut a = vec!["--json"];
@@ -46,6 +98,18 @@ impl Home {
         let p = self.tmp.path().join("script.json");
         std::fs::write(&p, turns.to_string()).unwrap();
         p.to_string_lossy().into_owned()
+    }
+}
+
+static NEXT_SCHEMA: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+impl Drop for Home {
+    fn drop(&mut self) {
+        if let Some((url, schema)) = &self.pg {
+            if let Ok(mut client) = postgres::Client::connect(url, postgres::NoTls) {
+                let _ = client.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
+            }
+        }
     }
 }
 

@@ -89,6 +89,10 @@ impl Host {
                 "run {run_id} has no open approval for `{delivery}`; see `vouch approvals`"
             )));
         };
+        // As for an approval: the run is ours before the decision commits, and running once it
+        // has, so a crash in between leaves an orphan that start-up finishes with the denied
+        // card as its instruction (§7.1), never a suspended run with nothing left to decide.
+        self.lease(run_id)?;
         self.store.decide_card(
             run_id,
             delivery,
@@ -96,6 +100,7 @@ impl Host {
             Decision::Deny,
             self.now(),
         )?;
+        self.store.set_run_state(run_id, RunState::Running)?;
         self.journal(
             run_id,
             self.evd(
@@ -260,6 +265,10 @@ impl Host {
             .iter()
             .any(|c| c.state == CardState::Open);
         if open {
+            // The decision is journaled; the run waits, unowned, for the others (a decision
+            // applies only to a suspended run, §9.2.4).
+            self.store.set_run_state(run_id, RunState::Suspended)?;
+            self.store.release_run(run_id, &self.owner)?;
             return Ok(RunEnd::Suspended {
                 reason: "other decisions are still open".into(),
             });

@@ -335,6 +335,7 @@ pub(crate) fn terminal_record(view: &RunView, f: &TerminalFacts<'_>) -> Terminal
             .map(|(k, s)| (k.clone(), crate::receipt::reason_for(&view, k, *s)))
             .collect(),
         corrupt: view.corrupt.clone(),
+        receipt_sha256: Some(vouch_core::sha256_hex(receipt.as_bytes())),
     })
     .body();
     let outbox = (route == vouch_core::Route::Notify).then(|| NewOutbox {

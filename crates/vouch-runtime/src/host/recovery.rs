@@ -21,7 +21,9 @@ impl Host {
         // machine that no longer exists.
         let mut candidates = self.store.open_runs()?;
         candidates.retain(|run| {
-            run.state != RunState::Suspended
+            // A suspended run waits unowned; one still held by a gone owner died while a
+            // decision was being carried through (§7.1).
+            (run.state != RunState::Suspended || run.owner.is_some())
                 && (run.lease_lapsed(now) || self.owner_is_dead(run.owner.as_deref()))
                 // Only runs whose owner is gone (§9.2.5): a lapsed lease held by a process of
                 // this machine that is still alive (a slow provider or model call outlived the
@@ -97,10 +99,19 @@ impl Host {
     /// One orphan at start-up: suspended again if it opened a card, otherwise its approvals
     /// carried out and the run reconciled (`ended_by: boot`). True when it was ended here.
     fn boot_run(&self, run: &RunRecord) -> HostResult<bool> {
-        // Interrupted right after opening a card: the card is still valid, so the run is
-        // suspended, not ended (§9.2).
         let cards = self.store.cards_for_run(&run.id)?;
-        if cards.iter().any(|c| c.state == CardState::Open) {
+        if run.state == RunState::Suspended {
+            // Its owner died while recording a decision: a card decided and not yet journaled
+            // is carried through below; anything else waits on as it is, unowned.
+            let view = self.view(&run.id)?;
+            let open = cards.iter().any(|c| c.state == CardState::Open);
+            if open || !cards.iter().any(|c| decided_unjournaled(&view, c)) {
+                self.release_gone(run)?;
+                return Ok(false);
+            }
+        } else if cards.iter().any(|c| c.state == CardState::Open) {
+            // Interrupted right after opening a card: the card is still valid, so the run is
+            // suspended, not ended (§9.2), and waits unowned like any suspended run.
             self.journal(
                 &run.id,
                 self.ev(j::Suspended {
@@ -109,6 +120,7 @@ impl Host {
                 }),
             )?;
             self.store.set_run_state(&run.id, RunState::Suspended)?;
+            self.release_gone(run)?;
             return Ok(false);
         }
         // A dead local owner may still hold an unexpired lease; it cannot renew it. Its run
@@ -134,6 +146,15 @@ impl Host {
         out.map(|_| true)
     }
 
+    /// Drop the lease a gone owner left on a run that waits (a conditional write: a live
+    /// process that took the run meanwhile keeps it).
+    fn release_gone(&self, run: &RunRecord) -> HostResult<()> {
+        if let Some(holder) = run.owner.as_deref() {
+            self.store.release_run(&run.id, holder)?;
+        }
+        Ok(())
+    }
+
     /// §9.2: an approval is a durable instruction, not a moment. A run interrupted after the
     /// person approved a card and before the approved payload was attempted keeps it: the
     /// payload is read back by its hash and executed through the ledger (I4, §8) before the
@@ -143,37 +164,35 @@ impl Host {
         // The card's decision is committed before the `approval_granted` event, which may
         // still have been buffered when the process died: the approved card is the durable
         // instruction, so the event is written from it.
+        // A denial is carried through the same way: the denied card writes `approval_denied`,
+        // so the run ends saying denied instead of waiting on a card nobody can decide.
         let mut view = self.view(&run.id)?;
         let mut granted = false;
         for c in cards {
             let Some(d) = c
                 .delivery
                 .as_deref()
-                .filter(|_| c.state == CardState::Approved)
+                .filter(|_| decided_unjournaled(&view, c))
             else {
                 continue;
             };
-            let Some(item) = view.items.get(d) else {
+            let payload_hash = c.payload_hash.clone();
+            if c.state == CardState::Denied {
+                self.journal(&run.id, self.evd(d, j::ApprovalDenied { payload_hash }))?;
                 continue;
-            };
-            if item.awaiting
-                && item.granted.is_none()
-                && item.status.is_none()
-                && item.card_hash.as_deref() == Some(c.payload_hash.as_str())
-            {
-                self.journal(
-                    &run.id,
-                    self.evd(
-                        d,
-                        j::ApprovalGranted {
-                            payload_hash: c.payload_hash.clone(),
-                            from_card: true,
-                            carried_from: None,
-                        },
-                    ),
-                )?;
-                granted = true;
             }
+            self.journal(
+                &run.id,
+                self.evd(
+                    d,
+                    j::ApprovalGranted {
+                        payload_hash,
+                        from_card: true,
+                        carried_from: None,
+                    },
+                ),
+            )?;
+            granted = true;
         }
         if granted {
             view = self.view(&run.id)?;
@@ -345,4 +364,18 @@ impl Host {
         let end = self.drive_run(created)?;
         Ok((id, end))
     }
+}
+
+/// A card the person decided (approved or denied) whose decision the journal does not hold
+/// yet: the process died between the card's commit and its event (§7.1).
+fn decided_unjournaled(view: &RunView, card: &Card) -> bool {
+    let decided = matches!(card.state, CardState::Approved | CardState::Denied);
+    let Some(item) = card.delivery.as_deref().and_then(|d| view.items.get(d)) else {
+        return false;
+    };
+    decided
+        && item.awaiting
+        && item.granted.is_none()
+        && item.status.is_none()
+        && item.card_hash.as_deref() == Some(card.payload_hash.as_str())
 }

@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// Findings a refused run names (the rest are in `vouch journal verify`).
+const FINDINGS_NAMED_MAX: usize = 5;
+
 impl Host {
     // ------------------------------------------------------------------ starting runs
 
@@ -65,13 +68,13 @@ impl Host {
                 until_ms: self.now() + self.limits.lease_ms,
             }),
         };
-        match slot {
-            Some((schedule, slot_ms)) => {
-                if !self.store.consume_slot(schedule, slot_ms, &run)? {
-                    return Err(HostError::SlotTaken(format!("{schedule}@{slot_ms}")));
-                }
-            }
-            None => self.store.create_run(&run)?,
+        let born = match slot {
+            Some((schedule, slot_ms)) => self.store.consume_slot(schedule, slot_ms, &run),
+            None => self.store.create_run(&run).map(|()| true),
+        };
+        if !born.map_err(|e| self.damaged(e))? {
+            let (schedule, slot_ms) = slot.unwrap_or_default();
+            return Err(HostError::SlotTaken(format!("{schedule}@{slot_ms}")));
         }
         self.journal(
             id,
@@ -80,6 +83,7 @@ impl Host {
                 trigger: spec.trigger,
                 parent: run.parent.clone(),
                 scope: run.scope.clone(),
+                spec_sha256: vouch_core::payload_hash(&run.spec).ok(),
             }),
         )?;
         self.say(&format!("▶ run {id} started: {}", spec.title));
@@ -99,6 +103,41 @@ impl Host {
             owner: run.lease.as_ref().map(|l| l.owner.clone()),
             lease_until_ms: run.lease.as_ref().map(|l| l.until_ms),
         })
+    }
+
+    /// The store refuses new runs while damage found by verification is open (§10.2): the
+    /// refusal names what was found, and what to do.
+    fn damaged(&self, e: StoreError) -> HostError {
+        let StoreError::Conflict(m) = &e else {
+            return e.into();
+        };
+        if !m.contains(vouch_store::codec::DAMAGED_REFUSAL) {
+            return e.into();
+        }
+        // The newest record holds everything its verification found.
+        let open = self.store.open_damage().unwrap_or_default();
+        let found = open.first().map(|r| r.found.as_slice()).unwrap_or_default();
+        let mut named: Vec<&str> = found
+            .iter()
+            .take(FINDINGS_NAMED_MAX)
+            .map(String::as_str)
+            .collect();
+        let more = format!(
+            "and {} more",
+            found.len().saturating_sub(FINDINGS_NAMED_MAX)
+        );
+        if found.len() > FINDINGS_NAMED_MAX {
+            named.push(&more);
+        }
+        let found = if named.is_empty() {
+            String::new()
+        } else {
+            format!("; found: {}", named.join("; "))
+        };
+        StoreError::Conflict(format!(
+            "{m}{found}. Keep a copy of the store, read `vouch journal verify`, then repair it from a backup or acknowledge the damage"
+        ))
+        .into()
     }
 
     pub(super) fn record(&self, run_id: &str) -> HostResult<RunRecord> {
