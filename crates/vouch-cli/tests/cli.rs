@@ -508,6 +508,39 @@ fn malformed_scenarios_exit_2_naming_file_and_field() {
     }
 }
 
+/// Issue 21: `vouch scenario run --json` printed nothing for a scenario the runner could not
+/// run; it prints one JSON line naming the scenario and the runner's error.
+#[test]
+fn scenario_run_json_prints_the_runners_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("bad-schema.json");
+    // Loads (a custom type with an object schema) but is no usable JSON Schema: the runner
+    // cannot register the type.
+    std::fs::write(
+        &p,
+        json!({"id": "bad-schema", "trigger": {"kind": "task"},
+            "task": {"type": "weird", "output_schema": {"type": 5}},
+            "script": [{"declare": {"deliveries": []}}, {"submit": {"x": 1}}]})
+        .to_string(),
+    )
+    .unwrap();
+    let out = Command::new(vouch_bin())
+        .args(["--json", "scenario", "run"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    let line: Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text:?}"));
+    assert_eq!(line["id"], "bad-schema", "{line}");
+    assert_eq!(line["agrees"], false, "{line}");
+    let error = line["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("the runner failed") && error.contains("output_schema"),
+        "{line}"
+    );
+}
+
 #[test]
 fn schedules_from_the_command_line_and_their_bad_input() {
     let h = Home::new();
