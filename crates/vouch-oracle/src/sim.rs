@@ -968,6 +968,17 @@ impl<'a> Sim<'a> {
                 _ => None,
             };
             self.cite("ledger.reobserve_after_crash", "§8.3");
+            if open == Some(Open::Intent) {
+                self.cite("ledger.intent_only_never_ran", "§8.3");
+            }
+        } else if open == Some(Open::Intent)
+            && !self.s.world.is_idempotent_by_key(&it.d.destination)
+        {
+            // §8.3.1: `attempt_started` is durable before any provider call, so a key that
+            // holds only its intent provably never ran: `not_attempted`, the key `failed`,
+            // attempted again by a continuation or a later attempt (§8.1.1).
+            it.status = None;
+            self.cite("ledger.intent_only_never_ran", "§8.3");
         } else {
             let s = self.resolve_lost(id, open == Some(Open::Effected));
             self.set_status(id, s);

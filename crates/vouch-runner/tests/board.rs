@@ -134,3 +134,46 @@ fn a_retry_never_repeats_an_irreversible_act() {
     assert_eq!(r["deliveries"]["d1"]["executions"], 1, "{r}");
     agree(&s);
 }
+
+/// Issue 21 defect 6: `attempt_started` is durable before any provider call, so an act whose
+/// key holds only its intent provably never ran — the next attempt does it, once, at every
+/// destination kind (§8.1.1 over §8.3.1's "unknown", which needs a started attempt).
+#[test]
+fn an_act_whose_key_holds_only_its_intent_is_attempted_again() {
+    for (verb, kind, address) in [
+        ("send", "email", "team@example.com"),
+        ("send", "webhook", "https://hooks.example/team"),
+        ("send", "payment", "acct:acme"),
+        ("save", "folder", "Reports/nightly.md"),
+    ] {
+        let mut s = scenario(
+            json!({"max_attempts": 2, "events": [
+                {"worker": "a", "does": "crash", "crash_after": "ledger_intent", "delivery": "d1"},
+                {"worker": "b"}]}),
+            json!([
+                {"declare": {"deliveries": [{"id": "d1", "verb": verb, "destination": {"kind": kind, "address": address}}]}},
+                {"deliver": "d1", "payload": {"text": "Nightly: all green."}},
+                {"submit": {"summary": "done"}}, {"final": ""}]),
+        );
+        s["world"] = json!({"automation": [format!("{verb}:{kind}:*")],
+            "existing": [format!("folder:{address}")]});
+        let (oracle, actual) = agree(&s);
+        for r in [&oracle, &actual] {
+            let d1 = &r.deliveries["d1"];
+            assert_eq!(
+                d1.status,
+                Some(vouch_core::DeliveryStatus::Verified),
+                "{kind}: {}",
+                r.to_json_line()
+            );
+        }
+        assert_eq!(actual.deliveries["d1"].executions, Some(1), "{kind}");
+        let rules = oracle.rules.unwrap_or_default();
+        assert!(
+            rules
+                .iter()
+                .any(|c| c.rule == "ledger.intent_only_never_ran"),
+            "{kind}: {rules:?}"
+        );
+    }
+}

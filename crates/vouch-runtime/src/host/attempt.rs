@@ -324,6 +324,23 @@ impl Host {
                 &format!("interrupted before it took effect ({reason})"),
                 posture,
             ),
+            // §8.3.1: `attempt_started` is durable before any provider call, so an act whose
+            // key holds only its intent provably never ran, wherever it was going: the key is
+            // `failed` and a continuation or a later attempt does it (§8.1.1).
+            Observation::Unobservable
+                if !open.started
+                    && !(open.key.is_some() && provider.idempotent_by_key(&d.destination)) =>
+            {
+                self.settle(
+                    run,
+                    &d,
+                    open.key.as_deref(),
+                    DeliveryStatus::NotAttempted,
+                    "",
+                    "interrupted before it was attempted",
+                    posture,
+                )
+            }
             Observation::Unobservable => {
                 if open.key.is_some() && provider.idempotent_by_key(&d.destination) {
                     // Retry with the same key: the provider deduplicates (§8.3).
