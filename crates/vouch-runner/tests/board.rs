@@ -177,3 +177,35 @@ fn an_act_whose_key_holds_only_its_intent_is_attempted_again() {
         );
     }
 }
+
+/// Issue 21 defect 6: an act an earlier attempt left `unconfirmed` (a 202: the reply confirmed
+/// nothing) and a later attempt proposes again is not done again and stays `unconfirmed` — no
+/// status is raised to `verified` without new evidence (§6.2.1, §8.1.1, I2).
+#[test]
+fn an_unconfirmed_act_proposed_again_stays_unconfirmed() {
+    let declare = json!({"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "webhook", "address": "https://hooks.example/team"}}]}});
+    let deliver = json!({"deliver": "d1", "payload": {"text": "Nightly: all green."}});
+    for first in [
+        json!({"worker": "a", "does": "crash", "crash_after": "evidence", "delivery": "d1"}),
+        json!({"worker": "a", "script": [declare, deliver, {"final": ""}]}),
+    ] {
+        let mut s = scenario(
+            json!({"max_attempts": 2, "events": [first, {"worker": "b"}]}),
+            json!([declare, deliver, {"submit": {"summary": "done"}}, {"final": ""}]),
+        );
+        s["world"] = json!({"automation": ["send:webhook:*"],
+            "behavior": {"webhook:*": "accept_unverifiable"}});
+        let (oracle, actual) = agree(&s);
+        for r in [&oracle, &actual] {
+            assert_eq!(
+                r.deliveries["d1"].status,
+                Some(vouch_core::DeliveryStatus::Unconfirmed),
+                "{}",
+                r.to_json_line()
+            );
+            assert_eq!(r.needs_you, Some(vec!["d1".to_string()]));
+        }
+        assert_eq!(actual.deliveries["d1"].executions, Some(1));
+        assert!(oracle.gaps.is_empty(), "{:?}", oracle.gaps);
+    }
+}

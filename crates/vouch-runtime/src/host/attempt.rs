@@ -105,7 +105,7 @@ impl Host {
                 LedgerIntent::Recorded(prev) => {
                     // Never executed again: return the recorded outcome (§8.2).
                     let (status, reason) = match prev.state {
-                        LedgerState::Done => (DeliveryStatus::Verified, String::new()),
+                        LedgerState::Done => recorded_done(&prev.detail),
                         _ => (
                             DeliveryStatus::Unknown,
                             format!(
@@ -393,5 +393,24 @@ impl Host {
                 }
             }
         }
+    }
+}
+
+/// What a `done` key recorded (§8.1.1): `verified` only when its evidence was; an act whose
+/// reply confirmed nothing stays `unconfirmed` when proposed again — no status is raised to
+/// `verified` without new evidence (§6.2.1, I2), and a record that does not say is read as
+/// the weaker one.
+fn recorded_done(detail: &Value) -> (DeliveryStatus, String) {
+    let recorded = detail
+        .get("status")
+        .cloned()
+        .and_then(|s| serde_json::from_value::<DeliveryStatus>(s).ok());
+    match recorded {
+        Some(DeliveryStatus::Verified) => (DeliveryStatus::Verified, String::new()),
+        _ => (
+            DeliveryStatus::Unconfirmed,
+            "an earlier attempt did this and its reply confirmed nothing; it is not done again"
+                .into(),
+        ),
     }
 }
