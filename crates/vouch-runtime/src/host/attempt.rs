@@ -296,6 +296,7 @@ impl Host {
             payload_hash: open.payload_hash.clone(),
             idempotency_key: open.key.clone(),
         };
+        let retries_by_key = open.key.is_some() && provider.idempotent_by_key(&d.destination);
         match provider.observe(&req, None) {
             Observation::Present { evidence } => self.settle(
                 run,
@@ -327,22 +328,17 @@ impl Host {
             // §8.3.1: `attempt_started` is durable before any provider call, so an act whose
             // key holds only its intent provably never ran, wherever it was going: the key is
             // `failed` and a continuation or a later attempt does it (§8.1.1).
-            Observation::Unobservable
-                if !open.started
-                    && !(open.key.is_some() && provider.idempotent_by_key(&d.destination)) =>
-            {
-                self.settle(
-                    run,
-                    &d,
-                    open.key.as_deref(),
-                    DeliveryStatus::NotAttempted,
-                    "",
-                    "interrupted before it was attempted",
-                    posture,
-                )
-            }
+            Observation::Unobservable if !open.started && !retries_by_key => self.settle(
+                run,
+                &d,
+                open.key.as_deref(),
+                DeliveryStatus::NotAttempted,
+                "",
+                "interrupted before it was attempted",
+                posture,
+            ),
             Observation::Unobservable => {
-                if open.key.is_some() && provider.idempotent_by_key(&d.destination) {
+                if retries_by_key {
                     // Retry with the same key: the provider deduplicates (§8.3).
                     self.journal(
                         &run.id,
