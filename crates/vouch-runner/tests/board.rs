@@ -209,3 +209,66 @@ fn an_unconfirmed_act_proposed_again_stays_unconfirmed() {
         assert!(oracle.gaps.is_empty(), "{:?}", oracle.gaps);
     }
 }
+
+/// Issue 21 defect 6: a result's `artifacts` are content ids of stored artifacts, else the
+/// result is malformed and costs a repair — through the real host's `submit` tool.
+#[test]
+fn a_result_whose_artifacts_are_not_stored_content_ids_is_malformed() {
+    let stored = "the week's report\n";
+    let cid = vouch_artifacts::content_id(stored.as_bytes());
+    let unstored = vouch_artifacts::content_id(b"never stored");
+    for (artifact, accepted) in [
+        (cid.as_str(), true),
+        ("../../../victim/README", false),
+        ("report.md", false),
+        (unstored.as_str(), false),
+    ] {
+        let s = scenario(
+            json!({"repairs": 0, "artifacts": [stored]}),
+            json!([{"declare": {"deliveries": []}},
+                {"submit": {"summary": "done", "artifacts": [artifact]}}, {"final": ""}]),
+        );
+        let (oracle, actual) = agree(&s);
+        let want = if accepted { "completed" } else { "failed" };
+        for r in [&oracle, &actual] {
+            let task = r.task.as_ref().unwrap();
+            assert_eq!(
+                task.state.as_str(),
+                want,
+                "{artifact}: {}",
+                r.to_json_line()
+            );
+        }
+        let cited = oracle.rules.unwrap_or_default();
+        assert_eq!(
+            cited.iter().any(|c| c.rule == "submit.artifact_not_stored"),
+            !accepted,
+            "{artifact}"
+        );
+    }
+}
+
+/// Issue 21 defect 6: a judge's verdict scores exactly the task's criteria; a missing or an
+/// unknown criterion is malformed — through the real host's `submit` tool.
+#[test]
+fn a_judge_verdict_that_does_not_score_exactly_the_criteria_is_malformed() {
+    for (scores, accepted) in [
+        (json!({"accurate": 1, "concise": 0.5}), true),
+        (json!({"accurate": 1}), false),
+        (json!({"accurate": 1, "concise": 0.5, "witty": 1}), false),
+        (json!({}), false),
+    ] {
+        let s = scenario(
+            json!({"judge": {"criteria": ["accurate", "concise"], "workers": ["b"], "script": [
+                {"declare": {"deliveries": []}},
+                {"submit": {"passed": true, "scores": scores}}, {"final": ""}]}}),
+            good(),
+        );
+        let (oracle, actual) = agree(&s);
+        let want = if accepted { "completed" } else { "failed" };
+        for r in [&oracle, &actual] {
+            let judge = r.judge.as_ref().unwrap();
+            assert_eq!(judge.state.as_str(), want, "{scores}: {}", r.to_json_line());
+        }
+    }
+}
