@@ -88,7 +88,7 @@ impl Host {
                 detail: json!({}),
                 updated_ms: self.now(),
             };
-            match self.store.ledger_intend(&entry)? {
+            match self.intend(&run.id, &entry)? {
                 LedgerIntent::Proceed(_) => {
                     self.journal(
                         &run.id,
@@ -177,6 +177,50 @@ impl Host {
         let (status, evidence, reason) = judge(&reply, &obs);
         self.settle(run, d, key.as_deref(), status, &evidence, &reason, posture)?;
         Ok(status)
+    }
+
+    /// Write an act's ledger intent (§8.2). A key still `intended` holds only its intent when
+    /// nothing can still be attempting it: its run has ended (that run's reconciliation
+    /// settled every attempt it had started), or it is this very run, driven here, whose
+    /// journal holds no started attempt under the key (a process of it died between the
+    /// intent and `attempt_started`). Since `attempt_started` is durable before any provider
+    /// call, such an act never ran — the event recording its intent was lost with the process.
+    /// It is settled `failed` and intended again, so it is attempted again like any key whose
+    /// intent alone a crash left (§8.3.1, §8.1.1). Two runs racing for it: the store's
+    /// conditional updates let one proceed; the other reads it recorded.
+    fn intend(&self, run_id: &str, entry: &LedgerEntry) -> HostResult<LedgerIntent> {
+        let first = self.store.ledger_intend(entry)?;
+        let LedgerIntent::Recorded(prev) = &first else {
+            return Ok(first);
+        };
+        if prev.state != LedgerState::Intended {
+            return Ok(first);
+        }
+        let never_ran = if prev.run_id == run_id {
+            let view = self.view(run_id)?;
+            !view.items.get(&entry.delivery).is_some_and(|i| {
+                i.open_attempt
+                    .as_ref()
+                    .is_some_and(|a| a.key.as_deref() == Some(entry.key.as_str()))
+            })
+        } else {
+            self.store
+                .run(&prev.run_id)?
+                .is_some_and(|r| r.state == RunState::Ended)
+        };
+        if !never_ran {
+            return Ok(first);
+        }
+        let detail = json!({"status": DeliveryStatus::NotAttempted, "evidence": "",
+            "reason": format!("run {} ended before the attempt started", prev.run_id)});
+        match self
+            .store
+            .ledger_settle(&entry.key, LedgerState::Failed, &detail, self.now())
+        {
+            Ok(()) | Err(StoreError::Conflict(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+        Ok(self.store.ledger_intend(entry)?)
     }
 
     /// The one same-key retry path (§8.3), used by a live attempt and by settling an attempt
