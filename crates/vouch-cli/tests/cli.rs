@@ -337,6 +337,48 @@ fn crash_at_every_point_of_a_folder_run_then_boot_and_resume() {
     }
 }
 
+/// Issue 21 defect 6: killed between the ledger intent's row and the event recording it
+/// (`~ledger_intent`: the row is written, the buffered event lost), the key holds only its
+/// intent and no journal holds a started attempt — since `attempt_started` is durable before
+/// any provider call, the act never ran. Start-up carries the approval out and the act is
+/// attempted, once; it is never left `unknown` for the person.
+#[test]
+fn an_act_whose_intent_event_was_lost_is_attempted_again() {
+    let hook = support::Receiver::start(false);
+    let h = Home::new();
+    let s = h.script(
+        "send.json",
+        json!([
+            {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "webhook", "address": hook.url}}]}},
+            {"deliver": "d1", "payload": {"text": "ship it"}},
+            {"final": "Sent."}
+        ]),
+    );
+    let out = h.vouch(
+        &[
+            "run",
+            "Post to the hook",
+            "--script",
+            s.to_str().expect("utf8"),
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let card = h.json(&["approvals"])[0].clone();
+    let run = card["run"].as_str().expect("run").to_string();
+    let hash = card["payload_hash"].as_str().expect("hash").to_string();
+    let out = h.vouch(
+        &["approve", &run, "d1", "--hash", &hash],
+        &[("VOUCH_CRASH_AFTER", "~ledger_intent:d1")],
+    );
+    assert!(out.status.code().is_none(), "not killed: {}", stderr(&out));
+    assert_eq!(hook.applied(), 0);
+    let show = h.json(&["runs", "show", &run]);
+    assert_eq!(show["deliveries"][0]["status"], "verified", "{show}");
+    assert_eq!(hook.applied(), 1);
+    assert_one_terminal_and_intact(&h);
+}
+
 #[test]
 fn crash_points_around_an_approved_send_never_send_twice() {
     let hook = support::Receiver::start(true);
@@ -506,6 +548,39 @@ fn malformed_scenarios_exit_2_naming_file_and_field() {
         let err = stderr(&out);
         assert!(err.contains("bad.json") && err.contains("wrld"), "{err}");
     }
+}
+
+/// Issue 21: `vouch scenario run --json` printed nothing for a scenario the runner could not
+/// run; it prints one JSON line naming the scenario and the runner's error.
+#[test]
+fn scenario_run_json_prints_the_runners_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("bad-schema.json");
+    // Loads (a custom type with an object schema) but is no usable JSON Schema: the runner
+    // cannot register the type.
+    std::fs::write(
+        &p,
+        json!({"id": "bad-schema", "trigger": {"kind": "task"},
+            "task": {"type": "weird", "output_schema": {"type": 5}},
+            "script": [{"declare": {"deliveries": []}}, {"submit": {"x": 1}}]})
+        .to_string(),
+    )
+    .unwrap();
+    let out = Command::new(vouch_bin())
+        .args(["--json", "scenario", "run"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    let line: Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text:?}"));
+    assert_eq!(line["id"], "bad-schema", "{line}");
+    assert_eq!(line["agrees"], false, "{line}");
+    let error = line["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("the runner failed") && error.contains("output_schema"),
+        "{line}"
+    );
 }
 
 #[test]

@@ -46,6 +46,46 @@ pub fn builtin_output_schema(kind: &str) -> Option<Value> {
     }
 }
 
+/// §13.5: the content id of some bytes, `sha256:` and 64 lowercase hex digits.
+fn content_id(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)))
+}
+
+/// Why a result the schema accepts is still malformed by the host's rules, as the rule's name:
+/// an `artifacts` entry that is not the content id of a stored artifact (§13.5), or a judge's
+/// `scores` that do not score exactly its criteria (§13.5.1).
+fn broken_rule(
+    result: &Value,
+    stored: &[String],
+    criteria: Option<&[String]>,
+) -> Option<&'static str> {
+    if let Some(list) = result.get("artifacts") {
+        let all_stored = list.as_array().is_some_and(|l| {
+            l.iter()
+                .all(|a| a.as_str().is_some_and(|c| stored.iter().any(|s| s == c)))
+        });
+        if !all_stored {
+            return Some("submit.artifact_not_stored");
+        }
+    }
+    if let Some(criteria) = criteria {
+        let scores = result.get("scores").and_then(Value::as_object);
+        let exact = scores.is_some_and(|m| {
+            m.len()
+                == criteria
+                    .iter()
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .len()
+                && criteria.iter().all(|c| m.contains_key(c))
+        });
+        if !exact {
+            return Some("judge.scores_not_criteria");
+        }
+    }
+    None
+}
+
 fn valid(schema: &Value, v: &Value) -> bool {
     jsonschema::validator_for(schema)
         .map(|val| val.is_valid(v))
@@ -532,7 +572,7 @@ impl<'a> BoardSim<'a> {
     ) -> RunOutcome {
         let schema = self.output_schema();
         let carry = std::mem::take(&mut self.carry);
-        let (out, carry) = self.run_with(script, needs_assessment, &schema, carry, faults);
+        let (out, carry) = self.run_with(script, needs_assessment, &schema, None, carry, faults);
         self.carry = carry;
         for (id, n) in out.report.max_executions.iter().flatten() {
             *self.max_executions.entry(id.clone()).or_default() += n;
@@ -545,9 +585,16 @@ impl<'a> BoardSim<'a> {
         script: &[Turn],
         needs_assessment: bool,
         schema: &Value,
+        criteria: Option<&[String]>,
         carry: Carry,
         faults: Vec<Fault>,
     ) -> (RunOutcome, Carry) {
+        let stored: Vec<String> = self
+            .plan
+            .artifacts
+            .iter()
+            .map(|a| content_id(a.as_bytes()))
+            .collect();
         let mut sub = self.s.clone();
         sub.script = script.to_vec();
         sub.faults = faults;
@@ -582,7 +629,19 @@ impl<'a> BoardSim<'a> {
                 continue;
             }
             let assessed = self_assessment.as_ref().is_some_and(|v| !v.is_null());
-            if valid(schema, result) && (assessed || !needs_assessment) {
+            let schema_ok = valid(schema, result);
+            let broken = schema_ok
+                .then(|| broken_rule(result, &stored, criteria))
+                .flatten();
+            if let Some(rule) = broken {
+                let section = if rule.starts_with("judge.") {
+                    "§13.5.1"
+                } else {
+                    "§13.5"
+                };
+                self.cite(rule, section);
+            }
+            if schema_ok && broken.is_none() && (assessed || !needs_assessment) {
                 self.cite("submit.accepted", "§13.4.1");
                 accepted = true;
             } else {
@@ -625,7 +684,8 @@ impl<'a> BoardSim<'a> {
                 calls: self.carry.calls.clone(),
                 ..Default::default()
             };
-            let (out, carry) = self.run_with(&j.script, false, &schema, carry, vec![]);
+            let (out, carry) =
+                self.run_with(&j.script, false, &schema, Some(&j.criteria), carry, vec![]);
             self.carry.calls = carry.calls;
             if out.suspended {
                 self.cite("board.suspended", "§13.3.1");

@@ -365,8 +365,8 @@ mod tests {
         );
         check(
             json!({"id": "crash-intent", "script": pay(), "decisions": [{"approve": "d1"}], "faults": [{"crash_after": "ledger_intent", "delivery": "d1"}]}),
-            json!({"ended_by": "boot", "deliveries": {"d1": {"status": "unknown"}}}),
-            &["boot.reconcile", "ledger.unknown_after_lost_result"],
+            json!({"ended_by": "boot", "deliveries": {"d1": {"status": "not_attempted"}}}),
+            &["boot.reconcile", "ledger.intent_only_never_ran"],
         );
         check(
             json!({"id": "tamper", "script": pay(), "decisions": [{"approve": "d1"}], "faults": [{"tamper_payload": "d1"}]}),

@@ -595,9 +595,16 @@ impl<'a> Sim<'a> {
                             self.set_status(id, Some(DeliveryStatus::Unknown));
                             return Ok(Flow::Next);
                         }
-                        Some(_) => {
+                        // §8.1.1: the earlier attempt's reply confirmed nothing, and nothing
+                        // new is observed: it stays `unconfirmed`, never raised (§6.2.1, I2).
+                        Some(DeliveryStatus::Unconfirmed) => {
+                            self.cite("ledger.unconfirmed_stays", "§8.1");
+                            self.set_status(id, Some(DeliveryStatus::Unconfirmed));
+                            return Ok(Flow::Next);
+                        }
+                        Some(other) => {
                             self.aggregate_open = true;
-                            self.gap("an irreversible act an earlier attempt of the same task left unconfirmed, proposed again by a later attempt: the contract does not say what the later run reports".into());
+                            self.gap(format!("an irreversible act an earlier attempt of the same task left {}, proposed again by a later attempt: the contract does not say what the later run reports", other.as_str()));
                             if let Some(it) = self.items.get_mut(id) {
                                 it.status_open = true;
                             }
@@ -975,6 +982,17 @@ impl<'a> Sim<'a> {
                 _ => None,
             };
             self.cite("ledger.reobserve_after_crash", "§8.3");
+            if open == Some(Open::Intent) {
+                self.cite("ledger.intent_only_never_ran", "§8.3");
+            }
+        } else if open == Some(Open::Intent)
+            && !self.s.world.is_idempotent_by_key(&it.d.destination)
+        {
+            // §8.3.1: `attempt_started` is durable before any provider call, so a key that
+            // holds only its intent provably never ran: `not_attempted`, the key `failed`,
+            // attempted again by a continuation or a later attempt (§8.1.1).
+            it.status = None;
+            self.cite("ledger.intent_only_never_ran", "§8.3");
         } else {
             let s = self.resolve_lost(id, open == Some(Open::Effected));
             self.set_status(id, s);

@@ -12,6 +12,7 @@ use super::{report, Ctx};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::sync::Arc;
+use vouch_artifacts::{ArtifactStore, LocalStore};
 use vouch_core::board::{self as core_board, Condition};
 use vouch_runtime::clock::Clock;
 use vouch_runtime::crash::{CrashMode, CrashPlan};
@@ -34,6 +35,8 @@ const JUDGE: &str = "task-judge";
 
 struct Board {
     store: Arc<SqliteStore>,
+    /// The home's artifact store: the scenario's artifacts, where results' artifacts must be.
+    artifacts: Arc<dyn ArtifactStore>,
     types: TaskTypes,
     plan: TaskPlan,
     script: Value,
@@ -77,8 +80,13 @@ pub fn run_task_scenario(s: &Scenario, plan: &TaskPlan, dir: &Path) -> Result<Va
     } else {
         s.prompt.clone()
     };
+    let artifacts: Arc<dyn ArtifactStore> = Arc::new(LocalStore::in_home(dir));
+    for text in &plan.artifacts {
+        artifacts.put(text.as_bytes()).map_err(err)?;
+    }
     let mut b = Board {
         store,
+        artifacts,
         types,
         script: serde_json::to_value(&s.script).map_err(err)?,
         prompt,
@@ -295,7 +303,8 @@ impl Board {
     fn host(&self, ctx: &mut Ctx, worker: &str) -> Result<(Host, Arc<TaskWork>), String> {
         let mut host = ctx.host()?;
         host.owner = format!("worker-{worker}");
-        let work = Arc::new(TaskWork::new(host.work.clone()));
+        let work =
+            Arc::new(TaskWork::new(host.work.clone()).with_artifacts(self.artifacts.clone()));
         host.work = work.clone();
         Ok((host, work))
     }

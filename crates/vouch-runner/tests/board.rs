@@ -134,3 +134,141 @@ fn a_retry_never_repeats_an_irreversible_act() {
     assert_eq!(r["deliveries"]["d1"]["executions"], 1, "{r}");
     agree(&s);
 }
+
+/// Issue 21 defect 6: `attempt_started` is durable before any provider call, so an act whose
+/// key holds only its intent provably never ran — the next attempt does it, once, at every
+/// destination kind (§8.1.1 over §8.3.1's "unknown", which needs a started attempt).
+#[test]
+fn an_act_whose_key_holds_only_its_intent_is_attempted_again() {
+    for (verb, kind, address) in [
+        ("send", "email", "team@example.com"),
+        ("send", "webhook", "https://hooks.example/team"),
+        ("send", "payment", "acct:acme"),
+        ("save", "folder", "Reports/nightly.md"),
+    ] {
+        let mut s = scenario(
+            json!({"max_attempts": 2, "events": [
+                {"worker": "a", "does": "crash", "crash_after": "ledger_intent", "delivery": "d1"},
+                {"worker": "b"}]}),
+            json!([
+                {"declare": {"deliveries": [{"id": "d1", "verb": verb, "destination": {"kind": kind, "address": address}}]}},
+                {"deliver": "d1", "payload": {"text": "Nightly: all green."}},
+                {"submit": {"summary": "done"}}, {"final": ""}]),
+        );
+        s["world"] = json!({"automation": [format!("{verb}:{kind}:*")],
+            "existing": [format!("folder:{address}")]});
+        let (oracle, actual) = agree(&s);
+        for r in [&oracle, &actual] {
+            let d1 = &r.deliveries["d1"];
+            assert_eq!(
+                d1.status,
+                Some(vouch_core::DeliveryStatus::Verified),
+                "{kind}: {}",
+                r.to_json_line()
+            );
+        }
+        assert_eq!(actual.deliveries["d1"].executions, Some(1), "{kind}");
+        let rules = oracle.rules.unwrap_or_default();
+        assert!(
+            rules
+                .iter()
+                .any(|c| c.rule == "ledger.intent_only_never_ran"),
+            "{kind}: {rules:?}"
+        );
+    }
+}
+
+/// Issue 21 defect 6: an act an earlier attempt left `unconfirmed` (a 202: the reply confirmed
+/// nothing) and a later attempt proposes again is not done again and stays `unconfirmed` — no
+/// status is raised to `verified` without new evidence (§6.2.1, §8.1.1, I2).
+#[test]
+fn an_unconfirmed_act_proposed_again_stays_unconfirmed() {
+    let declare = json!({"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "webhook", "address": "https://hooks.example/team"}}]}});
+    let deliver = json!({"deliver": "d1", "payload": {"text": "Nightly: all green."}});
+    for first in [
+        json!({"worker": "a", "does": "crash", "crash_after": "evidence", "delivery": "d1"}),
+        json!({"worker": "a", "script": [declare, deliver, {"final": ""}]}),
+    ] {
+        let mut s = scenario(
+            json!({"max_attempts": 2, "events": [first, {"worker": "b"}]}),
+            json!([declare, deliver, {"submit": {"summary": "done"}}, {"final": ""}]),
+        );
+        s["world"] = json!({"automation": ["send:webhook:*"],
+            "behavior": {"webhook:*": "accept_unverifiable"}});
+        let (oracle, actual) = agree(&s);
+        for r in [&oracle, &actual] {
+            assert_eq!(
+                r.deliveries["d1"].status,
+                Some(vouch_core::DeliveryStatus::Unconfirmed),
+                "{}",
+                r.to_json_line()
+            );
+            assert_eq!(r.needs_you, Some(vec!["d1".to_string()]));
+        }
+        assert_eq!(actual.deliveries["d1"].executions, Some(1));
+        assert!(oracle.gaps.is_empty(), "{:?}", oracle.gaps);
+    }
+}
+
+/// Issue 21 defect 6: a result's `artifacts` are content ids of stored artifacts, else the
+/// result is malformed and costs a repair — through the real host's `submit` tool.
+#[test]
+fn a_result_whose_artifacts_are_not_stored_content_ids_is_malformed() {
+    let stored = "the week's report\n";
+    let cid = vouch_artifacts::content_id(stored.as_bytes());
+    let unstored = vouch_artifacts::content_id(b"never stored");
+    for (artifact, accepted) in [
+        (cid.as_str(), true),
+        ("../../../victim/README", false),
+        ("report.md", false),
+        (unstored.as_str(), false),
+    ] {
+        let s = scenario(
+            json!({"repairs": 0, "artifacts": [stored]}),
+            json!([{"declare": {"deliveries": []}},
+                {"submit": {"summary": "done", "artifacts": [artifact]}}, {"final": ""}]),
+        );
+        let (oracle, actual) = agree(&s);
+        let want = if accepted { "completed" } else { "failed" };
+        for r in [&oracle, &actual] {
+            let task = r.task.as_ref().unwrap();
+            assert_eq!(
+                task.state.as_str(),
+                want,
+                "{artifact}: {}",
+                r.to_json_line()
+            );
+        }
+        let cited = oracle.rules.unwrap_or_default();
+        assert_eq!(
+            cited.iter().any(|c| c.rule == "submit.artifact_not_stored"),
+            !accepted,
+            "{artifact}"
+        );
+    }
+}
+
+/// Issue 21 defect 6: a judge's verdict scores exactly the task's criteria; a missing or an
+/// unknown criterion is malformed — through the real host's `submit` tool.
+#[test]
+fn a_judge_verdict_that_does_not_score_exactly_the_criteria_is_malformed() {
+    for (scores, accepted) in [
+        (json!({"accurate": 1, "concise": 0.5}), true),
+        (json!({"accurate": 1}), false),
+        (json!({"accurate": 1, "concise": 0.5, "witty": 1}), false),
+        (json!({}), false),
+    ] {
+        let s = scenario(
+            json!({"judge": {"criteria": ["accurate", "concise"], "workers": ["b"], "script": [
+                {"declare": {"deliveries": []}},
+                {"submit": {"passed": true, "scores": scores}}, {"final": ""}]}}),
+            good(),
+        );
+        let (oracle, actual) = agree(&s);
+        let want = if accepted { "completed" } else { "failed" };
+        for r in [&oracle, &actual] {
+            let judge = r.judge.as_ref().unwrap();
+            assert_eq!(judge.state.as_str(), want, "{scores}: {}", r.to_json_line());
+        }
+    }
+}

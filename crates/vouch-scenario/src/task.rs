@@ -65,7 +65,15 @@ pub struct TaskPlan {
     /// A judge task on the accepted output, offered once the events are done.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge: Option<JudgePlan>,
+    /// Texts stored in the artifact store before the task is offered (as `vouch artifact
+    /// put` would): a result's `artifacts` may name their content ids (§13.5).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<String>,
 }
+
+/// A scenario stores this many artifacts at most, each this large at most.
+pub const ARTIFACTS_MAX: usize = 20;
+pub const ARTIFACT_TEXT_BYTES_MAX: usize = 64 * 1024;
 
 /// The claim condition on the prerequisite task (§13.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -414,6 +422,16 @@ impl TaskPlan {
             return Err(
                 "task.type `judge` needs a target: use task.judge on a freeform task".into(),
             );
+        }
+        if self.artifacts.len() > ARTIFACTS_MAX
+            || self
+                .artifacts
+                .iter()
+                .any(|a| a.len() > ARTIFACT_TEXT_BYTES_MAX)
+        {
+            return Err(format!(
+                "task.artifacts holds at most {ARTIFACTS_MAX} texts of at most {ARTIFACT_TEXT_BYTES_MAX} bytes each"
+            ));
         }
         if self.events.len() > EVENTS_MAX {
             return Err(format!("task.events has more than {EVENTS_MAX} events"));

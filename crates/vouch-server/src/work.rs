@@ -460,9 +460,16 @@ pub fn submit(s: &AppState, task: &str, n: u32, b: &SubmitBody) -> ApiResult<Rep
         )
     })?;
     let key = (at.task_id.clone(), at.n, at.epoch);
-    let mut errors = vouch_runtime::host::validate(&ty.output_schema, &b.result)
-        .err()
-        .unwrap_or_default();
+    let mut errors = match vouch_runtime::host::validate(&ty.output_schema, &b.result) {
+        // The host's rules beyond the schema: artifacts stored, a judge's scores exact.
+        Ok(()) => vouch_runtime::host::result_errors(
+            &t.kind,
+            &t.spec.input,
+            &b.result,
+            s.work.artifacts.as_deref(),
+        ),
+        Err(e) => e,
+    };
     let assessment = b.self_assessment.clone().filter(|v| !v.is_null());
     if t.spec.criteria.is_some() && assessment.is_none() {
         errors.push("at /self_assessment: the task has success criteria; include your self-assessment against them".into());

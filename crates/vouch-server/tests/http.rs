@@ -1449,6 +1449,22 @@ fn workers_flow(pg: bool) {
         p["detail"].as_str().unwrap().contains("3 repair(s) left"),
         "{p}"
     );
+    // Issue 21 defect 6: a result's artifacts are content ids stored here, else malformed.
+    let unstored = vouch_artifacts::content_id(b"never stored");
+    for (bad, says) in [
+        (json!(["../../victim/README"]), "is not a content id"),
+        (json!([unstored]), "is stored here"),
+    ] {
+        let r = json!({"summary": "Three notes, one decision.", "artifacts": bad});
+        let p = s
+            .post(&submit, json!({"claimant": "w1", "epoch": epoch, "result": r, "signature": report_sig(&w1, &task, n, epoch, "accepted", Some(&r))}))
+            .problem(422, "invalid_result");
+        let detail = p["detail"].as_str().unwrap();
+        assert!(
+            detail.contains("at /artifacts/0") && detail.contains(says),
+            "{p}"
+        );
+    }
     let result = json!({"summary": "Three notes, one decision.", "artifacts": [cid]});
     let p = s
         .post(&submit, json!({"claimant": "w1", "epoch": epoch, "result": result, "signature": report_sig(&w2, &task, n, epoch, "accepted", Some(&result))}))

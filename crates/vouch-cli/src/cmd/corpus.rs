@@ -62,7 +62,14 @@ pub fn scenario_run(paths: &[PathBuf], json: bool) -> Result<i32> {
             Ok(r) => r,
             Err(e) => {
                 failing.push(format!("{}: the runner failed: {e}", s.id));
-                if !json {
+                if json {
+                    // A program reading the lines sees the failure, not a missing line.
+                    outln!(
+                        "{}",
+                        json!({"id": s.id, "file": path.display().to_string(), "agrees": false,
+                            "error": format!("the runner failed: {e}")})
+                    );
+                } else {
                     errln!(
                         "[{}/{total}] {} ERROR {e} ({})",
                         i + 1,

@@ -88,7 +88,7 @@ impl Host {
                 detail: json!({}),
                 updated_ms: self.now(),
             };
-            match self.store.ledger_intend(&entry)? {
+            match self.intend(&run.id, &entry)? {
                 LedgerIntent::Proceed(_) => {
                     self.journal(
                         &run.id,
@@ -105,7 +105,7 @@ impl Host {
                 LedgerIntent::Recorded(prev) => {
                     // Never executed again: return the recorded outcome (§8.2).
                     let (status, reason) = match prev.state {
-                        LedgerState::Done => (DeliveryStatus::Verified, String::new()),
+                        LedgerState::Done => recorded_done(&prev.detail),
                         _ => (
                             DeliveryStatus::Unknown,
                             format!(
@@ -177,6 +177,50 @@ impl Host {
         let (status, evidence, reason) = judge(&reply, &obs);
         self.settle(run, d, key.as_deref(), status, &evidence, &reason, posture)?;
         Ok(status)
+    }
+
+    /// Write an act's ledger intent (§8.2). A key still `intended` holds only its intent when
+    /// nothing can still be attempting it: its run has ended (that run's reconciliation
+    /// settled every attempt it had started), or it is this very run, driven here, whose
+    /// journal holds no started attempt under the key (a process of it died between the
+    /// intent and `attempt_started`). Since `attempt_started` is durable before any provider
+    /// call, such an act never ran — the event recording its intent was lost with the process.
+    /// It is settled `failed` and intended again, so it is attempted again like any key whose
+    /// intent alone a crash left (§8.3.1, §8.1.1). Two runs racing for it: the store's
+    /// conditional updates let one proceed; the other reads it recorded.
+    fn intend(&self, run_id: &str, entry: &LedgerEntry) -> HostResult<LedgerIntent> {
+        let first = self.store.ledger_intend(entry)?;
+        let LedgerIntent::Recorded(prev) = &first else {
+            return Ok(first);
+        };
+        if prev.state != LedgerState::Intended {
+            return Ok(first);
+        }
+        let never_ran = if prev.run_id == run_id {
+            let view = self.view(run_id)?;
+            !view.items.get(&entry.delivery).is_some_and(|i| {
+                i.open_attempt
+                    .as_ref()
+                    .is_some_and(|a| a.key.as_deref() == Some(entry.key.as_str()))
+            })
+        } else {
+            self.store
+                .run(&prev.run_id)?
+                .is_some_and(|r| r.state == RunState::Ended)
+        };
+        if !never_ran {
+            return Ok(first);
+        }
+        let detail = json!({"status": DeliveryStatus::NotAttempted, "evidence": "",
+            "reason": format!("run {} ended before the attempt started", prev.run_id)});
+        match self
+            .store
+            .ledger_settle(&entry.key, LedgerState::Failed, &detail, self.now())
+        {
+            Ok(()) | Err(StoreError::Conflict(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+        Ok(self.store.ledger_intend(entry)?)
     }
 
     /// The one same-key retry path (§8.3), used by a live attempt and by settling an attempt
@@ -296,6 +340,7 @@ impl Host {
             payload_hash: open.payload_hash.clone(),
             idempotency_key: open.key.clone(),
         };
+        let retries_by_key = open.key.is_some() && provider.idempotent_by_key(&d.destination);
         match provider.observe(&req, None) {
             Observation::Present { evidence } => self.settle(
                 run,
@@ -324,8 +369,20 @@ impl Host {
                 &format!("interrupted before it took effect ({reason})"),
                 posture,
             ),
+            // §8.3.1: `attempt_started` is durable before any provider call, so an act whose
+            // key holds only its intent provably never ran, wherever it was going: the key is
+            // `failed` and a continuation or a later attempt does it (§8.1.1).
+            Observation::Unobservable if !open.started && !retries_by_key => self.settle(
+                run,
+                &d,
+                open.key.as_deref(),
+                DeliveryStatus::NotAttempted,
+                "",
+                "interrupted before it was attempted",
+                posture,
+            ),
             Observation::Unobservable => {
-                if open.key.is_some() && provider.idempotent_by_key(&d.destination) {
+                if retries_by_key {
                     // Retry with the same key: the provider deduplicates (§8.3).
                     self.journal(
                         &run.id,
@@ -376,5 +433,24 @@ impl Host {
                 }
             }
         }
+    }
+}
+
+/// What a `done` key recorded (§8.1.1): `verified` only when its evidence was; an act whose
+/// reply confirmed nothing stays `unconfirmed` when proposed again — no status is raised to
+/// `verified` without new evidence (§6.2.1, I2), and a record that does not say is read as
+/// the weaker one.
+fn recorded_done(detail: &Value) -> (DeliveryStatus, String) {
+    let recorded = detail
+        .get("status")
+        .cloned()
+        .and_then(|s| serde_json::from_value::<DeliveryStatus>(s).ok());
+    match recorded {
+        Some(DeliveryStatus::Verified) => (DeliveryStatus::Verified, String::new()),
+        _ => (
+            DeliveryStatus::Unconfirmed,
+            "an earlier attempt did this and its reply confirmed nothing; it is not done again"
+                .into(),
+        ),
     }
 }

@@ -40,8 +40,8 @@ pub use external::{external_model, is_external, ExternalReply};
 pub use patch::{PatchWork, PATCH_TYPE};
 pub use recovery::BOOT_THREADS_MAX;
 pub use task::{
-    usage_of, validate, verdict_of, AttemptJob, AttemptOutcome, RuntimeProfile, TaskDecision,
-    TaskType, TaskTypes, TaskWork,
+    result_errors, usage_of, validate, verdict_of, AttemptJob, AttemptOutcome, RuntimeProfile,
+    TaskDecision, TaskType, TaskTypes, TaskWork,
 };
 
 /// Bytes a run's title holds at most.

@@ -175,6 +175,108 @@ pub fn validate(schema: &Value, value: &Value) -> Result<(), Vec<String>> {
     }
 }
 
+/// The host's rules for a result beyond its type's output schema, the same wherever a result
+/// arrives (a run's `submit` tool, a worker's HTTP or MCP submit): a result's `artifacts` are
+/// `sha256:` content ids of artifacts present in `artifacts` (§13.5), and a judge's `scores`
+/// score exactly its task's criteria, none missing and none unknown (§13.5.1). Checked once
+/// the schema accepts the result; each error names its JSON path, and the strings named come
+/// from the submitter, so they are shown quoted and shortened.
+pub fn result_errors(
+    kind: &str,
+    input: &Value,
+    result: &Value,
+    artifacts: Option<&dyn vouch_artifacts::ArtifactStore>,
+) -> Vec<String> {
+    let mut errors = artifact_errors(result, artifacts);
+    if kind == "judge" {
+        errors.extend(score_errors(input, result));
+    }
+    errors.truncate(SUBMIT_ERRORS_MAX);
+    errors
+}
+
+/// A submitter's string as an error shows it: quoted, escaped, at most 64 characters.
+fn shown(s: &str) -> String {
+    const SHOWN_CHARS_MAX: usize = 64;
+    let cut: String = s.chars().take(SHOWN_CHARS_MAX).collect();
+    if cut.len() < s.len() {
+        format!("{cut:?}…")
+    } else {
+        format!("{cut:?}")
+    }
+}
+
+fn artifact_errors(
+    result: &Value,
+    store: Option<&dyn vouch_artifacts::ArtifactStore>,
+) -> Vec<String> {
+    let Some(list) = result.get("artifacts") else {
+        return vec![];
+    };
+    let Some(list) = list.as_array() else {
+        return vec!["at /artifacts: a list of content ids (`sha256:` and 64 hex digits)".into()];
+    };
+    let mut errors = vec![];
+    for (i, item) in list.iter().enumerate() {
+        if errors.len() >= SUBMIT_ERRORS_MAX {
+            break;
+        }
+        let Some(cid) = item.as_str() else {
+            errors.push(format!("at /artifacts/{i}: a content id, not {item}"));
+            continue;
+        };
+        if vouch_artifacts::parse_cid(cid).is_err() {
+            errors.push(format!(
+                "at /artifacts/{i}: {} is not a content id (`sha256:` and 64 lowercase hex digits); store the artifact and name it by the id the store answers",
+                shown(cid)
+            ));
+            continue;
+        }
+        let present = match store {
+            Some(store) => store.exists(cid),
+            None => Ok(false),
+        };
+        match present {
+            Ok(true) => {}
+            Ok(false) => errors.push(format!(
+                "at /artifacts/{i}: no artifact {cid} is stored here; store it first (`vouch artifact put`, or the board's artifact route), then submit again"
+            )),
+            Err(e) => errors.push(format!(
+                "at /artifacts/{i}: artifact {cid} cannot be read ({e}); store it again"
+            )),
+        }
+    }
+    errors
+}
+
+fn score_errors(input: &Value, result: &Value) -> Vec<String> {
+    let criteria: Vec<&str> = input
+        .get("criteria")
+        .and_then(Value::as_array)
+        .map(|c| c.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let Some(scores) = result.get("scores").and_then(Value::as_object) else {
+        return vec![];
+    };
+    let mut errors: Vec<String> = criteria
+        .iter()
+        .filter(|c| !scores.contains_key(**c))
+        .map(|c| format!("at /scores: no score for criterion {}", shown(c)))
+        .collect();
+    let named: Vec<String> = criteria.iter().map(|c| shown(c)).collect();
+    for key in scores.keys().filter(|k| !criteria.contains(&k.as_str())) {
+        if errors.len() >= SUBMIT_ERRORS_MAX {
+            break;
+        }
+        errors.push(format!(
+            "at /scores: {} is not a criterion of this task; score exactly its criteria: {}",
+            shown(key),
+            named.join(", ")
+        ));
+    }
+    errors
+}
+
 /// A runtime profile (§13.6): a runtime kind and a model bound to policies — the work tools
 /// allowed per context, shell commands, network hosts, writable paths. Its fingerprint is the
 /// content id of its canonical form; a claim records the snapshot, and the run enforces the
@@ -284,6 +386,9 @@ struct Slot {
     profile: String,
     output_schema: Value,
     needs_assessment: bool,
+    /// The task's type and input, for the host's rules of a result (`result_errors`); `None`
+    /// for an advisory submission, which decides nothing.
+    rules: Option<(String, Value)>,
     repairs_max: u32,
     invalid: u32,
     accepted: Option<(Value, Option<Value>)>,
@@ -296,6 +401,8 @@ pub struct TaskWork {
     slots: Mutex<HashMap<String, Slot>>,
     /// Patch attempts' worktree tools (§14), when this worker takes patch tasks.
     pub patch: Option<Arc<super::patch::PatchWork>>,
+    /// Where a result's artifacts must be stored (§13.5); without one, none is.
+    artifacts: Option<Arc<dyn vouch_artifacts::ArtifactStore>>,
 }
 
 impl TaskWork {
@@ -304,7 +411,14 @@ impl TaskWork {
             inner,
             slots: Mutex::new(HashMap::new()),
             patch: None,
+            artifacts: None,
         }
+    }
+
+    /// Check results' artifacts against this store (§13.5).
+    pub fn with_artifacts(mut self, store: Arc<dyn vouch_artifacts::ArtifactStore>) -> Self {
+        self.artifacts = Some(store);
+        self
     }
 
     /// Take patch tasks too: their worktree tools beside the standard ones.
@@ -325,6 +439,7 @@ impl TaskWork {
                     .unwrap_or_default(),
                 output_schema: json!({"type": "object"}),
                 needs_assessment: false,
+                rules: None,
                 repairs_max: 0,
                 invalid: 0,
                 accepted: None,
@@ -426,7 +541,12 @@ impl WorkTools for TaskWork {
             .cloned()
             .filter(|v| !v.is_null());
         let mut errors = match validate(&slot.output_schema, &result) {
-            Ok(()) => vec![],
+            Ok(()) => match &slot.rules {
+                Some((kind, input)) => {
+                    result_errors(kind, input, &result, self.artifacts.as_deref())
+                }
+                None => vec![],
+            },
             Err(e) => e,
         };
         if slot.needs_assessment && assessment.is_none() {
@@ -666,6 +786,7 @@ impl Host {
                 .unwrap_or_default(),
             output_schema: ty.output_schema.clone(),
             needs_assessment: job.criteria.is_some(),
+            rules: Some((job.kind.clone(), job.input.clone())),
             repairs_max: job.repairs_max,
             invalid: 0,
             accepted: None,
@@ -758,6 +879,94 @@ pub fn usage_of(journal: &[vouch_store::JournalEntry]) -> Usage {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// Issue 21 defect 6: a result's `artifacts` are `sha256:` content ids present in the
+    /// artifact store, else the result is malformed (a path, a name, an id nothing was
+    /// stored under; and with no store, nothing is stored).
+    #[test]
+    fn a_results_artifacts_must_be_stored_content_ids() {
+        use vouch_artifacts::ArtifactStore as _;
+        let tmp = tempfile::tempdir().unwrap();
+        let store = vouch_artifacts::LocalStore::in_home(tmp.path());
+        let cid = store.put(b"the report").unwrap();
+        let unstored = vouch_artifacts::content_id(b"never stored");
+        let errors = |artifacts: Value, store: Option<&dyn vouch_artifacts::ArtifactStore>| {
+            result_errors(
+                "freeform",
+                &json!({"brief": "b"}),
+                &json!({"summary": "s", "artifacts": artifacts}),
+                store,
+            )
+        };
+        assert!(errors(json!([]), Some(&store)).is_empty());
+        assert!(errors(json!([cid]), Some(&store)).is_empty());
+        let long = "x".repeat(10_000);
+        for bad in [
+            "../../../victim/README",
+            "/etc/passwd",
+            "report.md",
+            "SHA256:ABC",
+            &cid.to_uppercase(),
+            &long,
+        ] {
+            let e = errors(json!([cid, bad]), Some(&store));
+            assert_eq!(e.len(), 1, "{bad}: {e:?}");
+            assert!(e[0].starts_with("at /artifacts/1: ") && e[0].contains("not a content id"));
+            assert!(
+                e[0].len() < 400,
+                "a hostile string is shown shortened: {}",
+                e[0]
+            );
+        }
+        let e = errors(json!([unstored]), Some(&store));
+        assert!(
+            e[0].contains("no artifact") && e[0].contains(&unstored),
+            "{e:?}"
+        );
+        assert_eq!(
+            errors(json!([cid]), None).len(),
+            1,
+            "no store: nothing is stored"
+        );
+        assert_eq!(
+            errors(json!("x"), Some(&store)).len(),
+            1,
+            "a custom type's non-list"
+        );
+    }
+
+    /// Issue 21 defect 6: a judge's verdict scores exactly the task's criteria; a missing or
+    /// an unknown criterion is malformed.
+    #[test]
+    fn a_judges_verdict_scores_exactly_the_tasks_criteria() {
+        let input = json!({"target": "t1", "criteria": ["accurate", "concise"]});
+        let errors = |scores: Value| {
+            result_errors(
+                "judge",
+                &input,
+                &json!({"passed": true, "scores": scores}),
+                None,
+            )
+        };
+        assert!(errors(json!({"accurate": 1, "concise": 0.5})).is_empty());
+        let e = errors(json!({"accurate": 1}));
+        assert!(
+            e.len() == 1 && e[0].contains("no score for criterion \"concise\""),
+            "{e:?}"
+        );
+        let e = errors(json!({"accurate": 1, "concise": 1, "witty\u{202e}": 1}));
+        assert!(e.len() == 1 && e[0].contains("is not a criterion"), "{e:?}");
+        assert!(e[0].contains("\\u{202e}"), "escaped, not raw: {e:?}");
+        assert_eq!(errors(json!({})).len(), 2);
+        // Only a judge's scores are held to its criteria.
+        let other = result_errors(
+            "freeform",
+            &input,
+            &json!({"summary": "s", "scores": {}}),
+            None,
+        );
+        assert!(other.is_empty(), "{other:?}");
+    }
 
     #[test]
     fn validation_names_the_failing_path() {
