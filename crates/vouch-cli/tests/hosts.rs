@@ -1,0 +1,263 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Issue 24 #1: ownership by lease and host, never by a local pid alone. Across two machines
+//! (a worker in its own PID namespace looks like one), a host ended every live run of the
+//! worker because the worker's pid was missing from *its* `/proc`; a run whose owner was pid 1
+//! of a container looked alive forever. An owner is now (host id, boot, pid, start): a host
+//! judges processes only of its own host and boot, and any other owner by its lease alone.
+//! Real processes, real namespaces (`unshare`), on both backends.
+
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// One vouch home on one backend; `pg` is (url, schema) for PostgreSQL.
+struct Site {
+    _tmp: tempfile::TempDir,
+    dir: PathBuf,
+    pg: Option<(String, String)>,
+}
+
+impl Drop for Site {
+    fn drop(&mut self) {
+        if let Some((url, schema)) = &self.pg {
+            if let Ok(mut c) = postgres::Client::connect(url, postgres::NoTls) {
+                let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
+            }
+        }
+    }
+}
+
+fn pg_url() -> String {
+    std::env::var("VOUCH_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+impl Site {
+    fn new(postgres: bool) -> Site {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("home");
+        let pg = postgres.then(|| {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos();
+            let schema = format!(
+                "vouch_hosts_{}_{}",
+                std::process::id(),
+                nanos % 1_000_000_000
+            );
+            (pg_url(), schema)
+        });
+        let s = Site { _tmp: tmp, dir, pg };
+        let out = s.vouch(&[], &["init"], &[]);
+        assert!(out.status.success(), "init: {}", err(&out));
+        s
+    }
+
+    /// `vouch ARGS` on this site, started through `wrap` (e.g. `unshare …`), with `env`.
+    fn vouch(&self, wrap: &[&str], args: &[&str], env: &[(&str, &str)]) -> Output {
+        let bin = env!("CARGO_BIN_EXE_vouch");
+        let mut c = match wrap.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(bin);
+                c
+            }
+            None => Command::new(bin),
+        };
+        c.arg("--home")
+            .arg(&self.dir)
+            .args(args)
+            .env_remove("VOUCH_CRASH_AFTER")
+            .env_remove("VOUCH_HOST_ID")
+            .env_remove("DBUS_SESSION_BUS_ADDRESS");
+        if let Some((url, schema)) = &self.pg {
+            c.env("VOUCH_DATABASE_URL", url)
+                .env("VOUCH_DATABASE_SCHEMA", schema);
+        }
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    }
+
+    /// A run started through `wrap` and killed after its first delivery's evidence: its
+    /// process is gone, its lease still runs. Returns the run's id.
+    fn killed_run(&self, wrap: &[&str], env: &[(&str, &str)], name: &str) -> String {
+        let script = self.dir.join(format!("{name}.json"));
+        std::fs::write(&script, two_saves(name).to_string()).unwrap();
+        let mut env = env.to_vec();
+        env.push(("VOUCH_CRASH_AFTER", "evidence:d1"));
+        let out = self.vouch(
+            wrap,
+            &["run", name, "--script", script.to_str().unwrap()],
+            &env,
+        );
+        assert!(
+            !out.status.success(),
+            "the run should have been killed: {}",
+            err(&out)
+        );
+        // Read without starting up (a read-only home reconciles nothing).
+        let runs = self.runs_seen_by(&[], &[("VOUCH_READ_ONLY", "1")]);
+        let run = runs.into_iter().find(|r| r["title"] == json!(name));
+        run.unwrap()["id"].as_str().unwrap().to_string()
+    }
+
+    /// The runs as `vouch runs list` shows them: every listing is a start-up (§9.1 b).
+    fn runs_seen_by(&self, wrap: &[&str], env: &[(&str, &str)]) -> Vec<Value> {
+        let out = self.vouch(wrap, &["--json", "runs", "list"], env);
+        assert!(out.status.success(), "runs list: {}", err(&out));
+        serde_json::from_slice::<Vec<Value>>(&out.stdout).unwrap()
+    }
+
+    fn runs(&self) -> Vec<Value> {
+        self.runs_seen_by(&[], &[])
+    }
+
+    /// Time passes for one run: its lease lapsed a minute ago.
+    fn lapse(&self, run: &str) {
+        let sql = "UPDATE runs SET lease_until_ms = lease_until_ms - 60000 WHERE id = ";
+        match &self.pg {
+            Some((url, schema)) => {
+                let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
+                c.batch_execute(&format!("SET search_path TO {schema}; {sql}'{run}'"))
+                    .unwrap();
+            }
+            None => {
+                let c = rusqlite::Connection::open(self.dir.join("vouch.db")).unwrap();
+                c.execute(&format!("{sql}?1"), [run]).unwrap();
+            }
+        }
+    }
+}
+
+fn err(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn two_saves(name: &str) -> Value {
+    json!([
+        {"declare": {"deliveries": [
+            {"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": format!("Reports/{name}-a.md")}},
+            {"id": "d2", "verb": "save", "destination": {"kind": "folder", "address": format!("Reports/{name}-b.md")}}]}},
+        {"deliver": "d1", "payload": {"text": "A\n"}},
+        {"deliver": "d2", "payload": {"text": "B\n"}},
+        {"final": "Both saved."}
+    ])
+}
+
+fn state_of(runs: &[Value], id: &str) -> (String, Value) {
+    let r = runs.iter().find(|r| r["id"] == json!(id)).unwrap();
+    (
+        r["state"].as_str().unwrap().to_string(),
+        r["ended_by"].clone(),
+    )
+}
+
+fn assert_open(runs: &[Value], id: &str, why: &str) {
+    let (state, by) = state_of(runs, id);
+    assert_ne!(state, "ended", "run {id} was ended ({by}) {why}");
+}
+
+fn assert_ended_by_boot(runs: &[Value], id: &str, why: &str) {
+    assert_eq!(
+        state_of(runs, id),
+        ("ended".into(), json!("boot")),
+        "run {id}: {why}"
+    );
+}
+
+/// A run of host `a` whose process is gone but whose lease still runs is never ended by
+/// host `b` (which cannot see `a`'s processes); once the lease lapses, `b` ends it. The host
+/// of a run, back on the same machine and boot, ends it at once: its owner's pid is gone.
+fn another_hosts_live_lease_is_never_ended(pg: bool) {
+    let site = Site::new(pg);
+    let a = [("VOUCH_HOST_ID", "host-a")];
+    let b = [("VOUCH_HOST_ID", "host-b")];
+    let c = [("VOUCH_HOST_ID", "host-c")];
+    let first = site.killed_run(&[], &a, "first");
+    // Host c's start-up leaves host a's run alone too.
+    let second = site.killed_run(&[], &c, "second");
+    let runs = site.runs_seen_by(&[], &b);
+    assert_open(&runs, &first, "by host b while host a's lease ran");
+    assert_open(&runs, &second, "by host b while host a's lease ran");
+    site.lapse(&first);
+    let runs = site.runs_seen_by(&[], &b);
+    assert_ended_by_boot(
+        &runs,
+        &first,
+        "its lease lapsed: another host takes it over",
+    );
+    assert_open(&runs, &second, "by host b while host a's lease ran");
+    let runs = site.runs_seen_by(&[], &c);
+    assert_ended_by_boot(&runs, &second, "its own host knows its process is gone");
+}
+
+#[test]
+fn another_hosts_live_lease_is_never_ended_on_sqlite() {
+    another_hosts_live_lease_is_never_ended(false);
+}
+
+#[test]
+fn another_hosts_live_lease_is_never_ended_on_postgresql() {
+    another_hosts_live_lease_is_never_ended(true);
+}
+
+/// Whether this machine lets us make PID namespaces (root, or user namespaces).
+fn namespaces() -> bool {
+    let ok = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "true"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    // CI runs as root on the same kind of machine: a refusal there is a failure, not a skip.
+    assert!(
+        ok || std::env::var("CI").is_err(),
+        "unshare --pid is refused on CI"
+    );
+    ok
+}
+
+const NAMESPACE: [&str; 4] = ["unshare", "--pid", "--fork", "--mount-proc"];
+
+/// A worker in its own PID namespace is pid 1 there, and pid 1 exists in every namespace:
+/// its run looked alive forever to the root namespace and to a restarted worker (pid 1 again),
+/// so it was never ended. Its lease, not a pid, now decides: live, the run is left alone by
+/// every other namespace; lapsed, whoever comes next takes it over. (A namespace's inode
+/// number may be given again once it is gone: then the pid's start time tells the restarted
+/// pid 1 from the one that died.)
+fn a_worker_in_its_own_pid_namespace(pg: bool) {
+    if !namespaces() {
+        return;
+    }
+    let site = Site::new(pg);
+    let first = site.killed_run(&NAMESPACE, &[], "first");
+    assert_open(
+        &site.runs(),
+        &first,
+        "by the root namespace while its lease ran",
+    );
+    site.lapse(&first);
+    assert_ended_by_boot(
+        &site.runs(),
+        &first,
+        "the root namespace takes over a lapsed lease of another namespace's pid 1",
+    );
+    let second = site.killed_run(&NAMESPACE, &[], "second");
+    site.lapse(&second);
+    assert_ended_by_boot(
+        &site.runs_seen_by(&NAMESPACE, &[]),
+        &second,
+        "a restarted pid 1 takes over its predecessor's lapsed lease",
+    );
+}
+
+#[test]
+fn a_worker_in_its_own_pid_namespace_on_sqlite() {
+    a_worker_in_its_own_pid_namespace(false);
+}
+
+#[test]
+fn a_worker_in_its_own_pid_namespace_on_postgresql() {
+    a_worker_in_its_own_pid_namespace(true);
+}
