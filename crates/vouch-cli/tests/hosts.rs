@@ -84,10 +84,21 @@ impl Site {
     /// A run started through `wrap` and killed after its first delivery's evidence: its
     /// process is gone, its lease still runs. Returns the run's id.
     fn killed_run(&self, wrap: &[&str], env: &[(&str, &str)], name: &str) -> String {
+        self.killed_run_at(wrap, env, name, "evidence:d1")
+    }
+
+    /// As [`Site::killed_run`], killed after the crash point `point`.
+    fn killed_run_at(
+        &self,
+        wrap: &[&str],
+        env: &[(&str, &str)],
+        name: &str,
+        point: &str,
+    ) -> String {
         let script = self.dir.join(format!("{name}.json"));
         std::fs::write(&script, two_saves(name).to_string()).unwrap();
         let mut env = env.to_vec();
-        env.push(("VOUCH_CRASH_AFTER", "evidence:d1"));
+        env.push(("VOUCH_CRASH_AFTER", point));
         let out = self.vouch(
             wrap,
             &["run", name, "--script", script.to_str().unwrap()],
@@ -117,18 +128,74 @@ impl Site {
 
     /// Time passes for one run: its lease lapsed a minute ago.
     fn lapse(&self, run: &str) {
-        let sql = "UPDATE runs SET lease_until_ms = lease_until_ms - 60000 WHERE id = ";
+        self.sql(&format!(
+            "UPDATE runs SET lease_until_ms = lease_until_ms - 60000 WHERE id = '{run}'"
+        ));
+    }
+
+    /// One statement on the site's store, behind the host's back.
+    fn sql(&self, statement: &str) {
         match &self.pg {
             Some((url, schema)) => {
                 let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
-                c.batch_execute(&format!("SET search_path TO {schema}; {sql}'{run}'"))
+                c.batch_execute(&format!("SET search_path TO {schema}; {statement}"))
                     .unwrap();
             }
             None => {
                 let c = rusqlite::Connection::open(self.dir.join("vouch.db")).unwrap();
-                c.execute(&format!("{sql}?1"), [run]).unwrap();
+                c.execute_batch(statement).unwrap();
             }
         }
+    }
+
+    /// The events of a run's journal as (kind, delivery), read without starting up.
+    fn journal(&self, run: &str) -> Vec<(String, Value)> {
+        let out = self.vouch(
+            &[],
+            &["--json", "journal", run],
+            &[("VOUCH_READ_ONLY", "1")],
+        );
+        assert!(out.status.success(), "journal: {}", err(&out));
+        let events: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+        events
+            .iter()
+            .map(|e| {
+                (
+                    e["kind"].as_str().unwrap_or("").to_string(),
+                    e["delivery"].clone(),
+                )
+            })
+            .collect()
+    }
+
+    /// `vouch serve` on this site, its stderr kept in the site's folder.
+    fn serve(&self, env: &[(&str, &str)], n: usize) -> Serve {
+        let log = std::fs::File::create(self.dir.join(format!("serve-{n}.log"))).unwrap();
+        let mut c = Command::new(env!("CARGO_BIN_EXE_vouch"));
+        c.arg("--home")
+            .arg(&self.dir)
+            .args(["serve", "--tick-ms", "50"])
+            .env_remove("VOUCH_CRASH_AFTER")
+            .env_remove("DBUS_SESSION_BUS_ADDRESS")
+            .stdout(std::process::Stdio::null())
+            .stderr(log);
+        if let Some((url, schema)) = &self.pg {
+            c.env("VOUCH_DATABASE_URL", url)
+                .env("VOUCH_DATABASE_SCHEMA", schema);
+        }
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        Serve(c.spawn().unwrap())
+    }
+}
+
+/// Kills the child it holds when dropped, so a failing assertion never leaves it running.
+struct Serve(std::process::Child);
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
@@ -260,4 +327,105 @@ fn a_worker_in_its_own_pid_namespace_on_sqlite() {
 #[test]
 fn a_worker_in_its_own_pid_namespace_on_postgresql() {
     a_worker_in_its_own_pid_namespace(true);
+}
+
+const ORPHANS: usize = 24;
+const SERVES: usize = 4;
+/// How long the serves may take to end every orphan.
+const SETTLE_MS_MAX: u64 = 60_000;
+
+/// Four `vouch serve` on one store reconciled the same orphan several times and some of them
+/// exited: start-up went on reconciling a run whose take-over it had lost, because the owner
+/// looked dead. Only the process whose take-over succeeded ends a run now, and a lost race is
+/// not an error. Orphans whose owner is a dead process of the serves' own host and boot
+/// (with leases still running, so every serve takes the take-over path), each killed inside
+/// an attempt so that reconciling it journals the attempt's settlement: every run is settled
+/// once and ended once, and every serve is still running.
+fn only_the_winner_of_a_take_over_reconciles_an_orphan(pg: bool) {
+    let site = Site::new(pg);
+    let runs: Vec<String> = (0..ORPHANS)
+        .map(|i| {
+            let host = format!("orphans-{i}");
+            let name = format!("orphan-{i}");
+            site.killed_run_at(
+                &[],
+                &[("VOUCH_HOST_ID", &host)],
+                &name,
+                "attempt_started:d1",
+            )
+        })
+        .collect();
+    // The serves start while every orphan's owner is another host's, with its lease running
+    // (left alone); then all at once the owners become dead processes of the serves' own host
+    // and boot (pid_max is at most 2^22, so this pid never exists), and every serve, ticking,
+    // races the others for them.
+    let serves: Vec<Serve> = (0..SERVES)
+        .map(|n| site.serve(&[("VOUCH_HOST_ID", "serves")], n))
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    let ns = std::fs::read_link("/proc/self/ns/pid").unwrap();
+    let ns: String = ns
+        .to_str()
+        .unwrap()
+        .chars()
+        .filter(|c| c.is_ascii_digit())
+        .collect();
+    let dead = format!("pid:4194305+1@serves/{}.{ns}", boot_id.trim());
+    site.sql(&format!(
+        "UPDATE runs SET owner = '{dead}' WHERE state <> 'ended'"
+    ));
+    let started = std::time::Instant::now();
+    let open = || {
+        let all = site.runs_seen_by(&[], &[("VOUCH_READ_ONLY", "1")]);
+        all.iter().filter(|r| r["state"] != json!("ended")).count()
+    };
+    while open() > 0 && started.elapsed().as_millis() < SETTLE_MS_MAX as u128 {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let mut serves = serves;
+    let exited: Vec<String> = serves
+        .iter_mut()
+        .enumerate()
+        .filter_map(|(n, s)| {
+            let status = s.0.try_wait().unwrap()?;
+            let log = std::fs::read_to_string(site.dir.join(format!("serve-{n}.log")));
+            Some(format!(
+                "serve {n} exited ({status}): {}",
+                log.unwrap_or_default()
+            ))
+        })
+        .collect();
+    assert!(exited.is_empty(), "{}", exited.join("\n"));
+    assert_eq!(open(), 0, "every orphan ends within {SETTLE_MS_MAX} ms");
+    let mut twice = vec![];
+    for run in &runs {
+        // What start-up journaled: everything after the interrupted attempt's start, each
+        // (kind, delivery) once, ending in one terminal event.
+        let events = site.journal(run);
+        let from = events.iter().position(|(k, _)| k == "attempt_started");
+        let settled = &events[from.unwrap_or(events.len())..];
+        let mut seen = std::collections::BTreeSet::new();
+        for e in settled {
+            if !seen.insert(format!("{e:?}")) {
+                twice.push(format!("run {run}: {e:?} twice in {settled:?}"));
+            }
+        }
+        if settled.last().map(|(k, _)| k.as_str()) != Some("terminal") || settled.len() < 3 {
+            twice.push(format!(
+                "run {run}: not settled and ended once: {settled:?}"
+            ));
+        }
+    }
+    assert!(twice.is_empty(), "{}", twice.join("\n"));
+}
+
+#[test]
+fn only_the_winner_of_a_take_over_reconciles_an_orphan_on_sqlite() {
+    only_the_winner_of_a_take_over_reconciles_an_orphan(false);
+}
+
+#[test]
+fn only_the_winner_of_a_take_over_reconciles_an_orphan_on_postgresql() {
+    only_the_winner_of_a_take_over_reconciles_an_orphan(true);
 }

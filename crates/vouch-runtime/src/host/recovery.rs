@@ -97,6 +97,26 @@ impl Host {
     /// One orphan at start-up: suspended again if it opened a card, otherwise its approvals
     /// carried out and the run reconciled (`ended_by: boot`). True when it was ended here.
     fn boot_run(&self, run: &RunRecord) -> HostResult<bool> {
+        // Only the process whose take-over succeeded may touch the run (§9.1): a dead owner
+        // of this host and boot may still hold an unexpired lease, which it cannot renew, and
+        // is taken over in one write; any other owner only once its lease has lapsed. A race
+        // lost to another process or host leaves the run to the winner and is no error.
+        let gone = run.owner.as_deref().filter(|o| self.owner_is_dead(Some(o)));
+        let leased = match gone {
+            Some(holder) => self.take_over(&run.id, holder),
+            None => self.lease(&run.id),
+        };
+        match leased {
+            Ok(()) => {}
+            Err(HostError::OwnedElsewhere(_)) => return Ok(false),
+            Err(e) => return Err(e),
+        }
+        // Held now; the run may have been suspended since it was listed (ended runs are
+        // never leased).
+        if self.record(&run.id)?.state == RunState::Suspended {
+            self.store.release_run(&run.id, &self.owner)?;
+            return Ok(false);
+        }
         // Interrupted right after opening a card: the card is still valid, so the run is
         // suspended, not ended (§9.2).
         let cards = self.store.cards_for_run(&run.id)?;
@@ -109,16 +129,7 @@ impl Host {
                 }),
             )?;
             self.store.set_run_state(&run.id, RunState::Suspended)?;
-            return Ok(false);
-        }
-        // A dead local owner may still hold an unexpired lease; it cannot renew it. Its run
-        // is taken over in one write.
-        let gone = run.owner.as_deref().filter(|o| self.owner_is_dead(Some(o)));
-        let leased = match gone {
-            Some(holder) => self.take_over(&run.id, holder),
-            None => self.lease(&run.id),
-        };
-        if leased.is_err() && gone.is_none() {
+            self.store.release_run(&run.id, &self.owner)?;
             return Ok(false);
         }
         // The journal is read once: what reconciling the run appends extends this view in
