@@ -56,6 +56,17 @@ impl Site {
 
     /// `vouch ARGS` on this site, started through `wrap` (e.g. `unshare …`), with `env`.
     fn vouch(&self, wrap: &[&str], args: &[&str], env: &[(&str, &str)]) -> Output {
+        self.vouch_in(&self.dir, wrap, args, env)
+    }
+
+    /// As [`Site::vouch`], with the home `dir` on this site's store.
+    fn vouch_in(
+        &self,
+        dir: &std::path::Path,
+        wrap: &[&str],
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Output {
         let bin = env!("CARGO_BIN_EXE_vouch");
         let mut c = match wrap.split_first() {
             Some((first, rest)) => {
@@ -66,7 +77,7 @@ impl Site {
             None => Command::new(bin),
         };
         c.arg("--home")
-            .arg(&self.dir)
+            .arg(dir)
             .args(args)
             .env_remove("VOUCH_CRASH_AFTER")
             .env_remove("VOUCH_HOST_ID")
@@ -428,4 +439,114 @@ fn only_the_winner_of_a_take_over_reconciles_an_orphan_on_sqlite() {
 #[test]
 fn only_the_winner_of_a_take_over_reconciles_an_orphan_on_postgresql() {
     only_the_winner_of_a_take_over_reconciles_an_orphan(true);
+}
+
+const TICKERS: usize = 4;
+const SLOTS: i64 = 12;
+
+/// Issue 24 #2: one actor per duty across hosts. Four processes tick one store at once (on
+/// PostgreSQL each from a home of its own, as separate machines would; on SQLite sharing one
+/// home): every one of twelve owed slots of an every-minute schedule is consumed once, each
+/// by one run, and every run's notification (a failed run always notifies) is delivered once
+/// across all of them — the outbox dispatcher is fenced by the store, not by a process.
+fn every_slot_and_notification_once_across_processes(pg: bool) {
+    let site = Site::new(pg);
+    let homes: Vec<PathBuf> = (0..TICKERS)
+        .map(|n| {
+            if !pg || n == 0 {
+                return site.dir.clone();
+            }
+            let dir = site._tmp.path().join(format!("home-{n}"));
+            let out = site.vouch_in(&dir, &[], &["init"], &[]);
+            assert!(out.status.success(), "init: {}", err(&out));
+            dir
+        })
+        .collect();
+    let routine = site.dir.join("routine.json");
+    let routine_json = json!({"prompt": "tick", "script": [{"final": "nothing to do"}]});
+    std::fs::write(&routine, routine_json.to_string()).unwrap();
+    let args = [
+        "schedule",
+        "add",
+        "tick",
+        "--cron",
+        "* * * * *",
+        "--grace",
+        "1h",
+    ];
+    let out = site.vouch(
+        &[],
+        &[&args[..], &["--routine", routine.to_str().unwrap()]].concat(),
+        &[],
+    );
+    assert!(out.status.success(), "schedule add: {}", err(&out));
+    // Added twelve minutes ago (to the minute): twelve slots are owed, none late.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let created = now - now % 60_000 - SLOTS * 60_000 + 1;
+    site.sql(&format!("UPDATE schedules SET created_ms = {created}"));
+    let outs: Vec<Output> = std::thread::scope(|s| {
+        let handles: Vec<_> = homes
+            .iter()
+            .map(|home| s.spawn(|| site.vouch_in(home, &[], &["serve", "--once"], &[])))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for o in &outs {
+        assert!(o.status.success(), "serve --once: {}", err(o));
+    }
+    let out = site.vouch(
+        &[],
+        &["--json", "schedule", "list"],
+        &[("VOUCH_READ_ONLY", "1")],
+    );
+    assert!(out.status.success(), "{}", err(&out));
+    let runs = site.runs_seen_by(&[], &[("VOUCH_READ_ONLY", "1")]);
+    let mut scopes: Vec<&str> = runs.iter().filter_map(|r| r["scope"].as_str()).collect();
+    let before = scopes.len();
+    scopes.sort();
+    scopes.dedup();
+    assert_eq!(before, scopes.len(), "a slot ran twice: {scopes:?}");
+    // The minute now may have become due too while the tickers ran.
+    assert!(
+        (SLOTS..=SLOTS + 1).contains(&(runs.len() as i64)),
+        "{} runs for {SLOTS} slots",
+        runs.len()
+    );
+    let mut delivered: Vec<String> = vec![];
+    let mut files: Vec<&PathBuf> = homes.iter().collect();
+    files.dedup();
+    for home in files {
+        let text = std::fs::read_to_string(home.join("notifications.jsonl")).unwrap_or_default();
+        for line in text.lines() {
+            let v: Value = serde_json::from_str(line).unwrap();
+            delivered.push(v["run"].as_str().unwrap().to_string());
+        }
+    }
+    delivered.sort();
+    let mut twice = delivered.clone();
+    twice.dedup();
+    assert_eq!(
+        delivered.len(),
+        twice.len(),
+        "delivered twice: {delivered:?}"
+    );
+    let mut ids: Vec<String> = runs
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_string())
+        .collect();
+    ids.sort();
+    assert_eq!(delivered, ids, "every run's notification, once");
+}
+
+#[test]
+fn every_slot_and_notification_once_across_processes_on_sqlite() {
+    every_slot_and_notification_once_across_processes(false);
+}
+
+#[test]
+fn every_slot_and_notification_once_across_processes_on_postgresql() {
+    every_slot_and_notification_once_across_processes(true);
 }

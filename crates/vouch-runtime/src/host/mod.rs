@@ -43,7 +43,8 @@ pub use owner::{
     HOST_ID_ENV,
 };
 pub use patch::{PatchWork, PATCH_TYPE};
-pub use recovery::BOOT_THREADS_MAX;
+pub use reconcile::DUTY_OUTBOX;
+pub use recovery::{BOOT_THREADS_MAX, DUTY_BOOT};
 pub use task::{
     usage_of, validate, verdict_of, AttemptJob, AttemptOutcome, RuntimeProfile, TaskDecision,
     TaskType, TaskTypes, TaskWork,

@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 /// Orphans start-up reconciles at once. Their terminal commits share the store's group
 /// commits; more threads than this would only queue for the store's connections.
 pub const BOOT_THREADS_MAX: usize = 8;
+/// The duty start-up reconciliation holds across processes (`Store::with_duty`).
+pub const DUTY_BOOT: &str = "boot";
 
 impl Host {
     // ------------------------------------------------------------------ the reconciler (§9)
@@ -15,6 +17,22 @@ impl Host {
     /// stay suspended. Then deliver pending notifications. Returns the runs it ended, in the
     /// order they were found (oldest first).
     pub fn boot(&self) -> HostResult<Vec<String>> {
+        // One reconciliation pass at a time across every process on the store (§9.1): a pass
+        // waits for another's to finish, then finds what that one left.
+        let mut ended = Ok(vec![]);
+        let had = self
+            .store
+            .with_duty(DUTY_BOOT, true, &mut || ended = self.boot_pass())?;
+        if !had {
+            self.say("  start-up reconciliation is busy in another process; it ends the orphans");
+        }
+        let ended = ended?;
+        // One pass over the outbox for every run ended here, rather than one per run.
+        self.dispatch()?;
+        Ok(ended)
+    }
+
+    fn boot_pass(&self) -> HostResult<Vec<String>> {
         let now = self.now();
         // One read of the open runs, oldest first: those with no owner or a lapsed lease (what
         // `orphaned_runs` selects), and those whose lease is held by a process of this
@@ -28,10 +46,7 @@ impl Host {
                 // lease) is that process's run, not an orphan.
                 && !self.owner_is_alive(run.owner.as_deref())
         });
-        let ended = self.boot_runs(&candidates)?;
-        // One pass over the outbox for every run ended here, rather than one per run.
-        self.dispatch()?;
-        Ok(ended)
+        self.boot_runs(&candidates)
     }
 
     /// Start-up's work on each orphan, up to [`BOOT_THREADS_MAX`] at once: each run is
