@@ -27,6 +27,7 @@ mod outbox;
 mod runs;
 mod schedules;
 mod schema;
+mod tls;
 mod tokens;
 
 use postgres::error::SqlState;
@@ -66,6 +67,7 @@ pub const CONNECT_TIMEOUT_MS: u64 = 10_000;
 pub const LOCK_TIMEOUT_MS: u64 = 10_000;
 
 /// Largest event body or payload accepted (the same in every backend).
+pub use tls::{split_url, SslMode, TlsSettings};
 pub use vouch_store::codec::BODY_BYTES_MAX;
 /// Longest schema name PostgreSQL keeps (NAMEDATALEN - 1).
 pub const SCHEMA_NAME_BYTES_MAX: usize = 63;
@@ -220,6 +222,8 @@ struct PoolState {
 
 struct Pool {
     config: Config,
+    /// `None`: plain connections (`sslmode=disable`).
+    tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
     schema: String,
     options: PostgresOptions,
     /// Why the store is read-only; then every session is `default_transaction_read_only`.
@@ -369,7 +373,11 @@ fn quote_ident(name: &str) -> String {
 
 impl Pool {
     fn connect(&self) -> StoreResult<Client> {
-        let mut client = self.config.connect(NoTls).map_err(|e| {
+        let connected = match &self.tls {
+            Some(tls) => self.config.connect(tls.clone()),
+            None => self.config.connect(NoTls),
+        };
+        let mut client = connected.map_err(|e| {
             let target = describe(&self.config);
             match db_err(e) {
                 StoreError::Retryable(m) | StoreError::Fatal(m) => StoreError::Retryable(format!(
@@ -702,6 +710,7 @@ impl PostgresStore {
                 "`{schema}` is not a usable schema name; use lowercase letters, digits and `_` (at most {SCHEMA_NAME_BYTES_MAX}, not starting with a digit or `pg_`)"
             )));
         }
+        let (url, tls) = tls::split_url(url)?;
         let mut config: Config = url.parse().map_err(|e| {
             StoreError::Fatal(format!(
                 "the PostgreSQL URL does not parse ({e}); expected postgres://user@host:port/database"
@@ -713,8 +722,10 @@ impl PostgresStore {
         if config.get_application_name().is_none() {
             config.application_name("vouch");
         }
+        config.ssl_mode(tls::client_mode(tls.mode));
         let pool = Pool {
             config,
+            tls: tls::connector(&tls)?,
             schema: schema.to_string(),
             options,
             read_only: read_only.clone(),
