@@ -31,6 +31,14 @@ if ! command -v chromedriver >/dev/null || ! command -v chromium >/dev/null; the
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
+# The PostgreSQL TLS tests make their certificates with the `openssl` command (the binary
+# links no OpenSSL), and the two-host tests start workers in PID namespaces with `unshare`.
+if ! command -v openssl >/dev/null || ! command -v unshare >/dev/null; then
+  echo "installing openssl and util-linux for the TLS and PID-namespace tests"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq openssl util-linux >/dev/null
+fi
 # Crash tests run the real binary; build it first so every test finds it.
 cargo build --workspace --bins
 cargo test --workspace --no-fail-fast "$@"

@@ -386,6 +386,9 @@ impl Store for Durable {
         self.inner.remove_schedule(name)
     }
 
+    fn with_duty(&self, duty: &str, wait: bool, work: &mut dyn FnMut()) -> StoreResult<bool> {
+        self.inner.with_duty(duty, wait, work)
+    }
     fn outbox_pending(&self) -> StoreResult<Vec<OutboxRow>> {
         self.inner.outbox_pending()
     }

@@ -28,6 +28,7 @@ mod outbox;
 mod runs;
 mod schedules;
 mod schema;
+mod tls;
 mod tokens;
 
 use postgres::error::SqlState;
@@ -67,6 +68,7 @@ pub const CONNECT_TIMEOUT_MS: u64 = 10_000;
 pub const LOCK_TIMEOUT_MS: u64 = 10_000;
 
 /// Largest event body or payload accepted (the same in every backend).
+pub use tls::{split_url, SslMode, TlsSettings};
 pub use vouch_store::codec::BODY_BYTES_MAX;
 /// Longest schema name PostgreSQL keeps (NAMEDATALEN - 1).
 pub const SCHEMA_NAME_BYTES_MAX: usize = 63;
@@ -101,6 +103,8 @@ pub struct PostgresStore {
     /// The last (seq, hash) this store wrote for each run it is writing: an append that knows
     /// its run's tail goes in one statement, with no lock or read first (`runs.rs`).
     tails: Tails,
+    /// The duties this process holds or has held (`Store::with_duty`), one session each.
+    duties: Duties,
 }
 
 /// Runs' tails as this store last wrote them; a hint, never trusted: the journal's insert
@@ -220,6 +224,8 @@ struct PoolState {
 
 struct Pool {
     config: Config,
+    /// `None`: plain connections (`sslmode=disable`).
+    tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
     schema: String,
     options: PostgresOptions,
     /// Why the store is read-only; then every session is `default_transaction_read_only`.
@@ -369,7 +375,11 @@ fn quote_ident(name: &str) -> String {
 
 impl Pool {
     fn connect(&self) -> StoreResult<Client> {
-        let mut client = self.config.connect(NoTls).map_err(|e| {
+        let connected = match &self.tls {
+            Some(tls) => self.config.connect(tls.clone()),
+            None => self.config.connect(NoTls),
+        };
+        let mut client = connected.map_err(|e| {
             let target = describe(&self.config);
             match db_err(e) {
                 StoreError::Retryable(m) | StoreError::Fatal(m) => StoreError::Retryable(format!(
@@ -702,6 +712,7 @@ impl PostgresStore {
                 "`{schema}` is not a usable schema name; use lowercase letters, digits and `_` (at most {SCHEMA_NAME_BYTES_MAX}, not starting with a digit or `pg_`)"
             )));
         }
+        let (url, tls) = tls::split_url(url)?;
         let mut config: Config = url.parse().map_err(|e| {
             StoreError::Fatal(format!(
                 "the PostgreSQL URL does not parse ({e}); expected postgres://user@host:port/database"
@@ -713,8 +724,10 @@ impl PostgresStore {
         if config.get_application_name().is_none() {
             config.application_name("vouch");
         }
+        config.ssl_mode(tls::client_mode(tls.mode));
         let pool = Pool {
             config,
+            tls: tls::connector(&tls)?,
             schema: schema.to_string(),
             options,
             read_only: read_only.clone(),
@@ -754,6 +767,7 @@ impl PostgresStore {
             schema: schema.to_string(),
             pool,
             tails: Tails::default(),
+            duties: Duties::default(),
         })
     }
 
@@ -836,6 +850,71 @@ impl PostgresStore {
     }
 }
 
+/// Duties one store fences at most; each keeps a connection of its own.
+pub const DUTIES_MAX: usize = 8;
+
+/// Each duty's own session: an advisory lock belongs to the session that took it, so the
+/// server lets go of it when this process dies (its sessions close), and never while the
+/// session lives.
+#[derive(Default)]
+struct Duties(Mutex<std::collections::HashMap<String, std::sync::Arc<Mutex<Option<Client>>>>>);
+
+impl PostgresStore {
+    fn fenced(&self, duty: &str, wait: bool, work: &mut dyn FnMut()) -> StoreResult<bool> {
+        let slot = {
+            let mut m = self.duties.0.lock().map_err(poisoned)?;
+            if !m.contains_key(duty) && m.len() >= DUTIES_MAX {
+                return Err(StoreError::Fatal(format!(
+                    "duty `{duty}`: a store fences at most {DUTIES_MAX} duties"
+                )));
+            }
+            m.entry(duty.to_string()).or_default().clone()
+        };
+        // One holder per process at a time (the session's lock would let a second one in);
+        // other processes wait on the server's lock.
+        let mut held = slot.lock().map_err(poisoned)?;
+        if held.as_ref().is_none_or(|c| c.is_closed()) {
+            *held = Some(self.pool.connect()?);
+        }
+        let key = format!("vouch:{}:{duty}", self.schema);
+        let took = match held.as_mut() {
+            Some(c) if wait => c
+                .execute("SELECT pg_advisory_lock(hashtextextended($1, 0))", &[&key])
+                .map(|_| true),
+            Some(c) => c
+                .query_one(
+                    "SELECT pg_try_advisory_lock(hashtextextended($1, 0))",
+                    &[&key],
+                )
+                .map(|row| row.get::<_, bool>(0)),
+            None => return Ok(false),
+        };
+        match took {
+            Ok(true) => {}
+            Ok(false) => return Ok(false),
+            // Waited as long as any lock (`lock_timeout`): another process holds it.
+            Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => return Ok(false),
+            Err(e) => {
+                *held = None;
+                return Err(db_err(e));
+            }
+        }
+        work();
+        let let_go = held.as_mut().map(|c| {
+            c.execute(
+                "SELECT pg_advisory_unlock(hashtextextended($1, 0))",
+                &[&key],
+            )
+        });
+        if let Some(Err(e)) = let_go {
+            // A session that could not let go is closed: the server lets go with it.
+            *held = None;
+            return Err(db_err(e));
+        }
+        Ok(true)
+    }
+}
+
 impl TamperForTests for PostgresStore {
     fn tamper_payload(&self, hash: &str, body: &str) -> StoreResult<bool> {
         self.exec(
@@ -847,6 +926,10 @@ impl TamperForTests for PostgresStore {
 }
 
 impl Store for PostgresStore {
+    fn with_duty(&self, duty: &str, wait: bool, work: &mut dyn FnMut()) -> StoreResult<bool> {
+        self.fenced(duty, wait, work)
+    }
+
     fn read_only(&self) -> Option<String> {
         self.pool.read_only.clone()
     }

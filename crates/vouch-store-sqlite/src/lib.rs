@@ -800,6 +800,54 @@ fn query_row_cached<T>(
     c.prepare_cached(sql)?.query_row(params, f)
 }
 
+/// Longest duty name (`Store::with_duty`): a lock file's name is made of it.
+pub const DUTY_NAME_BYTES_MAX: usize = 32;
+
+impl SqliteStore {
+    /// A duty is fenced by an exclusive lock (`flock`) on its own file beside the database,
+    /// never on the database file itself (closing any descriptor of it would drop this
+    /// process's SQLite locks, see `open`). The kernel lets go when the process dies.
+    fn duty_lock(&self, duty: &str, wait: bool) -> StoreResult<Option<std::fs::File>> {
+        if duty.is_empty()
+            || duty.len() > DUTY_NAME_BYTES_MAX
+            || !duty.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+        {
+            return Err(StoreError::Fatal(format!(
+                "duty name `{duty}`: expected up to {DUTY_NAME_BYTES_MAX} lowercase letters or `_`"
+            )));
+        }
+        let mut name = self.path.file_name().unwrap_or_default().to_os_string();
+        name.push(format!(".duty-{duty}.lock"));
+        let path = self.path.with_file_name(name);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| {
+                StoreError::Fatal(format!("open the duty lock {}: {e}", path.display()))
+            })?;
+        let deadline = std::time::Instant::now()
+            + std::time::Duration::from_millis(if wait { BUSY_TIMEOUT_MS } else { 0 });
+        loop {
+            match file.try_lock() {
+                Ok(()) => return Ok(Some(file)),
+                Err(std::fs::TryLockError::WouldBlock) => {}
+                Err(std::fs::TryLockError::Error(e)) => {
+                    return Err(StoreError::Fatal(format!(
+                        "lock the duty lock {}: {e}",
+                        path.display()
+                    )))
+                }
+            }
+            if std::time::Instant::now() >= deadline {
+                return Ok(None);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+}
+
 impl Store for SqliteStore {
     fn create_run(&self, run: &NewRun) -> StoreResult<()> {
         runs::create_run(self, run)
@@ -807,6 +855,16 @@ impl Store for SqliteStore {
 
     fn run(&self, id: &str) -> StoreResult<Option<RunRecord>> {
         runs::run(self, id)
+    }
+
+    fn with_duty(&self, duty: &str, wait: bool, work: &mut dyn FnMut()) -> StoreResult<bool> {
+        let Some(lock) = self.duty_lock(duty, wait)? else {
+            return Ok(false);
+        };
+        work();
+        // Closing the file lets go of the lock.
+        drop(lock);
+        Ok(true)
     }
 
     fn runs(&self, limit: usize) -> StoreResult<Vec<RunRecord>> {

@@ -661,6 +661,17 @@ pub trait Store: Send + Sync {
         now_ms: i64,
         until_ms: i64,
     ) -> StoreResult<bool>;
+    /// Run `work` while this process holds `duty` (start-up reconciliation, the outbox
+    /// dispatcher) for the whole store: no other process on the store runs the same duty
+    /// meanwhile (§9.1). `wait`: wait for a holder to let go, as long as the store waits for
+    /// a lock; otherwise give up at once. Returns false, without running `work`, when the
+    /// duty was not had. A holder that dies lets go with its process. The default runs `work`
+    /// unfenced: for a store only one process ever opens.
+    fn with_duty(&self, duty: &str, wait: bool, work: &mut dyn FnMut()) -> StoreResult<bool> {
+        let _ = (duty, wait);
+        work();
+        Ok(true)
+    }
     /// Non-ended runs whose lease has lapsed (or never existed) at `now_ms`
     /// ([`RunRecord::lease_lapsed`]), oldest first.
     fn orphaned_runs(&self, now_ms: i64) -> StoreResult<Vec<RunRecord>>;

@@ -159,7 +159,12 @@ pub fn serve(dir: &Path, tick_ms: u64, once: bool, json: bool) -> Result<i32> {
             return Ok(0);
         }
         std::thread::sleep(std::time::Duration::from_millis(tick_ms.max(50)));
-        host.boot().map_err(host_err)?;
+        // Runs whose owner died while we serve are ended here (§9.1 b). A pass that fails
+        // (the store busy, a run another host took meanwhile) is tried again next tick: it
+        // never stops the host.
+        if let Err(e) = host.boot() {
+            errln!("vouch serve: start-up reconciliation pass failed, trying again next tick: {e}");
+        }
     }
 }
 

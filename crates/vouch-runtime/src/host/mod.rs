@@ -28,6 +28,7 @@ mod attempt;
 mod decisions;
 mod external;
 mod manifest;
+mod owner;
 mod patch;
 mod proposal;
 mod reconcile;
@@ -37,8 +38,13 @@ mod turn;
 
 pub use decisions::Then;
 pub use external::{external_model, is_external, ExternalReply};
+pub use owner::{
+    process_owner, HostIdentity, HostProcesses, Liveness, LocalProcesses, Owner, HOST_ID_BYTES_MAX,
+    HOST_ID_ENV,
+};
 pub use patch::{PatchWork, PATCH_TYPE};
-pub use recovery::BOOT_THREADS_MAX;
+pub use reconcile::DUTY_OUTBOX;
+pub use recovery::{BOOT_THREADS_MAX, DUTY_BOOT};
 pub use task::{
     result_errors, usage_of, validate, verdict_of, AttemptJob, AttemptOutcome, RuntimeProfile,
     TaskDecision, TaskType, TaskTypes, TaskWork,
@@ -491,31 +497,6 @@ impl Host {
 
 /// Runs scanned at boot for dead local owners.
 pub const RUNS_SCAN_MAX: usize = 100_000;
-
-/// The owner string of this process: `pid:<pid>`.
-pub fn process_owner() -> String {
-    format!("pid:{}", std::process::id())
-}
-
-/// Whether the process holding a run's lease still runs (§9.2.5). The host asks it, never
-/// the operating system directly, so start-up reconciliation and lease takeover are decided
-/// the same way in tests with made-up owners as with real processes.
-pub trait Liveness: Send + Sync {
-    /// `Some(true)`: running; `Some(false)`: exited; `None`: not a process this machine can
-    /// tell about (another host's owner, or no owner at all).
-    fn of(&self, owner: &str) -> Option<bool>;
-}
-
-/// Owners of the form `pid:<pid>` on this machine: alive while `/proc/<pid>` exists (this
-/// process always).
-pub struct LocalProcesses;
-
-impl Liveness for LocalProcesses {
-    fn of(&self, owner: &str) -> Option<bool> {
-        let pid = owner.strip_prefix("pid:")?.parse::<u32>().ok()?;
-        Some(pid == std::process::id() || std::path::Path::new(&format!("/proc/{pid}")).exists())
-    }
-}
 
 impl Host {
     /// True when `owner` is a process known to be running (this one included).

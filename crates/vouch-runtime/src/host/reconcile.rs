@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// The duty the outbox dispatcher holds across processes (`Store::with_duty`).
+pub const DUTY_OUTBOX: &str = "outbox";
+
 impl Host {
     /// The one terminal path (§9.2). Idempotent.
     pub fn reconcile(&self, run_id: &str, ended_by: EndedBy) -> HostResult<vouch_core::Outcome> {
@@ -154,6 +157,20 @@ impl Host {
         // otherwise read the same pending row and deliver it twice.
         static PASS: std::sync::Mutex<()> = std::sync::Mutex::new(());
         let _pass = PASS.lock().unwrap_or_else(|p| p.into_inner());
+        // Nothing pending, nothing to fence (most runs end without a notification left).
+        if self.store.outbox_pending()?.is_empty() {
+            return Ok(0);
+        }
+        // One dispatcher across every process on the store: rows are read and marked sent
+        // while the duty is held, so no row is delivered by two hosts. A duty held elsewhere
+        // for longer than a lock wait leaves the rows to that holder and the next pass.
+        let mut sent = Ok(0);
+        self.store
+            .with_duty(DUTY_OUTBOX, true, &mut || sent = self.dispatch_pending())?;
+        sent
+    }
+
+    fn dispatch_pending(&self) -> HostResult<usize> {
         let pending = self.store.outbox_pending()?;
         let total = pending.len();
         let mut n = 0;

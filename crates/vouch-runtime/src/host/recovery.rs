@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 /// Orphans start-up reconciles at once. Their terminal commits share the store's group
 /// commits; more threads than this would only queue for the store's connections.
 pub const BOOT_THREADS_MAX: usize = 8;
+/// The duty start-up reconciliation holds across processes (`Store::with_duty`).
+pub const DUTY_BOOT: &str = "boot";
 
 impl Host {
     // ------------------------------------------------------------------ the reconciler (§9)
@@ -15,6 +17,22 @@ impl Host {
     /// stay suspended. Then deliver pending notifications. Returns the runs it ended, in the
     /// order they were found (oldest first).
     pub fn boot(&self) -> HostResult<Vec<String>> {
+        // One reconciliation pass at a time across every process on the store (§9.1): a pass
+        // waits for another's to finish, then finds what that one left.
+        let mut ended = Ok(vec![]);
+        let had = self
+            .store
+            .with_duty(DUTY_BOOT, true, &mut || ended = self.boot_pass())?;
+        if !had {
+            self.say("  start-up reconciliation is busy in another process; it ends the orphans");
+        }
+        let ended = ended?;
+        // One pass over the outbox for every run ended here, rather than one per run.
+        self.dispatch()?;
+        Ok(ended)
+    }
+
+    fn boot_pass(&self) -> HostResult<Vec<String>> {
         let now = self.now();
         // One read of the open runs, oldest first: those with no owner or a lapsed lease (what
         // `orphaned_runs` selects), and those whose lease is held by a process of this
@@ -30,10 +48,7 @@ impl Host {
                 // lease) is that process's run, not an orphan.
                 && !self.owner_is_alive(run.owner.as_deref())
         });
-        let ended = self.boot_runs(&candidates)?;
-        // One pass over the outbox for every run ended here, rather than one per run.
-        self.dispatch()?;
-        Ok(ended)
+        self.boot_runs(&candidates)
     }
 
     /// Start-up's work on each orphan, up to [`BOOT_THREADS_MAX`] at once: each run is
@@ -99,14 +114,31 @@ impl Host {
     /// One orphan at start-up: suspended again if it opened a card, otherwise its approvals
     /// carried out and the run reconciled (`ended_by: boot`). True when it was ended here.
     fn boot_run(&self, run: &RunRecord) -> HostResult<bool> {
+        // Only the process whose take-over succeeded may touch the run (§9.1): a dead owner
+        // of this host and boot may still hold an unexpired lease, which it cannot renew, and
+        // is taken over in one write; any other owner only once its lease has lapsed. A race
+        // lost to another process or host leaves the run to the winner and is no error.
+        let gone = run.owner.as_deref().filter(|o| self.owner_is_dead(Some(o)));
+        let leased = match gone {
+            Some(holder) => self.take_over(&run.id, holder),
+            None => self.lease(&run.id),
+        };
+        match leased {
+            Ok(()) => {}
+            Err(HostError::OwnedElsewhere(_)) => return Ok(false),
+            Err(e) => return Err(e),
+        }
+        // Held now: its state is read again, since it may have been suspended since it was
+        // listed (ended runs are never leased).
+        let state = self.record(&run.id)?.state;
         let cards = self.store.cards_for_run(&run.id)?;
-        if run.state == RunState::Suspended {
+        if state == RunState::Suspended {
             // Its owner died while recording a decision: a card decided and not yet journaled
             // is carried through below; anything else waits on as it is, unowned.
             let view = self.view(&run.id)?;
             let open = cards.iter().any(|c| c.state == CardState::Open);
             if open || !cards.iter().any(|c| decided_unjournaled(&view, c)) {
-                self.release_gone(run)?;
+                self.store.release_run(&run.id, &self.owner)?;
                 return Ok(false);
             }
         } else if cards.iter().any(|c| c.state == CardState::Open) {
@@ -120,17 +152,7 @@ impl Host {
                 }),
             )?;
             self.store.set_run_state(&run.id, RunState::Suspended)?;
-            self.release_gone(run)?;
-            return Ok(false);
-        }
-        // A dead local owner may still hold an unexpired lease; it cannot renew it. Its run
-        // is taken over in one write.
-        let gone = run.owner.as_deref().filter(|o| self.owner_is_dead(Some(o)));
-        let leased = match gone {
-            Some(holder) => self.take_over(&run.id, holder),
-            None => self.lease(&run.id),
-        };
-        if leased.is_err() && gone.is_none() {
+            self.store.release_run(&run.id, &self.owner)?;
             return Ok(false);
         }
         // The journal is read once: what reconciling the run appends extends this view in
@@ -144,15 +166,6 @@ impl Host {
             .and_then(|()| self.end_with(&run.id, EndedBy::Boot, None));
         self.drives.close(&run.id);
         out.map(|_| true)
-    }
-
-    /// Drop the lease a gone owner left on a run that waits (a conditional write: a live
-    /// process that took the run meanwhile keeps it).
-    fn release_gone(&self, run: &RunRecord) -> HostResult<()> {
-        if let Some(holder) = run.owner.as_deref() {
-            self.store.release_run(&run.id, holder)?;
-        }
-        Ok(())
     }
 
     /// §9.2: an approval is a durable instruction, not a moment. A run interrupted after the
