@@ -508,15 +508,50 @@ fn a_payload_over_the_limit_leaves_no_interrupted_run(pg: bool) {
         journal.contains("more than the limit of 2097152"),
         "{journal:.2000}"
     );
-    let answers = mcp_stdio(
-        &h,
-        &[
-            json!({"name": "declare", "arguments": {"title": "huge", "deliveries": [
-            {"id": "d1", "verb": "write", "destination": {"kind": "surface"}, "object": huge}]}}),
-        ],
-    );
+    // Over MCP: a 3 MiB call is answered with the limit; an 8 MiB line ends the session
+    // as it is read, never held whole.
+    let big = "x".repeat(3 << 20);
+    let call = json!({"name": "declare", "arguments": {"title": "huge", "deliveries": [
+        {"id": "d1", "verb": "write", "destination": {"kind": "surface"}, "object": big}]}});
+    let answers = mcp_stdio(&h, &[call]);
     let text = answers[0].to_string();
     assert!(text.contains("2097152"), "{text:.600}");
+    let mut child = h
+        .command()
+        .arg("mcp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        let chunk = vec![b'x'; 1 << 20];
+        for _ in 0..8 {
+            if stdin.write_all(&chunk).is_err() {
+                return false;
+            }
+        }
+        // Still connected after 8 MiB: keep the pipe open so only the limit can end it.
+        std::thread::sleep(std::time::Duration::from_secs(20));
+        true
+    });
+    let started = std::time::Instant::now();
+    let ended = loop {
+        if child.try_wait().unwrap().is_some() {
+            break true;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(15) {
+            let _ = child.kill();
+            break false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(ended, "an 8 MiB line did not end the MCP session");
+    assert!(
+        !writer.join().unwrap(),
+        "the session kept reading past the limit"
+    );
     assert_eq!(h.json(&["runs", "list"]).as_array().unwrap().len(), 1);
 }
 

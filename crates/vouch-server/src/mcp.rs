@@ -655,11 +655,61 @@ impl ServerHandler for VouchMcp {
     }
 }
 
+/// Bytes one MCP message over stdio (one line) holds at most: a call of at most a turn
+/// (`TURN_BYTES_MAX`, refused with its limit named when larger) with room for JSON escapes.
+/// A longer line ends the session: it is never read into memory whole.
+pub const STDIO_LINE_BYTES_MAX: usize = 2 * vouch_runtime::host::TURN_BYTES_MAX + 64 * 1024;
+
+/// Stdin that refuses a line longer than `max` bytes as it is read.
+struct LineLimited<R> {
+    inner: R,
+    since_newline: usize,
+    max: usize,
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for LineLimited<R> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        use std::task::Poll;
+        let before = buf.filled().len();
+        let this = &mut *self;
+        match std::pin::Pin::new(&mut this.inner).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {}
+            other => return other,
+        }
+        for &b in &buf.filled()[before..] {
+            if b == b'\n' {
+                this.since_newline = 0;
+            } else {
+                this.since_newline += 1;
+                if this.since_newline > this.max {
+                    return Poll::Ready(Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!(
+                            "an MCP message is larger than the limit of {} bytes",
+                            this.max
+                        ),
+                    )));
+                }
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
 /// `vouch mcp`: serve MCP on this process's stdin and stdout until the client closes them.
 pub async fn serve_stdio(server: VouchMcp) -> Result<(), String> {
     use rmcp::ServiceExt as _;
+    let stdin = LineLimited {
+        inner: tokio::io::stdin(),
+        since_newline: 0,
+        max: STDIO_LINE_BYTES_MAX,
+    };
     let running = server
-        .serve(rmcp::transport::stdio())
+        .serve((stdin, tokio::io::stdout()))
         .await
         .map_err(|e| format!("MCP over stdio: {e}"))?;
     running
