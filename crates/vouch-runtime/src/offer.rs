@@ -123,7 +123,8 @@ fn refuse_unprintable(req: &TaskOffer, idempotency_key: Option<&str>) -> Result<
         ("idempotency_key", idempotency_key),
         ("correlation", req.correlation.as_deref()),
     ] {
-        if let Some(e) = id.and_then(|t| check_id(t).err()) {
+        // Empty is not this check's business: a fork's correlation is empty on purpose.
+        if let Some(e) = id.filter(|t| !t.is_empty()).and_then(|t| check_id(t).err()) {
             return Err(field(name, e.to_string()));
         }
     }
