@@ -146,3 +146,33 @@ fn acknowledge_goes_with_verify_only() {
         text(&out)
     );
 }
+
+/// A store put back as it was (repaired from a backup, or the row restored) verifies intact,
+/// and that verification closes the damage it kept: runs start again without acknowledging.
+#[test]
+fn a_repaired_store_starts_runs_again() {
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let h = Home::on(backend, "");
+        let s = h.script(&json!([{"final": "nothing to do"}]));
+        assert!(h
+            .vouch(&["run", "Quiet", "--script", &s], &[])
+            .status
+            .success());
+        h.raw_sql("UPDATE runs SET title = 'Loud'");
+        let out = h.vouch(&["journal", "verify"], &[]);
+        assert_eq!(out.status.code(), Some(1), "{backend:?}: {}", text(&out));
+        assert!(
+            text(&out).contains("its title does not match"),
+            "{}",
+            text(&out)
+        );
+        let out = h.vouch(&["run", "Refused", "--script", &s], &[]);
+        assert_eq!(out.status.code(), Some(2), "{backend:?}: {}", text(&out));
+        h.raw_sql("UPDATE runs SET title = 'Quiet'");
+        let out = h.vouch(&["journal", "verify"], &[]);
+        assert_eq!(out.status.code(), Some(0), "{backend:?}: {}", text(&out));
+        assert!(text(&out).contains("repaired"), "{}", text(&out));
+        let out = h.vouch(&["run", "Again", "--script", &s], &[]);
+        assert!(out.status.success(), "{backend:?}: {}", text(&out));
+    }
+}
