@@ -91,7 +91,7 @@ fn terminal_escapes_in_a_payload_never_reach_the_terminal_raw() {
 fn email_card(h: &Home) -> (String, String) {
     let script = h.script(&json!([
         {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "email", "address": "board@example.com"}}]}},
-        {"deliver": "d1", "payload": {"subject": "Q3", "body": "Revenue up."}},
+        {"deliver": "d1", "payload": {"to": "board@example.com", "subject": "Q3", "body": "Revenue up."}},
         {"final": "Sent."}
     ]));
     let out = h.vouch(&["run", "E-mail the board", "--script", &script], &[]);

@@ -1617,16 +1617,16 @@ fn an_agents_run_over_mcp_waits_for_the_person_and_is_never_finished_for_it() {
     assert!(s.host.boot().unwrap().is_empty());
     let r = mcp
         .call(
-            "deliver",
-            &json!({"run": run, "delivery": "d9", "payload": {"text": "x"}}),
+            "send",
+            &json!({"run": run, "delivery": "d9", "payload": {"json": "{}"}}),
         )
         .unwrap();
     assert_eq!(r["ok"], false, "an undeclared item is rejected: {r}");
     // Sending cannot be undone: it waits for the person, whatever the agent says.
     let r = mcp
         .call(
-            "deliver",
-            &json!({"run": run, "delivery": "d1", "payload": {"text": "hello"}}),
+            "send",
+            &json!({"run": run, "delivery": "d1", "payload": {"json": "{\"text\": \"hello\"}"}}),
         )
         .unwrap();
     assert!(r["waiting"].is_string(), "{r}");
@@ -1677,8 +1677,8 @@ fn an_agents_run_over_mcp_waits_for_the_person_and_is_never_finished_for_it() {
     assert_eq!(*hook.hits.lock().unwrap(), 1, "sent exactly once");
     let e = mcp
         .call(
-            "deliver",
-            &json!({"run": run, "delivery": "d1", "payload": {"text": "again"}}),
+            "send",
+            &json!({"run": run, "delivery": "d1", "payload": {"json": "{}"}}),
         )
         .unwrap_err();
     assert_eq!(e.code, "refused");
@@ -1686,7 +1686,7 @@ fn an_agents_run_over_mcp_waits_for_the_person_and_is_never_finished_for_it() {
     let own = s.save_run(1);
     let e = mcp
         .call(
-            "deliver",
+            "save",
             &json!({"run": own, "delivery": "d1", "payload": {"text": "x"}}),
         )
         .unwrap_err();

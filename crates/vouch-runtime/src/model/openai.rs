@@ -441,12 +441,15 @@ fn request_body(config: &OpenAiConfig, messages: &[ChatMessage], tools: &[ToolSp
         let tools = tools
             .iter()
             .map(|t| {
+                // Strict mode where the schema meets its rules (every host tool does; a task
+                // type's own output schema may not), so the server holds the model to it.
                 json!({
                     "type": "function",
                     "function": {
                         "name": t.name,
                         "description": t.description,
                         "parameters": t.parameters,
+                        "strict": crate::schemas::strict_violations(&t.parameters).is_empty(),
                     }
                 })
             })
