@@ -792,7 +792,8 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
     let worktrees = a.worktrees.clone().unwrap_or_else(|| dir.join("worktrees"));
     let work = Arc::new(
         TaskWork::new(host.work.clone())
-            .with_patch(PatchWork::new(worktrees, a.allow_commands.clone())),
+            .with_patch(PatchWork::new(worktrees, a.allow_commands.clone()))
+            .with_board(board.clone()),
     );
     host.work = work.clone();
     let host = Arc::new(host);

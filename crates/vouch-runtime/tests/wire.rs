@@ -9,12 +9,15 @@ use std::sync::Arc;
 use vouch_core::{Presence, TriggerKind};
 use vouch_runtime::capability::PatternCapabilities;
 use vouch_runtime::clock::ManualClock;
-use vouch_runtime::host::{ModelFactory, RunEnd, RunSpec};
+use vouch_runtime::host::{AttemptJob, ModelFactory, RunEnd, RunSpec, TaskTypes, TaskWork};
 use vouch_runtime::model::openai::{OpenAiConfig, OpenAiModel};
 use vouch_runtime::model::{Model, ModelError};
 use vouch_runtime::provider::FolderProvider;
 use vouch_runtime::tools::StandardTools;
 use vouch_runtime::{schemas, Host, Limits};
+use vouch_store::board::{
+    AttemptRef, BoardStore, ClaimRequest, NewTask, Report, ReportKind, TaskSpec,
+};
 use vouch_store_sqlite::SqliteStore;
 
 #[allow(dead_code)] // each test file uses part of the fake world
@@ -202,5 +205,220 @@ fn a_payload_that_breaks_its_schema_is_a_repairable_tool_error_never_stored() {
             None,
             "never stored: {broken}"
         );
+    }
+}
+
+fn task_job(
+    task_id: &str,
+    kind: &str,
+    brief: &str,
+    input: Value,
+    criteria: Option<Value>,
+) -> AttemptJob {
+    AttemptJob {
+        task_id: task_id.into(),
+        attempt: 1,
+        kind: kind.into(),
+        brief: brief.into(),
+        input,
+        criteria,
+        model: json!({"kind": "openai"}),
+        repairs_max: 3,
+        profile: None,
+    }
+}
+
+/// The first user message of a request.
+fn first_user(request: &Value) -> String {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "user")
+        .and_then(|m| m["content"].as_str())
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn a_task_attempts_model_is_told_its_brief_output_schema_criteria_and_pinned_context() {
+    let dir = tempfile::tempdir().unwrap();
+    let wire = Recording::start(vec![
+        Reply::call(
+            "declare",
+            json!({"deliveries": [], "forbid": null, "order": null}),
+        ),
+        Reply::call(
+            "submit",
+            json!({"result": {"summary": "Revenue up 12%."},
+            "self_assessment": {"names the revenue figure": {"met": true, "note": "12%"},
+                "under 100 words": {"met": true, "note": "3 words"}}}),
+        ),
+    ]);
+    let mut h = host(dir.path(), &wire.base_url);
+    let work = Arc::new(TaskWork::new(h.work.clone()));
+    h.work = work.clone();
+    let types = TaskTypes::builtin();
+    let job = task_job(
+        "t1",
+        "freeform",
+        "Summarise the Q4 notes",
+        json!({"brief": "Summarise the Q4 notes", "notes": "sha256:4f2a"}),
+        Some(json!(["names the revenue figure", "under 100 words"])),
+    );
+    let out = h.run_task_attempt(&work, &types, &job).unwrap();
+    assert!(
+        matches!(out.report, Some(ReportKind::Accepted { .. })),
+        "{:?}",
+        out.report
+    );
+    let first = &wire.requests()[0].body;
+    let told = first_user(first);
+    for must in [
+        "Summarise the Q4 notes",
+        "Pinned context",
+        "sha256:4f2a",
+        "1. names the revenue figure",
+        "2. under 100 words",
+        "self_assessment",
+        "\"summary\"",
+        "ends only by `submit`",
+    ] {
+        assert!(
+            told.contains(must),
+            "`{must}` missing from the brief:\n{told}"
+        );
+    }
+    // The `result` parameter IS the type's output schema, not `{"type":"object"}`.
+    let submit = tool(first, "submit");
+    assert_eq!(
+        submit["function"]["parameters"]["properties"]["result"],
+        types.get("freeform").unwrap().output_schema
+    );
+    assert!(
+        first["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["function"]["name"] != "read_target"),
+        "only a judge reads a target"
+    );
+}
+
+#[test]
+fn a_judge_is_told_the_criteria_and_reads_the_targets_accepted_output_through_a_tool() {
+    let dir = tempfile::tempdir().unwrap();
+    let board = Arc::new(SqliteStore::open(&dir.path().join("board.db")).unwrap());
+    board.offer(&new_task("t0")).unwrap();
+    let c = board.claim(&claim_req("alice", "t0")).unwrap().unwrap();
+    board
+        .report(&Report {
+            attempt: AttemptRef {
+                task_id: "t0".into(),
+                n: c.attempt.n,
+                claimant: "alice".into(),
+                epoch: c.attempt.epoch,
+            },
+            kind: ReportKind::Accepted {
+                result: json!({"summary": "Revenue up 12%.", "artifacts": ["sha256:aa11"]}),
+                self_assessment: None,
+                verdict: None,
+            },
+            run_id: None,
+            receipt: None,
+            usage: Default::default(),
+            signature: None,
+            now_ms: 2,
+        })
+        .unwrap();
+    let wire = Recording::start(vec![
+        Reply::call(
+            "declare",
+            json!({"deliveries": [], "forbid": null, "order": null}),
+        ),
+        Reply::call("read_target", json!({})),
+        Reply::call(
+            "submit",
+            json!({"result": {"passed": true, "scores": {"names the revenue figure": 1}},
+                "self_assessment": null}),
+        ),
+    ]);
+    let mut h = host(dir.path(), &wire.base_url);
+    let work = Arc::new(TaskWork::new(h.work.clone()).with_board(board.clone()));
+    h.work = work.clone();
+    let job = task_job(
+        "j1",
+        "judge",
+        "Judge t0",
+        json!({"target": "t0", "criteria": ["names the revenue figure"]}),
+        None,
+    );
+    let out = h
+        .run_task_attempt(&work, &TaskTypes::builtin(), &job)
+        .unwrap();
+    assert!(
+        matches!(out.report, Some(ReportKind::Accepted { .. })),
+        "{:?}",
+        out.report
+    );
+    let seen = wire.requests();
+    let told = first_user(&seen[0].body);
+    assert!(told.contains("1. names the revenue figure"), "{told}");
+    assert!(
+        told.contains("read_target") && told.contains("every criterion"),
+        "{told}"
+    );
+    assert!(
+        !told.contains("Revenue up 12%"),
+        "the host never pastes the target's output into the brief: {told}"
+    );
+    tool(&seen[0].body, "read_target");
+    let read = tool_results(&seen[2].body).last().unwrap().clone();
+    assert!(
+        read.contains("Revenue up 12%.") && read.contains("sha256:aa11"),
+        "the judge reads the accepted output and its artifacts: {read}"
+    );
+}
+
+fn new_task(id: &str) -> NewTask {
+    NewTask {
+        id: id.into(),
+        kind: "freeform".into(),
+        owner: "owner".into(),
+        max_attempts: 1,
+        deadline_ms: None,
+        profiles: vec![],
+        tags: vec![],
+        excluded_claimant: None,
+        condition: None,
+        idempotency_key: None,
+        request_id: format!("sha256:{id}"),
+        spec: TaskSpec {
+            brief: format!("brief of {id}"),
+            input: json!({"brief": format!("brief of {id}")}),
+            correlation: id.into(),
+            criteria: None,
+            references: vec![],
+            lease_ms: 1_000,
+            heartbeat_ms: 200,
+            dispatch_timeout_ms: 5_000,
+            running_timeout_ms: 60_000,
+        },
+        created_ms: 0,
+    }
+}
+
+fn claim_req(claimant: &str, task_id: &str) -> ClaimRequest {
+    ClaimRequest {
+        claimant: claimant.into(),
+        profile: "default".into(),
+        model: None,
+        policy_fingerprint: "sha256:policy".into(),
+        types: vec![],
+        tags: vec![],
+        task_id: Some(task_id.into()),
+        signature: None,
+        policy: json!({}),
+        now_ms: 1,
     }
 }

@@ -156,9 +156,13 @@ impl Host {
                 }
             }
         }
-        msgs.push(ChatMessage::User {
-            content: run.title.clone(),
-        });
+        // A task attempt is told its task (§13.4.3); any other run, the person's request.
+        let first = run
+            .spec
+            .pointer("/model/task/message")
+            .and_then(Value::as_str)
+            .map_or_else(|| run.title.clone(), String::from);
+        msgs.push(ChatMessage::User { content: first });
         msgs.extend(entries.iter().filter_map(|e| {
             // A body that does not parse is not part of the conversation; the view
             // marks it corrupt and the receipt says so.
@@ -253,7 +257,7 @@ impl Host {
                 );
             }
         };
-        let tools = self.tool_specs();
+        let tools = super::task::tools_for_run(&self.tool_specs(), &run.spec);
         let mut turns = view.turns;
         let mut tokens = view.prompt_tokens + view.completion_tokens;
         let mut repairs = 0u32;
