@@ -422,3 +422,69 @@ fn claim_req(claimant: &str, task_id: &str) -> ClaimRequest {
         now_ms: 1,
     }
 }
+
+#[test]
+fn a_run_records_its_model_profile_so_another_process_without_model_settings_continues_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("model.key");
+    std::fs::write(&key, "sk-wire-secret\n").unwrap();
+    let good = json!({"to": "dana@example.com", "cc": null, "subject": "Q4",
+        "body": "Hello", "in_reply_to": null});
+    let wire = Recording::start(vec![
+        Reply::call("declare", declare_email()),
+        Reply::call("send", json!({"delivery": "d1", "payload": good})),
+        Reply::text("Sent."),
+    ]);
+    // The process that starts the run has `[model]` (vouch.toml) with its key by reference.
+    let mut a = host(dir.path(), &wire.base_url);
+    a.models = Arc::new(vouch_runtime::model::ConfiguredModels {
+        profile: Some(vouch_runtime::config::ModelConfig {
+            name: Some("work".into()),
+            url: Some(wire.base_url.clone()),
+            model: Some("wire-model".into()),
+            key: Some(vouch_runtime::config::SecretRef {
+                env: None,
+                file: Some(key.clone()),
+            }),
+            timeout_ms: Some(5_000),
+            max_retries: Some(0),
+            ..Default::default()
+        }),
+    });
+    let (id, end) = start(&a, "Send Dana the Q4 notes");
+    assert!(matches!(end, RunEnd::Suspended { .. }), "{end:?}");
+    let spec = a.store.run(&id).unwrap().unwrap().spec;
+    assert_eq!(spec["model"]["profile"]["name"], "work", "{spec}");
+    assert_eq!(spec["model"]["profile"]["url"], wire.base_url.as_str());
+    assert!(
+        !spec.to_string().contains("sk-wire-secret"),
+        "never the key: {spec}"
+    );
+    drop(a);
+    // Another process of the home — no `[model]`, no VOUCH_MODEL_* — approves: the run goes
+    // on with the profile it recorded instead of ending "the model could not be started".
+    let mut b = host(dir.path(), &wire.base_url);
+    b.models = Arc::new(vouch_runtime::model::DefaultModels);
+    let card = b.store.cards_for_run(&id).unwrap().remove(0);
+    let end = b.approve(&id, "d1", &card.payload_hash).unwrap();
+    assert!(
+        matches!(
+            end,
+            RunEnd::Ended {
+                outcome: vouch_core::Outcome::Succeeded
+            }
+        ),
+        "{end:?}"
+    );
+    let seen = wire.requests();
+    assert_eq!(
+        seen.len(),
+        3,
+        "the approving process asked the model once more"
+    );
+    assert_eq!(
+        seen[2].authorization.as_deref(),
+        Some("Bearer sk-wire-secret"),
+        "with the key read from the reference it recorded"
+    );
+}

@@ -44,7 +44,7 @@ impl Host {
             chain_root,
             parent: parent.map(|p| p.id.clone()),
             scope,
-            spec: json!({"model": spec.model, "presence": presence, "presence_explicit": spec.presence.is_some(), "quiet": spec.quiet}),
+            spec: json!({"model": self.models.record(&spec.model), "presence": presence, "presence_explicit": spec.presence.is_some(), "quiet": spec.quiet}),
             created_ms: self.now(),
             // Born owned: another process's start-up reconciliation must never take a run
             // that is being created for an orphan (issue 11 #10).

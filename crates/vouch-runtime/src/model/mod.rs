@@ -126,7 +126,7 @@ pub enum ModelError {
     #[error("the script has no more turns")]
     ScriptExhausted,
     /// The run names no model the host can build: give it a script or configure one.
-    #[error("this run has no model configured ({kind:?}); pass --script FILE or set VOUCH_MODEL_URL and VOUCH_MODEL")]
+    #[error("this run has no model configured ({kind:?}); pass --script FILE, or give vouch.toml a [model] with url and model (or set VOUCH_MODEL_URL and VOUCH_MODEL)")]
     NoModel { kind: Option<String> },
     /// The OpenAI-compatible model's settings are missing or unusable: fix the one named.
     #[error(transparent)]
@@ -162,16 +162,62 @@ impl crate::host::ModelFactory for DefaultModels {
                     turns, start_turn,
                 )))
             }
-            Some("openai") => openai_model(),
+            Some("openai") => openai_model(spec),
             other => Err(ModelError::NoModel {
                 kind: other.map(str::to_string),
             }),
         }
     }
+
+    fn record(&self, model: &serde_json::Value) -> serde_json::Value {
+        record(None, model)
+    }
 }
 
-fn openai_model() -> Result<Box<dyn Model>, ModelError> {
-    let config = openai::OpenAiConfig::from_env()?;
+/// The models of a home with a `[model]` profile in vouch.toml: as [`DefaultModels`], and a
+/// run records that profile (under the `VOUCH_MODEL_*` overrides) when it starts.
+pub struct ConfiguredModels {
+    pub profile: Option<crate::config::ModelConfig>,
+}
+
+impl crate::host::ModelFactory for ConfiguredModels {
+    fn model(
+        &self,
+        spec: &serde_json::Value,
+        start_turn: usize,
+    ) -> Result<Box<dyn Model>, ModelError> {
+        DefaultModels.model(spec, start_turn)
+    }
+
+    fn record(&self, model: &serde_json::Value) -> serde_json::Value {
+        record(self.profile.as_ref(), model)
+    }
+}
+
+/// An `openai` model spec with the profile it starts with (issue 22 #3): any process then
+/// continues the run with it, whatever its own environment says.
+fn record(
+    file: Option<&crate::config::ModelConfig>,
+    model: &serde_json::Value,
+) -> serde_json::Value {
+    let mut model = model.clone();
+    let openai = model.get("kind").and_then(|k| k.as_str()) == Some("openai");
+    if openai && model.get("profile").is_none() {
+        if let Some(p) = openai::OpenAiConfig::record_profile(file, |v| std::env::var(v).ok()) {
+            model["profile"] = p;
+        }
+    }
+    model
+}
+
+fn openai_model(spec: &serde_json::Value) -> Result<Box<dyn Model>, ModelError> {
+    let config = match spec.pointer("/model/profile") {
+        Some(p) => {
+            let env = |v: &str| std::env::var(v).ok();
+            openai::OpenAiConfig::from_profile(&openai::OpenAiConfig::overlay(p, env), env)?
+        }
+        None => openai::OpenAiConfig::from_env()?,
+    };
     Ok(Box::new(openai::OpenAiModel::new(config)))
 }
 
