@@ -488,3 +488,105 @@ fn a_run_records_its_model_profile_so_another_process_without_model_settings_con
         "with the key read from the reference it recorded"
     );
 }
+
+/// The recording server with one retry a turn; each wait the client chose is kept.
+struct Retrying(String, Arc<std::sync::Mutex<Vec<std::time::Duration>>>);
+impl ModelFactory for Retrying {
+    fn model(&self, _spec: &Value, _start: usize) -> Result<Box<dyn Model>, ModelError> {
+        let mut c = OpenAiConfig::new(&self.0, "wire-model");
+        c.max_retries = 1;
+        let waits = self.1.clone();
+        Ok(Box::new(OpenAiModel::with_sleeper(
+            c,
+            Box::new(move |d| waits.lock().unwrap().push(d)),
+        )))
+    }
+}
+
+fn failed_attempt(replies: Vec<Reply>) -> (ReportKind, Vec<std::time::Duration>, usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let wire = Recording::start(replies);
+    let waits = Arc::new(std::sync::Mutex::new(vec![]));
+    let mut h = host(dir.path(), &wire.base_url);
+    h.models = Arc::new(Retrying(wire.base_url.clone(), waits.clone()));
+    let work = Arc::new(TaskWork::new(h.work.clone()));
+    h.work = work.clone();
+    let job = task_job(
+        "t1",
+        "freeform",
+        "Summarise",
+        json!({"brief": "Summarise"}),
+        None,
+    );
+    let out = h
+        .run_task_attempt(&work, &TaskTypes::builtin(), &job)
+        .unwrap();
+    let w = waits.lock().unwrap().clone();
+    (out.report.unwrap(), w, wire.requests().len())
+}
+
+#[test]
+fn a_model_outage_is_classified_and_named_as_the_attempts_end() {
+    // 503 with Retry-After: waited as the server asked, then the attempt ends retryable,
+    // naming the outage.
+    let (report, waits, asked) = failed_attempt(vec![
+        Reply::status(503, &[("Retry-After", "7")]),
+        Reply::status(503, &[("Retry-After", "7")]),
+    ]);
+    assert_eq!(asked, 2, "one try and one retry");
+    assert_eq!(
+        waits,
+        vec![std::time::Duration::from_secs(7)],
+        "Retry-After honoured"
+    );
+    let ReportKind::Failed { retryable, reason } = report else {
+        panic!("{report:?}")
+    };
+    assert!(retryable);
+    assert!(
+        reason.contains("overloaded") && reason.contains("HTTP 503"),
+        "{reason}"
+    );
+    let mut backoff = vouch_runtime::model::OutageBackoff::default();
+    backoff.record(vouch_runtime::model::Outage::of(&reason), 0);
+    assert_eq!(
+        backoff.wait_ms(0),
+        vouch_runtime::model::OutageBackoff::BASE_MS
+    );
+
+    // A 401 is fatal: not retried within the turn, nor across attempts.
+    let (report, waits, asked) = failed_attempt(vec![Reply::status(401, &[])]);
+    assert_eq!((asked, waits.len()), (1, 0));
+    let ReportKind::Failed { retryable, reason } = report else {
+        panic!("{report:?}")
+    };
+    assert!(!retryable, "{reason}");
+    assert!(
+        reason.contains("refused") && reason.contains("401"),
+        "{reason}"
+    );
+
+    // Nobody listening: unreachable, retryable.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}/v1", l.local_addr().unwrap())
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = host(dir.path(), &closed);
+    let work = Arc::new(TaskWork::new(h.work.clone()));
+    h.work = work.clone();
+    let job = task_job(
+        "t2",
+        "freeform",
+        "Summarise",
+        json!({"brief": "Summarise"}),
+        None,
+    );
+    let out = h
+        .run_task_attempt(&work, &TaskTypes::builtin(), &job)
+        .unwrap();
+    let Some(ReportKind::Failed { retryable, reason }) = out.report else {
+        panic!("{:?}", out.report)
+    };
+    assert!(retryable && reason.contains("unreachable"), "{reason}");
+}

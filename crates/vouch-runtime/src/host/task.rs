@@ -797,9 +797,16 @@ impl Host {
                 }
                 // The host notices the missing handoff (§13.1): a run may fail for reasons
                 // another try can fix, so it is retryable while attempts remain.
-                None => ReportKind::Failed {
-                    retryable: true,
-                    reason: "the run ended without an accepted submission".into(),
+                None => match model_outage(&journal) {
+                    // The attempt's end names the outage; a refusal is not retried.
+                    Some((outage, why)) => ReportKind::Failed {
+                        retryable: outage.retryable(),
+                        reason: format!("{}: {why}", outage.words()),
+                    },
+                    None => ReportKind::Failed {
+                        retryable: true,
+                        reason: "the run ended without an accepted submission".into(),
+                    },
                 },
             }),
         };
@@ -811,6 +818,19 @@ impl Host {
             evidence: None,
         })
     }
+}
+
+/// The model outage that stopped the run's loop, if one did, with the journaled reason.
+fn model_outage(journal: &[vouch_store::JournalEntry]) -> Option<(crate::model::Outage, String)> {
+    journal
+        .iter()
+        .rev()
+        .find_map(|e| match Event::parse(e.kind, &e.body) {
+            Ok(Event::LoopEnded(l)) if l.cause == "model_error" => {
+                crate::model::Outage::of(&l.reason).map(|o| (o, l.reason))
+            }
+            _ => None,
+        })
 }
 
 /// What a task attempt's model is told, kept in its run's spec: the first message (brief,
