@@ -253,8 +253,8 @@ pub fn run(keep: bool) -> Result<i32> {
     let host = home::host(&dir, Some(progress()))?;
     let turns = json!([
         {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "email", "address": "board@example.com"}}]}},
-        {"deliver": "d1", "payload": {"subject": "Q4", "body": "Revenue up 12%. Details in Reports/q4-brief.md."}},
-        {"deliver": "d1", "payload": {"subject": "Q4", "body": "Revenue up 15%!! (regenerated)"}},
+        {"deliver": "d1", "payload": {"to": "board@example.com", "subject": "Q4", "body": "Revenue up 12%. Details in Reports/q4-brief.md."}},
+        {"deliver": "d1", "payload": {"to": "board@example.com", "subject": "Q4", "body": "Revenue up 15%!! (regenerated)"}},
         {"final": "Sent the board the updated numbers."}
     ]);
     let (id5, _) = host

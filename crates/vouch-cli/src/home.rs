@@ -11,7 +11,7 @@ use vouch_runtime::clock::SystemClock;
 use vouch_runtime::config::{Config, ConfigCapabilities};
 use vouch_runtime::crash::{CrashMode, CrashPlan};
 use vouch_runtime::host::{Notifier, NotifyError, Progress};
-use vouch_runtime::model::DefaultModels;
+use vouch_runtime::model::ConfiguredModels;
 use vouch_runtime::notify::DesktopNotifier;
 use vouch_runtime::outbound::{CalendarProvider, EmailProvider, PaymentProvider};
 use vouch_runtime::provider::{FolderProvider, Provider, SurfaceProvider, WebhookProvider};
@@ -254,13 +254,15 @@ pub fn host_on(dir: &Path, store: Arc<dyn Store>, progress: Option<Progress>) ->
     };
     // The host writes through the durability points (runtime::durable).
     let store_dyn: Arc<dyn Store> = Arc::new(vouch_runtime::durable::Durable::new(store));
+    // `[model]`: the profile a run records when it starts (issue 22 #3).
+    let profile = cfg.model.clone();
     Ok(Host {
         store: store_dyn,
         clock: Arc::new(SystemClock),
         caps: Arc::new(ConfigCapabilities { config: cfg }),
         providers,
         notifier: Arc::new(notifier),
-        models: Arc::new(DefaultModels),
+        models: Arc::new(ConfiguredModels { profile }),
         work: Arc::new(ScriptWorkTools {
             inner: StandardTools {
                 folder: FolderProvider::new(root),

@@ -799,7 +799,8 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
     let work = Arc::new(
         TaskWork::new(host.work.clone())
             .with_patch(PatchWork::new(worktrees, a.allow_commands.clone()))
-            .with_artifacts(Arc::new(vouch_artifacts::LocalStore::in_home(dir))),
+            .with_artifacts(Arc::new(vouch_artifacts::LocalStore::in_home(dir)))
+            .with_board(board.clone()),
     );
     host.work = work.clone();
     let host = Arc::new(host);
@@ -824,6 +825,9 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
         RuntimeProfile::from_policy(policy)
     };
     let mut profile = load_profile().map_err(bad)?;
+    let backoff = Arc::new(std::sync::Mutex::new(
+        vouch_runtime::model::OutageBackoff::default(),
+    ));
     let mut handles = vec![];
     let mut swept_ms = 0i64;
     say(
@@ -846,6 +850,13 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
         }
         if running.load(Ordering::SeqCst) >= a.concurrency {
             std::thread::sleep(Duration::from_millis(20));
+            continue;
+        }
+        // The model is out: no new claim until the backoff has passed, so an outage does not
+        // burn every attempt of the board in seconds (issue 22 #4).
+        let wait_ms = backoff.lock().map(|b| b.wait_ms(now)).unwrap_or(0);
+        if wait_ms > 0 {
+            std::thread::sleep(Duration::from_millis((wait_ms as u64).min(IDLE_POLL_MS)));
             continue;
         }
         match load_profile() {
@@ -903,6 +914,7 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
             repairs: a.repairs,
             model: model.clone(),
             identity: identity.clone(),
+            backoff: backoff.clone(),
         };
         let running2 = running.clone();
         handles.push(std::thread::spawn(move || {
@@ -935,6 +947,7 @@ struct AttemptCtx {
     repairs: u32,
     model: Value,
     identity: Arc<vouch_identity::Identity>,
+    backoff: Arc<std::sync::Mutex<vouch_runtime::model::OutageBackoff>>,
 }
 
 impl AttemptCtx {
@@ -996,6 +1009,13 @@ impl AttemptCtx {
         };
         let finish = |kind: ReportKind, run_id: Option<String>, receipt, usage| {
             done.store(true, Ordering::SeqCst);
+            let outage = match &kind {
+                ReportKind::Failed { reason, .. } => vouch_runtime::model::Outage::of(reason),
+                _ => None,
+            };
+            if let Ok(mut b) = self.backoff.lock() {
+                b.record(outage, now_ms());
+            }
             self.report(&at, &claim.task, kind, run_id, receipt, usage)
         };
         // Optional hold (demos, crash tests); a shutdown now aborts the attempt, retryably.

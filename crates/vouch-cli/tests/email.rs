@@ -13,8 +13,8 @@ use support::{Home, SmtpSink as Sink};
 fn send_script(text_first: &str, text_second: &str) -> Value {
     json!([
         {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "email", "address": "board@example.com"}}]}},
-        {"deliver": "d1", "payload": {"subject": "Q4", "body": text_first}},
-        {"deliver": "d1", "payload": {"subject": "Q4", "body": text_second}},
+        {"deliver": "d1", "payload": {"to": "board@example.com", "subject": "Q4", "body": text_first}},
+        {"deliver": "d1", "payload": {"to": "board@example.com", "subject": "Q4", "body": text_second}},
         {"final": "Done — sent to the board."}
     ])
 }
@@ -193,7 +193,7 @@ fn edit_supersedes_the_card_and_bad_decisions_change_nothing() {
     let h = Home::new(&config(sink.port));
     let s = h.script(&json!([
         {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "email", "address": "board@example.com"}}]}},
-        {"deliver": "d1", "payload": {"subject": "Q4", "body": "first draft"}},
+        {"deliver": "d1", "payload": {"to": "board@example.com", "subject": "Q4", "body": "first draft"}},
         {"final": ""}
     ]));
     assert!(h
@@ -218,8 +218,22 @@ fn edit_supersedes_the_card_and_bad_decisions_change_nothing() {
     );
     assert_eq!(out.status.code(), Some(2));
 
+    // An edit that does not fit an e-mail's payload is refused, naming the field (§6.0.2).
+    let misfit = h.tmp.path().join("misfit.json");
+    std::fs::write(&misfit, r#"{"to": "board@example.com", "subject": "Q4"}"#).unwrap();
+    let out = h.vouch(
+        &["edit", &run, "d1", "--payload", misfit.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("body"));
+
     let good = h.tmp.path().join("good.json");
-    std::fs::write(&good, r#"{"subject": "Q4", "body": "the edited text"}"#).unwrap();
+    std::fs::write(
+        &good,
+        r#"{"to": "board@example.com", "subject": "Q4", "body": "the edited text"}"#,
+    )
+    .unwrap();
     let out = h.vouch(
         &[
             "--json",

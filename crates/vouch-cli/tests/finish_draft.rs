@@ -47,7 +47,7 @@ fn an_email_drafted_before_smtp_was_configured_is_sent_after_resume_and_approval
     let body = "Hi team,\nthe Q4 numbers are attached as discussed.\n— A.";
     let s = h.script(&json!([
         {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "email", "address": "team@example.com"}}]}},
-        {"deliver": "d1", "payload": {"subject": "Q4 numbers", "body": body}},
+        {"deliver": "d1", "payload": {"to": "team@example.com", "subject": "Q4 numbers", "body": body}},
         {"final": ""}
     ]));
     let out = h.vouch(
@@ -143,7 +143,7 @@ fn a_cancel_withdraws_what_is_left_and_is_not_a_failure() {
             {"id": "d2", "verb": "send", "destination": {"kind": "email", "address": "team@example.com"}},
             {"id": "d3", "verb": "save", "destination": {"kind": "folder", "address": "Notes/sent.md"}}]}},
         {"deliver": "d1", "payload": {"text": "Q4"}},
-        {"deliver": "d2", "payload": {"subject": "Q4", "body": "numbers"}},
+        {"deliver": "d2", "payload": {"to": "team@example.com", "subject": "Q4", "body": "numbers"}},
         {"deliver": "d3", "payload": {"text": "sent"}},
         {"final": ""}
     ]));

@@ -62,7 +62,7 @@ fn run_to_card(decision: &str) -> (String, Arc<Mutex<Vec<Value>>>, Receiver) {
         call(
             "c2",
             "send",
-            json!({"delivery": "d1", "payload": {"text": "invoice 114"}}),
+            json!({"delivery": "d1", "payload": {"json": "{\"text\": \"invoice 114\"}"}}),
         ),
         json!({"choices": [{"message": {"role": "assistant", "content": "Finished."}}]}),
     ]);

@@ -75,10 +75,10 @@ fn every_irreversible_provider_at_every_crash_point() {
             let idem = Receiver::start(true);
             let pay = Receiver::start(true);
             let p = match provider_name {
-                "email" => Provider { name: "email", destination: json!({"kind": "email", "address": "cfo@example.com"}), config: format!("[email]\nhost = \"127.0.0.1\"\nport = {}\nfrom = \"a@example.com\"\ntls = \"none\"\n", smtp.port), payload: json!({"subject": "Q4", "body": "numbers"}) },
+                "email" => Provider { name: "email", destination: json!({"kind": "email", "address": "cfo@example.com"}), config: format!("[email]\nhost = \"127.0.0.1\"\nport = {}\nfrom = \"a@example.com\"\ntls = \"none\"\n", smtp.port), payload: json!({"to": "cfo@example.com", "subject": "Q4", "body": "numbers"}) },
                 "webhook" => Provider { name: "webhook", destination: json!({"kind": "webhook", "address": hook.url}), config: String::new(), payload: json!({"text": "posted"}) },
                 "webhook (idempotent)" => Provider { name: "webhook (idempotent)", destination: json!({"kind": "webhook", "address": idem.url}), config: "[webhook]\nidempotent = [\"webhook:*\"]\n".into(), payload: json!({"text": "posted"}) },
-                "calendar (attendees)" => Provider { name: "calendar (attendees)", destination: json!({"kind": "calendar", "address": "work"}), config: "[calendar]\ndir = \"cal\"\n".into(), payload: json!({"summary": "Board review", "start": "20261210T090000Z", "attendees": ["cfo@example.com"]}) },
+                "calendar (attendees)" => Provider { name: "calendar (attendees)", destination: json!({"kind": "calendar", "address": "work"}), config: "[calendar]\ndir = \"cal\"\n".into(), payload: json!({"title": "Board review", "start": "2026-12-10T09:00", "end": "2026-12-10T10:00", "tz": "UTC", "attendees": ["cfo@example.com"]}) },
                 _ => Provider { name: "payment", destination: json!({"kind": "payment", "address": "acct:ACME-42"}), config: format!("[payment]\nurl = \"{}\"\nidempotent = true\n", pay.url), payload: json!({"amount": "120.00", "currency": "EUR"}) },
             };
             let home = Home::new(&p.config);

@@ -351,6 +351,7 @@ pub fn run_scenario(s: &Scenario, dir: &Path) -> Result<Value, String> {
                                     return Ok(Next::Done);
                                 }
                                 decisions.pop_front();
+                                let payload = script_payload(&host, &id, &did, &payload)?;
                                 host.edit(&id, &did, &payload)?;
                             }
                             Decision::Answer(text) => {
@@ -528,4 +529,21 @@ fn run_typed_in_tempdir(s: &Scenario) -> Result<Value, String> {
 pub fn run_typed(s: &Scenario) -> Result<vouch_scenario::ScenarioReport, String> {
     let report = run_typed_in_tempdir(s)?;
     serde_json::from_value(report).map_err(|e| format!("scenario {}: runner report: {e}", s.id))
+}
+
+/// A scenario's edit payload as the host is to receive it: `{"text": T}` is the script's
+/// shorthand for the delivery's kind (`schemas::expand_script_text`).
+fn script_payload(
+    host: &Host,
+    run: &str,
+    delivery: &str,
+    payload: &serde_json::Value,
+) -> Result<serde_json::Value, HostError> {
+    let view = vouch_runtime::view::RunView::from_journal(&host.store.journal(run)?);
+    Ok(
+        match view.manifest.as_ref().and_then(|m| m.delivery(delivery)) {
+            Some(d) => vouch_runtime::schemas::expand_script_text(d, payload),
+            None => payload.clone(),
+        },
+    )
 }

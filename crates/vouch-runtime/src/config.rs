@@ -31,6 +31,25 @@ pub struct Config {
     pub automation: Option<AutomationConfig>,
     #[serde(default)]
     pub notify: Option<NotifyConfig>,
+    #[serde(default)]
+    pub model: Option<ModelConfig>,
+}
+
+/// `[model]`: the OpenAI-compatible model profile runs use (`VOUCH_MODEL_*` override it). A
+/// run records the profile it started with, its name and non-secret settings, so any process
+/// of the home continues it; the key is named by reference, never recorded.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// The profile's name, recorded with each run (default `default`).
+    pub name: Option<String>,
+    pub url: Option<String>,
+    pub model: Option<String>,
+    pub key: Option<SecretRef>,
+    pub timeout_ms: Option<u64>,
+    pub max_retries: Option<u32>,
+    pub max_tokens: Option<u32>,
+    pub retry_after_max_s: Option<u64>,
 }
 
 /// Where `notify` goes when there is no desktop session bus.

@@ -88,6 +88,15 @@ impl EmailProvider {
             .to(to.parse().map_err(|e| format!("recipient `{to}`: {e}"))?)
             .subject(subject)
             .message_id(Some(message_id(req)));
+        for cc in p
+            .get("cc")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+        {
+            b = b.cc(cc.parse().map_err(|e| format!("cc `{cc}`: {e}"))?);
+        }
         if req.verb == Verb::Reply {
             if let Some(parent) = field(p, "in_reply_to") {
                 b = b
@@ -201,14 +210,23 @@ impl CalendarProvider {
             format!("UID:{}", Self::uid(req)),
             format!(
                 "SUMMARY:{}",
-                clean(field(p, "summary").unwrap_or_else(|| payload_text(p)))
+                clean(
+                    field(p, "title")
+                        .or_else(|| field(p, "summary"))
+                        .unwrap_or_else(|| payload_text(p))
+                )
             ),
         ];
-        if let Some(s) = field(p, "start") {
-            lines.push(format!("DTSTART:{}", clean(s)));
-        }
-        if let Some(e) = field(p, "end") {
-            lines.push(format!("DTEND:{}", clean(e)));
+        // `{start, end, tz}` (a local time in a zone) → `DTSTART;TZID=…:YYYYMMDDTHHMMSS`;
+        // an older payload's `start` is written as it came.
+        let tz = field(p, "tz").map(clean);
+        for (k, name) in [("start", "DTSTART"), ("end", "DTEND")] {
+            if let Some(t) = field(p, k).map(clean) {
+                lines.push(match &tz {
+                    Some(tz) => format!("{name};TZID={tz}:{}", ics_local(&t)),
+                    None => format!("{name}:{t}"),
+                });
+            }
         }
         for a in p
             .get("attendees")
@@ -221,6 +239,16 @@ impl CalendarProvider {
         }
         lines.extend(["END:VEVENT".to_string(), "END:VCALENDAR".into()]);
         lines.join("\r\n") + "\r\n"
+    }
+}
+
+/// `2026-12-08T15:00[:SS]` → `20261208T150000` (iCalendar's local date-time form).
+fn ics_local(t: &str) -> String {
+    let digits: String = t.chars().filter(|c| *c != '-' && *c != ':').collect();
+    if digits.len() == 13 {
+        format!("{digits}00")
+    } else {
+        digits
     }
 }
 

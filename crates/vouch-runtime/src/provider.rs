@@ -81,6 +81,16 @@ pub fn payload_text(payload: &serde_json::Value) -> String {
     }
 }
 
+/// The bytes a `folder` payload holds: `{"base64": …}` decoded, else its text form.
+pub fn payload_bytes(payload: &serde_json::Value) -> Vec<u8> {
+    use base64::Engine;
+    payload
+        .get("base64")
+        .and_then(|b| b.as_str())
+        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+        .unwrap_or_else(|| payload_text(payload).into_bytes())
+}
+
 /// `folder`: files under a configured root. `save`/`write` write the payload text,
 /// `delete` removes the file; every name is resolved beneath the root (see `fsroot`), so
 /// neither `..`, an absolute name nor a symlink can reach a file outside it.
@@ -116,9 +126,7 @@ impl Provider for FolderProvider {
         let name = &req.destination.address;
         let result = match req.verb {
             Verb::Delete => self.root.remove(name),
-            _ => self
-                .root
-                .write_atomic(name, payload_text(&req.payload).as_bytes()),
+            _ => self.root.write_atomic(name, &payload_bytes(&req.payload)),
         };
         match result.and_then(|()| self.root.display_path(name)) {
             Ok(path) => AttemptReply::Accepted {
@@ -149,7 +157,7 @@ impl Provider for FolderProvider {
         }
         match self.root.read(name, usize::MAX) {
             Ok(bytes) => {
-                let want = sha256_hex(payload_text(&req.payload).as_bytes());
+                let want = sha256_hex(&payload_bytes(&req.payload));
                 let got = sha256_hex(&bytes);
                 if want == got {
                     Observation::Present {
@@ -262,6 +270,15 @@ pub fn draft_eml(d: &vouch_core::Delivery, payload: &serde_json::Value) -> Strin
     format!("To: {to}\r\nSubject: {subject}\r\nX-Unsent: 1\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n{body}\r\n")
 }
 
+/// The request body of a webhook payload: its `json` text (the object the model wrote, as
+/// the schema carries it), else the payload itself.
+pub fn webhook_body(payload: &serde_json::Value) -> String {
+    match payload.get("json").and_then(|j| j.as_str()) {
+        Some(text) => text.to_string(),
+        None => payload.to_string(),
+    }
+}
+
 /// `webhook`: POST the payload as JSON with an `Idempotency-Key` header (§6.2).
 /// 2xx with a body → accepted (the response is the evidence); 202 → unverifiable;
 /// other statuses → rejected; a timeout after sending → lost.
@@ -296,7 +313,7 @@ impl Provider for WebhookProvider {
         if let Some(k) = &req.idempotency_key {
             r = r.set("Idempotency-Key", k);
         }
-        match r.send_string(&req.payload.to_string()) {
+        match r.send_string(&webhook_body(&req.payload)) {
             Ok(resp) => {
                 let status = resp.status();
                 let body = resp.into_string().unwrap_or_default();

@@ -50,6 +50,17 @@ impl ScriptedModel {
         self.turns.is_empty()
     }
 
+    /// The latest declaration of delivery `id` before turn `i`, as the core reads it.
+    fn declared(&self, i: usize, id: &str) -> Option<vouch_core::Delivery> {
+        let d = self.turns[..i]
+            .iter()
+            .rev()
+            .filter_map(|t| t.pointer("/declare/deliveries").and_then(|d| d.as_array()))
+            .flat_map(|ds| ds.iter().rev())
+            .find(|d| d.get("id").and_then(Value::as_str) == Some(id))?;
+        serde_json::from_value(crate::schemas::without_nulls(d)).ok()
+    }
+
     /// The call id the scripted model gives turn `i`'s tool call.
     pub fn call_id(i: usize) -> String {
         format!("call_{i}")
@@ -100,6 +111,10 @@ impl Model for ScriptedModel {
                 .and_then(|d| d.get("verb").and_then(Value::as_str).map(String::from))
                 .or_else(|| self.verbs.get(id).cloned())
                 .unwrap_or_else(|| "deliver".to_string());
+            let payload = match self.declared(i, id) {
+                Some(d) => crate::schemas::expand_script_text(&d, &payload),
+                None => payload,
+            };
             return Ok(call(&tool, json!({"delivery": id, "payload": payload})));
         }
         if let Some(u) = t.get("undeclared") {

@@ -96,11 +96,20 @@ fn a_turn_against_litellms_proxy_completes_and_an_unknown_model_is_refused() {
     let mut tc = config.clone();
     tc.model = "tool-model".into();
     let mut m = OpenAiModel::new(tc);
-    let tools = vec![vouch_runtime::model::ToolSpec {
-        name: "declare".into(),
-        description: "Declare the manifest.".into(),
-        parameters: vouch_runtime::schemas::declare(),
-    }];
+    // Every host tool as the loop sends it (strict mode, each kind's payload schema): the
+    // proxy takes them all.
+    let spec = |name: &str, parameters| vouch_runtime::model::ToolSpec {
+        name: name.into(),
+        description: format!("The `{name}` tool."),
+        parameters,
+    };
+    let mut tools = vec![
+        spec("declare", vouch_runtime::schemas::declare()),
+        spec("clarify", vouch_runtime::schemas::clarify()),
+    ];
+    for v in vouch_core::Verb::ALL {
+        tools.push(spec(v.as_str(), vouch_runtime::schemas::perform()));
+    }
     let turn = m.next_turn(&hello(), &tools).expect("a tool call");
     assert_eq!(turn.tool_calls.len(), 1, "{turn:?}");
     assert_eq!(turn.tool_calls[0].name, "declare");

@@ -6,7 +6,7 @@
 //!   report is refused unless signed by the claimant's key. `vouch mcp --name NAME` holds a
 //!   worker identity's key file and signs for the agent on its stdio; over HTTP the client
 //!   passes `signature` (and `at_ms` for a claim) itself, as on the routes.
-//! - for any agent, the host's own tools: `declare` a manifest, `deliver` an item, `clarify`
+//! - for any agent, the host's own tools: `declare` a manifest, perform an item with its verb tool (`save`, `send`, …), `clarify`
 //!   (the one question), `finish`, `run_status` and `receipt`. Each is one turn of a run the
 //!   agent drives (`Host::external_call`), through the same code as the host's own model
 //!   loop, so posture, approvals, the ledger and evidence all apply.
@@ -23,7 +23,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
-use vouch_core::{Presence, TriggerKind};
+use vouch_core::{Presence, TriggerKind, Verb};
 use vouch_identity::Identity;
 use vouch_runtime::host::{external_model, ExternalReply};
 use vouch_runtime::{RunEnd, RunSpec};
@@ -33,7 +33,7 @@ use vouch_store::board::{
 };
 
 /// Instructions every client shows its model.
-const INSTRUCTIONS: &str = "vouch hosts your work under its terminal contract. To deliver anything: call `declare` with the manifest (it opens a run and answers its id), then `deliver` each item with its exact payload; the host decides what runs now, what waits for the person's approval, and records evidence. Ask at most one question with `clarify`. Call `finish` with your final text; `receipt` says what really happened. Workers: `task_claim`, then `task_heartbeat` while working, `artifact_put` for outputs, and `task_submit` (or `task_fail`).";
+const INSTRUCTIONS: &str = "vouch hosts your work under its terminal contract. To deliver anything: call `declare` with the manifest (it opens a run and answers its id), then perform each item with the tool of its verb (`save`, `send`, …) and its exact payload, shaped as its destination kind takes it; the host decides what runs now, what waits for the person's approval, and records evidence. Ask at most one question with `clarify`. Call `finish` with your final text; `receipt` says what really happened. Workers: `task_claim`, then `task_heartbeat` while working, `artifact_put` for outputs, and `task_submit` (or `task_fail`).";
 
 /// The MCP server over one host.
 #[derive(Clone)]
@@ -45,7 +45,11 @@ pub struct VouchMcp {
     pub via: &'static str,
 }
 
-fn tool(name: &'static str, description: &'static str, schema: Value) -> Tool {
+fn tool(
+    name: impl Into<std::borrow::Cow<'static, str>>,
+    description: impl Into<std::borrow::Cow<'static, str>>,
+    schema: Value,
+) -> Tool {
     let schema: Map<String, Value> = match schema {
         Value::Object(m) => m,
         _ => Map::new(),
@@ -134,11 +138,6 @@ pub fn tools() -> Vec<Tool> {
             "forbid": {"type": "array"},
             "order": {"type": "array"},
         }), &["deliveries"])),
-        tool("deliver", "Deliver one declared item with its exact payload. The host decides: done now, drafted, or waiting for the person's approval.", obj(json!({
-            "run": {"type": "string"},
-            "delivery": {"type": "string"},
-            "payload": {"type": "object"},
-        }), &["run", "delivery", "payload"])),
         tool("clarify", "Ask the person the run's one question; the run waits for the answer (read it with run_status).", obj(json!({
             "run": {"type": "string"},
             "question": {"type": "string"},
@@ -155,6 +154,30 @@ pub fn tools() -> Vec<Tool> {
             "signed": {"type": "boolean"},
         }), &["run"])),
     ]
+    .into_iter()
+    .chain(verb_tools())
+    .collect()
+}
+
+/// One tool per verb, as the host's own model loop offers them (one vocabulary, §17.2): the
+/// item's verb names the tool, and `payload` is its destination kind's payload, from the
+/// same schemas the host checks it against.
+fn verb_tools() -> Vec<Tool> {
+    Verb::ALL
+        .iter()
+        .map(|v| {
+            let mut schema = vouch_runtime::schemas::perform();
+            schema["properties"]["run"] = json!({"type": "string"});
+            if let Some(r) = schema["required"].as_array_mut() {
+                r.insert(0, json!("run"));
+            }
+            tool(
+                v.as_str(),
+                format!("Perform a declared `{v}` item of your run with its exact payload (the shape of its destination kind). The host decides: done now, drafted, or waiting for the person's approval."),
+                schema,
+            )
+        })
+        .collect()
 }
 
 fn args_of<T: DeserializeOwned>(args: &Value) -> ApiResult<T> {
@@ -563,10 +586,10 @@ impl VouchMcp {
                 let r = s.host.external_call(&run, "declare", &manifest)?;
                 self.reply(&run, r)
             }
-            "deliver" => {
+            verb if Verb::parse(verb).is_some() => {
                 let run = self.run_arg(args)?;
                 let call = json!({"delivery": text(args, "delivery")?, "payload": args.get("payload").cloned().unwrap_or(Value::Null)});
-                let r = s.host.external_call(&run, "deliver", &call)?;
+                let r = s.host.external_call(&run, verb, &call)?;
                 self.reply(&run, r)
             }
             "clarify" => {

@@ -463,7 +463,11 @@ fn an_approval_binds_to_its_hash_and_sends_once() {
     let run = s.send_run(&hook);
     let cards = s.get("/api/approvals").json();
     assert_eq!(cards[0]["run"], run.as_str());
-    assert_eq!(cards[0]["payload"], json!({"text": "hello"}));
+    // The script's `{"text"}` in a webhook's shape (scripts.md).
+    assert_eq!(
+        cards[0]["payload"],
+        json!({"json": json!({"text": "hello"}).to_string()})
+    );
     assert!(
         cards[0]["reason"].as_str().is_some_and(|r| !r.is_empty()),
         "the card says why it asks: {}",
@@ -605,14 +609,24 @@ fn edit_supersedes_deny_refuses_cancel_withdraws_and_resume_needs_an_interrupted
         .post(&edit, json!({"text": "no wrapper"}))
         .problem(422, "invalid_field");
     assert_eq!(p["field"], "payload");
-    let e = s.post(&edit, json!({"payload": {"text": "edited"}}));
+    // An edit that does not fit a webhook's payload is refused, naming what is wrong.
+    let misfit = s.post(&edit, json!({"payload": {"text": "edited"}}));
+    assert!((400..500).contains(&misfit.status), "{}", misfit.body);
+    assert!(misfit.body.contains("json"), "{}", misfit.body);
+    let e = s.post(
+        &edit,
+        json!({"payload": {"json": "{\"text\": \"edited\"}"}}),
+    );
     assert_eq!(e.status, 200, "{}", e.body);
     let new = e.json()["payload_hash"].as_str().unwrap().to_string();
     assert_ne!(new, old);
     let cards = s.get("/api/approvals").json();
     assert_eq!(cards.as_array().unwrap().len(), 1);
     assert_eq!(cards[0]["payload_hash"], new.as_str());
-    assert_eq!(cards[0]["payload"], json!({"text": "edited"}));
+    assert_eq!(
+        cards[0]["payload"],
+        json!({"json": "{\"text\": \"edited\"}"})
+    );
     // The superseded hash approves nothing.
     s.post(
         &format!("/api/runs/{run}/deliveries/d1/approve"),
@@ -1633,16 +1647,16 @@ fn an_agents_run_over_mcp_waits_for_the_person_and_is_never_finished_for_it() {
     assert!(s.host.boot().unwrap().is_empty());
     let r = mcp
         .call(
-            "deliver",
-            &json!({"run": run, "delivery": "d9", "payload": {"text": "x"}}),
+            "send",
+            &json!({"run": run, "delivery": "d9", "payload": {"json": "{}"}}),
         )
         .unwrap();
     assert_eq!(r["ok"], false, "an undeclared item is rejected: {r}");
     // Sending cannot be undone: it waits for the person, whatever the agent says.
     let r = mcp
         .call(
-            "deliver",
-            &json!({"run": run, "delivery": "d1", "payload": {"text": "hello"}}),
+            "send",
+            &json!({"run": run, "delivery": "d1", "payload": {"json": "{\"text\": \"hello\"}"}}),
         )
         .unwrap();
     assert!(r["waiting"].is_string(), "{r}");
@@ -1706,8 +1720,8 @@ fn an_agents_run_over_mcp_waits_for_the_person_and_is_never_finished_for_it() {
     assert_eq!(*hook.hits.lock().unwrap(), 1, "sent exactly once");
     let e = mcp
         .call(
-            "deliver",
-            &json!({"run": run, "delivery": "d1", "payload": {"text": "again"}}),
+            "send",
+            &json!({"run": run, "delivery": "d1", "payload": {"json": "{}"}}),
         )
         .unwrap_err();
     assert_eq!(e.code, "refused");
@@ -1715,7 +1729,7 @@ fn an_agents_run_over_mcp_waits_for_the_person_and_is_never_finished_for_it() {
     let own = s.save_run(1);
     let e = mcp
         .call(
-            "deliver",
+            "save",
             &json!({"run": own, "delivery": "d1", "payload": {"text": "x"}}),
         )
         .unwrap_err();

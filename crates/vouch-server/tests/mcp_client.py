@@ -28,7 +28,8 @@ from mcp.client.streamable_http import streamable_http_client
 WANTED = {
     "task_list", "task_offer", "task_claim", "task_heartbeat", "task_submit", "task_fail",
     "task_abort", "task_continue", "task_cancel", "artifact_put", "artifact_get",
-    "declare", "deliver", "clarify", "finish", "run_status", "receipt",
+    "declare", "clarify", "finish", "run_status", "receipt",
+    "write", "show", "save", "send", "reply", "draft", "schedule", "delete",
 }
 
 
@@ -118,9 +119,9 @@ async def drive(session, signer, mode, api=None):
     })
     run = declared["run"]
     assert declared["ok"], declared
-    undeclared = await call(session, "deliver", {"run": run, "delivery": "d9", "payload": {"text": "x"}})
+    undeclared = await call(session, "save", {"run": run, "delivery": "d9", "payload": {"text": "x"}})
     assert undeclared["ok"] is False, undeclared
-    delivered = await call(session, "deliver", {"run": run, "delivery": "d1", "payload": {"text": "from an MCP agent\n"}})
+    delivered = await call(session, "save", {"run": run, "delivery": "d1", "payload": {"text": "from an MCP agent\n"}})
     assert delivered["ok"], delivered
     status = await call(session, "run_status", {"run": run})
     assert [d["status"] for d in status["deliveries"]] == ["verified"], status
@@ -130,7 +131,7 @@ async def drive(session, signer, mode, api=None):
     assert receipt["outcome"] == "succeeded" and receipt["receipt"], receipt
     signed = await call(session, "receipt", {"run": run, "signed": True})
     assert signed["format"] == "vouch-signed-receipt/1" and signed["signature"], signed
-    again = await call(session, "deliver", {"run": run, "delivery": "d1", "payload": {"text": "again"}}, ok=False)
+    again = await call(session, "save", {"run": run, "delivery": "d1", "payload": {"text": "again"}}, ok=False)
     assert again["code"] == "refused", again
 
     approved = None
@@ -142,7 +143,7 @@ async def drive(session, signer, mode, api=None):
             "deliveries": [{"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": f"Notes/mcp-{mode}.md"}}],
         })
         run2 = second["run"]
-        waiting = await call(session, "deliver", {"run": run2, "delivery": "d1", "payload": {"text": "rewritten\n"}})
+        waiting = await call(session, "save", {"run": run2, "delivery": "d1", "payload": {"text": "rewritten\n"}})
         assert "waiting" in waiting, waiting
         status = await call(session, "run_status", {"run": run2})
         card = status["open_cards"][0]

@@ -207,10 +207,31 @@ pub fn run(
         None => {
             // Settings are checked before a run exists: a missing or malformed model
             // setting is bad input and leaves no run behind.
-            if let Err(e) = vouch_runtime::model::openai::OpenAiConfig::from_env() {
-                return Err(bad(format!("no model is configured: {e}")));
+            // The profile is `[model]` in vouch.toml under the VOUCH_MODEL_* overrides; a
+            // variable that is set is checked as itself, so the error names it.
+            let set = |v: &str| std::env::var(v).is_ok_and(|v| !v.trim().is_empty());
+            if set("VOUCH_MODEL_URL") && set("VOUCH_MODEL") {
+                if let Err(e) = vouch_runtime::model::openai::OpenAiConfig::from_env() {
+                    return Err(bad(format!("no model is configured: {e}")));
+                }
             }
-            json!({"kind": "openai"})
+            let model = host.models.record(&json!({"kind": "openai"}));
+            let checked = match model.get("profile") {
+                Some(p) => vouch_runtime::model::openai::OpenAiConfig::from_profile(p, |v| {
+                    std::env::var(v).ok()
+                })
+                .map(|_| ()),
+                None => vouch_runtime::model::openai::OpenAiConfig::from_env().map(|_| ()),
+            };
+            if let Err(e) = checked {
+                return Err(bad(match model.get("profile") {
+                    Some(_) => format!("the model profile cannot be used: {e}"),
+                    None => format!(
+                        "no model is configured: {e} (or give vouch.toml a [model] with url and model)"
+                    ),
+                }));
+            }
+            model
         }
     };
     let spec = RunSpec {

@@ -152,6 +152,8 @@ impl Host {
                 "the payload must be a JSON object".into(),
             ));
         }
+        // The person's payload takes the kind's shape too (schemas.rs).
+        let payload = &crate::schemas::check_payload(&d, payload).map_err(HostError::BadInput)?;
         let hash = payload_hash(payload)
             .map_err(|e| HostError::BadInput(format!("the payload cannot be hashed: {e}")))?;
         if item.card_hash.as_deref() == Some(hash.as_str()) {

@@ -150,6 +150,11 @@ pub trait WorkTools: Send + Sync {
 /// Builds the model of a run from its stored spec, starting at a given completed-turn count.
 pub trait ModelFactory: Send + Sync {
     fn model(&self, spec: &Value, start_turn: usize) -> Result<Box<dyn Model>, ModelError>;
+    /// The model spec a new run records: what any process needs to continue it (an
+    /// `openai` run's profile, never its key). As given by default.
+    fn record(&self, model: &Value) -> Value {
+        model.clone()
+    }
 }
 
 /// Delivers one outbox row on its route (desktop notification, push webhook, test counter).

@@ -67,6 +67,12 @@ impl Host {
                 self.limits.payload_bytes_max
             )));
         }
+        // The payload takes its kind's shape (schemas.rs, the same schema the tools advertise);
+        // one that does not is the model's to repair and is never stored.
+        let payload = match crate::schemas::check_payload(&d, &payload) {
+            Ok(p) => p,
+            Err(e) => return Ok(CallResult::repair(format!("invalid payload: {e}"))),
+        };
         let item = view.items.get(id).cloned().unwrap_or_default();
         if let Some(s) = item.status.filter(|s| s.is_settled()) {
             self.reject(

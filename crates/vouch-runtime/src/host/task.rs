@@ -403,6 +403,8 @@ pub struct TaskWork {
     pub patch: Option<Arc<super::patch::PatchWork>>,
     /// Where a result's artifacts must be stored (§13.5); without one, none is.
     artifacts: Option<Arc<dyn vouch_artifacts::ArtifactStore>>,
+    /// The board a judge reads its target from (`read_target`).
+    pub board: Option<Arc<dyn BoardStore>>,
 }
 
 impl TaskWork {
@@ -412,7 +414,49 @@ impl TaskWork {
             slots: Mutex::new(HashMap::new()),
             patch: None,
             artifacts: None,
+            board: None,
         }
+    }
+
+    /// Judges read their target's accepted output from `board` (§13.4).
+    pub fn with_board(mut self, board: Arc<dyn BoardStore>) -> Self {
+        self.board = Some(board);
+        self
+    }
+
+    /// `read_target`: the judged task's brief, criteria-free, and its accepted output with
+    /// the artifacts it names, read from the board (the host never pastes it into the brief).
+    fn read_target(&self, spec: &Value) -> Result<String, String> {
+        let target = spec
+            .pointer("/model/task/target")
+            .and_then(Value::as_str)
+            .ok_or("only a judge attempt has a target to read")?;
+        let board = self
+            .board
+            .as_ref()
+            .ok_or("this worker has no board to read the target from")?;
+        let task = board
+            .task(target)
+            .map_err(|e| format!("cannot read task {target}: {e}"))?
+            .ok_or_else(|| format!("task {target} is not on the board"))?;
+        let result = match &task.result_id {
+            Some(id) => board
+                .result(id)
+                .map_err(|e| format!("cannot read the result of {target}: {e}"))?,
+            None => None,
+        };
+        let Some(result) = result else {
+            return Err(format!("task {target} has no accepted output"));
+        };
+        let artifacts = result.get("artifacts").cloned().unwrap_or(json!([]));
+        Ok(json!({
+            "task": target,
+            "type": task.kind,
+            "brief": task.spec.brief,
+            "accepted_output": result,
+            "artifacts": artifacts,
+        })
+        .to_string())
     }
 
     /// Check results' artifacts against this store (§13.5).
@@ -462,6 +506,37 @@ impl TaskWork {
     }
 }
 
+fn read_target_spec() -> ToolSpec {
+    ToolSpec {
+        name: "read_target".into(),
+        description: "Judges only: read the task you judge — its brief, its accepted output and the artifacts that output names.".into(),
+        parameters: crate::schemas::object(vec![]),
+    }
+}
+
+/// The tools of one run: a task attempt's `submit` takes its type's output schema as
+/// `result` (what the model must produce, told by the schema itself), and only a judge is
+/// offered `read_target`. Other runs get the tools as they are.
+pub(super) fn tools_for_run(tools: &Arc<[ToolSpec]>, spec: &Value) -> Arc<[ToolSpec]> {
+    let Some(task) = spec.pointer("/model/task") else {
+        return tools.clone();
+    };
+    let judge = task.get("target").is_some();
+    tools
+        .iter()
+        .filter(|t| judge || t.name != "read_target")
+        .cloned()
+        .map(|mut t| {
+            if t.name == "submit" {
+                if let Some(schema) = task.get("output_schema") {
+                    t.parameters["properties"]["result"] = schema.clone();
+                }
+            }
+            t
+        })
+        .collect()
+}
+
 fn submit_spec() -> ToolSpec {
     ToolSpec {
         name: "submit".into(),
@@ -482,6 +557,7 @@ impl WorkTools for TaskWork {
     fn specs(&self) -> Vec<ToolSpec> {
         let mut s = self.inner.specs();
         s.push(submit_spec());
+        s.push(read_target_spec());
         if let Some(p) = &self.patch {
             s.extend(p.specs());
         }
@@ -495,6 +571,9 @@ impl WorkTools for TaskWork {
         call: &ToolCall,
         args: &Value,
     ) -> Option<Result<String, String>> {
+        if call.name == "read_target" {
+            return Some(self.read_target(spec));
+        }
         if call.name != "submit" {
             // The profile snapshot the attempt was claimed under decides (§13.6).
             let refused = self.slots.lock().ok().and_then(|m| {
@@ -767,6 +846,11 @@ impl Host {
                 );
             }
         }
+        // What the model is told (§13.4.3): durable in the run's spec, so any process that
+        // rebuilds the conversation tells it the same.
+        if let Some(m) = model.as_object_mut() {
+            m.insert("task".into(), task_told(job, ty));
+        }
         let spec = RunSpec {
             trigger: TriggerKind::Task,
             title,
@@ -819,9 +903,16 @@ impl Host {
                 }
                 // The host notices the missing handoff (§13.1): a run may fail for reasons
                 // another try can fix, so it is retryable while attempts remain.
-                None => ReportKind::Failed {
-                    retryable: true,
-                    reason: "the run ended without an accepted submission".into(),
+                None => match model_outage(&journal) {
+                    // The attempt's end names the outage; a refusal is not retried.
+                    Some((outage, why)) => ReportKind::Failed {
+                        retryable: outage.retryable(),
+                        reason: format!("{}: {why}", outage.words()),
+                    },
+                    None => ReportKind::Failed {
+                        retryable: true,
+                        reason: "the run ended without an accepted submission".into(),
+                    },
                 },
             }),
         };
@@ -832,6 +923,98 @@ impl Host {
             usage,
             evidence: None,
         })
+    }
+}
+
+/// The model outage that stopped the run's loop, if one did, with the journaled reason.
+fn model_outage(journal: &[vouch_store::JournalEntry]) -> Option<(crate::model::Outage, String)> {
+    journal
+        .iter()
+        .rev()
+        .find_map(|e| match Event::parse(e.kind, &e.body) {
+            Ok(Event::LoopEnded(l)) if l.cause == "model_error" => {
+                crate::model::Outage::of(&l.reason).map(|o| (o, l.reason))
+            }
+            _ => None,
+        })
+}
+
+/// What a task attempt's model is told, kept in its run's spec: the first message (brief,
+/// pinned input, criteria and the self-assessment they need, the output schema, how the
+/// attempt ends), the output schema `submit` takes, and for a judge its target.
+fn task_told(job: &AttemptJob, ty: &TaskType) -> Value {
+    let mut msg = format!(
+        "[vouch host] You are doing task {} (type `{}`), attempt {}.\n\nBrief:\n{}\n",
+        job.task_id, job.kind, job.attempt, job.brief
+    );
+    let mut pinned = job.input.clone();
+    if let Some(m) = pinned.as_object_mut() {
+        m.remove("continuation");
+        if m.get("brief").and_then(Value::as_str) == Some(job.brief.as_str()) {
+            m.remove("brief");
+        }
+    }
+    if pinned.as_object().is_some_and(|m| !m.is_empty()) {
+        msg.push_str(&format!(
+            "\nPinned context (the task's input, exactly as offered):\n{}\n",
+            pretty(&pinned)
+        ));
+    }
+    let criteria = criteria_list(job);
+    let target = (job.kind == "judge")
+        .then(|| job.input.get("target").and_then(Value::as_str))
+        .flatten();
+    if !criteria.is_empty() {
+        msg.push_str("\nSuccess criteria:\n");
+        for (i, c) in criteria.iter().enumerate() {
+            msg.push_str(&format!("{}. {c}\n", i + 1));
+        }
+        if target.is_none() {
+            msg.push_str("Your `submit` must include `self_assessment`: an object with one entry per criterion above, keyed by its text, each {\"met\": true|false, \"note\": \"why\"}.\n");
+        }
+    }
+    if let Some(t) = target {
+        msg.push_str(&format!(
+            "\nYou judge task {t}. Read its brief, accepted output and artifacts with the `read_target` tool (they are not pasted here). Your verdict scores every criterion above and only those: `scores` maps each criterion's exact text to a number from 0 to 1, and `passed` says whether the output meets them all.\n"
+        ));
+    }
+    msg.push_str(&format!(
+        "\nFirst `declare` the manifest of what you will deliver besides the result (`deliveries: []` when nothing). Your result must match the task type's output schema (it is the `result` parameter of the `submit` tool):\n{}\n\nThe attempt ends only by `submit` with a result that fits: a final message without an accepted submission fails the attempt. A malformed result comes back naming the failing path; repair it and submit again.",
+        pretty(&ty.output_schema)
+    ));
+    let mut told = json!({"message": msg, "output_schema": ty.output_schema});
+    if let Some(t) = target {
+        told["target"] = json!(t);
+    }
+    told
+}
+
+fn pretty(v: &Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
+}
+
+/// The task's criteria as text: a list of strings (or a judge's `criteria` input).
+fn criteria_list(job: &AttemptJob) -> Vec<String> {
+    let from = |v: &Value| -> Vec<String> {
+        match v {
+            Value::Array(items) => items
+                .iter()
+                .map(|c| {
+                    c.as_str()
+                        .map(String::from)
+                        .unwrap_or_else(|| c.to_string())
+                })
+                .collect(),
+            Value::Null => vec![],
+            other => vec![other
+                .as_str()
+                .map(String::from)
+                .unwrap_or_else(|| other.to_string())],
+        }
+    };
+    match &job.criteria {
+        Some(c) => from(c),
+        None => from(job.input.get("criteria").unwrap_or(&Value::Null)),
     }
 }
 

@@ -59,7 +59,7 @@ impl Host {
             chain_root,
             parent: parent.map(|p| p.id.clone()),
             scope,
-            spec: json!({"model": spec.model, "presence": presence, "presence_explicit": spec.presence.is_some(), "quiet": spec.quiet}),
+            spec: json!({"model": self.models.record(&spec.model), "presence": presence, "presence_explicit": spec.presence.is_some(), "quiet": spec.quiet}),
             created_ms: self.now(),
             // Born owned: another process's start-up reconciliation must never take a run
             // that is being created for an orphan (issue 11 #10).
@@ -207,9 +207,13 @@ impl Host {
                 }
             }
         }
-        msgs.push(ChatMessage::User {
-            content: run.title.clone(),
-        });
+        // A task attempt is told its task (§13.4.3); any other run, the person's request.
+        let first = run
+            .spec
+            .pointer("/model/task/message")
+            .and_then(Value::as_str)
+            .map_or_else(|| run.title.clone(), String::from);
+        msgs.push(ChatMessage::User { content: first });
         msgs.extend(entries.iter().filter_map(|e| {
             // A body that does not parse is not part of the conversation; the view
             // marks it corrupt and the receipt says so.
@@ -304,7 +308,7 @@ impl Host {
                 );
             }
         };
-        let tools = self.tool_specs();
+        let tools = super::task::tools_for_run(&self.tool_specs(), &run.spec);
         let mut turns = view.turns;
         let mut tokens = view.prompt_tokens + view.completion_tokens;
         let mut repairs = 0u32;

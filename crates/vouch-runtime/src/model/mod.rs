@@ -126,11 +126,88 @@ pub enum ModelError {
     #[error("the script has no more turns")]
     ScriptExhausted,
     /// The run names no model the host can build: give it a script or configure one.
-    #[error("this run has no model configured ({kind:?}); pass --script FILE or set VOUCH_MODEL_URL and VOUCH_MODEL")]
+    #[error("this run has no model configured ({kind:?}); pass --script FILE, or give vouch.toml a [model] with url and model (or set VOUCH_MODEL_URL and VOUCH_MODEL)")]
     NoModel { kind: Option<String> },
     /// The OpenAI-compatible model's settings are missing or unusable: fix the one named.
     #[error(transparent)]
     Config(#[from] openai::OpenAiConfigError),
+}
+
+/// What kind of outage stopped a model, read from the reason the loop journaled (the
+/// [`ModelError`] text): whether another attempt may help, and in words for the attempt's end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outage {
+    /// Connection refused, DNS, no answer in time: the server may come back.
+    Unreachable,
+    /// 429, 408 or 5xx after the retries (their `Retry-After` honoured, bounded).
+    Overloaded,
+    /// A 4xx the server will answer again (credentials, model name, request): fatal.
+    Refused,
+}
+
+impl Outage {
+    /// The outage a journaled model error names, if it is one.
+    pub fn of(reason: &str) -> Option<Outage> {
+        if reason.contains("could not be reached") || reason.contains("did not answer within") {
+            Some(Outage::Unreachable)
+        } else if reason.contains("kept failing") {
+            Some(Outage::Overloaded)
+        } else if reason.contains("refused the credentials")
+            || reason.contains("was not found (HTTP 404)")
+            || reason.contains("rejected the request (HTTP")
+            || reason.contains("model request rejected")
+        {
+            Some(Outage::Refused)
+        } else {
+            None
+        }
+    }
+
+    /// Another attempt may succeed once the server is back; a refusal will repeat.
+    pub fn retryable(self) -> bool {
+        !matches!(self, Outage::Refused)
+    }
+
+    pub fn words(self) -> &'static str {
+        match self {
+            Outage::Unreachable => "the model server was unreachable",
+            Outage::Overloaded => "the model server was overloaded or failing (429/5xx)",
+            Outage::Refused => {
+                "the model server refused the request (fatal: fix the [model] settings)"
+            }
+        }
+    }
+}
+
+/// Backoff across attempts while the model is out (issue 22 #4): each attempt that ends in a
+/// retryable outage doubles the pause before the next claim (from `BASE_MS`, capped at
+/// `MAX_MS`); a success resets it. Times come from the caller's clock.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OutageBackoff {
+    consecutive: u32,
+    until_ms: i64,
+}
+
+impl OutageBackoff {
+    pub const BASE_MS: i64 = 5_000;
+    pub const MAX_MS: i64 = 5 * 60_000;
+
+    /// An attempt ended: with the outage that ended it (`None`: the model answered).
+    pub fn record(&mut self, outage: Option<Outage>, now_ms: i64) {
+        match outage {
+            Some(o) if o.retryable() => {
+                let factor = 1i64 << self.consecutive.min(16);
+                self.consecutive = self.consecutive.saturating_add(1);
+                self.until_ms = now_ms + Self::BASE_MS.saturating_mul(factor).min(Self::MAX_MS);
+            }
+            _ => *self = OutageBackoff::default(),
+        }
+    }
+
+    /// How long to wait before claiming again.
+    pub fn wait_ms(&self, now_ms: i64) -> i64 {
+        (self.until_ms - now_ms).max(0)
+    }
 }
 
 pub trait Model: Send {
@@ -162,16 +239,62 @@ impl crate::host::ModelFactory for DefaultModels {
                     turns, start_turn,
                 )))
             }
-            Some("openai") => openai_model(),
+            Some("openai") => openai_model(spec),
             other => Err(ModelError::NoModel {
                 kind: other.map(str::to_string),
             }),
         }
     }
+
+    fn record(&self, model: &serde_json::Value) -> serde_json::Value {
+        record(None, model)
+    }
 }
 
-fn openai_model() -> Result<Box<dyn Model>, ModelError> {
-    let config = openai::OpenAiConfig::from_env()?;
+/// The models of a home with a `[model]` profile in vouch.toml: as [`DefaultModels`], and a
+/// run records that profile (under the `VOUCH_MODEL_*` overrides) when it starts.
+pub struct ConfiguredModels {
+    pub profile: Option<crate::config::ModelConfig>,
+}
+
+impl crate::host::ModelFactory for ConfiguredModels {
+    fn model(
+        &self,
+        spec: &serde_json::Value,
+        start_turn: usize,
+    ) -> Result<Box<dyn Model>, ModelError> {
+        DefaultModels.model(spec, start_turn)
+    }
+
+    fn record(&self, model: &serde_json::Value) -> serde_json::Value {
+        record(self.profile.as_ref(), model)
+    }
+}
+
+/// An `openai` model spec with the profile it starts with (issue 22 #3): any process then
+/// continues the run with it, whatever its own environment says.
+fn record(
+    file: Option<&crate::config::ModelConfig>,
+    model: &serde_json::Value,
+) -> serde_json::Value {
+    let mut model = model.clone();
+    let openai = model.get("kind").and_then(|k| k.as_str()) == Some("openai");
+    if openai && model.get("profile").is_none() {
+        if let Some(p) = openai::OpenAiConfig::record_profile(file, |v| std::env::var(v).ok()) {
+            model["profile"] = p;
+        }
+    }
+    model
+}
+
+fn openai_model(spec: &serde_json::Value) -> Result<Box<dyn Model>, ModelError> {
+    let config = match spec.pointer("/model/profile") {
+        Some(p) => {
+            let env = |v: &str| std::env::var(v).ok();
+            openai::OpenAiConfig::from_profile(&openai::OpenAiConfig::overlay(p, env), env)?
+        }
+        None => openai::OpenAiConfig::from_env()?,
+    };
     Ok(Box::new(openai::OpenAiModel::new(config)))
 }
 
@@ -211,5 +334,81 @@ mod tests {
             completion_tokens: 4,
         });
         assert_eq!((usage.prompt_tokens, usage.completion_tokens), (3, 4));
+    }
+
+    #[test]
+    fn every_model_error_is_classified_as_the_outage_it_is() {
+        let cases = [
+            (
+                ModelError::Unreachable {
+                    attempts: 4,
+                    last: "refused".into(),
+                },
+                Some(Outage::Unreachable),
+            ),
+            (
+                ModelError::Timeout {
+                    attempts: 4,
+                    timeout_ms: 10,
+                },
+                Some(Outage::Unreachable),
+            ),
+            (
+                ModelError::Unavailable {
+                    attempts: 4,
+                    last: "HTTP 503".into(),
+                },
+                Some(Outage::Overloaded),
+            ),
+            (
+                ModelError::Unauthorized {
+                    status: 401,
+                    message: "no".into(),
+                },
+                Some(Outage::Refused),
+            ),
+            (
+                ModelError::NotFound {
+                    model: "m".into(),
+                    message: "no".into(),
+                },
+                Some(Outage::Refused),
+            ),
+            (
+                ModelError::BadRequest {
+                    status: 400,
+                    message: "no".into(),
+                },
+                Some(Outage::Refused),
+            ),
+            (
+                ModelError::Rejected("redirect".into()),
+                Some(Outage::Refused),
+            ),
+            (ModelError::Protocol("not json".into()), None),
+        ];
+        for (e, want) in cases {
+            assert_eq!(Outage::of(&e.to_string()), want, "{e}");
+        }
+        assert!(Outage::Unreachable.retryable() && Outage::Overloaded.retryable());
+        assert!(!Outage::Refused.retryable());
+    }
+
+    #[test]
+    fn an_outage_backs_off_doubling_and_bounded_and_a_success_resets_it() {
+        let mut b = OutageBackoff::default();
+        assert_eq!(b.wait_ms(0), 0);
+        let mut waits = vec![];
+        for _ in 0..10 {
+            b.record(Some(Outage::Unreachable), 0);
+            waits.push(b.wait_ms(0));
+        }
+        assert_eq!(&waits[..4], &[5_000, 10_000, 20_000, 40_000]);
+        assert_eq!(*waits.last().unwrap(), OutageBackoff::MAX_MS);
+        b.record(Some(Outage::Refused), 0);
+        assert_eq!(b.wait_ms(0), 0, "a refusal is not waited out: it is fatal");
+        b.record(Some(Outage::Overloaded), 0);
+        b.record(None, 1);
+        assert_eq!(b.wait_ms(1), 0);
     }
 }

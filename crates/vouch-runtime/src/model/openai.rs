@@ -171,6 +171,134 @@ impl OpenAiConfig {
         Ok(config)
     }
 
+    /// The profile a run records (§3.6): `[model]` from vouch.toml under the `VOUCH_MODEL_*`
+    /// overrides, as non-secret JSON — the key only by the variable or file that holds it.
+    /// `None` when neither names a URL and a model.
+    pub fn record_profile(
+        file: Option<&crate::config::ModelConfig>,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Option<Value> {
+        let f = file.cloned().unwrap_or_default();
+        let mut p = json!({"name": f.name.clone().unwrap_or_else(|| "default".into())});
+        let mut put = |k: &str, v: Option<Value>| {
+            if let Some(v) = v {
+                p[k] = v;
+            }
+        };
+        put("url", f.url.clone().map(Value::from));
+        put("model", f.model.clone().map(Value::from));
+        let key = f.key.as_ref();
+        put("key_env", key.and_then(|k| k.env.clone()).map(Value::from));
+        if key.and_then(|k| k.env.as_ref()).is_none() {
+            put(
+                "key_file",
+                key.and_then(|k| k.file.as_ref())
+                    .map(|f| Value::from(f.display().to_string())),
+            );
+        }
+        put("timeout_ms", f.timeout_ms.map(Value::from));
+        put("max_retries", f.max_retries.map(Value::from));
+        put("max_tokens", f.max_tokens.map(Value::from));
+        put("retry_after_max_s", f.retry_after_max_s.map(Value::from));
+        if file.and_then(|f| f.url.as_ref()).is_none() {
+            p["name"] = json!("env");
+        }
+        let p = Self::overlay(&p, lookup);
+        (p.get("url").is_some() && p.get("model").is_some()).then_some(p)
+    }
+
+    /// A profile under this process's `VOUCH_MODEL_*` overrides (each set variable wins).
+    pub fn overlay(profile: &Value, lookup: impl Fn(&str) -> Option<String>) -> Value {
+        let get = |var: &str| {
+            lookup(var)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+        };
+        let mut p = profile.clone();
+        if let Some(v) = get(ENV_URL) {
+            p["url"] = json!(v);
+        }
+        if let Some(v) = get(ENV_MODEL) {
+            p["model"] = json!(v);
+        }
+        if get(ENV_API_KEY).is_some() {
+            p["key_env"] = json!(ENV_API_KEY);
+            if let Some(m) = p.as_object_mut() {
+                m.remove("key_file");
+            }
+        }
+        for (k, env) in [
+            ("timeout_ms", ENV_TIMEOUT_MS),
+            ("max_retries", ENV_MAX_RETRIES),
+            ("max_tokens", ENV_MAX_TOKENS),
+            ("retry_after_max_s", ENV_RETRY_AFTER_MAX_S),
+        ] {
+            if let Some(v) = get(env).and_then(|v| v.parse::<u64>().ok()) {
+                p[k] = json!(v);
+            }
+        }
+        p
+    }
+
+    /// The config of a recorded profile; its key is read from the variable or file it names
+    /// (`lookup` for variables), here and now.
+    pub fn from_profile(
+        p: &Value,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, OpenAiConfigError> {
+        let text = |k: &str| p.get(k).and_then(Value::as_str).map(str::to_string);
+        let base_url = text("url").ok_or(OpenAiConfigError::Missing {
+            var: "the run's model profile `url`",
+            hint: URL_HINT,
+        })?;
+        if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+            return Err(OpenAiConfigError::Invalid {
+                var: "the run's model profile `url`",
+                value: base_url,
+                reason: "it must start with http:// or https://".into(),
+            });
+        }
+        let model = text("model").ok_or(OpenAiConfigError::Missing {
+            var: "the run's model profile `model`",
+            hint: MODEL_HINT,
+        })?;
+        let mut config = OpenAiConfig::new(base_url, model);
+        if let Some(var) = text("key_env") {
+            config.api_key = Some(
+                lookup(&var)
+                    .filter(|v| !v.trim().is_empty())
+                    .ok_or_else(|| OpenAiConfigError::Invalid {
+                        var: "the model profile's key",
+                        value: format!("env {var}"),
+                        reason: format!("{var} is not set in this process; set it (`[model] key` in vouch.toml names it)"),
+                    })?,
+            );
+        } else if let Some(path) = text("key_file") {
+            let key = std::fs::read_to_string(&path).map_err(|e| OpenAiConfigError::Invalid {
+                var: "the model key's file",
+                value: path.clone(),
+                reason: format!("it cannot be read: {e}"),
+            })?;
+            config.api_key = Some(key.trim().to_string());
+        }
+        let num = |k: &str| p.get(k).and_then(Value::as_u64);
+        if let Some(v) = num("timeout_ms") {
+            config.timeout_ms = v.clamp(1, TIMEOUT_MS_MAX);
+        }
+        if let Some(v) = num("max_retries") {
+            config.max_retries = u32::try_from(v)
+                .unwrap_or(MAX_RETRIES_MAX)
+                .min(MAX_RETRIES_MAX);
+        }
+        if let Some(v) = num("retry_after_max_s") {
+            config.retry_after_max_ms = v.min(RETRY_AFTER_MAX_S_MAX) * 1000;
+        }
+        if let Some(v) = num("max_tokens") {
+            config.max_tokens = u32::try_from(v).ok().filter(|n| *n >= 1);
+        }
+        Ok(config)
+    }
+
     /// The chat-completions endpoint. Tolerates a trailing slash and a base URL that already
     /// names the endpoint.
     pub fn endpoint(&self) -> String {
@@ -441,12 +569,15 @@ fn request_body(config: &OpenAiConfig, messages: &[ChatMessage], tools: &[ToolSp
         let tools = tools
             .iter()
             .map(|t| {
+                // Strict mode where the schema meets its rules (every host tool does; a task
+                // type's own output schema may not), so the server holds the model to it.
                 json!({
                     "type": "function",
                     "function": {
                         "name": t.name,
                         "description": t.description,
                         "parameters": t.parameters,
+                        "strict": crate::schemas::strict_violations(&t.parameters).is_empty(),
                     }
                 })
             })

@@ -102,3 +102,5 @@ impl Provider for FakeProvider {
         }
     }
 }
+
+pub mod recording;
