@@ -942,6 +942,41 @@ fn result_submitted_before_suspension_is_kept_for_the_resumption(pg: bool) {
     assert_eq!(sent.len(), 1, "sent once, after the approval: {sent:?}");
 }
 
+/// Issue 21: a cancelled run that waited on a question left the question open forever (the
+/// inbox badge stayed +1, answering exited 2). A cancel closes every open card and question.
+fn cancel_closes_every_open_card_and_question(pg: bool) {
+    let b = Board::new(pg);
+    let script = b.script(json!([
+        {"declare": {"deliveries": [{"id": "d1", "verb": "write", "destination": {"kind": "surface"}, "confidence": "low"}]}},
+        {"clarify": "Which week?"},
+        {"final": "done"}
+    ]));
+    let run = b.json(&["run", "weekly numbers", "--script", &script]);
+    let run = run["run"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{run}"))
+        .to_string();
+    assert_eq!(
+        b.json(&["inbox", "--count"]),
+        json!({"waiting": 1}),
+        "the question waits"
+    );
+    b.json(&["cancel", &run]);
+    assert_eq!(
+        b.json(&["inbox", "--count"]),
+        json!({"waiting": 0}),
+        "nothing is left open"
+    );
+    assert_eq!(b.json(&["approvals"]), json!([]));
+    let out = b.run(&["answer", &run, "week 49"]);
+    assert_eq!(out.status.code(), Some(2), "the run has ended");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("already ended"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 macro_rules! both {
     ($($name:ident),*) => {
         mod sqlite { $( #[test] fn $name() { super::$name(false) } )* }
@@ -961,5 +996,6 @@ both!(
     continuation_goes_on_from_the_parents_conversation,
     runtime_profile_snapshot_is_enforced_not_a_later_edit,
     http_approval_of_a_task_run_queues_it_for_a_worker,
-    result_submitted_before_suspension_is_kept_for_the_resumption
+    result_submitted_before_suspension_is_kept_for_the_resumption,
+    cancel_closes_every_open_card_and_question
 );
