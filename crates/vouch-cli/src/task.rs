@@ -948,7 +948,7 @@ impl AttemptCtx {
             .map_err(store_err)?
             .cancelled
         {
-            return self.cancelled(&claim.task);
+            return self.cancelled(&claim.task, None);
         }
         let hb = {
             let (board, at, done, cancelled) = (
@@ -1007,7 +1007,7 @@ impl AttemptCtx {
             if cancelled.load(Ordering::SeqCst) {
                 done.store(true, Ordering::SeqCst);
                 let _ = hb.join();
-                return self.cancelled(&claim.task);
+                return self.cancelled(&claim.task, None);
             }
             let step = (self.delay_ms - waited).min(50);
             std::thread::sleep(Duration::from_millis(step));
@@ -1047,13 +1047,32 @@ impl AttemptCtx {
             repairs_max: self.repairs,
             profile: Some(profile),
         };
-        // A resumption continues the suspended attempt's own run, whoever started it (§13.3).
-        let out = match (claim.resumption, claim.attempt.run_id.as_deref()) {
-            (true, Some(run)) => self
-                .host
-                .resume_task_attempt(&self.work, &self.types, &job, run),
-            _ => self.host.run_task_attempt(&self.work, &self.types, &job),
+        // The run asks at each turn boundary and before each tool call whether the task was
+        // cancelled: the heartbeat's answer, or the board itself, so nothing is attempted once
+        // the cancel is durable even between heartbeats (issue 22 #5).
+        let stop: vouch_runtime::host::StopProbe = {
+            let (board, cancelled, task_id) =
+                (self.board.clone(), cancelled.clone(), at.task_id.clone());
+            Arc::new(move || {
+                cancelled.load(Ordering::SeqCst)
+                    || matches!(board.task(&task_id), Ok(Some(t)) if t.state == TaskState::Cancelled)
+            })
         };
+        // A resumption continues the suspended attempt's own run, whoever started it (§13.3).
+        let resume = match (claim.resumption, claim.attempt.run_id.as_deref()) {
+            (true, Some(run)) => Some(run),
+            _ => None,
+        };
+        let out =
+            self.host
+                .run_task_attempt_until(&self.work, &self.types, &job, resume, stop.clone());
+        if stop() {
+            // The board's cancel won: its attempt is already `cancelled`, so nothing is
+            // reported; the run ended `cancel` with its receipt.
+            done.store(true, Ordering::SeqCst);
+            let _ = hb.join();
+            return self.cancelled(&claim.task, out.ok().map(|o| o.run_id));
+        }
         let r = match out {
             Ok(o) => match o.report {
                 Some(kind) => finish(kind, Some(o.run_id), o.receipt, o.usage),
@@ -1087,11 +1106,18 @@ impl AttemptCtx {
         r
     }
 
-    fn cancelled(&self, t: &TaskRecord) -> Result<()> {
+    fn cancelled(&self, t: &TaskRecord, run: Option<String>) -> Result<()> {
+        let receipt = run
+            .as_deref()
+            .map(|r| format!(" Its run {r} ended cancelled: `vouch receipt {r}`."))
+            .unwrap_or_default();
         say(
             self.json,
-            json!({"event": "cancelled", "task": t.id}),
-            format!("Task {} was cancelled by its owner; stopped.", t.id),
+            json!({"event": "cancelled", "task": t.id, "run": run}),
+            format!(
+                "Task {} was cancelled by its owner; stopped.{receipt}",
+                t.id
+            ),
         );
         Ok(())
     }

@@ -209,6 +209,12 @@ impl Host {
         }
         // A run another live process is driving is that process's to end.
         self.lease(run_id)?;
+        self.cancel_owned(run_id)
+    }
+
+    /// The cancel of a run this process holds (§9.4): close its cards, withdraw what is not
+    /// yet attempted or decided, and end it `cancel`.
+    pub(super) fn cancel_owned(&self, run_id: &str) -> HostResult<vouch_core::Outcome> {
         // Every open card closes — approvals and the run's question alike (issue 21): an
         // ended run leaves nothing to decide in the inbox.
         self.store.close_cards(run_id, self.now())?;

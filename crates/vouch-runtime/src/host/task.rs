@@ -541,7 +541,7 @@ impl Host {
         types: &TaskTypes,
         job: &AttemptJob,
     ) -> HostResult<AttemptOutcome> {
-        self.task_run(work, types, job, None)
+        self.task_run(work, types, job, None, None)
     }
 
     /// Continue the run of a suspended attempt after the person decided (§13.3): any worker
@@ -553,7 +553,22 @@ impl Host {
         job: &AttemptJob,
         run_id: &str,
     ) -> HostResult<AttemptOutcome> {
-        self.task_run(work, types, job, Some(run_id))
+        self.task_run(work, types, job, Some(run_id), None)
+    }
+
+    /// Run an attempt — or, with `resume`, continue its suspended run — asking `stop` at each
+    /// turn boundary and before each tool call: once it answers `true` (the task was
+    /// cancelled, and the cancel is durable) nothing more is asked of the model or attempted,
+    /// and the run ends `cancel` with its receipt (issue 22 #5, §9.4).
+    pub fn run_task_attempt_until(
+        &self,
+        work: &TaskWork,
+        types: &TaskTypes,
+        job: &AttemptJob,
+        resume: Option<&str>,
+        stop: StopProbe,
+    ) -> HostResult<AttemptOutcome> {
+        self.task_run(work, types, job, resume, Some(stop))
     }
 
     /// Record a person's decision on a run waiting inside a task attempt and make the attempt
@@ -613,6 +628,7 @@ impl Host {
         types: &TaskTypes,
         job: &AttemptJob,
         resume: Option<&str>,
+        stop: Option<StopProbe>,
     ) -> HostResult<AttemptOutcome> {
         if job.kind == super::patch::PATCH_TYPE {
             if resume.is_some() {
@@ -689,19 +705,32 @@ impl Host {
             slot_from_journal(&self.store.journal(&run_id)?, &mut slot);
         }
         work.open(&run_id, slot);
+        if let Some(stop) = stop {
+            self.drives.watch(&run_id, stop);
+        }
         let driven = match resume {
             Some(_) => self.drive(&run_id),
             None => self
                 .create(&run_id, &spec, None, None)
                 .and_then(|run| self.drive_run(run)),
         };
+        self.drives.unwatch(&run_id);
         let slot = work.take(&run_id);
         let end = driven?;
         let journal = self.store.journal(&run_id)?;
         let usage = usage_of(&journal);
         let receipt = self.store.receipt(&run_id)?;
+        let cancelled = RunView::from_journal(&journal)
+            .loop_end
+            .is_some_and(|l| l.cause == "cancelled");
         let report = match end {
             RunEnd::Suspended { .. } => None,
+            // A cancelled run hands nothing over, even a submission accepted before the
+            // cancel: the board's cancel wins (§13.3).
+            RunEnd::Ended { .. } if cancelled => Some(ReportKind::Failed {
+                retryable: false,
+                reason: "the task was cancelled".into(),
+            }),
             RunEnd::Ended { .. } => Some(match slot.and_then(|s| s.accepted) {
                 Some((result, self_assessment)) => {
                     let verdict = verdict_of(&job.kind, &job.input, &result);
