@@ -1145,6 +1145,18 @@ fn a_cancel_stops_the_work(pg: bool) {
     assert!(text.contains("ended by cancel"), "{text}");
     assert!(text.contains("the task was cancelled"), "{text}");
     assert!(!text.contains("Succeeded"), "{text}");
+    // What was done before (the manifest) and what the cancel withdrew, with the result item.
+    assert!(text.contains("Outcome: Cancelled"), "{text}");
+    assert!(text.contains("Withdrawn at your request"), "{text}");
+    assert!(text.contains("✗ result — cancelled"), "{text}");
+    // The control run's receipt shows its result accepted (issue 22 #7).
+    let control_run = b.show(&control)["attempts"][0]["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = b.json(&["receipt", &control_run]);
+    let text = r["receipt"].as_str().unwrap();
+    assert!(text.contains("✓ result — accepted"), "{text}");
 }
 
 macro_rules! both {
