@@ -176,7 +176,7 @@ impl RunView {
                     self.failed_tool_calls += 1;
                 }
                 let reached = !self.submit_rejected.contains(&b.call_id)
-                    && !(!b.ok && b.result.starts_with("not run:"));
+                    && (b.ok || !b.result.starts_with("not run:"));
                 if b.name == "submit" && reached {
                     self.submit_tried = true;
                     self.submit_accepted |= b.ok;
