@@ -354,6 +354,9 @@ fn types(dir: &Path) -> Result<TaskTypes> {
 }
 
 pub fn task(dir: &Path, cmd: TaskCmd, json: bool) -> Result<i32> {
+    if let TaskCmd::Cancel { id } = &cmd {
+        return cancel(dir, id, json);
+    }
     let (_, board) = open_board(dir)?;
     match cmd {
         TaskCmd::Offer(a) => offer(dir, &*board, *a, json),
@@ -463,18 +466,8 @@ pub fn task(dir: &Path, cmd: TaskCmd, json: bool) -> Result<i32> {
             }
             Ok(0)
         }
-        TaskCmd::Cancel { id } => {
-            let t = board.cancel(&id, now_ms()).map_err(store_err)?;
-            if json {
-                outln!("{}", json!({"id": t.id, "state": t.state}));
-            } else {
-                outln!(
-                    "Task {} is cancelled; a worker on it learns so at its next heartbeat.",
-                    t.id
-                );
-            }
-            Ok(0)
-        }
+        // Handled above, with a host: it may end the attempt's waiting run.
+        TaskCmd::Cancel { id } => cancel(dir, &id, json),
         TaskCmd::Continue { id, brief, mode } => {
             continue_task(dir, &*board, &id, brief, &mode, json)
         }
@@ -535,6 +528,28 @@ pub fn task(dir: &Path, cmd: TaskCmd, json: bool) -> Result<i32> {
             Ok(0)
         }
     }
+}
+
+/// `vouch task cancel`: the board's cancel, and the end of a run its attempt left waiting for
+/// a person (§13.3, issue 22 #6).
+fn cancel(dir: &Path, id: &str, json: bool) -> Result<i32> {
+    let (store, board, _) = open_all(dir)?;
+    let host = home::host_on(dir, store, None)?;
+    let (t, run) = host.cancel_task(&*board, id).map_err(crate::host_err)?;
+    if json {
+        outln!("{}", json!({"id": t.id, "state": t.state, "run": run}));
+    } else if let Some(run) = run {
+        outln!(
+            "Task {} is cancelled; its run {run}, which waited for you, ended cancelled: `vouch receipt {run}`.",
+            t.id
+        );
+    } else {
+        outln!(
+            "Task {} is cancelled; a worker on it stops at its run's next turn.",
+            t.id
+        );
+    }
+    Ok(0)
 }
 
 /// Offer arguments with every default of `vouch task offer`.

@@ -1159,6 +1159,51 @@ fn a_cancel_stops_the_work(pg: bool) {
     assert!(text.contains("✓ result — accepted"), "{text}");
 }
 
+/// Issue 22 #6: a task cancel ends its suspended run — the open card is closed, the run ends
+/// `cancel` with its receipt and the `result` item cancelled — and `vouch resume` of a task's
+/// run is refused with the board's command to use instead.
+fn a_task_cancel_ends_its_suspended_run(pg: bool) {
+    let b = Board::new(pg);
+    let (url, got) = receiver();
+    let id = b.offer(&[]);
+    let script = b.script(json!([
+        {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "webhook", "address": url}}]}},
+        {"deliver": "d1", "payload": {"text": "hello"}},
+        {"submit": {"summary": "sent"}},
+        {"final": "done"}
+    ]));
+    b.drain("w1", &script);
+    let v = b.show(&id);
+    assert_eq!(attempt_states(&v), vec!["suspended"]);
+    let run = v["attempts"][0]["run_id"].as_str().unwrap().to_string();
+    assert_eq!(b.json(&["inbox", "--count"]), json!({"waiting": 1}));
+    let c = b.json(&["task", "cancel", &id]);
+    assert_eq!(c["state"], "cancelled");
+    assert_eq!(c["run"], run.as_str(), "{c}");
+    let v = b.show(&id);
+    assert_eq!(state(&v), "cancelled");
+    assert_eq!(attempt_states(&v), vec!["cancelled"]);
+    assert_eq!(
+        b.json(&["inbox", "--count"]),
+        json!({"waiting": 0}),
+        "the card is closed"
+    );
+    let r = b.json(&["receipt", &run]);
+    assert_eq!(r["state"], "ended");
+    let text = r["receipt"].as_str().unwrap();
+    assert!(text.contains("ended by cancel"), "{text}");
+    assert!(text.contains("Withdrawn at your request"), "{text}");
+    assert!(text.contains("✗ result — cancelled"), "{text}");
+    // Nothing went out, and nothing is left to decide or resume.
+    assert!(got.lock().unwrap().is_empty());
+    let out = b.run(&["approve", &run, "d1", "--hash", "sha256:0"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = b.run(&["resume", &run]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("vouch task show {id}")), "{err}");
+}
+
 macro_rules! both {
     ($($name:ident),*) => {
         mod sqlite { $( #[test] fn $name() { super::$name(false) } )* }
@@ -1180,5 +1225,6 @@ both!(
     http_approval_of_a_task_run_queues_it_for_a_worker,
     result_submitted_before_suspension_is_kept_for_the_resumption,
     cancel_closes_every_open_card_and_question,
-    a_cancel_stops_the_work
+    a_cancel_stops_the_work,
+    a_task_cancel_ends_its_suspended_run
 );

@@ -611,6 +611,36 @@ impl Host {
         Ok(Some((end, task)))
     }
 
+    /// The owner cancels a task (§13.3): the board's cancel wins, and a run its attempt left
+    /// waiting for a person ends here (§13.3, issue 22 #6) — its open card and question
+    /// closed, the rest withdrawn (§9.4), its receipt written with the `result` item
+    /// cancelled. Answers the task and the run this ended, if any. A resumption a worker
+    /// already drives is that worker's to end: its run reads the cancel at its next turn.
+    pub fn cancel_task(
+        &self,
+        board: &dyn BoardStore,
+        task_id: &str,
+    ) -> HostResult<(TaskRecord, Option<String>)> {
+        let waiting = board
+            .attempts(task_id)?
+            .into_iter()
+            .filter(|a| a.state == AttemptState::Suspended)
+            .filter_map(|a| a.run_id)
+            .next_back();
+        let task = board.cancel(task_id, self.now())?;
+        let Some(run) = waiting else {
+            return Ok((task, None));
+        };
+        if self.record(&run)?.state == RunState::Ended {
+            return Ok((task, None));
+        }
+        match self.cancel(&run) {
+            Ok(_) => Ok((task, Some(run))),
+            Err(HostError::OwnedElsewhere(_) | HostError::NotWaiting(_)) => Ok((task, None)),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The conversation of a run as the model saw it (system, brief, turns, tool results,
     /// decisions — and, for a continuation, the conversation it continues), with the content
     /// id of its canonical JSON (§13.5): what a continuation pins and goes on from.
