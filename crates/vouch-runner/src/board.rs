@@ -99,9 +99,16 @@ pub fn run_task_scenario(s: &Scenario, plan: &TaskPlan, dir: &Path) -> Result<Va
         match ev {
             BoardStep::Worker(w) => b.worker(&mut ctx, &w)?,
             BoardStep::Cancel => {
-                let now = ctx.clock.now_ms();
-                if conflict(b.store.cancel(MAIN, now))?.is_none() {
-                    b.turned_away.push(json!({"by": "owner", "call": "cancel"}));
+                // The owner's cancel through the host: a run the attempt left waiting for a
+                // person ends with it, its `result` item failed (§13.3).
+                let host = ctx.host()?;
+                match host.cancel_task(b.store.as_ref(), MAIN) {
+                    Ok((_, Some(run))) => b.last_run = Some((run, "failed")),
+                    Ok((_, None)) => {}
+                    Err(HostError::Store(StoreError::Conflict(_))) => {
+                        b.turned_away.push(json!({"by": "owner", "call": "cancel"}));
+                    }
+                    Err(e) => return Err(e.to_string()),
                 }
             }
             BoardStep::Wait(ms) => {
