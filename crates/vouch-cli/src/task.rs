@@ -518,8 +518,9 @@ pub fn task(dir: &Path, cmd: TaskCmd, json: bool) -> Result<i32> {
                 outln!("{}", serde_json::to_string(&r)?);
             } else {
                 outln!(
-                    "Swept: {} attempt(s) timed out, {} task(s) expired, {} promoted, {} queued for resumption.",
+                    "Swept: {} attempt(s) timed out, {} suspended with their waiting run, {} task(s) expired, {} promoted, {} queued for resumption.",
                     r.timed_out.len(),
+                    r.suspended.len(),
                     r.expired.len(),
                     r.promoted.len(),
                     r.resumed.len()

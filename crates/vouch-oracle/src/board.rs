@@ -421,8 +421,27 @@ impl<'a> BoardSim<'a> {
                             delivery: w.delivery.clone(),
                             nth: 1,
                         };
+                        let before = self.carry.clone();
                         let out =
                             self.run_attempt(&script, self.plan.criteria.is_some(), vec![fault]);
+                        if out.suspended {
+                            // The run suspended durably before the worker died: the sweep sees
+                            // it and suspends the attempt — no retry, no second card (§13.3).
+                            self.cite("board.sweep_suspends_with_its_run", "§13.3");
+                            self.now += LAPSE_MS;
+                            task.state = TaskState::Running;
+                            if let Some(a) = task.live() {
+                                a.state = AttemptState::Suspended;
+                            }
+                            self.suspended_run = Some((script.clone(), before));
+                            let status = if out.accepted {
+                                DeliveryStatus::Awaiting
+                            } else {
+                                DeliveryStatus::NotAttempted
+                            };
+                            self.keep_run(out.report, Some(status));
+                            return;
+                        }
                         let status = if out.submitted {
                             DeliveryStatus::Failed
                         } else {

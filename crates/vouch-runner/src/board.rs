@@ -569,7 +569,19 @@ impl Board {
         };
         // Read what became durable, as the next process will (the dead one's buffer is gone).
         let fresh = ctx.host()?;
-        let status = if submitted(fresh.store.as_ref(), &run_id)? {
+        let suspended = fresh
+            .store
+            .run(&run_id)
+            .map_err(err)?
+            .is_some_and(|r| r.state == vouch_core::RunState::Suspended);
+        let status = if suspended {
+            // The sweep suspends the attempt with its run (§13.3): a submission kept waits.
+            if submission_accepted(fresh.store.as_ref(), &run_id)? {
+                "awaiting"
+            } else {
+                "not_attempted"
+            }
+        } else if submitted(fresh.store.as_ref(), &run_id)? {
             "failed"
         } else {
             "not_attempted"
