@@ -360,6 +360,9 @@ fn types(dir: &Path) -> Result<TaskTypes> {
 }
 
 pub fn task(dir: &Path, cmd: TaskCmd, json: bool) -> Result<i32> {
+    if let TaskCmd::Cancel { id } = &cmd {
+        return cancel(dir, id, json);
+    }
     let (_, board) = open_board(dir)?;
     match cmd {
         TaskCmd::Offer(a) => offer(dir, &*board, *a, json),
@@ -469,18 +472,8 @@ pub fn task(dir: &Path, cmd: TaskCmd, json: bool) -> Result<i32> {
             }
             Ok(0)
         }
-        TaskCmd::Cancel { id } => {
-            let t = board.cancel(&id, now_ms()).map_err(store_err)?;
-            if json {
-                outln!("{}", json!({"id": t.id, "state": t.state}));
-            } else {
-                outln!(
-                    "Task {} is cancelled; a worker on it learns so at its next heartbeat.",
-                    t.id
-                );
-            }
-            Ok(0)
-        }
+        // Handled above, with a host: it may end the attempt's waiting run.
+        TaskCmd::Cancel { id } => cancel(dir, &id, json),
         TaskCmd::Continue { id, brief, mode } => {
             continue_task(dir, &*board, &id, brief, &mode, json)
         }
@@ -531,8 +524,9 @@ pub fn task(dir: &Path, cmd: TaskCmd, json: bool) -> Result<i32> {
                 outln!("{}", serde_json::to_string(&r)?);
             } else {
                 outln!(
-                    "Swept: {} attempt(s) timed out, {} task(s) expired, {} promoted, {} queued for resumption.",
+                    "Swept: {} attempt(s) timed out, {} suspended with their waiting run, {} task(s) expired, {} promoted, {} queued for resumption.",
                     r.timed_out.len(),
+                    r.suspended.len(),
                     r.expired.len(),
                     r.promoted.len(),
                     r.resumed.len()
@@ -541,6 +535,28 @@ pub fn task(dir: &Path, cmd: TaskCmd, json: bool) -> Result<i32> {
             Ok(0)
         }
     }
+}
+
+/// `vouch task cancel`: the board's cancel, and the end of a run its attempt left waiting for
+/// a person (§13.3, issue 22 #6).
+fn cancel(dir: &Path, id: &str, json: bool) -> Result<i32> {
+    let (store, board, _) = open_all(dir)?;
+    let host = home::host_on(dir, store, None)?;
+    let (t, run) = host.cancel_task(&*board, id).map_err(crate::host_err)?;
+    if json {
+        outln!("{}", json!({"id": t.id, "state": t.state, "run": run}));
+    } else if let Some(run) = run {
+        outln!(
+            "Task {} is cancelled; its run {run}, which waited for you, ended cancelled: `vouch receipt {run}`.",
+            t.id
+        );
+    } else {
+        outln!(
+            "Task {} is cancelled; a worker on it stops at its run's next turn.",
+            t.id
+        );
+    }
+    Ok(0)
 }
 
 /// Offer arguments with every default of `vouch task offer`.
@@ -968,7 +984,7 @@ impl AttemptCtx {
             .map_err(store_err)?
             .cancelled
         {
-            return self.cancelled(&claim.task);
+            return self.cancelled(&claim.task, None);
         }
         let hb = {
             let (board, at, done, cancelled) = (
@@ -1034,7 +1050,7 @@ impl AttemptCtx {
             if cancelled.load(Ordering::SeqCst) {
                 done.store(true, Ordering::SeqCst);
                 let _ = hb.join();
-                return self.cancelled(&claim.task);
+                return self.cancelled(&claim.task, None);
             }
             let step = (self.delay_ms - waited).min(50);
             std::thread::sleep(Duration::from_millis(step));
@@ -1074,13 +1090,32 @@ impl AttemptCtx {
             repairs_max: self.repairs,
             profile: Some(profile),
         };
-        // A resumption continues the suspended attempt's own run, whoever started it (§13.3).
-        let out = match (claim.resumption, claim.attempt.run_id.as_deref()) {
-            (true, Some(run)) => self
-                .host
-                .resume_task_attempt(&self.work, &self.types, &job, run),
-            _ => self.host.run_task_attempt(&self.work, &self.types, &job),
+        // The run asks at each turn boundary and before each tool call whether the task was
+        // cancelled: the heartbeat's answer, or the board itself, so nothing is attempted once
+        // the cancel is durable even between heartbeats (issue 22 #5).
+        let stop: vouch_runtime::host::StopProbe = {
+            let (board, cancelled, task_id) =
+                (self.board.clone(), cancelled.clone(), at.task_id.clone());
+            Arc::new(move || {
+                cancelled.load(Ordering::SeqCst)
+                    || matches!(board.task(&task_id), Ok(Some(t)) if t.state == TaskState::Cancelled)
+            })
         };
+        // A resumption continues the suspended attempt's own run, whoever started it (§13.3).
+        let resume = match (claim.resumption, claim.attempt.run_id.as_deref()) {
+            (true, Some(run)) => Some(run),
+            _ => None,
+        };
+        let out =
+            self.host
+                .run_task_attempt_until(&self.work, &self.types, &job, resume, stop.clone());
+        if stop() {
+            // The board's cancel won: its attempt is already `cancelled`, so nothing is
+            // reported; the run ended `cancel` with its receipt.
+            done.store(true, Ordering::SeqCst);
+            let _ = hb.join();
+            return self.cancelled(&claim.task, out.ok().map(|o| o.run_id));
+        }
         let r = match out {
             Ok(o) => match o.report {
                 Some(kind) => finish(kind, Some(o.run_id), o.receipt, o.usage),
@@ -1114,11 +1149,18 @@ impl AttemptCtx {
         r
     }
 
-    fn cancelled(&self, t: &TaskRecord) -> Result<()> {
+    fn cancelled(&self, t: &TaskRecord, run: Option<String>) -> Result<()> {
+        let receipt = run
+            .as_deref()
+            .map(|r| format!(" Its run {r} ended cancelled: `vouch receipt {r}`."))
+            .unwrap_or_default();
         say(
             self.json,
-            json!({"event": "cancelled", "task": t.id}),
-            format!("Task {} was cancelled by its owner; stopped.", t.id),
+            json!({"event": "cancelled", "task": t.id, "run": run}),
+            format!(
+                "Task {} was cancelled by its owner; stopped.{receipt}",
+                t.id
+            ),
         );
         Ok(())
     }

@@ -354,7 +354,7 @@ fn malformed_result_repaired_in_session(pg: bool) {
     assert_eq!(state(&b.show(&id3)), "queued");
 }
 
-fn cancel_seen_at_heartbeat_and_late_report_refused(pg: bool) {
+fn cancel_seen_at_heartbeat_or_on_the_board(pg: bool) {
     let b = Board::new(pg);
     let script = b.script(good_script());
     // Cancel while the worker holds the attempt: its next heartbeat says so.
@@ -372,7 +372,8 @@ fn cancel_seen_at_heartbeat_and_late_report_refused(pg: bool) {
     );
     let v = b.show(&id);
     assert_eq!(attempt_states(&v), vec!["cancelled"]);
-    // Cancel while no heartbeat will come before the report: the report is refused.
+    // Cancel while no heartbeat will come before the run starts: the run reads the board
+    // itself before its first turn, stops, and reports nothing (issue 22 #5).
     let id = b.offer(&["--lease-ms", "600000", "--heartbeat-ms", "300000"]);
     // Long enough that the cancel lands first even on a loaded machine (no heartbeat comes).
     let w = b.worker("w2", &script, &["--attempt-delay-ms", "20000", "--drain"]);
@@ -382,7 +383,12 @@ fn cancel_seen_at_heartbeat_and_late_report_refused(pg: bool) {
     let ev = events(&out);
     assert!(
         ev.iter()
-            .any(|e| e["event"] == "refused" && e["task"] == id.as_str()),
+            .any(|e| e["event"] == "cancelled" && e["task"] == id.as_str() && e["run"].is_string()),
+        "{ev:?}"
+    );
+    assert!(
+        !ev.iter()
+            .any(|e| e["event"] == "reported" && e["task"] == id.as_str()),
         "{ev:?}"
     );
     let v = b.show(&id);
@@ -942,6 +948,262 @@ fn result_submitted_before_suspension_is_kept_for_the_resumption(pg: bool) {
     assert_eq!(sent.len(), 1, "sent once, after the approval: {sent:?}");
 }
 
+/// Issue 21: a cancelled run that waited on a question left the question open forever (the
+/// inbox badge stayed +1, answering exited 2). A cancel closes every open card and question.
+fn cancel_closes_every_open_card_and_question(pg: bool) {
+    let b = Board::new(pg);
+    let script = b.script(json!([
+        {"declare": {"deliveries": [{"id": "d1", "verb": "write", "destination": {"kind": "surface"}, "confidence": "low"}]}},
+        {"clarify": "Which week?"},
+        {"final": "done"}
+    ]));
+    let run = b.json(&["run", "weekly numbers", "--script", &script]);
+    let run = run["run"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{run}"))
+        .to_string();
+    assert_eq!(
+        b.json(&["inbox", "--count"]),
+        json!({"waiting": 1}),
+        "the question waits"
+    );
+    b.json(&["cancel", &run]);
+    assert_eq!(
+        b.json(&["inbox", "--count"]),
+        json!({"waiting": 0}),
+        "nothing is left open"
+    );
+    assert_eq!(b.json(&["approvals"]), json!([]));
+    let out = b.run(&["answer", &run, "week 49"]);
+    assert_eq!(out.status.code(), Some(2), "the run has ended");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("already ended"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// An OpenAI-compatible stand-in on loopback: answers each request with the next `(delay_ms,
+/// body)` after that delay, and counts the requests it was sent (a model that is slow to think).
+fn slow_model(responses: Vec<(u64, Value)>) -> (String, std::sync::Arc<std::sync::Mutex<usize>>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(0usize));
+    let s2 = seen.clone();
+    std::thread::spawn(move || {
+        let mut queue = responses.into_iter();
+        for mut s in listener.incoming().flatten() {
+            // Read the request: headers, then the body its Content-Length announces.
+            let mut buf = vec![];
+            let mut chunk = [0u8; 8192];
+            while let Ok(n) = s.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+                let text = String::from_utf8_lossy(&buf).to_string();
+                if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                    let len = head
+                        .lines()
+                        .find_map(|l| {
+                            let (k, v) = l.split_once(':')?;
+                            k.eq_ignore_ascii_case("content-length")
+                                .then(|| v.trim().parse::<usize>().ok())?
+                        })
+                        .unwrap_or(0);
+                    if body.len() >= len {
+                        break;
+                    }
+                }
+            }
+            *s2.lock().unwrap() += 1;
+            let (delay_ms, body) = queue.next().unwrap_or((
+                0,
+                json!({"choices": [{"message": {"role": "assistant", "content": "out of answers"}}]}),
+            ));
+            std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+            let body = body.to_string();
+            let _ = write!(s, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+        }
+    });
+    (url, seen)
+}
+
+fn tool_calls(calls: &[(&str, &str, Value)]) -> Value {
+    let calls: Vec<Value> = calls
+        .iter()
+        .map(|(id, name, args)| json!({"id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()}}))
+        .collect();
+    json!({"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": calls}}], "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
+}
+
+/// Issue 22 #5: a task cancelled mid-run kept calling the model, saved a file after the
+/// cancel, `submit` answered "accepted" and the receipt said "Succeeded". Now the run stops at
+/// its next turn boundary: the model's answer that arrives after the cancel is not carried
+/// out (no file, no submission), the model is not called again, and the run ends `cancel`.
+fn a_cancel_stops_the_work(pg: bool) {
+    let b = Board::new(pg);
+    let answers = |file: &str, think_ms: u64| {
+        let manifest = json!({"deliveries": [{"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": file}}]});
+        vec![
+            (0, tool_calls(&[("c1", "declare", manifest)])),
+            (
+                think_ms,
+                tool_calls(&[
+                    (
+                        "c2",
+                        "save",
+                        json!({"delivery": "d1", "payload": {"text": "# Plan\n"}}),
+                    ),
+                    (
+                        "c3",
+                        "submit",
+                        json!({"result": {"summary": "saved"}, "self_assessment": null}),
+                    ),
+                ]),
+            ),
+            (
+                0,
+                json!({"choices": [{"message": {"role": "assistant", "content": "Saved."}}]}),
+            ),
+        ]
+    };
+    let worker = |url: &str, name: &str| {
+        let mut c = b.cmd(&["--json", "worker", "--name", name, "--drain"]);
+        c.env("VOUCH_MODEL_URL", url)
+            .env("VOUCH_MODEL", "stand-in")
+            .env("VOUCH_API_KEY", "sk-test")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c.spawn().unwrap()
+    };
+    // Without a cancel the same answers save the file and complete the task: the world the
+    // cancel must leave untouched is really within the run's reach.
+    let (url, _) = slow_model(answers("Notes/control.md", 0));
+    let control = b.offer(&[]);
+    let out = worker(&url, "w0").wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(state(&b.show(&control)), "completed");
+    assert!(b.dir.join("files/Notes/control.md").exists());
+    // The model thinks for 3 s on its second turn; the owner cancels meanwhile. Heartbeats
+    // are minutes apart: the run learns of the cancel from the board itself.
+    let (url, seen) = slow_model(answers("Notes/plan.md", 3_000));
+    let id = b.offer(&["--lease-ms", "600000", "--heartbeat-ms", "300000"]);
+    let w = worker(&url, "w1");
+    for _ in 0..POLLS_MAX {
+        if *seen.lock().unwrap() >= 2 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(*seen.lock().unwrap(), 2, "the second turn is being thought");
+    b.json(&["task", "cancel", &id]);
+    let out = w.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The world: no file, no further model call, nothing accepted.
+    assert!(
+        !b.dir.join("files/Notes/plan.md").exists(),
+        "nothing is saved after the cancel"
+    );
+    assert_eq!(
+        *seen.lock().unwrap(),
+        2,
+        "the model is not called after the cancel"
+    );
+    let v = b.show(&id);
+    assert_eq!(state(&v), "cancelled");
+    assert_eq!(attempt_states(&v), vec!["cancelled"]);
+    assert!(
+        v["task"]["result_id"].is_null() && v["result"].is_null(),
+        "{v}"
+    );
+    let ev = events(&out);
+    let cancelled = ev
+        .iter()
+        .find(|e| e["event"] == "cancelled" && e["task"] == id.as_str())
+        .unwrap_or_else(|| panic!("{ev:?}"));
+    assert!(
+        !ev.iter()
+            .any(|e| e["event"] == "reported" && e["task"] == id.as_str()),
+        "{ev:?}"
+    );
+    let run = cancelled["run"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{ev:?}"));
+    let r = b.json(&["receipt", run]);
+    assert_eq!(r["state"], "ended");
+    let text = r["receipt"].as_str().unwrap();
+    assert!(text.contains("ended by cancel"), "{text}");
+    assert!(text.contains("the task was cancelled"), "{text}");
+    assert!(!text.contains("Succeeded"), "{text}");
+    // What was done before (the manifest) and what the cancel withdrew, with the result item.
+    assert!(text.contains("Outcome: Cancelled"), "{text}");
+    assert!(text.contains("Withdrawn at your request"), "{text}");
+    assert!(text.contains("✗ result — cancelled"), "{text}");
+    // The control run's receipt shows its result accepted (issue 22 #7).
+    let control_run = b.show(&control)["attempts"][0]["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = b.json(&["receipt", &control_run]);
+    let text = r["receipt"].as_str().unwrap();
+    assert!(text.contains("✓ result — accepted"), "{text}");
+}
+
+/// Issue 22 #6: a task cancel ends its suspended run — the open card is closed, the run ends
+/// `cancel` with its receipt and the `result` item cancelled — and `vouch resume` of a task's
+/// run is refused with the board's command to use instead.
+fn a_task_cancel_ends_its_suspended_run(pg: bool) {
+    let b = Board::new(pg);
+    let (url, got) = receiver();
+    let id = b.offer(&[]);
+    let script = b.script(json!([
+        {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "webhook", "address": url}}]}},
+        {"deliver": "d1", "payload": {"text": "hello"}},
+        {"submit": {"summary": "sent"}},
+        {"final": "done"}
+    ]));
+    b.drain("w1", &script);
+    let v = b.show(&id);
+    assert_eq!(attempt_states(&v), vec!["suspended"]);
+    let run = v["attempts"][0]["run_id"].as_str().unwrap().to_string();
+    assert_eq!(b.json(&["inbox", "--count"]), json!({"waiting": 1}));
+    let c = b.json(&["task", "cancel", &id]);
+    assert_eq!(c["state"], "cancelled");
+    assert_eq!(c["run"], run.as_str(), "{c}");
+    let v = b.show(&id);
+    assert_eq!(state(&v), "cancelled");
+    assert_eq!(attempt_states(&v), vec!["cancelled"]);
+    assert_eq!(
+        b.json(&["inbox", "--count"]),
+        json!({"waiting": 0}),
+        "the card is closed"
+    );
+    let r = b.json(&["receipt", &run]);
+    assert_eq!(r["state"], "ended");
+    let text = r["receipt"].as_str().unwrap();
+    assert!(text.contains("ended by cancel"), "{text}");
+    assert!(text.contains("Withdrawn at your request"), "{text}");
+    assert!(text.contains("✗ result — cancelled"), "{text}");
+    // Nothing went out, and nothing is left to decide or resume.
+    assert!(got.lock().unwrap().is_empty());
+    let out = b.run(&["approve", &run, "d1", "--hash", "sha256:0"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = b.run(&["resume", &run]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("vouch task show {id}")), "{err}");
+}
+
 macro_rules! both {
     ($($name:ident),*) => {
         mod sqlite { $( #[test] fn $name() { super::$name(false) } )* }
@@ -956,10 +1218,13 @@ both!(
     bad_input_is_exit_2,
     judge_excludes_the_producer_and_criteria_need_self_assessment,
     sigterm_aborts_retryably,
-    cancel_seen_at_heartbeat_and_late_report_refused,
+    cancel_seen_at_heartbeat_or_on_the_board,
     approval_suspends_and_another_worker_finishes,
     continuation_goes_on_from_the_parents_conversation,
     runtime_profile_snapshot_is_enforced_not_a_later_edit,
     http_approval_of_a_task_run_queues_it_for_a_worker,
-    result_submitted_before_suspension_is_kept_for_the_resumption
+    result_submitted_before_suspension_is_kept_for_the_resumption,
+    cancel_closes_every_open_card_and_question,
+    a_cancel_stops_the_work,
+    a_task_cancel_ends_its_suspended_run
 );

@@ -173,10 +173,93 @@ pub fn outcome_sentence(o: Option<Outcome>, verified: usize, total: usize) -> St
     }
 }
 
+/// What became of a task run's implied `result` item (§13.4.2), as its receipt says it
+/// (issue 22 #7): the run ends before the board answers, so this is the run's own side of the
+/// handoff; the board's record (`vouch task show`) says whether it was accepted there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handoff {
+    /// The `submit` tool took a valid result.
+    Accepted,
+    /// Nothing reached the `submit` tool.
+    Missing,
+    /// Results reached the tool, none of them valid.
+    Refused,
+    /// The task was cancelled: nothing is handed over, whatever was submitted.
+    Cancelled,
+}
+
+/// The receipt line of a task run's `result` item. No claim word (I6): the board, not the
+/// run, verifies the result.
+pub fn handoff_line(h: Handoff) -> &'static str {
+    match h {
+        Handoff::Accepted => "✓ result — accepted: a valid result was handed to the board",
+        Handoff::Missing => {
+            "✗ result — handoff missing: the run ended without submitting its result"
+        }
+        Handoff::Refused => {
+            "✗ result — refused: no submission was valid, and the repairs are spent"
+        }
+        Handoff::Cancelled => "✗ result — cancelled: nothing was handed over",
+    }
+}
+
+/// The outcome line of a run: a cancel says so, and a task run with nothing of its own to
+/// deliver says what became of its result instead of "nothing was left to do" (issue 22 #5,
+/// #7).
+pub fn run_outcome_sentence(
+    o: Option<Outcome>,
+    verified: usize,
+    total: usize,
+    cancelled: bool,
+    handoff: Option<Handoff>,
+) -> String {
+    match (o, handoff) {
+        (Some(Outcome::Withdrawn), _) if cancelled => {
+            "Cancelled — nothing more was done after the cancel".to_string()
+        }
+        (Some(Outcome::Withdrawn), Some(Handoff::Accepted)) if total == 0 => {
+            "Result handed over — the run had nothing of its own to deliver".to_string()
+        }
+        (Some(Outcome::Withdrawn), Some(_)) if total == 0 => {
+            "No result handed over — the run had nothing of its own to deliver".to_string()
+        }
+        _ if cancelled && o.is_some() => format!(
+            "{} · cancelled: nothing more was done after the cancel",
+            outcome_sentence(o, verified, total)
+        ),
+        _ => outcome_sentence(o, verified, total),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn an_accepted_task_run_never_reads_withdrawn() {
+        let s = |c, h| run_outcome_sentence(Some(Outcome::Withdrawn), 0, 0, c, h);
+        assert_eq!(
+            s(false, Some(Handoff::Accepted)),
+            "Result handed over — the run had nothing of its own to deliver"
+        );
+        for h in [Handoff::Missing, Handoff::Refused] {
+            assert!(s(false, Some(h)).starts_with("No result handed over"));
+        }
+        assert!(s(true, Some(Handoff::Cancelled)).starts_with("Cancelled"));
+        assert!(s(true, None).starts_with("Cancelled"));
+        assert_eq!(s(false, None), "Withdrawn — nothing was left to do");
+        let partial = run_outcome_sentence(Some(Outcome::Partial), 1, 2, true, None);
+        assert!(partial.starts_with("Partial — 1 of 2") && partial.contains("cancelled"));
+        for h in [
+            Handoff::Accepted,
+            Handoff::Missing,
+            Handoff::Refused,
+            Handoff::Cancelled,
+        ] {
+            assert!(!has_claim_word(handoff_line(h)), "{h:?}");
+        }
+    }
 
     fn line(status: DeliveryStatus, verb: Verb, kind: DestinationKind, reason: &str) -> String {
         delivery_line(&LineInput {

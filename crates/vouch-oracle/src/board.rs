@@ -188,6 +188,9 @@ pub struct BoardSim<'a> {
     /// Each delivery's bound summed over the main task's runs (capped at 1 for an
     /// irreversible act at the end: I5 holds across a task's attempts).
     max_executions: IndexMap<String, u32>,
+    /// The script of the run a suspended attempt waits in, and the carry it started from: a
+    /// task cancel ends that run (§13.3).
+    suspended_run: Option<(Vec<Turn>, Carry)>,
 }
 
 /// How long a dead worker's clocks take to run out before the next sweep sees it: the
@@ -209,6 +212,7 @@ impl<'a> BoardSim<'a> {
             prerequisite: None,
             carry: Carry::default(),
             max_executions: IndexMap::new(),
+            suspended_run: None,
         }
     }
 
@@ -354,8 +358,23 @@ impl<'a> BoardSim<'a> {
         }
         self.cite("board.cancel", "§13.3");
         task.state = TaskState::Cancelled;
+        let mut was_suspended = false;
         if let Some(a) = task.live() {
+            was_suspended = a.state == AttemptState::Suspended;
             a.state = AttemptState::Cancelled;
+        }
+        if let (true, Some((script, carry))) = (was_suspended, self.suspended_run.take()) {
+            // The run the attempt waited in ends `cancel` (§9.4): the same run, with the
+            // person's cancel as the decision it waited for; its `result` item fails.
+            self.cite("board.cancel_ends_suspended_run", "§13.3");
+            let mut sub = self.s.clone();
+            sub.script = script;
+            sub.faults = vec![];
+            sub.task = None;
+            sub.expect = None;
+            sub.decisions = vec![vouch_scenario::Decision::Cancel];
+            let (report, _) = Sim::new(&sub).with_carry(carry).run_detailed();
+            self.keep_run(report, Some(DeliveryStatus::Failed));
         }
     }
 
@@ -442,8 +461,27 @@ impl<'a> BoardSim<'a> {
                             delivery: w.delivery.clone(),
                             nth: 1,
                         };
+                        let before = self.carry.clone();
                         let out =
                             self.run_attempt(&script, self.plan.criteria.is_some(), vec![fault]);
+                        if out.suspended {
+                            // The run suspended durably before the worker died: the sweep sees
+                            // it and suspends the attempt — no retry, no second card (§13.3).
+                            self.cite("board.sweep_suspends_with_its_run", "§13.3");
+                            self.now += LAPSE_MS;
+                            task.state = TaskState::Running;
+                            if let Some(a) = task.live() {
+                                a.state = AttemptState::Suspended;
+                            }
+                            self.suspended_run = Some((script.clone(), before));
+                            let status = if out.accepted {
+                                DeliveryStatus::Awaiting
+                            } else {
+                                DeliveryStatus::NotAttempted
+                            };
+                            self.keep_run(out.report, Some(status));
+                            return;
+                        }
                         let status = if out.submitted {
                             DeliveryStatus::Failed
                         } else {
@@ -495,7 +533,11 @@ impl<'a> BoardSim<'a> {
                     return;
                 }
                 let script = w.script.clone().unwrap_or_else(|| self.s.script.clone());
+                let before = self.carry.clone();
                 let out = self.run_attempt(&script, self.plan.criteria.is_some(), vec![]);
+                if out.suspended {
+                    self.suspended_run = Some((script.clone(), before));
+                }
                 let report = out.report;
                 if let Some(ms) = w.stall_ms {
                     // The lease is the authority until a sweep acts (§13.3.1): a stall with no

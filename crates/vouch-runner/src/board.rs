@@ -107,9 +107,16 @@ pub fn run_task_scenario(s: &Scenario, plan: &TaskPlan, dir: &Path) -> Result<Va
         match ev {
             BoardStep::Worker(w) => b.worker(&mut ctx, &w)?,
             BoardStep::Cancel => {
-                let now = ctx.clock.now_ms();
-                if conflict(b.store.cancel(MAIN, now))?.is_none() {
-                    b.turned_away.push(json!({"by": "owner", "call": "cancel"}));
+                // The owner's cancel through the host: a run the attempt left waiting for a
+                // person ends with it, its `result` item failed (§13.3).
+                let host = ctx.host()?;
+                match host.cancel_task(b.store.as_ref(), MAIN) {
+                    Ok((_, Some(run))) => b.last_run = Some((run, "failed")),
+                    Ok((_, None)) => {}
+                    Err(HostError::Store(StoreError::Conflict(_))) => {
+                        b.turned_away.push(json!({"by": "owner", "call": "cancel"}));
+                    }
+                    Err(e) => return Err(e.to_string()),
                 }
             }
             BoardStep::Wait(ms) => {
@@ -571,7 +578,19 @@ impl Board {
         };
         // Read what became durable, as the next process will (the dead one's buffer is gone).
         let fresh = ctx.host()?;
-        let status = if submitted(fresh.store.as_ref(), &run_id)? {
+        let suspended = fresh
+            .store
+            .run(&run_id)
+            .map_err(err)?
+            .is_some_and(|r| r.state == vouch_core::RunState::Suspended);
+        let status = if suspended {
+            // The sweep suspends the attempt with its run (§13.3): a submission kept waits.
+            if submission_accepted(fresh.store.as_ref(), &run_id)? {
+                "awaiting"
+            } else {
+                "not_attempted"
+            }
+        } else if submitted(fresh.store.as_ref(), &run_id)? {
             "failed"
         } else {
             "not_attempted"

@@ -362,6 +362,10 @@ impl Store for Durable {
         self.flush_run(run_id)?;
         self.inner.answer_clarify(run_id, answer, at_ms)
     }
+    fn close_cards(&self, run_id: &str, at_ms: i64) -> StoreResult<u64> {
+        self.flush_run(run_id)?;
+        self.inner.close_cards(run_id, at_ms)
+    }
 
     fn consume_slot(&self, schedule: &str, slot_ms: i64, run: &NewRun) -> StoreResult<bool> {
         let consumed = self.inner.consume_slot(schedule, slot_ms, run)?;

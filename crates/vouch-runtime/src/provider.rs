@@ -68,6 +68,12 @@ pub trait Provider: Send + Sync {
     fn idempotent_by_key(&self, dest: &Destination) -> bool;
     /// Does something already exist at this destination (a `save` would overwrite it)?
     fn exists(&self, dest: &Destination) -> bool;
+    /// Does the destination already hold exactly this payload, so that saving it changes
+    /// nothing (issue 22 #8)? Answered by looking: `Some(evidence)` of what was read. Only
+    /// providers that can read their destination back say yes.
+    fn holds(&self, _dest: &Destination, _payload: &serde_json::Value) -> Option<String> {
+        None
+    }
     fn attempt(&self, req: &AttemptRequest) -> AttemptReply;
     /// Look at the world after an attempt (or at boot, after a lost one).
     fn observe(&self, req: &AttemptRequest, reply: Option<&AttemptReply>) -> Observation;
@@ -121,6 +127,17 @@ impl Provider for FolderProvider {
     }
     fn exists(&self, dest: &Destination) -> bool {
         self.root.exists(&dest.address)
+    }
+    fn holds(&self, dest: &Destination, payload: &serde_json::Value) -> Option<String> {
+        let want = payload_text(payload);
+        // One byte more than the payload is enough to tell a longer file apart.
+        let got = self.root.read(&dest.address, want.len() + 1).ok()?;
+        (got == want.as_bytes()).then(|| {
+            format!(
+                "unchanged: the file already holds these bytes (sha256:{})",
+                &sha256_hex(&got)[..12]
+            )
+        })
     }
     fn attempt(&self, req: &AttemptRequest) -> AttemptReply {
         let name = &req.destination.address;

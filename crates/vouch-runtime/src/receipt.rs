@@ -1,7 +1,7 @@
 //! Receipts (§10): built from the journal alone, deterministically, with the core's wording.
 
 use crate::view::RunView;
-use vouch_core::receipt::{delivery_line, outcome_sentence, LineInput};
+use vouch_core::receipt::{delivery_line, handoff_line, run_outcome_sentence, Handoff, LineInput};
 use vouch_core::{DeliveryStatus, Outcome};
 
 /// Render a run's receipt. `statuses` are the reconciled statuses (in manifest order).
@@ -39,13 +39,20 @@ pub fn render(
         .iter()
         .filter(|(_, s)| *s == DeliveryStatus::Verified)
         .count();
+    let handoff = handoff(trigger, view, ended_by);
     if view.manifest.is_none() && outcome == Some(Outcome::Failed) {
         // §3.4: nothing was declared; say why instead of "0 of 0".
         out.push_str("Outcome: Failed — the run declared nothing and delivered nothing\n");
     } else {
         out.push_str(&format!(
             "Outcome: {}\n",
-            outcome_sentence(outcome, verified, required.len())
+            run_outcome_sentence(
+                outcome,
+                verified,
+                required.len(),
+                ended_by == Some("cancel"),
+                handoff
+            )
         ));
     }
     if let Some(l) = &view.loop_end {
@@ -85,12 +92,17 @@ pub fn render(
             ));
         }
     }
-    if !statuses.is_empty() {
+    if !statuses.is_empty() || handoff.is_some() {
         out.push('\n');
     }
     for (id, status) in statuses {
         out.push_str("  ");
         out.push_str(&line_for(view, id, *status));
+        out.push('\n');
+    }
+    if let Some(h) = handoff {
+        out.push_str("  ");
+        out.push_str(handoff_line(h));
         out.push('\n');
     }
     if !needs_you.is_empty() {
@@ -145,6 +157,23 @@ pub fn render(
     // Reasons, destinations, evidence and connect steps come from models, payloads and
     // providers: no control or bidirectional character reaches a person (§10).
     vouch_core::escape_text(&out).into_owned()
+}
+
+/// What became of a task run's `result` item once it ended (§13.4.2, issue 22 #7); `None` for
+/// other runs, patch attempts (their result is the host's evidence) and a run still waiting.
+fn handoff(trigger: &str, view: &RunView, ended_by: Option<&str>) -> Option<Handoff> {
+    if trigger != "task" || view.workspace || ended_by.is_none() {
+        return None;
+    }
+    Some(if ended_by == Some("cancel") {
+        Handoff::Cancelled
+    } else if view.submit_accepted {
+        Handoff::Accepted
+    } else if view.submit_tried {
+        Handoff::Refused
+    } else {
+        Handoff::Missing
+    })
 }
 
 /// Why a delivery has its status, in plain words; an item the loop never reached says why the
@@ -262,5 +291,82 @@ mod tests {
             &[],
         );
         assert_eq!(text, again);
+    }
+
+    /// Issue 22 #7: a task run's receipt shows its `result` item — accepted, handoff missing,
+    /// refused, cancelled — and an accepted task run with no deliveries of its own never reads
+    /// "Withdrawn — nothing was left to do".
+    #[test]
+    fn task_run_receipts_show_the_result_item() {
+        use vouch_store::journal as j;
+        use vouch_store::Event;
+        let manifest: vouch_core::Manifest =
+            serde_json::from_value(serde_json::json!({"deliveries": []})).expect("manifest");
+        let submit = |ok: bool, call: &str| {
+            Event::from(j::ToolCalled {
+                call_id: call.into(),
+                name: "submit".into(),
+                ok,
+                result: if ok { "accepted" } else { "malformed result" }.into(),
+            })
+        };
+        let with = |events: &[Event]| {
+            let mut v = RunView {
+                manifest: Some(manifest.clone()),
+                ..RunView::default()
+            };
+            for e in events {
+                v.apply_event(1, None, e);
+            }
+            v
+        };
+        let receipt = |v: &RunView, ended_by: &str| {
+            render(
+                "r",
+                "task",
+                v,
+                &[],
+                Some(Outcome::Withdrawn),
+                Some(ended_by),
+                &[],
+            )
+        };
+        let accepted = receipt(&with(&[submit(false, "c1"), submit(true, "c2")]), "loop");
+        assert!(accepted.contains("✓ result — accepted"), "{accepted}");
+        assert!(!accepted.contains("nothing was left to do"), "{accepted}");
+        assert!(
+            accepted.contains("Outcome: Result handed over"),
+            "{accepted}"
+        );
+        let refused = receipt(&with(&[submit(false, "c1")]), "loop");
+        assert!(refused.contains("✗ result — refused"), "{refused}");
+        let missing = receipt(&with(&[]), "loop");
+        assert!(missing.contains("✗ result — handoff missing"), "{missing}");
+        // A submit rejected before the manifest never reached the tool.
+        let early = with(&[
+            Event::from(j::ProposalRejected {
+                code: "no_manifest".into(),
+                reason: "declare first".into(),
+                call_id: "c0".into(),
+                tool: Some("submit".into()),
+                dependency: None,
+            }),
+            submit(false, "c0"),
+        ]);
+        assert!(receipt(&early, "loop").contains("handoff missing"));
+        let cancelled = receipt(&with(&[submit(true, "c1")]), "cancel");
+        assert!(cancelled.contains("✗ result — cancelled"), "{cancelled}");
+        assert!(cancelled.contains("Outcome: Cancelled"), "{cancelled}");
+        // Other runs have no result item.
+        let plain = render(
+            "r",
+            "interactive",
+            &with(&[]),
+            &[],
+            Some(Outcome::Withdrawn),
+            Some("loop"),
+            &[],
+        );
+        assert!(!plain.contains("result —"), "{plain}");
     }
 }

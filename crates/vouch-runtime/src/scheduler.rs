@@ -11,7 +11,7 @@ use chrono_tz::Tz;
 use croner::Cron;
 use serde_json::Value;
 use vouch_core::{CatchUp, Overlap, Presence, RunState, TriggerKind};
-use vouch_store::Schedule;
+use vouch_store::{CardState, RunRecord, Schedule};
 
 /// Slots looked at per schedule and tick at most (a machine off for years stays bounded).
 pub const SLOTS_PER_TICK_MAX: usize = 1000;
@@ -151,6 +151,40 @@ pub fn routine_spec(s: &Schedule, slot_ms: i64) -> RunSpec {
 }
 
 impl Host {
+    /// The newest run of a schedule's slots that has not ended, with its slot time.
+    fn unended_slot_run(&self, schedule: &str) -> HostResult<Option<(i64, RunRecord)>> {
+        for (at, id) in self.store.slots(schedule)?.into_iter().rev() {
+            if let Some(r) = self.store.run(&id)? {
+                if r.state != RunState::Ended {
+                    return Ok(Some((at, r)));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Why a slot was skipped, naming the run it waits on by its slot's local time and what
+    /// that run waits for: "skipped: the 07:00 run waits for your approval (run …)".
+    fn skip_reason(&self, run: &RunRecord, slot_ms: i64, tz: Tz) -> HostResult<String> {
+        let local = chrono::DateTime::from_timestamp_millis(slot_ms)
+            .map(|t| t.with_timezone(&tz).format("%H:%M").to_string())
+            .unwrap_or_else(|| "previous".into());
+        let waits = if run.state == RunState::Suspended {
+            let cards = self.store.cards_for_run(&run.id)?;
+            let open = cards.iter().filter(|c| c.state == CardState::Open);
+            if open.clone().any(|c| c.delivery.is_none()) {
+                "waits for your answer"
+            } else if open.count() > 0 {
+                "waits for your approval"
+            } else {
+                "waits to be continued"
+            }
+        } else {
+            "is still running"
+        };
+        Ok(format!("skipped: the {local} run {waits} (run {})", run.id))
+    }
+
     /// One scheduler pass at the clock's now: start due slots, end missed ones.
     pub fn tick(&self) -> HostResult<TickReport> {
         let now = self.clock.now_ms();
@@ -195,30 +229,22 @@ impl Host {
                 }
             }
             for slot in due {
-                let active = self.store.slots(&s.name)?.into_iter().any(|(_, run)| {
-                    self.store
-                        .run(&run)
-                        .ok()
-                        .flatten()
-                        .map(|r| r.state != RunState::Ended)
-                        .unwrap_or(false)
-                });
+                let active = self.unended_slot_run(&s.name)?;
                 let spec = routine_spec(&s, slot);
-                if active && s.overlap == Overlap::Skip {
-                    // The previous run is still going: this slot does not start (§12.1 overlap).
-                    match self.missed_slot(
+                if let (Some((at, run)), Overlap::Skip) = (active, s.overlap) {
+                    // The previous run is still going: this slot does not start (§12.1.2), and
+                    // its receipt names the run it waits on.
+                    let why = self.skip_reason(&run, at, tz)?;
+                    match self.skipped_slot(
                         &s.name,
                         slot,
                         &RunSpec {
-                            title: format!(
-                                "{} (skipped: the previous run was still going)",
-                                spec.title
-                            ),
+                            title: format!("{} ({why})", spec.title),
                             ..spec
                         },
-                        false,
+                        &why,
                     ) {
-                        Ok((id, _)) => report.missed.push((s.name.clone(), slot, id)),
+                        Ok(id) => report.missed.push((s.name.clone(), slot, id)),
                         Err(HostError::SlotTaken(_)) => report.taken += 1,
                         Err(e) => return Err(e),
                     }

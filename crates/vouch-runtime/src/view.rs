@@ -78,6 +78,15 @@ pub struct RunView {
     pub loop_end: Option<LoopEnd>,
     /// Journal entries (seq) whose body does not parse as its kind's type (§3.4.2).
     pub corrupt: Vec<i64>,
+    /// A task run's `submit` calls (§13.4.2): the tool took a valid result / a result reached
+    /// the tool at all. A call rejected before the manifest, or not run (the run suspended or
+    /// was cancelled), never reached it.
+    pub submit_accepted: bool,
+    pub submit_tried: bool,
+    /// Calls of `submit` rejected before the manifest (§3.4).
+    pub submit_rejected: Vec<String>,
+    /// A patch attempt's run (§14): its result is the host's evidence, not a submission.
+    pub workspace: bool,
 }
 
 /// The agent loop stopped without the work (journal `loop_ended`).
@@ -166,6 +175,12 @@ impl RunView {
                 if !b.ok {
                     self.failed_tool_calls += 1;
                 }
+                let reached = !self.submit_rejected.contains(&b.call_id)
+                    && (b.ok || !b.result.starts_with("not run:"));
+                if b.name == "submit" && reached {
+                    self.submit_tried = true;
+                    self.submit_accepted |= b.ok;
+                }
             }
             Event::ManifestDeclared(journal::ManifestDeclared { manifest: m, .. })
             | Event::ManifestImplied(journal::ManifestImplied { manifest: m }) => {
@@ -203,6 +218,9 @@ impl RunView {
                 }
             }
             Event::ProposalRejected(b) => {
+                if b.tool.as_deref() == Some("submit") {
+                    self.submit_rejected.push(b.call_id.clone());
+                }
                 if !d.is_empty() && b.code == "blocked" {
                     let it = self.item(d);
                     it.blocked_on = Some(b.dependency.clone().unwrap_or_default());
@@ -296,7 +314,7 @@ impl RunView {
                 })
             }
             // The patch attempt's worktree (§14): evidence for the board, not a delivery.
-            Event::Workspace(_) => {}
+            Event::Workspace(_) => self.workspace = true,
             Event::Terminal(t) => self.terminal = Some(t.as_ref().clone()),
         }
     }

@@ -353,3 +353,74 @@ fn two_hosts_on_one_home_never_both_run_a_slot() {
     assert_eq!(host.store.runs(100).unwrap().len(), 1);
     assert_eq!(w.sim.executions("d1"), 1);
 }
+
+/// Issue 22 #8: a slot skipped by the overlap policy read "the machine was off". Its receipt
+/// now says it was skipped and names the run it waits on, by that run's slot time.
+#[test]
+fn an_overlap_skip_names_the_run_it_waits_on() {
+    let w = World::new(FakeWorld::accepting());
+    let host = w.host(None);
+    w.schedule(&host, "mail", CatchUp::Skip, Overlap::Skip, false, json!([
+        {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "email", "address": "me@example.com"}}]}},
+        {"deliver": "d1", "payload": {"text": "hi"}}
+    ]));
+    w.clock.set(T0 + SEVEN + 1_000);
+    let first = host.tick().unwrap().started[0].2.clone();
+    w.clock.set(T0 + DAY + SEVEN + 1_000);
+    let r = host.tick().unwrap();
+    let skipped = &r.missed[0].2;
+    let rec = host.store.run(skipped).unwrap().unwrap();
+    assert_eq!(rec.outcome, Some(Outcome::Missed));
+    let receipt = host.store.receipt(skipped).unwrap().unwrap();
+    assert!(
+        receipt.contains(&format!(
+            "skipped: the 07:00 run waits for your approval (run {first})"
+        )),
+        "{receipt}"
+    );
+    assert!(!receipt.contains("machine was off"), "{receipt}");
+    assert!(
+        rec.title.contains("skipped: the 07:00 run"),
+        "{}",
+        rec.title
+    );
+}
+
+/// Issue 22 #8: saving identical bytes over a file is no change — verified by reading it, with
+/// no approval — so a routine that rewrites the same file does not stall its schedule.
+#[test]
+fn saving_identical_bytes_is_no_change_and_never_stalls_a_schedule() {
+    let w = World::new(FakeWorld::accepting());
+    let mut host = w.host(None);
+    let files = w.dir.path().join("files");
+    let folder: Arc<dyn vouch_runtime::provider::Provider> = Arc::new(FolderProvider::new(&files));
+    host.providers
+        .insert(vouch_core::DestinationKind::Folder, folder);
+    w.schedule(&host, "brief", CatchUp::Skip, Overlap::Skip, false, json!([
+        {"declare": {"deliveries": [{"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": "brief.md"}}]}},
+        {"deliver": "d1", "payload": {"text": "the same brief"}}
+    ]));
+    for day in 0..3 {
+        w.clock.set(T0 + day * DAY + SEVEN + 1_000);
+        let r = host.tick().unwrap();
+        assert_eq!(r.started.len(), 1, "day {day}: {r:?}");
+        let rec = host.store.run(&r.started[0].2).unwrap().unwrap();
+        assert_eq!(
+            rec.state,
+            RunState::Ended,
+            "day {day}: no approval is asked"
+        );
+        assert_eq!(rec.outcome, Some(Outcome::Succeeded), "day {day}");
+        assert!(host.store.open_cards().unwrap().is_empty());
+    }
+    assert_eq!(
+        std::fs::read_to_string(files.join("brief.md")).unwrap(),
+        "the same brief"
+    );
+    // Different bytes over the file are still an overwrite: the person is asked.
+    std::fs::write(files.join("brief.md"), "yesterday's brief").unwrap();
+    w.clock.set(T0 + 3 * DAY + SEVEN + 1_000);
+    let r = host.tick().unwrap();
+    let rec = host.store.run(&r.started[0].2).unwrap().unwrap();
+    assert_eq!(rec.state, RunState::Suspended);
+}

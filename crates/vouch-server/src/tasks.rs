@@ -135,14 +135,15 @@ pub async fn cancel_task(
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<TaskDetail>> {
     let board = board(&s)?;
-    let now = s.host.clock.now_ms();
+    let host = s.host.clone();
     blocking(move || {
         if board.task(&id)?.is_none() {
             return Err(ApiError::not_found(format!(
                 "no task `{id}`; list tasks with GET /api/tasks"
             )));
         }
-        board.cancel(&id, now)?;
+        // A run the attempt left waiting for a person ends with the task (§13.3).
+        host.cancel_task(board.as_ref(), &id)?;
         detail(board.as_ref(), &id).map(Json)
     })
     .await

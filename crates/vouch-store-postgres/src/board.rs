@@ -445,6 +445,19 @@ impl BoardStore for PostgresStore {
 
     fn sweep(&self, now_ms: i64) -> StoreResult<SweepReport> {
         let mut out = SweepReport::default();
+        // First: a run durably suspended suspends its attempt instead of timing it out.
+        let sql = ops::SUSPENDED_ORPHANS_SQL
+            .replace("?1", "$1")
+            .replace("?2", "$2");
+        for r in self.query(&sql, &[&now_ms, &(SWEEP_BATCH_MAX as i64)])? {
+            let id: String = col(&r, 0, "task id")?;
+            let n: i64 = col(&r, 1, "attempt n")?;
+            let run: String = col(&r, 2, "run id")?;
+            let n = n as u32;
+            if self.board(|tx| ops::suspend_orphan(tx, &id, n, &run, now_ms))? {
+                out.suspended.push((id, n, run));
+            }
+        }
         for id in self.due_ids(
             "SELECT task_id FROM task_attempts WHERE state IN ('claimed', 'running') \
              AND (dispatch_deadline_ms <= $1 OR lease_until_ms <= $1 OR running_deadline_ms <= $1) \

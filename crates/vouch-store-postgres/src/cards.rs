@@ -160,3 +160,10 @@ pub(super) fn answer_clarify(
         })
     })
 }
+
+pub(super) fn close_cards(store: &PostgresStore, run_id: &str, at_ms: i64) -> StoreResult<u64> {
+    store.exec(
+        "UPDATE cards SET state = 'denied', decided_ms = $2 WHERE run_id = $1 AND state = 'open'",
+        &[&run_id, &at_ms],
+    )
+}

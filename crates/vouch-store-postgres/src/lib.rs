@@ -1098,6 +1098,10 @@ impl Store for PostgresStore {
         cards::answer_clarify(self, run_id, answer, at_ms)
     }
 
+    fn close_cards(&self, run_id: &str, at_ms: i64) -> StoreResult<u64> {
+        cards::close_cards(self, run_id, at_ms)
+    }
+
     fn consume_slot(&self, schedule: &str, slot_ms: i64, run: &NewRun) -> StoreResult<bool> {
         schedules::consume_slot(self, schedule, slot_ms, run)
     }

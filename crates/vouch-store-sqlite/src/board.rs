@@ -445,6 +445,25 @@ impl BoardStore for SqliteStore {
 
     fn sweep(&self, now_ms: i64) -> StoreResult<SweepReport> {
         let mut out = SweepReport::default();
+        // First: a run durably suspended suspends its attempt instead of timing it out.
+        let orphans: Vec<(String, i64, String)> = self.read(move |c| {
+            let mut st = c
+                .prepare_cached(ops::SUSPENDED_ORPHANS_SQL)
+                .map_err(db_err)?;
+            let rows = st
+                .query_map(params![now_ms, SWEEP_BATCH_MAX as i64], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })
+                .map_err(db_err)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
+        })?;
+        for (id, n, run) in orphans {
+            let (tid, r) = (id.clone(), run.clone());
+            let n = n as u32;
+            if self.board(move |tx| ops::suspend_orphan(tx, &tid, n, &r, now_ms))? {
+                out.suspended.push((id, n, run));
+            }
+        }
         for id in self.due_ids(
             "SELECT task_id FROM task_attempts WHERE state IN ('claimed', 'running') \
              AND (dispatch_deadline_ms <= ?1 OR lease_until_ms <= ?1 OR running_deadline_ms <= ?1) \

@@ -154,3 +154,16 @@ pub(super) fn answer_clarify(
         Ok(Card { state: CardState::Answered, decided_ms: Some(at_ms), answer: Some(answer), ..card })
     })
 }
+
+pub(super) fn close_cards(store: &SqliteStore, run_id: &str, at_ms: i64) -> StoreResult<u64> {
+    let run_id = run_id.to_string();
+    store.write(move |c| {
+        let n = execute_cached(
+            c,
+            "UPDATE cards SET state = 'denied', decided_ms = ?2 WHERE run_id = ?1 AND state = 'open'",
+            params![run_id, at_ms],
+        )
+        .map_err(db_err)?;
+        Ok(n as u64)
+    })
+}

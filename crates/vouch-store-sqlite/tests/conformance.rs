@@ -35,6 +35,17 @@ mod board {
     ));
 }
 
+/// The board's sweep reads the run store beside it (one store, two views).
+#[test]
+fn sweep_suspends_an_attempt_whose_run_is_durably_suspended() {
+    let (_guard, open) = fresh(Arc::new);
+    let s = open();
+    vouch_store::board_conformance::sweep_suspends_an_attempt_whose_run_is_durably_suspended(
+        s.clone(),
+        s,
+    );
+}
+
 /// The shared identity suite, one test per check.
 mod identity {
     use super::*;

@@ -246,7 +246,24 @@ pub struct SweepReport {
     /// decider stopped between recording the decision and queuing the task).
     #[serde(default)]
     pub resumed: Vec<String>,
+    /// (task, attempt number, run): attempts whose worker died after their run suspended and
+    /// before telling the board; the run's durable suspension suspends the attempt (no retry,
+    /// no second card; §13.3).
+    #[serde(default)]
+    pub suspended: Vec<(String, u32, String)>,
 }
+
+/// The sweep's query for attempts whose clock ran out while a run of their task, created since
+/// their claim and named by no attempt, is durably suspended (a worker died between its run's
+/// suspension and telling the board): `(task id, attempt n, run id)`. `?1`/`$1` is now, `?2`/`$2`
+/// the batch; both backends run it as written with their own placeholders.
+pub const SUSPENDED_ORPHANS_SQL: &str = "SELECT a.task_id, a.n, r.id FROM task_attempts a \
+     JOIN runs r ON r.scope = 'task:' || a.task_id AND r.trigger = 'task' AND r.state = 'suspended' \
+     AND r.created_ms >= a.claimed_ms \
+     WHERE a.state IN ('claimed', 'running') \
+     AND (a.dispatch_deadline_ms <= ?1 OR a.lease_until_ms <= ?1 OR a.running_deadline_ms <= ?1) \
+     AND NOT EXISTS (SELECT 1 FROM task_attempts b WHERE b.run_id = r.id) \
+     ORDER BY a.task_id, r.created_ms DESC LIMIT ?2";
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TaskFilter {
@@ -806,6 +823,35 @@ pub fn suspend(
     na.running_deadline_ms = None;
     commit(tx, &t, &nt, Some((&a, &na)))?;
     Ok(nt)
+}
+
+/// The sweep suspends an attempt whose worker died after its run suspended (issue 22 #6): the
+/// same guarded write as the worker's own `suspend`, on behalf of the claimant on the rows.
+/// `false` when the attempt is no longer live (someone else acted first).
+pub fn suspend_orphan(
+    tx: &mut dyn BoardTx,
+    task_id: &str,
+    n: u32,
+    run_id: &str,
+    now: i64,
+) -> StoreResult<bool> {
+    let Some(a) = tx.attempt(task_id, n)? else {
+        return Ok(false);
+    };
+    if !a.state.is_leased() {
+        return Ok(false);
+    }
+    let at = AttemptRef {
+        task_id: task_id.to_string(),
+        n,
+        claimant: a.claimant.clone(),
+        epoch: a.epoch,
+    };
+    match suspend(tx, &at, run_id, now) {
+        Ok(_) => Ok(true),
+        Err(StoreError::Conflict(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 pub fn resume_ready(tx: &mut dyn BoardTx, task_id: &str, now: i64) -> StoreResult<TaskRecord> {

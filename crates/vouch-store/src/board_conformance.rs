@@ -863,3 +863,70 @@ pub fn signatures_are_verified(open: BoardOpener<'_>) {
     assert_eq!(done.task.state, TaskState::Completed);
     assert_eq!(done.attempt.detail["report_signature"], json!(r.signature));
 }
+
+/// Issue 22 #6: a worker that dies after its run suspended but before telling the board left
+/// the attempt to time out — retried, with a second card. The sweep sees the run durably
+/// suspended and suspends the attempt instead (no retry, no second card). Needs the run store
+/// beside the board (one store, two views).
+pub fn sweep_suspends_an_attempt_whose_run_is_durably_suspended(
+    runs: Arc<dyn crate::Store>,
+    s: Arc<dyn BoardStore>,
+) {
+    let mut t = new_task("o-1", 3, 1);
+    t.spec.running_timeout_ms = 10_000;
+    s.offer(&t).unwrap();
+    let c = claim_id(&*s, "w1", "o-1", 1_000);
+    s.heartbeat(&at(&c), 2_000).unwrap();
+    // An older suspended run of the task, before this claim, is not this attempt's.
+    let run = |id: &str, created_ms: i64| crate::NewRun {
+        state: vouch_core::RunState::Running,
+        id: id.into(),
+        trigger: vouch_core::TriggerKind::Task,
+        title: format!("task o-1: {id}"),
+        chain_root: id.into(),
+        parent: None,
+        scope: "task:o-1".into(),
+        spec: json!({}),
+        created_ms,
+        lease: None,
+    };
+    for (id, born) in [("run-o-old", 500), ("run-o-1", 2_500)] {
+        runs.create_run(&run(id, born)).unwrap();
+        runs.set_run_state(id, vouch_core::RunState::Suspended)
+            .unwrap();
+    }
+    // The run waits on its card: the person decides, then the board resumes it.
+    runs.open_card(&crate::Card {
+        run_id: "run-o-1".into(),
+        delivery: Some("d1".into()),
+        payload_hash: "sha256:o1".into(),
+        summary: "send d1".into(),
+        state: crate::CardState::Open,
+        created_ms: 2_600,
+        decided_ms: None,
+        answer: None,
+        reason: "sending cannot be undone".into(),
+    })
+    .unwrap();
+    // The worker dies here; its lease lapses and the sweep comes.
+    let r = s.sweep(5_000).unwrap();
+    assert_eq!(
+        r.suspended,
+        vec![("o-1".to_string(), 1, "run-o-1".to_string())]
+    );
+    assert!(r.timed_out.is_empty(), "{r:?}");
+    let a = &s.attempts("o-1").unwrap()[0];
+    assert_eq!(a.state, AttemptState::Suspended);
+    assert_eq!(a.run_id.as_deref(), Some("run-o-1"));
+    let task = s.task("o-1").unwrap().unwrap();
+    assert_eq!(task.state, TaskState::Running, "not queued for a retry");
+    // A later sweep changes nothing; a running attempt with no suspended run still times out.
+    let r = s.sweep(6_000).unwrap();
+    assert!(r.suspended.is_empty() && r.timed_out.is_empty(), "{r:?}");
+    s.offer(&new_task("o-2", 1, 1)).unwrap();
+    let c = claim_id(&*s, "w2", "o-2", 7_000);
+    s.heartbeat(&at(&c), 7_100).unwrap();
+    let r = s.sweep(20_000).unwrap();
+    assert!(r.suspended.is_empty(), "{r:?}");
+    assert_eq!(r.timed_out.len(), 1, "{r:?}");
+}

@@ -24,6 +24,7 @@ macro_rules! store_conformance_tests {
             one_terminal_event_per_run,
             ledger_rules,
             cards_supersede_and_decide,
+            cancel_closes_every_open_card_and_question,
             slots_are_consumed_once,
             outbox_is_deduplicated_and_marked,
             outbox_failures_are_kept_until_sent,
@@ -285,6 +286,46 @@ pub fn cards_supersede_and_decide(open: Opener<'_>) {
     s.put_payload("h2", "{\"a\":1}").unwrap();
     s.put_payload("h2", "{\"a\":1}").unwrap();
     assert_eq!(s.payload("h2").unwrap().as_deref(), Some("{\"a\":1}"));
+}
+
+/// Issue 21: a cancelled run that waited on a question left the question open forever. Closing
+/// a run's cards closes its approvals and its question, and nobody else's.
+pub fn cancel_closes_every_open_card_and_question(open: Opener<'_>) {
+    let s = open();
+    s.create_run(&new_run("c-close")).unwrap();
+    s.create_run(&new_run("c-other")).unwrap();
+    s.open_card(&card("c-close", Some("d1"), "h1")).unwrap();
+    s.open_card(&card("c-close", Some("d2"), "h2")).unwrap();
+    s.decide_card("c-close", "d2", "h2", Decision::Approve, 2)
+        .unwrap();
+    s.open_card(&card("c-close", None, "")).unwrap();
+    s.open_card(&card("c-other", None, "")).unwrap();
+    assert_eq!(
+        s.close_cards("c-close", 7).unwrap(),
+        2,
+        "the approval and the question"
+    );
+    let cards = s.cards_for_run("c-close").unwrap();
+    assert_eq!(
+        cards.iter().map(|c| c.state).collect::<Vec<_>>(),
+        vec![CardState::Denied, CardState::Approved, CardState::Denied]
+    );
+    assert_eq!(cards[2].decided_ms, Some(7));
+    assert!(s
+        .open_cards()
+        .unwrap()
+        .iter()
+        .all(|c| c.run_id != "c-close"));
+    assert!(matches!(
+        s.answer_clarify("c-close", "too late", 8),
+        Err(StoreError::NotFound { .. })
+    ));
+    // Another run's question stays open; closing again finds nothing.
+    assert_eq!(
+        s.cards_for_run("c-other").unwrap()[0].state,
+        CardState::Open
+    );
+    assert_eq!(s.close_cards("c-close", 9).unwrap(), 0);
 }
 
 pub fn slots_are_consumed_once(open: Opener<'_>) {

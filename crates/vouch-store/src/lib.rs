@@ -720,6 +720,10 @@ pub trait Store: Send + Sync {
     ) -> StoreResult<Card>;
     /// Answer the run's open clarify card.
     fn answer_clarify(&self, run_id: &str, answer: &str, at_ms: i64) -> StoreResult<Card>;
+    /// Close every open card of the run — approvals and its question alike — as `denied`, in
+    /// one write (a person's cancel, §9.4): nothing of an ended run is left to decide.
+    /// Answers how many were open.
+    fn close_cards(&self, run_id: &str, at_ms: i64) -> StoreResult<u64>;
 
     // ---- schedule slots (§12.2) ----
     /// Consume (schedule, slot) and create its run in one transaction. Returns false (and

@@ -216,19 +216,15 @@ impl Host {
         }
         // A run another live process is driving is that process's to end.
         self.lease(run_id)?;
-        for c in self.store.cards_for_run(run_id)? {
-            if c.state == CardState::Open {
-                if let Some(d) = &c.delivery {
-                    let _ = self.store.decide_card(
-                        run_id,
-                        d,
-                        &c.payload_hash,
-                        Decision::Deny,
-                        self.now(),
-                    );
-                }
-            }
-        }
+        self.cancel_owned(run_id)
+    }
+
+    /// The cancel of a run this process holds (§9.4): close its cards, withdraw what is not
+    /// yet attempted or decided, and end it `cancel`.
+    pub(super) fn cancel_owned(&self, run_id: &str) -> HostResult<vouch_core::Outcome> {
+        // Every open card closes — approvals and the run's question alike (issue 21): an
+        // ended run leaves nothing to decide in the inbox.
+        self.store.close_cards(run_id, self.now())?;
         let view = self.view(run_id)?;
         if let Some(m) = &view.manifest {
             for d in &m.deliveries {

@@ -249,11 +249,46 @@ struct DriveState {
     run: Option<RunRecord>,
 }
 
-/// The runs driven by this host right now (several threads may drive different runs).
+/// Asked at each turn boundary and before each tool call of a run: has its work been
+/// cancelled (a task's owner cancelled it on the board, §9.4, §13.3)? A probe may read the
+/// store; it answers `true` once the cancel is durable.
+pub type StopProbe = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// The runs driven by this host right now (several threads may drive different runs), and the
+/// stop probes of the runs that have one.
 #[derive(Default)]
-pub struct Drives(std::sync::Mutex<HashMap<String, Arc<std::sync::Mutex<DriveState>>>>);
+pub struct Drives(
+    std::sync::Mutex<HashMap<String, Arc<std::sync::Mutex<DriveState>>>>,
+    std::sync::Mutex<HashMap<String, StopProbe>>,
+);
 
 impl Drives {
+    /// Ask `probe` before every turn and tool call of `run_id` until `unwatch`.
+    pub(super) fn watch(&self, run_id: &str, probe: StopProbe) {
+        self.1
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(run_id.to_string(), probe);
+    }
+
+    pub(super) fn unwatch(&self, run_id: &str) {
+        self.1
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(run_id);
+    }
+
+    /// Whether the run's work was cancelled (no probe: never).
+    pub(super) fn stop_requested(&self, run_id: &str) -> bool {
+        let probe = self
+            .1
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(run_id)
+            .cloned();
+        probe.is_some_and(|p| p())
+    }
+
     fn get(&self, run_id: &str) -> Option<Arc<std::sync::Mutex<DriveState>>> {
         self.0
             .lock()

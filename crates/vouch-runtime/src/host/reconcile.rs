@@ -38,6 +38,29 @@ impl Host {
         Ok((id, Some(late)))
     }
 
+    /// §12.1.2: a slot that comes due while an earlier run of its schedule has not ended is
+    /// consumed as `missed`, and its receipt says why in `why` — which run it waits on — never
+    /// that the machine was off (issue 22 #8).
+    pub fn skipped_slot(
+        &self,
+        schedule: &str,
+        slot_ms: i64,
+        spec: &RunSpec,
+        why: &str,
+    ) -> HostResult<String> {
+        let id = new_id(self.clock.as_ref());
+        self.create(&id, spec, None, Some((schedule, slot_ms)))?;
+        self.journal(
+            &id,
+            self.ev(j::LoopEnded {
+                cause: "overlap_skip".into(),
+                reason: why.to_string(),
+            }),
+        )?;
+        self.reconcile_with(&id, EndedBy::Schedule, Some(vouch_core::Outcome::Missed))?;
+        Ok(id)
+    }
+
     pub(super) fn reconcile_with(
         &self,
         run_id: &str,
@@ -313,7 +336,11 @@ pub(crate) fn terminal_record(view: &RunView, f: &TerminalFacts<'_>) -> Terminal
     );
     let route = vouch_core::route(sig, f.presence, f.quiet);
     let mut view = view.clone();
-    if f.forced == Some(vouch_core::Outcome::Missed) {
+    let skipped = view
+        .loop_end
+        .as_ref()
+        .is_some_and(|l| l.cause == "overlap_skip");
+    if f.forced == Some(vouch_core::Outcome::Missed) && !skipped {
         let slot = f
             .scope
             .rsplit_once('@')

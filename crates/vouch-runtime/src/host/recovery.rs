@@ -229,6 +229,13 @@ impl Host {
     /// carry over as they are, the others are attempted again.
     pub fn resume(&self, parent_id: &str) -> HostResult<(String, RunEnd)> {
         let parent = self.record(parent_id)?;
+        if parent.trigger == TriggerKind::Task {
+            // A task's run goes on through the board (§13.3), never beside it (issue 22 #6).
+            let task = parent.scope.strip_prefix("task:").unwrap_or("ID");
+            return Err(HostError::NotWaiting(format!(
+                "run {parent_id} is an attempt of task {task}: the board goes on with it, not `vouch resume` — see `vouch task show {task}`; a run waiting for you continues after `vouch approve|deny|answer`, a failed attempt is retried while attempts remain, and a completed task goes on with `vouch task continue {task} --brief …`"
+            )));
+        }
         if parent.state != RunState::Ended {
             return Err(HostError::NotWaiting(format!(
                 "run {parent_id} has not ended (it is {}); only an ended run can be resumed",

@@ -725,7 +725,7 @@ impl Host {
         types: &TaskTypes,
         job: &AttemptJob,
     ) -> HostResult<AttemptOutcome> {
-        self.task_run(work, types, job, None)
+        self.task_run(work, types, job, None, None)
     }
 
     /// Continue the run of a suspended attempt after the person decided (§13.3): any worker
@@ -737,7 +737,22 @@ impl Host {
         job: &AttemptJob,
         run_id: &str,
     ) -> HostResult<AttemptOutcome> {
-        self.task_run(work, types, job, Some(run_id))
+        self.task_run(work, types, job, Some(run_id), None)
+    }
+
+    /// Run an attempt — or, with `resume`, continue its suspended run — asking `stop` at each
+    /// turn boundary and before each tool call: once it answers `true` (the task was
+    /// cancelled, and the cancel is durable) nothing more is asked of the model or attempted,
+    /// and the run ends `cancel` with its receipt (issue 22 #5, §9.4).
+    pub fn run_task_attempt_until(
+        &self,
+        work: &TaskWork,
+        types: &TaskTypes,
+        job: &AttemptJob,
+        resume: Option<&str>,
+        stop: StopProbe,
+    ) -> HostResult<AttemptOutcome> {
+        self.task_run(work, types, job, resume, Some(stop))
     }
 
     /// Record a person's decision on a run waiting inside a task attempt and make the attempt
@@ -780,6 +795,36 @@ impl Host {
         Ok(Some((end, task)))
     }
 
+    /// The owner cancels a task (§13.3): the board's cancel wins, and a run its attempt left
+    /// waiting for a person ends here (§13.3, issue 22 #6) — its open card and question
+    /// closed, the rest withdrawn (§9.4), its receipt written with the `result` item
+    /// cancelled. Answers the task and the run this ended, if any. A resumption a worker
+    /// already drives is that worker's to end: its run reads the cancel at its next turn.
+    pub fn cancel_task(
+        &self,
+        board: &dyn BoardStore,
+        task_id: &str,
+    ) -> HostResult<(TaskRecord, Option<String>)> {
+        let waiting = board
+            .attempts(task_id)?
+            .into_iter()
+            .filter(|a| a.state == AttemptState::Suspended)
+            .filter_map(|a| a.run_id)
+            .next_back();
+        let task = board.cancel(task_id, self.now())?;
+        let Some(run) = waiting else {
+            return Ok((task, None));
+        };
+        if self.record(&run)?.state == RunState::Ended {
+            return Ok((task, None));
+        }
+        match self.cancel(&run) {
+            Ok(_) => Ok((task, Some(run))),
+            Err(HostError::OwnedElsewhere(_) | HostError::NotWaiting(_)) => Ok((task, None)),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The conversation of a run as the model saw it (system, brief, turns, tool results,
     /// decisions — and, for a continuation, the conversation it continues), with the content
     /// id of its canonical JSON (§13.5): what a continuation pins and goes on from.
@@ -797,6 +842,7 @@ impl Host {
         types: &TaskTypes,
         job: &AttemptJob,
         resume: Option<&str>,
+        stop: Option<StopProbe>,
     ) -> HostResult<AttemptOutcome> {
         if job.kind == super::patch::PATCH_TYPE {
             if resume.is_some() {
@@ -879,19 +925,32 @@ impl Host {
             slot_from_journal(&self.store.journal(&run_id)?, &mut slot);
         }
         work.open(&run_id, slot);
+        if let Some(stop) = stop {
+            self.drives.watch(&run_id, stop);
+        }
         let driven = match resume {
             Some(_) => self.drive(&run_id),
             None => self
                 .create(&run_id, &spec, None, None)
                 .and_then(|run| self.drive_run(run)),
         };
+        self.drives.unwatch(&run_id);
         let slot = work.take(&run_id);
         let end = driven?;
         let journal = self.store.journal(&run_id)?;
         let usage = usage_of(&journal);
         let receipt = self.store.receipt(&run_id)?;
+        let cancelled = RunView::from_journal(&journal)
+            .loop_end
+            .is_some_and(|l| l.cause == "cancelled");
         let report = match end {
             RunEnd::Suspended { .. } => None,
+            // A cancelled run hands nothing over, even a submission accepted before the
+            // cancel: the board's cancel wins (§13.3).
+            RunEnd::Ended { .. } if cancelled => Some(ReportKind::Failed {
+                retryable: false,
+                reason: "the task was cancelled".into(),
+            }),
             RunEnd::Ended { .. } => Some(match slot.and_then(|s| s.accepted) {
                 Some((result, self_assessment)) => {
                     let verdict = verdict_of(&job.kind, &job.input, &result);

@@ -274,6 +274,9 @@ impl Host {
             self.messages_of(&run, &journal)?,
         );
         let view = self.view(run_id)?;
+        if self.drives.stop_requested(run_id) {
+            return self.stop_cancelled(run_id, view.turns);
+        }
         // Resume from the suspended step: execute an approved payload first (§7).
         for (id, item) in &view.items {
             if let Some(hash) = &item.granted {
@@ -315,6 +318,10 @@ impl Host {
         // Why the loop stopped without the work, if it did (model error, budget, repairs).
         let stopped: Option<(&str, String)>;
         loop {
+            // A turn boundary: a cancelled run asks the model nothing more (issue 22 #5).
+            if self.drives.stop_requested(run_id) {
+                return self.stop_cancelled(run_id, turns);
+            }
             if turns >= self.limits.turns_max {
                 stopped = Some((
                     "turn_budget",
@@ -391,6 +398,10 @@ impl Host {
                     error: None,
                 }),
             )?;
+            if turn.tool_calls.is_empty() && self.drives.stop_requested(run_id) {
+                // The final text is not delivered either.
+                return self.stop_cancelled(run_id, turns);
+            }
             if turn.tool_calls.is_empty() {
                 let text = turn.content.clone().unwrap_or_default();
                 self.say(&format!(
@@ -408,8 +419,13 @@ impl Host {
             }
             let mut suspended = None;
             let mut ended: Option<String> = None;
+            let mut cancelled = false;
             for call in &turn.tool_calls {
-                let res = if suspended.is_some() || ended.is_some() {
+                // Asked before each call: nothing is attempted once the cancel is durable.
+                cancelled = cancelled || self.drives.stop_requested(run_id);
+                let res = if cancelled {
+                    CallResult::err("not run: the task was cancelled")
+                } else if suspended.is_some() || ended.is_some() {
                     CallResult::err("not run: the run is suspended; call again after it resumes")
                 } else {
                     self.handle_call(&run, call)?
@@ -432,6 +448,9 @@ impl Host {
                 if res.end.is_some() && ended.is_none() {
                     ended = res.end;
                 }
+            }
+            if cancelled {
+                return self.stop_cancelled(run_id, turns);
             }
             if let Some(reason) = ended {
                 self.say(&format!("  loop ended: {reason}"));
@@ -460,6 +479,25 @@ impl Host {
             }
         }
         self.end_loop(run_id, stopped)
+    }
+
+    /// The run's work was cancelled (its stop probe said so): the loop stops here, says why
+    /// in the journal, and the run ends `cancel` like a person's cancel (§9.4): what was done
+    /// before keeps its status, the rest is withdrawn.
+    pub(super) fn stop_cancelled(&self, run_id: &str, turns: usize) -> HostResult<RunEnd> {
+        let reason = format!(
+            "the task was cancelled; the run stopped after {turns} turn(s), before any further model or provider call"
+        );
+        self.say(&format!("  loop ended: {reason}"));
+        self.journal(
+            run_id,
+            self.ev(j::LoopEnded {
+                cause: "cancelled".into(),
+                reason,
+            }),
+        )?;
+        let outcome = self.cancel_owned(run_id)?;
+        Ok(RunEnd::Ended { outcome })
     }
 
     /// The loop is over: when it stopped without the work, say why in the journal (so the
