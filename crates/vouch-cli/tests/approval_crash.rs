@@ -105,7 +105,7 @@ fn crash_after_denial(backend: Backend, point: &str) {
     );
     let s = h.script(&json!([
         {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "email", "address": "board@example.com"}}]}},
-        {"deliver": "d1", "payload": {"subject": "Q4", "body": "Numbers nobody approved."}},
+        {"deliver": "d1", "payload": {"to": "board@example.com", "subject": "Q4", "body": "Numbers nobody approved."}},
         {"final": ""}
     ]));
     assert!(h

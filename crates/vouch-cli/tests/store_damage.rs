@@ -39,7 +39,7 @@ fn damaged_store_refuses_new_runs(backend: Backend) {
     );
     let s = h.script(&json!([
         {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "email", "address": "board@example.com"}}]}},
-        {"deliver": "d1", "payload": {"subject": "Q4", "body": "The approved numbers."}},
+        {"deliver": "d1", "payload": {"to": "board@example.com", "subject": "Q4", "body": "The approved numbers."}},
         {"final": ""}
     ]));
     assert!(h
