@@ -576,6 +576,14 @@ impl<'a> Sim<'a> {
         let Some(it) = self.items.get(id) else {
             return Ok(Flow::Next);
         };
+        if self.unchanged(&it.d, it.posture, payload) {
+            self.cite("reversibility.unchanged", "§5.4.2");
+            if let Some(it) = self.items.get_mut(id) {
+                it.posture = Posture::Execute;
+            }
+            self.set_status(id, Some(DeliveryStatus::Verified));
+            return Ok(Flow::Next);
+        }
         match it.posture {
             Posture::Answer | Posture::Execute => {
                 let key = it.irreversible.then(|| ledger_key(&it.d, payload));
@@ -647,6 +655,23 @@ impl<'a> Sim<'a> {
             }
             Posture::Decline => Ok(Flow::Next),
         }
+    }
+
+    /// §5.4.2: a `save` the destination already holds byte for byte is no change — verified
+    /// by reading it, with no attempt and no approval (the scenario's `contents`, until a save
+    /// is attempted there).
+    fn unchanged(&self, d: &Delivery, posture: Posture, payload: &Value) -> bool {
+        let proposed = matches!(
+            posture,
+            Posture::Confirm | Posture::Answer | Posture::Execute
+        );
+        let untouched = !self
+            .calls
+            .contains_key(&vouch_scenario::dest_key(&d.destination));
+        proposed
+            && untouched
+            && d.verb == Verb::Save
+            && self.s.world.content_at(&d.destination) == Some(payload_text(payload).as_str())
     }
 
     fn dependency_missing(&self, id: &str) -> bool {
@@ -1327,4 +1352,13 @@ fn order_cycle(m: &Manifest) -> Vec<String> {
         .filter(|n| indeg[n] > 0)
         .map(String::from)
         .collect()
+}
+
+/// The text form of a payload, as a folder writes it: `{"text": …}` → the text, else its
+/// canonical JSON.
+fn payload_text(payload: &Value) -> String {
+    match payload.get("text").and_then(Value::as_str) {
+        Some(t) => t.to_string(),
+        None => vouch_core::canonical_json(payload).unwrap_or_else(|_| payload.to_string()),
+    }
 }

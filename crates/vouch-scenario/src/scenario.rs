@@ -186,6 +186,11 @@ pub struct World {
     pub idempotent_by_key: Vec<String>,
     #[serde(default)]
     pub existing: Vec<String>,
+    /// What a file holds when the scenario starts, by its exact `kind:address` (such a file
+    /// exists); a `save` of exactly this text is no change (contract §5.4.2) until the scenario
+    /// attempts a save there.
+    #[serde(default)]
+    pub contents: IndexMap<String, String>,
 }
 
 impl World {
@@ -224,7 +229,12 @@ impl World {
 
     pub fn exists(&self, d: &Destination) -> bool {
         let key = dest_key(d);
-        self.existing.iter().any(|p| pattern_matches(p, &key))
+        self.existing.iter().any(|p| pattern_matches(p, &key)) || self.contents.contains_key(&key)
+    }
+
+    /// The text the file at `d` holds when the scenario starts, when `contents` names it.
+    pub fn content_at(&self, d: &Destination) -> Option<&str> {
+        self.contents.get(&dest_key(d)).map(String::as_str)
     }
 }
 
