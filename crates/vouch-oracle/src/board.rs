@@ -175,6 +175,25 @@ struct RunOutcome {
     submitted: bool,
 }
 
+impl RunOutcome {
+    /// What the run's receipt says became of its `result` item (§13.4.2, issue 22 #7): the
+    /// run's own side of the handoff, none while it waits.
+    fn handoff(&self) -> Option<String> {
+        let word = if self.suspended {
+            return None;
+        } else if self.report.ended_by == Some(vouch_core::EndedBy::Cancel) {
+            "cancelled"
+        } else if self.accepted {
+            "accepted"
+        } else if self.submitted {
+            "refused"
+        } else {
+            "missing"
+        };
+        Some(word.into())
+    }
+}
+
 pub struct BoardSim<'a> {
     s: &'a Scenario,
     plan: &'a TaskPlan,
@@ -373,7 +392,8 @@ impl<'a> BoardSim<'a> {
             sub.task = None;
             sub.expect = None;
             sub.decisions = vec![vouch_scenario::Decision::Cancel];
-            let (report, _) = Sim::new(&sub).with_carry(carry).run_detailed();
+            let (mut report, _) = Sim::new(&sub).with_carry(carry).run_detailed();
+            report.handoff = Some("cancelled".into());
             self.keep_run(report, Some(DeliveryStatus::Failed));
         }
     }
@@ -487,7 +507,10 @@ impl<'a> BoardSim<'a> {
                         } else {
                             DeliveryStatus::NotAttempted
                         };
-                        self.keep_run(out.report, Some(status));
+                        let handoff = out.handoff();
+                        let mut report = out.report;
+                        report.handoff = handoff;
+                        self.keep_run(report, Some(status));
                     }
                     self.cite("board.lease_lapsed", "§13.3.1");
                 }
@@ -538,7 +561,9 @@ impl<'a> BoardSim<'a> {
                 if out.suspended {
                     self.suspended_run = Some((script.clone(), before));
                 }
-                let report = out.report;
+                let handoff = out.handoff();
+                let mut report = out.report;
+                report.handoff = handoff;
                 if let Some(ms) = w.stall_ms {
                     // The lease is the authority until a sweep acts (§13.3.1): a stall with no
                     // sweep in between changes nothing.

@@ -1223,6 +1223,7 @@ impl<'a> Sim<'a> {
             notifications,
             task: None,
             judge: None,
+            handoff: None,
             receipt: None,
             agrees: None,
             disagreements: None,

@@ -719,6 +719,19 @@ pub struct Expect {
     pub task: Option<ExpectTask>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge: Option<ExpectTask>,
+    /// A task run's receipt line for its `result` item (issue 22 #7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff: Option<Handoff>,
+}
+
+/// What a task run's receipt says became of its `result` item (contract §13.4.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Handoff {
+    Accepted,
+    Missing,
+    Refused,
+    Cancelled,
 }
 
 impl Expect {
