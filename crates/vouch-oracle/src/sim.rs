@@ -97,6 +97,8 @@ pub struct Sim<'a> {
     submits: Vec<(usize, bool)>,
     /// What earlier runs in the same ledger scope left behind (a task's earlier attempts).
     carry: Carry,
+    /// A task run whose task is cancelled while the model answers this turn (0-based).
+    cancel_at: Option<usize>,
     /// The ledger key of each irreversible item this run attempted.
     ledger_keys: HashMap<String, String>,
 }
@@ -142,7 +144,14 @@ impl<'a> Sim<'a> {
             submits: Vec::new(),
             carry: Carry::default(),
             ledger_keys: HashMap::new(),
+            cancel_at: None,
         }
+    }
+
+    /// The task is cancelled while the model answers turn `turn` (0-based, §9.4.1).
+    pub fn cancelled_at(mut self, turn: Option<usize>) -> Self {
+        self.cancel_at = turn;
+        self
     }
 
     /// Start from what earlier runs of the same ledger scope left behind.
@@ -220,6 +229,12 @@ impl<'a> Sim<'a> {
         for _ in 0..steps_max {
             match self.phase.clone() {
                 Phase::Running => {
+                    if self.cancel_at == Some(self.pc) {
+                        // §9.4.1: the answer under way is not acted on; nothing more is asked.
+                        self.cite("cancel.stops_the_work", "§9.4.1");
+                        let _ = self.decide(&Card::Clarify { about: vec![] }, &Decision::Cancel);
+                        continue;
+                    }
                     if self.pc >= self.s.script.len() {
                         self.end(EndedBy::Loop);
                         continue;

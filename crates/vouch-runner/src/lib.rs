@@ -8,6 +8,7 @@
 //! the report object of scenarios.md (without the comparison fields).
 
 mod board;
+mod cancel;
 pub mod sim;
 
 use serde_json::{json, Map, Value};

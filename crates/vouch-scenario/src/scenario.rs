@@ -73,6 +73,18 @@ impl Scenario {
                 "faults do not apply to task runs: a worker that dies is a `crash` event in task.events".into(),
             ));
         }
+        for e in t.events() {
+            let crate::BoardStep::Worker(w) = e else {
+                continue;
+            };
+            let turns = w.script.as_ref().unwrap_or(&self.script).len();
+            if w.cancel_at_turn.is_some_and(|n| n > turns) {
+                return Err((
+                    "task.events".into(),
+                    format!("`cancel_at_turn` names a turn the run's script does not have (it has {turns}): the model must be answering that turn when the cancel lands"),
+                ));
+            }
+        }
         Ok(())
     }
 
