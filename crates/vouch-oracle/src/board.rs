@@ -175,6 +175,25 @@ struct RunOutcome {
     submitted: bool,
 }
 
+impl RunOutcome {
+    /// What the run's receipt says became of its `result` item (§13.4.2, issue 22 #7): the
+    /// run's own side of the handoff, none while it waits.
+    fn handoff(&self) -> Option<String> {
+        let word = if self.suspended {
+            return None;
+        } else if self.report.ended_by == Some(vouch_core::EndedBy::Cancel) {
+            "cancelled"
+        } else if self.accepted {
+            "accepted"
+        } else if self.submitted {
+            "refused"
+        } else {
+            "missing"
+        };
+        Some(word.into())
+    }
+}
+
 pub struct BoardSim<'a> {
     s: &'a Scenario,
     plan: &'a TaskPlan,
@@ -191,6 +210,8 @@ pub struct BoardSim<'a> {
     /// The script of the run a suspended attempt waits in, and the carry it started from: a
     /// task cancel ends that run (§13.3).
     suspended_run: Option<(Vec<Turn>, Carry)>,
+    /// The running attempt's task is cancelled while its model answers this turn (1-based).
+    cancel_at_turn: Option<usize>,
 }
 
 /// How long a dead worker's clocks take to run out before the next sweep sees it: the
@@ -213,6 +234,7 @@ impl<'a> BoardSim<'a> {
             carry: Carry::default(),
             max_executions: IndexMap::new(),
             suspended_run: None,
+            cancel_at_turn: None,
         }
     }
 
@@ -373,7 +395,8 @@ impl<'a> BoardSim<'a> {
             sub.task = None;
             sub.expect = None;
             sub.decisions = vec![vouch_scenario::Decision::Cancel];
-            let (report, _) = Sim::new(&sub).with_carry(carry).run_detailed();
+            let (mut report, _) = Sim::new(&sub).with_carry(carry).run_detailed();
+            report.handoff = Some("cancelled".into());
             self.keep_run(report, Some(DeliveryStatus::Failed));
         }
     }
@@ -487,7 +510,10 @@ impl<'a> BoardSim<'a> {
                         } else {
                             DeliveryStatus::NotAttempted
                         };
-                        self.keep_run(out.report, Some(status));
+                        let handoff = out.handoff();
+                        let mut report = out.report;
+                        report.handoff = handoff;
+                        self.keep_run(report, Some(status));
                     }
                     self.cite("board.lease_lapsed", "§13.3.1");
                 }
@@ -534,11 +560,25 @@ impl<'a> BoardSim<'a> {
                 }
                 let script = w.script.clone().unwrap_or_else(|| self.s.script.clone());
                 let before = self.carry.clone();
+                self.cancel_at_turn = w.cancel_at_turn;
                 let out = self.run_attempt(&script, self.plan.criteria.is_some(), vec![]);
+                self.cancel_at_turn = None;
+                if out.report.ended_by == Some(vouch_core::EndedBy::Cancel) {
+                    // §9.4.1: the owner's cancel reached the run mid-way; it ended `cancel`,
+                    // and the worker reports nothing (the board's cancel won).
+                    self.cancel(task, "owner");
+                    let handoff = out.handoff();
+                    let mut report = out.report;
+                    report.handoff = handoff;
+                    self.keep_run(report, Some(DeliveryStatus::Failed));
+                    return;
+                }
                 if out.suspended {
                     self.suspended_run = Some((script.clone(), before));
                 }
-                let report = out.report;
+                let handoff = out.handoff();
+                let mut report = out.report;
+                report.handoff = handoff;
                 if let Some(ms) = w.stall_ms {
                     // The lease is the authority until a sweep acts (§13.3.1): a stall with no
                     // sweep in between changes nothing.
@@ -642,8 +682,10 @@ impl<'a> BoardSim<'a> {
         sub.faults = faults;
         sub.task = None;
         sub.expect = None;
-        let (report, detail): (ScenarioReport, RunDetail) =
-            Sim::new(&sub).with_carry(carry).run_detailed();
+        let (report, detail): (ScenarioReport, RunDetail) = Sim::new(&sub)
+            .with_carry(carry)
+            .cancelled_at(self.cancel_at_turn.map(|n| n - 1))
+            .run_detailed();
         for c in report.rules.iter().flatten() {
             self.cite(&c.rule, &c.section);
         }

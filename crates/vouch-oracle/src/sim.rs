@@ -97,6 +97,8 @@ pub struct Sim<'a> {
     submits: Vec<(usize, bool)>,
     /// What earlier runs in the same ledger scope left behind (a task's earlier attempts).
     carry: Carry,
+    /// A task run whose task is cancelled while the model answers this turn (0-based).
+    cancel_at: Option<usize>,
     /// The ledger key of each irreversible item this run attempted.
     ledger_keys: HashMap<String, String>,
 }
@@ -142,7 +144,14 @@ impl<'a> Sim<'a> {
             submits: Vec::new(),
             carry: Carry::default(),
             ledger_keys: HashMap::new(),
+            cancel_at: None,
         }
+    }
+
+    /// The task is cancelled while the model answers turn `turn` (0-based, §9.4.1).
+    pub fn cancelled_at(mut self, turn: Option<usize>) -> Self {
+        self.cancel_at = turn;
+        self
     }
 
     /// Start from what earlier runs of the same ledger scope left behind.
@@ -220,6 +229,12 @@ impl<'a> Sim<'a> {
         for _ in 0..steps_max {
             match self.phase.clone() {
                 Phase::Running => {
+                    if self.cancel_at == Some(self.pc) {
+                        // §9.4.1: the answer under way is not acted on; nothing more is asked.
+                        self.cite("cancel.stops_the_work", "§9.4.1");
+                        let _ = self.decide(&Card::Clarify { about: vec![] }, &Decision::Cancel);
+                        continue;
+                    }
                     if self.pc >= self.s.script.len() {
                         self.end(EndedBy::Loop);
                         continue;
@@ -576,6 +591,14 @@ impl<'a> Sim<'a> {
         let Some(it) = self.items.get(id) else {
             return Ok(Flow::Next);
         };
+        if self.unchanged(&it.d, it.posture, payload) {
+            self.cite("reversibility.unchanged", "§5.4.2");
+            if let Some(it) = self.items.get_mut(id) {
+                it.posture = Posture::Execute;
+            }
+            self.set_status(id, Some(DeliveryStatus::Verified));
+            return Ok(Flow::Next);
+        }
         match it.posture {
             Posture::Answer | Posture::Execute => {
                 let key = it.irreversible.then(|| ledger_key(&it.d, payload));
@@ -647,6 +670,23 @@ impl<'a> Sim<'a> {
             }
             Posture::Decline => Ok(Flow::Next),
         }
+    }
+
+    /// §5.4.2: a `save` the destination already holds byte for byte is no change — verified
+    /// by reading it, with no attempt and no approval (the scenario's `contents`, until a save
+    /// is attempted there).
+    fn unchanged(&self, d: &Delivery, posture: Posture, payload: &Value) -> bool {
+        let proposed = matches!(
+            posture,
+            Posture::Confirm | Posture::Answer | Posture::Execute
+        );
+        let untouched = !self
+            .calls
+            .contains_key(&vouch_scenario::dest_key(&d.destination));
+        proposed
+            && untouched
+            && d.verb == Verb::Save
+            && self.s.world.content_at(&d.destination) == Some(payload_text(payload).as_str())
     }
 
     fn dependency_missing(&self, id: &str) -> bool {
@@ -1198,6 +1238,7 @@ impl<'a> Sim<'a> {
             notifications,
             task: None,
             judge: None,
+            handoff: None,
             receipt: None,
             agrees: None,
             disagreements: None,
@@ -1327,4 +1368,13 @@ fn order_cycle(m: &Manifest) -> Vec<String> {
         .filter(|n| indeg[n] > 0)
         .map(String::from)
         .collect()
+}
+
+/// The text form of a payload, as a folder writes it: `{"text": …}` → the text, else its
+/// canonical JSON.
+fn payload_text(payload: &Value) -> String {
+    match payload.get("text").and_then(Value::as_str) {
+        Some(t) => t.to_string(),
+        None => vouch_core::canonical_json(payload).unwrap_or_else(|_| payload.to_string()),
+    }
 }

@@ -46,6 +46,8 @@ struct Board {
     offers: Vec<String>,
     /// The last run of the main task and its result item's status.
     last_run: Option<(String, &'static str)>,
+    /// The running attempt's task is cancelled while its model answers this turn (1-based).
+    cancel_at_turn: Option<usize>,
 }
 
 fn err(e: impl std::fmt::Display) -> String {
@@ -95,6 +97,7 @@ pub fn run_task_scenario(s: &Scenario, plan: &TaskPlan, dir: &Path) -> Result<Va
         judge_turned_away: vec![],
         offers: vec![],
         last_run: None,
+        cancel_at_turn: None,
     };
     if plan.after.is_some() {
         b.offer_plain(&ctx, PREREQUISITE)?;
@@ -445,9 +448,12 @@ impl Board {
                 };
                 let criteria = self.plan.criteria.clone();
                 let kind = self.plan.kind.clone();
-                let (run_id, status) = self.run_attempt(
+                self.cancel_at_turn = w.cancel_at_turn;
+                let ran = self.run_attempt(
                     ctx, &at, &w.worker, &kind, script, criteria, w.cancel, w.stall_ms,
-                )?;
+                );
+                self.cancel_at_turn = None;
+                let (run_id, status) = ran?;
                 self.last_run = Some((run_id, status));
             }
         }
@@ -473,7 +479,7 @@ impl Board {
             .task(&at.task_id)
             .map_err(err)?
             .ok_or("the claimed task vanished")?;
-        let (host, work) = self.host(ctx, worker)?;
+        let (mut host, work) = self.host(ctx, worker)?;
         let job = AttemptJob {
             task_id: task.id.clone(),
             kind: kind.to_string(),
@@ -485,10 +491,29 @@ impl Board {
             attempt: at.n,
             profile: None,
         };
-        let out = host
-            .run_task_attempt(&work, &self.types, &job)
-            .map_err(err)?;
+        let out = match self.cancel_at_turn {
+            None => host.run_task_attempt(&work, &self.types, &job),
+            Some(n) => {
+                host.models = Arc::new(crate::cancel::CancelWhileAnswering {
+                    inner: host.models.clone(),
+                    turn: n.saturating_sub(1),
+                    board: self.store.clone(),
+                    task_id: at.task_id.clone(),
+                    now_ms: ctx.clock.now_ms(),
+                });
+                let stop = crate::cancel::board_probe(self.store.clone(), at.task_id.clone());
+                host.run_task_attempt_until(&work, &self.types, &job, None, stop)
+            }
+        }
+        .map_err(err)?;
         let submitted = submitted(host.store.as_ref(), &out.run_id)?;
+        if self.cancel_at_turn.is_some()
+            && crate::cancel::board_probe(self.store.clone(), at.task_id.clone())()
+        {
+            // §9.4.1: the run ended `cancel`; the worker reports nothing (the board's cancel
+            // won), and the result item fails.
+            return Ok((out.run_id, "failed"));
+        }
         let Some(kind) = out.report else {
             self.store
                 .suspend(at, &out.run_id, ctx.clock.now_ms())

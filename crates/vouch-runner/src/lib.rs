@@ -8,6 +8,7 @@
 //! the report object of scenarios.md (without the comparison fields).
 
 mod board;
+mod cancel;
 pub mod sim;
 
 use serde_json::{json, Map, Value};
@@ -499,8 +500,26 @@ fn report(s: &Scenario, host: &Host, id: &str, ctx: &Ctx) -> Result<Value, Strin
         "significance": significance,
         "attention": attention,
         "notifications": notifications,
+        "handoff": handoff_of(&receipt),
         "receipt": receipt,
     }))
+}
+
+/// What a task run's receipt says became of its `result` item: the word of its
+/// `result — …:` line (`accepted`, `missing`, `refused`, `cancelled`), none without one.
+fn handoff_of(receipt: &str) -> Option<&'static str> {
+    let line = receipt.lines().map(str::trim).find_map(|l| {
+        l.strip_prefix("✓ result — ")
+            .or_else(|| l.strip_prefix("✗ result — "))
+    })?;
+    let word = line.split(':').next().unwrap_or_default();
+    match word {
+        "accepted" => Some("accepted"),
+        "handoff missing" => Some("missing"),
+        "refused" => Some("refused"),
+        "cancelled" => Some("cancelled"),
+        _ => Some("unreadable"),
+    }
 }
 
 /// Run a scenario given as JSON (scenarios.md) in a fresh temporary directory: it is read

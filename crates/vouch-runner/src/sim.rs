@@ -77,6 +77,18 @@ impl Provider for SimProvider {
     fn exists(&self, dest: &Destination) -> bool {
         self.world.world.exists(dest)
     }
+    /// The file holds its scenario `contents` until a save is attempted there.
+    fn holds(&self, dest: &Destination, payload: &serde_json::Value) -> Option<String> {
+        let text = self.world.world.content_at(dest)?;
+        let untouched = self
+            .world
+            .state
+            .lock()
+            .map(|st| !st.attempts.contains_key(&dest.key()))
+            .unwrap_or(false);
+        (untouched && vouch_runtime::provider::payload_text(payload) == text)
+            .then(|| "unchanged: the file already holds these bytes".to_string())
+    }
     fn attempt(&self, req: &AttemptRequest) -> AttemptReply {
         let dest_key = req.destination.key();
         let dedup = self.idempotent_by_key(&req.destination);

@@ -72,6 +72,10 @@ pub struct ScenarioReport {
     /// Task runs with a judge: the judge task's record.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge: Option<TaskReport>,
+    /// Task runs: what the run's receipt says became of its `result` item (issue 22 #7) —
+    /// `accepted`, `missing`, `refused` or `cancelled`; none while the run waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub receipt: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -156,6 +160,9 @@ impl ScenarioReport {
         }
         if let Some(n) = self.notifications {
             o.insert("notifications".into(), Value::from(n));
+        }
+        if let Some(h) = &self.handoff {
+            o.insert("handoff".into(), Value::from(h.as_str()));
         }
         for (k, t) in [("task", &self.task), ("judge", &self.judge)] {
             if let Some(t) = t {

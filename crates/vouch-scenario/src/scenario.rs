@@ -73,6 +73,18 @@ impl Scenario {
                 "faults do not apply to task runs: a worker that dies is a `crash` event in task.events".into(),
             ));
         }
+        for e in t.events() {
+            let crate::BoardStep::Worker(w) = e else {
+                continue;
+            };
+            let turns = w.script.as_ref().unwrap_or(&self.script).len();
+            if w.cancel_at_turn.is_some_and(|n| n > turns) {
+                return Err((
+                    "task.events".into(),
+                    format!("`cancel_at_turn` names a turn the run's script does not have (it has {turns}): the model must be answering that turn when the cancel lands"),
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -186,6 +198,11 @@ pub struct World {
     pub idempotent_by_key: Vec<String>,
     #[serde(default)]
     pub existing: Vec<String>,
+    /// What a file holds when the scenario starts, by its exact `kind:address` (such a file
+    /// exists); a `save` of exactly this text is no change (contract §5.4.2) until the scenario
+    /// attempts a save there.
+    #[serde(default)]
+    pub contents: IndexMap<String, String>,
 }
 
 impl World {
@@ -224,7 +241,12 @@ impl World {
 
     pub fn exists(&self, d: &Destination) -> bool {
         let key = dest_key(d);
-        self.existing.iter().any(|p| pattern_matches(p, &key))
+        self.existing.iter().any(|p| pattern_matches(p, &key)) || self.contents.contains_key(&key)
+    }
+
+    /// The text the file at `d` holds when the scenario starts, when `contents` names it.
+    pub fn content_at(&self, d: &Destination) -> Option<&str> {
+        self.contents.get(&dest_key(d)).map(String::as_str)
     }
 }
 
@@ -709,6 +731,19 @@ pub struct Expect {
     pub task: Option<ExpectTask>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge: Option<ExpectTask>,
+    /// A task run's receipt line for its `result` item (issue 22 #7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff: Option<Handoff>,
+}
+
+/// What a task run's receipt says became of its `result` item (contract §13.4.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Handoff {
+    Accepted,
+    Missing,
+    Refused,
+    Cancelled,
 }
 
 impl Expect {

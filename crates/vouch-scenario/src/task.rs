@@ -169,6 +169,11 @@ pub struct WorkerStep {
     /// `run` only: the owner cancels the task during this attempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancel: Option<CancelAt>,
+    /// `run` only: the owner cancels the task while the model is answering its N-th turn of
+    /// this run (1-based): the turns before it were carried out, its answer is not acted on,
+    /// and the model is asked nothing more (contract §9.4.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel_at_turn: Option<usize>,
 }
 
 /// One event on the board.
@@ -264,6 +269,15 @@ fn check_worker(w: &WorkerStep) -> Result<(), String> {
             "`stall_ms` must be a positive number of milliseconds, at most {DURATION_MS_MAX}"
         ));
     }
+    if w.cancel_at_turn == Some(0) {
+        return Err("`cancel_at_turn` counts the run's model turns from 1".into());
+    }
+    if w.cancel_at_turn.is_some() && (w.cancel.is_some() || w.stall_ms.is_some()) {
+        return Err(
+            "`cancel_at_turn` contradicts `cancel` and `stall_ms`: the run ends at the cancel, and the worker reports nothing"
+                .into(),
+        );
+    }
     if w.stall_ms.is_some() && w.cancel.is_some() {
         return Err(
             "`stall_ms` and `cancel` contradict: say one thing that happens before the report"
@@ -304,6 +318,11 @@ fn check_worker(w: &WorkerStep) -> Result<(), String> {
             "crash with crash_after",
         ),
         (w.cancel.is_some() && w.does != Does::Run, "cancel", "run"),
+        (
+            w.cancel_at_turn.is_some() && w.does != Does::Run,
+            "cancel_at_turn",
+            "run",
+        ),
         (w.retryable && w.does != Does::Fail, "retryable", "fail"),
         (
             w.before_heartbeat && w.does != Does::Crash,
@@ -374,6 +393,7 @@ impl TaskPlan {
                 stall_ms: None,
                 impostor: None,
                 cancel: None,
+                cancel_at_turn: None,
             })]
         } else {
             self.events.clone()
@@ -616,6 +636,18 @@ mod tests {
                 "stall_ms",
             ),
             (r#"{"events": [{"cancel": false}]}"#, "cancel"),
+            (
+                r#"{"events": [{"worker": "w1", "cancel_at_turn": 0}]}"#,
+                "counts the run's model turns from 1",
+            ),
+            (
+                r#"{"events": [{"worker": "w1", "cancel_at_turn": 3}]}"#,
+                "does not have (it has 2)",
+            ),
+            (
+                r#"{"events": [{"worker": "w1", "cancel_at_turn": 1, "cancel": "after_run"}]}"#,
+                "contradicts",
+            ),
             (r#"{"events": [{"pause": 1}]}"#, "pause"),
             (
                 r#"{"events": [{"prerequisite": "completed"}]}"#,
