@@ -564,3 +564,86 @@ fn a_payload_over_the_limit_leaves_no_interrupted_run_on_sqlite() {
 fn a_payload_over_the_limit_leaves_no_interrupted_run_on_postgresql() {
     a_payload_over_the_limit_leaves_no_interrupted_run(true);
 }
+
+/// §17.1: NUL in free text (a title, a delivery's words, a final answer, a routine) is refused
+/// alike on both backends before anything is written: PostgreSQL cannot hold it, SQLite could,
+/// and the same words must get the same answer. A model is told and can repair.
+fn nul_in_a_title_is_refused_alike(pg: bool) {
+    let (h, _victim) = setup(pg);
+    let nul = "a\u{0}b";
+    // An agent over MCP: a title, or a delivery's words, holding NUL.
+    let answers = mcp_stdio(
+        &h,
+        &[
+            json!({"name": "declare", "arguments": {"title": nul, "deliveries": [
+                {"id": "d1", "verb": "write", "destination": {"kind": "surface"}}]}}),
+            json!({"name": "declare", "arguments": {"title": "fine", "deliveries": [
+                {"id": "d1", "verb": "write", "destination": {"kind": "surface"}, "object": nul}]}}),
+        ],
+    );
+    for (a, field) in answers.iter().zip(["title", "deliveries[0].object"]) {
+        let text = a.to_string();
+        assert!(
+            a["result"]["isError"] == true && text.contains("NUL") && text.contains(field),
+            "{field}: {text:.600}"
+        );
+    }
+    // A script or a routine holding NUL anywhere: exit 2 naming the field.
+    let script = h.script(&json!([{"final": nul}]));
+    let routine = h.tmp.path().join("routine.json");
+    std::fs::write(&routine, json!({"prompt": nul}).to_string()).unwrap();
+    let routine = routine.to_string_lossy().into_owned();
+    for args in [
+        vec!["run", "nul", "--script", &script],
+        vec![
+            "schedule",
+            "add",
+            "nul",
+            "--cron",
+            "0 9 * * *",
+            "--routine",
+            &routine,
+        ],
+    ] {
+        let out = h.vouch(&args, &[]);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("NUL"), "{args:?}: {err}");
+    }
+    assert_eq!(h.json(&["runs", "list"]), json!([]));
+    assert_eq!(h.json(&["schedule", "list"]), json!([]));
+    // A model: its call is refused as repairable, and the run goes on to a true end.
+    let manifest = json!({"deliveries": [
+        {"id": "d1", "verb": "write", "destination": {"kind": "surface"}, "object": nul}]});
+    let (url, seen) = stand_in(vec![tool_call("declare", &manifest)]);
+    let out = h.vouch(
+        &["run", "a model says NUL"],
+        &[("VOUCH_MODEL_URL", &url), ("VOUCH_MODEL", "stand-in")],
+    );
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(matches!(out.status.code(), Some(0..=1)), "{err}");
+    let runs = h.json(&["runs", "list"]);
+    assert_eq!(runs[0]["state"], "ended", "{runs}");
+    let reqs = seen.lock().unwrap().clone();
+    let told = reqs.iter().any(|r| {
+        r["messages"].as_array().is_some_and(|ms| {
+            ms.iter().any(|m| {
+                m["role"] == "tool"
+                    && m["content"]
+                        .as_str()
+                        .is_some_and(|c| c.contains("NUL") && c.contains("deliveries[0].object"))
+            })
+        })
+    });
+    assert!(told, "{reqs:?}");
+}
+
+#[test]
+fn nul_in_a_title_is_refused_alike_on_sqlite() {
+    nul_in_a_title_is_refused_alike(false);
+}
+
+#[test]
+fn nul_in_a_title_is_refused_alike_on_postgresql() {
+    nul_in_a_title_is_refused_alike(true);
+}
