@@ -44,7 +44,7 @@ pub fn check_id(id: &str) -> Result<(), IdError> {
 /// alike, as bad input, before anything is written. Other control characters (a newline, a
 /// tab) are ordinary in free text and stay.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("contains NUL (U+0000) at byte {at}; free text cannot hold it: send it again without")]
+#[error("contains the control character NUL (U+0000) at byte {at}; free text cannot hold it: send it again without")]
 pub struct NulInText {
     pub at: usize,
 }
