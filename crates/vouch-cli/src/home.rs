@@ -300,7 +300,8 @@ impl FilePresence {
         }
     }
     fn read_ms(&self, name: &str) -> Option<i64> {
-        std::fs::read_to_string(self.dir.join(name))
+        // A millisecond count: a few bytes, never read past a small limit.
+        vouch_runtime::bounded::read_text(&self.dir.join(name), "presence", 64)
             .ok()?
             .trim()
             .parse()

@@ -42,6 +42,15 @@ pub(crate) fn bad(msg: impl Into<String>) -> anyhow::Error {
     anyhow!(BadInput(msg.into()))
 }
 
+/// §17.1: no string in a file the host reads (a script, a routine, a task's input, a payload)
+/// holds NUL, on either backend: exit 2 naming the file and the field, before anything is written.
+pub(crate) fn refuse_nul(v: &serde_json::Value, what: &str, path: &std::path::Path) -> Result<()> {
+    match vouch_core::input::nul_in_json(v) {
+        Some((at, e)) => Err(bad(format!("{what} {}: `{at}` {e}", path.display()))),
+        None => Ok(()),
+    }
+}
+
 fn main() {
     let cli = match Cli::try_parse() {
         Ok(c) => c,

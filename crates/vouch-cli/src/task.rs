@@ -351,8 +351,10 @@ fn read_json(path: &Path, what: &str) -> Result<Value> {
     let text =
         vouch_runtime::bounded::read_text(path, what, vouch_runtime::bounded::INPUT_FILE_BYTES_MAX)
             .map_err(|e| bad(e.to_string()))?;
-    serde_json::from_str(&text)
-        .map_err(|e| bad(format!("{what} {} is not JSON: {e}", path.display())))
+    let v = serde_json::from_str(&text)
+        .map_err(|e| bad(format!("{what} {} is not JSON: {e}", path.display())))?;
+    crate::refuse_nul(&v, what, path)?;
+    Ok(v)
 }
 
 fn types(dir: &Path) -> Result<TaskTypes> {

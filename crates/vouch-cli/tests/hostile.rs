@@ -17,6 +17,13 @@ use std::sync::{Arc, Mutex};
 
 /// The refusal's words for an id outside §3.2.1's alphabet.
 const REFUSAL: &str = "A–Z a–z 0–9 _ -";
+/// The refusal's words for NUL in any string (§17.1), which comes before the id's alphabet.
+const NUL_REFUSAL: &str = "NUL (U+0000)";
+
+/// Refused as an id outside the alphabet, or as NUL wherever it appears.
+fn refused(text: &str) -> bool {
+    text.contains(REFUSAL) || text.contains(NUL_REFUSAL)
+}
 
 fn hostile_ids(victim: &Path) -> Vec<String> {
     vec![
@@ -210,7 +217,7 @@ fn model_chosen_delivery_id_never_becomes_a_path_through_a_script(pg: bool) {
         let out = h.vouch(&["run", &format!("hostile {i}"), "--script", &script], &[]);
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
         assert_eq!(out.status.code(), Some(2), "{i}: {err}");
-        assert!(err.contains(REFUSAL), "{i}: {err}");
+        assert!(refused(&err), "{i}: {err}");
         assert_eq!(h.json(&["runs", "list"]), json!([]));
     }
     for (i, id) in hostile_ids(&victim).iter().enumerate() {
@@ -224,6 +231,11 @@ fn model_chosen_delivery_id_never_becomes_a_path_through_a_script(pg: bool) {
             {"final": "done"}
         ]));
         let out = h.vouch(&["run", &format!("hostile {i}"), "--script", &script], &[]);
+        if id.contains('\0') {
+            // A script holding NUL anywhere is refused whole (§17.1).
+            assert_eq!(out.status.code(), Some(2));
+            continue;
+        }
         assert!(
             matches!(out.status.code(), Some(0..=1)),
             "{i}: {:?} {}",
@@ -237,7 +249,10 @@ fn model_chosen_delivery_id_never_becomes_a_path_through_a_script(pg: bool) {
         "original\n"
     );
     let journal = journal_text(&h);
-    let n = hostile_ids(&victim).len();
+    let n = hostile_ids(&victim)
+        .iter()
+        .filter(|id| !id.contains('\0'))
+        .count();
     assert_eq!(
         journal.matches("A–Z a–z 0–9 . _ -").count(),
         n,
@@ -309,10 +324,8 @@ fn model_chosen_delivery_id_never_becomes_a_path_through_the_openai_loop(pg: boo
         let reqs = seen.lock().unwrap().clone();
         let told = reqs.iter().any(|r| {
             r["messages"].as_array().is_some_and(|ms| {
-                ms.iter().any(|m| {
-                    m["role"] == "tool"
-                        && m["content"].as_str().is_some_and(|c| c.contains(REFUSAL))
-                })
+                ms.iter()
+                    .any(|m| m["role"] == "tool" && m["content"].as_str().is_some_and(refused))
             })
         });
         assert!(told, "{i}: {reqs:?}");
@@ -369,7 +382,7 @@ fn model_chosen_delivery_id_never_becomes_a_path_through_mcp(pg: bool) {
     for (a, id) in answers.iter().zip(hostile_ids(&victim)) {
         let text = a.to_string();
         assert!(
-            a["result"]["isError"] == true && text.contains(REFUSAL),
+            a["result"]["isError"] == true && refused(&text),
             "{:.60}: {text:.600}",
             id
         );
@@ -563,4 +576,210 @@ fn a_payload_over_the_limit_leaves_no_interrupted_run_on_sqlite() {
 #[test]
 fn a_payload_over_the_limit_leaves_no_interrupted_run_on_postgresql() {
     a_payload_over_the_limit_leaves_no_interrupted_run(true);
+}
+
+/// §17.1: NUL in free text (a title, a delivery's words, a final answer, a routine) is refused
+/// alike on both backends before anything is written: PostgreSQL cannot hold it, SQLite could,
+/// and the same words must get the same answer. A model is told and can repair.
+fn nul_in_a_title_is_refused_alike(pg: bool) {
+    let (h, _victim) = setup(pg);
+    let nul = "a\u{0}b";
+    // An agent over MCP: a title, or a delivery's words, holding NUL.
+    let answers = mcp_stdio(
+        &h,
+        &[
+            json!({"name": "declare", "arguments": {"title": nul, "deliveries": [
+                {"id": "d1", "verb": "write", "destination": {"kind": "surface"}}]}}),
+            json!({"name": "declare", "arguments": {"title": "fine", "deliveries": [
+                {"id": "d1", "verb": "write", "destination": {"kind": "surface"}, "object": nul}]}}),
+        ],
+    );
+    for (a, field) in answers.iter().zip(["title", "deliveries[0].object"]) {
+        let text = a.to_string();
+        assert!(
+            a["result"]["isError"] == true && text.contains("NUL") && text.contains(field),
+            "{field}: {text:.600}"
+        );
+    }
+    // A script or a routine holding NUL anywhere: exit 2 naming the field.
+    let script = h.script(&json!([{"final": nul}]));
+    let routine = h.tmp.path().join("routine.json");
+    std::fs::write(&routine, json!({"prompt": nul}).to_string()).unwrap();
+    let routine = routine.to_string_lossy().into_owned();
+    for args in [
+        vec!["run", "nul", "--script", &script],
+        vec![
+            "schedule",
+            "add",
+            "nul",
+            "--cron",
+            "0 9 * * *",
+            "--routine",
+            &routine,
+        ],
+    ] {
+        let out = h.vouch(&args, &[]);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("NUL"), "{args:?}: {err}");
+    }
+    assert_eq!(h.json(&["runs", "list"]), json!([]));
+    assert_eq!(h.json(&["schedule", "list"]), json!([]));
+    // A model: its call is refused as repairable, and the run goes on to a true end.
+    let manifest = json!({"deliveries": [
+        {"id": "d1", "verb": "write", "destination": {"kind": "surface"}, "object": nul}]});
+    let (url, seen) = stand_in(vec![tool_call("declare", &manifest)]);
+    let out = h.vouch(
+        &["run", "a model says NUL"],
+        &[("VOUCH_MODEL_URL", &url), ("VOUCH_MODEL", "stand-in")],
+    );
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(matches!(out.status.code(), Some(0..=1)), "{err}");
+    let runs = h.json(&["runs", "list"]);
+    assert_eq!(runs[0]["state"], "ended", "{runs}");
+    let reqs = seen.lock().unwrap().clone();
+    let told = reqs.iter().any(|r| {
+        r["messages"].as_array().is_some_and(|ms| {
+            ms.iter().any(|m| {
+                m["role"] == "tool"
+                    && m["content"]
+                        .as_str()
+                        .is_some_and(|c| c.contains("NUL") && c.contains("deliveries[0].object"))
+            })
+        })
+    });
+    assert!(told, "{reqs:?}");
+}
+
+#[test]
+fn nul_in_a_title_is_refused_alike_on_sqlite() {
+    nul_in_a_title_is_refused_alike(false);
+}
+
+#[test]
+fn nul_in_a_title_is_refused_alike_on_postgresql() {
+    nul_in_a_title_is_refused_alike(true);
+}
+
+/// A real `vouch serve --http` on loopback; killed when dropped.
+struct Served(std::process::Child);
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The same exchange as [`mcp_stdio`] over `/mcp` of a real `vouch serve --http` with a token.
+fn mcp_http(h: &Home, calls: &[Value]) -> Vec<Value> {
+    let token = h.json(&["token", "new", "mcp"])["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut child = h
+        .command()
+        .args(["--json", "serve", "--http", "127.0.0.1:0"])
+        .env_remove("VOUCH_FOLDER_ROOT")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let _server = Served(child);
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).unwrap();
+    let listening: Value = serde_json::from_str(&line).unwrap();
+    let url = format!("http://{}/mcp", listening["listening"].as_str().unwrap());
+    let mut session: Option<String> = None;
+    let mut post = |v: Value| -> Option<Value> {
+        let mut req = ureq::post(&url)
+            .set("Content-Type", "application/json")
+            .set("Accept", "application/json, text/event-stream")
+            .set("Authorization", &format!("Bearer {token}"));
+        if let Some(s) = &session {
+            req = req.set("Mcp-Session-Id", s);
+        }
+        let resp = req.send_string(&v.to_string()).unwrap();
+        if let Some(s) = resp.header("mcp-session-id") {
+            session = Some(s.to_string());
+        }
+        let body = resp.into_string().unwrap();
+        let body = body
+            .lines()
+            .find_map(|l| l.strip_prefix("data:"))
+            .unwrap_or(&body)
+            .trim()
+            .to_string();
+        serde_json::from_str(&body).ok()
+    };
+    post(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-03-26", "capabilities": {},
+        "clientInfo": {"name": "hostile", "version": "0"}}}),
+    )
+    .expect("initialize answered");
+    post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    calls
+        .iter()
+        .enumerate()
+        .map(|(n, c)| {
+            post(json!({"jsonrpc": "2.0", "id": n + 1, "method": "tools/call", "params": c}))
+                .expect("a JSON-RPC answer")
+        })
+        .collect()
+}
+
+/// Issue 21 defect 1 over `/mcp` of `vouch serve --http`: the same hostile ids, the same
+/// world check as over stdio — every id refused before a run exists, nothing outside the home
+/// changed, every file beneath it named by the host.
+fn model_chosen_delivery_id_never_becomes_a_path_through_mcp_over_http(pg: bool) {
+    let (h, victim) = setup(pg);
+    let before = outside_now(&h);
+    let mut calls: Vec<Value> = hostile_ids(&victim)
+        .iter()
+        .map(|id| {
+            json!({"name": "declare", "arguments": {"title": "hostile agent", "deliveries": [
+                {"id": id, "verb": "write", "destination": {"kind": "surface"}}]}})
+        })
+        .collect();
+    // And a hostile id where an id looks a run up.
+    calls.extend(
+        hostile_ids(&victim)
+            .iter()
+            .map(|id| json!({"name": "run_status", "arguments": {"run": id}})),
+    );
+    let answers = mcp_http(&h, &calls);
+    let n = hostile_ids(&victim).len();
+    for (a, id) in answers[..n].iter().zip(hostile_ids(&victim)) {
+        let text = a.to_string();
+        assert!(
+            a["result"]["isError"] == true && refused(&text),
+            "{:.60}: {text:.600}",
+            id
+        );
+    }
+    for (a, id) in answers[n..].iter().zip(hostile_ids(&victim)) {
+        let text = a.to_string();
+        assert!(
+            a["result"]["isError"] == true || a["error"].is_object(),
+            "{:.60}: {text:.600}",
+            id
+        );
+    }
+    assert_eq!(h.json(&["runs", "list"]), json!([]));
+    check_world(&h, &before);
+    assert_eq!(
+        std::fs::read_to_string(victim.join("README")).unwrap(),
+        "original\n"
+    );
+}
+
+#[test]
+fn model_chosen_delivery_id_never_becomes_a_path_through_mcp_over_http_on_sqlite() {
+    model_chosen_delivery_id_never_becomes_a_path_through_mcp_over_http(false);
+}
+
+#[test]
+fn model_chosen_delivery_id_never_becomes_a_path_through_mcp_over_http_on_postgresql() {
+    model_chosen_delivery_id_never_becomes_a_path_through_mcp_over_http(true);
 }

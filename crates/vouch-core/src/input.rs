@@ -38,6 +38,44 @@ pub fn check_id(id: &str) -> Result<(), IdError> {
     }
 }
 
+/// Free text (a title, a summary, a question, a brief, a prompt, a tag) cannot hold NUL:
+/// PostgreSQL refuses it in a text column and SQLite keeps it, so the same words would be a
+/// run on one backend and an opaque store error (perhaps a run half made) on the other. Refused
+/// alike, as bad input, before anything is written. Other control characters (a newline, a
+/// tab) are ordinary in free text and stay.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("contains the control character NUL (U+0000) at byte {at}; free text cannot hold it: send it again without")]
+pub struct NulInText {
+    pub at: usize,
+}
+
+/// Checks free text for NUL (see [`NulInText`]).
+pub fn check_text(text: &str) -> Result<(), NulInText> {
+    match text.find('\0') {
+        Some(at) => Err(NulInText { at }),
+        None => Ok(()),
+    }
+}
+
+/// The first string (key or value) in a JSON document that holds NUL, named by its path
+/// (`.title`, `.deliveries[2].summary`), with where in it; `None` if there is none. Request
+/// bodies and tool-call arguments are checked with this before any of their text is used.
+pub fn nul_in_json(v: &serde_json::Value) -> Option<(String, NulInText)> {
+    use serde_json::Value;
+    match v {
+        Value::String(s) => check_text(s).err().map(|e| (String::new(), e)),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, item)| nul_in_json(item).map(|(p, e)| (format!("[{i}]{p}"), e))),
+        Value::Object(map) => map.iter().find_map(|(k, item)| match check_text(k) {
+            Err(e) => Some((format!(".{}", k.replace('\0', "\\0")), e)),
+            Ok(()) => nul_in_json(item).map(|(p, e)| (format!(".{k}{p}"), e)),
+        }),
+        _ => None,
+    }
+}
+
 /// What is wrong with a query string.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum QueryError {
@@ -141,6 +179,23 @@ mod tests {
                 bytes: ID_BYTES_MAX + 1
             })
         );
+    }
+
+    #[test]
+    fn nul_in_free_text_is_refused_and_named_by_its_path() {
+        assert_eq!(check_text("line one\nline\ttwo €"), Ok(()));
+        assert_eq!(check_text("a\0b"), Err(NulInText { at: 1 }));
+        let v =
+            serde_json::json!({"title": "fine", "deliveries": [{"id": "d1"}, {"summary": "x\0"}]});
+        assert_eq!(
+            nul_in_json(&v),
+            Some((".deliveries[1].summary".into(), NulInText { at: 1 }))
+        );
+        assert_eq!(
+            nul_in_json(&serde_json::json!({"a\0": 1})).map(|p| p.0),
+            Some(".a\\0".into())
+        );
+        assert_eq!(nul_in_json(&serde_json::json!({"n": 1, "t": ["ok"]})), None);
     }
 
     #[test]

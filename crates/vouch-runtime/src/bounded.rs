@@ -10,6 +10,10 @@ use std::path::{Path, PathBuf};
 /// (`host::TURN_BYTES_MAX`), so whatever a script says fits the journal.
 pub const INPUT_FILE_BYTES_MAX: u64 = 2 << 20;
 
+/// Bytes a secret's file (a model key, a destination's password) holds at most: a key is a
+/// line; a file named by mistake (`/dev/zero`, a log) is refused at the limit, not read whole.
+pub const SECRET_FILE_BYTES_MAX: u64 = 64 << 10;
+
 /// Why a file could not be read; each names the file and what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
@@ -54,6 +58,16 @@ pub fn read_text(path: &Path, what: &str, bytes_max: u64) -> Result<String, Read
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_secret_file_is_read_only_to_the_limit() {
+        let r = crate::config::SecretRef {
+            env: None,
+            file: Some("/dev/zero".into()),
+        };
+        let e = r.resolve().unwrap_err();
+        assert!(e.contains("/dev/zero") && e.contains("65536"), "{e}");
+    }
 
     #[test]
     fn dev_zero_is_read_only_to_the_limit() {

@@ -80,9 +80,14 @@ impl SecretRef {
             return std::env::var(name).map_err(|_| format!("set the environment variable {name}"));
         }
         if let Some(path) = &self.file {
-            return std::fs::read_to_string(path)
-                .map(|s| s.trim().to_string())
-                .map_err(|e| format!("make {} readable ({e})", path.display()));
+            use crate::bounded::{read_text, ReadError, SECRET_FILE_BYTES_MAX};
+            return match read_text(path, "secret file", SECRET_FILE_BYTES_MAX) {
+                Ok(s) => Ok(s.trim().to_string()),
+                Err(e @ ReadError::TooLarge { .. }) => Err(e.to_string()),
+                Err(ReadError::Io { source, .. }) => {
+                    Err(format!("make {} readable ({source})", path.display()))
+                }
+            };
         }
         Err("give `env` or `file`".into())
     }

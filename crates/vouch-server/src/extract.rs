@@ -52,6 +52,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
 }
 
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    refuse_nul(bytes)?;
     let de = &mut serde_json::Deserializer::from_slice(bytes);
     match serde_path_to_error::deserialize::<_, T>(de) {
         Ok(v) => Ok(v),
@@ -158,4 +159,24 @@ pub fn path_id(name: &str, value: &str) -> Result<(), ApiError> {
         )
         .with_field(name)
     })
+}
+
+/// §17.1: no string in a body holds NUL (PostgreSQL cannot keep it, SQLite would): a 422
+/// naming the field, before any of the body is used. JSON can carry NUL only escaped, so a
+/// body without `\u0000` is passed through unparsed.
+fn refuse_nul(bytes: &[u8]) -> Result<(), ApiError> {
+    if !bytes.windows(6).any(|w| w.eq_ignore_ascii_case(b"\\u0000")) {
+        return Ok(());
+    }
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(bytes) else {
+        return Ok(()); // the syntax error is reported by the caller
+    };
+    match vouch_core::input::nul_in_json(&v) {
+        Some((path, e)) => {
+            let field = path.trim_start_matches('.');
+            let field = if field.is_empty() { "body" } else { field };
+            Err(ApiError::field(field.to_string(), format!("`{field}` {e}")))
+        }
+        None => Ok(()),
+    }
 }

@@ -354,6 +354,11 @@ impl VouchMcp {
 
     /// One tool call, synchronously (on a blocking thread).
     pub fn call(&self, name: &str, args: &Value) -> ApiResult<Value> {
+        // §17.1: no argument's text holds NUL, whichever backend; the agent can send it again.
+        if let Some((path, e)) = vouch_core::input::nul_in_json(args) {
+            let field = path.trim_start_matches('.').to_string();
+            return Err(ApiError::field(field.clone(), format!("`{field}` {e}")));
+        }
         let s = &self.state;
         match name {
             "task_list" => {

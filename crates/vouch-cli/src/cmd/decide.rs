@@ -83,6 +83,7 @@ pub fn edit(dir: &Path, run: &str, delivery: &str, payload: &Path, json: bool) -
             payload.display()
         ))
     })?;
+    crate::refuse_nul(&value, "payload file", payload)?;
     let hash = host.edit(&rec.id, delivery, &value).map_err(host_err)?;
     if json {
         outln!(

@@ -365,6 +365,7 @@ pub fn read_script(path: &Path) -> Result<Value> {
     .map_err(|e| bad(e.to_string()))?;
     let v: Value = serde_json::from_str(&text)
         .map_err(|e| bad(format!("script {} is not valid JSON: {e}", path.display())))?;
+    crate::refuse_nul(&v, "script", path)?;
     let turns = match v {
         Value::Array(_) => v,
         Value::Object(ref o) if o.contains_key("script") => o["script"].clone(),

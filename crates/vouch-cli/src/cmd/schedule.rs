@@ -54,6 +54,7 @@ pub fn schedule(dir: &Path, cmd: ScheduleCmd, json: bool) -> Result<i32> {
             .map_err(|e| bad(e.to_string()))?;
             let r: Value = serde_json::from_str(&text)
                 .map_err(|e| bad(format!("routine {} is not JSON: {e}", routine.display())))?;
+            crate::refuse_nul(&r, "routine", &routine)?;
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_millis() as i64)

@@ -31,6 +31,9 @@ impl Host {
                 "a run needs a title: say in words what the person asked for".into(),
             ));
         }
+        if let Err(e) = vouch_core::input::check_text(&spec.title) {
+            return Err(HostError::BadInput(format!("the title {e}")));
+        }
         if spec.title.len() > TITLE_BYTES_MAX {
             return Err(HostError::BadInput(format!(
                 "the title is {} bytes, more than the limit of {TITLE_BYTES_MAX}; give a shorter title",
@@ -592,6 +595,13 @@ impl Host {
                 )))
             }
         };
+        // §17.1: free text holds no NUL, on either backend; the model can send it again.
+        if let Some((path, e)) = vouch_core::input::nul_in_json(&args) {
+            return Ok(CallResult::repair(format!(
+                "invalid arguments for `{}`: `{path}` {e}",
+                call.name
+            )));
+        }
         match call.name.as_str() {
             "declare" => self.declare(run, &args),
             "clarify" => {

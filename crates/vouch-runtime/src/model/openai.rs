@@ -274,7 +274,12 @@ impl OpenAiConfig {
                     })?,
             );
         } else if let Some(path) = text("key_file") {
-            let key = std::fs::read_to_string(&path).map_err(|e| OpenAiConfigError::Invalid {
+            let key = crate::bounded::read_text(
+                std::path::Path::new(&path),
+                "model key file",
+                crate::bounded::SECRET_FILE_BYTES_MAX,
+            )
+            .map_err(|e| OpenAiConfigError::Invalid {
                 var: "the model key's file",
                 value: path.clone(),
                 reason: format!("it cannot be read: {e}"),
