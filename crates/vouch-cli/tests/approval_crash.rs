@@ -8,7 +8,7 @@
 mod support;
 
 use serde_json::json;
-use support::{Backend, Home, SmtpSink};
+use support::{email_waiting_for_approval, Backend, SmtpSink};
 
 #[test]
 fn a_crash_right_after_an_approval_still_sends_the_approved_email_exactly_once() {
@@ -25,20 +25,7 @@ fn a_crash_before_the_approval_event_was_durable_still_carries_out_the_approved_
 fn crash_after_approval(point: &str) {
     let tmp = tempfile::tempdir().unwrap();
     let sink = SmtpSink::start(&tmp.path().join("mail"));
-    let h = Home::new(&format!(
-        "[email]\nhost = \"127.0.0.1\"\nport = {}\nfrom = \"agent@example.com\"\ntls = \"none\"\ntimeout_ms = 5000\n",
-        sink.port
-    ));
-    let s = h.script(&json!([
-        {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "email", "address": "board@example.com"}}]}},
-        {"deliver": "d1", "payload": {"to": "board@example.com", "subject": "Q4", "body": "The approved numbers."}},
-        {"final": ""}
-    ]));
-    assert!(h
-        .vouch(&["run", "Email the board", "--script", &s], &[])
-        .status
-        .success());
-    let card = h.json(&["approvals"])[0].clone();
+    let (h, card) = email_waiting_for_approval(Backend::Sqlite, &sink, "The approved numbers.");
     let run = card["run"].as_str().unwrap().to_string();
     let hash = card["payload_hash"].as_str().unwrap().to_string();
 
@@ -96,23 +83,7 @@ fn a_denial_survives_a_crash() {
 fn crash_after_denial(backend: Backend, point: &str) {
     let tmp = tempfile::tempdir().unwrap();
     let sink = SmtpSink::start(&tmp.path().join("mail"));
-    let h = Home::on(
-        backend,
-        &format!(
-            "[email]\nhost = \"127.0.0.1\"\nport = {}\nfrom = \"agent@example.com\"\ntls = \"none\"\ntimeout_ms = 5000\n",
-            sink.port
-        ),
-    );
-    let s = h.script(&json!([
-        {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "email", "address": "board@example.com"}}]}},
-        {"deliver": "d1", "payload": {"to": "board@example.com", "subject": "Q4", "body": "Numbers nobody approved."}},
-        {"final": ""}
-    ]));
-    assert!(h
-        .vouch(&["run", "Email the board", "--script", &s], &[])
-        .status
-        .success());
-    let card = h.json(&["approvals"])[0].clone();
+    let (h, card) = email_waiting_for_approval(backend, &sink, "Numbers nobody approved.");
     let run = card["run"].as_str().unwrap().to_string();
 
     let out = h.vouch(&["deny", &run, "d1"], &[("VOUCH_CRASH_AFTER", point)]);

@@ -10,7 +10,7 @@ mod support;
 
 use serde_json::json;
 use std::process::Output;
-use support::{Backend, Home, SmtpSink};
+use support::{email_waiting_for_approval, Backend, Home, SmtpSink};
 
 fn text(out: &Output) -> String {
     format!(
@@ -30,23 +30,7 @@ fn verify_checks_every_table_and_a_damaged_store_refuses_new_runs() {
 fn damaged_store_refuses_new_runs(backend: Backend) {
     let tmp = tempfile::tempdir().unwrap();
     let sink = SmtpSink::start(&tmp.path().join("mail"));
-    let h = Home::on(
-        backend,
-        &format!(
-            "[email]\nhost = \"127.0.0.1\"\nport = {}\nfrom = \"agent@example.com\"\ntls = \"none\"\ntimeout_ms = 5000\n",
-            sink.port
-        ),
-    );
-    let s = h.script(&json!([
-        {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "email", "address": "board@example.com"}}]}},
-        {"deliver": "d1", "payload": {"to": "board@example.com", "subject": "Q4", "body": "The approved numbers."}},
-        {"final": ""}
-    ]));
-    assert!(h
-        .vouch(&["run", "Email the board", "--script", &s], &[])
-        .status
-        .success());
-    let card = h.json(&["approvals"])[0].clone();
+    let (h, card) = email_waiting_for_approval(backend, &sink, "The approved numbers.");
     let run = card["run"].as_str().unwrap().to_string();
     let hash = card["payload_hash"].as_str().unwrap().to_string();
     let out = h.vouch(&["approve", &run, "d1", "--hash", &hash], &[]);

@@ -113,6 +113,29 @@ impl Drop for Home {
     }
 }
 
+/// A home on `backend` whose `[email]` is `sink`, with one run ("Email the board") waiting
+/// for approval of an e-mail of `body` to board@example.com; returns the home and its card.
+pub fn email_waiting_for_approval(backend: Backend, sink: &SmtpSink, body: &str) -> (Home, Value) {
+    let h = Home::on(
+        backend,
+        &format!(
+            "[email]\nhost = \"127.0.0.1\"\nport = {}\nfrom = \"agent@example.com\"\ntls = \"none\"\ntimeout_ms = 5000\n",
+            sink.port
+        ),
+    );
+    let s = h.script(&serde_json::json!([
+        {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "email", "address": "board@example.com"}}]}},
+        {"deliver": "d1", "payload": {"to": "board@example.com", "subject": "Q4", "body": body}},
+        {"final": ""}
+    ]));
+    assert!(h
+        .vouch(&["run", "Email the board", "--script", &s], &[])
+        .status
+        .success());
+    let card = h.json(&["approvals"])[0].clone();
+    (h, card)
+}
+
 pub struct SmtpSink {
     child: Child,
     pub dir: PathBuf,
