@@ -33,6 +33,18 @@ pub struct PatchCase {
     /// Paths the trace saw written (`None`: no trace asked for).
     #[serde(default)]
     pub traced: Option<Vec<String>>,
+    /// Symlinks in the diff: changed path → its target (§14.0.3).
+    #[serde(default)]
+    pub symlinks: BTreeMap<String, String>,
+    /// Changed paths whose mode changed (both sides present).
+    #[serde(default)]
+    pub mode_changed: Vec<String>,
+    /// Changed paths that are submodules (gitlinks) on either side.
+    #[serde(default)]
+    pub submodules: Vec<String>,
+    /// The worktree's `.git` file was rewritten during the attempt.
+    #[serde(default)]
+    pub git_rewritten: bool,
     /// The model's final text. Read by nothing below (§14: it changes nothing).
     #[serde(default)]
     pub final_text: String,
@@ -96,6 +108,7 @@ pub fn patch(c: &PatchCase) -> PatchAnswer {
         (c.head_moved, "patch.unknown.head_moved"),
         (c.worktree_replaced, "patch.unknown.worktree_replaced"),
         (c.changed.is_none(), "patch.unknown.diff_unreadable"),
+        (c.git_rewritten, "patch.unknown.git_rewritten"),
     ];
     let mut unknown = false;
     for (fault, rule) in faults {
@@ -112,10 +125,17 @@ pub fn patch(c: &PatchCase) -> PatchAnswer {
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
+    let tricks = tricks(c, &changed);
+    if !tricks.is_empty() {
+        cite("patch.trick_is_collateral");
+    }
     let collateral: Vec<String> = changed
         .iter()
-        .filter(|p| !c.allow.iter().any(|g| glob_allows(g, p)))
+        .filter(|p| tricks.contains(*p) || !c.allow.iter().any(|g| glob_allows(g, p)))
+        .chain(&tricks)
         .cloned()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
         .collect();
     let checks: BTreeMap<String, Option<i32>> = c
         .checks
@@ -174,16 +194,51 @@ pub fn patch(c: &PatchCase) -> PatchAnswer {
         verdict: if ok { "accepted" } else { "rejected" }.into(),
         attribution: if unknown { "unknown" } else { "attributed" }.into(),
         changed: if c.changed.is_some() { changed } else { vec![] },
-        collateral: if c.changed.is_some() {
-            collateral
-        } else {
-            vec![]
-        },
+        // Of an unreadable diff only a rewritten `.git` is known.
+        collateral,
         checks,
         no_effect,
         transient,
         rules,
     }
+}
+
+/// §14.0.3: the paths of the diff the host never applies — a submodule, a name inside a
+/// `.git` folder, `.gitmodules`, a mode change, a symlink whose target leaves the repository —
+/// and `.git` itself when it was rewritten.
+fn tricks(c: &PatchCase, changed: &[String]) -> BTreeSet<String> {
+    let leaves = |path: &str, target: &str| {
+        // Resolve the target against the link's folder, segment by segment.
+        let mut at: Vec<&str> = path.split('/').collect();
+        at.pop();
+        target.is_empty()
+            || target.starts_with('/')
+            || target.split('/').any(|s| {
+                if s == ".." {
+                    at.pop().is_none()
+                } else {
+                    if !s.is_empty() && s != "." {
+                        at.push(s);
+                    }
+                    s.eq_ignore_ascii_case(".git")
+                }
+            })
+    };
+    let mut out: BTreeSet<String> = changed
+        .iter()
+        .filter(|p| {
+            c.submodules.contains(p)
+                || c.mode_changed.contains(p)
+                || p.eq_ignore_ascii_case(".gitmodules")
+                || p.split('/').any(|s| s.eq_ignore_ascii_case(".git"))
+                || c.symlinks.get(*p).is_some_and(|t| leaves(p, t))
+        })
+        .cloned()
+        .collect();
+    if c.git_rewritten {
+        out.insert(".git".into());
+    }
+    out
 }
 
 /// A name the worktree's tools accept (§14.0.2): relative, plain components, not `.git`.

@@ -7,11 +7,72 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// One changed path with its blob ids at the base and in the worktree (`None`: absent).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Change {
     pub path: String,
     pub before: Option<String>,
     pub after: Option<String>,
+    /// The git modes on each side (`100644`, `100755`, `120000` a symlink, `160000` a
+    /// submodule); `None`: absent on that side.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode_before: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode_after: Option<String>,
+    /// A symlink's target after the change (read by the host from the blob).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_target: Option<String>,
+}
+
+/// A symlink mode and a submodule (gitlink) mode in a git tree.
+const SYMLINK_MODE: &str = "120000";
+const GITLINK_MODE: &str = "160000";
+
+/// Whether a symlink at `path` pointing at `target` leads outside the repository (or into
+/// its `.git`): an absolute target, or one whose `..` climb above the top.
+pub fn link_leaves(path: &str, target: &str) -> bool {
+    if target.is_empty() || target.starts_with('/') {
+        return true;
+    }
+    let mut depth: Vec<&str> = path.split('/').collect();
+    depth.pop();
+    for part in target.split('/') {
+        match part {
+            "" | "." => {}
+            ".." if depth.pop().is_none() => return true,
+            ".." => {}
+            p if p.eq_ignore_ascii_case(".git") => return true,
+            p => depth.push(p),
+        }
+    }
+    false
+}
+
+/// Why a change is a trick the host never applies, or `None` (§14.0.3): a submodule, a
+/// symlink that leads out of the repository, a mode change, `.gitmodules`, a `.git` name.
+pub fn trick(c: &Change) -> Option<String> {
+    let p = &c.path;
+    let (mb, ma) = (c.mode_before.as_deref(), c.mode_after.as_deref());
+    if mb == Some(GITLINK_MODE) || ma == Some(GITLINK_MODE) {
+        return Some(format!("`{p}` is a submodule (a nested repository)"));
+    }
+    if p.split('/').any(|s| s.eq_ignore_ascii_case(".git")) {
+        return Some(format!("`{p}` is inside a `.git` folder"));
+    }
+    if p.eq_ignore_ascii_case(".gitmodules") {
+        return Some(format!("`{p}` declares submodules"));
+    }
+    if ma == Some(SYMLINK_MODE) {
+        let t = c.link_target.as_deref().unwrap_or("");
+        if link_leaves(p, t) {
+            return Some(format!(
+                "`{p}` is a symlink to `{t}`, outside the repository"
+            ));
+        }
+    }
+    match (mb, ma) {
+        (Some(b), Some(a)) if a != b => Some(format!("`{p}` changed mode {b} → {a}")),
+        _ => None,
+    }
 }
 
 /// The fresh diff as the host read it, or why it could not.
@@ -72,6 +133,8 @@ pub struct Facts<'a> {
     pub reported_writes: Vec<String>,
     /// Paths the trace saw written during the attempt (`None` without a trace).
     pub traced: Option<Vec<String>>,
+    /// The worktree's `.git` file no longer says what the host wrote there.
+    pub git_rewritten: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -96,8 +159,12 @@ pub struct Evaluation {
     pub attribution: Attribution,
     /// Changed paths, sorted (empty when the diff could not be read).
     pub changed: Vec<String>,
-    /// Changed paths outside the allow-list.
+    /// Changed paths outside the allow-list, and every trick.
     pub collateral: Vec<String>,
+    /// What the diff tried that the host never applies (a symlink out, a mode change, a
+    /// submodule, a `.git` write), one sentence each.
+    #[serde(default)]
+    pub tricks: Vec<String>,
     /// Targets that did not change.
     pub missing_targets: Vec<String>,
     /// Each declared check's exit status (`null`: it did not finish with one).
@@ -127,6 +194,10 @@ pub fn evaluate(f: &Facts) -> Evaluation {
     if !f.integrity.identity_matches {
         reasons.push("the worktree was replaced during the attempt".to_string());
     }
+    if f.git_rewritten {
+        // Git read the worktree through that file: the diff may be another repository's.
+        reasons.push("the worktree's `.git` was rewritten during the attempt".to_string());
+    }
     let changed: Vec<String> = match &f.diff {
         DiffObs::Read { changes } => changes
             .iter()
@@ -147,11 +218,30 @@ pub fn evaluate(f: &Facts) -> Evaluation {
     // An input that does not parse as globs cannot have been offered; treat it as allowing
     // nothing rather than panicking.
     let allow = AllowList::new(&f.input.allow).ok();
+    let mut tricks: Vec<(String, String)> = match &f.diff {
+        DiffObs::Read { changes } => changes
+            .iter()
+            .filter_map(|c| trick(c).map(|t| (c.path.clone(), t)))
+            .collect(),
+        DiffObs::Unreadable { .. } => vec![],
+    };
+    if f.git_rewritten {
+        tricks.push((
+            ".git".into(),
+            "`.git` was rewritten (it would point git elsewhere)".into(),
+        ));
+    }
+    let tricky: BTreeSet<&str> = tricks.iter().map(|(p, _)| p.as_str()).collect();
     let collateral: Vec<String> = changed
         .iter()
-        .filter(|p| !allow.as_ref().is_some_and(|a| a.allows(p)))
-        .cloned()
+        .map(String::as_str)
+        .chain(tricky.iter().copied())
+        .filter(|p| tricky.contains(p) || !allow.as_ref().is_some_and(|a| a.allows(p)))
+        .map(String::from)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
         .collect();
+    let tricks: Vec<String> = tricks.into_iter().map(|(_, t)| t).collect();
     let changed_set: BTreeSet<&str> = changed.iter().map(String::as_str).collect();
     let missing_targets: Vec<String> = f
         .input
@@ -205,7 +295,10 @@ pub fn evaluate(f: &Facts) -> Evaluation {
         if no_effect {
             reasons.push("a write was reported but the diff is empty: no effect".to_string());
         }
-        for p in &collateral {
+        for t in &tricks {
+            reasons.push(format!("{t}: never applied"));
+        }
+        for p in collateral.iter().filter(|p| !tricky_paths(&tricks, p)) {
             reasons.push(format!("`{p}` changed outside the allow-list"));
         }
         for t in &missing_targets {
@@ -239,6 +332,7 @@ pub fn evaluate(f: &Facts) -> Evaluation {
         attribution,
         changed,
         collateral,
+        tricks,
         missing_targets,
         checks,
         failed_checks,
@@ -247,6 +341,12 @@ pub fn evaluate(f: &Facts) -> Evaluation {
         transient,
         reasons,
     }
+}
+
+/// Whether a trick sentence names `path` (its sentence starts with the quoted path).
+fn tricky_paths(tricks: &[String], path: &str) -> bool {
+    let quoted = format!("`{path}`");
+    tricks.iter().any(|t| t.starts_with(&quoted))
 }
 
 /// Receipt lines that say what the evidence shows (§14): changed paths, checks with exit
@@ -294,6 +394,9 @@ pub fn receipt_lines(e: &Evaluation) -> Vec<String> {
             "Collateral (outside the allow-list): {}",
             e.collateral.join(", ")
         ));
+    }
+    for t in &e.tricks {
+        out.push(format!("Trick (collateral, never applied): {t}"));
     }
     if !e.missing_targets.is_empty() {
         out.push(format!(
@@ -350,6 +453,7 @@ mod tests {
             path: p.into(),
             before: Some("1".into()),
             after: Some("2".into()),
+            ..Default::default()
         }
     }
 
@@ -373,6 +477,7 @@ mod tests {
             checks,
             reported_writes: vec![],
             traced: None,
+            git_rewritten: false,
         }
     }
 

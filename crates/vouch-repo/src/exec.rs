@@ -1,10 +1,11 @@
-//! Running commands for the host: the `git` command, each check, and the agent's allowed
-//! commands. Every run has a time limit (the whole process group is killed when it passes)
-//! and keeps only a bounded tail of its output.
+//! Running the commands of a patch attempt: each check and the agent's allowed commands.
+//! Every one runs confined ([`crate::sandbox`]), has a time limit (the whole sandbox is
+//! killed when it passes) and a process limit the host watches, and keeps only a bounded
+//! tail of its output. (The host's own `git` commands are [`crate::git`]'s.)
 
+use crate::sandbox::{self, Sandbox};
 use std::io::{Read, Seek, SeekFrom};
-use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// Output kept of a check or a command: its last bytes.
@@ -21,21 +22,16 @@ pub struct Ran {
     pub tail: String,
     /// Why it did not end with an exit status.
     pub error: Option<String>,
+    /// What the sandbox refused or stopped (a process or output limit, the time limit, a
+    /// command it would not start), for the receipt.
+    pub refused: Option<String>,
 }
 
-/// Variables that would point git (or a check calling git) at another repository.
-const GIT_ENV: [&str; 5] = [
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_COMMON_DIR",
-];
-
-/// Run `program args…` in `dir` for at most `timeout`, keeping the last `tail_bytes` of its
-/// output. The command runs in its own process group, so a timeout ends its children too.
+/// Run `program args…` confined by `sandbox` (in its worktree) for at most `timeout`,
+/// keeping the last `tail_bytes` of its output. Past the time limit or the process limit the
+/// whole sandbox is killed (its PID namespace ends with its init).
 pub fn run(
-    dir: &Path,
+    sandbox: &Sandbox,
     program: &str,
     args: &[String],
     timeout: Duration,
@@ -45,7 +41,12 @@ pub fn run(
         exit: None,
         timed_out: false,
         tail: String::new(),
+        refused: Some(e.clone()),
         error: Some(e),
+    };
+    let mut cmd = match sandbox.command(program, args) {
+        Ok(c) => c,
+        Err(e) => return failed(e),
     };
     let mut out = match tempfile::tempfile() {
         Ok(f) => f,
@@ -55,51 +56,94 @@ pub fn run(
         (Ok(a), Ok(b)) => (a, b),
         (Err(e), _) | (_, Err(e)) => return failed(format!("cannot make an output file: {e}")),
     };
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::from(stdout))
         .stderr(Stdio::from(stderr));
-    for k in GIT_ENV {
-        cmd.env_remove(k);
-    }
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let mut child = match cmd.spawn() {
         Ok(c) => c,
-        Err(e) => return failed(format!("cannot start `{program}`: {e}")),
+        Err(e) => return failed(format!("cannot start the sandbox for `{program}`: {e}")),
     };
     let started = Instant::now();
-    let (status, timed_out) = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break (Some(s), false),
-            Ok(None) if started.elapsed() >= timeout => {
-                // The whole group: a shell's children must not outlive the limit.
-                // Signalled directly: the `kill` program of procps-ng 4.0 reads `-KILL -PGID`
-                // as "every process", which would end far more than this check.
-                if let Some(pgid) = rustix::process::Pid::from_raw(child.id() as i32) {
-                    let _ =
-                        rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
-                }
-                let _ = child.kill();
-                let _ = child.wait();
-                break (None, true);
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(POLL_MS)),
+    let processes_max = sandbox.limits.processes_max as usize;
+    let (status, stopped) = loop {
+        let over = match child.try_wait() {
+            Ok(Some(s)) => break (Some(s), None),
             Err(e) => return failed(format!("cannot wait for `{program}`: {e}")),
-        }
+            Ok(None) if started.elapsed() >= timeout => Stop::Time,
+            Ok(None) => match sandbox::processes_under(child.id()) {
+                Some(n) if n > processes_max => Stop::Processes(n),
+                _ => {
+                    std::thread::sleep(Duration::from_millis(POLL_MS));
+                    continue;
+                }
+            },
+        };
+        kill(&mut child);
+        break (None, Some(over));
     };
-    let error = match status {
-        _ if timed_out => Some(format!("killed after {} s", timeout.as_secs())),
-        Some(s) if s.code().is_none() => Some(format!("ended by a signal ({s})")),
-        _ => None,
-    };
+    let (error, refused) = ended(status, stopped, timeout, processes_max, sandbox);
     Ran {
         exit: status.and_then(|s| s.code()),
-        timed_out,
+        timed_out: stopped == Some(Stop::Time),
         tail: tail_of(&mut out, tail_bytes),
         error,
+        refused,
     }
+}
+
+/// Why the host stopped a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    Time,
+    Processes(usize),
+}
+
+/// End the sandbox: `prlimit` became `bwrap`, whose death ends the sandbox's init
+/// (`--die-with-parent`) and so every process in its PID namespace. Its group too, for the
+/// moment before bubblewrap has made the namespace.
+fn kill(child: &mut std::process::Child) {
+    // Signalled directly: the `kill` program of procps-ng 4.0 reads `-KILL -PGID` as "every
+    // process", which would end far more than this command.
+    if let Some(pgid) = rustix::process::Pid::from_raw(child.id() as i32) {
+        let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// The error and the refusal a command's end amounts to.
+fn ended(
+    status: Option<std::process::ExitStatus>,
+    stopped: Option<Stop>,
+    timeout: Duration,
+    processes_max: usize,
+    sandbox: &Sandbox,
+) -> (Option<String>, Option<String>) {
+    use std::os::unix::process::ExitStatusExt as _;
+    let refusal = match stopped {
+        Some(Stop::Time) => Some(format!(
+            "killed after {} s (its time limit)",
+            timeout.as_secs()
+        )),
+        Some(Stop::Processes(n)) => Some(format!(
+            "killed at {n} processes (the limit is {processes_max})"
+        )),
+        None => match status.and_then(|s| s.signal()) {
+            // SIGXFSZ: a file (its output included) grew past the limit.
+            Some(25) => Some(format!(
+                "killed when a file it wrote passed {} bytes (its output limit)",
+                sandbox.limits.output_bytes_max
+            )),
+            _ => None,
+        },
+    };
+    let error = match (&refusal, status) {
+        (Some(r), _) => Some(r.clone()),
+        (None, Some(s)) if s.code().is_none() => Some(format!("ended by a signal ({s})")),
+        _ => None,
+    };
+    (error, refusal)
 }
 
 /// The last `n` bytes of a file, as lossy UTF-8.

@@ -104,10 +104,14 @@ pub fn parse_raw_diff(out: &[u8]) -> Result<Vec<Change>, String> {
             .next()
             .ok_or_else(|| format!("diff line `{meta}` has no path"))?;
         let blob = |s: &str| (!s.bytes().all(|b| b == b'0')).then(|| s.to_string());
+        let mode = |s: &str| (!s.bytes().all(|b| b == b'0')).then(|| s.to_string());
         changes.push(Change {
             path: String::from_utf8_lossy(path).into_owned(),
             before: blob(fields[2]),
             after: blob(fields[3]),
+            mode_before: mode(fields[0]),
+            mode_after: mode(fields[1]),
+            link_target: None,
         });
     }
     Ok(changes)
@@ -125,14 +129,29 @@ pub fn snapshot_tree(worktree: &Path, base: &str, index: &Path) -> Result<String
     tree
 }
 
-/// Changed paths between the base commit and a tree, with their blob ids.
+/// A symlink's target is this long at most (longer is read as leaving the repository).
+pub const LINK_TARGET_BYTES_MAX: usize = 4096;
+
+/// Changed paths between the base commit and a tree, with their blob ids, modes and, for a
+/// symlink, its target.
 pub fn diff(worktree: &Path, base: &str, tree: &str) -> Result<Vec<Change>, GitError> {
-    let out =
-        Git::new(worktree).run(&["diff-tree", "-r", "-z", "--raw", "--no-renames", base, tree])?;
-    parse_raw_diff(&out).map_err(|message| GitError::Failed {
+    let g = Git::new(worktree);
+    let out = g.run(&["diff-tree", "-r", "-z", "--raw", "--no-renames", base, tree])?;
+    let mut changes = parse_raw_diff(&out).map_err(|message| GitError::Failed {
         args: "diff-tree".into(),
         message,
-    })
+    })?;
+    for c in &mut changes {
+        if let (Some("120000"), Some(blob)) = (c.mode_after.as_deref(), c.after.as_deref()) {
+            let target = g.run(&["cat-file", "blob", blob])?;
+            c.link_target = Some(if target.len() > LINK_TARGET_BYTES_MAX {
+                "/(a target too long to read)".into()
+            } else {
+                String::from_utf8_lossy(&target).into_owned()
+            });
+        }
+    }
+    Ok(changes)
 }
 
 #[cfg(test)]

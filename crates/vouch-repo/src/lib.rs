@@ -15,6 +15,7 @@ pub mod evaluate;
 pub mod exec;
 pub mod git;
 pub mod input;
+pub mod sandbox;
 pub mod trace;
 pub mod workspace;
 

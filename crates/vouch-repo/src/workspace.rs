@@ -5,6 +5,7 @@ use crate::evaluate::{evaluate, CheckRun, DiffObs, Evaluation, Facts, Integrity}
 use crate::exec::{self, TAIL_BYTES_MAX};
 use crate::git::{self, Git, GitError};
 use crate::input::{plain_path, PatchInput};
+use crate::sandbox::{Egress, Limits, Sandbox};
 use crate::trace::{Trace, TraceLog};
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
@@ -73,9 +74,31 @@ pub struct Workspace {
     pub input: PatchInput,
     root: PathBuf,
     admin: PathBuf,
+    /// The repository's git folder (read-only in the sandbox, so `git` works in checks).
+    common: PathBuf,
+    /// The worktree's `.git` file as created: rewritten, it points git elsewhere.
+    dot_git: Vec<u8>,
     dev_ino: (u64, u64),
     trace: Option<Trace>,
     writes: Mutex<Vec<String>>,
+    confinement: Confinement,
+    /// What the sandbox and the tools refused during the attempt, in order (bounded).
+    refusals: Mutex<Vec<String>>,
+}
+
+/// Refusals a workspace keeps at most (the first ones: a loop of refusals says no more).
+pub const REFUSALS_MAX: usize = 50;
+
+/// What the runtime profile grants the attempt's commands (§13.6.3): the programs, the
+/// worktree folders they may write (empty: all of it), their limits and their way out.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Confinement {
+    pub commands: Vec<String>,
+    pub writable: Vec<String>,
+    /// Hosts (`host` or `host:port`) the egress proxy lets the commands reach; empty: none.
+    pub network: Vec<String>,
+    pub limits: Limits,
+    pub egress: Option<Egress>,
 }
 
 /// `[A-Za-z0-9_-]` only (a task id or attempt in a path or a branch name).
@@ -180,6 +203,13 @@ impl Workspace {
         ])?;
         let wg = Git::new(&path);
         let admin = PathBuf::from(wg.text(&["rev-parse", "--absolute-git-dir"])?);
+        let common = PathBuf::from(wg.text(&["rev-parse", "--git-common-dir"])?);
+        let common = admin
+            .join(common)
+            .canonicalize()
+            .map_err(|e| io("resolve the git folder", e))?;
+        let dot_git =
+            std::fs::read(path.join(".git")).map_err(|e| io("read the worktree's .git", e))?;
         let head = wg.text(&["rev-parse", "HEAD"])?;
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -214,10 +244,56 @@ impl Workspace {
             input: input.clone(),
             root: path,
             admin,
+            common,
+            dot_git,
             dev_ino,
             trace,
             writes: Mutex::new(vec![]),
+            confinement: Confinement::default(),
+            refusals: Mutex::new(vec![]),
         })
+    }
+
+    /// Set what the profile grants the attempt's commands (before the run starts).
+    pub fn confine(&mut self, c: Confinement) {
+        self.confinement = c;
+    }
+
+    pub fn confinement(&self) -> &Confinement {
+        &self.confinement
+    }
+
+    /// Note something refused during the attempt (the receipt names it).
+    pub fn refused(&self, what: String) {
+        let mut r = self.refusals.lock().unwrap_or_else(|p| p.into_inner());
+        if r.len() < REFUSALS_MAX {
+            r.push(what);
+        }
+    }
+
+    /// What was refused so far.
+    pub fn refusals(&self) -> Vec<String> {
+        self.refusals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The sandbox a command runs in: the worktree (all of it writable for a check, the
+    /// profile's folders for the agent), the git folder read-only, the profile's limits and
+    /// network.
+    pub fn sandbox(&self, for_check: bool) -> Sandbox {
+        Sandbox {
+            worktree: self.root.clone(),
+            writable: if for_check {
+                vec![]
+            } else {
+                self.confinement.writable.clone()
+            },
+            read_only: vec![self.common.clone()],
+            limits: self.confinement.limits,
+            egress: self.confinement.egress.clone(),
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -252,6 +328,18 @@ impl Workspace {
 
     /// Read at most `bytes_max` bytes of a file beneath the worktree.
     pub fn read(&self, rel: &str, bytes_max: usize) -> Result<Vec<u8>, String> {
+        self.read_inner(rel, bytes_max)
+            .inspect_err(|e| self.note_escape(e))
+    }
+
+    /// An escape is a refusal the receipt names; a missing file is only an error.
+    fn note_escape(&self, e: &str) {
+        if e.contains("outside the worktree") {
+            self.refused(e.to_string());
+        }
+    }
+
+    fn read_inner(&self, rel: &str, bytes_max: usize) -> Result<Vec<u8>, String> {
         let rel = Self::name(rel)?;
         let f = self
             .dir()?
@@ -267,7 +355,19 @@ impl Workspace {
     /// Write a whole file beneath the worktree (folders created); the write is recorded as
     /// reported, so the evaluator can tell a write that changed nothing.
     pub fn write(&self, rel: &str, bytes: &[u8]) -> Result<(), String> {
+        self.write_inner(rel, bytes)
+            .inspect_err(|e| self.refused(e.clone()))
+    }
+
+    fn write_inner(&self, rel: &str, bytes: &[u8]) -> Result<(), String> {
         let rel = Self::name(rel)?;
+        let w = &self.confinement.writable;
+        if !w.is_empty() && !w.iter().any(|f| Path::new(rel).starts_with(f)) {
+            return Err(format!(
+                "path `{rel}` is not in a folder this runtime profile makes writable ({})",
+                w.join(", ")
+            ));
+        }
         let dir = self.dir()?;
         if let Some(parent) = Path::new(rel)
             .parent()
@@ -309,34 +409,37 @@ impl Workspace {
         Ok(out)
     }
 
-    /// Run a command in the worktree if its program is allowed; `timeout_s` is capped.
-    pub fn run(
-        &self,
-        argv: &[String],
-        allowed: &[String],
-        timeout_s: u64,
-    ) -> Result<exec::Ran, String> {
+    /// Run a command, confined, in the worktree if the profile allows its program;
+    /// `timeout_s` is capped. A refusal (a program not allowed, a limit reached) is noted.
+    pub fn run(&self, argv: &[String], timeout_s: u64) -> Result<exec::Ran, String> {
         let Some(program) = argv.first() else {
             return Err("give the command as a list: [program, args…]".into());
         };
+        let allowed = &self.confinement.commands;
         if !allowed.iter().any(|a| a == program) {
-            return Err(format!(
+            let e = format!(
                 "`{program}` is not a command this runtime profile allows{}",
                 if allowed.is_empty() {
                     " (it allows none)".to_string()
                 } else {
                     format!(" (allowed: {})", allowed.join(", "))
                 }
-            ));
+            );
+            self.refused(e.clone());
+            return Err(e);
         }
         let timeout = Duration::from_secs(timeout_s.clamp(1, COMMAND_TIMEOUT_S_MAX));
-        Ok(exec::run(
-            &self.root,
+        let ran = exec::run(
+            &self.sandbox(false),
             program,
             &argv[1..],
             timeout,
             TAIL_BYTES_MAX,
-        ))
+        );
+        if let Some(r) = &ran.refused {
+            self.refused(format!("`{program}`: {r}"));
+        }
+        Ok(ran)
     }
 
     /// What the worktree says about itself now.
@@ -382,12 +485,15 @@ impl Workspace {
                 .iter()
                 .map(|c| {
                     let r = exec::run(
-                        &self.root,
+                        &self.sandbox(true),
                         "sh",
                         &["-c".to_string(), c.cmd.clone()],
                         Duration::from_secs(c.timeout_s),
                         TAIL_BYTES_MAX,
                     );
+                    if let Some(why) = &r.refused {
+                        self.refused(format!("check `{}`: {why}", c.name));
+                    }
                     CheckRun {
                         name: c.name.clone(),
                         exit: r.exit,
@@ -412,6 +518,8 @@ impl Workspace {
             checks: checks.clone(),
             reported_writes: reported_writes.clone(),
             traced: trace.as_ref().map(TraceLog::touched),
+            git_rewritten: std::fs::read(self.root.join(".git")).ok().as_ref()
+                != Some(&self.dot_git),
         });
         let (mut commit, mut commit_error) = (None, None);
         if let (Some(tree), crate::evaluate::Attribution::Attributed, false) =

@@ -3,6 +3,7 @@
 
 use std::path::Path;
 use std::process::Command;
+use vouch_repo::workspace::Confinement;
 use vouch_repo::{apply, Attribution, CheckSpec, PatchInput, Verdict, Workspace};
 
 fn git(dir: &Path, args: &[&str]) -> String {
@@ -288,7 +289,7 @@ fn paths_outside_the_worktree_are_refused() {
     let (d, base) = repo();
     let outside = d.path().join("secret.txt");
     std::fs::write(&outside, "secret").unwrap();
-    let ws = Workspace::create(
+    let mut ws = Workspace::create(
         &input(d.path(), &base, GREP_RETRY, false),
         &d.path().join("wt"),
         "t9",
@@ -316,13 +317,15 @@ fn paths_outside_the_worktree_are_refused() {
     assert_eq!(std::fs::read_to_string(&outside).unwrap(), "secret");
     assert_eq!(ws.list("src").unwrap(), vec!["lib.rs", "link", "util.rs"]);
     // Commands: only the profile's programs.
+    ws.confine(Confinement {
+        commands: vec!["cat".into()],
+        ..Default::default()
+    });
     assert!(ws
-        .run(&["touch".into(), "x".into()], &["cargo".into()], 5)
+        .run(&["touch".into(), "x".into()], 5)
         .unwrap_err()
         .contains("not a command"));
-    let ran = ws
-        .run(&["cat".into(), "src/lib.rs".into()], &["cat".into()], 5)
-        .unwrap();
+    let ran = ws.run(&["cat".into(), "src/lib.rs".into()], 5).unwrap();
     assert_eq!((ran.exit, ran.tail.as_str()), (Some(0), "fn send() {}\n"));
 }
 
@@ -370,4 +373,301 @@ fn apply_fast_forwards_the_branch_and_refuses_when_it_moved() {
     let e = apply::fast_forward(&r, "other", &commit).unwrap_err();
     assert!(matches!(e, apply::ApplyError::NotFastForward(_)), "{e}");
     assert_eq!(git(&r, &["rev-parse", "other"]), before);
+}
+
+// ---- Escapes (issue 25): each named after the escape; each contained, and named. ----
+
+/// A worktree whose agent may run `sh` (and `bash`), confined as a patch attempt is.
+fn confined(d: &Path, base: &str, task: &str, allow: &[&str]) -> Workspace {
+    let mut i = input(d, base, "true", false);
+    i.allow = allow.iter().map(|s| s.to_string()).collect();
+    let mut ws = Workspace::create(&i, &d.join("wt"), task, 1).unwrap();
+    ws.confine(Confinement {
+        commands: vec!["sh".into(), "bash".into()],
+        ..Default::default()
+    });
+    ws
+}
+
+fn sh(ws: &Workspace, script: &str) -> vouch_repo::exec::Ran {
+    ws.run(&["sh".into(), "-c".into(), script.into()], 20)
+        .unwrap()
+}
+
+#[test]
+fn escape_write_outside_the_worktree() {
+    let (d, base) = repo();
+    let ws = confined(d.path(), &base, "e1", &["src/**"]);
+    let outside = d.path().join("outside.txt");
+    let target = d.path().join("repo/src/lib.rs");
+    let ran = sh(
+        &ws,
+        &format!(
+            "echo owned > {o}; echo owned > {t}; echo owned > /etc/owned; echo owned > /usr/owned; echo ok > src/lib.rs",
+            o = outside.display(),
+            t = target.display()
+        ),
+    );
+    // The command ran (its last write, inside, worked) and nothing outside changed.
+    assert_eq!(ran.exit, Some(0), "{ran:?}");
+    assert!(!outside.exists());
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "fn send() {}\n");
+    assert!(!Path::new("/etc/owned").exists() && !Path::new("/usr/owned").exists());
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("src/lib.rs")).unwrap(),
+        "ok\n"
+    );
+}
+
+#[test]
+fn escape_read_the_vouch_home_and_its_keys() {
+    let (d, base) = repo();
+    // The worktrees folder sits in the home, beside the identities.
+    let home = d.path().join("home");
+    std::fs::create_dir_all(home.join("identities")).unwrap();
+    std::fs::write(home.join("identities/w.key"), "SECRET-KEY-MATERIAL").unwrap();
+    std::env::set_var("VOUCH_ESCAPE_TEST_KEY", "SECRET-FROM-ENV");
+    let i = input(d.path(), &base, "true", false);
+    let mut ws = Workspace::create(&i, &home.join("worktrees"), "e2", 1).unwrap();
+    ws.confine(Confinement {
+        commands: vec!["sh".into()],
+        ..Default::default()
+    });
+    let ran = sh(
+        &ws,
+        &format!(
+            "cat {k} ../../identities/w.key; ls {h} ~ /root; env",
+            k = home.join("identities/w.key").display(),
+            h = home.display()
+        ),
+    );
+    assert!(!ran.tail.contains("SECRET"), "{}", ran.tail);
+    assert!(ran.tail.contains("PATH="), "{}", ran.tail);
+    let names: Vec<&str> = ran
+        .tail
+        .lines()
+        .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+        .filter(|k| k.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
+        .collect();
+    for n in names {
+        assert!(
+            ["PATH", "HOME", "TMPDIR", "LANG", "PWD", "SHLVL", "_", "OLDPWD"].contains(&n),
+            "{n} leaked into the sandbox: {}",
+            ran.tail
+        );
+    }
+}
+
+#[test]
+fn escape_reach_a_loopback_server_not_on_the_allow_list() {
+    let (d, base) = repo();
+    let ws = confined(d.path(), &base, "e3", &["src/**"]);
+    let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    server.set_nonblocking(true).unwrap();
+    let port = server.local_addr().unwrap().port();
+    let ran = ws
+        .run(
+            &[
+                "bash".into(),
+                "-c".into(),
+                format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo CONNECTED"),
+            ],
+            20,
+        )
+        .unwrap();
+    assert_ne!(ran.exit, Some(0), "{ran:?}");
+    assert!(!ran.tail.contains("CONNECTED"));
+    // The host's server never saw a connection.
+    assert_eq!(
+        server.accept().unwrap_err().kind(),
+        std::io::ErrorKind::WouldBlock
+    );
+}
+
+#[test]
+fn escape_fork_bomb() {
+    let (d, base) = repo();
+    let mut ws = confined(d.path(), &base, "e4", &["src/**"]);
+    let mut c = ws.confinement().clone();
+    c.limits.processes_max = 16;
+    ws.confine(c);
+    // Forks without end: every child sleeps, the loop never waits.
+    let ran = sh(&ws, "while :; do sleep 1000 & done");
+    assert!(!ran.timed_out, "{ran:?}");
+    let refused = ran.refused.unwrap();
+    assert!(refused.contains("processes"), "{refused}");
+    assert!(ws.refusals().iter().any(|r| r.contains("the limit is 16")));
+    assert!(gone("sleep 1000"));
+}
+
+/// Whether no process on the machine runs `cmdline` (waiting, bounded, for the kernel to
+/// finish ending a PID namespace).
+fn gone(cmdline: &str) -> bool {
+    let running = || {
+        std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).replace('\0', " ").trim() == cmdline)
+                .unwrap_or(false)
+        })
+    };
+    (0..250).any(|_| {
+        let r = !running();
+        if !r {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        r
+    })
+}
+
+#[test]
+fn escape_a_command_that_outlives_its_limit() {
+    let (d, base) = repo();
+    let ws = confined(d.path(), &base, "e5", &["src/**"]);
+    // A child in its own session, detached from the shell, would outlive a group kill.
+    let ran = ws
+        .run(
+            &[
+                "sh".into(),
+                "-c".into(),
+                "setsid sleep 1001 & sleep 1001".into(),
+            ],
+            1,
+        )
+        .unwrap();
+    assert!(ran.timed_out);
+    assert!(ran.refused.unwrap().contains("time limit"));
+    assert!(gone("sleep 1001"));
+}
+
+#[test]
+fn escape_symlink_out_of_the_repository() {
+    let (d, base) = repo();
+    let ws = confined(d.path(), &base, "e6", &["src/**"]);
+    let ran = sh(
+        &ws,
+        "ln -s /etc/passwd src/passwd && ln -s ../../outside src/up && ln -s util.rs src/ok",
+    );
+    assert_eq!(ran.exit, Some(0), "{ran:?}");
+    let (o, _) = ws.observe();
+    let e = &o.evaluation;
+    assert_eq!(e.verdict, Verdict::Rejected);
+    assert_eq!(e.collateral, vec!["src/passwd", "src/up"]);
+    assert!(e
+        .tricks
+        .iter()
+        .any(|t| t.contains("`src/passwd` is a symlink to `/etc/passwd`")));
+    let lines = vouch_repo::receipt_lines(e).join("\n");
+    assert!(
+        lines.contains("Trick (collateral, never applied)"),
+        "{lines}"
+    );
+}
+
+#[test]
+fn escape_hard_link_to_a_file_outside() {
+    let (d, base) = repo();
+    let ws = confined(d.path(), &base, "e7", &["src/**"]);
+    let git_dir = d.path().join("repo/.git/config");
+    let ran = sh(
+        &ws,
+        &format!(
+            "ln {g} src/cfg; ln /etc/hostname src/host; ln /etc/passwd /tmp/p && cp /tmp/p src/copy; ls src",
+            g = git_dir.display()
+        ),
+    );
+    // Across mounts a hard link is refused by the kernel; what was copied is a new file.
+    assert!(!ws.path().join("src/cfg").exists(), "{ran:?}");
+    assert!(!ws.path().join("src/host").exists(), "{ran:?}");
+    let (o, _) = ws.observe();
+    assert!(o.evaluation.tricks.is_empty(), "{:?}", o.evaluation);
+}
+
+#[test]
+fn escape_dot_dot_in_paths() {
+    let (d, base) = repo();
+    let ws = confined(d.path(), &base, "e8", &["src/**"]);
+    let ran = sh(
+        &ws,
+        "echo x > ../../escaped.txt; echo x > src/../../escaped.txt; ls -a ../..",
+    );
+    assert!(!d.path().join("escaped.txt").exists(), "{ran:?}");
+    assert!(!d.path().join("wt/escaped.txt").exists());
+    // The host's tools refuse it by name.
+    assert!(ws.write("../escaped.txt", b"x").is_err());
+    assert!(ws
+        .refusals()
+        .iter()
+        .any(|r| r.contains("outside the worktree")));
+}
+
+#[test]
+fn escape_mode_change_submodule_and_dot_git_are_collateral() {
+    let (d, base) = repo();
+    let ws = confined(d.path(), &base, "e9", &["src/**", ".gitmodules"]);
+    let ran = sh(
+        &ws,
+        "chmod +x src/util.rs && mkdir src/sub && echo '[submodule]' > .gitmodules",
+    );
+    assert_eq!(ran.exit, Some(0), "{ran:?}");
+    // A nested repository (what `git init` in the worktree makes).
+    let sub = ws.path().join("src/sub");
+    git(&sub, &["init", "--quiet"]);
+    std::fs::write(sub.join("f"), "x").unwrap();
+    git(
+        &sub,
+        &["-c", "user.name=t", "-c", "user.email=t@l", "add", "f"],
+    );
+    git(
+        &sub,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@l",
+            "commit",
+            "--quiet",
+            "-m",
+            "s",
+        ],
+    );
+    let (o, _) = ws.observe();
+    let e = &o.evaluation;
+    assert_eq!(e.verdict, Verdict::Rejected);
+    assert_eq!(e.collateral, vec![".gitmodules", "src/sub", "src/util.rs"]);
+    assert_eq!(e.tricks.len(), 3, "{:?}", e.tricks);
+}
+
+#[test]
+fn escape_rewrite_dot_git() {
+    let (d, base) = repo();
+    let ws = confined(d.path(), &base, "e10", &["src/**"]);
+    let ran = sh(&ws, "echo 'gitdir: /tmp' > .git");
+    assert_eq!(ran.exit, Some(0), "{ran:?}");
+    let (o, _) = ws.observe();
+    let e = &o.evaluation;
+    assert_eq!(e.attribution, Attribution::Unknown);
+    assert!(e.collateral.contains(&".git".to_string()));
+    assert!(o.commit.is_none());
+}
+
+#[test]
+fn a_check_runs_confined_too() {
+    let (d, base) = repo();
+    let outside = d.path().join("from-check.txt");
+    let i = input(
+        d.path(),
+        &base,
+        &format!("echo x > {}; grep -q retry src/lib.rs", outside.display()),
+        false,
+    );
+    let ws = Workspace::create(&i, &d.path().join("wt"), "e11", 1).unwrap();
+    ws.write("src/lib.rs", b"retry\n").unwrap();
+    let (o, _) = ws.observe();
+    assert_eq!(
+        o.evaluation.verdict,
+        Verdict::Accepted,
+        "{:?}",
+        o.evaluation
+    );
+    assert!(!outside.exists());
 }

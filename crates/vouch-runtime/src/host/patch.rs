@@ -3,9 +3,11 @@
 //! (`vouch_repo`) and the board hears the evaluator's verdict, never the model's. Touches the
 //! run through `create`/`drive` and one `workspace` journal event; never a provider.
 
-use super::task::{AttemptJob, AttemptOutcome, TaskWork};
+use super::task::{AttemptJob, AttemptOutcome, RuntimeProfile, TaskWork};
 use super::*;
 use std::sync::Mutex;
+use vouch_repo::sandbox::Limits;
+use vouch_repo::workspace::Confinement;
 use vouch_repo::{Attribution, Observed, PatchInput, RepoError, Verdict, Workspace};
 use vouch_store::board::ReportKind;
 
@@ -121,7 +123,7 @@ impl PatchWork {
                     .get("timeout_s")
                     .and_then(Value::as_u64)
                     .unwrap_or(REPO_RUN_TIMEOUT_S);
-                ws.run(&argv, &self.commands, timeout_s).map(|r| {
+                ws.run(&argv, timeout_s).map(|r| {
                     let status = match (r.exit, r.timed_out) {
                         (_, true) => "timed out".to_string(),
                         (Some(x), _) => format!("exit {x}"),
@@ -132,6 +134,41 @@ impl PatchWork {
             }
             other => Err(format!("unknown tool `{other}`")),
         })
+    }
+}
+
+impl PatchWork {
+    /// What the attempt's profile snapshot grants its commands (§13.6.3): the programs
+    /// (`commands`, else `shell`, else this worker's `--allow-command`), the writable
+    /// folders, the limits. Without a snapshot, the worker's own commands and the defaults.
+    pub fn confinement(&self, profile: Option<&RuntimeProfile>) -> Confinement {
+        let policy = profile.map(|p| &p.policy);
+        let strings = |k: &str| -> Option<Vec<String>> {
+            policy?.get(k)?.as_array().map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(String::from)
+                    .collect()
+            })
+        };
+        let limits = policy.and_then(|p| p.get("limits"));
+        let limit = |k: &str| limits.and_then(|l| l.get(k)).and_then(Value::as_u64);
+        let d = Limits::default();
+        Confinement {
+            commands: strings("commands")
+                .or_else(|| strings("shell"))
+                .unwrap_or_else(|| self.commands.clone()),
+            writable: strings("writable").unwrap_or_default(),
+            network: strings("network").unwrap_or_default(),
+            limits: Limits {
+                processes_max: limit("processes_max")
+                    .map_or(d.processes_max, |n| n.min(u32::MAX as u64) as u32),
+                memory_bytes_max: limit("memory_mb_max").map_or(d.memory_bytes_max, |m| m << 20),
+                output_bytes_max: limit("output_mb_max").map_or(d.output_bytes_max, |m| m << 20),
+                tmp_bytes_max: d.tmp_bytes_max,
+            },
+            egress: None,
+        }
     }
 }
 
@@ -146,10 +183,64 @@ pub(super) fn workspace_message(w: &j::Workspace) -> String {
     )
 }
 
+/// The policy the attempt's commands ran under, as the receipt and the evidence name it.
+fn sandbox_record(profile: Option<&RuntimeProfile>, c: &Confinement) -> Value {
+    json!({
+        "confinement": "bubblewrap",
+        "profile": profile.map(|p| p.name.as_str()).unwrap_or("(none)"),
+        "policy_fingerprint": profile.map(|p| p.fingerprint.as_str()),
+        "commands": c.commands,
+        "network": c.network,
+        "writable": if c.writable.is_empty() { json!(["(the worktree)"]) } else { json!(c.writable) },
+        "limits": {
+            "processes_max": c.limits.processes_max,
+            "memory_bytes_max": c.limits.memory_bytes_max,
+            "output_bytes_max": c.limits.output_bytes_max,
+            "tmp_bytes_max": c.limits.tmp_bytes_max,
+        },
+    })
+}
+
+/// Receipt lines for the sandbox: the policy it enforced and each refusal.
+fn sandbox_lines(record: &Value, refused: &[String]) -> Vec<String> {
+    let list = |k: &str| {
+        let v: Vec<&str> = record[k]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        if v.is_empty() {
+            "none".to_string()
+        } else {
+            v.join(", ")
+        }
+    };
+    let l = &record["limits"];
+    let mut out = vec![format!(
+        "Sandbox: bubblewrap under profile {} ({}); commands: {}; network: {}; writable: {}; limits: {} processes, {} MiB memory, {} MiB output",
+        record["profile"].as_str().unwrap_or("(none)"),
+        record["policy_fingerprint"].as_str().unwrap_or("no fingerprint"),
+        list("commands"),
+        list("network"),
+        list("writable"),
+        l["processes_max"],
+        l["memory_bytes_max"].as_u64().unwrap_or(0) >> 20,
+        l["output_bytes_max"].as_u64().unwrap_or(0) >> 20,
+    )];
+    out.extend(
+        refused
+            .iter()
+            .map(|r| format!("Refused by the sandbox: {r}")),
+    );
+    out
+}
+
 /// The evidence the accepted output carries (and the board keeps).
-fn evidence(o: &Observed) -> Value {
+fn evidence(o: &Observed, sandbox: &Value, refused: &[String]) -> Value {
     let e = &o.evaluation;
     json!({
+        "sandbox": sandbox,
+        "refused": refused,
+        "tricks": e.tricks,
         "verdict": e.verdict,
         "attribution": e.attribution,
         "changed": match &o.diff {
@@ -184,7 +275,7 @@ impl Host {
         })?;
         let input =
             PatchInput::from_value(&job.input).map_err(|e| HostError::BadInput(e.to_string()))?;
-        let ws = Workspace::create(&input, &patch.worktrees_dir, &job.task_id, job.attempt)
+        let mut ws = Workspace::create(&input, &patch.worktrees_dir, &job.task_id, job.attempt)
             .map_err(|e| {
                 let m = format!("patch worktree: {e}");
                 match e {
@@ -194,6 +285,7 @@ impl Host {
                     RepoError::Git(_) | RepoError::Io(_) => HostError::Internal(m),
                 }
             })?;
+        ws.confine(patch.confinement(job.profile.as_ref()));
         let run_id = new_id(self.clock.as_ref());
         let spec = RunSpec {
             trigger: TriggerKind::Task,
@@ -263,8 +355,11 @@ impl Host {
         }
         let (observed, ws) = ws.observe();
         let e = &observed.evaluation;
+        let refused = ws.refusals();
+        let sandbox = sandbox_record(job.profile.as_ref(), ws.confinement());
         let lines: Vec<String> = vouch_repo::receipt_lines(e)
             .into_iter()
+            .chain(sandbox_lines(&sandbox, &refused))
             .map(|l| vouch_core::escape_line(&l).into_owned())
             .collect();
         let mut receipt = run_receipt.unwrap_or_default();
@@ -288,7 +383,7 @@ impl Host {
                     "branch": observed.workspace.branch,
                     "base": observed.workspace.base,
                     "repo": observed.workspace.repo,
-                    "evidence": evidence(&observed),
+                    "evidence": evidence(&observed, &sandbox, &refused),
                 }),
                 self_assessment: claimed,
                 verdict: None,
@@ -327,7 +422,7 @@ impl Host {
             report: Some(report),
             receipt: Some(receipt),
             usage,
-            evidence: Some(evidence(&observed)),
+            evidence: Some(evidence(&observed, &sandbox, &refused)),
         })
     }
 }
