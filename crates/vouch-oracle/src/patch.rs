@@ -276,8 +276,12 @@ pub fn evaluate_scenario(s: &vouch_scenario::patch::PatchScenario) -> PatchAnswe
             PatchTurn::Fault(PatchFault::HeadMoved) => case.head_moved = true,
             PatchTurn::Fault(PatchFault::LeaseLost) => case.lease_lost = true,
             PatchTurn::Fault(PatchFault::WorktreeReplaced) => case.worktree_replaced = true,
-            // A worktree whose git link is broken: neither its HEAD nor its diff can be read.
-            PatchTurn::Fault(PatchFault::DiffUnreadable) => case.head_moved = true,
+            // A worktree whose git link is rewritten (§14.0.3): neither its HEAD nor its diff
+            // can be read, and `.git` is a trick.
+            PatchTurn::Fault(PatchFault::DiffUnreadable) => {
+                case.head_moved = true;
+                case.git_rewritten = true;
+            }
             PatchTurn::Final(text) => case.final_text = text.clone(),
             _ => {}
         }

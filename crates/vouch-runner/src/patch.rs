@@ -1,14 +1,57 @@
 //! Patch scenarios through the real host (§14): a real git repository built from the
 //! scenario's files, the scenario's turns as a scripted model in a real worktree, faults caused
-//! by a real second writer (a command run in the worktree), and the host's own observation and
-//! verdict read back as the scenario report. Kept apart from the run scenarios' runner.
+//! by a real second writer (a command the runner runs in the worktree, outside the attempt's
+//! sandbox — the agent's own commands cannot reach the git folder), and the host's own
+//! observation and verdict read back as the scenario report. Kept apart from the run
+//! scenarios' runner.
 
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
-use vouch_runtime::host::{AttemptJob, PatchWork, TaskTypes, TaskWork};
+use vouch_runtime::host::{AttemptJob, PatchWork, TaskTypes, TaskWork, WorkTools};
+use vouch_runtime::model::{ToolCall, ToolSpec};
+
+/// The fault turns' tool: another writer of the worktree, played by the runner on the host
+/// (unconfined: it stands for a second process, not for the agent).
+const SECOND_WRITER: &str = "second_writer";
+
+struct SecondWriter {
+    inner: Arc<dyn WorkTools>,
+    worktree: std::path::PathBuf,
+}
+
+impl WorkTools for SecondWriter {
+    fn specs(&self) -> Vec<ToolSpec> {
+        self.inner.specs()
+    }
+    fn call(
+        &self,
+        run_id: &str,
+        spec: &Value,
+        call: &ToolCall,
+        args: &Value,
+    ) -> Option<Result<String, String>> {
+        if call.name != SECOND_WRITER {
+            return self.inner.call(run_id, spec, call, args);
+        }
+        let cmd = args.get("cmd").and_then(Value::as_str).unwrap_or("false");
+        Some(
+            Command::new("sh")
+                .args(["-c", cmd])
+                .current_dir(&self.worktree)
+                .output()
+                .map_err(|e| e.to_string())
+                .and_then(|o| {
+                    o.status
+                        .success()
+                        .then(String::new)
+                        .ok_or_else(|| String::from_utf8_lossy(&o.stderr).into_owned())
+                }),
+        )
+    }
+}
 use vouch_scenario::patch::{PatchFault, PatchReport, PatchScenario, PatchTurn};
 
 /// The second writer's command for each fault (run by `sh -c` in the worktree).
@@ -87,18 +130,20 @@ pub fn run_patch(s: &PatchScenario) -> Result<PatchReport, String> {
                 json!({"tool": "repo_write_file", "args": {"path": path, "text": text}})
             }
             PatchTurn::Fault(f) => {
-                json!({"tool": "repo_run", "args": {"argv": ["sh", "-c", fault_cmd(*f)]}})
+                json!({"tool": SECOND_WRITER, "args": {"cmd": fault_cmd(*f)}})
             }
             PatchTurn::Submit(v) => json!({"submit": v}),
             PatchTurn::Final(text) => json!({"final": text}),
         });
     }
     let mut host = crate::scenario_host(dir)?;
-    // The fault turns are the only commands: the second writer, played through the tool.
-    let work = Arc::new(
-        TaskWork::new(host.work.clone())
-            .with_patch(PatchWork::new(dir.join("worktrees"), vec!["sh".into()])),
-    );
+    // The fault turns are the only commands: the second writer, played by the runner.
+    let second = Arc::new(SecondWriter {
+        inner: host.work.clone(),
+        worktree: dir.join("worktrees").join("scenario-1"),
+    });
+    let work =
+        Arc::new(TaskWork::new(second).with_patch(PatchWork::new(dir.join("worktrees"), vec![])));
     host.work = work.clone();
     let job = AttemptJob {
         task_id: "scenario".into(),
