@@ -39,6 +39,15 @@ if ! command -v openssl >/dev/null || ! command -v unshare >/dev/null; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq openssl util-linux >/dev/null
 fi
+# Every command of a patch attempt runs in a bubblewrap sandbox (`bwrap`; `prlimit` is
+# util-linux's): without it the attempt refuses to run commands, so the tests need it. The
+# egress tests' checks reach a loopback server with `curl` through the sandbox's proxy.
+if ! command -v bwrap >/dev/null || ! command -v curl >/dev/null; then
+  echo "installing bubblewrap and curl for the patch sandbox and its egress tests"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq bubblewrap curl >/dev/null
+fi
 # Crash tests run the real binary; build it first so every test finds it.
 cargo build --workspace --bins
 cargo test --workspace --no-fail-fast "$@"

@@ -52,6 +52,12 @@ pub(crate) fn refuse_nul(v: &serde_json::Value, what: &str, path: &std::path::Pa
 }
 
 fn main() {
+    // Inside a patch attempt's sandbox: the relay to the host's egress proxy (§14.0.6), not
+    // a command a person runs.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("sandbox-relay") {
+        std::process::exit(vouch_repo::egress::relay_main(&args[1..]));
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

@@ -775,6 +775,14 @@ fn say(json: bool, v: Value, human: String) {
     }
 }
 
+/// Patch attempts reach the egress proxy through this binary's `sandbox-relay` (§14.0.6).
+fn relayed(p: PatchWork) -> PatchWork {
+    match std::env::current_exe() {
+        Ok(exe) => p.with_relay(exe),
+        Err(_) => p,
+    }
+}
+
 pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
     if a.concurrency == 0 || a.concurrency > CONCURRENCY_MAX {
         return Err(bad(format!(
@@ -816,7 +824,7 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
     let worktrees = a.worktrees.clone().unwrap_or_else(|| dir.join("worktrees"));
     let work = Arc::new(
         TaskWork::new(host.work.clone())
-            .with_patch(PatchWork::new(worktrees, a.allow_commands.clone()))
+            .with_patch(relayed(PatchWork::new(worktrees, a.allow_commands.clone())))
             .with_artifacts(Arc::new(vouch_artifacts::LocalStore::in_home(dir)))
             .with_board(board.clone()),
     );

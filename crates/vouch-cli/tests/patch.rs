@@ -417,3 +417,114 @@ fn a_branch_that_moved_on_is_not_rewritten_by_an_approved_apply() {
     assert_eq!(git(&h.repo, &["rev-parse", "main"]), moved);
     assert!(v.to_string().contains("rebase"), "{v}");
 }
+
+/// A plain-HTTP server on the host's loopback that answers 200 only to the real key, and
+/// keeps every request head it saw.
+fn key_server(key: &'static str) -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{BufRead, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(vec![]));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for mut c in l.incoming().flatten() {
+            let mut r = std::io::BufReader::new(c.try_clone().unwrap());
+            let mut head = String::new();
+            loop {
+                let mut line = String::new();
+                if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                head.push_str(&line);
+            }
+            let ok = head
+                .to_ascii_lowercase()
+                .contains(&format!("authorization: bearer {key}"));
+            log.lock().unwrap().push(head);
+            let (code, body) = if ok {
+                ("200 OK", "ok")
+            } else {
+                ("401 No", "no")
+            };
+            let _ = write!(
+                c,
+                "HTTP/1.1 {code}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (port, seen)
+}
+
+#[test]
+fn a_check_that_needs_the_network_is_refused_by_the_allow_list_and_passes_when_the_profile_grants_it(
+) {
+    let h = Home::new();
+    let (port, seen) = key_server("real-key-123");
+    // The check reaches the server through the sandbox's proxy, with the key it was given.
+    let check = format!(
+        "grep -q retry src/client.rs && curl -sf -H \"Authorization: Bearer $API_KEY\" http://127.0.0.1:{port}/ && test \"$API_KEY\" = vouch-placeholder-API_KEY"
+    );
+    let turns = json!([
+        {"declare": {"deliveries": []}},
+        {"tool": "repo_write_file", "args": {"path": "src/client.rs", "text": "fn send() { retry() }\n"}},
+        {"final": "done"}
+    ]);
+    let script = h.root.join("script.json");
+    std::fs::write(&script, turns.to_string()).unwrap();
+    let key_file = h.root.join("api.key");
+    std::fs::write(&key_file, "real-key-123\n").unwrap();
+    std::fs::create_dir_all(h.dir.join("profiles")).unwrap();
+    std::fs::write(
+        h.dir.join("profiles/net.json"),
+        json!({
+            "network": [format!("127.0.0.1:{port}")],
+            "keys": [{"env": "API_KEY", "host": format!("127.0.0.1:{port}"), "secret": {"file": key_file}}],
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let worker = |profile: &str| {
+        let out = h.run(&[
+            "worker",
+            "--name",
+            "w",
+            "--script",
+            script.to_str().unwrap(),
+            "--drain",
+            "--profile",
+            profile,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    // Without a grant: the proxy refuses the host, and the receipt names the allow-list.
+    let refused = h.offer(&check);
+    worker("default");
+    let show = h.show(&refused);
+    let r = receipt(&show);
+    assert!(r.contains("Patch rejected"), "{r}");
+    assert!(
+        r.contains(&format!(
+            "Refused by the sandbox: network: 127.0.0.1:{port} is not on this runtime profile's network allow-list"
+        )),
+        "{r}"
+    );
+    assert!(seen.lock().unwrap().is_empty(), "the server was reached");
+    // Granted: the same check passes, and the key reached the server only on the way out.
+    let granted = h.offer(&check);
+    worker("net");
+    let show = h.show(&granted);
+    assert_eq!(show["task"]["state"], "completed", "{}", receipt(&show));
+    let r = receipt(&show);
+    assert!(r.contains("Sandbox: bubblewrap under profile net"), "{r}");
+    let heads = seen.lock().unwrap().join("\n");
+    assert!(
+        heads.contains("real-key-123") && !heads.contains("placeholder"),
+        "{heads}"
+    );
+    assert!(!show.to_string().contains("real-key-123"));
+}

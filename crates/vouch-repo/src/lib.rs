@@ -11,6 +11,7 @@
 //! This crate drives the `git` command; it knows nothing of runs, stores or the board.
 
 pub mod apply;
+pub mod egress;
 pub mod evaluate;
 pub mod exec;
 pub mod git;

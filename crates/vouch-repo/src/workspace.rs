@@ -84,6 +84,8 @@ pub struct Workspace {
     confinement: Confinement,
     /// What the sandbox and the tools refused during the attempt, in order (bounded).
     refusals: Mutex<Vec<String>>,
+    /// The attempt's egress proxy, when its profile grants hosts.
+    proxy: Option<crate::egress::Proxy>,
 }
 
 /// Refusals a workspace keeps at most (the first ones: a loop of refusals says no more).
@@ -97,6 +99,10 @@ pub struct Confinement {
     pub writable: Vec<String>,
     /// Hosts (`host` or `host:port`) the egress proxy lets the commands reach; empty: none.
     pub network: Vec<String>,
+    /// Keys the commands use by placeholder (`(variable, key)`); the proxy swaps them in.
+    pub keys: Vec<(String, crate::egress::Key)>,
+    /// The program that relays the sandbox's loopback to the proxy (the `vouch` binary).
+    pub relay: Option<PathBuf>,
     pub limits: Limits,
     pub egress: Option<Egress>,
 }
@@ -251,11 +257,39 @@ impl Workspace {
             writes: Mutex::new(vec![]),
             confinement: Confinement::default(),
             refusals: Mutex::new(vec![]),
+            proxy: None,
         })
     }
 
-    /// Set what the profile grants the attempt's commands (before the run starts).
-    pub fn confine(&mut self, c: Confinement) {
+    /// Set what the profile grants the attempt's commands (before the run starts). With a
+    /// relay program the attempt gets its egress proxy — allowing the profile's hosts, or none
+    /// (then every try is a named 403); without one the commands have no network at all.
+    pub fn confine(&mut self, mut c: Confinement) {
+        self.proxy = None;
+        c.egress = None;
+        if let Some(relay) = &c.relay {
+            let keys = c.keys.iter().map(|(_, k)| k.clone()).collect();
+            match crate::egress::Proxy::start(c.network.clone(), keys) {
+                Ok(p) => {
+                    c.egress = Some(Egress {
+                        socket: p.socket.clone(),
+                        relay: relay.clone(),
+                        env: c
+                            .keys
+                            .iter()
+                            .map(|(var, k)| (var.clone(), k.placeholder.clone()))
+                            .collect(),
+                    });
+                    self.proxy = Some(p);
+                }
+                Err(e) => self.refused(format!("network: {e}; the commands have none")),
+            }
+        } else if !c.network.is_empty() {
+            self.refused(
+                "network: no relay program to reach the egress proxy; the commands have none"
+                    .into(),
+            );
+        }
         self.confinement = c;
     }
 
@@ -271,12 +305,15 @@ impl Workspace {
         }
     }
 
-    /// What was refused so far.
+    /// What was refused so far: the tools' and the sandbox's, then the egress proxy's.
     pub fn refusals(&self) -> Vec<String> {
-        self.refusals
+        let mut r = self
+            .refusals
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .clone()
+            .clone();
+        r.extend(self.proxy.iter().flat_map(|p| p.refusals()));
+        r
     }
 
     /// The sandbox a command runs in: the worktree (all of it writable for a check, the
@@ -429,7 +466,8 @@ impl Workspace {
             return Err(e);
         }
         let timeout = Duration::from_secs(timeout_s.clamp(1, COMMAND_TIMEOUT_S_MAX));
-        let ran = exec::run(
+        let seen = self.proxy.as_ref().map_or(0, |p| p.refusals().len());
+        let mut ran = exec::run(
             &self.sandbox(false),
             program,
             &argv[1..],
@@ -438,6 +476,18 @@ impl Workspace {
         );
         if let Some(r) = &ran.refused {
             self.refused(format!("`{program}`: {r}"));
+        }
+        // What the proxy refused during this command is part of its answer (and so of the
+        // run's journal, where the tool's result is kept).
+        let network: Vec<String> = self
+            .proxy
+            .iter()
+            .flat_map(|p| p.refusals().into_iter().skip(seen))
+            .collect();
+        if !network.is_empty() {
+            let mut all: Vec<String> = ran.refused.take().into_iter().collect();
+            all.extend(network);
+            ran.refused = Some(all.join("; "));
         }
         Ok(ran)
     }

@@ -25,10 +25,13 @@ pub fn doctor(dir: &Path, json: bool) -> Result<i32> {
     let cfg = home::config(dir)?;
     let pending = home::open_store(dir)?.outbox_pending()?;
     let report = vouch_runtime::doctor::doctor(&cfg, &home::providers(dir, &cfg), &pending);
+    // Patch attempts run their commands only in a bubblewrap sandbox (§14.0.5).
+    let sandbox = vouch_repo::sandbox::probe();
     if json {
         outln!(
             "{}",
-            json!({"home": dir, "destinations": report.destinations, "overrides": report.overrides, "automation": report.automation, "stuck_routes": report.stuck_routes})
+            json!({"home": dir, "destinations": report.destinations, "overrides": report.overrides, "automation": report.automation, "stuck_routes": report.stuck_routes,
+                "sandbox": {"available": sandbox.is_ok(), "reason": sandbox.as_ref().err()}})
         );
     } else {
         houtln!("vouch home {} — destinations:", dir.display());
@@ -42,6 +45,14 @@ pub fn doctor(dir: &Path, json: bool) -> Result<i32> {
         }
         for (p, l) in &report.overrides {
             houtln!("  override  {p} → {}", l.as_str());
+        }
+        match &sandbox {
+            Ok(()) => {
+                houtln!("sandbox   ready        patch commands and checks run under bubblewrap")
+            }
+            Err(e) => houtln!(
+                "sandbox   unavailable  patch attempts refuse to run commands and checks: {e}"
+            ),
         }
         for r in &report.stuck_routes {
             houtln!(

@@ -25,6 +25,9 @@ pub const REPO_RUN_TIMEOUT_S: u64 = 60;
 pub struct PatchWork {
     pub worktrees_dir: PathBuf,
     pub commands: Vec<String>,
+    /// The program run inside a sandbox to reach the egress proxy (the `vouch` binary's
+    /// `sandbox-relay`); without one the attempt's commands have no network at all.
+    pub relay: Option<PathBuf>,
     sessions: Mutex<HashMap<String, Arc<Workspace>>>,
 }
 
@@ -33,8 +36,15 @@ impl PatchWork {
         PatchWork {
             worktrees_dir,
             commands,
+            relay: None,
             sessions: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Give the attempts' sandboxes a way to the egress proxy (§14.0.6).
+    pub fn with_relay(mut self, relay: PathBuf) -> Self {
+        self.relay = Some(relay);
+        self
     }
 
     fn session(&self, run_id: &str) -> Option<Arc<Workspace>> {
@@ -129,7 +139,10 @@ impl PatchWork {
                         (Some(x), _) => format!("exit {x}"),
                         (None, _) => r.error.clone().unwrap_or_else(|| "no exit status".into()),
                     };
-                    format!("{status}\n{}", r.tail)
+                    match &r.refused {
+                        Some(why) => format!("{status}\n{}\nrefused by the sandbox: {why}", r.tail),
+                        None => format!("{status}\n{}", r.tail),
+                    }
                 })
             }
             other => Err(format!("unknown tool `{other}`")),
@@ -141,7 +154,7 @@ impl PatchWork {
     /// What the attempt's profile snapshot grants its commands (§13.6.3): the programs
     /// (`commands`, else `shell`, else this worker's `--allow-command`), the writable
     /// folders, the limits. Without a snapshot, the worker's own commands and the defaults.
-    pub fn confinement(&self, profile: Option<&RuntimeProfile>) -> Confinement {
+    pub fn confinement(&self, profile: Option<&RuntimeProfile>) -> (Confinement, Vec<String>) {
         let policy = profile.map(|p| &p.policy);
         let strings = |k: &str| -> Option<Vec<String>> {
             policy?.get(k)?.as_array().map(|a| {
@@ -154,12 +167,15 @@ impl PatchWork {
         let limits = policy.and_then(|p| p.get("limits"));
         let limit = |k: &str| limits.and_then(|l| l.get(k)).and_then(Value::as_u64);
         let d = Limits::default();
-        Confinement {
+        let (keys, problems) = keys_of(policy);
+        let c = Confinement {
             commands: strings("commands")
                 .or_else(|| strings("shell"))
                 .unwrap_or_else(|| self.commands.clone()),
             writable: strings("writable").unwrap_or_default(),
             network: strings("network").unwrap_or_default(),
+            keys,
+            relay: self.relay.clone(),
             limits: Limits {
                 processes_max: limit("processes_max")
                     .map_or(d.processes_max, |n| n.min(u32::MAX as u64) as u32),
@@ -168,8 +184,55 @@ impl PatchWork {
                 tmp_bytes_max: d.tmp_bytes_max,
             },
             egress: None,
+        };
+        (c, problems)
+    }
+}
+
+/// The profile's `keys` (`[{"env": VARIABLE, "host": HOST, "secret": {"env" | "file"}}]`):
+/// the sandbox gets `VARIABLE=vouch-placeholder-VARIABLE`, the proxy the real key, read here
+/// on the host, for `HOST` only. A key that cannot be read is named, not given.
+fn keys_of(policy: Option<&Value>) -> (Vec<(String, vouch_repo::egress::Key)>, Vec<String>) {
+    let (mut keys, mut problems) = (vec![], vec![]);
+    let entries = policy
+        .and_then(|p| p.get("keys"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for k in entries.iter().take(16) {
+        let s = |f: &str| k.get(f).and_then(Value::as_str).unwrap_or("").to_string();
+        let (var, host) = (s("env"), s("host"));
+        let var_ok = !var.is_empty()
+            && var.len() <= 64
+            && var.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !var_ok || host.is_empty() {
+            problems.push(format!(
+                "key: each needs `env` (a variable name) and `host`; `{}` was not given",
+                vouch_core::escape_line(&var)
+            ));
+            continue;
+        }
+        let secret = k
+            .get("secret")
+            .cloned()
+            .ok_or_else(|| "no `secret`".to_string())
+            .and_then(|v| {
+                serde_json::from_value::<crate::config::SecretRef>(v).map_err(|e| e.to_string())
+            })
+            .and_then(|r| r.resolve());
+        match secret {
+            Ok(secret) => keys.push((
+                var.clone(),
+                vouch_repo::egress::Key {
+                    placeholder: format!("vouch-placeholder-{var}"),
+                    secret,
+                    host,
+                },
+            )),
+            Err(e) => problems.push(format!("key {var}: {e}; not given")),
         }
     }
+    (keys, problems)
 }
 
 /// The host's message to the model about its worktree (from the `workspace` event).
@@ -285,7 +348,11 @@ impl Host {
                     RepoError::Git(_) | RepoError::Io(_) => HostError::Internal(m),
                 }
             })?;
-        ws.confine(patch.confinement(job.profile.as_ref()));
+        let (confinement, problems) = patch.confinement(job.profile.as_ref());
+        ws.confine(confinement);
+        for p in problems {
+            ws.refused(p);
+        }
         let run_id = new_id(self.clock.as_ref());
         let spec = RunSpec {
             trigger: TriggerKind::Task,
