@@ -528,3 +528,79 @@ fn a_check_that_needs_the_network_is_refused_by_the_allow_list_and_passes_when_t
     );
     assert!(!show.to_string().contains("real-key-123"));
 }
+
+#[test]
+fn escapes_by_the_agents_own_commands_are_contained_and_the_receipt_names_each_refusal() {
+    let h = Home::new();
+    let (port, seen) = key_server("never");
+    std::fs::create_dir_all(h.dir.join("profiles")).unwrap();
+    std::fs::write(
+        h.dir.join("profiles/tight.json"),
+        json!({"limits": {"processes_max": 16}}).to_string(),
+    )
+    .unwrap();
+    let id = h.offer(CHECK);
+    // The worker's key file is in the home before the attempt runs.
+    assert!(h.run(&["identity", "new", "w"]).status.success());
+    let keys = h.dir.join("identities");
+    let turns = json!([
+        {"declare": {"deliveries": []}},
+        {"tool": "repo_run", "args": {"argv": ["sh", "-c", format!("cat {k}/*; echo owned > {k}/w.key; echo owned > {r}/escaped.txt", k = keys.display(), r = h.root.display())]}},
+        {"tool": "repo_run", "args": {"argv": ["sh", "-c", "while :; do sleep 1002 & done"]}},
+        {"tool": "repo_run", "args": {"argv": ["sh", "-c", format!("curl -s http://127.0.0.1:{port}/")]}},
+        {"tool": "repo_run", "args": {"argv": ["ln", "-s", "/etc/passwd", "src/p"]}},
+        {"tool": "repo_write_file", "args": {"path": "../escaped.txt", "text": "x"}},
+        {"tool": "repo_write_file", "args": {"path": "src/client.rs", "text": "fn send() { retry() }\n"}},
+        {"final": "done"}
+    ]);
+    let script = h.root.join("script.json");
+    std::fs::write(&script, turns.to_string()).unwrap();
+    let key_before = std::fs::read_dir(&keys)
+        .unwrap()
+        .flatten()
+        .map(|e| std::fs::read(e.path()).unwrap())
+        .collect::<Vec<_>>();
+    let out = h.run(&[
+        "worker",
+        "--name",
+        "w",
+        "--script",
+        script.to_str().unwrap(),
+        "--drain",
+        "--profile",
+        "tight",
+        "--allow-command",
+        "sh",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let show = h.show(&id);
+    let r = receipt(&show);
+    for refusal in [
+        "Refused by the sandbox: `sh`: killed at ".to_string(),
+        format!("Refused by the sandbox: network: 127.0.0.1:{port} is not on this runtime profile's network allow-list"),
+        "Refused by the sandbox: `ln` is not a command this runtime profile allows".to_string(),
+        "Refused by the sandbox: path `../escaped.txt` is outside the worktree".to_string(),
+    ] {
+        assert!(r.contains(&refusal), "{refusal} in\n{r}");
+    }
+    assert!(r.contains("Sandbox: bubblewrap under profile tight"), "{r}");
+    assert!(r.contains("limits: 16 processes"), "{r}");
+    // The world: nothing outside the worktree changed, no key was read, the server unseen.
+    assert!(!h.root.join("escaped.txt").exists());
+    let key_after = std::fs::read_dir(&keys)
+        .unwrap()
+        .flatten()
+        .map(|e| std::fs::read(e.path()).unwrap())
+        .collect::<Vec<_>>();
+    assert_eq!(key_before, key_after);
+    assert!(
+        !show.to_string().contains("secret_key"),
+        "a key file was read"
+    );
+    assert!(seen.lock().unwrap().is_empty());
+    assert_eq!(show["task"]["state"], "completed", "{r}");
+}
