@@ -338,6 +338,12 @@ fn card(h: &Home) -> (String, String) {
     let cards = h.json(&["approvals"]);
     assert_eq!(cards.as_array().unwrap().len(), 1, "{cards}");
     assert_eq!(cards[0]["delivery"], "apply");
+    // The card shows the diff it applies.
+    let shown = cards[0]["payload"]["diff"].as_str().unwrap_or_default();
+    assert!(
+        shown.contains("src/client.rs") && shown.contains("+retry"),
+        "{cards}"
+    );
     assert!(
         cards[0]["reason"]
             .as_str()

@@ -94,6 +94,42 @@ impl Provider for RepositoryProvider {
     }
 }
 
+/// The diff shown on an apply card is this long at most; the rest is counted, not shown.
+pub const APPLY_DIFF_BYTES_MAX: usize = 16 * 1024;
+
+/// The diff the commit applies on its base (its first parent when the output names none):
+/// modes, symlinks and all, bounded.
+fn applied_diff(repo: &str, base: Option<&str>, commit: &str) -> Result<String, String> {
+    let parent = format!("{commit}^");
+    let base = base.unwrap_or(&parent);
+    let out = Git::new(repo)
+        .run(&[
+            "diff",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--stat",
+            "--patch",
+            "--end-of-options",
+            base,
+            commit,
+        ])
+        .map_err(|e| format!("read the diff the patch applies: {e}"))?;
+    let text = String::from_utf8_lossy(&out);
+    if text.len() <= APPLY_DIFF_BYTES_MAX {
+        return Ok(text.into_owned());
+    }
+    let mut cut = APPLY_DIFF_BYTES_MAX;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    Ok(format!(
+        "{}\n… ({} more bytes; see `git diff {base} {commit}`)",
+        &text[..cut],
+        text.len() - cut
+    ))
+}
+
 /// The run that applies an accepted patch output to `branch`: one declared `save` to the
 /// repository with the host's commit as payload. The host's posture decides whether it waits
 /// for approval (an existing branch does).
@@ -106,6 +142,9 @@ pub fn apply_run(task_id: &str, result: &Value, branch: &str) -> Result<RunSpec,
     };
     let (repo, commit) = (s("repo")?, s("commit")?);
     let address = format!("{repo}#{branch}");
+    // The card shows what moving the branch applies, and the approval is bound to it (the
+    // payload's hash covers the diff).
+    let diff = applied_diff(repo, result.get("base").and_then(Value::as_str), commit)?;
     Ok(RunSpec {
         trigger: TriggerKind::Interactive,
         title: format!("apply task {task_id}'s patch to {branch}"),
@@ -114,7 +153,7 @@ pub fn apply_run(task_id: &str, result: &Value, branch: &str) -> Result<RunSpec,
         model: json!({"kind": "script", "turns": [
             {"declare": {"deliveries": [{"id": "apply", "verb": "save",
                 "destination": {"kind": "repository", "address": address}}]}},
-            {"deliver": "apply", "payload": {"commit": commit, "task": task_id}},
+            {"deliver": "apply", "payload": {"commit": commit, "task": task_id, "diff": diff}},
             {"final": format!("apply {commit} to {branch}")}
         ]}),
         scope: None,

@@ -194,6 +194,13 @@ pub fn payload(kind: DestinationKind) -> Value {
         DestinationKind::Repository => object(vec![
             ("commit", described(string(), "the full commit id to apply")),
             ("task", nullable(string())),
+            (
+                "diff",
+                described(
+                    nullable(string()),
+                    "the diff the commit applies, as the card shows it",
+                ),
+            ),
         ]),
     }
 }
