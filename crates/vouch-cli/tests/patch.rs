@@ -610,3 +610,75 @@ fn escapes_by_the_agents_own_commands_are_contained_and_the_receipt_names_each_r
     assert!(seen.lock().unwrap().is_empty());
     assert_eq!(show["task"]["state"], "completed", "{r}");
 }
+
+#[test]
+fn without_bubblewrap_nothing_runs_unconfined_and_the_doctor_says_why() {
+    let h = Home::new();
+    // A PATH with git, a shell and prlimit, but no bwrap.
+    let bin = h.root.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for p in ["git", "sh", "prlimit", "grep", "cat"] {
+        let found = Command::new("sh")
+            .args(["-c", &format!("command -v {p}")])
+            .output()
+            .unwrap();
+        let at = String::from_utf8_lossy(&found.stdout).trim().to_string();
+        std::os::unix::fs::symlink(at, bin.join(p)).unwrap();
+    }
+    let marker = h.root.join("ran-unconfined");
+    let id = h.offer(&format!(
+        "touch {}; grep -q retry src/client.rs",
+        marker.display()
+    ));
+    let script = h.root.join("script.json");
+    std::fs::write(
+        &script,
+        json!([
+            {"declare": {"deliveries": []}},
+            {"tool": "repo_write_file", "args": {"path": "src/client.rs", "text": "retry\n"}},
+            {"tool": "repo_run", "args": {"argv": ["sh", "-c", format!("touch {}", marker.display())]}},
+            {"final": "done"}
+        ])
+        .to_string(),
+    )
+    .unwrap();
+    let vouch = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_vouch"))
+            .arg("--home")
+            .arg(&h.dir)
+            .args(args)
+            .env("PATH", &bin)
+            .env_remove("VOUCH_DATABASE_URL")
+            .output()
+            .unwrap()
+    };
+    let out = vouch(&[
+        "worker",
+        "--name",
+        "w",
+        "--script",
+        script.to_str().unwrap(),
+        "--drain",
+        "--allow-command",
+        "sh",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!marker.exists(), "a command ran without the sandbox");
+    let r = receipt(&h.show(&id));
+    assert!(r.contains("Patch rejected"), "{r}");
+    assert!(
+        r.contains("Refused by the sandbox: check `tests`: commands are refused: bubblewrap (`bwrap`) cannot be started"),
+        "{r}"
+    );
+    let doctor: Value = serde_json::from_slice(&vouch(&["--json", "doctor"]).stdout).unwrap();
+    assert_eq!(doctor["sandbox"]["available"], false, "{doctor}");
+    assert!(doctor["sandbox"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("install the `bubblewrap` package"));
+    assert_eq!(h.json(&["doctor"])["sandbox"]["available"], true);
+}

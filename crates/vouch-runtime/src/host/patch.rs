@@ -189,6 +189,76 @@ impl PatchWork {
     }
 }
 
+/// Each limit a profile may set, with its bounds.
+const LIMITS: [(&str, u64, u64); 3] = [
+    ("processes_max", 1, 4096),
+    ("memory_mb_max", 16, 65536),
+    ("output_mb_max", 1, 4096),
+];
+
+/// A profile's sandbox policy read strictly (§13.6.3): `writable` folders are plain relative
+/// paths, `limits` known and in bounds, each of `keys` a variable, a host and a secret by
+/// reference. The error names the field and what is wrong.
+pub fn check_sandbox_policy(name: &str, o: &serde_json::Map<String, Value>) -> Result<(), String> {
+    let bad = |m: String| Err(format!("runtime profile `{name}`: {m}"));
+    for w in o
+        .get("writable")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let w = w.as_str().unwrap_or("");
+        if !vouch_repo::input::plain_path(w) || w.contains(['*', '?', '[']) {
+            return bad(format!(
+                "writable `{}` must be a folder inside the worktree (a plain relative path, no globs, no ..)",
+                vouch_core::escape_line(w)
+            ));
+        }
+    }
+    if let Some(l) = o.get("limits") {
+        let Some(l) = l.as_object() else {
+            return bad("limits must be an object".into());
+        };
+        for (k, v) in l {
+            let Some((_, lo, hi)) = LIMITS.iter().find(|(n, _, _)| n == k) else {
+                return bad(format!(
+                    "limits.{} is not a limit (processes_max, memory_mb_max, output_mb_max)",
+                    vouch_core::escape_line(k)
+                ));
+            };
+            match v.as_u64() {
+                Some(n) if (*lo..=*hi).contains(&n) => {}
+                _ => {
+                    return bad(format!(
+                        "limits.{k} must be a whole number from {lo} to {hi}"
+                    ))
+                }
+            }
+        }
+    }
+    if let Some(keys) = o.get("keys") {
+        let Some(keys) = keys.as_array().filter(|a| a.len() <= 16) else {
+            return bad("keys must be an array of at most 16 keys".into());
+        };
+        for (i, k) in keys.iter().enumerate() {
+            let s = |f: &str| k.get(f).and_then(Value::as_str).unwrap_or("");
+            let var = s("env");
+            let var_ok = !var.is_empty()
+                && var.len() <= 64
+                && var.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+            let secret_ok = k.get("secret").is_some_and(|v| {
+                serde_json::from_value::<crate::config::SecretRef>(v.clone()).is_ok()
+            });
+            if !var_ok || s("host").is_empty() || !secret_ok {
+                return bad(format!(
+                    "keys[{i}] must be {{\"env\": VARIABLE, \"host\": HOST, \"secret\": {{\"env\": NAME}} or {{\"file\": PATH}}}}"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The profile's `keys` (`[{"env": VARIABLE, "host": HOST, "secret": {"env" | "file"}}]`):
 /// the sandbox gets `VARIABLE=vouch-placeholder-VARIABLE`, the proxy the real key, read here
 /// on the host, for `HOST` only. A key that cannot be read is named, not given.
@@ -491,5 +561,65 @@ impl Host {
             usage,
             evidence: Some(evidence(&observed, &sandbox, &refused)),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(v: Value) -> Result<(), String> {
+        check_sandbox_policy("p", v.as_object().unwrap_or(&serde_json::Map::new()))
+    }
+
+    #[test]
+    fn a_profiles_sandbox_policy_is_read_strictly() {
+        assert!(
+            check(json!({"writable": ["src", "docs/out"], "limits": {"processes_max": 8}})).is_ok()
+        );
+        let refused = [
+            (json!({"writable": ["../up"]}), "writable `../up`"),
+            (json!({"writable": ["src/**"]}), "no globs"),
+            (json!({"limits": {"cpu": 1}}), "limits.cpu is not a limit"),
+            (json!({"limits": {"processes_max": 0}}), "from 1 to 4096"),
+            (
+                json!({"keys": [{"env": "K", "host": "h"}]}),
+                "keys[0] must be",
+            ),
+            (
+                json!({"keys": [{"env": "A B", "host": "h", "secret": {"env": "X"}}]}),
+                "keys[0]",
+            ),
+        ];
+        for (v, want) in refused {
+            let e = check(v.clone()).unwrap_err();
+            assert!(e.contains(want), "{v}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_confinement_comes_from_the_snapshot_not_the_worker() {
+        let w = PatchWork::new(PathBuf::from("/w"), vec!["cargo".into()]);
+        let (c, problems) = w.confinement(None);
+        assert_eq!(c.commands, vec!["cargo"]);
+        assert!(problems.is_empty());
+        let p = RuntimeProfile::from_policy(json!({"name": "p", "shell": ["make"], "network": ["example.com"],
+            "writable": ["src"], "limits": {"processes_max": 9, "memory_mb_max": 100},
+            "keys": [{"env": "K", "host": "example.com", "secret": {"env": "VOUCH_TEST_NO_SUCH_VARIABLE"}}]}))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let (c, problems) = w.confinement(Some(&p));
+        assert_eq!(c.commands, vec!["make"]);
+        assert_eq!(c.network, vec!["example.com"]);
+        assert_eq!(c.writable, vec!["src"]);
+        assert_eq!(
+            (c.limits.processes_max, c.limits.memory_bytes_max),
+            (9, 100 << 20)
+        );
+        // A key the host cannot read is named and not given.
+        assert!(c.keys.is_empty());
+        assert!(
+            problems[0].contains("VOUCH_TEST_NO_SUCH_VARIABLE"),
+            "{problems:?}"
+        );
     }
 }

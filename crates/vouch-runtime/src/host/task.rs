@@ -330,11 +330,12 @@ impl RuntimeProfile {
                 )),
             }
         };
-        for k in ["shell", "network", "writable"] {
+        for k in ["shell", "network", "writable", "commands"] {
             if let Some(x) = o.get(k) {
                 strings(k, x)?;
             }
         }
+        super::patch::check_sandbox_policy(name, o)?;
         if let Some(t) = o.get("tools") {
             let Some(t) = t.as_object() else {
                 return Err(format!(
