@@ -835,6 +835,22 @@ pub async fn board(State(s): State<AppState>, signed: Signed) -> Response {
     show(&s, &signed, "Board", None, body).await
 }
 
+/// A patch attempt's sandbox as its receipt names it (§14.0.5): the policy line and each
+/// refusal, without their prefixes.
+fn sandbox_lines(detail: &serde_json::Value) -> Vec<String> {
+    let receipt = detail.get("receipt").and_then(|r| r.as_str()).unwrap_or("");
+    receipt
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("Sandbox: ").map(String::from).or_else(|| {
+                l.strip_prefix("Refused by the sandbox: ")
+                    .map(|r| format!("refused: {r}"))
+            })
+        })
+        .take(60)
+        .collect()
+}
+
 fn cids(v: &Value) -> Vec<String> {
     v.get("artifacts")
         .and_then(Value::as_array)
@@ -920,6 +936,10 @@ pub async fn task(
                         dt { "Claimant" } dd.claimant { (inert(&a.claimant)) }
                         dt { "Profile" } dd { (inert(&a.profile)) @if let Some(m) = &a.model { " · model " (inert(m)) } }
                         dt { "Profile fingerprint" } dd { (hash(&a.policy_fingerprint)) }
+                        @let sandbox = sandbox_lines(&a.detail);
+                        @if !sandbox.is_empty() {
+                            dt { "Sandbox" } dd.sandbox { @for l in &sandbox { (inert(l)) br; } }
+                        }
                         dt { "Claimed" } dd { (when(a.claimed_ms, tz)) " (lease epoch " (a.epoch) ")" }
                         dt { "Lease" } dd {
                             @match a.lease_until_ms { Some(l) => { "until " (when(l, tz)) } None => "released" }
@@ -1064,4 +1084,23 @@ pub async fn doctor(State(s): State<AppState>, signed: Signed) -> Response {
         }
     };
     show(&s, &signed, "Doctor", None, body).await
+}
+
+#[cfg(test)]
+mod sandbox_tests {
+    use super::sandbox_lines;
+
+    #[test]
+    fn an_attempts_sandbox_is_named_from_its_receipt() {
+        let detail = serde_json::json!({"receipt": "Patch rejected\nSandbox: bubblewrap under profile p (sha256:ab); commands: sh\nRefused by the sandbox: network: h:80 is not on this runtime profile's network allow-list\nWhy: x"});
+        assert_eq!(
+            sandbox_lines(&detail),
+            vec![
+                "bubblewrap under profile p (sha256:ab); commands: sh".to_string(),
+                "refused: network: h:80 is not on this runtime profile's network allow-list"
+                    .to_string()
+            ]
+        );
+        assert!(sandbox_lines(&serde_json::json!({})).is_empty());
+    }
 }
