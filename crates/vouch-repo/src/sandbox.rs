@@ -151,8 +151,7 @@ impl Sandbox {
         probe().map_err(|e| format!("commands are refused: {e}"))?;
         let l = &self.limits;
         let mut cmd = Command::new("prlimit");
-        cmd.arg(format!("--nproc={}", l.processes_max))
-            .arg(format!("--data={}", l.memory_bytes_max))
+        cmd.arg(format!("--data={}", l.memory_bytes_max))
             .arg(format!("--fsize={}", l.output_bytes_max))
             .arg("--core=0")
             .args(["--", BWRAP]);
@@ -179,9 +178,14 @@ impl Sandbox {
         }
         // Nothing of the host's environment reaches even bubblewrap.
         cmd.env_clear().env("PATH", SANDBOX_PATH);
+        // The process limit is set inside the new user namespace: set outside, the kernel
+        // would also hold the user's processes elsewhere on the machine against it.
+        cmd.args(["--", "prlimit"])
+            .arg(format!("--nproc={}", l.processes_max))
+            .arg("--");
         match &self.egress {
             None => {
-                cmd.args(["--", program]).args(args);
+                cmd.arg(program).args(args);
             }
             Some(e) => {
                 let proxy = format!("http://127.0.0.1:{EGRESS_PORT}");
@@ -193,7 +197,7 @@ impl Sandbox {
                 }
                 cmd.arg("--bind").arg(&e.socket).arg(EGRESS_SOCKET);
                 cmd.arg("--ro-bind").arg(&e.relay).arg("/run/vouch-relay");
-                cmd.args(["--", "/run/vouch-relay", "sandbox-relay"])
+                cmd.args(["/run/vouch-relay", "sandbox-relay"])
                     .arg(EGRESS_PORT.to_string())
                     .args([EGRESS_SOCKET, "--", program])
                     .args(args);
@@ -292,6 +296,7 @@ mod tests {
         assert!(!a.iter().any(|x| x == "--share-net"));
         assert!(a.windows(3).any(|w| w == ["--bind", "/w/t-1", "/w/t-1"]));
         assert!(a.ends_with(&["--".into(), "sh".into(), "-c".into(), "true".into()]));
+        assert!(a.iter().any(|x| x == "--nproc=64"));
     }
 
     #[test]
