@@ -129,8 +129,9 @@ fn ended(
         Some(Stop::Processes(n)) => Some(format!(
             "killed at {n} processes (the limit is {processes_max})"
         )),
-        None => match status.and_then(|s| s.signal()) {
-            // SIGXFSZ: a file (its output included) grew past the limit.
+        // SIGXFSZ: a file (its output included) grew past the limit. bubblewrap reports a
+        // child ended by a signal as 128 + the signal, and so does a shell.
+        None => match status.and_then(|s| s.signal().or(s.code().map(|c| c - 128))) {
             Some(25) => Some(format!(
                 "killed when a file it wrote passed {} bytes (its output limit)",
                 sandbox.limits.output_bytes_max

@@ -671,3 +671,47 @@ fn a_check_runs_confined_too() {
     );
     assert!(!outside.exists());
 }
+
+#[test]
+fn escape_output_flood() {
+    let (d, base) = repo();
+    let mut ws = confined(d.path(), &base, "e12", &["src/**"]);
+    let mut c = ws.confinement().clone();
+    c.limits.output_bytes_max = 1 << 20;
+    ws.confine(c);
+    let ran = sh(
+        &ws,
+        "head -c 3000000 /dev/zero > src/big; head -c 3000000 /dev/zero",
+    );
+    let refused = ran.refused.clone().unwrap_or_default();
+    assert!(refused.contains("output limit"), "{ran:?}");
+    let big = std::fs::metadata(ws.path().join("src/big"))
+        .map(|m| m.len())
+        .unwrap_or(0);
+    assert!(big <= 1 << 20, "{big}");
+}
+
+#[test]
+fn escape_write_outside_the_profiles_writable_folders() {
+    let (d, base) = repo();
+    let mut ws = confined(d.path(), &base, "e13", &["src/**", "README.md"]);
+    let mut c = ws.confinement().clone();
+    c.writable = vec!["src".into()];
+    ws.confine(c);
+    let ran = sh(&ws, "echo x > README.md; echo y > src/util.rs");
+    assert!(ran.tail.contains("Read-only file system"), "{ran:?}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("README.md")).unwrap(),
+        "readme\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("src/util.rs")).unwrap(),
+        "y\n"
+    );
+    let e = ws.write("README.md", b"x").unwrap_err();
+    assert!(
+        e.contains("not in a folder this runtime profile makes writable"),
+        "{e}"
+    );
+    assert!(ws.write("src/lib.rs", b"retry\n").is_ok());
+}
