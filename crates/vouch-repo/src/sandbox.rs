@@ -180,12 +180,11 @@ impl Sandbox {
         cmd.env_clear().env("PATH", SANDBOX_PATH);
         // The process limit is set inside the new user namespace: set outside, the kernel
         // would also hold the user's processes elsewhere on the machine against it.
-        cmd.args(["--", "prlimit"])
-            .arg(format!("--nproc={}", l.processes_max))
-            .arg("--");
+        let nproc = format!("--nproc={}", l.processes_max);
         match &self.egress {
             None => {
-                cmd.arg(program).args(args);
+                cmd.args(["--", "prlimit", &nproc, "--", program])
+                    .args(args);
             }
             Some(e) => {
                 let proxy = format!("http://127.0.0.1:{EGRESS_PORT}");
@@ -197,10 +196,17 @@ impl Sandbox {
                 }
                 cmd.arg("--bind").arg(&e.socket).arg(EGRESS_SOCKET);
                 cmd.arg("--ro-bind").arg(&e.relay).arg("/run/vouch-relay");
-                cmd.args(["/run/vouch-relay", "sandbox-relay"])
-                    .arg(EGRESS_PORT.to_string())
-                    .args([EGRESS_SOCKET, "--", program])
-                    .args(args);
+                cmd.args([
+                    "--",
+                    "prlimit",
+                    &nproc,
+                    "--",
+                    "/run/vouch-relay",
+                    "sandbox-relay",
+                ])
+                .arg(EGRESS_PORT.to_string())
+                .args([EGRESS_SOCKET, "--", program])
+                .args(args);
             }
         }
         Ok(cmd)
@@ -297,6 +303,33 @@ mod tests {
         assert!(a.windows(3).any(|w| w == ["--bind", "/w/t-1", "/w/t-1"]));
         assert!(a.ends_with(&["--".into(), "sh".into(), "-c".into(), "true".into()]));
         assert!(a.iter().any(|x| x == "--nproc=64"));
+    }
+
+    #[test]
+    fn with_egress_every_bwrap_option_comes_before_the_command() {
+        if probe().is_err() {
+            return;
+        }
+        let mut s = Sandbox::new("/w/t-1");
+        s.egress = Some(Egress {
+            socket: "/s/egress.sock".into(),
+            relay: "/bin/vouch".into(),
+            env: vec![("K".into(), "vouch-placeholder-K".into())],
+        });
+        let a = args(&s.command("sh", &[]).unwrap_or_else(|e| panic!("{e}")));
+        let end = a.iter().rposition(|x| x == "prlimit").unwrap_or(0);
+        for opt in ["--setenv", "--bind", "--ro-bind"] {
+            let last = a.iter().rposition(|x| x == opt).unwrap_or(usize::MAX);
+            assert!(last < end, "{opt} after the command in {a:?}");
+        }
+        assert!(a.ends_with(&[
+            "/run/vouch-relay".into(),
+            "sandbox-relay".into(),
+            "3128".into(),
+            EGRESS_SOCKET.into(),
+            "--".into(),
+            "sh".into()
+        ]));
     }
 
     #[test]
