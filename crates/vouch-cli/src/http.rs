@@ -50,9 +50,10 @@ pub fn serve(
     let doctor = doctor_fn(dir, host.store.clone());
     let mut state = app_state(dir, host, doctor)?;
     // The console's run pages hold `watching` in the home's presence leases (§11.1), which
-    // this host reads when it routes a terminal record; artifacts download from the home.
+    // this host reads when it routes a terminal record; artifacts download from the home's
+    // artifact store (its folder, or the bucket every host shares).
     state.console.presence = Some(Arc::new(home::FilePresence::new(dir)));
-    state.console.artifacts = Some(Arc::new(vouch_artifacts::LocalStore::in_home(dir)));
+    state.console.artifacts = state.work.artifacts.clone();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -90,7 +91,7 @@ pub fn app_state(
     state.board = Some(board);
     state.work.home = Some(dir.to_path_buf());
     state.work.identities = Some(ids);
-    state.work.artifacts = Some(Arc::new(vouch_artifacts::LocalStore::in_home(dir)));
+    state.work.artifacts = Some(home::open_artifacts(dir)?);
     state.work.types =
         Arc::new(vouch_runtime::host::TaskTypes::with_dir(&dir.join("types")).map_err(bad)?);
     Ok(state)

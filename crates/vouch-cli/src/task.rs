@@ -628,8 +628,7 @@ fn continue_task(
     let (store, _) = open_board(dir)?;
     let host = home::host_on(dir, store, None)?;
     let (conversation, cid) = host.conversation(&run).map_err(crate::host_err)?;
-    use vouch_artifacts::ArtifactStore as _;
-    let artifacts = vouch_artifacts::LocalStore::in_home(dir);
+    let artifacts = crate::home::open_artifacts(dir)?;
     let stored = artifacts
         .put_json(&conversation)
         .and_then(|c| artifacts.pin(&c).map(|()| c))
@@ -817,7 +816,7 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
     let work = Arc::new(
         TaskWork::new(host.work.clone())
             .with_patch(PatchWork::new(worktrees, a.allow_commands.clone()))
-            .with_artifacts(Arc::new(vouch_artifacts::LocalStore::in_home(dir)))
+            .with_artifacts(crate::home::open_artifacts(dir)?)
             .with_board(board.clone()),
     );
     host.work = work.clone();
