@@ -365,7 +365,7 @@ pub fn task(dir: &Path, cmd: TaskCmd, json: bool) -> Result<i32> {
     if let TaskCmd::Cancel { id } = &cmd {
         return cancel(dir, id, json);
     }
-    let (_, board) = open_board(dir)?;
+    let (store, board) = open_board(dir)?;
     match cmd {
         TaskCmd::Offer(a) => offer(dir, &*board, *a, json),
         TaskCmd::List { state, tag } => {
@@ -521,7 +521,18 @@ pub fn task(dir: &Path, cmd: TaskCmd, json: bool) -> Result<i32> {
             crate::cmd::runs::finish(&host, &run, &end, json)
         }
         TaskCmd::Sweep => {
-            let r = board.sweep(now_ms()).map_err(store_err)?;
+            // Fenced across every host on the store: this waits for a sweep running elsewhere,
+            // then sweeps what that one left (§13.3.1).
+            let swept = vouch_store::board::sweep_fenced(&*store, &*board, now_ms(), true)
+                .map_err(store_err)?;
+            let Some(r) = swept else {
+                if json {
+                    outln!("{}", json!({"busy": true}));
+                } else {
+                    outln!("Another process kept sweeping the board for longer than a lock is waited for; its sweep does this work.");
+                }
+                return Ok(0);
+            };
             if json {
                 outln!("{}", serde_json::to_string(&r)?);
             } else {
@@ -860,7 +871,8 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
         if now - swept_ms >= SWEEP_EVERY_MS {
             // A sweep that loses a race or meets a busy store is tried again next time; it
             // never stops the worker.
-            if let Err(e) = board.sweep(now) {
+            // Fenced across hosts: when another process is sweeping, that sweep does this work.
+            if let Err(e) = vouch_store::board::sweep_fenced(&*host.store, &*board, now, false) {
                 errln!("sweep: {e}");
             }
             swept_ms = now;
