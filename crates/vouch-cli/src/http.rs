@@ -54,6 +54,8 @@ pub fn serve(
     // artifact store (its folder, or the bucket every host shares).
     state.console.presence = Some(Arc::new(home::FilePresence::new(dir)));
     state.console.artifacts = state.work.artifacts.clone();
+    state.poll_ms = poll_ms()?;
+    listen_for_wakeups(&state)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -77,6 +79,46 @@ pub fn serve(
         .map_err(|e| anyhow!("the HTTP server stopped: {e}"))
     })?;
     Ok(0)
+}
+
+/// How often event streams and long-polls look at the store when nothing woke them:
+/// `VOUCH_POLL_MS` (10 ms to 10 minutes), default 250 ms.
+fn poll_ms() -> Result<u64> {
+    match std::env::var("VOUCH_POLL_MS") {
+        Err(_) => Ok(250),
+        Ok(v) => v
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .filter(|n| (10..=600_000).contains(n))
+            .ok_or_else(|| {
+                bad(format!(
+                    "VOUCH_POLL_MS `{}`: expected milliseconds from 10 to 600000",
+                    v.chars().take(40).collect::<String>()
+                ))
+            }),
+    }
+}
+
+/// On PostgreSQL, every host's writes of tasks, cards and run states wake this server's event
+/// streams and long-polls (`LISTEN/NOTIFY`); on SQLite, one machine's processes share the
+/// home and the streams poll.
+fn listen_for_wakeups(state: &vouch_server::AppState) -> Result<()> {
+    let Some((url, schema)) = home::database_url() else {
+        return Ok(());
+    };
+    let pg = vouch_store_postgres::PostgresStore::open(&url, &schema)
+        .map_err(|e| anyhow!("open the store to listen for wake-ups: {e}"))?;
+    let wakeups = state.wakeups.clone();
+    Arc::new(pg)
+        .listen(Box::new(move |w| match w {
+            Ok(_) => wakeups.send_modify(|n| *n = n.wrapping_add(1)),
+            Err(e) => {
+                tracing::warn!(error = %e, "wake-ups from PostgreSQL paused; listening again")
+            }
+        }))
+        .context("start the wake-up listener")?;
+    Ok(())
 }
 
 /// What the HTTP API and MCP serve: the store (reads see what is durable; the host's own
