@@ -7,13 +7,14 @@ cd "$(dirname "$0")/.."
 # target/ folder, never in the machine's Python: aiosmtpd (a real SMTP server on loopback),
 # dbus-next (a real desktop-notification listener on a private session bus), LiteLLM's
 # proxy (a third-party OpenAI-compatible server with mock responses) and the official MCP
-# Python SDK with `cryptography` (the MCP client tests; the client signs as a worker), and
-# schemathesis (the HTTP API against its OpenAPI document). Created when missing.
+# Python SDK with `cryptography` (the MCP client tests; the client signs as a worker),
+# schemathesis (the HTTP API against its OpenAPI document) and moto in server mode (a real
+# S3-compatible server on loopback for the object-storage tests). Created when missing.
 VENV=target/venv
-if [ ! -x "$VENV/bin/litellm" ] || ! "$VENV/bin/python" -c "import aiosmtpd, dbus_next, mcp, cryptography, schemathesis" 2>/dev/null; then
-  echo "creating $VENV for the SMTP, D-Bus, model-server and MCP tests (aiosmtpd, dbus-next, litellm[proxy], mcp, cryptography, schemathesis)"
+if [ ! -x "$VENV/bin/litellm" ] || ! "$VENV/bin/python" -c "import aiosmtpd, dbus_next, mcp, cryptography, schemathesis, moto.server" 2>/dev/null; then
+  echo "creating $VENV for the SMTP, D-Bus, model-server, MCP and S3 tests (aiosmtpd, dbus-next, litellm[proxy], mcp, cryptography, schemathesis, moto[server])"
   python3 -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check aiosmtpd dbus-next "litellm[proxy]" "mcp>=2.3,<3" cryptography "schemathesis>=4.3,<5"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check aiosmtpd dbus-next "litellm[proxy]" "mcp>=2.3,<3" cryptography "schemathesis>=4.3,<5" "moto[server]>=5,<6"
 fi
 # The tests start `python3`: the venv's comes first.
 export PATH="$PWD/$VENV/bin:$PATH"

@@ -3,7 +3,7 @@
 //! An artifact's content id is `sha256:` + the hex SHA-256 of its bytes; a JSON value's is
 //! taken over its RFC 8785 canonical form ([`json_content_id`]), so the same value has the same
 //! id in every language and database. [`ArtifactStore`] is what the board uses; [`LocalStore`]
-//! keeps artifacts in the home, and an S3-compatible store would implement the same trait.
+//! keeps artifacts in the home, and [`S3Store`] (feature `s3`) in an S3-compatible bucket.
 //!
 //! Every artifact is *staged* when stored and *pinned* once something durable refers to it (a
 //! task's input, an accepted output). [`ArtifactStore::sweep`] removes staged artifacts that the
@@ -11,12 +11,16 @@
 //! reference is not written yet survives a concurrent sweep).
 
 mod local;
+#[cfg(feature = "s3")]
+mod s3;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
 
 pub use local::LocalStore;
+#[cfg(feature = "s3")]
+pub use s3::{parse_s3_url, S3Config, S3Store};
 
 /// The prefix of every content id.
 pub const CID_PREFIX: &str = "sha256:";
@@ -80,6 +84,33 @@ pub fn json_bytes(value: &serde_json::Value) -> ArtifactResult<Vec<u8>> {
 /// The content id of a JSON value: over its RFC 8785 canonical form.
 pub fn json_content_id(value: &serde_json::Value) -> ArtifactResult<String> {
     Ok(content_id(&json_bytes(value)?))
+}
+
+/// The contents of a file, without reading more than `bytes_max` into memory (`TooLarge`
+/// past it): what a store's put takes from a file.
+pub fn read_file(path: &std::path::Path, bytes_max: u64) -> ArtifactResult<Vec<u8>> {
+    use std::io::Read as _;
+    let io = |error| ArtifactError::Io {
+        what: format!("read {}", path.display()),
+        error,
+    };
+    let f = std::fs::File::open(path).map_err(io)?;
+    let len = f.metadata().map_err(io)?.len();
+    if len > bytes_max {
+        return Err(ArtifactError::TooLarge {
+            size_bytes: len,
+            limit_bytes: bytes_max,
+        });
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    f.take(bytes_max + 1).read_to_end(&mut bytes).map_err(io)?;
+    if bytes.len() as u64 > bytes_max {
+        return Err(ArtifactError::TooLarge {
+            size_bytes: bytes.len() as u64,
+            limit_bytes: bytes_max,
+        });
+    }
+    Ok(bytes)
 }
 
 /// Check a content id; returns its hex digest.

@@ -10,7 +10,7 @@ use crate::{
     content_id, parse_cid, ArtifactError, ArtifactResult, ArtifactStat, ArtifactStore, SweepReport,
 };
 use std::collections::BTreeSet;
-use std::io::{Read as _, Write as _};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -71,22 +71,7 @@ impl LocalStore {
 
     /// Store the contents of a file without reading more than the limit into memory.
     pub fn put_file(&self, path: &Path) -> ArtifactResult<String> {
-        let f = std::fs::File::open(path).map_err(io(format!("open {}", path.display())))?;
-        let len = f
-            .metadata()
-            .map_err(io(format!("read {}", path.display())))?
-            .len();
-        if len > self.bytes_max {
-            return Err(ArtifactError::TooLarge {
-                size_bytes: len,
-                limit_bytes: self.bytes_max,
-            });
-        }
-        let mut bytes = Vec::with_capacity(len as usize);
-        f.take(self.bytes_max + 1)
-            .read_to_end(&mut bytes)
-            .map_err(io(format!("read {}", path.display())))?;
-        self.put(&bytes)
+        self.put(&crate::read_file(path, self.bytes_max)?)
     }
 
     fn stat_hex(&self, cid: &str, hex: &str) -> ArtifactResult<Option<ArtifactStat>> {

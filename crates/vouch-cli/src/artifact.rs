@@ -1,5 +1,5 @@
-//! `vouch artifact put FILE`, `get CID [-o FILE]`, `list` (§13.5): the home's local
-//! content-addressed store. The work is done by `vouch-artifacts`.
+//! `vouch artifact put FILE`, `get CID [-o FILE]`, `list` (§13.5): the home's
+//! content-addressed store (its folder, or the bucket `[storage] artifacts` names). The work is done by `vouch-artifacts`.
 
 use crate::bad;
 use anyhow::{anyhow, Result};
@@ -7,7 +7,7 @@ use clap::Subcommand;
 use serde_json::json;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use vouch_artifacts::{ArtifactError, ArtifactStore, LocalStore};
+use vouch_artifacts::ArtifactError;
 
 #[derive(Subcommand)]
 pub enum ArtifactCmd {
@@ -47,7 +47,7 @@ pub fn run(dir: &Path, cmd: ArtifactCmd, json: bool) -> Result<i32> {
             dir.display()
         )));
     }
-    let store = LocalStore::in_home(dir);
+    let store = crate::home::open_artifacts(dir)?;
     match cmd {
         ArtifactCmd::Put { file, pin } => {
             if !file.is_file() {
@@ -56,7 +56,9 @@ pub fn run(dir: &Path, cmd: ArtifactCmd, json: bool) -> Result<i32> {
                     file.display()
                 )));
             }
-            let cid = store.put_file(&file).map_err(|e| match e {
+            let bytes =
+                vouch_artifacts::read_file(&file, vouch_artifacts::ARTIFACT_BYTES_MAX_DEFAULT);
+            let cid = bytes.and_then(|b| store.put(&b)).map_err(|e| match e {
                 ArtifactError::TooLarge { .. } => bad(format!("{}: {e}", file.display())),
                 other => artifact_err(other),
             })?;

@@ -176,6 +176,35 @@ pub fn folder_root(dir: &Path) -> PathBuf {
     }
 }
 
+/// The artifact store of this home (§13.5): the bucket `[storage] artifacts` names, shared by
+/// every host of one store, or the home's own `objects/` folder when none is configured.
+pub fn open_artifacts(dir: &Path) -> Result<Arc<dyn vouch_artifacts::ArtifactStore>> {
+    let cfg = config(dir)?;
+    let Some(st) = cfg.storage.filter(|s| s.artifacts.is_some()) else {
+        return Ok(Arc::new(vouch_artifacts::LocalStore::in_home(dir)));
+    };
+    let secret = |what: &str, r: &Option<vouch_runtime::config::SecretRef>| {
+        r.as_ref()
+            .map(|r| {
+                r.resolve()
+                    .map_err(|step| crate::bad(format!("[storage] {what}: {step}")))
+            })
+            .transpose()
+    };
+    let s3 = vouch_artifacts::S3Config {
+        url: st.artifacts.clone().unwrap_or_default(),
+        endpoint: st.endpoint.clone(),
+        region: st.region.clone(),
+        access_key_id: secret("access_key_id", &st.access_key_id)?,
+        secret_access_key: secret("secret_access_key", &st.secret_access_key)?,
+        allow_http: st.allow_http,
+        bytes_max: vouch_artifacts::ARTIFACT_BYTES_MAX_DEFAULT,
+    };
+    let store = vouch_artifacts::S3Store::open(&s3)
+        .map_err(|e| crate::bad(format!("[storage] in vouch.toml: {e}")))?;
+    Ok(Arc::new(store))
+}
+
 pub fn config(dir: &Path) -> Result<Config> {
     Config::load(dir)
         .map_err(|e| crate::bad(format!("{e}; fix vouch.toml (see README) and try again")))

@@ -50,9 +50,12 @@ pub fn serve(
     let doctor = doctor_fn(dir, host.store.clone());
     let mut state = app_state(dir, host, doctor)?;
     // The console's run pages hold `watching` in the home's presence leases (§11.1), which
-    // this host reads when it routes a terminal record; artifacts download from the home.
+    // this host reads when it routes a terminal record; artifacts download from the home's
+    // artifact store (its folder, or the bucket every host shares).
     state.console.presence = Some(Arc::new(home::FilePresence::new(dir)));
-    state.console.artifacts = Some(Arc::new(vouch_artifacts::LocalStore::in_home(dir)));
+    state.console.artifacts = state.work.artifacts.clone();
+    state.poll_ms = poll_ms()?;
+    listen_for_wakeups(&state)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -78,6 +81,46 @@ pub fn serve(
     Ok(0)
 }
 
+/// How often event streams and long-polls look at the store when nothing woke them:
+/// `VOUCH_POLL_MS` (10 ms to 10 minutes), default 250 ms.
+fn poll_ms() -> Result<u64> {
+    match std::env::var("VOUCH_POLL_MS") {
+        Err(_) => Ok(250),
+        Ok(v) => v
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .filter(|n| (10..=600_000).contains(n))
+            .ok_or_else(|| {
+                bad(format!(
+                    "VOUCH_POLL_MS `{}`: expected milliseconds from 10 to 600000",
+                    v.chars().take(40).collect::<String>()
+                ))
+            }),
+    }
+}
+
+/// On PostgreSQL, every host's writes of tasks, cards and run states wake this server's event
+/// streams and long-polls (`LISTEN/NOTIFY`); on SQLite, one machine's processes share the
+/// home and the streams poll.
+fn listen_for_wakeups(state: &vouch_server::AppState) -> Result<()> {
+    let Some((url, schema)) = home::database_url() else {
+        return Ok(());
+    };
+    let pg = vouch_store_postgres::PostgresStore::open(&url, &schema)
+        .map_err(|e| anyhow!("open the store to listen for wake-ups: {e}"))?;
+    let wakeups = state.wakeups.clone();
+    Arc::new(pg)
+        .listen(Box::new(move |w| match w {
+            Ok(_) => wakeups.send_modify(|n| *n = n.wrapping_add(1)),
+            Err(e) => {
+                tracing::warn!(error = %e, "wake-ups from PostgreSQL paused; listening again")
+            }
+        }))
+        .context("start the wake-up listener")?;
+    Ok(())
+}
+
 /// What the HTTP API and MCP serve: the store (reads see what is durable; the host's own
 /// writes wait in its buffer until a point), the board, identities, artifacts and task types.
 pub fn app_state(
@@ -90,7 +133,7 @@ pub fn app_state(
     state.board = Some(board);
     state.work.home = Some(dir.to_path_buf());
     state.work.identities = Some(ids);
-    state.work.artifacts = Some(Arc::new(vouch_artifacts::LocalStore::in_home(dir)));
+    state.work.artifacts = Some(home::open_artifacts(dir)?);
     state.work.types =
         Arc::new(vouch_runtime::host::TaskTypes::with_dir(&dir.join("types")).map_err(bad)?);
     Ok(state)

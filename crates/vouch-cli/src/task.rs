@@ -365,7 +365,7 @@ pub fn task(dir: &Path, cmd: TaskCmd, json: bool) -> Result<i32> {
     if let TaskCmd::Cancel { id } = &cmd {
         return cancel(dir, id, json);
     }
-    let (_, board) = open_board(dir)?;
+    let (store, board) = open_board(dir)?;
     match cmd {
         TaskCmd::Offer(a) => offer(dir, &*board, *a, json),
         TaskCmd::List { state, tag } => {
@@ -521,7 +521,18 @@ pub fn task(dir: &Path, cmd: TaskCmd, json: bool) -> Result<i32> {
             crate::cmd::runs::finish(&host, &run, &end, json)
         }
         TaskCmd::Sweep => {
-            let r = board.sweep(now_ms()).map_err(store_err)?;
+            // Fenced across every host on the store: this waits for a sweep running elsewhere,
+            // then sweeps what that one left (§13.3.1).
+            let swept = vouch_store::board::sweep_fenced(&*store, &*board, now_ms(), true)
+                .map_err(store_err)?;
+            let Some(r) = swept else {
+                if json {
+                    outln!("{}", json!({"busy": true}));
+                } else {
+                    outln!("Another process kept sweeping the board for longer than a lock is waited for; its sweep does this work.");
+                }
+                return Ok(0);
+            };
             if json {
                 outln!("{}", serde_json::to_string(&r)?);
             } else {
@@ -628,8 +639,7 @@ fn continue_task(
     let (store, _) = open_board(dir)?;
     let host = home::host_on(dir, store, None)?;
     let (conversation, cid) = host.conversation(&run).map_err(crate::host_err)?;
-    use vouch_artifacts::ArtifactStore as _;
-    let artifacts = vouch_artifacts::LocalStore::in_home(dir);
+    let artifacts = crate::home::open_artifacts(dir)?;
     let stored = artifacts
         .put_json(&conversation)
         .and_then(|c| artifacts.pin(&c).map(|()| c))
@@ -825,7 +835,7 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
     let work = Arc::new(
         TaskWork::new(host.work.clone())
             .with_patch(relayed(PatchWork::new(worktrees, a.allow_commands.clone())))
-            .with_artifacts(Arc::new(vouch_artifacts::LocalStore::in_home(dir)))
+            .with_artifacts(crate::home::open_artifacts(dir)?)
             .with_board(board.clone()),
     );
     host.work = work.clone();
@@ -869,7 +879,8 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
         if now - swept_ms >= SWEEP_EVERY_MS {
             // A sweep that loses a race or meets a busy store is tried again next time; it
             // never stops the worker.
-            if let Err(e) = board.sweep(now) {
+            // Fenced across hosts: when another process is sweeping, that sweep does this work.
+            if let Err(e) = vouch_store::board::sweep_fenced(&*host.store, &*board, now, false) {
                 errln!("sweep: {e}");
             }
             swept_ms = now;

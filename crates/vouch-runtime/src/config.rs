@@ -33,6 +33,25 @@ pub struct Config {
     pub notify: Option<NotifyConfig>,
     #[serde(default)]
     pub model: Option<ModelConfig>,
+    #[serde(default)]
+    pub storage: Option<StorageConfig>,
+}
+
+/// `[storage]`: where artifacts and pinned task conversations live (§13.5). Absent, they live
+/// in the home (`HOME/objects`); `artifacts = "s3://bucket/prefix"` puts them in an
+/// S3-compatible bucket that every host of one store shares. Keys by reference only.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageConfig {
+    /// `s3://bucket` or `s3://bucket/prefix`.
+    pub artifacts: Option<String>,
+    /// An S3-compatible server (`https://…`, or `http://` on loopback with `allow_http`).
+    pub endpoint: Option<String>,
+    pub region: Option<String>,
+    pub access_key_id: Option<SecretRef>,
+    pub secret_access_key: Option<SecretRef>,
+    #[serde(default)]
+    pub allow_http: bool,
 }
 
 /// `[model]`: the OpenAI-compatible model profile runs use (`VOUCH_MODEL_*` override it). A

@@ -62,6 +62,10 @@ pub struct AppState {
     pub work: work::Work,
     /// The web console's sessions and its hooks (presence, artifacts).
     pub console: console::Console,
+    /// Wake-ups: bumped whenever a task, a card or a run's state may have changed — by this
+    /// server's own offers, and on PostgreSQL by every host's writes (`LISTEN`). Event streams
+    /// and claim-next long-polls wait on it, with `poll_ms` as the fallback.
+    pub wakeups: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl AppState {
@@ -76,6 +80,30 @@ impl AppState {
             streams: Arc::new(tokio::sync::Semaphore::new(STREAMS_MAX)),
             work: work::Work::default(),
             console: console::Console::default(),
+            wakeups: Arc::new(tokio::sync::watch::channel(0).0),
+        }
+    }
+
+    /// Something may have changed: wake every event stream and long-poll waiting now.
+    pub fn wake(&self) {
+        self.wakeups.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Wait until woken (see [`AppState::wakeups`]) or `fallback` passed, whichever is first;
+    /// true when woken.
+    pub async fn woken_or(
+        &self,
+        seen: &mut tokio::sync::watch::Receiver<u64>,
+        fallback: std::time::Duration,
+    ) -> bool {
+        tokio::select! {
+            r = seen.changed() => {
+                if r.is_err() {
+                    tokio::time::sleep(fallback).await;
+                }
+                r.is_ok()
+            }
+            () = tokio::time::sleep(fallback) => false,
         }
     }
 }

@@ -43,6 +43,7 @@ struct RunStream {
     buf: VecDeque<Event>,
     done: bool,
     first: bool,
+    woken: tokio::sync::watch::Receiver<u64>,
 }
 
 fn last_event_id(headers: &HeaderMap, q: &QueryMap) -> ApiResult<i64> {
@@ -98,6 +99,7 @@ pub async fn run_events(
     .await?;
     let st = RunStream {
         _permit: permit,
+        woken: s.wakeups.subscribe(),
         state: s,
         run: id,
         after,
@@ -123,7 +125,8 @@ pub async fn run_events(
                 return None;
             }
             if !st.first {
-                tokio::time::sleep(Duration::from_millis(st.state.poll_ms)).await;
+                let fallback = Duration::from_millis(st.state.poll_ms);
+                let _woken = st.state.woken_or(&mut st.woken, fallback).await;
             }
             st.first = false;
             let store = st.state.store.clone();
@@ -169,6 +172,7 @@ struct InboxStream {
     state: AppState,
     seen: Option<String>,
     n: u64,
+    woken: tokio::sync::watch::Receiver<u64>,
 }
 
 /// The inbox (as GET /api/inbox) now, then again whenever an open card or an ended run changes.
@@ -183,6 +187,7 @@ pub async fn inbox_events(
 ) -> ApiResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>> {
     let st = InboxStream {
         _permit: stream_permit(&s)?,
+        woken: s.wakeups.subscribe(),
         state: s,
         seen: None,
         n: 0,
@@ -190,7 +195,8 @@ pub async fn inbox_events(
     let events = stream::unfold(st, |mut st| async move {
         loop {
             if st.seen.is_some() {
-                tokio::time::sleep(Duration::from_millis(st.state.poll_ms)).await;
+                let fallback = Duration::from_millis(st.state.poll_ms);
+                let _woken = st.state.woken_or(&mut st.woken, fallback).await;
             }
             let store = st.state.store.clone();
             let seen = st.seen.clone();

@@ -221,6 +221,8 @@ pub async fn offer_task(
     };
     blocking(move || {
         let (created, task) = work::offer(&s, &body, key)?;
+        // Long-polls of this server wake at once (other hosts' by the store's notification).
+        s.wake();
         let status = if created {
             StatusCode::CREATED
         } else {
@@ -231,9 +233,16 @@ pub async fn offer_task(
     .await
 }
 
+/// The longest a claim-next waits for a task (`?wait_s=`), in seconds: well inside the clock
+/// skew a signed claim may have (`CLAIM_SKEW_MS_MAX`), since the claim is signed once.
+pub const CLAIM_WAIT_S_MAX: usize = 20;
+
 /// Claim the oldest claimable task matching the worker's filters (§13.2), signed by the
-/// worker's identity. `claimed: false` when nothing is claimable.
+/// worker's identity. `claimed: false` when nothing is claimable — at once, or with
+/// `?wait_s=N` after waiting up to N seconds for a task to be offered or freed: the wait is
+/// woken by offers on this server and, on PostgreSQL, by every host's (`LISTEN/NOTIFY`).
 #[utoipa::path(post, path = "/api/tasks/claim-next", tag = "workers",
+    params(("wait_s" = Option<u32>, Query, minimum = 0, maximum = 20, description = "wait up to this many seconds for a claimable task (long poll)")),
     request_body = ClaimBody,
     responses(
         (status = 200, body = ClaimResult),
@@ -243,9 +252,28 @@ pub async fn offer_task(
     ))]
 pub async fn claim_next(
     State(s): State<AppState>,
+    q: QueryMap,
     ApiJson(body): ApiJson<ClaimBody>,
 ) -> ApiResult<Json<ClaimResult>> {
-    blocking(move || work::claim_next(&s, &body).map(Json)).await
+    let wait = std::time::Duration::from_secs(q.number("wait_s", 0, 0, CLAIM_WAIT_S_MAX)? as u64);
+    let until = tokio::time::Instant::now() + wait;
+    let body = Arc::new(body);
+    // Subscribed before the first try: an offer between the try and the wait still wakes it.
+    let mut woken = s.wakeups.subscribe();
+    loop {
+        let (st, b) = (s.clone(), body.clone());
+        let claimed = blocking(move || work::claim_next(&st, &b)).await?;
+        let left = until.saturating_duration_since(tokio::time::Instant::now());
+        if claimed.claimed || left.is_zero() {
+            return Ok(Json(claimed));
+        }
+        // The store is looked at again when woken, or every `poll_ms` as the fallback; a wait
+        // that ran out unwoken answers what the last look found.
+        let poll = std::time::Duration::from_millis(s.poll_ms.max(1));
+        if !s.woken_or(&mut woken, left.min(poll)).await && left <= poll {
+            return Ok(Json(claimed));
+        }
+    }
 }
 
 /// Keep the lease; the first heartbeat moves the task to `running`. Answers `cancelled`

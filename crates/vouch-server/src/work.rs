@@ -375,8 +375,9 @@ pub fn claim_next(s: &AppState, b: &ClaimBody) -> ApiResult<ClaimResult> {
     )?;
     req.signature = Some(b.signature.clone());
     // Orphaned attempts, passed deadlines and satisfied conditions first, as every worker does;
-    // a sweep that loses a race is done by the next one.
-    if let Err(e) = board.sweep(now) {
+    // a sweep that loses a race is done by the next one, and one running elsewhere (fenced
+    // across hosts) does this one's work.
+    if let Err(e) = vouch_store::board::sweep_fenced(&*s.store, &*board, now, false) {
         tracing::warn!(error = %e, "sweep before a claim failed");
     }
     let started = std::time::Instant::now();

@@ -915,6 +915,58 @@ impl PostgresStore {
     }
 }
 
+/// How long a listener waits before it connects again after losing its connection.
+pub const LISTEN_RETRY_MS: u64 = 1_000;
+
+/// What a listener is told: what changed (`Ok`), or why it stopped listening for a moment.
+pub type OnWake = Box<dyn Fn(Result<&str, &StoreError>) + Send>;
+
+impl PostgresStore {
+    /// Listen for the store's wake-ups (migration 9): whenever any process on any host writes
+    /// a task, a card or a run's state, `on_wake` is called with what changed (`task`, `card`,
+    /// `run`) on a thread of its own, over a connection of its own. After (re)connecting it is
+    /// called with `listening`, since anything may have changed while nobody listened; a lost
+    /// connection is told as `Err` and made again after [`LISTEN_RETRY_MS`]. The thread never
+    /// ends the process.
+    pub fn listen(
+        self: std::sync::Arc<Self>,
+        on_wake: OnWake,
+    ) -> std::io::Result<std::thread::JoinHandle<()>> {
+        std::thread::Builder::new()
+            .name("vouch-pg-listen".into())
+            .spawn(move || loop {
+                if let Err(e) = self.listen_once(&*on_wake) {
+                    on_wake(Err(&e));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(LISTEN_RETRY_MS));
+            })
+    }
+
+    fn listen_once(&self, on_wake: &dyn Fn(Result<&str, &StoreError>)) -> StoreResult<()> {
+        let mut c = self.pool.connect()?;
+        let channel: String = c
+            .query_one("SELECT 'vouch_' || md5($1)", &[&self.schema])
+            .and_then(|r| r.try_get(0))
+            .map_err(db_err)?;
+        c.batch_execute(&format!("LISTEN {}", quote_ident(&channel)))
+            .map_err(db_err)?;
+        on_wake(Ok("listening"));
+        let mut notes = c.notifications();
+        let mut it = notes.blocking_iter();
+        loop {
+            match it.next() {
+                Ok(Some(n)) => on_wake(Ok(n.payload())),
+                Ok(None) => {
+                    return Err(StoreError::Retryable(
+                        "the server closed the connection".into(),
+                    ))
+                }
+                Err(e) => return Err(db_err(e)),
+            }
+        }
+    }
+}
+
 impl TamperForTests for PostgresStore {
     fn tamper_payload(&self, hash: &str, body: &str) -> StoreResult<bool> {
         self.exec(

@@ -348,4 +348,22 @@ END $$;
 CREATE TRIGGER runs_refused_while_damaged BEFORE INSERT ON runs
     FOR EACH ROW EXECUTE FUNCTION runs_refuse_while_damaged();
 "#,
+    // 9: wake-ups across hosts (§13.2, §17): whoever writes a task, a card or a run's state, on
+    // any host, notifies the store's channel (`vouch_` + md5 of the schema: always a valid
+    // channel name) with what changed. One notification per statement and kind, deduplicated
+    // per transaction; the journal's appends (the hot path) notify nothing, so a run's event
+    // stream wakes on its cards and states and polls for the events between.
+    r#"
+CREATE FUNCTION vouch_wake() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('vouch_' || md5(TG_TABLE_SCHEMA), TG_ARGV[0]);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER tasks_wake AFTER INSERT OR UPDATE OF state ON tasks
+    FOR EACH STATEMENT EXECUTE FUNCTION vouch_wake('task');
+CREATE TRIGGER cards_wake AFTER INSERT OR UPDATE ON cards
+    FOR EACH STATEMENT EXECUTE FUNCTION vouch_wake('card');
+CREATE TRIGGER runs_wake AFTER INSERT OR UPDATE OF state ON runs
+    FOR EACH STATEMENT EXECUTE FUNCTION vouch_wake('run');
+"#,
 ];

@@ -253,6 +253,29 @@ pub struct SweepReport {
     pub suspended: Vec<(String, u32, String)>,
 }
 
+/// The duty the board's sweeper holds across processes (`Store::with_duty`).
+pub const DUTY_BOARD_SWEEP: &str = "board_sweep";
+
+/// One sweep of `board`, fenced by `store` (the same database): at most one process of every
+/// host on the store sweeps at a time (§13.3.1), so N hosts do the work once instead of N
+/// times racing on the same guarded writes. `None` when another process holds the duty and
+/// `wait` is false (or the wait ran out): that sweep does this work.
+pub fn sweep_fenced(
+    store: &dyn crate::Store,
+    board: &dyn BoardStore,
+    now_ms: i64,
+    wait: bool,
+) -> StoreResult<Option<SweepReport>> {
+    let mut swept = None;
+    let had = store.with_duty(DUTY_BOARD_SWEEP, wait, &mut || {
+        swept = Some(board.sweep(now_ms));
+    })?;
+    if !had {
+        return Ok(None);
+    }
+    swept.transpose()
+}
+
 /// The sweep's query for attempts whose clock ran out while a run of their task, created since
 /// their claim and named by no attempt, is durably suspended (a worker died between its run's
 /// suspension and telling the board): `(task id, attempt n, run id)`. `?1`/`$1` is now, `?2`/`$2`
