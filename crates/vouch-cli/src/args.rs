@@ -193,6 +193,25 @@ pub(crate) enum Cmd {
         #[command(subcommand)]
         cmd: ScenarioCmd,
     },
+    /// The real host, board and reconciler under a seeded world with faults, checking the
+    /// contract's invariants after every step; prints simulated runs per second.
+    Sim {
+        /// The seed: the same seed, runs and faults take the same steps.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Simulated runs (interactive runs, schedule slots and tasks).
+        #[arg(long, default_value_t = 1000)]
+        runs: usize,
+        /// Faults to inject: all, none, or some of crash,lost,errors,slow,lease,race,dup,reorder.
+        #[arg(long, default_value = "all")]
+        faults: String,
+        /// PostgreSQL instead of SQLite (each store a fresh schema, dropped afterwards).
+        #[arg(long, value_name = "URL")]
+        database_url: Option<String>,
+        /// Print every step as it is taken (to replay a failure: the same seed, runs and faults).
+        #[arg(long)]
+        replay: bool,
+    },
     /// Measure: `vouch bench runs` (scripted runs with one durable save each).
     Bench {
         #[command(subcommand)]

@@ -15,6 +15,7 @@ mod help_tests;
 mod home;
 mod http;
 mod identity;
+mod sim;
 mod task;
 mod token;
 mod when;
@@ -260,6 +261,13 @@ fn run(cli: Cli) -> Result<i32> {
             http::mcp(&dir, host, name.as_deref())
         }
         Cmd::Token { cmd } => token::run(&dir, cmd, json),
+        Cmd::Sim {
+            seed,
+            runs,
+            faults,
+            database_url,
+            replay,
+        } => sim::run(seed, runs, &faults, database_url, replay, json),
         Cmd::Bench {
             cmd: BenchCmd::Runs { runs, concurrency },
         } => bench::runs(runs, concurrency, json),

@@ -102,6 +102,10 @@ impl Host {
                         ),
                     )?;
                 }
+                // The planted defect (test builds with the `planted-defect` feature only):
+                // the ledger's answer is ignored and the act executes again.
+                #[cfg(feature = "planted-defect")]
+                LedgerIntent::Recorded(_) if planted_ledger_defect() => {}
                 LedgerIntent::Recorded(prev) => {
                     // Never executed again: return the recorded outcome (§8.2).
                     let (status, reason) = match prev.state {
@@ -303,6 +307,63 @@ impl Host {
         Ok(())
     }
 
+    /// An interrupted attempt whose key the ledger already holds settled (§8.3.2): the
+    /// outcome became durable with the ledger row, and only the `evidence` event after it was
+    /// lost with the process's buffer (§3.4.2). The ledger's record is the evidence; nothing is
+    /// observed or attempted again, and the settled key is never settled a second time.
+    fn settled_in_ledger(
+        &self,
+        run: &RunRecord,
+        d: &vouch_core::Delivery,
+        key: Option<&str>,
+        posture: Posture,
+    ) -> HostResult<bool> {
+        let Some(key) = key else {
+            return Ok(false);
+        };
+        let Some(prev) = self.store.ledger_get(key)? else {
+            return Ok(false);
+        };
+        let recorded = prev
+            .detail
+            .get("status")
+            .cloned()
+            .and_then(|s| serde_json::from_value::<DeliveryStatus>(s).ok());
+        let status = match (prev.state, recorded) {
+            (LedgerState::Intended, _) => return Ok(false),
+            (_, Some(s)) => s,
+            (LedgerState::Done, None) => DeliveryStatus::Unconfirmed,
+            (LedgerState::Failed, None) => DeliveryStatus::Failed,
+            (LedgerState::Unknown, None) => DeliveryStatus::Unknown,
+        };
+        let evidence = prev
+            .detail
+            .get("evidence")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let reason = if status == DeliveryStatus::Verified {
+            String::new()
+        } else {
+            format!(
+                "the ledger recorded this act as {} before the process stopped",
+                prev.state.as_str()
+            )
+        };
+        self.journal(
+            &run.id,
+            self.evd(
+                &d.id,
+                j::Evidence {
+                    posture: Some(posture),
+                    ledger: Some(prev.state.as_str().to_string()),
+                    ..j::Evidence::of(status, evidence, reason)
+                },
+            ),
+        )?;
+        Ok(true)
+    }
+
     /// Settle an attempt whose result was lost to a crash (§8.3, §9.2).
     pub(super) fn settle_open_attempt(
         &self,
@@ -320,6 +381,9 @@ impl Host {
             return Ok(());
         };
         let posture = item.posture.unwrap_or(Posture::Execute);
+        if self.settled_in_ledger(run, &d, open.key.as_deref(), posture)? {
+            return Ok(());
+        }
         let Some(provider) = self.providers.get(&d.destination.kind).cloned() else {
             return self.settle(
                 run,
@@ -453,4 +517,11 @@ fn recorded_done(detail: &Value) -> (DeliveryStatus, String) {
                 .into(),
         ),
     }
+}
+
+/// Is the planted ledger defect switched on (`VOUCH_PLANTED_DEFECT=ledger`)? Compiled only
+/// with the `planted-defect` feature, which only the simulator's test enables.
+#[cfg(feature = "planted-defect")]
+fn planted_ledger_defect() -> bool {
+    std::env::var("VOUCH_PLANTED_DEFECT").is_ok_and(|v| v == "ledger")
 }
