@@ -230,6 +230,8 @@ fn serve(shared: &Shared, conn: UnixStream) -> std::io::Result<()> {
         Ok(s) => s,
         Err(e) => return refuse(conn, 503, &format!("{host}:{port} cannot be reached: {e}")),
     };
+    // A silent upstream does not hold the proxy's thread past the idle limit.
+    upstream.set_read_timeout(Some(Duration::from_secs(IDLE_TIMEOUT_S)))?;
     let mut up = upstream.try_clone()?;
     if connect {
         // TLS passes through untouched: the proxy sees only the host it allowed.
@@ -384,6 +386,56 @@ mod tests {
         assert!(!allows(&allow, "127.0.0.1", 8081));
         assert!(!allows(&allow, "evil.example.com", 443));
         assert!(!allows(&[], "example.com", 443));
+    }
+
+    /// Send one request through the proxy's socket; its whole answer.
+    fn through(p: &Proxy, request: &str) -> String {
+        let mut c = UnixStream::connect(&p.socket).unwrap_or_else(|e| panic!("{e}"));
+        c.write_all(request.as_bytes())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut out = String::new();
+        let _ = c.read_to_string(&mut out);
+        out
+    }
+
+    #[test]
+    fn a_host_off_the_list_is_a_403_and_a_key_goes_only_to_its_own_host() {
+        let server = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+        let port = server.local_addr().map(|a| a.port()).unwrap_or(0);
+        let seen = std::thread::spawn(move || {
+            let (c, _) = server.accept().unwrap_or_else(|e| panic!("{e}"));
+            let mut head = String::new();
+            let mut r = BufReader::new(c.try_clone().unwrap_or_else(|e| panic!("{e}")));
+            while r.read_line(&mut head).map(|n| n > 2).unwrap_or(false) {}
+            let _ = (&c).write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+            head
+        });
+        let key = |host: &str, secret: &str, ph: &str| Key {
+            placeholder: ph.into(),
+            secret: secret.into(),
+            host: host.into(),
+        };
+        let p = Proxy::start(
+            vec![format!("127.0.0.1:{port}")],
+            vec![
+                key(&format!("127.0.0.1:{port}"), "real-1", "PH1"),
+                key("other.example", "real-2", "PH2"),
+            ],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let refused = through(&p, "CONNECT evil.example:443 HTTP/1.1\r\n\r\n");
+        assert!(refused.starts_with("HTTP/1.1 403"), "{refused}");
+        assert!(refused
+            .contains("evil.example:443 is not on this runtime profile's network allow-list"));
+        let ok = through(
+            &p,
+            &format!("GET http://127.0.0.1:{port}/x HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer PH1 PH2\r\n\r\n"),
+        );
+        assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+        let head = seen.join().unwrap_or_default();
+        assert!(head.starts_with("GET /x HTTP/1.1"), "{head}");
+        assert!(head.contains("Bearer real-1 PH2"), "{head}");
+        assert_eq!(p.refusals().len(), 1);
     }
 
     #[test]

@@ -424,6 +424,10 @@ impl Workspace {
 
     /// Names in a folder beneath the worktree (`""` or `.` for its top), folders with a `/`.
     pub fn list(&self, rel: &str) -> Result<Vec<String>, String> {
+        self.list_inner(rel).inspect_err(|e| self.note_escape(e))
+    }
+
+    fn list_inner(&self, rel: &str) -> Result<Vec<String>, String> {
         let dir = self.dir()?;
         let rd = if rel.is_empty() || rel == "." {
             dir.entries()
