@@ -330,3 +330,80 @@ fn a_write_on_one_host_wakes_long_polls_and_streams_on_another() {
     }
     assert!(seen.to_string().contains("Done elsewhere"), "{seen}");
 }
+
+/// On SQLite too, a write through a server wakes that server's own long-polls: a claim-next
+/// waiting on a server that polls every ten minutes is answered with the task offered through
+/// the same server.
+#[test]
+fn a_write_through_a_server_wakes_its_own_long_polls_on_sqlite() {
+    use std::io::{BufRead as _, Read as _};
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let vouch = |args: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_vouch"));
+        c.arg("--home")
+            .arg(&home)
+            .args(args)
+            .env_remove("VOUCH_DATABASE_URL")
+            .env_remove("VOUCH_MODEL_URL")
+            .env("VOUCH_POLL_MS", "600000");
+        c
+    };
+    let json = |args: &[&str]| -> Value {
+        let out = vouch(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", err(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    json(&["--json", "init"]);
+    let token = json(&["--json", "token", "new", "ci"])["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    json(&["--json", "identity", "new", "w1"]);
+    let w1 = vouch_identity::KeyDir::in_home(&home).load("w1").unwrap();
+    let mut child = vouch(&["--json", "serve", "--http", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let server = Server {
+        child,
+        addr: serde_json::from_str::<Value>(&line).unwrap()["listening"]
+            .as_str()
+            .unwrap()
+            .to_string(),
+    };
+    let claim = {
+        let (addr, token, body) = (server.addr.clone(), token.clone(), claim_body(&w1));
+        std::thread::spawn(move || {
+            let mut s = request(
+                &addr,
+                "POST",
+                "/api/tasks/claim-next?wait_s=20",
+                &token,
+                &body,
+            );
+            let mut resp = String::new();
+            s.read_to_string(&mut resp).unwrap();
+            resp
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(1_500));
+    let mut s = request(
+        &server.addr,
+        "POST",
+        "/api/tasks",
+        &token,
+        r#"{"type": "freeform", "brief": "through the server"}"#,
+    );
+    let mut offered = String::new();
+    s.read_to_string(&mut offered).unwrap();
+    assert!(offered.starts_with("HTTP/1.1 201"), "{offered}");
+    let resp = claim.join().unwrap();
+    let body: Value = serde_json::from_str(&resp[resp.find("\r\n\r\n").unwrap() + 4..]).unwrap();
+    assert_eq!(body["claimed"], true, "{resp}");
+}

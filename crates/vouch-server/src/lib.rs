@@ -62,8 +62,8 @@ pub struct AppState {
     pub work: work::Work,
     /// The web console's sessions and its hooks (presence, artifacts).
     pub console: console::Console,
-    /// Wake-ups: bumped whenever a task, a card or a run's state may have changed — by this
-    /// server's own offers, and on PostgreSQL by every host's writes (`LISTEN`). Event streams
+    /// Wake-ups: bumped whenever a task, a card or a run's state may have changed — by writes
+    /// through this server, and on PostgreSQL by every host's writes (`LISTEN`). Event streams
     /// and claim-next long-polls wait on it, with `poll_ms` as the fallback.
     pub wakeups: Arc<tokio::sync::watch::Sender<u64>>,
 }
@@ -176,8 +176,33 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             metrics::count_requests,
         ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            wake_after_writes,
+        ))
         .layer(DefaultBodyLimit::max(REQUEST_BYTES_MAX))
         .with_state(state)
+}
+
+/// A request that may have changed the board, a card or a run (any answered 2xx but a read, a
+/// heartbeat or a claim) wakes this server's event streams and long-polls: the in-process
+/// channel, on every backend; other hosts' writes arrive through the store (§9.2.7).
+async fn wake_after_writes(
+    axum::extract::State(s): axum::extract::State<AppState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let path = req.uri().path();
+    let writes = !matches!(
+        *req.method(),
+        axum::http::Method::GET | axum::http::Method::HEAD
+    ) && !path.ends_with("/heartbeat")
+        && !path.ends_with("/claim-next");
+    let res = next.run(req).await;
+    if writes && res.status().is_success() {
+        s.wake();
+    }
+    res
 }
 
 /// `/mcp` reads its body itself (the MCP SDK), past axum's `DefaultBodyLimit`: its body is

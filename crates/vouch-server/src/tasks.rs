@@ -221,8 +221,6 @@ pub async fn offer_task(
     };
     blocking(move || {
         let (created, task) = work::offer(&s, &body, key)?;
-        // Long-polls of this server wake at once (other hosts' by the store's notification).
-        s.wake();
         let status = if created {
             StatusCode::CREATED
         } else {
@@ -240,7 +238,7 @@ pub const CLAIM_WAIT_S_MAX: usize = 20;
 /// Claim the oldest claimable task matching the worker's filters (§13.2), signed by the
 /// worker's identity. `claimed: false` when nothing is claimable — at once, or with
 /// `?wait_s=N` after waiting up to N seconds for a task to be offered or freed: the wait is
-/// woken by offers on this server and, on PostgreSQL, by every host's (`LISTEN/NOTIFY`).
+/// woken by writes through this server and, on PostgreSQL, by every host's (`LISTEN/NOTIFY`).
 #[utoipa::path(post, path = "/api/tasks/claim-next", tag = "workers",
     params(("wait_s" = Option<u32>, Query, minimum = 0, maximum = 20, description = "wait up to this many seconds for a claimable task (long poll)")),
     request_body = ClaimBody,
