@@ -124,3 +124,17 @@ fn the_simulator_finds_the_planted_ledger_defect() {
         "{f:?}"
     );
 }
+
+/// The same simulation on PostgreSQL: a fresh schema per store, dropped afterwards.
+#[test]
+fn a_short_simulation_on_postgresql_holds_every_invariant() {
+    let url = std::env::var("VOUCH_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let r = simulate(&SimConfig {
+        database_url: Some(url),
+        ..cfg(5, 40)
+    })
+    .unwrap();
+    assert_eq!(r.runs, 40);
+    assert!(r.failure.is_none(), "{:#?}", r.failure);
+}
