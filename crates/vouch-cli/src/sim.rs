@@ -43,7 +43,7 @@ fn report_json(r: &SimReport, faults: &Faults, replay: &str) -> serde_json::Valu
     json!({
         "seed": r.seed, "runs": r.runs, "steps": r.steps, "stores": r.stores,
         "crashes": r.crashes, "provider_attempts": r.attempts, "effects": r.effects,
-        "tasks": r.tasks, "known_defect_s1": r.stranded, "faults": faults.list(), "seconds": r.elapsed_ms as f64 / 1000.0,
+        "tasks": r.tasks, "faults": faults.list(), "seconds": r.elapsed_ms as f64 / 1000.0,
         "runs_per_s": r.runs_per_s(),
         "failure": r.failure.as_ref().map(|f| json!({
             "seed": f.seed, "step": f.step, "invariant": f.violation.invariant,
@@ -67,13 +67,6 @@ fn render(r: &SimReport, faults: &Faults, replay: &str) {
         r.elapsed_ms as f64 / 1000.0,
         r.runs_per_s()
     );
-    if !r.stranded.is_empty() {
-        outln!(
-            "known open defect S1 (docs/reliability.md): {} runs left suspended with no card open, cancelled: {}",
-            r.stranded.len(),
-            r.stranded.join(", ")
-        );
-    }
     match &r.failure {
         None => outln!("every invariant held after every step"),
         Some(f) => {

@@ -1,12 +1,18 @@
 //! Injected time. The runtime never reads the wall clock directly, so tests, the scenario
 //! runner and crash sweeps control time and never sleep.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub trait Clock: Send + Sync {
     /// Milliseconds since the Unix epoch.
     fn now_ms(&self) -> i64;
+    /// Bits that make an id made at this instant unique: random by default; a deterministic
+    /// world (the simulator, tests) counts instead, so a seed makes the same ids every time.
+    fn id_bits(&self) -> u64 {
+        // A UUIDv7's low half is random (its variant bits aside).
+        uuid::Uuid::now_v7().as_u64_pair().1
+    }
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -27,6 +33,8 @@ impl Clock for SystemClock {
 pub struct ManualClock {
     now: Arc<AtomicI64>,
     step_ms: i64,
+    /// Ids made under this clock count up from 0 (see [`Clock::id_bits`]).
+    ids: Arc<AtomicU64>,
 }
 
 impl ManualClock {
@@ -34,6 +42,7 @@ impl ManualClock {
         ManualClock {
             now: Arc::new(AtomicI64::new(start_ms)),
             step_ms,
+            ids: Arc::new(AtomicU64::new(0)),
         }
     }
     pub fn advance(&self, ms: i64) {
@@ -47,5 +56,8 @@ impl ManualClock {
 impl Clock for ManualClock {
     fn now_ms(&self) -> i64 {
         self.now.fetch_add(self.step_ms, Ordering::SeqCst)
+    }
+    fn id_bits(&self) -> u64 {
+        self.ids.fetch_add(1, Ordering::SeqCst)
     }
 }

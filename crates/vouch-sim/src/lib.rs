@@ -184,8 +184,6 @@ pub struct SimReport {
     pub attempts: u64,
     pub effects: usize,
     pub tasks: usize,
-    /// Runs the known open defect S1 left suspended with no card (docs/reliability.md).
-    pub stranded: Vec<String>,
     pub elapsed_ms: u128,
     pub failure: Option<Failure>,
 }
@@ -227,11 +225,6 @@ pub fn simulate(cfg: &SimConfig) -> Result<SimReport, SetupError> {
         rep.attempts += sim.world.attempts();
         rep.effects += sim.world.effects().len();
         rep.tasks += sim.tasks.len();
-        rep.stranded.extend(
-            sim.stranded
-                .iter()
-                .map(|r| format!("store {epoch}: run {r}")),
-        );
         rep.stores += 1;
         let trace: Vec<String> = sim.trace.iter().cloned().collect();
         sim.close();
@@ -291,8 +284,6 @@ pub(crate) struct Sim<'a> {
     /// Runs created for each schedule slot (`schedule@slot_ms`).
     slots: BTreeMap<String, Vec<String>>,
     pub(crate) tasks: Vec<tasks::TaskSim>,
-    /// Runs left suspended with no card (known open defect S1).
-    pub(crate) stranded: Vec<String>,
 }
 
 fn setup(e: impl std::fmt::Display) -> SetupError {
@@ -348,7 +339,6 @@ impl<'a> Sim<'a> {
             per_key: BTreeMap::new(),
             slots: BTreeMap::new(),
             tasks: vec![],
-            stranded: vec![],
         })
     }
 
@@ -617,7 +607,11 @@ pub fn host(
         crash: None,
         owner: format!("sim-boot-{boot}"),
         drafts_dir: dir.join("drafts"),
-        limits: Limits::default(),
+        // One orphan after another at start-up: threads would interleave the clock's reads.
+        limits: Limits {
+            boot_threads_max: 1,
+            ..Limits::default()
+        },
         progress: None,
         policy_forbid: vec![],
         presence: None,

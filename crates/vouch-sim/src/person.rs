@@ -270,25 +270,19 @@ impl Sim<'_> {
         self.stranded()
     }
 
-    /// Known open defect S1 (docs/reliability.md): a run whose process died right after a
-    /// decision was carried into it (`resumed`) stays `suspended` with no card open, and
-    /// start-up reconciliation leaves it so. Counted and shown, then cancelled by the person
-    /// (the only way out today), so the rest of the store is still checked whole.
+    /// No run waits with nothing to wake it (found as S1, docs/reliability.md): at the end of a
+    /// store, a suspended run has a card open. A run whose process died right after a decision
+    /// was carried into it is reconciled at start-up (§9.2), never left suspended.
     fn stranded(&mut self) -> Result<(), Violation> {
         for run in self.store.open_runs()? {
             let cards = self.store.cards_for_run(&run.id)?;
-            if run.state != RunState::Suspended || cards.iter().any(|c| c.state == CardState::Open)
+            if run.state == RunState::Suspended && !cards.iter().any(|c| c.state == CardState::Open)
             {
-                continue;
+                return Err(check::violation(
+                    "no run waits with nothing to wake it",
+                    format!("run {} is suspended with no card open", run.id),
+                ));
             }
-            self.stranded.push(run.id.clone());
-            self.note(format!(
-                "known defect S1: run {} is suspended with no card open; the person cancels it",
-                run.id
-            ));
-            self.touched.insert(run.id.clone());
-            let r = self.host.cancel(&run.id);
-            self.outcome("cancel a stranded run", r)?;
         }
         Ok(())
     }

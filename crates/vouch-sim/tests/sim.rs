@@ -138,3 +138,14 @@ fn a_short_simulation_on_postgresql_holds_every_invariant() {
     assert_eq!(r.runs, 40);
     assert!(r.failure.is_none(), "{:#?}", r.failure);
 }
+
+/// Found by `vouch sim --seed 1002 --runs 100` (defect 2 in docs/reliability.md): the process
+/// died right after the person's answer was carried into a run (`resumed`), and start-up left
+/// the run suspended with no card open, waiting for nothing. It is now carried through and
+/// ended at start-up; the simulator checks that no run waits with nothing to wake it.
+#[test]
+fn a_run_whose_owner_died_after_the_answer_is_not_left_waiting() {
+    let r = simulate(&cfg(1002, 100)).unwrap();
+    assert!(r.crashes > 0, "{r:?}");
+    assert!(r.failure.is_none(), "{:#?}", r.failure);
+}

@@ -169,7 +169,12 @@ impl Host {
 
     pub(super) fn answer_as(&self, run_id: &str, text: &str, then: Then) -> HostResult<RunEnd> {
         self.waiting(run_id)?;
+        // As for an approval: the run is leased before the answer commits and marked running
+        // right after, so a crash anywhere before the run goes on leaves a run whose owner is
+        // gone — reconciled at start-up — never a suspended run with nothing to wake it.
+        self.lease(run_id)?;
         self.store.answer_clarify(run_id, text, self.now())?;
+        self.store.set_run_state(run_id, RunState::Running)?;
         self.journal(
             run_id,
             self.ev(j::ClarifyAnswered {

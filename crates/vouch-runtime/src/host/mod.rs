@@ -77,6 +77,9 @@ pub struct Limits {
     pub key_retries_max: u32,
     pub lease_ms: i64,
     pub payload_bytes_max: usize,
+    /// Orphans start-up reconciles at once (1: one after another, in a fixed order, as a
+    /// deterministic world needs).
+    pub boot_threads_max: usize,
 }
 
 impl Default for Limits {
@@ -88,6 +91,7 @@ impl Default for Limits {
             key_retries_max: 3,
             lease_ms: 30_000,
             payload_bytes_max: 1 << 20,
+            boot_threads_max: recovery::BOOT_THREADS_MAX,
         }
     }
 }
@@ -428,11 +432,12 @@ impl CallResult {
     }
 }
 
+/// A run or card id: 20 hex digits, the clock's milliseconds first (ids sort by when they
+/// were made, as a UUIDv7's prefix does), then the clock's [`Clock::id_bits`] (random on the
+/// system clock, counted on a manual one so a seeded world makes the same ids every time).
 pub fn new_id(clock: &dyn Clock) -> String {
-    let ms = clock.now_ms().max(0) as u64;
-    let ts =
-        uuid::Timestamp::from_unix(uuid::NoContext, ms / 1000, ((ms % 1000) * 1_000_000) as u32);
-    uuid::Uuid::new_v7(ts).simple().to_string()[..20].to_string()
+    let ms = clock.now_ms().max(0) as u64 & 0xffff_ffff_ffff;
+    format!("{ms:012x}7{:07x}", clock.id_bits() & 0xfff_ffff)
 }
 
 impl Host {

@@ -61,7 +61,7 @@ impl Host {
         let threads = if self.crash.is_some() {
             1
         } else {
-            BOOT_THREADS_MAX.min(runs.len())
+            self.limits.boot_threads_max.min(runs.len())
         };
         if threads <= 1 {
             let mut ended = vec![];
@@ -132,15 +132,9 @@ impl Host {
         // listed (ended runs are never leased).
         let state = self.record(&run.id)?.state;
         let cards = self.store.cards_for_run(&run.id)?;
-        if state == RunState::Suspended {
-            // Its owner died while recording a decision: a card decided and not yet journaled
-            // is carried through below; anything else waits on as it is, unowned.
-            let view = self.view(&run.id)?;
-            let open = cards.iter().any(|c| c.state == CardState::Open);
-            if open || !cards.iter().any(|c| decided_unjournaled(&view, c)) {
-                self.store.release_run(&run.id, &self.owner)?;
-                return Ok(false);
-            }
+        if state == RunState::Suspended && waits_on(run, &cards, &self.view(&run.id)?) {
+            self.store.release_run(&run.id, &self.owner)?;
+            return Ok(false);
         } else if cards.iter().any(|c| c.state == CardState::Open) {
             // Interrupted right after opening a card: the card is still valid, so the run is
             // suspended, not ended (§9.2), and waits unowned like any suspended run.
@@ -398,4 +392,20 @@ fn decided_unjournaled(view: &RunView, card: &Card) -> bool {
         && item.granted.is_none()
         && item.status.is_none()
         && item.card_hash.as_deref() == Some(card.payload_hash.as_str())
+}
+
+/// Whether a suspended run whose owner died still waits for someone (§9.2): a card open (the
+/// person), or — with every decision journaled — the board's next claimant (a task attempt's
+/// run, §13.3) or the outside agent's next call (§17.2). Otherwise its owner died carrying a
+/// decision through (a card decided but not journaled, or the person's answer or approval
+/// journaled and the run not yet driven on): nothing would ever wake it, so start-up carries
+/// it through and reconciles it like any orphan.
+fn waits_on(run: &RunRecord, cards: &[Card], view: &RunView) -> bool {
+    if cards.iter().any(|c| c.state == CardState::Open) {
+        return true;
+    }
+    let carrying = cards.iter().any(|c| decided_unjournaled(view, c));
+    let parks =
+        super::external::is_external(&run.spec) || run.spec.pointer("/model/task").is_some();
+    !carrying && parks
 }
