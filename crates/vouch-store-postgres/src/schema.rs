@@ -348,4 +348,9 @@ END $$;
 CREATE TRIGGER runs_refused_while_damaged BEFORE INSERT ON runs
     FOR EACH ROW EXECUTE FUNCTION runs_refuse_while_damaged();
 "#,
+    // 9: malformed submissions per attempt (§13.4.1): the repair budget is the attempt
+    // row's, one rule for every interface and every process that drives the attempt.
+    r#"
+ALTER TABLE task_attempts ADD COLUMN repairs INTEGER NOT NULL DEFAULT 0 CHECK (repairs >= 0);
+"#,
 ];
