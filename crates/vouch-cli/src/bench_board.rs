@@ -167,6 +167,7 @@ fn bench(dir: &std::path::Path, tasks: usize, workers: usize) -> Result<Figures>
                     model: model.clone(),
                     repairs_max: DEFAULT_REPAIRS_MAX,
                     profile: None,
+                    lease: None,
                 };
                 let Ok(o) = host.run_task_attempt(&work, &types, &job) else {
                     errors.fetch_add(1, Ordering::Relaxed);

@@ -395,6 +395,7 @@ fn patch_story(dir: &Path) -> Result<bool> {
         ]}),
         repairs_max: 0,
         profile: None,
+        lease: None,
     };
     let types = vouch_runtime::host::TaskTypes::builtin();
     let out = host

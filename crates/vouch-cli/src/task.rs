@@ -7,17 +7,17 @@ use anyhow::{anyhow, Context as _, Result};
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 use vouch_core::board::{self as core_board, TaskState};
 use vouch_identity::KeyDir;
 use vouch_runtime::clock::{Clock, SystemClock};
-use vouch_runtime::host::{AttemptJob, PatchWork, RuntimeProfile, TaskTypes, TaskWork};
-use vouch_runtime::Host;
+use vouch_runtime::host::{PatchWork, RuntimeProfile, TaskTypes, TaskWork};
+use vouch_runtime::worker::{
+    BoardClient, LocalBoard, Signer, WorkerConfig, WorkerError, WorkerEvent, WorkerLoop,
+};
 use vouch_store::board::{
-    claim_statement, rates, report_statement, AttemptRef, BoardStore, ClaimRequest, Cohort,
-    MeasuresQuery, Offered, Report, ReportKind, SignatureVerifier, TaskFilter, TaskRecord,
+    rates, BoardStore, Cohort, MeasuresQuery, Offered, SignatureVerifier, TaskFilter, TaskRecord,
     Verified,
 };
 use vouch_store::{IdentityStore, Store, StoreError};
@@ -26,10 +26,6 @@ use vouch_store::{IdentityStore, Store, StoreError};
 const LIST_MAX: usize = 1000;
 /// Workers run this many attempts at once at most.
 const CONCURRENCY_MAX: usize = 64;
-/// How long a worker waits between looks at an empty board.
-const IDLE_POLL_MS: u64 = 200;
-/// How often a worker sweeps the board (orphaned attempts, deadlines, conditions).
-const SWEEP_EVERY_MS: i64 = 500;
 
 #[derive(Subcommand)]
 pub enum TaskCmd {
@@ -793,6 +789,24 @@ fn relayed(p: PatchWork) -> PatchWork {
     }
 }
 
+/// The worker's model: a script file's turns, or the configured model.
+fn worker_model(script: Option<&Path>) -> Result<Value> {
+    let Some(p) = script else {
+        return Ok(json!({"kind": "openai"}));
+    };
+    let v = read_json(p, "script")?;
+    let turns = v.get("script").cloned().unwrap_or(v);
+    if !turns.is_array() {
+        return Err(bad(format!(
+            "script {} must be a JSON array of turns (scenarios.md)",
+            p.display()
+        )));
+    }
+    Ok(json!({"kind": "script", "turns": turns}))
+}
+
+/// `vouch worker`: the runtime's worker loop (`vouch_runtime::worker`) against this home's
+/// board, signing with the worker's identity; this renders what the loop says.
 pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
     if a.concurrency == 0 || a.concurrency > CONCURRENCY_MAX {
         return Err(bad(format!(
@@ -803,33 +817,70 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
         .name
         .clone()
         .unwrap_or_else(|| format!("worker-{}", std::process::id()));
-    let model = match &a.script {
-        Some(p) => {
-            let v = read_json(p, "script")?;
-            let turns = v.get("script").cloned().unwrap_or(v);
-            if !turns.is_array() {
-                return Err(bad(format!(
-                    "script {} must be a JSON array of turns (scenarios.md)",
-                    p.display()
-                )));
-            }
-            json!({"kind": "script", "turns": turns})
+    let model = worker_model(a.script.as_deref())?;
+    let client = local_board(dir, &a, &name)?;
+    // The runtime profile (§13.6): read again before every claim, so an edit applies to the
+    // next claim; each attempt runs under the snapshot its claim recorded. The commands a
+    // patch attempt may run (`--allow-command`) are part of that policy and its fingerprint.
+    let (profiles_dir, profile, commands) = (
+        dir.join("profiles"),
+        a.profile.clone(),
+        a.allow_commands.clone(),
+    );
+    let load_profile = move || -> std::result::Result<RuntimeProfile, String> {
+        let p = RuntimeProfile::load(&profiles_dir, &profile)?;
+        if commands.is_empty() {
+            return Ok(p);
         }
-        None => json!({"kind": "openai"}),
+        let mut policy = p.policy;
+        policy["commands"] = json!(commands);
+        RuntimeProfile::from_policy(policy)
     };
+    load_profile().map_err(bad)?;
+    let config = WorkerConfig {
+        name: name.clone(),
+        profile: a.profile.clone(),
+        types: a.types.clone(),
+        tags: a.tags.clone(),
+        model,
+        repairs: a.repairs,
+        concurrency: a.concurrency,
+        drain: a.drain,
+        attempt_delay_ms: a.attempt_delay_ms,
+        beat_while_running: true,
+    };
+    let events = Arc::new(move |e: WorkerEvent| render(json, &name, e));
+    let lp = Arc::new(WorkerLoop::new(
+        client,
+        Arc::new(SystemClock),
+        config,
+        Arc::new(load_profile),
+        events,
+    ));
+    {
+        let stop = lp.stop.clone();
+        ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst))
+            .context("install the SIGTERM/SIGINT handler")?;
+    }
+    lp.run().map_err(|e| match e {
+        WorkerError::Refused(m) => bad(m),
+        other => anyhow!("{other}"),
+    })?;
+    Ok(0)
+}
+
+/// The home's board as the worker loop's client: the store, signed with the worker's own
+/// Ed25519 identity (the board refuses any claim or report whose signature is not the
+/// claimant's, §13.6), and a host writing through the same store (one store per process).
+fn local_board(dir: &Path, a: &WorkerArgs, name: &str) -> Result<Arc<dyn BoardClient>> {
     let types = Arc::new(types(dir)?);
     let (store, board, ids) = open_all(dir)?;
-    // The worker's own Ed25519 identity; every claim and report is signed with it, and the
-    // board refuses any whose signature is not the claimant's (§13.6).
-    let identity = Arc::new(
-        vouch_identity::open_or_create(&KeyDir::in_home(dir), &*ids, &name, now_ms())
-            .map_err(|e| bad(format!("worker identity `{name}`: {e}")))?,
-    );
+    let identity = vouch_identity::open_or_create(&KeyDir::in_home(dir), &*ids, name, now_ms())
+        .map_err(|e| bad(format!("worker identity `{name}`: {e}")))?;
     let board: Arc<dyn BoardStore> = Arc::new(Verified {
         inner: board,
         verifier: Arc::new(IdentityVerifier { store: ids }),
     });
-    // The host writes through the same store as the board: one store per process.
     let mut host = home::host_on(dir, store, None)?;
     let worktrees = a.worktrees.clone().unwrap_or_else(|| dir.join("worktrees"));
     let work = Arc::new(
@@ -839,416 +890,88 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
             .with_board(board.clone()),
     );
     host.work = work.clone();
-    let host = Arc::new(host);
-    let stop = Arc::new(AtomicBool::new(false));
-    {
-        let stop = stop.clone();
-        ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst))
-            .context("install the SIGTERM/SIGINT handler")?;
+    Ok(Arc::new(LocalBoard {
+        board,
+        host: Arc::new(host),
+        work,
+        types,
+        signer: Some(Arc::new(IdentitySigner(identity))),
+    }))
+}
+
+/// Signs with the worker's identity key.
+struct IdentitySigner(vouch_identity::Identity);
+
+impl Signer for IdentitySigner {
+    fn sign(&self, statement: &str) -> std::result::Result<String, String> {
+        sign(&self.0, statement).map_err(|e| e.to_string())
     }
-    let running = Arc::new(AtomicUsize::new(0));
-    // The runtime profile (§13.6): read again before every claim, so an edit applies to the
-    // next claim; each attempt runs under the snapshot its claim recorded. The commands a
-    // patch attempt may run (`--allow-command`) are part of that policy and its fingerprint.
-    let profiles_dir = dir.join("profiles");
-    let load_profile = || -> std::result::Result<RuntimeProfile, String> {
-        let p = RuntimeProfile::load(&profiles_dir, &a.profile)?;
-        if a.allow_commands.is_empty() {
-            return Ok(p);
+}
+
+/// What the worker loop says, as JSON lines (`--json`) or sentences.
+fn render(json: bool, name: &str, e: WorkerEvent) {
+    let (v, human) = match e {
+        WorkerEvent::Started => (
+            json!({"event": "worker_started", "worker": name}),
+            format!("Worker {} is looking for tasks.", clean(name)),
+        ),
+        WorkerEvent::Stopped => (
+            json!({"event": "worker_stopped", "worker": name}),
+            format!("Worker {} stopped.", clean(name)),
+        ),
+        WorkerEvent::Claimed {
+            task,
+            attempt,
+            resumption,
+        } => (
+            json!({"event": "claimed", "task": task, "attempt": attempt, "resumption": resumption}),
+            format!(
+                "Claimed task {task} (attempt {attempt}{}).",
+                if resumption { ", resumed" } else { "" }
+            ),
+        ),
+        WorkerEvent::Suspended { task, attempt, run } => (
+            json!({"event": "suspended", "task": task, "attempt": attempt, "run": run}),
+            format!("Task {task} waits for a person (run {run}); the worker is free."),
+        ),
+        WorkerEvent::Cancelled { task, run } => {
+            let receipt = run
+                .as_deref()
+                .map(|r| format!(" Its run {r} ended cancelled: `vouch receipt {r}`."))
+                .unwrap_or_default();
+            (
+                json!({"event": "cancelled", "task": task, "run": run}),
+                format!("Task {task} was cancelled by its owner; stopped.{receipt}"),
+            )
         }
-        let mut policy = p.policy;
-        policy["commands"] = json!(a.allow_commands);
-        RuntimeProfile::from_policy(policy)
+        WorkerEvent::Reported {
+            task,
+            attempt,
+            attempt_state,
+            task_state,
+            result,
+            run,
+        } => (
+            json!({"event": "reported", "task": task, "attempt": attempt, "attempt_state": attempt_state, "task_state": task_state, "result": result, "run": run}),
+            format!("Task {task} attempt {attempt}: {attempt_state} (task {task_state})."),
+        ),
+        WorkerEvent::Refused {
+            task,
+            attempt,
+            reason,
+        } => (
+            json!({"event": "refused", "task": task, "attempt": attempt, "reason": reason}),
+            format!(
+                "Task {task} attempt {attempt}: report refused ({})",
+                clean(&reason)
+            ),
+        ),
+        WorkerEvent::Warning(m) => {
+            errln!("{m}");
+            return;
+        }
     };
-    let mut profile = load_profile().map_err(bad)?;
-    let backoff = Arc::new(std::sync::Mutex::new(
-        vouch_runtime::model::OutageBackoff::default(),
-    ));
-    let mut handles = vec![];
-    let mut swept_ms = 0i64;
-    say(
-        json,
-        json!({"event": "worker_started", "worker": name}),
-        format!("Worker {} is looking for tasks.", clean(&name)),
-    );
-    loop {
-        if stop.load(Ordering::SeqCst) {
-            break;
-        }
-        let now = now_ms();
-        if now - swept_ms >= SWEEP_EVERY_MS {
-            // A sweep that loses a race or meets a busy store is tried again next time; it
-            // never stops the worker.
-            // Fenced across hosts: when another process is sweeping, that sweep does this work.
-            if let Err(e) = vouch_store::board::sweep_fenced(&*host.store, &*board, now, false) {
-                errln!("sweep: {e}");
-            }
-            swept_ms = now;
-        }
-        if running.load(Ordering::SeqCst) >= a.concurrency {
-            std::thread::sleep(Duration::from_millis(20));
-            continue;
-        }
-        // The model is out: no new claim until the backoff has passed, so an outage does not
-        // burn every attempt of the board in seconds (issue 22 #4).
-        let wait_ms = backoff.lock().map(|b| b.wait_ms(now)).unwrap_or(0);
-        if wait_ms > 0 {
-            std::thread::sleep(Duration::from_millis((wait_ms as u64).min(IDLE_POLL_MS)));
-            continue;
-        }
-        match load_profile() {
-            Ok(p) => profile = p,
-            Err(e) => errln!("{e}; claiming under the profile as it was last read"),
-        }
-        let mut req = ClaimRequest {
-            claimant: name.clone(),
-            profile: a.profile.clone(),
-            model: Some(model["kind"].as_str().unwrap_or("openai").to_string()),
-            policy_fingerprint: profile.fingerprint.clone(),
-            types: a.types.clone(),
-            tags: a.tags.clone(),
-            task_id: None,
-            signature: None,
-            policy: profile.policy.clone(),
-            now_ms: now,
-        };
-        req.signature = Some(sign(&identity, &claim_statement(&req).map_err(store_err)?)?);
-        let claim = match board.claim(&req) {
-            Ok(c) => c,
-            Err(e @ (StoreError::Retryable(_) | StoreError::Conflict(_))) => {
-                errln!("claim: {e}; trying again");
-                std::thread::sleep(Duration::from_millis(IDLE_POLL_MS));
-                continue;
-            }
-            Err(e) => return Err(store_err(e)),
-        };
-        let Some(claim) = claim else {
-            if a.drain && running.load(Ordering::SeqCst) == 0 {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(IDLE_POLL_MS));
-            continue;
-        };
-        say(
-            json,
-            json!({"event": "claimed", "task": claim.task.id, "attempt": claim.attempt.n, "resumption": claim.resumption}),
-            format!(
-                "Claimed task {} (attempt {}{}).",
-                claim.task.id,
-                claim.attempt.n,
-                if claim.resumption { ", resumed" } else { "" }
-            ),
-        );
-        running.fetch_add(1, Ordering::SeqCst);
-        let ctx = AttemptCtx {
-            host: host.clone(),
-            work: work.clone(),
-            types: types.clone(),
-            board: board.clone(),
-            stop: stop.clone(),
-            json,
-            delay_ms: a.attempt_delay_ms,
-            repairs: a.repairs,
-            model: model.clone(),
-            identity: identity.clone(),
-            backoff: backoff.clone(),
-        };
-        let running2 = running.clone();
-        handles.push(std::thread::spawn(move || {
-            if let Err(e) = ctx.run(claim) {
-                errln!("attempt failed in the worker: {e:#}");
-            }
-            running2.fetch_sub(1, Ordering::SeqCst);
-        }));
-        handles.retain(|h| !h.is_finished());
-    }
-    for h in handles {
-        let _ = h.join();
-    }
-    say(
-        json,
-        json!({"event": "worker_stopped", "worker": name}),
-        format!("Worker {} stopped.", clean(&name)),
-    );
-    Ok(0)
-}
-
-struct AttemptCtx {
-    host: Arc<Host>,
-    work: Arc<TaskWork>,
-    types: Arc<TaskTypes>,
-    board: Arc<dyn BoardStore>,
-    stop: Arc<AtomicBool>,
-    json: bool,
-    delay_ms: u64,
-    repairs: u32,
-    model: Value,
-    identity: Arc<vouch_identity::Identity>,
-    backoff: Arc<std::sync::Mutex<vouch_runtime::model::OutageBackoff>>,
-}
-
-impl AttemptCtx {
-    fn run(self, claim: vouch_store::board::Claim) -> Result<()> {
-        let at = AttemptRef {
-            task_id: claim.task.id.clone(),
-            n: claim.attempt.n,
-            claimant: claim.attempt.claimant.clone(),
-            epoch: claim.attempt.epoch,
-        };
-        let hb_ms = claim.task.spec.heartbeat_ms.max(10) as u64;
-        let done = Arc::new(AtomicBool::new(false));
-        let cancelled = Arc::new(AtomicBool::new(false));
-        // The first heartbeat moves the task to running; later ones keep the lease.
-        if self
-            .board
-            .heartbeat(&at, now_ms())
-            .map_err(store_err)?
-            .cancelled
-        {
-            return self.cancelled(&claim.task, None);
-        }
-        let hb = {
-            let (board, at, done, cancelled) = (
-                self.board.clone(),
-                at.clone(),
-                done.clone(),
-                cancelled.clone(),
-            );
-            std::thread::spawn(move || {
-                while !done.load(Ordering::SeqCst) {
-                    // Sleep in short steps so the attempt's end is not held up by a long
-                    // heartbeat interval.
-                    let mut slept = 0;
-                    while slept < hb_ms && !done.load(Ordering::SeqCst) {
-                        let step = (hb_ms - slept).min(50);
-                        std::thread::sleep(Duration::from_millis(step));
-                        slept += step;
-                    }
-                    if done.load(Ordering::SeqCst) {
-                        break;
-                    }
-                    match board.heartbeat(&at, now_ms()) {
-                        Ok(h) if h.cancelled => {
-                            cancelled.store(true, Ordering::SeqCst);
-                            break;
-                        }
-                        Ok(_) => {}
-                        // The attempt ended or the lease is gone: stop heartbeating.
-                        Err(e @ (StoreError::Conflict(_) | StoreError::NotFound { .. })) => {
-                            errln!("heartbeat: {e}");
-                            break;
-                        }
-                        // Anything else may pass: keep the lease alive and say so.
-                        Err(e) => errln!("heartbeat: {e}; trying again"),
-                    }
-                }
-            })
-        };
-        let finish = |kind: ReportKind, run_id: Option<String>, receipt, usage| {
-            done.store(true, Ordering::SeqCst);
-            let outage = match &kind {
-                ReportKind::Failed { reason, .. } => vouch_runtime::model::Outage::of(reason),
-                _ => None,
-            };
-            if let Ok(mut b) = self.backoff.lock() {
-                b.record(outage, now_ms());
-            }
-            self.report(&at, &claim.task, kind, run_id, receipt, usage)
-        };
-        // Optional hold (demos, crash tests); a shutdown now aborts the attempt, retryably.
-        let mut waited = 0u64;
-        while waited < self.delay_ms {
-            if self.stop.load(Ordering::SeqCst) {
-                return finish(
-                    ReportKind::Aborted {
-                        reason: "the worker shut down".into(),
-                    },
-                    None,
-                    None,
-                    Default::default(),
-                );
-            }
-            if cancelled.load(Ordering::SeqCst) {
-                done.store(true, Ordering::SeqCst);
-                let _ = hb.join();
-                return self.cancelled(&claim.task, None);
-            }
-            let step = (self.delay_ms - waited).min(50);
-            std::thread::sleep(Duration::from_millis(step));
-            waited += step;
-        }
-        // The run enforces the snapshot this claim recorded, not the file as it is now.
-        let profile = match RuntimeProfile::from_policy(
-            claim
-                .attempt
-                .detail
-                .get("policy")
-                .cloned()
-                .unwrap_or_default(),
-        ) {
-            Ok(p) if p.fingerprint == claim.attempt.policy_fingerprint => p,
-            _ => {
-                return finish(
-                    ReportKind::Failed {
-                        retryable: false,
-                        reason: "the attempt's recorded policy does not match its fingerprint"
-                            .into(),
-                    },
-                    None,
-                    None,
-                    Default::default(),
-                )
-            }
-        };
-        let job = AttemptJob {
-            task_id: claim.task.id.clone(),
-            attempt: claim.attempt.n,
-            kind: claim.task.kind.clone(),
-            brief: claim.task.spec.brief.clone(),
-            input: claim.task.spec.input.clone(),
-            criteria: claim.task.spec.criteria.clone(),
-            model: self.model.clone(),
-            repairs_max: self.repairs,
-            profile: Some(profile),
-        };
-        // The run asks at each turn boundary and before each tool call whether the task was
-        // cancelled: the heartbeat's answer, or the board itself, so nothing is attempted once
-        // the cancel is durable even between heartbeats (issue 22 #5).
-        let stop: vouch_runtime::host::StopProbe = {
-            let (board, cancelled, task_id) =
-                (self.board.clone(), cancelled.clone(), at.task_id.clone());
-            Arc::new(move || {
-                cancelled.load(Ordering::SeqCst)
-                    || matches!(board.task(&task_id), Ok(Some(t)) if t.state == TaskState::Cancelled)
-            })
-        };
-        // A resumption continues the suspended attempt's own run, whoever started it (§13.3).
-        let resume = match (claim.resumption, claim.attempt.run_id.as_deref()) {
-            (true, Some(run)) => Some(run),
-            _ => None,
-        };
-        let out =
-            self.host
-                .run_task_attempt_until(&self.work, &self.types, &job, resume, stop.clone());
-        if stop() {
-            // The board's cancel won: its attempt is already `cancelled`, so nothing is
-            // reported; the run ended `cancel` with its receipt.
-            done.store(true, Ordering::SeqCst);
-            let _ = hb.join();
-            return self.cancelled(&claim.task, out.ok().map(|o| o.run_id));
-        }
-        let r = match out {
-            Ok(o) => match o.report {
-                Some(kind) => finish(kind, Some(o.run_id), o.receipt, o.usage),
-                None => {
-                    done.store(true, Ordering::SeqCst);
-                    self.board
-                        .suspend(&at, &o.run_id, now_ms())
-                        .map_err(store_err)?;
-                    say(
-                        self.json,
-                        json!({"event": "suspended", "task": at.task_id, "attempt": at.n, "run": o.run_id}),
-                        format!(
-                            "Task {} waits for a person (run {}); the worker is free.",
-                            at.task_id, o.run_id
-                        ),
-                    );
-                    Ok(())
-                }
-            },
-            Err(e) => finish(
-                ReportKind::Failed {
-                    retryable: true,
-                    reason: format!("the run could not go on: {e}"),
-                },
-                None,
-                None,
-                Default::default(),
-            ),
-        };
-        let _ = hb.join();
-        r
-    }
-
-    fn cancelled(&self, t: &TaskRecord, run: Option<String>) -> Result<()> {
-        let receipt = run
-            .as_deref()
-            .map(|r| format!(" Its run {r} ended cancelled: `vouch receipt {r}`."))
-            .unwrap_or_default();
-        say(
-            self.json,
-            json!({"event": "cancelled", "task": t.id, "run": run}),
-            format!(
-                "Task {} was cancelled by its owner; stopped.{receipt}",
-                t.id
-            ),
-        );
-        Ok(())
-    }
-
-    fn report(
-        &self,
-        at: &AttemptRef,
-        task: &TaskRecord,
-        kind: ReportKind,
-        run_id: Option<String>,
-        receipt: Option<String>,
-        usage: vouch_store::board::Usage,
-    ) -> Result<()> {
-        let expected = match &kind {
-            ReportKind::Accepted { result, .. } => Some(result.clone()),
-            _ => None,
-        };
-        let mut r = Report {
-            attempt: at.clone(),
-            kind,
-            run_id: run_id.clone(),
-            receipt,
-            usage,
-            signature: None,
-            now_ms: now_ms(),
-        };
-        r.signature = Some(sign(
-            &self.identity,
-            &report_statement(&r).map_err(store_err)?,
-        )?);
-        match self.board.report(&r) {
-            Ok(done) => {
-                // Acceptance is observed, not assumed: read the output back by content id.
-                if let (Some(id), Some(want)) = (&done.task.result_id, &expected) {
-                    let back = self.board.result(id).map_err(store_err)?;
-                    if back.as_ref() != Some(want) {
-                        return Err(anyhow!(
-                            "the board stored {id} but reads back something else"
-                        ));
-                    }
-                }
-                say(
-                    self.json,
-                    json!({"event": "reported", "task": task.id, "attempt": at.n, "attempt_state": done.attempt.state, "task_state": done.task.state, "result": done.task.result_id, "run": run_id}),
-                    format!(
-                        "Task {} attempt {}: {} (task {}).",
-                        task.id, at.n, done.attempt.state, done.task.state
-                    ),
-                );
-                Ok(())
-            }
-            Err(StoreError::Conflict(m)) => {
-                say(
-                    self.json,
-                    json!({"event": "refused", "task": task.id, "attempt": at.n, "reason": m}),
-                    format!(
-                        "Task {} attempt {}: report refused ({})",
-                        task.id,
-                        at.n,
-                        clean(&m)
-                    ),
-                );
-                Ok(())
-            }
-            Err(e) => Err(store_err(e)),
-        }
-    }
+    say(json, v, human);
 }
 
 fn parse_window(s: &str) -> Result<i64> {
@@ -1352,24 +1075,16 @@ pub fn measures(dir: &Path, a: MeasuresArgs, json: bool) -> Result<i32> {
     Ok(0)
 }
 
-/// A person's decision on a run (`vouch approve|deny|answer`): when the run waits inside a
-/// task attempt, the decision is recorded and the attempt queued as a resumption for the
-/// board's next claimant (§13.3) → `Some(exit code)`; otherwise `None` (decide it as any run).
-pub fn decide_on_board(
-    dir: &Path,
+/// A person's decision on a run that waited inside a task attempt (§13.3), as the host
+/// decided it: the attempt is queued as a resumption for the board's next claimant once no
+/// card of the run is open.
+pub fn decided_on_board(
     run: &str,
-    decision: &vouch_runtime::host::TaskDecision,
+    end: &vouch_runtime::RunEnd,
+    task: &TaskRecord,
     json: bool,
-) -> Result<Option<i32>> {
-    let (store, board, _) = open_all(dir)?;
-    let host = home::host_on(dir, store, None)?;
-    let Some((end, task)) = host
-        .decide_task_run(&*board, run, decision)
-        .map_err(crate::host_err)?
-    else {
-        return Ok(None);
-    };
-    let waiting = match &end {
+) -> Result<i32> {
+    let waiting = match end {
         vouch_runtime::RunEnd::Suspended { reason } => reason.clone(),
         _ => String::new(),
     };
@@ -1386,7 +1101,7 @@ pub fn decide_on_board(
     } else {
         outln!("Decided; run {run} still waits: {}", clean(&waiting));
     }
-    Ok(Some(0))
+    Ok(0)
 }
 
 #[cfg(test)]

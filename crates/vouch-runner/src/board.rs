@@ -16,14 +16,15 @@ use vouch_artifacts::{ArtifactStore, LocalStore};
 use vouch_core::board::{self as core_board, Condition};
 use vouch_runtime::clock::Clock;
 use vouch_runtime::crash::{CrashMode, CrashPlan};
-use vouch_runtime::host::{AttemptJob, TaskTypes, TaskWork};
+use vouch_runtime::host::{AttemptJob, RuntimeProfile, TaskTypes, TaskWork};
+use vouch_runtime::worker::{AttemptEnd, LocalBoard, WorkerConfig, WorkerLoop};
 use vouch_runtime::{Host, HostError};
 use vouch_scenario::{
     AfterCondition, BoardStep, CancelAt, Does, JudgePlan, OfferAgain, PrerequisiteEnd, Scenario,
     TaskPlan, WorkerStep,
 };
 use vouch_store::board::{
-    content_id, AttemptRef, BoardStore, ClaimRequest, NewTask, Offered, Report, ReportKind,
+    content_id, AttemptRef, BoardStore, Claim, ClaimRequest, NewTask, Offered, Report, ReportKind,
     TaskSpec, Usage,
 };
 use vouch_store::{Store, StoreError};
@@ -245,25 +246,22 @@ impl Board {
         .into())
     }
 
-    fn claim(&self, ctx: &Ctx, task: &str, worker: &str) -> Result<Option<AttemptRef>, String> {
+    fn claim(&self, ctx: &Ctx, task: &str, worker: &str) -> Result<Option<Claim>, String> {
+        // The default profile's snapshot, so the worker loop's fingerprint check holds.
+        let policy = json!({});
         let req = ClaimRequest {
             claimant: worker.to_string(),
             profile: "default".into(),
             model: Some("script".into()),
-            policy_fingerprint: "sha256:scenario".into(),
+            policy_fingerprint: content_id(&policy).map_err(err)?,
             types: vec![],
             tags: vec![],
             task_id: Some(task.to_string()),
             signature: None,
-            policy: json!({}),
+            policy,
             now_ms: ctx.clock.now_ms(),
         };
-        Ok(self.store.claim(&req).map_err(err)?.map(|c| AttemptRef {
-            task_id: c.task.id,
-            n: c.attempt.n,
-            claimant: c.attempt.claimant,
-            epoch: c.attempt.epoch,
-        }))
+        self.store.claim(&req).map_err(err)
     }
 
     fn heartbeat(&self, ctx: &Ctx, at: &AttemptRef) -> Result<bool, String> {
@@ -313,18 +311,22 @@ impl Board {
     fn host(&self, ctx: &mut Ctx, worker: &str) -> Result<(Host, Arc<TaskWork>), String> {
         let mut host = ctx.host()?;
         host.owner = format!("worker-{worker}");
-        let work =
-            Arc::new(TaskWork::new(host.work.clone()).with_artifacts(self.artifacts.clone()));
+        let work = Arc::new(
+            TaskWork::new(host.work.clone())
+                .with_artifacts(self.artifacts.clone())
+                .with_board(self.store.clone()),
+        );
         host.work = work.clone();
         Ok((host, work))
     }
 
     fn worker(&mut self, ctx: &mut Ctx, w: &WorkerStep) -> Result<(), String> {
-        let Some(at) = self.claim(ctx, MAIN, &w.worker)? else {
+        let Some(claim) = self.claim(ctx, MAIN, &w.worker)? else {
             self.turned_away
                 .push(json!({"by": w.worker, "call": "claim"}));
             return Ok(());
         };
+        let at = attempt_ref(&claim);
         match w.does {
             Does::Crash => {
                 let mut died_in_run = false;
@@ -446,12 +448,8 @@ impl Board {
                     Some(t) => serde_json::to_value(t).map_err(err)?,
                     None => self.script.clone(),
                 };
-                let criteria = self.plan.criteria.clone();
-                let kind = self.plan.kind.clone();
                 self.cancel_at_turn = w.cancel_at_turn;
-                let ran = self.run_attempt(
-                    ctx, &at, &w.worker, &kind, script, criteria, w.cancel, w.stall_ms,
-                );
+                let ran = self.run_attempt(ctx, claim, &w.worker, script, w.cancel, w.stall_ms);
                 self.cancel_at_turn = None;
                 let (run_id, status) = ran?;
                 self.last_run = Some((run_id, status));
@@ -460,105 +458,119 @@ impl Board {
         Ok(())
     }
 
-    /// One attempt's run; reports what the host decided. Answers the run id and the status
-    /// of its `result` item (§13.4.2).
-    #[allow(clippy::too_many_arguments)]
+    /// One attempt's run through the worker loop (`WorkerLoop::attempt`, as `vouch worker`
+    /// runs it); the scenario's stall and after-run cancel happen at its seam before the
+    /// report. Answers the run id and the status of its `result` item (§13.4.2).
     fn run_attempt(
         &mut self,
         ctx: &mut Ctx,
-        at: &AttemptRef,
+        claim: Claim,
         worker: &str,
-        kind: &str,
         script: Value,
-        criteria: Option<Value>,
         cancel: Option<CancelAt>,
         stall_ms: Option<i64>,
     ) -> Result<(String, &'static str), String> {
-        let task = self
-            .store
-            .task(&at.task_id)
-            .map_err(err)?
-            .ok_or("the claimed task vanished")?;
+        let task_id = claim.task.id.clone();
         let (mut host, work) = self.host(ctx, worker)?;
-        let job = AttemptJob {
-            task_id: task.id.clone(),
-            kind: kind.to_string(),
-            brief: task.spec.brief.clone(),
-            input: task.spec.input.clone(),
-            criteria,
-            model: json!({"kind": "script", "turns": script}),
-            repairs_max: self.plan.repairs,
-            attempt: at.n,
-            profile: None,
-        };
-        let out = match self.cancel_at_turn {
-            None => host.run_task_attempt(&work, &self.types, &job),
-            Some(n) => {
-                host.models = Arc::new(crate::cancel::CancelWhileAnswering {
-                    inner: host.models.clone(),
-                    turn: n.saturating_sub(1),
-                    board: self.store.clone(),
-                    task_id: at.task_id.clone(),
-                    now_ms: ctx.clock.now_ms(),
-                });
-                let stop = crate::cancel::board_probe(self.store.clone(), at.task_id.clone());
-                host.run_task_attempt_until(&work, &self.types, &job, None, stop)
-            }
+        if let Some(n) = self.cancel_at_turn {
+            host.models = Arc::new(crate::cancel::CancelWhileAnswering {
+                inner: host.models.clone(),
+                turn: n.saturating_sub(1),
+                board: self.store.clone(),
+                task_id: task_id.clone(),
+                now_ms: ctx.clock.now_ms(),
+            });
         }
-        .map_err(err)?;
-        let submitted = submitted(host.store.as_ref(), &out.run_id)?;
-        if self.cancel_at_turn.is_some()
-            && crate::cancel::board_probe(self.store.clone(), at.task_id.clone())()
-        {
-            // §9.4.1: the run ended `cancel`; the worker reports nothing (the board's cancel
+        let host = Arc::new(host);
+        let lp = self.worker_loop(ctx, host.clone(), work, worker, script, cancel, stall_ms);
+        let end = lp.attempt(claim).map_err(err)?;
+        let run_id = end
+            .run()
+            .map(String::from)
+            .ok_or("the attempt ended without a run")?;
+        let status = match &end {
+            // §9.4.1: the run ended `cancel`; the worker reported nothing (the board's cancel
             // won), and the result item fails.
-            return Ok((out.run_id, "failed"));
-        }
-        let Some(kind) = out.report else {
-            self.store
-                .suspend(at, &out.run_id, ctx.clock.now_ms())
-                .map_err(err)?;
+            AttemptEnd::Cancelled { .. } => "failed",
             // §13.4.2: an accepted submission waits in the run's journal for the resumption.
-            let kept = submission_accepted(host.store.as_ref(), &out.run_id)?;
-            return Ok((out.run_id, if kept { "awaiting" } else { "not_attempted" }));
-        };
-        let accepted = matches!(kind, ReportKind::Accepted { .. });
-        if let Some(ms) = stall_ms {
-            // The worker stalls before reporting; no sweep runs in between.
-            ctx.clock.advance(ms);
-        }
-        if cancel == Some(CancelAt::AfterRun) {
-            self.store
-                .cancel(&at.task_id, ctx.clock.now_ms())
-                .map_err(err)?;
-            if !self.heartbeat(ctx, at)? {
-                return Err("the heartbeat after the cancel did not say cancelled".into());
+            AttemptEnd::Suspended { .. } => {
+                if submission_accepted(host.store.as_ref(), &run_id)? {
+                    "awaiting"
+                } else {
+                    "not_attempted"
+                }
             }
-        }
-        let took = self.report(
-            ctx,
-            at,
-            kind,
-            Some(out.run_id.clone()),
-            out.receipt,
-            out.usage,
-        )?;
-        if !took {
-            let list = if at.task_id == JUDGE {
+            AttemptEnd::Reported { accepted: true, .. } => "verified",
+            AttemptEnd::Reported { .. } | AttemptEnd::Refused { .. } => {
+                if submitted(host.store.as_ref(), &run_id)? {
+                    "failed"
+                } else {
+                    "not_attempted"
+                }
+            }
+        };
+        if let AttemptEnd::Refused { .. } = end {
+            let list = if task_id == JUDGE {
                 &mut self.judge_turned_away
             } else {
                 &mut self.turned_away
             };
             list.push(json!({"by": worker, "call": "report"}));
         }
-        let status = if took && accepted {
-            "verified"
-        } else if submitted {
-            "failed"
-        } else {
-            "not_attempted"
+        Ok((run_id, status))
+    }
+
+    /// The worker loop of one scenario worker: the embedded board, unsigned (the scenario's
+    /// board verifies nothing), on the manual clock, heartbeating only when told.
+    #[allow(clippy::too_many_arguments)]
+    fn worker_loop(
+        &self,
+        ctx: &Ctx,
+        host: Arc<Host>,
+        work: Arc<TaskWork>,
+        worker: &str,
+        script: Value,
+        cancel: Option<CancelAt>,
+        stall_ms: Option<i64>,
+    ) -> WorkerLoop {
+        let client = Arc::new(LocalBoard {
+            board: self.store.clone(),
+            host,
+            work,
+            types: Arc::new(self.types.clone()),
+            signer: None,
+        });
+        let config = WorkerConfig {
+            name: worker.to_string(),
+            profile: "default".into(),
+            types: vec![],
+            tags: vec![],
+            model: json!({"kind": "script", "turns": script}),
+            repairs: self.plan.repairs,
+            concurrency: 1,
+            drain: false,
+            attempt_delay_ms: 0,
+            beat_while_running: false,
         };
-        Ok((out.run_id, status))
+        let mut lp = WorkerLoop::new(
+            client,
+            Arc::new(ctx.clock.clone()),
+            config,
+            Arc::new(|| RuntimeProfile::from_policy(json!({}))),
+            Arc::new(|_| {}),
+        );
+        let (clock, store) = (ctx.clock.clone(), self.store.clone());
+        lp.before_report = Some(Arc::new(move |at: &AttemptRef| {
+            if let Some(ms) = stall_ms {
+                // The worker stalls before reporting; no sweep runs in between.
+                clock.advance(ms);
+            }
+            if cancel == Some(CancelAt::AfterRun) {
+                // The owner cancels between the run and the report; the report is refused.
+                let _ = store.cancel(&at.task_id, clock.now_ms());
+            }
+        }));
+        lp
     }
 
     /// The worker runs the attempt and dies at `plan`'s crash point (or, if its run never
@@ -589,6 +601,7 @@ impl Board {
             repairs_max: self.plan.repairs,
             attempt: at.n,
             profile: None,
+            lease: Some(at.clone()),
         };
         let run_id = match host.run_task_attempt(&work, &self.types, &job) {
             Ok(o) => o.run_id,
@@ -632,6 +645,7 @@ impl Board {
         }
         let at = self
             .claim(ctx, PREREQUISITE, "prerequisite-worker")?
+            .map(|c| attempt_ref(&c))
             .ok_or("the prerequisite task could not be claimed")?;
         self.heartbeat(ctx, &at)?;
         let kind = if end == PrerequisiteEnd::Completed {
@@ -675,15 +689,16 @@ impl Board {
         self.store.offer(&t).map_err(err)?;
         let script = serde_json::to_value(&j.script).map_err(err)?;
         for w in &j.workers {
-            let Some(at) = self.claim(ctx, JUDGE, w)? else {
+            let Some(claim) = self.claim(ctx, JUDGE, w)? else {
                 self.judge_turned_away
                     .push(json!({"by": w, "call": "claim"}));
                 continue;
             };
+            let at = attempt_ref(&claim);
             if self.heartbeat(ctx, &at)? {
                 return Err("the judge's first heartbeat answered cancelled".into());
             }
-            self.run_attempt(ctx, &at, w, "judge", script.clone(), None, None, None)?;
+            self.run_attempt(ctx, claim, w, script.clone(), None, None)?;
         }
         Ok(Some(self.task_report(
             JUDGE,
@@ -711,6 +726,15 @@ impl Board {
             v["offers"] = json!(offers);
         }
         Ok(v)
+    }
+}
+
+fn attempt_ref(c: &Claim) -> AttemptRef {
+    AttemptRef {
+        task_id: c.task.id.clone(),
+        n: c.attempt.n,
+        claimant: c.attempt.claimant.clone(),
+        epoch: c.attempt.epoch,
     }
 }
 

@@ -4,8 +4,7 @@
 
 use serde_json::Value;
 use std::sync::Arc;
-use vouch_core::board::TaskState;
-use vouch_runtime::host::{ModelFactory, StopProbe};
+use vouch_runtime::host::ModelFactory;
 use vouch_runtime::model::{ChatMessage, Model, ModelError, ModelTurn, ToolSpec};
 use vouch_store::board::BoardStore;
 use vouch_store_sqlite::SqliteStore;
@@ -58,15 +57,4 @@ impl Model for Cancelling {
         self.next += 1;
         answer
     }
-}
-
-/// Asks the board whether the task was cancelled (the worker's stop probe).
-pub(crate) fn board_probe(board: Arc<SqliteStore>, task_id: String) -> StopProbe {
-    Arc::new(move || {
-        board
-            .task(&task_id)
-            .ok()
-            .flatten()
-            .is_some_and(|t| t.state == TaskState::Cancelled)
-    })
 }

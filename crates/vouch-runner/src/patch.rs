@@ -159,6 +159,7 @@ pub fn run_patch(s: &PatchScenario) -> Result<PatchReport, String> {
         model: json!({"kind": "script", "turns": turns}),
         repairs_max: 0,
         profile: None,
+        lease: None,
     };
     let out = host
         .run_task_attempt(&work, &TaskTypes::builtin(), &job)

@@ -28,5 +28,6 @@ pub mod scripted;
 pub mod tools;
 pub mod verify;
 pub mod view;
+pub mod worker;
 
 pub use host::{Host, HostError, Limits, RunEnd, RunSpec};

@@ -225,6 +225,7 @@ fn task_job(
         model: json!({"kind": "openai"}),
         repairs_max: 3,
         profile: None,
+        lease: None,
     }
 }
 

@@ -10,7 +10,6 @@ use axum::http::{StatusCode, Uri};
 use axum::Json;
 use vouch_runtime::host::TaskDecision;
 use vouch_runtime::RunEnd;
-use vouch_store::board::BoardStore;
 use vouch_store::{CardState, RunRecord, Store, StoreError};
 
 fn run_record(store: &dyn Store, id: &str) -> ApiResult<RunRecord> {
@@ -209,33 +208,14 @@ pub async fn approve(
             delivery: delivery.clone(),
             hash: body.hash.clone(),
         };
-        let end = match on_board(&host, board.as_ref(), &id, &d)? {
-            Some(end) => end,
-            None => host
-                .approve(&id, &delivery, &body.hash)
-                .map_err(card_error)?,
-        };
+        let end = host
+            .decide(board.as_deref(), &id, &d)
+            .map_err(card_error)?
+            .end;
         metrics.decision("approve");
         run_result(store.as_ref(), &id, Some(&end)).map(Json)
     })
     .await
-}
-
-/// A run waiting inside a task attempt (§13.3): the decision is recorded and the task queued
-/// for the board's next claimant, which continues the run; `None` for any other run.
-fn on_board(
-    host: &vouch_runtime::Host,
-    board: Option<&std::sync::Arc<dyn BoardStore>>,
-    id: &str,
-    d: &TaskDecision,
-) -> Result<Option<RunEnd>, ApiError> {
-    let Some(board) = board else {
-        return Ok(None);
-    };
-    Ok(host
-        .decide_task_run(board.as_ref(), id, d)
-        .map_err(card_error)?
-        .map(|(end, _)| end))
 }
 
 /// A card that does not exist (or not with this hash) is 404; a decided one 409.
@@ -270,10 +250,10 @@ pub async fn deny(
         let d = TaskDecision::Deny {
             delivery: delivery.clone(),
         };
-        let end = match on_board(&host, board.as_ref(), &id, &d)? {
-            Some(end) => end,
-            None => host.deny(&id, &delivery).map_err(card_error)?,
-        };
+        let end = host
+            .decide(board.as_deref(), &id, &d)
+            .map_err(card_error)?
+            .end;
         metrics.decision("deny");
         run_result(store.as_ref(), &id, Some(&end)).map(Json)
     })
@@ -351,10 +331,10 @@ pub async fn answer(
         let d = TaskDecision::Answer {
             text: body.text.clone(),
         };
-        let end = match on_board(&host, board.as_ref(), &id, &d)? {
-            Some(end) => end,
-            None => host.answer(&id, &body.text).map_err(card_error)?,
-        };
+        let end = host
+            .decide(board.as_deref(), &id, &d)
+            .map_err(card_error)?
+            .end;
         metrics.decision("answer");
         run_result(store.as_ref(), &id, Some(&end)).map(Json)
     })

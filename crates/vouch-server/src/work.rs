@@ -9,9 +9,8 @@ use crate::AppState;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use utoipa::ToSchema;
 use vouch_artifacts::{ArtifactError, ArtifactStore};
 use vouch_runtime::host::TaskTypes;
@@ -25,11 +24,6 @@ use vouch_store::{IdentityStore, StoreError};
 pub const CLAIM_SKEW_MS_MAX: i64 = 60_000;
 /// A failure or abort reason's length at most, in characters.
 pub const REASON_CHARS_MAX: usize = 4096;
-/// Live attempts whose malformed submissions are counted at once (oldest forgotten first).
-pub const REPAIR_SLOTS_MAX: usize = 10_000;
-
-/// Malformed submissions counted per live attempt: (task, attempt, epoch) → count.
-pub type RepairCounts = Arc<Mutex<HashMap<(String, u32, i64), u32>>>;
 
 /// What the workers' routes need beside the board.
 #[derive(Clone)]
@@ -41,8 +35,7 @@ pub struct Work {
     pub artifacts: Option<Arc<dyn ArtifactStore>>,
     /// Task types whose schemas check inputs and results.
     pub types: Arc<TaskTypes>,
-    /// Malformed submissions per live attempt (task, attempt, epoch) (§13.4.1).
-    pub repairs: RepairCounts,
+    /// Malformed submissions an attempt may repair (§13.4.1); the count is the board's.
     pub repairs_max: u32,
     /// The largest artifact stored, in bytes (§13.5: 25 MiB by default).
     pub artifact_bytes_max: u64,
@@ -55,7 +48,6 @@ impl Default for Work {
             identities: None,
             artifacts: None,
             types: Arc::new(TaskTypes::builtin()),
-            repairs: Arc::new(Mutex::new(HashMap::new())),
             repairs_max: vouch_core::board::DEFAULT_REPAIRS_MAX,
             artifact_bytes_max: vouch_artifacts::ARTIFACT_BYTES_MAX_DEFAULT,
         }
@@ -460,53 +452,27 @@ pub fn submit(s: &AppState, task: &str, n: u32, b: &SubmitBody) -> ApiResult<Rep
             ),
         )
     })?;
-    let key = (at.task_id.clone(), at.n, at.epoch);
-    let mut errors = match vouch_runtime::host::validate(&ty.output_schema, &b.result) {
-        // The host's rules beyond the schema: artifacts stored, a judge's scores exact.
-        Ok(()) => vouch_runtime::host::result_errors(
-            &t.kind,
-            &t.spec.input,
-            &b.result,
-            s.work.artifacts.as_deref(),
-        ),
-        Err(e) => e,
+    let rules = vouch_runtime::host::SubmitRules {
+        task: Some((&t.kind, &t.spec.input)),
+        output_schema: &ty.output_schema,
+        needs_assessment: t.spec.criteria.is_some(),
+        artifacts: s.work.artifacts.as_deref(),
+        repairs_max: s.work.repairs_max,
     };
-    let assessment = b.self_assessment.clone().filter(|v| !v.is_null());
-    if t.spec.criteria.is_some() && assessment.is_none() {
-        errors.push("at /self_assessment: the task has success criteria; include your self-assessment against them".into());
-    }
-    if !errors.is_empty() {
-        let mut repairs = s
-            .work
-            .repairs
-            .lock()
-            .map_err(|_| ApiError::internal("repair counts poisoned"))?;
-        if repairs.len() >= REPAIR_SLOTS_MAX && !repairs.contains_key(&key) {
-            repairs.clear();
-        }
-        let used = repairs.entry(key).or_insert(0);
-        *used += 1;
-        if *used > s.work.repairs_max {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "refused",
-                format!(
-                    "no repairs left ({} malformed submissions); report the attempt failed (POST …/fail)",
-                    used
-                ),
-            ));
-        }
-        let left = s.work.repairs_max + 1 - *used;
-        return Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_result",
-            format!(
-                "malformed result ({}); {left} repair(s) left",
-                errors.join("; ")
-            ),
-        )
-        .with_field("result"));
-    }
+    // The attempt row counts the repairs (§13.4.1): the same budget as the run's own
+    // `submit` tool, whichever interface or process the submissions come through.
+    let budget = vouch_runtime::host::BoardBudget {
+        board: board.as_ref(),
+        attempt: &at,
+    };
+    let accepted = vouch_runtime::host::accept_submission(
+        &rules,
+        &budget,
+        &b.result,
+        b.self_assessment.as_ref(),
+    )
+    .map_err(submit_err)?;
+    let assessment = accepted.self_assessment;
     let (receipt, usage) = run_facts(s, b.run.as_deref())?;
     let report = Report {
         attempt: at,
@@ -536,10 +502,27 @@ pub fn submit(s: &AppState, task: &str, n: u32, b: &SubmitBody) -> ApiResult<Rep
             )));
         }
     }
-    if let Ok(mut r) = s.work.repairs.lock() {
-        r.remove(&(task.to_string(), n, b.epoch));
-    }
     reported(done)
+}
+
+/// A malformed result is 422 naming its paths; a submission after the repairs are spent is
+/// 409 `refused`, valid or not.
+fn submit_err(e: vouch_runtime::host::SubmitError) -> ApiError {
+    use vouch_runtime::host::SubmitError;
+    match e {
+        SubmitError::Invalid { .. } => {
+            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_result", e.to_string())
+                .with_field("result")
+        }
+        SubmitError::NoRepairsLeft { spent } => ApiError::new(
+            StatusCode::CONFLICT,
+            "refused",
+            format!(
+                "no repairs left ({spent} malformed submissions); report the attempt failed (POST …/fail)"
+            ),
+        ),
+        SubmitError::Store(e) => board_err(e),
+    }
 }
 
 fn reason(v: &str) -> ApiResult<String> {

@@ -1542,6 +1542,53 @@ fn workers_flow(pg: bool) {
     );
 }
 
+/// Issue 23 item 3: the repair budget is the attempt row's, one rule on every interface —
+/// once the repairs are spent, a valid submission is refused too (409), and the count
+/// survives the server (it is read from the store, not from the process).
+#[test]
+fn a_valid_submit_after_the_repairs_are_spent_is_refused() {
+    let (s, sqlite) = start_workers(16);
+    let w1 = vouch_identity::Identity::from_secret("w1", &[1; 32]);
+    use vouch_store::IdentityStore as _;
+    sqlite.put_identity(&w1.record(1)).unwrap();
+    let task = s
+        .post("/api/tasks", json!({"type": "freeform", "brief": "x"}))
+        .json()["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let c = s
+        .post("/api/tasks/claim-next", claim_body(&w1, now_ms()))
+        .json();
+    let epoch = c["attempt"]["epoch"].as_i64().unwrap();
+    let submit = format!("/api/tasks/{task}/attempts/1/submit");
+    let body = |r: &Value| json!({"claimant": "w1", "epoch": epoch, "result": r, "signature": report_sig(&w1, &task, 1, epoch, "accepted", Some(r))});
+    let bad = json!({"summary": ""});
+    // The default budget: 3 repairs, so four malformed submissions are answered.
+    for left in [3, 2, 1, 0] {
+        let p = s.post(&submit, body(&bad)).problem(422, "invalid_result");
+        let detail = p["detail"].as_str().unwrap();
+        assert!(detail.contains(&format!("{left} repair(s) left")), "{p}");
+    }
+    use vouch_store::board::BoardStore as _;
+    assert_eq!(
+        sqlite.repairs_spent(&task, 1).unwrap(),
+        4,
+        "counted on the row"
+    );
+    let good = json!({"summary": "a fine result"});
+    let p = s.post(&submit, body(&good)).problem(409, "refused");
+    assert!(
+        p["detail"].as_str().unwrap().contains("no repairs left"),
+        "{p}"
+    );
+    let t = s.get(&format!("/api/tasks/{task}")).json();
+    assert!(
+        t["task"]["result_id"].is_null(),
+        "nothing was accepted: {t}"
+    );
+}
+
 #[test]
 fn an_artifact_over_the_limit_is_413_and_nothing_is_stored() {
     let (s, sqlite) = start_workers(16);

@@ -190,6 +190,7 @@ impl Sim<'_> {
             model: script,
             repairs_max: 1,
             profile: None,
+            lease: Some(at.clone()),
         };
         let mut wh = host(
             &self.clock,

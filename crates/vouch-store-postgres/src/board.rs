@@ -360,6 +360,36 @@ impl BoardTx for Tx<'_, '_, '_> {
         }
         Ok(None)
     }
+
+    fn add_repair(&mut self, task_id: &str, n: u32) -> StoreResult<u32> {
+        let row = self
+            .0
+            .query_opt(
+                "UPDATE task_attempts SET repairs = repairs + 1 WHERE task_id = $1 AND n = $2 RETURNING repairs",
+                &[&task_id, &i64::from(n)],
+            )
+            .map_err(db_err)?
+            .ok_or_else(|| StoreError::NotFound {
+                what: "attempt",
+                id: format!("{task_id}#{n}"),
+            })?;
+        let v: i32 = col(&row, 0, "repairs")?;
+        Ok(v.max(0) as u32)
+    }
+
+    fn repairs(&mut self, task_id: &str, n: u32) -> StoreResult<u32> {
+        let row = self
+            .0
+            .query_opt(
+                "SELECT repairs FROM task_attempts WHERE task_id = $1 AND n = $2",
+                &[&task_id, &i64::from(n)],
+            )
+            .map_err(db_err)?;
+        Ok(match row {
+            Some(r) => col::<i32>(&r, 0, "repairs")?.max(0) as u32,
+            None => 0,
+        })
+    }
 }
 
 impl PostgresStore {
@@ -437,6 +467,21 @@ impl BoardStore for PostgresStore {
 
     fn report(&self, report: &Report) -> StoreResult<Reported> {
         self.board(|tx| ops::report(tx, report))
+    }
+
+    fn spend_repair(&self, at: &AttemptRef) -> StoreResult<u32> {
+        self.board(|tx| ops::spend_repair(tx, at))
+    }
+
+    fn repairs_spent(&self, task_id: &str, n: u32) -> StoreResult<u32> {
+        let row = self.query_opt(
+            "SELECT repairs FROM task_attempts WHERE task_id = $1 AND n = $2",
+            &[&task_id, &i64::from(n)],
+        )?;
+        Ok(match row {
+            Some(r) => col::<i32>(&r, 0, "repairs")?.max(0) as u32,
+            None => 0,
+        })
     }
 
     fn cancel(&self, task_id: &str, now_ms: i64) -> StoreResult<TaskRecord> {

@@ -366,4 +366,9 @@ CREATE TRIGGER cards_wake AFTER INSERT OR UPDATE ON cards
 CREATE TRIGGER runs_wake AFTER INSERT OR UPDATE OF state ON runs
     FOR EACH STATEMENT EXECUTE FUNCTION vouch_wake('run');
 "#,
+    // 10: malformed submissions per attempt (§13.4.1): the repair budget is the attempt
+    // row's, one rule for every interface and every process that drives the attempt.
+    r#"
+ALTER TABLE task_attempts ADD COLUMN repairs INTEGER NOT NULL DEFAULT 0 CHECK (repairs >= 0);
+"#,
 ];

@@ -337,6 +337,26 @@ impl BoardTx for Tx<'_> {
             .optional()
             .map_err(read_err)
     }
+    fn add_repair(&mut self, task_id: &str, n: u32) -> StoreResult<u32> {
+        self.0
+            .prepare_cached(
+                "UPDATE task_attempts SET repairs = repairs + 1 WHERE task_id = ?1 AND n = ?2 RETURNING repairs",
+            )
+            .map_err(db_err)?
+            .query_row(params![task_id, n], |r| r.get(0))
+            .map_err(read_err)
+    }
+
+    fn repairs(&mut self, task_id: &str, n: u32) -> StoreResult<u32> {
+        Ok(self
+            .0
+            .prepare_cached("SELECT repairs FROM task_attempts WHERE task_id = ?1 AND n = ?2")
+            .map_err(db_err)?
+            .query_row(params![task_id, n], |r| r.get(0))
+            .optional()
+            .map_err(read_err)?
+            .unwrap_or(0))
+    }
 }
 
 impl SqliteStore {
@@ -436,6 +456,15 @@ impl BoardStore for SqliteStore {
     fn report(&self, report: &Report) -> StoreResult<Reported> {
         let r = report.clone();
         self.board(move |tx| ops::report(tx, &r))
+    }
+
+    fn spend_repair(&self, at: &AttemptRef) -> StoreResult<u32> {
+        let at = at.clone();
+        self.board(move |tx| ops::spend_repair(tx, &at))
+    }
+
+    fn repairs_spent(&self, task_id: &str, n: u32) -> StoreResult<u32> {
+        self.read(|c| Tx(c).repairs(task_id, n))
     }
 
     fn cancel(&self, task_id: &str, now_ms: i64) -> StoreResult<TaskRecord> {

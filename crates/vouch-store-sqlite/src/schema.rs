@@ -263,4 +263,9 @@ CREATE TRIGGER runs_refused_while_damaged BEFORE INSERT ON runs
 WHEN EXISTS (SELECT 1 FROM store_damage WHERE closed_ms IS NULL)
 BEGIN SELECT RAISE(ABORT, 'the store is marked damaged by `vouch journal verify`: no new run starts until it is repaired or the damage is acknowledged (`vouch journal verify --acknowledge`)'); END;
 "#,
+    // 11: malformed submissions per attempt (§13.4.1): the repair budget is the attempt
+    // row's, one rule for every interface and every process that drives the attempt.
+    r#"
+ALTER TABLE task_attempts ADD COLUMN repairs INTEGER NOT NULL DEFAULT 0 CHECK (repairs >= 0);
+"#,
 ];

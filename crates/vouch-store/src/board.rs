@@ -375,6 +375,12 @@ pub trait BoardStore: Send + Sync {
     /// The person decided: the suspended attempt becomes claimable as a resumption.
     fn resume_ready(&self, task_id: &str, now_ms: i64) -> StoreResult<TaskRecord>;
     fn report(&self, report: &Report) -> StoreResult<Reported>;
+    /// Count one malformed submission of the live attempt `at` → its count after (§13.4.1).
+    /// The budget is the attempt row's, so it holds across interfaces, processes and a
+    /// resumption; refused (`Conflict`) unless `at` names the live attempt and its claimant.
+    fn spend_repair(&self, at: &AttemptRef) -> StoreResult<u32>;
+    /// The malformed submissions attempt `n` of the task has made so far.
+    fn repairs_spent(&self, task_id: &str, n: u32) -> StoreResult<u32>;
     fn cancel(&self, task_id: &str, now_ms: i64) -> StoreResult<TaskRecord>;
     /// Promote waiting tasks whose condition holds, expire passed deadlines, time out
     /// attempts whose clocks ran out, queue suspended attempts whose run no longer waits for
@@ -447,6 +453,10 @@ pub trait BoardTx {
     /// row as updated. Contending claimants skip each other's rows (PostgreSQL) or are
     /// serialized (SQLite).
     fn claim_row(&mut self, req: &ClaimRequest) -> StoreResult<Option<TaskRecord>>;
+    /// Add one to the attempt's malformed submissions and return the count after.
+    fn add_repair(&mut self, task_id: &str, n: u32) -> StoreResult<u32>;
+    /// The attempt's malformed submissions so far (0 when there is no such attempt).
+    fn repairs(&mut self, task_id: &str, n: u32) -> StoreResult<u32>;
 }
 
 fn refused(what: &str, r: Refused) -> StoreError {
@@ -877,6 +887,18 @@ pub fn suspend_orphan(
     }
 }
 
+/// Count one malformed submission of the live attempt `at` (§13.4.1) → the count after.
+pub fn spend_repair(tx: &mut dyn BoardTx, at: &AttemptRef) -> StoreResult<u32> {
+    let (_, a) = load_for_claimant(tx, at, "submit")?;
+    if !a.state.is_leased() {
+        return Err(StoreError::Conflict(format!(
+            "submit refused: attempt {} of task `{}` is {}, not running",
+            a.n, a.task_id, a.state
+        )));
+    }
+    tx.add_repair(&at.task_id, at.n)
+}
+
 pub fn resume_ready(tx: &mut dyn BoardTx, task_id: &str, now: i64) -> StoreResult<TaskRecord> {
     let (t, a) = load(tx, task_id)?;
     let tr = step(&snapshot(&t, a.as_ref()), BoardEvent::ResumeReady)
@@ -1245,6 +1267,12 @@ impl BoardStore for Verified {
             )
             .map_err(|e| StoreError::Conflict(format!("report refused: {e}")))?;
         self.inner.report(report)
+    }
+    fn spend_repair(&self, at: &AttemptRef) -> StoreResult<u32> {
+        self.inner.spend_repair(at)
+    }
+    fn repairs_spent(&self, task_id: &str, n: u32) -> StoreResult<u32> {
+        self.inner.repairs_spent(task_id, n)
     }
     fn cancel(&self, task_id: &str, now_ms: i64) -> StoreResult<TaskRecord> {
         self.inner.cancel(task_id, now_ms)

@@ -32,7 +32,8 @@ macro_rules! board_conformance_tests {
             cancel_races_report,
             measures_count_by_cohort,
             task_counts_are_by_state,
-            signatures_are_verified
+            signatures_are_verified,
+            repairs_are_counted_on_the_attempt_row
         );
     };
     (@each $fresh:expr; $($check:ident),* $(,)?) => {
@@ -521,6 +522,38 @@ pub fn suspended_attempts_resume_first(open: BoardOpener<'_>) {
         .unwrap();
     assert_eq!(s.task("u-1").unwrap().unwrap().state, TaskState::Completed);
     assert_eq!(s.claim(&req).unwrap().unwrap().task.id, "u-0");
+}
+
+/// The repair budget is the attempt row's (§13.4.1): only the live claimant spends it, the
+/// count survives a reopen, and an ended attempt's count no longer moves.
+pub fn repairs_are_counted_on_the_attempt_row(open: BoardOpener<'_>) {
+    let s = open();
+    s.offer(&new_task("r-1", 1, 1)).unwrap();
+    let c = claim_id(&*s, "w1", "r-1", 10);
+    assert_eq!(s.repairs_spent("r-1", 1).unwrap(), 0);
+    assert_eq!(s.spend_repair(&at(&c)).unwrap(), 1);
+    assert_eq!(s.spend_repair(&at(&c)).unwrap(), 2);
+    let stranger = AttemptRef {
+        claimant: "w2".into(),
+        ..at(&c)
+    };
+    conflict(s.spend_repair(&stranger), "another claimant's repair");
+    let stale = AttemptRef {
+        epoch: c.attempt.epoch + 1,
+        ..at(&c)
+    };
+    conflict(s.spend_repair(&stale), "a stale epoch's repair");
+    drop(s);
+    let s = open();
+    assert_eq!(s.repairs_spent("r-1", 1).unwrap(), 2, "durable");
+    let kind = ReportKind::Failed {
+        retryable: false,
+        reason: "no repairs left".into(),
+    };
+    s.report(&report(&c, kind, 20)).unwrap();
+    conflict(s.spend_repair(&at(&c)), "an ended attempt's repair");
+    assert_eq!(s.repairs_spent("r-1", 1).unwrap(), 2);
+    assert_eq!(s.repairs_spent("nope", 1).unwrap(), 0);
 }
 
 pub fn aborts_are_retryable(open: BoardOpener<'_>) {

@@ -41,6 +41,22 @@ pub fn approvals(dir: &Path, json: bool) -> Result<i32> {
     Ok(0)
 }
 
+/// The host routes the decision (a run inside a task attempt, or a plain run); this renders.
+fn decide(
+    dir: &Path,
+    host: &vouch_runtime::Host,
+    run: &str,
+    d: &TaskDecision,
+    json: bool,
+) -> Result<i32> {
+    let (_, board) = crate::task::open_board(dir)?;
+    let decided = host.decide(Some(&*board), run, d).map_err(host_err)?;
+    match &decided.task {
+        Some(task) => crate::task::decided_on_board(run, &decided.end, task, json),
+        None => finish(host, run, &decided.end, json),
+    }
+}
+
 pub fn approve(dir: &Path, run: &str, delivery: &str, hash: &str, json: bool) -> Result<i32> {
     let host = open_host(dir, !json)?;
     let rec = find_run(host.store.as_ref(), run)?;
@@ -48,11 +64,7 @@ pub fn approve(dir: &Path, run: &str, delivery: &str, hash: &str, json: bool) ->
         delivery: delivery.to_string(),
         hash: hash.to_string(),
     };
-    if let Some(code) = crate::task::decide_on_board(dir, &rec.id, &d, json)? {
-        return Ok(code);
-    }
-    let end = host.approve(&rec.id, delivery, hash).map_err(host_err)?;
-    finish(&host, &rec.id, &end, json)
+    decide(dir, &host, &rec.id, &d, json)
 }
 
 pub fn deny(dir: &Path, run: &str, delivery: &str, json: bool) -> Result<i32> {
@@ -61,11 +73,7 @@ pub fn deny(dir: &Path, run: &str, delivery: &str, json: bool) -> Result<i32> {
     let d = TaskDecision::Deny {
         delivery: delivery.to_string(),
     };
-    if let Some(code) = crate::task::decide_on_board(dir, &rec.id, &d, json)? {
-        return Ok(code);
-    }
-    let end = host.deny(&rec.id, delivery).map_err(host_err)?;
-    finish(&host, &rec.id, &end, json)
+    decide(dir, &host, &rec.id, &d, json)
 }
 
 pub fn edit(dir: &Path, run: &str, delivery: &str, payload: &Path, json: bool) -> Result<i32> {
@@ -102,11 +110,7 @@ pub fn answer(dir: &Path, run: &str, text: &str, json: bool) -> Result<i32> {
     let d = TaskDecision::Answer {
         text: text.to_string(),
     };
-    if let Some(code) = crate::task::decide_on_board(dir, &rec.id, &d, json)? {
-        return Ok(code);
-    }
-    let end = host.answer(&rec.id, text).map_err(host_err)?;
-    finish(&host, &rec.id, &end, json)
+    decide(dir, &host, &rec.id, &d, json)
 }
 
 pub fn cancel(dir: &Path, run: &str, json: bool) -> Result<i32> {

@@ -179,7 +179,7 @@ impl Host {
         }
     }
 
-    pub(super) fn decide(
+    pub(super) fn decide_posture(
         &self,
         run: &RunRecord,
         m: &Manifest,
@@ -226,7 +226,7 @@ impl Host {
         d: &vouch_core::Delivery,
     ) -> HostResult<Posture> {
         let clarify_used = self.view(&run.id)?.clarify_used;
-        let (p, rule, cap, irreversible) = self.decide(run, m, d, clarify_used)?;
+        let (p, rule, cap, irreversible) = self.decide_posture(run, m, d, clarify_used)?;
         let reason = match rule {
             vouch_core::Rule::R1 => "forbidden for this run".to_string(),
             vouch_core::Rule::R2 => format!("{} is not available here", d.destination.kind),

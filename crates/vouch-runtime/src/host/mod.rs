@@ -33,6 +33,7 @@ mod patch;
 mod proposal;
 mod reconcile;
 mod recovery;
+mod submission;
 mod task;
 mod turn;
 
@@ -45,9 +46,12 @@ pub use owner::{
 pub use patch::{PatchWork, PATCH_TYPE};
 pub use reconcile::DUTY_OUTBOX;
 pub use recovery::{BOOT_THREADS_MAX, DUTY_BOOT};
+pub use submission::{
+    accept_submission, Accepted, BoardBudget, CountedBudget, RepairBudget, SubmitError, SubmitRules,
+};
 pub use task::{
-    result_errors, usage_of, validate, verdict_of, AttemptJob, AttemptOutcome, RuntimeProfile,
-    TaskDecision, TaskType, TaskTypes, TaskWork,
+    result_errors, usage_of, validate, verdict_of, AttemptJob, AttemptOutcome, Decided,
+    RuntimeProfile, TaskDecision, TaskType, TaskTypes, TaskWork,
 };
 
 /// Bytes a run's title holds at most.

@@ -141,7 +141,7 @@ impl Host {
             return self.request_approval(run, &d, &payload, &hash, item.card_hash.as_deref());
         }
         // Posture again, right before the attempt (§4).
-        let (p, rule, cap, irreversible) = self.decide(run, &m, &d, view.clarify_used)?;
+        let (p, rule, cap, irreversible) = self.decide_posture(run, &m, &d, view.clarify_used)?;
         if item.posture != Some(p) {
             self.journal(
                 &run.id,
@@ -408,7 +408,7 @@ impl Host {
             let v = p.and_then(|p| serde_json::from_str::<Value>(&p).ok())?;
             (payload_hash(&v).ok().as_deref() == Some(h.as_str())).then_some((h, v))
         });
-        let (p, rule, cap, irreversible) = self.decide(run, m, d, view.clarify_used)?;
+        let (p, rule, cap, irreversible) = self.decide_posture(run, m, d, view.clarify_used)?;
         let ready = matches!(p, Posture::Execute | Posture::Answer | Posture::Confirm);
         let Some((hash, payload)) = payload.filter(|_| ready) else {
             // Still not ready (or no stored payload to finish from): it stays drafted, and the

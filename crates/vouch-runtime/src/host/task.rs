@@ -6,11 +6,12 @@
 //! `create`/`drive` only, and the journal read-only (usage counts); never a provider.
 
 use super::decisions::Then;
+use super::submission::{accept_submission, BoardBudget, CountedBudget, SubmitRules};
 use super::*;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use vouch_core::board::AttemptState;
-use vouch_store::board::{BoardStore, ReportKind, TaskRecord, Usage, Verdict};
+use vouch_store::board::{AttemptRef, BoardStore, ReportKind, TaskRecord, Usage, Verdict};
 
 /// A task type (§13.5): JSON Schemas for its input and output. Schemas never fetch remote
 /// references (the validator is built without them).
@@ -391,7 +392,10 @@ struct Slot {
     /// for an advisory submission, which decides nothing.
     rules: Option<(String, Value)>,
     repairs_max: u32,
+    /// Malformed submissions counted here when the attempt has no board row (`lease`).
     invalid: u32,
+    /// The claim holding the attempt: its repairs are counted on the board's row.
+    lease: Option<AttemptRef>,
     accepted: Option<(Value, Option<Value>)>,
 }
 
@@ -487,6 +491,7 @@ impl TaskWork {
                 rules: None,
                 repairs_max: 0,
                 invalid: 0,
+                lease: None,
                 accepted: None,
             },
         );
@@ -609,43 +614,36 @@ impl WorkTools for TaskWork {
                 "a result was already accepted for this attempt; it cannot be replaced".into(),
             ));
         }
-        if slot.invalid > slot.repairs_max {
-            return Some(Err(format!(
-                "no repairs left ({} malformed submissions); the attempt will fail",
-                slot.invalid
-            )));
-        }
         let result = args.get("result").cloned().unwrap_or(Value::Null);
-        let assessment = args
-            .get("self_assessment")
-            .cloned()
-            .filter(|v| !v.is_null());
-        let mut errors = match validate(&slot.output_schema, &result) {
-            Ok(()) => match &slot.rules {
-                Some((kind, input)) => {
-                    result_errors(kind, input, &result, self.artifacts.as_deref())
-                }
-                None => vec![],
-            },
-            Err(e) => e,
+        let rules = SubmitRules {
+            task: slot.rules.as_ref().map(|(k, i)| (k.as_str(), i)),
+            output_schema: &slot.output_schema,
+            needs_assessment: slot.needs_assessment,
+            artifacts: self.artifacts.as_deref(),
+            repairs_max: slot.repairs_max,
         };
-        if slot.needs_assessment && assessment.is_none() {
-            errors.push(
-                "at /self_assessment: the task has success criteria; include your self-assessment against them".into(),
-            );
-        }
-        if errors.is_empty() {
-            slot.accepted = Some((result, assessment));
-            return Some(Ok(
-                "accepted: the result is valid and handed to the board".into()
-            ));
-        }
-        slot.invalid += 1;
-        let left = (slot.repairs_max + 1).saturating_sub(slot.invalid);
-        Some(Err(format!(
-            "malformed result ({}); {left} repair(s) left",
-            errors.join("; ")
-        )))
+        let assessment = args.get("self_assessment");
+        // The board's attempt row counts the repairs when this attempt has one here; a run
+        // with no board (or an advisory submission) counts them in its slot.
+        let counted = CountedBudget(std::cell::Cell::new(slot.invalid));
+        let out = match (&self.board, &slot.lease) {
+            (Some(board), Some(at)) => {
+                let budget = BoardBudget {
+                    board: board.as_ref(),
+                    attempt: at,
+                };
+                accept_submission(&rules, &budget, &result, assessment)
+            }
+            _ => accept_submission(&rules, &counted, &result, assessment),
+        };
+        slot.invalid = counted.0.get();
+        Some(match out {
+            Ok(a) => {
+                slot.accepted = Some((a.result, a.self_assessment));
+                Ok("accepted: the result is valid and handed to the board".into())
+            }
+            Err(e) => Err(e.to_string()),
+        })
     }
 }
 
@@ -664,6 +662,9 @@ pub struct AttemptJob {
     pub repairs_max: u32,
     /// The runtime profile snapshot recorded at claim, enforced by the run (`None`: any).
     pub profile: Option<RuntimeProfile>,
+    /// The claim holding the attempt on the run's board: its malformed submissions are
+    /// counted on the attempt's row (§13.4.1). `None`: counted by the run itself.
+    pub lease: Option<AttemptRef>,
 }
 
 /// How the attempt's run ended, as the host saw it.
@@ -678,7 +679,15 @@ pub struct AttemptOutcome {
     pub evidence: Option<Value>,
 }
 
-/// A person's decision on a run that waits inside a task attempt (§13.3).
+/// What `Host::decide` did: the run's end (or its next wait), and — when the run waited
+/// inside a task attempt — the task, queued again once no card of the run is open.
+#[derive(Debug, Clone)]
+pub struct Decided {
+    pub end: RunEnd,
+    pub task: Option<TaskRecord>,
+}
+
+/// A person's decision on a waiting run: a plain run's or one inside a task attempt (§13.3).
 #[derive(Debug, Clone)]
 pub enum TaskDecision {
     Approve { delivery: String, hash: String },
@@ -754,6 +763,32 @@ impl Host {
         stop: StopProbe,
     ) -> HostResult<AttemptOutcome> {
         self.task_run(work, types, job, resume, Some(stop))
+    }
+
+    /// A person's decision on a run's card or question (§7), routed by the host: a run that
+    /// waits inside a suspended task attempt on `board` is parked and its attempt queued for
+    /// the board's next claimant (§13.3; `Decided::task` names the task); any other run is
+    /// decided and driven on here. Interfaces parse the decision and render this answer only.
+    pub fn decide(
+        &self,
+        board: Option<&dyn BoardStore>,
+        run_id: &str,
+        decision: &TaskDecision,
+    ) -> HostResult<Decided> {
+        if let Some(board) = board {
+            if let Some((end, task)) = self.decide_task_run(board, run_id, decision)? {
+                return Ok(Decided {
+                    end,
+                    task: Some(task),
+                });
+            }
+        }
+        let end = match decision {
+            TaskDecision::Approve { delivery, hash } => self.approve(run_id, delivery, hash)?,
+            TaskDecision::Deny { delivery } => self.deny(run_id, delivery)?,
+            TaskDecision::Answer { text } => self.answer(run_id, text)?,
+        };
+        Ok(Decided { end, task: None })
     }
 
     /// Record a person's decision on a run waiting inside a task attempt and make the attempt
@@ -920,6 +955,7 @@ impl Host {
             rules: Some((job.kind.clone(), job.input.clone())),
             repairs_max: job.repairs_max,
             invalid: 0,
+            lease: job.lease.clone(),
             accepted: None,
         };
         if resume.is_some() {
