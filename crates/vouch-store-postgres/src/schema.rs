@@ -348,4 +348,14 @@ END $$;
 CREATE TRIGGER runs_refused_while_damaged BEFORE INSERT ON runs
     FOR EACH ROW EXECUTE FUNCTION runs_refuse_while_damaged();
 "#,
+    // 9: token scopes (§17.1.1): what each token may do; tokens made before are the person's.
+    // A worker token names the one identity it acts as, and only a worker token names one.
+    r#"
+ALTER TABLE api_tokens
+    ADD COLUMN scope TEXT NOT NULL DEFAULT 'person'
+        CHECK (scope IN ('person', 'worker', 'reader', 'admin')),
+    ADD COLUMN identity TEXT;
+ALTER TABLE api_tokens ADD CONSTRAINT api_tokens_worker_identity
+    CHECK ((scope = 'worker') = (identity IS NOT NULL));
+"#,
 ];

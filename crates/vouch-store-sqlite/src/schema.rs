@@ -263,4 +263,12 @@ CREATE TRIGGER runs_refused_while_damaged BEFORE INSERT ON runs
 WHEN EXISTS (SELECT 1 FROM store_damage WHERE closed_ms IS NULL)
 BEGIN SELECT RAISE(ABORT, 'the store is marked damaged by `vouch journal verify`: no new run starts until it is repaired or the damage is acknowledged (`vouch journal verify --acknowledge`)'); END;
 "#,
+    // 11: token scopes (§17.1.1): what each token may do; tokens made before are the person's.
+    // A worker token names the one identity it acts as, and only a worker token names one.
+    r#"
+ALTER TABLE api_tokens ADD COLUMN scope TEXT NOT NULL DEFAULT 'person'
+    CHECK (scope IN ('person', 'worker', 'reader', 'admin'));
+ALTER TABLE api_tokens ADD COLUMN identity TEXT
+    CHECK ((scope = 'worker') = (identity IS NOT NULL));
+"#,
 ];
