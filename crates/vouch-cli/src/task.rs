@@ -1345,7 +1345,12 @@ pub fn decide_on_board(
     let (store, board, _) = open_all(dir)?;
     let host = home::host_on(dir, store, None)?;
     let Some((end, task)) = host
-        .decide_task_run(&*board, run, decision)
+        .decide_task_run(
+            &*board,
+            run,
+            decision,
+            Some(&crate::cmd::decide::local_user()),
+        )
         .map_err(crate::host_err)?
     else {
         return Ok(None);

@@ -1,12 +1,14 @@
 //! The JSON routes. Each parses its input, calls the runtime on a blocking thread, and shapes
 //! the answer; none decides anything about a run.
 
+use crate::auth::Caller;
 use crate::dto::*;
 use crate::extract::{ApiJson, ApiPath, QueryMap};
 use crate::problem::{ApiError, ApiResult, Problem};
 use crate::{blocking, AppState, PAGE_OFFSET_MAX, PAGE_RUNS_MAX};
 use axum::extract::State;
 use axum::http::{StatusCode, Uri};
+use axum::Extension;
 use axum::Json;
 use vouch_runtime::host::TaskDecision;
 use vouch_runtime::RunEnd;
@@ -190,6 +192,7 @@ pub async fn get_receipt(
     ))]
 pub async fn approve(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     ApiPath((id, delivery)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<ApproveBody>,
 ) -> ApiResult<Json<RunResult>> {
@@ -209,10 +212,11 @@ pub async fn approve(
             delivery: delivery.clone(),
             hash: body.hash.clone(),
         };
-        let end = match on_board(&host, board.as_ref(), &id, &d)? {
+        let by = caller.principal();
+        let end = match on_board(&host, board.as_ref(), &id, &d, &by)? {
             Some(end) => end,
             None => host
-                .approve(&id, &delivery, &body.hash)
+                .approve_by(&id, &delivery, &body.hash, &by)
                 .map_err(card_error)?,
         };
         metrics.decision("approve");
@@ -228,12 +232,13 @@ fn on_board(
     board: Option<&std::sync::Arc<dyn BoardStore>>,
     id: &str,
     d: &TaskDecision,
+    by: &vouch_core::Principal,
 ) -> Result<Option<RunEnd>, ApiError> {
     let Some(board) = board else {
         return Ok(None);
     };
     Ok(host
-        .decide_task_run(board.as_ref(), id, d)
+        .decide_task_run(board.as_ref(), id, d, Some(by))
         .map_err(card_error)?
         .map(|(end, _)| end))
 }
@@ -259,6 +264,7 @@ fn card_error(e: vouch_runtime::HostError) -> ApiError {
     ))]
 pub async fn deny(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     ApiPath((id, delivery)): ApiPath<(String, String)>,
 ) -> ApiResult<Json<RunResult>> {
     let host = s.host.clone();
@@ -270,9 +276,10 @@ pub async fn deny(
         let d = TaskDecision::Deny {
             delivery: delivery.clone(),
         };
-        let end = match on_board(&host, board.as_ref(), &id, &d)? {
+        let by = caller.principal();
+        let end = match on_board(&host, board.as_ref(), &id, &d, &by)? {
             Some(end) => end,
-            None => host.deny(&id, &delivery).map_err(card_error)?,
+            None => host.deny_by(&id, &delivery, &by).map_err(card_error)?,
         };
         metrics.decision("deny");
         run_result(store.as_ref(), &id, Some(&end)).map(Json)
@@ -294,6 +301,7 @@ pub async fn deny(
     ))]
 pub async fn edit(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     ApiPath((id, delivery)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<EditBody>,
 ) -> ApiResult<Json<EditResult>> {
@@ -303,7 +311,7 @@ pub async fn edit(
     blocking(move || {
         run_record(store.as_ref(), &id)?;
         let hash = host
-            .edit(&id, &delivery, &body.payload)
+            .edit_by(&id, &delivery, &body.payload, &caller.principal())
             .map_err(|e| match e {
                 // The payload is the only input of an edit the host can find wrong.
                 vouch_runtime::HostError::BadInput(m) => ApiError::field("payload", m),
@@ -333,6 +341,7 @@ pub async fn edit(
     ))]
 pub async fn answer(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<AnswerBody>,
 ) -> ApiResult<Json<RunResult>> {
@@ -351,9 +360,10 @@ pub async fn answer(
         let d = TaskDecision::Answer {
             text: body.text.clone(),
         };
-        let end = match on_board(&host, board.as_ref(), &id, &d)? {
+        let by = caller.principal();
+        let end = match on_board(&host, board.as_ref(), &id, &d, &by)? {
             Some(end) => end,
-            None => host.answer(&id, &body.text).map_err(card_error)?,
+            None => host.answer_by(&id, &body.text, &by).map_err(card_error)?,
         };
         metrics.decision("answer");
         run_result(store.as_ref(), &id, Some(&end)).map(Json)

@@ -40,15 +40,17 @@ pub struct Caller {
     pub scope: Scope,
     /// The identity a worker token acts as.
     pub identity: Option<String>,
+    /// How the request came: `http` (the JSON API and `/mcp`) or `console`.
+    pub via: &'static str,
 }
 
 impl Caller {
-    /// This caller as the principal of a decision taken through `via` (`http`, `console`, `mcp`).
-    pub fn principal(&self, via: &str) -> Principal {
+    /// This caller as the principal of a decision it takes.
+    pub fn principal(&self) -> Principal {
         Principal {
             name: self.token.clone(),
             scope: self.scope,
-            via: via.into(),
+            via: self.via.into(),
         }
     }
 
@@ -224,6 +226,7 @@ pub async fn require_token(
         token: token.name,
         scope: token.scope,
         identity: token.identity,
+        via: "http",
     });
     next.run(req).await
 }

@@ -2192,3 +2192,37 @@ fn a_worker_token_acts_only_as_its_identity() {
         "{p}"
     );
 }
+
+/// Issue 23 #2 (§17.1.1): a decision over HTTP journals its principal — the token's name,
+/// scope and how it came — and the receipt names who approved.
+#[test]
+fn a_decision_names_who_took_it_in_the_journal_and_the_receipt() {
+    let s = start();
+    let hook = hook();
+    let run = s.send_run(&hook);
+    let hash = s.get("/api/approvals").json()[0]["payload_hash"].clone();
+    let done = s.post(
+        &format!("/api/runs/{run}/deliveries/d1/approve"),
+        json!({"hash": hash}),
+    );
+    assert_eq!(done.status, 200, "{}", done.body);
+    let journal = s.get(&format!("/api/runs/{run}/journal")).json();
+    let granted = journal
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "approval_granted")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        granted["body"]["by"],
+        json!({"name": "test", "scope": "person", "via": "http"})
+    );
+    let receipt = s.get(&format!("/api/runs/{run}/receipt")).json();
+    let text = receipt["receipt"].as_str().unwrap();
+    assert!(
+        text.contains("Decided by:\n  • d1: approved by test (person token, http)"),
+        "{text}"
+    );
+    assert_eq!(*hook.hits.lock().unwrap(), 1);
+}

@@ -8,6 +8,11 @@ use serde_json::{json, Value};
 use std::path::Path;
 use vouch_runtime::host::{RunEnd, TaskDecision};
 
+/// The person at this command line, named on each decision it journals (§17.1.1).
+pub fn local_user() -> vouch_core::Principal {
+    vouch_core::Principal::local_user(std::env::var("USER").ok().as_deref())
+}
+
 pub fn resume(dir: &Path, run: &str, json: bool) -> Result<i32> {
     let host = open_host(dir, !json)?;
     let rec = find_run(host.store.as_ref(), run)?;
@@ -51,7 +56,9 @@ pub fn approve(dir: &Path, run: &str, delivery: &str, hash: &str, json: bool) ->
     if let Some(code) = crate::task::decide_on_board(dir, &rec.id, &d, json)? {
         return Ok(code);
     }
-    let end = host.approve(&rec.id, delivery, hash).map_err(host_err)?;
+    let end = host
+        .approve_by(&rec.id, delivery, hash, &local_user())
+        .map_err(host_err)?;
     finish(&host, &rec.id, &end, json)
 }
 
@@ -64,7 +71,9 @@ pub fn deny(dir: &Path, run: &str, delivery: &str, json: bool) -> Result<i32> {
     if let Some(code) = crate::task::decide_on_board(dir, &rec.id, &d, json)? {
         return Ok(code);
     }
-    let end = host.deny(&rec.id, delivery).map_err(host_err)?;
+    let end = host
+        .deny_by(&rec.id, delivery, &local_user())
+        .map_err(host_err)?;
     finish(&host, &rec.id, &end, json)
 }
 
@@ -84,7 +93,9 @@ pub fn edit(dir: &Path, run: &str, delivery: &str, payload: &Path, json: bool) -
         ))
     })?;
     crate::refuse_nul(&value, "payload file", payload)?;
-    let hash = host.edit(&rec.id, delivery, &value).map_err(host_err)?;
+    let hash = host
+        .edit_by(&rec.id, delivery, &value, &local_user())
+        .map_err(host_err)?;
     if json {
         outln!(
             "{}",
@@ -105,7 +116,9 @@ pub fn answer(dir: &Path, run: &str, text: &str, json: bool) -> Result<i32> {
     if let Some(code) = crate::task::decide_on_board(dir, &rec.id, &d, json)? {
         return Ok(code);
     }
-    let end = host.answer(&rec.id, text).map_err(host_err)?;
+    let end = host
+        .answer_by(&rec.id, text, &local_user())
+        .map_err(host_err)?;
     finish(&host, &rec.id, &end, json)
 }
 

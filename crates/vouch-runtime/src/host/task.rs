@@ -763,6 +763,7 @@ impl Host {
         board: &dyn BoardStore,
         run_id: &str,
         decision: &TaskDecision,
+        by: Option<&vouch_core::Principal>,
     ) -> HostResult<Option<(RunEnd, TaskRecord)>> {
         let Some(a) = board.attempt_of_run(run_id)? else {
             return Ok(None);
@@ -772,10 +773,10 @@ impl Host {
         }
         let end = match decision {
             TaskDecision::Approve { delivery, hash } => {
-                self.approve_as(run_id, delivery, hash, Then::Park)?
+                self.approve_as(run_id, delivery, hash, Then::Park, by)?
             }
-            TaskDecision::Deny { delivery } => self.deny_as(run_id, delivery, Then::Park)?,
-            TaskDecision::Answer { text } => self.answer_as(run_id, text, Then::Park)?,
+            TaskDecision::Deny { delivery } => self.deny_as(run_id, delivery, Then::Park, by)?,
+            TaskDecision::Answer { text } => self.answer_as(run_id, text, Then::Park, by)?,
         };
         // Every decision the run waited on is made (it is parked with no card open): the
         // attempt is claimable again. Decided from the store, not from the reason's wording.

@@ -92,6 +92,19 @@ pub struct Signed {
     pub session: Session,
 }
 
+impl Signed {
+    /// The signed-in person as the caller of the API's own handlers: decisions taken in the
+    /// console name the token the person signed in with (§17.1.1).
+    pub fn caller(&self) -> axum::Extension<crate::auth::Caller> {
+        axum::Extension(crate::auth::Caller {
+            token: self.session.name.clone(),
+            scope: vouch_core::Scope::Person,
+            identity: None,
+            via: "console",
+        })
+    }
+}
+
 /// The answer when no valid session comes with a request.
 pub struct SignInFirst {
     next: String,
