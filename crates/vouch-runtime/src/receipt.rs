@@ -233,6 +233,28 @@ pub fn line_for(view: &RunView, id: &str, status: DeliveryStatus) -> String {
     delivery_line(&input)
 }
 
+/// Who decided (§17.1.1): one line per item whose decision journaled its principal, and one
+/// for the answer to the run's question. Names are escaped; nothing here is a claim.
+fn decided_lines(out: &mut String, view: &RunView, statuses: &[(String, DeliveryStatus)]) {
+    let mut lines: Vec<String> = statuses
+        .iter()
+        .filter_map(|(id, _)| {
+            let by = view.items.get(id)?.decided_by.as_deref()?;
+            Some(format!("  • {id}: {by}"))
+        })
+        .collect();
+    if let Some(by) = &view.answered_by {
+        lines.push(format!("  • the question: answered by {by}"));
+    }
+    if !lines.is_empty() {
+        out.push_str("\nDecided by:\n");
+        for l in lines {
+            out.push_str(&vouch_core::receipt::scrub(&l));
+            out.push('\n');
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -369,27 +391,5 @@ mod tests {
             &[],
         );
         assert!(!plain.contains("result —"), "{plain}");
-    }
-}
-
-/// Who decided (§17.1.1): one line per item whose decision journaled its principal, and one
-/// for the answer to the run's question. Names are escaped; nothing here is a claim.
-fn decided_lines(out: &mut String, view: &RunView, statuses: &[(String, DeliveryStatus)]) {
-    let mut lines: Vec<String> = statuses
-        .iter()
-        .filter_map(|(id, _)| {
-            let by = view.items.get(id)?.decided_by.as_deref()?;
-            Some(format!("  • {id}: {by}"))
-        })
-        .collect();
-    if let Some(by) = &view.answered_by {
-        lines.push(format!("  • the question: answered by {by}"));
-    }
-    if !lines.is_empty() {
-        out.push_str("\nDecided by:\n");
-        for l in lines {
-            out.push_str(&vouch_core::receipt::scrub(&l));
-            out.push('\n');
-        }
     }
 }
