@@ -191,6 +191,7 @@ pub fn mcp(dir: &Path, host: Arc<Host>, name: Option<&str>) -> Result<i32> {
         state,
         signer,
         via: "stdio",
+        caller: None,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

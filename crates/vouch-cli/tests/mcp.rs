@@ -148,6 +148,21 @@ fn the_python_sdk_drives_a_task_a_delivery_and_an_approval_over_http() {
         .as_str()
         .unwrap()
         .to_string();
+    let worker_token = json(
+        &home,
+        &[
+            "token",
+            "new",
+            "w2-token",
+            "--scope",
+            "worker",
+            "--identity",
+            "w2",
+        ],
+    )["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let mut child = Command::new(env!("CARGO_BIN_EXE_vouch"))
         .arg("--home")
         .arg(&home)
@@ -171,7 +186,7 @@ fn the_python_sdk_drives_a_task_a_delivery_and_an_approval_over_http() {
         .send_string("{}");
     assert!(matches!(refused, Err(ureq::Error::Status(401, _))));
 
-    let seen = run_client(&["http", &url, &token, "w2", &secret]);
+    let seen = run_client(&["http", &url, &token, &worker_token, "w2", &secret]);
     check_store(&home, &seen, "w2", "Notes/mcp-http.md", "rewritten\n");
     // The second run waited for the person and carried out exactly what they approved.
     let run2 = seen["approved_run"].as_str().unwrap();

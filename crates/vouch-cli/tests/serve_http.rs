@@ -153,3 +153,60 @@ fn the_server_sees_every_run_other_processes_start_while_it_serves() {
     }
     drop(server);
 }
+
+/// Issue 23 #1: a token's scope is chosen when it is made; a worker token names exactly one
+/// valid identity and no other scope names one (exit 2, nothing stored); the listing shows it.
+#[test]
+fn a_token_is_made_with_its_scope_and_a_worker_token_with_its_identity() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    assert!(vouch(&home, &["init"]).status.success());
+    for bad in [
+        vec!["token", "new", "w", "--scope", "worker"],
+        vec![
+            "token",
+            "new",
+            "w",
+            "--scope",
+            "worker",
+            "--identity",
+            "Not A Name",
+        ],
+        vec![
+            "token",
+            "new",
+            "r",
+            "--scope",
+            "reader",
+            "--identity",
+            "py1",
+        ],
+        vec!["token", "new", "x", "--scope", "root"],
+    ] {
+        assert_eq!(vouch(&home, &bad).status.code(), Some(2), "{bad:?}");
+    }
+    let made = vouch(
+        &home,
+        &[
+            "--json",
+            "token",
+            "new",
+            "w",
+            "--scope",
+            "worker",
+            "--identity",
+            "py1",
+        ],
+    );
+    assert!(made.status.success());
+    let made: Value = serde_json::from_slice(&made.stdout).unwrap();
+    assert_eq!(
+        (made["scope"].as_str(), made["identity"].as_str()),
+        (Some("worker"), Some("py1"))
+    );
+    let list: Value =
+        serde_json::from_slice(&vouch(&home, &["--json", "token", "list"]).stdout).unwrap();
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(list[0]["scope"], "worker");
+    assert_eq!(list[0]["identity"], "py1");
+}

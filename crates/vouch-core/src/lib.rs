@@ -13,6 +13,7 @@ pub mod escape;
 pub mod input;
 pub mod manifest;
 pub mod posture;
+pub mod principal;
 pub mod receipt;
 pub mod run;
 pub mod schedule;
@@ -27,6 +28,7 @@ pub use manifest::{
     ManifestError, Order, ShapeError, Verb, DELIVERIES_MAX, ID_CHARS_MAX,
 };
 pub use posture::{posture, Context, Posture, PostureInput, Rule};
+pub use principal::{Principal, Scope};
 pub use receipt::{delivery_line, Wording, CLAIM_WORDS};
 pub use run::{EndedBy, RunState, TriggerKind};
 pub use schedule::{CatchUp, Overlap};

@@ -105,6 +105,7 @@ pub fn render(
         out.push_str(handoff_line(h));
         out.push('\n');
     }
+    decided_lines(&mut out, view, statuses);
     if !needs_you.is_empty() {
         out.push_str("\nNeeds you:\n");
         for id in needs_you {
@@ -230,6 +231,28 @@ pub fn line_for(view: &RunView, id: &str, status: DeliveryStatus) -> String {
         connect_step: &connect_step,
     };
     delivery_line(&input)
+}
+
+/// Who decided (§17.1.1): one line per item whose decision journaled its principal, and one
+/// for the answer to the run's question. Names are escaped; nothing here is a claim.
+fn decided_lines(out: &mut String, view: &RunView, statuses: &[(String, DeliveryStatus)]) {
+    let mut lines: Vec<String> = statuses
+        .iter()
+        .filter_map(|(id, _)| {
+            let by = view.items.get(id)?.decided_by.as_deref()?;
+            Some(format!("  • {id}: {by}"))
+        })
+        .collect();
+    if let Some(by) = &view.answered_by {
+        lines.push(format!("  • the question: answered by {by}"));
+    }
+    if !lines.is_empty() {
+        out.push_str("\nDecided by:\n");
+        for l in lines {
+            out.push_str(&vouch_core::receipt::scrub(&l));
+            out.push('\n');
+        }
+    }
 }
 
 #[cfg(test)]

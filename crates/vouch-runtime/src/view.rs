@@ -35,6 +35,9 @@ pub struct ItemView {
     pub draft_hash: Option<String>,
     /// Where that draft was written, as its `drafted` event names it.
     pub draft_path: Option<String>,
+    /// The person's last decision on this item and who took it ("approved by laptop (person
+    /// token, http)"), when the decision journaled its principal (§17.1.1).
+    pub decided_by: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -56,6 +59,8 @@ pub struct RunView {
     pub clarify_used: bool,
     pub clarify_open: bool,
     pub clarify_answer: Option<String>,
+    /// Who answered the run's question, when the answer journaled its principal.
+    pub answered_by: Option<String>,
     pub suspended: bool,
     /// Turns begun, and turns whose every tool call has a journaled result.
     pub turns: usize,
@@ -233,6 +238,7 @@ impl RunView {
             Event::ClarifyAnswered(b) => {
                 self.clarify_open = false;
                 self.clarify_answer = Some(b.answer.clone());
+                self.answered_by = b.by.as_ref().map(|p| p.describe());
             }
             Event::ApprovalRequested(b) => {
                 let it = self.item(d);
@@ -241,15 +247,25 @@ impl RunView {
                 it.granted = None;
                 it.approved = None;
             }
-            Event::ApprovalSuperseded(_) => {}
+            Event::ApprovalSuperseded(b) => {
+                if let Some(by) = &b.by {
+                    self.item(d).decided_by = Some(format!("edited by {}", by.describe()));
+                }
+            }
             Event::ApprovalGranted(b) => {
                 let it = self.item(d);
+                if let Some(by) = &b.by {
+                    it.decided_by = Some(format!("approved by {}", by.describe()));
+                }
                 it.awaiting = false;
                 it.granted = Some(b.payload_hash.clone());
                 it.approved = Some(b.payload_hash.clone());
             }
-            Event::ApprovalDenied(_) => {
+            Event::ApprovalDenied(b) => {
                 let it = self.item(d);
+                if let Some(by) = &b.by {
+                    it.decided_by = Some(format!("denied by {}", by.describe()));
+                }
                 it.awaiting = false;
                 it.status = Some(DeliveryStatus::Denied);
             }
@@ -478,10 +494,12 @@ mod fold_props {
                 payload_hash: "h".into(),
                 from_card: false,
                 carried_from: None,
+                by: None,
             }
             .into(),
             EventKind::ApprovalDenied => ApprovalDenied {
                 payload_hash: "h".into(),
+                by: None,
             }
             .into(),
             EventKind::AttemptStarted => AttemptStarted {

@@ -1,12 +1,14 @@
 //! The JSON routes. Each parses its input, calls the runtime on a blocking thread, and shapes
 //! the answer; none decides anything about a run.
 
+use crate::auth::Caller;
 use crate::dto::*;
 use crate::extract::{ApiJson, ApiPath, QueryMap};
 use crate::problem::{ApiError, ApiResult, Problem};
 use crate::{blocking, AppState, PAGE_OFFSET_MAX, PAGE_RUNS_MAX};
 use axum::extract::State;
 use axum::http::{StatusCode, Uri};
+use axum::Extension;
 use axum::Json;
 use vouch_runtime::host::TaskDecision;
 use vouch_runtime::RunEnd;
@@ -189,6 +191,7 @@ pub async fn get_receipt(
     ))]
 pub async fn approve(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     ApiPath((id, delivery)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<ApproveBody>,
 ) -> ApiResult<Json<RunResult>> {
@@ -208,8 +211,9 @@ pub async fn approve(
             delivery: delivery.clone(),
             hash: body.hash.clone(),
         };
+        let by = caller.principal();
         let end = host
-            .decide(board.as_deref(), &id, &d)
+            .decide(board.as_deref(), &id, &d, Some(&by))
             .map_err(card_error)?
             .end;
         metrics.decision("approve");
@@ -239,6 +243,7 @@ fn card_error(e: vouch_runtime::HostError) -> ApiError {
     ))]
 pub async fn deny(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     ApiPath((id, delivery)): ApiPath<(String, String)>,
 ) -> ApiResult<Json<RunResult>> {
     let host = s.host.clone();
@@ -250,8 +255,9 @@ pub async fn deny(
         let d = TaskDecision::Deny {
             delivery: delivery.clone(),
         };
+        let by = caller.principal();
         let end = host
-            .decide(board.as_deref(), &id, &d)
+            .decide(board.as_deref(), &id, &d, Some(&by))
             .map_err(card_error)?
             .end;
         metrics.decision("deny");
@@ -274,6 +280,7 @@ pub async fn deny(
     ))]
 pub async fn edit(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     ApiPath((id, delivery)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<EditBody>,
 ) -> ApiResult<Json<EditResult>> {
@@ -283,7 +290,7 @@ pub async fn edit(
     blocking(move || {
         run_record(store.as_ref(), &id)?;
         let hash = host
-            .edit(&id, &delivery, &body.payload)
+            .edit_by(&id, &delivery, &body.payload, &caller.principal())
             .map_err(|e| match e {
                 // The payload is the only input of an edit the host can find wrong.
                 vouch_runtime::HostError::BadInput(m) => ApiError::field("payload", m),
@@ -313,6 +320,7 @@ pub async fn edit(
     ))]
 pub async fn answer(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<AnswerBody>,
 ) -> ApiResult<Json<RunResult>> {
@@ -331,8 +339,9 @@ pub async fn answer(
         let d = TaskDecision::Answer {
             text: body.text.clone(),
         };
+        let by = caller.principal();
         let end = host
-            .decide(board.as_deref(), &id, &d)
+            .decide(board.as_deref(), &id, &d, Some(&by))
             .map_err(card_error)?
             .end;
         metrics.decision("answer");

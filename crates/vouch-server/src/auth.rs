@@ -1,5 +1,7 @@
 //! Bearer tokens (§17): `vouch token new NAME` shows a secret once; the store keeps only its
-//! SHA-256. Every route requires `Authorization: Bearer <secret>`.
+//! SHA-256. Every route requires `Authorization: Bearer <secret>`, and the token's scope
+//! (§17.1.1) must be one the route admits: `ROUTES` is the one table of who may call what
+//! (`MCP_TOOLS` the same for MCP's tools), checked here before any handler runs.
 
 use crate::problem::ApiError;
 use crate::{blocking, AppState};
@@ -8,6 +10,7 @@ use axum::http::header::AUTHORIZATION;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
+use vouch_core::{Principal, Scope};
 
 /// Bytes of randomness in a token's secret.
 pub const TOKEN_SECRET_BYTES: usize = 32;
@@ -28,7 +31,163 @@ pub fn new_token() -> Result<(String, String), String> {
     Ok((secret, hash))
 }
 
-pub async fn require_token(State(state): State<AppState>, req: Request, next: Next) -> Response {
+/// Who is calling: the token that authenticated the request. Handlers read it from the
+/// request's extensions; a decision journals it as its principal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// The token's name.
+    pub token: String,
+    pub scope: Scope,
+    /// The identity a worker token acts as.
+    pub identity: Option<String>,
+    /// How the request came: `http` (the JSON API and `/mcp`) or `console`.
+    pub via: &'static str,
+}
+
+impl Caller {
+    /// This caller as the principal of a decision it takes.
+    pub fn principal(&self) -> Principal {
+        Principal {
+            name: self.token.clone(),
+            scope: self.scope,
+            via: self.via.into(),
+        }
+    }
+
+    /// A worker token acts only as its own identity: any other claimant is 403 `forbidden`.
+    pub fn acts_as(&self, claimant: &str) -> Result<(), ApiError> {
+        match (&self.scope, &self.identity) {
+            (Scope::Worker, Some(me)) if me == claimant => Ok(()),
+            (Scope::Worker, Some(me)) => Err(ApiError::forbidden(format!(
+                "this worker token acts only as `{me}`, not as `{}`; use that identity's own token",
+                vouch_core::escape_line(claimant)
+            ))),
+            _ => Err(ApiError::forbidden(format!(
+                "a {} token cannot act as a worker; make one with `vouch token new NAME --scope worker --identity {}`",
+                self.scope,
+                vouch_core::escape_line(claimant)
+            ))),
+        }
+    }
+}
+
+use Scope::{Admin as A, Person as P, Reader as R, Worker as W};
+
+/// Every route and the scopes that may call it (§17.1.1), in one table. A path segment `{x}`
+/// matches any one segment; literal routes come before the parametrised ones they overlap.
+/// A request matching no entry is the router's (404 `not_found`, 405 for another method)
+/// for any authenticated caller. A worker never decides (approve, deny, edit, answer,
+/// cancel, resume): no decision route lists `W`, and a test walks this table against the
+/// OpenAPI document for every scope.
+pub const ROUTES: &[(&str, &str, &[Scope])] = &[
+    ("GET", "/api/runs", &[P, R]),
+    ("GET", "/api/runs/{id}", &[P, R]),
+    ("GET", "/api/runs/{id}/journal", &[P, R]),
+    ("GET", "/api/runs/{id}/receipt", &[P, R]),
+    ("GET", "/api/runs/{id}/events", &[P, R]),
+    ("POST", "/api/runs/{id}/deliveries/{delivery}/approve", &[P]),
+    ("POST", "/api/runs/{id}/deliveries/{delivery}/deny", &[P]),
+    ("POST", "/api/runs/{id}/deliveries/{delivery}/edit", &[P]),
+    ("POST", "/api/runs/{id}/answer", &[P]),
+    ("POST", "/api/runs/{id}/cancel", &[P]),
+    ("POST", "/api/runs/{id}/resume", &[P]),
+    ("GET", "/api/approvals", &[P, R]),
+    ("GET", "/api/inbox", &[P, R]),
+    ("GET", "/api/inbox/events", &[P, R]),
+    ("GET", "/api/schedules", &[P, R]),
+    ("POST", "/api/schedules", &[P]),
+    ("GET", "/api/schedules/{name}", &[P, R]),
+    ("DELETE", "/api/schedules/{name}", &[P]),
+    ("GET", "/api/doctor", &[P, R]),
+    ("GET", "/api/tasks", &[P, R, W]),
+    ("POST", "/api/tasks", &[P]),
+    ("POST", "/api/tasks/claim-next", &[W]),
+    ("GET", "/api/tasks/{id}", &[P, R, W]),
+    ("POST", "/api/tasks/{id}/cancel", &[P]),
+    ("POST", "/api/tasks/{id}/attempts/{n}/heartbeat", &[W]),
+    ("POST", "/api/tasks/{id}/attempts/{n}/submit", &[W]),
+    ("POST", "/api/tasks/{id}/attempts/{n}/fail", &[W]),
+    ("POST", "/api/tasks/{id}/attempts/{n}/abort", &[W]),
+    ("GET", "/api/artifacts/{cid}", &[P, R, W]),
+    ("PUT", "/api/artifacts/{cid}", &[W]),
+    ("GET", "/api/openapi.json", &[P, R, W, A]),
+    ("GET", "/api/measures", &[P, R]),
+    ("GET", "/metrics", &[P, R]),
+    // MCP is one endpoint; which of its tools a scope may call is `MCP_TOOLS`.
+    ("*", "/mcp", &[P, R, W]),
+];
+
+/// Every MCP tool and the scopes that may call it. Verb tools (`save`, `send`, …) are
+/// `"verb"`: an agent performing an item of its own run. No tool decides a card.
+pub const MCP_TOOLS: &[(&str, &[Scope])] = &[
+    ("task_list", &[P, R, W]),
+    ("task_offer", &[P]),
+    ("task_claim", &[W]),
+    ("task_heartbeat", &[W]),
+    ("task_submit", &[W]),
+    ("task_fail", &[W]),
+    ("task_abort", &[W]),
+    ("task_continue", &[P]),
+    ("task_cancel", &[P]),
+    ("artifact_put", &[W]),
+    ("artifact_get", &[P, R, W]),
+    ("declare", &[P, W]),
+    ("verb", &[P, W]),
+    ("clarify", &[P, W]),
+    ("finish", &[P, W]),
+    ("run_status", &[P, R, W]),
+    ("receipt", &[P, R, W]),
+];
+
+/// The table entry for a request, if any: its template and the scopes it admits.
+pub fn route_for(method: &str, path: &str) -> Option<(&'static str, &'static [Scope])> {
+    if path == "/mcp" || path.starts_with("/mcp/") {
+        return Some(("/mcp", &[P, R, W]));
+    }
+    let segs: Vec<&str> = path.split('/').collect();
+    ROUTES
+        .iter()
+        .find(|(m, template, _)| {
+            *m == method && {
+                let t: Vec<&str> = template.split('/').collect();
+                t.len() == segs.len()
+                    && t.iter()
+                        .zip(&segs)
+                        .all(|(t, s)| (t.starts_with('{') && !s.is_empty()) || t == s)
+            }
+        })
+        .map(|(_, t, scopes)| (*t, *scopes))
+}
+
+/// The scopes an MCP tool admits (a verb tool's are `"verb"`'s); none for an unknown tool.
+pub fn tool_scopes(tool: &str) -> &'static [Scope] {
+    let key = if vouch_core::Verb::ALL.iter().any(|v| v.as_str() == tool) {
+        "verb"
+    } else {
+        tool
+    };
+    MCP_TOOLS
+        .iter()
+        .find(|(t, _)| *t == key)
+        .map(|(_, s)| *s)
+        .unwrap_or(&[])
+}
+
+/// 403 `forbidden` naming what the scope lacks and which scopes would do.
+pub fn refuse(scope: Scope, what: &str, allowed: &[Scope]) -> ApiError {
+    let names: Vec<&str> = allowed.iter().map(|s| s.as_str()).collect();
+    ApiError::forbidden(format!(
+        "a {scope} token may not call {what}; it takes a token of scope {} (`vouch token new NAME --scope {}`)",
+        names.join(" or "),
+        names.first().copied().unwrap_or("person"),
+    ))
+}
+
+pub async fn require_token(
+    State(state): State<AppState>,
+    mut req: Request,
+    next: Next,
+) -> Response {
     let secret = req
         .headers()
         .get(AUTHORIZATION)
@@ -46,12 +205,74 @@ pub async fn require_token(State(state): State<AppState>, req: Request, next: Ne
     };
     let store = state.store.clone();
     let hash = token_hash(&secret);
-    match blocking(move || Ok(store.token_by_hash(&hash)?)).await {
-        Ok(Some(_)) => next.run(req).await,
-        Ok(None) => ApiError::unauthorized(
-            "the bearer token is not known to this vouch home; create one with `vouch token new NAME`",
-        )
-        .into_response(),
-        Err(e) => e.into_response(),
+    let token = match blocking(move || Ok(store.token_by_hash(&hash)?)).await {
+        Ok(Some(t)) => t,
+        Ok(None) => {
+            return ApiError::unauthorized(
+                "the bearer token is not known to this vouch home; create one with `vouch token new NAME`",
+            )
+            .into_response()
+        }
+        Err(e) => return e.into_response(),
+    };
+    let method = req.method().as_str().to_string();
+    if let Some((template, allowed)) = route_for(&method, req.uri().path()) {
+        if !allowed.contains(&token.scope) {
+            let what = format!("{method} {template}");
+            return refuse(token.scope, &what, allowed).into_response();
+        }
+    }
+    req.extensions_mut().insert(Caller {
+        token: token.name,
+        scope: token.scope,
+        identity: token.identity,
+        via: "http",
+    });
+    next.run(req).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literal_routes_win_and_params_match_one_segment() {
+        assert_eq!(
+            route_for("POST", "/api/tasks/claim-next").map(|r| r.0),
+            Some("/api/tasks/claim-next")
+        );
+        assert_eq!(
+            route_for("GET", "/api/tasks/t1").map(|r| r.0),
+            Some("/api/tasks/{id}")
+        );
+        assert_eq!(route_for("GET", "/api/tasks//x"), None);
+        assert_eq!(route_for("GET", "/api/nowhere"), None);
+        assert_eq!(route_for("POST", "/mcp").map(|r| r.0), Some("/mcp"));
+    }
+
+    #[test]
+    fn no_worker_decides_on_any_route_or_tool() {
+        for (m, path, scopes) in ROUTES {
+            let decides = [
+                "/approve", "/deny", "/edit", "/answer", "/cancel", "/resume",
+            ]
+            .iter()
+            .any(|d| path.ends_with(d));
+            if decides {
+                assert_eq!(*scopes, &[P][..], "{m} {path}");
+            }
+        }
+        for t in ["task_offer", "task_cancel", "task_continue"] {
+            assert!(!tool_scopes(t).contains(&W), "{t}");
+        }
+        assert!(tool_scopes("no_such_tool").is_empty());
+        assert_eq!(tool_scopes("send"), &[P, W][..]);
+    }
+
+    #[test]
+    fn every_mcp_tool_has_a_row() {
+        for t in crate::mcp::tools() {
+            assert!(!tool_scopes(&t.name).is_empty(), "{}", t.name);
+        }
     }
 }

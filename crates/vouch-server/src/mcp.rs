@@ -43,6 +43,10 @@ pub struct VouchMcp {
     pub signer: Option<Arc<Identity>>,
     /// `stdio` or `http`: recorded in the spec of the runs agents open.
     pub via: &'static str,
+    /// Over HTTP, the token of the call being served: its scope admits the tool
+    /// (`auth::MCP_TOOLS`) and a worker token acts only as its own identity. None on stdio,
+    /// where the caller is whoever runs `vouch mcp` in this home.
+    pub caller: Option<crate::auth::Caller>,
 }
 
 fn tool(
@@ -215,6 +219,14 @@ fn to_value<T: serde::Serialize>(v: &T) -> ApiResult<Value> {
 
 impl VouchMcp {
     fn claimant(&self, args: &Value) -> ApiResult<String> {
+        if let Some(c) = &self.caller {
+            // A worker token's claimant is its identity, given or not.
+            let name = opt_text(args, "claimant")
+                .or_else(|| c.identity.clone())
+                .unwrap_or_default();
+            c.acts_as(&name)?;
+            return Ok(name);
+        }
         match (opt_text(args, "claimant"), &self.signer) {
             (Some(c), _) => Ok(c),
             (None, Some(id)) => Ok(id.name().to_string()),
@@ -358,6 +370,16 @@ impl VouchMcp {
         if let Some((path, e)) = vouch_core::input::nul_in_json(args) {
             let field = path.trim_start_matches('.').to_string();
             return Err(ApiError::field(field.clone(), format!("`{field}` {e}")));
+        }
+        if let Some(c) = &self.caller {
+            let allowed = crate::auth::tool_scopes(name);
+            if !allowed.contains(&c.scope) {
+                return Err(crate::auth::refuse(
+                    c.scope,
+                    &format!("the MCP tool `{name}`"),
+                    allowed,
+                ));
+            }
         }
         let s = &self.state;
         match name {
@@ -654,7 +676,7 @@ impl ServerHandler for VouchMcp {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let name = request.name.to_string();
         if !tools().iter().any(|t| t.name == name) {
@@ -664,7 +686,17 @@ impl ServerHandler for VouchMcp {
             ));
         }
         let args = Value::Object(request.arguments.unwrap_or_default());
-        let me = self.clone();
+        let mut me = self.clone();
+        if self.via == "http" {
+            // The bearer check put the caller on the HTTP request (auth::require_token).
+            me.caller = context
+                .extensions
+                .get::<axum::http::request::Parts>()
+                .and_then(|p| p.extensions.get::<crate::auth::Caller>().cloned());
+            if me.caller.is_none() {
+                return Err(McpError::invalid_request("no authenticated caller", None));
+            }
+        }
         let started = std::time::Instant::now();
         let out = tokio::task::spawn_blocking(move || me.call(&name, &args))
             .await
@@ -764,6 +796,7 @@ pub fn http_service(
                 state: state.clone(),
                 signer: None,
                 via: "http",
+                caller: None,
             })
         },
         Default::default(),

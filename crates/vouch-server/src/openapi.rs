@@ -27,7 +27,7 @@ impl Modify for BearerAuth {
 
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "vouch", description = "The vouch host over HTTP (contract §17). Every route needs `Authorization: Bearer <token>`; every error is a problem object (RFC 9457) with a stable `code`."),
+    info(title = "vouch", description = "The vouch host over HTTP (contract §17). Every route needs `Authorization: Bearer <token>` of a scope the route admits (person, worker, reader, admin; 403 `forbidden` otherwise); every error is a problem object (RFC 9457) with a stable `code`."),
     paths(
         api::list_runs, api::get_run, api::get_journal, api::get_receipt, sse::run_events,
         api::approve, api::deny, api::edit, api::answer, api::cancel, api::resume,
@@ -105,7 +105,13 @@ fn shared(doc: &mut Value) {
         let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) else {
             continue;
         };
-        let mut refusals = vec![("400", "bad_path, bad_query or bad_json")];
+        let mut refusals = vec![
+            ("400", "bad_path, bad_query or bad_json"),
+            (
+                "403",
+                "forbidden: the token's scope does not allow this route (§17.1.1)",
+            ),
+        ];
         if has_body {
             refusals.push(("413", "too_large: the body is over the request limit"));
             refusals.push((

@@ -17,7 +17,7 @@ pub struct Problem {
     pub title: String,
     pub status: u16,
     pub detail: String,
-    /// Stable, machine-readable: unauthorized, not_found, method_not_allowed, bad_json,
+    /// Stable, machine-readable: unauthorized, forbidden, not_found, method_not_allowed, bad_json,
     /// bad_query, bad_path, unsupported_media_type, invalid_field, invalid_input,
     /// hash_mismatch, invalid_result, bad_signature, conflict, refused, owned_elsewhere,
     /// not_ended, too_large, read_only, not_supported, unavailable, model_error, internal
@@ -61,6 +61,10 @@ impl ApiError {
     }
     pub fn unauthorized(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::UNAUTHORIZED, "unauthorized", detail)
+    }
+    /// 403: the token's scope does not allow this (§17.1.1).
+    pub fn forbidden(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", detail)
     }
     pub fn not_found(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "not_found", detail)

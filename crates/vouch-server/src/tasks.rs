@@ -2,6 +2,7 @@
 //! the workers' claim-next, heartbeat and signed reports; artifacts by content id. Each route
 //! parses its input and calls the shared operations in `work` on a blocking thread.
 
+use crate::auth::Caller;
 use crate::extract::{ApiJson, ApiPath, QueryMap};
 use crate::problem::{ApiError, ApiResult, Problem};
 use crate::work::{
@@ -13,6 +14,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use axum::Json;
 use serde::Serialize;
 use serde_json::Value;
@@ -250,9 +252,11 @@ pub const CLAIM_WAIT_S_MAX: usize = 20;
     ))]
 pub async fn claim_next(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     q: QueryMap,
     ApiJson(body): ApiJson<ClaimBody>,
 ) -> ApiResult<Json<ClaimResult>> {
+    caller.acts_as(&body.claimant)?;
     let wait = std::time::Duration::from_secs(q.number("wait_s", 0, 0, CLAIM_WAIT_S_MAX)? as u64);
     let until = tokio::time::Instant::now() + wait;
     let body = Arc::new(body);
@@ -287,9 +291,11 @@ pub async fn claim_next(
     ))]
 pub async fn heartbeat(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     ApiPath((id, n)): ApiPath<(String, u32)>,
     ApiJson(body): ApiJson<HeartbeatBody>,
 ) -> ApiResult<Json<HeartbeatResult>> {
+    caller.acts_as(&body.claimant)?;
     blocking(move || work::heartbeat(&s, &id, n, &body).map(Json)).await
 }
 
@@ -308,9 +314,11 @@ pub async fn heartbeat(
     ))]
 pub async fn submit(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     ApiPath((id, n)): ApiPath<(String, u32)>,
     ApiJson(body): ApiJson<SubmitBody>,
 ) -> ApiResult<Json<ReportResult>> {
+    caller.acts_as(&body.claimant)?;
     blocking(move || work::submit(&s, &id, n, &body).map(Json)).await
 }
 
@@ -328,9 +336,11 @@ pub async fn submit(
     ))]
 pub async fn fail(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     ApiPath((id, n)): ApiPath<(String, u32)>,
     ApiJson(body): ApiJson<FailBody>,
 ) -> ApiResult<Json<ReportResult>> {
+    caller.acts_as(&body.claimant)?;
     blocking(move || work::fail(&s, &id, n, &body).map(Json)).await
 }
 
@@ -348,9 +358,11 @@ pub async fn fail(
     ))]
 pub async fn abort(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     ApiPath((id, n)): ApiPath<(String, u32)>,
     ApiJson(body): ApiJson<AbortBody>,
 ) -> ApiResult<Json<ReportResult>> {
+    caller.acts_as(&body.claimant)?;
     blocking(move || work::abort(&s, &id, n, &body).map(Json)).await
 }
 
@@ -375,6 +387,7 @@ pub async fn abort(
     ))]
 pub async fn put_artifact(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     ApiPath(cid): ApiPath<String>,
     q: QueryMap,
     body: Body,
@@ -401,6 +414,7 @@ pub async fn put_artifact(
             "give `attempt` of the live attempt in the query",
         ));
     }
+    caller.acts_as(&at.claimant)?;
     let max = work::artifact_bytes_max(&s);
     let bytes = axum::body::to_bytes(body, usize::try_from(max).unwrap_or(usize::MAX))
         .await

@@ -47,6 +47,8 @@ fn start() -> Server {
             name: "person".into(),
             hash: vouch_server::token_hash(SECRET),
             created_ms: 1,
+            scope: vouch_core::Scope::Person,
+            identity: None,
         })
         .unwrap();
     let mut providers: BTreeMap<DestinationKind, Arc<dyn Provider>> = BTreeMap::new();
@@ -364,5 +366,50 @@ fn console_measures_with_a_multibyte_since_is_refused_not_a_panic() {
         let (code, body) = s.page(&cookie, &format!("/console/measures?since={since}"));
         assert_eq!(code, 422, "{since}: {body}");
         assert!(body.contains("expected a window like"), "{since}: {body}");
+    }
+}
+
+/// Issue 23 #10 (§17.3): only a person token signs in; behind TLS (a proxy's
+/// `X-Forwarded-Proto: https`) the session cookie is also `Secure`, and stays `HttpOnly`
+/// and `SameSite=Strict`.
+#[test]
+fn only_a_person_token_signs_in_and_the_cookie_is_secure_behind_tls() {
+    let s = start();
+    for (name, secret, scope, identity) in [
+        ("w", "vouch_w", vouch_core::Scope::Worker, Some("w1")),
+        ("r", "vouch_r", vouch_core::Scope::Reader, None),
+        ("a", "vouch_a", vouch_core::Scope::Admin, None),
+    ] {
+        s.host
+            .store
+            .put_token(&ApiToken {
+                name: name.into(),
+                hash: vouch_server::token_hash(secret),
+                created_ms: 1,
+                scope,
+                identity: identity.map(String::from),
+            })
+            .unwrap();
+        let (code, body, _) = status(
+            agent()
+                .post(&s.url("/console/signin"))
+                .send_form(&[("token", secret), ("tz", "UTC")]),
+        );
+        assert_eq!(code, 403, "{name}");
+        assert!(body.contains("person token"), "{body}");
+    }
+    let plain = agent()
+        .post(&s.url("/console/signin"))
+        .send_form(&[("token", SECRET), ("tz", "UTC")])
+        .unwrap();
+    assert!(!plain.header("set-cookie").unwrap().contains("Secure"));
+    let tls = agent()
+        .post(&s.url("/console/signin"))
+        .set("X-Forwarded-Proto", "https")
+        .send_form(&[("token", SECRET), ("tz", "UTC")])
+        .unwrap();
+    let set = tls.header("set-cookie").unwrap();
+    for flag in ["; Secure", "HttpOnly", "SameSite=Strict"] {
+        assert!(set.contains(flag), "{set}");
     }
 }

@@ -19,6 +19,37 @@ use vouch_store::{ApiToken, OutboxRow, Store};
 use vouch_store_sqlite::SqliteStore;
 
 const SECRET: &str = "vouch_test_secret";
+const READER_SECRET: &str = "vouch_reader_secret";
+const ADMIN_SECRET: &str = "vouch_admin_secret";
+/// Worker identities the tests claim as; each has its own worker token.
+const WORKERS: [&str; 4] = ["w", "w1", "w2", "someone-else"];
+
+fn worker_secret(w: &str) -> String {
+    format!("vouch_worker_secret_{w}")
+}
+
+/// A worker's route is called with the worker token of the claimant the request names (in
+/// its body or query; `w1` when it names none): the person's token is refused there.
+fn token_for(method: &str, path: &str, token: &str, body: Option<&str>) -> String {
+    let (route, query) = path.split_once('?').unwrap_or((path, ""));
+    let worker_only = vouch_server::auth::route_for(method, route)
+        .is_some_and(|(_, scopes)| scopes == [vouch_core::Scope::Worker]);
+    if token != SECRET || !worker_only {
+        return token.to_string();
+    }
+    let named = body
+        .and_then(|b| serde_json::from_str::<Value>(b).ok())
+        .and_then(|v| v["claimant"].as_str().map(String::from))
+        .or_else(|| {
+            query
+                .split('&')
+                .find_map(|kv| kv.strip_prefix("claimant=").map(String::from))
+        });
+    match named {
+        Some(w) if WORKERS.contains(&w.as_str()) => worker_secret(&w),
+        _ => worker_secret("w1"),
+    }
+}
 
 struct Quiet;
 impl Notifier for Quiet {
@@ -146,8 +177,36 @@ fn start_work(
             name: "test".into(),
             hash: vouch_server::token_hash(SECRET),
             created_ms: 1,
+            scope: vouch_core::Scope::Person,
+            identity: None,
         })
         .unwrap();
+    for (name, secret, scope) in [
+        ("reader-token", READER_SECRET, vouch_core::Scope::Reader),
+        ("admin-token", ADMIN_SECRET, vouch_core::Scope::Admin),
+    ] {
+        store
+            .put_token(&ApiToken {
+                name: name.into(),
+                hash: vouch_server::token_hash(secret),
+                created_ms: 1,
+                scope,
+                identity: None,
+            })
+            .unwrap();
+    }
+    // The workers the tests name, each with a worker token bound to it (§17.1.1).
+    for w in WORKERS {
+        store
+            .put_token(&ApiToken {
+                name: format!("{w}-token"),
+                hash: vouch_server::token_hash(&worker_secret(w)),
+                created_ms: 1,
+                scope: vouch_core::Scope::Worker,
+                identity: Some(w.to_string()),
+            })
+            .unwrap();
+    }
     // As in the CLI: the host writes through its durability buffer; the API reads the store.
     let host = Arc::new(host_on(
         Arc::new(vouch_runtime::durable::Durable::new(store.clone())),
@@ -236,6 +295,7 @@ impl Server {
         let agent = ureq::AgentBuilder::new().build();
         let mut req = agent.request(method, &format!("{}{path}", self.base));
         if let Some(t) = token {
+            let t = token_for(method, path, t, body.map(|b| b.1));
             req = req.set("Authorization", &format!("Bearer {t}"));
         }
         let res = match body {
@@ -1421,7 +1481,10 @@ fn workers_flow(pg: bool) {
                 "{}/api/artifacts/{cid}?task={task}&attempt={n}&claimant={claimant}&epoch={epoch}",
                 s.base
             ))
-            .set("Authorization", &format!("Bearer {SECRET}"))
+            .set(
+                "Authorization",
+                &format!("Bearer {}", worker_secret(claimant)),
+            )
             .set("Content-Type", "application/octet-stream")
             .send_bytes(body);
         match r {
@@ -1613,7 +1676,7 @@ fn an_artifact_over_the_limit_is_413_and_nothing_is_stored() {
             "{}/api/artifacts/{cid}?task={task}&attempt=1&claimant=w1&epoch={epoch}",
             s.base
         ))
-        .set("Authorization", &format!("Bearer {SECRET}"))
+        .set("Authorization", &format!("Bearer {}", worker_secret("w1")))
         .send_bytes(&bytes);
     let Err(ureq::Error::Status(413, r)) = r else {
         panic!("expected 413");
@@ -1676,6 +1739,7 @@ fn an_agents_run_over_mcp_waits_for_the_person_and_is_never_finished_for_it() {
         state: captured.lock().unwrap().clone().unwrap(),
         signer: None,
         via: "test",
+        caller: None,
     };
     let hook = hook();
     let d = mcp
@@ -1831,6 +1895,7 @@ fn an_mcp_workers_attempt_runs_as_a_task_run_whose_receipt_goes_with_the_report(
         state: captured.lock().unwrap().clone().unwrap(),
         signer: Some(w),
         via: "test",
+        caller: None,
     };
     let task = mcp
         .call(
@@ -2036,4 +2101,175 @@ fn a_claim_or_an_offer_with_extreme_times_is_a_422_not_a_panic() {
         assert!(p["field"].as_str().unwrap().starts_with(field), "{p}");
     }
     assert_eq!(s.get("/api/tasks").json()["tasks"], json!([]));
+}
+
+/// The status of one request and its problem code, without reading a stream's body.
+fn status_of(s: &Server, method: &str, path: &str, token: &str) -> (u16, Option<String>) {
+    let agent = ureq::AgentBuilder::new().build();
+    let req = agent
+        .request(method, &format!("{}{path}", s.base))
+        .set("Authorization", &format!("Bearer {token}"))
+        .set("Accept", "application/json, text/event-stream");
+    let res = match method {
+        "GET" => req.call(),
+        _ => req
+            .set("Content-Type", "application/json")
+            .send_string("{\"hash\":\"x\"}"),
+    };
+    let res = match res {
+        Ok(r) | Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => panic!("{method} {path}: {e}"),
+    };
+    let status = res.status();
+    let code = (res.content_type() == "application/problem+json")
+        .then(|| res.into_string().unwrap())
+        .and_then(|b| serde_json::from_str::<Value>(&b).ok())
+        .and_then(|p| p["code"].as_str().map(String::from));
+    (status, code)
+}
+
+/// Issue 23 #1 (§17.1.1): every operation of the OpenAPI document × every scope. Whether a
+/// scope may call it comes from the authorization table (`auth::ROUTES`), which must name
+/// every documented operation; refused is exactly 403 `forbidden`, admitted is never that
+/// (the handler answers as it would). Worker, reader and admin go first and change nothing:
+/// the card stays open and nothing is sent.
+fn scope_matrix(s: &Server) {
+    use vouch_core::Scope;
+    let hook = hook();
+    let run = s.send_run(&hook);
+    let doc: Value = serde_json::from_str(&vouch_server::openapi::json()).unwrap();
+    let secret = |scope: Scope| match scope {
+        Scope::Person => SECRET.to_string(),
+        Scope::Worker => worker_secret("w1"),
+        Scope::Reader => READER_SECRET.to_string(),
+        Scope::Admin => ADMIN_SECRET.to_string(),
+    };
+    let mut checked = 0;
+    for scope in [Scope::Worker, Scope::Reader, Scope::Admin, Scope::Person] {
+        for (template, item) in doc["paths"].as_object().unwrap() {
+            for method in item.as_object().unwrap().keys() {
+                let m = method.to_uppercase();
+                let path = template
+                    .replace("{id}", &run)
+                    .replace("{delivery}", "d1")
+                    .replace("{name}", "x")
+                    .replace("{n}", "1")
+                    .replace("{cid}", "x");
+                let (row, allowed) = vouch_server::auth::route_for(&m, &path)
+                    .unwrap_or_else(|| panic!("{m} {template} has no row in auth::ROUTES"));
+                assert_eq!(row, template, "{m} {path} matched another row");
+                let (status, code) = status_of(s, &m, &path, &secret(scope));
+                if allowed.contains(&scope) {
+                    assert!(
+                        status != 401 && code.as_deref() != Some("forbidden"),
+                        "{scope} {m} {template}: {status} {code:?}"
+                    );
+                } else {
+                    assert_eq!(
+                        (status, code.as_deref()),
+                        (403, Some("forbidden")),
+                        "{scope} {m} {template}"
+                    );
+                }
+                checked += 1;
+            }
+        }
+        // MCP is one endpoint: admin is refused there, the others reach the SDK.
+        let (status, code) = status_of(s, "POST", "/mcp", &secret(scope));
+        assert_eq!(
+            code.as_deref() == Some("forbidden"),
+            scope == Scope::Admin,
+            "{scope} /mcp: {status}"
+        );
+        if scope == Scope::Admin {
+            // Nothing a non-person token did decided anything.
+            assert_eq!(s.get("/api/approvals").json().as_array().unwrap().len(), 1);
+            assert_eq!(*hook.hits.lock().unwrap(), 0);
+        }
+    }
+    // Every row but `/mcp` is a documented operation, and each was walked for every scope.
+    assert_eq!(checked, 4 * (vouch_server::auth::ROUTES.len() - 1));
+}
+
+#[test]
+fn every_route_admits_exactly_the_scopes_of_the_authorization_table() {
+    scope_matrix(&start());
+}
+
+#[test]
+fn on_postgresql_every_route_admits_exactly_the_scopes_of_the_table() {
+    let url = std::env::var("VOUCH_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let schema = format!("vouch_test_scopes_{}", std::process::id());
+    let _guard = DropSchema(url.clone(), schema.clone());
+    let store = vouch_server_pg_store(&url, &schema);
+    scope_matrix(&start_with(store, tempfile::tempdir().unwrap(), 4));
+}
+
+fn vouch_server_pg_store(url: &str, schema: &str) -> Arc<dyn Store> {
+    Arc::new(vouch_store_postgres::PostgresStore::open(url, schema).unwrap())
+}
+
+/// A worker token acts only as its own identity, on every worker route, and never calls a
+/// person's MCP tool; the person's token is not a worker's (§17.1.1).
+#[test]
+fn a_worker_token_acts_only_as_its_identity() {
+    let s = start();
+    let body = json!({"claimant": "w2", "epoch": 1, "reason": "x", "signature": "00"}).to_string();
+    let (status, code) = {
+        let r = s.call(
+            "POST",
+            "/api/tasks/x/attempts/1/abort",
+            Some(&worker_secret("w1")),
+            Some(("application/json", &body)),
+        );
+        (r.status, r.json()["code"].clone())
+    };
+    assert_eq!((status, code), (403, json!("forbidden")));
+    let p = s
+        .call(
+            "POST",
+            "/api/runs/x/cancel",
+            Some(&worker_secret("w1")),
+            Some(("application/json", "{}")),
+        )
+        .problem(403, "forbidden");
+    assert!(
+        p["detail"].as_str().unwrap().contains("--scope person"),
+        "{p}"
+    );
+}
+
+/// Issue 23 #2 (§17.1.1): a decision over HTTP journals its principal — the token's name,
+/// scope and how it came — and the receipt names who approved.
+#[test]
+fn a_decision_names_who_took_it_in_the_journal_and_the_receipt() {
+    let s = start();
+    let hook = hook();
+    let run = s.send_run(&hook);
+    let hash = s.get("/api/approvals").json()[0]["payload_hash"].clone();
+    let done = s.post(
+        &format!("/api/runs/{run}/deliveries/d1/approve"),
+        json!({"hash": hash}),
+    );
+    assert_eq!(done.status, 200, "{}", done.body);
+    let journal = s.get(&format!("/api/runs/{run}/journal")).json();
+    let granted = journal
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "approval_granted")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        granted["body"]["by"],
+        json!({"name": "test", "scope": "person", "via": "http"})
+    );
+    let receipt = s.get(&format!("/api/runs/{run}/receipt")).json();
+    let text = receipt["receipt"].as_str().unwrap();
+    assert!(
+        text.contains("Decided by:\n  • d1: approved by test (person token, http)"),
+        "{text}"
+    );
+    assert_eq!(*hook.hits.lock().unwrap(), 1);
 }

@@ -1,11 +1,14 @@
 """An MCP client nobody on vouch wrote: the official MCP Python SDK drives vouch's MCP server.
 
     python mcp_client.py stdio VOUCH_BIN HOME WORKER
-    python mcp_client.py http URL TOKEN WORKER SECRET_HEX
+    python mcp_client.py http URL PERSON_TOKEN WORKER_TOKEN WORKER SECRET_HEX
 
 Over stdio it starts `vouch mcp --name WORKER`, which signs the worker's claims and reports
 with the key in the home. Over HTTP the server holds no worker key, so this client signs the
-canonical statements itself with WORKER's Ed25519 secret (contract §13.6.2).
+canonical statements itself with WORKER's Ed25519 secret (contract §13.6.2). Over HTTP the
+MCP session holds a worker token bound to WORKER; the person's side (the offer, the approval)
+goes through the JSON API with the person's token, and the worker token is refused there and
+for the person's tools (§17.1.1).
 
 It lists the tools, drives one task end to end (offer, claim, heartbeat, artifact, a malformed
 submission sent back, the result accepted) and one declared delivery end to end (declare,
@@ -82,14 +85,23 @@ async def call(session, name, args, ok=True):
     return value
 
 
-async def drive(session, signer, mode, api=None):
+async def drive(session, signer, mode, api=None, worker_api=None):
     await session.initialize()
     tools = {t.name for t in (await session.list_tools()).tools}
     missing = WANTED - tools
     assert not missing, f"tools missing: {missing}"
 
     # One task end to end.
-    offered = await call(session, "task_offer", {"type": "freeform", "brief": "Summarise the notes", "tags": ["mcp"]})
+    offer = {"type": "freeform", "brief": "Summarise the notes", "tags": ["mcp"]}
+    if api is None:
+        offered = await call(session, "task_offer", offer)
+    else:
+        # A worker token offers nothing; the person offers over the JSON API.
+        refused = await call(session, "task_offer", offer, ok=False)
+        assert refused["code"] == "forbidden", refused
+        r = await api.post("/api/tasks", json=offer)
+        assert r.status_code == 201, r.text
+        offered = r.json()
     task = offered["task"]["id"]
     claim = await call(session, "task_claim", signer.claim({"tags": ["mcp"]}))
     assert claim["claimed"] and claim["task"]["id"] == task, claim
@@ -110,7 +122,7 @@ async def drive(session, signer, mode, api=None):
     late = await call(session, "task_fail", signer.report({**attempt, "retryable": True, "reason": "late"}, "failed", None), ok=False)
     assert late["code"] == "refused", late
     unsupported = await call(session, "task_continue", {"task": task, "instructions": "more"}, ok=False)
-    assert unsupported["code"] == "not_supported", unsupported
+    assert unsupported["code"] == ("not_supported" if api is None else "forbidden"), unsupported
 
     # One declared delivery end to end, under the terminal contract.
     declared = await call(session, "declare", {
@@ -149,6 +161,9 @@ async def drive(session, signer, mode, api=None):
         card = status["open_cards"][0]
         early = await call(session, "finish", {"run": run2, "text": "done?"}, ok=False)
         assert early["code"] == "refused", early
+        # The worker's own token cannot approve its delivery: that is the person's.
+        r = await worker_api.post(f"/api/runs/{run2}/deliveries/d1/approve", json={"hash": card["payload_hash"]})
+        assert r.status_code == 403 and r.json()["code"] == "forbidden", r.text
         r = await api.post(f"/api/runs/{run2}/deliveries/d1/approve", json={"hash": card["payload_hash"]})
         assert r.status_code == 200, r.text
         status = await call(session, "run_status", {"run": run2})
@@ -169,14 +184,16 @@ async def main():
             async with ClientSession(read, write) as session:
                 await drive(session, Signer(worker, None), mode)
     elif mode == "http":
-        url, token, worker, secret = sys.argv[2:6]
-        headers = {"Authorization": f"Bearer {token}"}
+        url, person_token, worker_token, worker, secret = sys.argv[2:7]
+        person = {"Authorization": f"Bearer {person_token}"}
+        headers = {"Authorization": f"Bearer {worker_token}"}
         client = httpx2.AsyncClient(headers=headers, timeout=60)
         base = url.rsplit("/mcp", 1)[0]
-        async with client, httpx2.AsyncClient(base_url=base, headers=headers, timeout=60) as api:
+        async with client, httpx2.AsyncClient(base_url=base, headers=person, timeout=60) as api, \
+                httpx2.AsyncClient(base_url=base, headers=headers, timeout=60) as worker_api:
             async with streamable_http_client(url, http_client=client) as (read, write):
                 async with ClientSession(read, write) as session:
-                    await drive(session, Signer(worker, secret), mode, api)
+                    await drive(session, Signer(worker, secret), mode, api, worker_api)
     else:
         raise SystemExit(f"unknown mode {mode}; use stdio or http")
 

@@ -321,7 +321,7 @@ impl Sim<'_> {
         self.note(format!("decide task run {}: {decision:?}", run.id));
         let r = self
             .host
-            .decide_task_run(self.board.as_ref(), &run.id, &decision);
+            .decide_task_run(self.board.as_ref(), &run.id, &decision, None);
         if let Some(None) = self.outcome("decide task run", r)? {
             // Its attempt no longer waits (timed out, cancelled): decided as any run.
             self.note(format!(

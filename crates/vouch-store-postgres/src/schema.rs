@@ -371,4 +371,14 @@ CREATE TRIGGER runs_wake AFTER INSERT OR UPDATE OF state ON runs
     r#"
 ALTER TABLE task_attempts ADD COLUMN repairs INTEGER NOT NULL DEFAULT 0 CHECK (repairs >= 0);
 "#,
+    // 11: token scopes (§17.1.1): what each token may do; tokens made before are the person's.
+    // A worker token names the one identity it acts as, and only a worker token names one.
+    r#"
+ALTER TABLE api_tokens
+    ADD COLUMN scope TEXT NOT NULL DEFAULT 'person'
+        CHECK (scope IN ('person', 'worker', 'reader', 'admin')),
+    ADD COLUMN identity TEXT;
+ALTER TABLE api_tokens ADD CONSTRAINT api_tokens_worker_identity
+    CHECK ((scope = 'worker') = (identity IS NOT NULL));
+"#,
 ];

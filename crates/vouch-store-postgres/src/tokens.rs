@@ -7,14 +7,26 @@ fn token_row(r: &Row) -> StoreResult<ApiToken> {
         name: col(r, 0, "token name")?,
         hash: col(r, 1, "token hash")?,
         created_ms: col(r, 2, "token created_ms")?,
+        scope: {
+            let s: String = col(r, 3, "token scope")?;
+            vouch_core::Scope::parse(&s)
+                .ok_or_else(|| StoreError::Corrupt(format!("unknown token scope `{s}`")))?
+        },
+        identity: col(r, 4, "token identity")?,
     })
 }
 
 pub(super) fn put_token(store: &PostgresStore, t: &ApiToken) -> StoreResult<()> {
     store
         .exec(
-            &format!("INSERT INTO api_tokens ({TOKEN_COLS}) VALUES ($1, $2, $3)"),
-            &[&t.name, &t.hash, &t.created_ms],
+            &format!("INSERT INTO api_tokens ({TOKEN_COLS}) VALUES ($1, $2, $3, $4, $5)"),
+            &[
+                &t.name,
+                &t.hash,
+                &t.created_ms,
+                &t.scope.as_str(),
+                &t.identity,
+            ],
         )
         .map_err(|e| match e {
             StoreError::Conflict(_) => codec::token_exists(&t.name),

@@ -268,4 +268,12 @@ BEGIN SELECT RAISE(ABORT, 'the store is marked damaged by `vouch journal verify`
     r#"
 ALTER TABLE task_attempts ADD COLUMN repairs INTEGER NOT NULL DEFAULT 0 CHECK (repairs >= 0);
 "#,
+    // 12: token scopes (§17.1.1): what each token may do; tokens made before are the person's.
+    // A worker token names the one identity it acts as, and only a worker token names one.
+    r#"
+ALTER TABLE api_tokens ADD COLUMN scope TEXT NOT NULL DEFAULT 'person'
+    CHECK (scope IN ('person', 'worker', 'reader', 'admin'));
+ALTER TABLE api_tokens ADD COLUMN identity TEXT
+    CHECK ((scope = 'worker') = (identity IS NOT NULL));
+"#,
 ];

@@ -3,10 +3,20 @@
 use super::*;
 
 fn token_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApiToken> {
+    let scope: String = r.get(3)?;
     Ok(ApiToken {
         name: r.get(0)?,
         hash: r.get(1)?,
         created_ms: r.get(2)?,
+        // The schema's CHECK admits only the four words.
+        scope: vouch_core::Scope::parse(&scope).ok_or_else(|| {
+            rusqlite::Error::FromSqlConversionFailure(
+                3,
+                rusqlite::types::Type::Text,
+                format!("unknown token scope `{scope}`").into(),
+            )
+        })?,
+        identity: r.get(4)?,
     })
 }
 
@@ -15,8 +25,8 @@ pub(super) fn put_token(store: &SqliteStore, t: &ApiToken) -> StoreResult<()> {
     store.write(move |c| {
         execute_cached(
             c,
-            &format!("INSERT INTO api_tokens ({TOKEN_COLS}) VALUES (?1, ?2, ?3)"),
-            params![t.name, t.hash, t.created_ms],
+            &format!("INSERT INTO api_tokens ({TOKEN_COLS}) VALUES (?1, ?2, ?3, ?4, ?5)"),
+            params![t.name, t.hash, t.created_ms, t.scope.as_str(), t.identity],
         )
         .map_err(|e| match db_err(e) {
             StoreError::Conflict(_) => codec::token_exists(&t.name),

@@ -24,7 +24,7 @@ pub const CARD_COLS: &str =
 pub const OUTBOX_COLS: &str = "id, dedup_key, run_id, route, body, created_ms, sent_ms, \
      failures, last_error, misconfigured, last_error_ms";
 pub const SCHEDULE_COLS: &str = "name, cron, tz, routine, catch_up, overlap, grace_ms, created_ms";
-pub const TOKEN_COLS: &str = "name, hash, created_ms";
+pub const TOKEN_COLS: &str = "name, hash, created_ms, scope, identity";
 pub const IDENTITY_COLS: &str = "name, public_key, created_ms";
 pub const DIARY_COLS: &str = "identity, seq, at_ms, body, prev_hash, hash, signature";
 pub const TASK_COLS: &str = "id, kind, owner, state, max_attempts, attempts, aborts, epoch, claimant, lease_until_ms, deadline_ms, profiles, tags, excluded_claimant, condition, idempotency_key, request_id, spec, created_ms, queued_ms, ended_ms, accepted_attempt, result_id, resuming, updated_ms";

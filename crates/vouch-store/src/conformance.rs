@@ -823,7 +823,8 @@ pub fn lookups_cost_what_is_open(open: Opener<'_>) {
     assert_eq!(s.runs_by_prefix("look-b1", 10).unwrap().len(), 1);
 }
 
-/// API tokens (§17): stored by hash only, names unique, found by hash, removable, durable.
+/// API tokens (§17): stored by hash only, names unique, found by hash, removable, durable;
+/// each keeps its scope, and a worker token (only a worker token) its identity (§17.1.1).
 pub fn api_tokens(open: Opener<'_>) {
     let s = open();
     assert!(s.tokens().unwrap().is_empty());
@@ -831,8 +832,37 @@ pub fn api_tokens(open: Opener<'_>) {
         name: "ci".into(),
         hash: "a".repeat(64),
         created_ms: 5,
+        scope: vouch_core::Scope::Person,
+        identity: None,
     };
     s.put_token(&t).unwrap();
+    let w = ApiToken {
+        name: "w1".into(),
+        hash: "c".repeat(64),
+        created_ms: 6,
+        scope: vouch_core::Scope::Worker,
+        identity: Some("py1".into()),
+    };
+    s.put_token(&w).unwrap();
+    // The schema refuses a worker token with no identity and any other token with one.
+    for bad in [
+        ApiToken {
+            name: "w2".into(),
+            hash: "d".repeat(64),
+            identity: None,
+            ..w.clone()
+        },
+        ApiToken {
+            name: "r1".into(),
+            hash: "e".repeat(64),
+            scope: vouch_core::Scope::Reader,
+            ..w.clone()
+        },
+    ] {
+        assert!(s.put_token(&bad).is_err(), "{bad:?}");
+    }
+    assert_eq!(s.token_by_hash(&w.hash).unwrap(), Some(w.clone()));
+    assert!(s.remove_token("w1").unwrap());
     assert!(matches!(
         s.put_token(&ApiToken {
             hash: "b".repeat(64),

@@ -185,6 +185,9 @@ pub struct ClarifyAsked {
 #[serde(deny_unknown_fields)]
 pub struct ClarifyAnswered {
     pub answer: String,
+    /// Who decided (§17.1.1): the token or the local user, when an interface took it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<vouch_core::Principal>,
 }
 
 /// `approval_requested` (§7): a card bound to the payload's hash.
@@ -207,6 +210,9 @@ pub struct ApprovalGranted {
     pub from_card: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub carried_from: Option<String>,
+    /// Who decided (§17.1.1): the token or the local user, when an interface took it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<vouch_core::Principal>,
 }
 
 /// `approval_denied` (§7).
@@ -214,6 +220,9 @@ pub struct ApprovalGranted {
 #[serde(deny_unknown_fields)]
 pub struct ApprovalDenied {
     pub payload_hash: String,
+    /// Who decided (§17.1.1): the token or the local user, when an interface took it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<vouch_core::Principal>,
 }
 
 /// `approval_superseded` (§7.3): a new payload replaced the card's.
@@ -222,6 +231,9 @@ pub struct ApprovalDenied {
 pub struct ApprovalSuperseded {
     pub old_hash: String,
     pub new_hash: String,
+    /// Who decided (§17.1.1): the token or the local user, when an interface took it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<vouch_core::Principal>,
 }
 
 /// `drafted` (§9.5): the payload stored as the item's draft.

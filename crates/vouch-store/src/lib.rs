@@ -578,6 +578,10 @@ pub struct ApiToken {
     /// Hex SHA-256 of the token's secret text.
     pub hash: String,
     pub created_ms: i64,
+    /// What the token may do (§17.1.1); tokens made before scopes existed are `person`.
+    pub scope: vouch_core::Scope,
+    /// The one worker identity a `worker` token acts as (none for every other scope).
+    pub identity: Option<String>,
 }
 
 /// One durable store. Implementations must be safe to share between threads; every write is

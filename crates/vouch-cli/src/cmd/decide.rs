@@ -8,6 +8,11 @@ use serde_json::{json, Value};
 use std::path::Path;
 use vouch_runtime::host::{RunEnd, TaskDecision};
 
+/// The person at this command line, named on each decision it journals (§17.1.1).
+pub fn local_user() -> vouch_core::Principal {
+    vouch_core::Principal::local_user(std::env::var("USER").ok().as_deref())
+}
+
 pub fn resume(dir: &Path, run: &str, json: bool) -> Result<i32> {
     let host = open_host(dir, !json)?;
     let rec = find_run(host.store.as_ref(), run)?;
@@ -50,7 +55,9 @@ fn decide(
     json: bool,
 ) -> Result<i32> {
     let (_, board) = crate::task::open_board(dir)?;
-    let decided = host.decide(Some(&*board), run, d).map_err(host_err)?;
+    let decided = host
+        .decide(Some(&*board), run, d, Some(&local_user()))
+        .map_err(host_err)?;
     match &decided.task {
         Some(task) => crate::task::decided_on_board(run, &decided.end, task, json),
         None => finish(host, run, &decided.end, json),
@@ -92,7 +99,9 @@ pub fn edit(dir: &Path, run: &str, delivery: &str, payload: &Path, json: bool) -
         ))
     })?;
     crate::refuse_nul(&value, "payload file", payload)?;
-    let hash = host.edit(&rec.id, delivery, &value).map_err(host_err)?;
+    let hash = host
+        .edit_by(&rec.id, delivery, &value, &local_user())
+        .map_err(host_err)?;
     if json {
         outln!(
             "{}",

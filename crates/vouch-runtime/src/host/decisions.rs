@@ -2,6 +2,7 @@
 //! waiting run and then continues it.
 
 use super::*;
+use vouch_core::Principal;
 
 /// What follows a person's decision once nothing else is open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,8 +32,21 @@ impl Host {
         }
     }
 
+    /// Approve with no principal journaled: the in-process drivers (the scenario runner, the
+    /// demo, benches). Interfaces use [`Host::approve_by`].
     pub fn approve(&self, run_id: &str, delivery: &str, hash: &str) -> HostResult<RunEnd> {
-        self.approve_as(run_id, delivery, hash, Then::Drive)
+        self.approve_as(run_id, delivery, hash, Then::Drive, None)
+    }
+
+    /// Approve, journaling who decided (§17.1.1).
+    pub fn approve_by(
+        &self,
+        run_id: &str,
+        delivery: &str,
+        hash: &str,
+        by: &Principal,
+    ) -> HostResult<RunEnd> {
+        self.approve_as(run_id, delivery, hash, Then::Drive, Some(by))
     }
 
     pub(super) fn approve_as(
@@ -41,6 +55,7 @@ impl Host {
         delivery: &str,
         hash: &str,
         then: Then,
+        by: Option<&Principal>,
     ) -> HostResult<RunEnd> {
         self.waiting(run_id)?;
         let hash = &self.resolve_card_hash(run_id, delivery, hash)?;
@@ -58,6 +73,7 @@ impl Host {
                     payload_hash: hash.to_string(),
                     from_card: false,
                     carried_from: None,
+                    by: by.cloned(),
                 },
             ),
         )?;
@@ -75,10 +91,21 @@ impl Host {
     }
 
     pub fn deny(&self, run_id: &str, delivery: &str) -> HostResult<RunEnd> {
-        self.deny_as(run_id, delivery, Then::Drive)
+        self.deny_as(run_id, delivery, Then::Drive, None)
     }
 
-    pub(super) fn deny_as(&self, run_id: &str, delivery: &str, then: Then) -> HostResult<RunEnd> {
+    /// Deny, journaling who decided (§17.1.1).
+    pub fn deny_by(&self, run_id: &str, delivery: &str, by: &Principal) -> HostResult<RunEnd> {
+        self.deny_as(run_id, delivery, Then::Drive, Some(by))
+    }
+
+    pub(super) fn deny_as(
+        &self,
+        run_id: &str,
+        delivery: &str,
+        then: Then,
+        by: Option<&Principal>,
+    ) -> HostResult<RunEnd> {
         self.waiting(run_id)?;
         let cards = self.store.cards_for_run(run_id)?;
         let Some(card) = cards
@@ -107,6 +134,7 @@ impl Host {
                 delivery,
                 j::ApprovalDenied {
                     payload_hash: card.payload_hash.clone(),
+                    by: by.cloned(),
                 },
             ),
         )?;
@@ -124,6 +152,27 @@ impl Host {
 
     /// A new payload for a pending approval: new hash, new card; the old one is superseded.
     pub fn edit(&self, run_id: &str, delivery: &str, payload: &Value) -> HostResult<String> {
+        self.edit_as(run_id, delivery, payload, None)
+    }
+
+    /// Edit, journaling who replaced the payload (§17.1.1).
+    pub fn edit_by(
+        &self,
+        run_id: &str,
+        delivery: &str,
+        payload: &Value,
+        by: &Principal,
+    ) -> HostResult<String> {
+        self.edit_as(run_id, delivery, payload, Some(by))
+    }
+
+    fn edit_as(
+        &self,
+        run_id: &str,
+        delivery: &str,
+        payload: &Value,
+        by: Option<&Principal>,
+    ) -> HostResult<String> {
         self.waiting(run_id)?;
         let run = self.record(run_id)?;
         let view = self.view(run_id)?;
@@ -159,15 +208,26 @@ impl Host {
         if item.card_hash.as_deref() == Some(hash.as_str()) {
             return Ok(hash);
         }
-        self.request_approval(&run, &d, payload, &hash, item.card_hash.as_deref())?;
+        self.request_approval(&run, &d, payload, &hash, item.card_hash.as_deref(), by)?;
         Ok(hash)
     }
 
     pub fn answer(&self, run_id: &str, text: &str) -> HostResult<RunEnd> {
-        self.answer_as(run_id, text, Then::Drive)
+        self.answer_as(run_id, text, Then::Drive, None)
     }
 
-    pub(super) fn answer_as(&self, run_id: &str, text: &str, then: Then) -> HostResult<RunEnd> {
+    /// Answer, journaling who answered (§17.1.1).
+    pub fn answer_by(&self, run_id: &str, text: &str, by: &Principal) -> HostResult<RunEnd> {
+        self.answer_as(run_id, text, Then::Drive, Some(by))
+    }
+
+    pub(super) fn answer_as(
+        &self,
+        run_id: &str,
+        text: &str,
+        then: Then,
+        by: Option<&Principal>,
+    ) -> HostResult<RunEnd> {
         self.waiting(run_id)?;
         // As for an approval: the run is leased before the answer commits and marked running
         // right after, so a crash anywhere before the run goes on leaves a run whose owner is
@@ -179,6 +239,7 @@ impl Host {
             run_id,
             self.ev(j::ClarifyAnswered {
                 answer: text.to_string(),
+                by: by.cloned(),
             }),
         )?;
         self.repreflight_clarified(run_id)?;

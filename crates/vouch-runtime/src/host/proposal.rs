@@ -138,7 +138,14 @@ impl Host {
                 });
             }
             // A different payload for an item awaiting approval is an edit (§6, §7).
-            return self.request_approval(run, &d, &payload, &hash, item.card_hash.as_deref());
+            return self.request_approval(
+                run,
+                &d,
+                &payload,
+                &hash,
+                item.card_hash.as_deref(),
+                None,
+            );
         }
         // Posture again, right before the attempt (§4).
         let (p, rule, cap, irreversible) = self.decide_posture(run, &m, &d, view.clarify_used)?;
@@ -193,7 +200,7 @@ impl Host {
                     "{id}: verified (no change: the destination already holds exactly this payload)"
                 )))
             }
-            Posture::Confirm => self.request_approval(run, &d, &payload, &hash, None),
+            Posture::Confirm => self.request_approval(run, &d, &payload, &hash, None, None),
             Posture::Answer | Posture::Execute => {
                 let status = self.perform(run, &d, &payload, &hash, irreversible, p)?;
                 Ok(CallResult {
@@ -319,6 +326,7 @@ impl Host {
         payload: &Value,
         hash: &str,
         old: Option<&str>,
+        by: Option<&vouch_core::Principal>,
     ) -> HostResult<CallResult> {
         let canonical = canonical_json(payload).map_err(|e| HostError::Internal(e.to_string()))?;
         self.store.put_payload(hash, &canonical)?;
@@ -356,6 +364,7 @@ impl Host {
                     j::ApprovalSuperseded {
                         old_hash: old.to_string(),
                         new_hash: hash.to_string(),
+                        by: by.cloned(),
                     },
                 ),
             )?;
@@ -466,7 +475,7 @@ impl Host {
             &hash[..12]
         ));
         if p == Posture::Confirm {
-            let res = self.request_approval(run, d, &payload, &hash, None)?;
+            let res = self.request_approval(run, d, &payload, &hash, None, None)?;
             return Ok(res.suspend);
         }
         self.perform(run, d, &payload, &hash, irreversible, p)?;

@@ -185,7 +185,17 @@ impl Host {
             };
             let payload_hash = c.payload_hash.clone();
             if c.state == CardState::Denied {
-                self.journal(&run.id, self.evd(d, j::ApprovalDenied { payload_hash }))?;
+                // Who decided is in the card's committed decision only, not its principal.
+                self.journal(
+                    &run.id,
+                    self.evd(
+                        d,
+                        j::ApprovalDenied {
+                            payload_hash,
+                            by: None,
+                        },
+                    ),
+                )?;
                 continue;
             }
             self.journal(
@@ -196,6 +206,7 @@ impl Host {
                         payload_hash,
                         from_card: true,
                         carried_from: None,
+                        by: None,
                     },
                 ),
             )?;
@@ -317,6 +328,7 @@ impl Host {
                                 payload_hash: hash.clone(),
                                 from_card: false,
                                 carried_from: Some(parent_id.to_string()),
+                                by: None,
                             },
                         ),
                     )?;

@@ -774,9 +774,10 @@ impl Host {
         board: Option<&dyn BoardStore>,
         run_id: &str,
         decision: &TaskDecision,
+        by: Option<&vouch_core::Principal>,
     ) -> HostResult<Decided> {
         if let Some(board) = board {
-            if let Some((end, task)) = self.decide_task_run(board, run_id, decision)? {
+            if let Some((end, task)) = self.decide_task_run(board, run_id, decision, by)? {
                 return Ok(Decided {
                     end,
                     task: Some(task),
@@ -784,9 +785,11 @@ impl Host {
             }
         }
         let end = match decision {
-            TaskDecision::Approve { delivery, hash } => self.approve(run_id, delivery, hash)?,
-            TaskDecision::Deny { delivery } => self.deny(run_id, delivery)?,
-            TaskDecision::Answer { text } => self.answer(run_id, text)?,
+            TaskDecision::Approve { delivery, hash } => {
+                self.approve_as(run_id, delivery, hash, Then::Drive, by)?
+            }
+            TaskDecision::Deny { delivery } => self.deny_as(run_id, delivery, Then::Drive, by)?,
+            TaskDecision::Answer { text } => self.answer_as(run_id, text, Then::Drive, by)?,
         };
         Ok(Decided { end, task: None })
     }
@@ -799,6 +802,7 @@ impl Host {
         board: &dyn BoardStore,
         run_id: &str,
         decision: &TaskDecision,
+        by: Option<&vouch_core::Principal>,
     ) -> HostResult<Option<(RunEnd, TaskRecord)>> {
         let Some(a) = board.attempt_of_run(run_id)? else {
             return Ok(None);
@@ -808,10 +812,10 @@ impl Host {
         }
         let end = match decision {
             TaskDecision::Approve { delivery, hash } => {
-                self.approve_as(run_id, delivery, hash, Then::Park)?
+                self.approve_as(run_id, delivery, hash, Then::Park, by)?
             }
-            TaskDecision::Deny { delivery } => self.deny_as(run_id, delivery, Then::Park)?,
-            TaskDecision::Answer { text } => self.answer_as(run_id, text, Then::Park)?,
+            TaskDecision::Deny { delivery } => self.deny_as(run_id, delivery, Then::Park, by)?,
+            TaskDecision::Answer { text } => self.answer_as(run_id, text, Then::Park, by)?,
         };
         // Every decision the run waited on is made (it is parked with no card open): the
         // attempt is claimable again. Decided from the store, not from the reason's wording.

@@ -551,6 +551,7 @@ pub async fn approve(
     let hash = form.get("hash").to_string();
     match api::approve(
         State(s),
+        signed.caller(),
         ApiPath((id.clone(), delivery)),
         ApiJson(ApproveBody { hash }),
     )
@@ -571,7 +572,7 @@ pub async fn deny(
     if let Err(r) = checked_form(&signed, &headers, &body) {
         return r;
     }
-    match api::deny(State(s), ApiPath((id.clone(), delivery))).await {
+    match api::deny(State(s), signed.caller(), ApiPath((id.clone(), delivery))).await {
         Ok(_) => Redirect::to(&run_link(&id)).into_response(),
         Err(e) => decided(&signed, e, &id),
     }
@@ -624,6 +625,7 @@ pub async fn edit(
     .unwrap_or_default();
     match api::edit(
         State(s),
+        signed.caller(),
         ApiPath((id.clone(), delivery.clone())),
         ApiJson(EditBody { payload }),
     )
@@ -651,7 +653,14 @@ pub async fn answer(
         Err(r) => return r,
     };
     let text = form.get("text").to_string();
-    match api::answer(State(s), ApiPath(id.clone()), ApiJson(AnswerBody { text })).await {
+    match api::answer(
+        State(s),
+        signed.caller(),
+        ApiPath(id.clone()),
+        ApiJson(AnswerBody { text }),
+    )
+    .await
+    {
         Ok(_) => Redirect::to(&run_link(&id)).into_response(),
         Err(e) => decided(&signed, e, &id),
     }

@@ -92,6 +92,19 @@ pub struct Signed {
     pub session: Session,
 }
 
+impl Signed {
+    /// The signed-in person as the caller of the API's own handlers: decisions taken in the
+    /// console name the token the person signed in with (§17.1.1).
+    pub fn caller(&self) -> axum::Extension<crate::auth::Caller> {
+        axum::Extension(crate::auth::Caller {
+            token: self.session.name.clone(),
+            scope: vouch_core::Scope::Person,
+            identity: None,
+            via: "console",
+        })
+    }
+}
+
 /// The answer when no valid session comes with a request.
 pub struct SignInFirst {
     next: String,
@@ -254,9 +267,23 @@ fn safe_next(next: &str) -> String {
     }
 }
 
-fn session_cookie(id: &str, max_age_s: i64) -> HeaderValue {
+/// Whether the browser reached us over TLS: a reverse proxy in front says so with
+/// `X-Forwarded-Proto: https` (or `Forwarded: proto=https`), and a browser's `Origin` names
+/// the scheme it used. Marking the cookie `Secure` then only ever narrows where it goes.
+fn behind_tls(headers: &HeaderMap) -> bool {
+    let text = |h: &str| headers.get(h).and_then(|v| v.to_str().ok()).unwrap_or("");
+    text("x-forwarded-proto").eq_ignore_ascii_case("https")
+        || text("forwarded")
+            .to_ascii_lowercase()
+            .split([';', ','])
+            .any(|kv| kv.trim() == "proto=https")
+        || text(ORIGIN.as_str()).starts_with("https://")
+}
+
+fn session_cookie(id: &str, max_age_s: i64, secure: bool) -> HeaderValue {
+    let secure = if secure { "; Secure" } else { "" };
     HeaderValue::from_str(&format!(
-        "{COOKIE_NAME}={id}; Path={BASE}; HttpOnly; SameSite=Strict; Max-Age={max_age_s}"
+        "{COOKIE_NAME}={id}; Path={BASE}; HttpOnly; SameSite=Strict; Max-Age={max_age_s}{secure}"
     ))
     .unwrap_or_else(|_| HeaderValue::from_static("vouch_session=; Path=/console"))
 }
@@ -311,6 +338,17 @@ pub async fn signin(State(s): State<AppState>, headers: HeaderMap, body: Bytes) 
             StatusCode::UNAUTHORIZED,
         );
     };
+    // The console is the person's: a worker, reader or admin token does not sign in (§17.3).
+    if token.scope != vouch_core::Scope::Person {
+        return signin_form(
+            &next,
+            Some(&format!(
+                "This is a {} token; the console takes a person token. Create one with `vouch token new NAME --scope person`.",
+                token.scope
+            )),
+            StatusCode::FORBIDDEN,
+        );
+    }
     let (id, csrf) = match (random_hex(), random_hex()) {
         (Ok(a), Ok(b)) => (a, b),
         (Err(e), _) | (_, Err(e)) => {
@@ -343,8 +381,10 @@ pub async fn signin(State(s): State<AppState>, headers: HeaderMap, body: Bytes) 
         );
     }
     let mut resp = Redirect::to(&next).into_response();
-    resp.headers_mut()
-        .insert(SET_COOKIE, session_cookie(&id, SESSION_TTL_MS / 1000));
+    resp.headers_mut().insert(
+        SET_COOKIE,
+        session_cookie(&id, SESSION_TTL_MS / 1000, behind_tls(&headers)),
+    );
     resp
 }
 
@@ -363,7 +403,8 @@ pub async fn signout(
         .unwrap_or_else(|p| p.into_inner())
         .remove(&signed.id);
     let mut resp = Redirect::to(&format!("{BASE}/signin")).into_response();
-    resp.headers_mut().insert(SET_COOKIE, session_cookie("", 0));
+    resp.headers_mut()
+        .insert(SET_COOKIE, session_cookie("", 0, behind_tls(&headers)));
     resp
 }
 
