@@ -219,6 +219,7 @@ fn verify(board: &dyn BoardStore, tasks: usize) -> Result<()> {
             since_ms: i64::MIN,
             friction_turns: 8,
             friction_failed_tools: 3,
+            correlation: None,
         })
         .map_err(|e| anyhow!("{e}"))?;
     let n = tasks as i64;

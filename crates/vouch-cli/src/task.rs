@@ -28,6 +28,8 @@ const LIST_MAX: usize = 1000;
 const CONCURRENCY_MAX: usize = 64;
 /// How long a worker waits between looks at an empty board.
 const IDLE_POLL_MS: u64 = 200;
+/// A result's characters `vouch task thread` shows at most.
+const THREAD_RESULT_CHARS_MAX: usize = 200;
 /// How often a worker sweeps the board (orphaned attempts, deadlines, conditions).
 const SWEEP_EVERY_MS: i64 = 500;
 
@@ -44,6 +46,16 @@ pub enum TaskCmd {
         /// Only tasks with this tag.
         #[arg(long)]
         tag: Option<String>,
+        /// Only the tasks of this thread (their correlation, or the thread's first task's id).
+        #[arg(long)]
+        correlation: Option<String>,
+    },
+    /// Every task of a thread (a correlation id, or its first task's id), in the order they
+    /// were offered, with their attempts, results and verdicts.
+    Thread {
+        /// The correlation id (or the thread's first task's id).
+        #[arg(value_parser = crate::args::id_arg)]
+        id: String,
     },
     /// One task: its attempts, result and receipts.
     Show {
@@ -168,8 +180,9 @@ pub struct OfferArgs {
     /// Tasks this one refers to (a continuation's parent).
     #[arg(skip)]
     references: Vec<String>,
-    /// The thread of related tasks this one belongs to (empty: its own).
-    #[arg(skip)]
+    /// The thread of related tasks this one belongs to (default: its own); `vouch task thread
+    /// ID` shows a thread.
+    #[arg(long)]
     correlation: Option<String>,
 }
 
@@ -261,6 +274,9 @@ pub struct MeasuresArgs {
     /// An attempt with at least this many failed tool calls is high-friction.
     #[arg(long, default_value_t = 3)]
     friction_failed_tools: i64,
+    /// Only the tasks of this thread (a correlation id, or its first task's id).
+    #[arg(long)]
+    correlation: Option<String>,
 }
 
 /// Human output never carries control or bidi characters from task or model text.
@@ -368,7 +384,12 @@ pub fn task(dir: &Path, cmd: TaskCmd, json: bool) -> Result<i32> {
     let (_, board) = open_board(dir)?;
     match cmd {
         TaskCmd::Offer(a) => offer(dir, &*board, *a, json),
-        TaskCmd::List { state, tag } => {
+        TaskCmd::Thread { id } => show_thread(&*board, &id, json),
+        TaskCmd::List {
+            state,
+            tag,
+            correlation,
+        } => {
             let state = state
                 .map(|s| {
                     TaskState::parse(&s).ok_or_else(|| {
@@ -388,6 +409,7 @@ pub fn task(dir: &Path, cmd: TaskCmd, json: bool) -> Result<i32> {
                     state,
                     tag,
                     limit: LIST_MAX,
+                    correlation,
                 })
                 .map_err(store_err)?;
             if json {
@@ -762,6 +784,61 @@ fn offer(dir: &Path, board: &dyn BoardStore, a: OfferArgs, json: bool) -> Result
                 t.state,
                 t.id
             ),
+        }
+    }
+    Ok(0)
+}
+
+/// `vouch task thread ID` (§13.1): every task of the thread in the order offered, each with
+/// its attempts (end and reason), its accepted output and the verdicts on it.
+fn show_thread(board: &dyn BoardStore, id: &str, json: bool) -> Result<i32> {
+    let thread = vouch_store::board::thread(board, id).map_err(store_err)?;
+    if thread.is_empty() {
+        return Err(bad(format!(
+            "no task has correlation `{}` and none has that id; offer one with `vouch task offer --correlation ID`",
+            clean(id)
+        )));
+    }
+    if json {
+        outln!("{}", json!({"correlation": id, "tasks": thread}));
+        return Ok(0);
+    }
+    outln!("Thread {} ({} tasks)", clean(id), thread.len());
+    for t in &thread {
+        outln!(
+            "{}  {}  {}  {}",
+            t.task.id,
+            t.task.state,
+            clean(&t.task.kind),
+            clean(&t.task.spec.brief)
+        );
+        for a in &t.attempts {
+            let end = a.end_reason.as_deref().map(clean).unwrap_or_default();
+            let run = a.run_id.as_deref().unwrap_or("no run");
+            outln!(
+                "    attempt {}  {}  {}  {} tokens  {}  {end}",
+                a.n,
+                a.state,
+                clean(&a.claimant),
+                a.usage.tokens,
+                run
+            );
+        }
+        if let Some(r) = &t.result {
+            // A result may be a megabyte: the line shows its start (`--json` has it whole).
+            let text: String = r
+                .to_string()
+                .chars()
+                .take(THREAD_RESULT_CHARS_MAX)
+                .collect();
+            outln!("    result  {}", clean(&text));
+        }
+        for (judge, v) in &t.verdicts {
+            let word = if v.passed { "passed" } else { "not passed" };
+            outln!(
+                "    verdict {word} by {judge}  {}",
+                clean(&v.scores.to_string())
+            );
         }
     }
     Ok(0)
@@ -1254,6 +1331,7 @@ pub fn measures(dir: &Path, a: MeasuresArgs, json: bool) -> Result<i32> {
             since_ms,
             friction_turns: a.friction_turns,
             friction_failed_tools: a.friction_failed_tools,
+            correlation: a.correlation.clone(),
         })
         .map_err(store_err)?;
     let thresholds = json!({"friction_turns": a.friction_turns, "friction_failed_tool_calls": a.friction_failed_tools});

@@ -1204,6 +1204,73 @@ fn a_task_cancel_ends_its_suspended_run(pg: bool) {
     assert!(err.contains(&format!("vouch task show {id}")), "{err}");
 }
 
+/// A thread (§13.1): `--correlation` on the offer, a filter on `task list` and `measures`,
+/// and `task thread` listing its tasks in order with attempts, results and verdicts; a
+/// continuation that extends a task without a correlation joins that task's thread.
+fn a_thread_is_offered_listed_measured_and_shown(pg: bool) {
+    let b = Board::new(pg);
+    let first = b.offer(&["--correlation", "release-42"]);
+    let other = b.offer(&[]);
+    let second = b.offer(&["--correlation", "release-42"]);
+    // A correlation is an id: printable, bounded.
+    let bad = b.run(&[
+        "task",
+        "offer",
+        "--type",
+        "freeform",
+        "--brief",
+        "x",
+        "--correlation",
+        "a\nb",
+    ]);
+    assert_eq!(
+        bad.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+    let script = b.script(good_script());
+    b.drain("w1", &script);
+    let listed = b.json(&["task", "list", "--correlation", "release-42"]);
+    let ids: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, vec![first.as_str(), second.as_str()]);
+    let m = b.json(&["measures", "--correlation", "release-42"]);
+    assert_eq!(m["cohorts"][0]["counts"]["tasks"], 2, "{m}");
+    assert_eq!(m["cohorts"][0]["counts"]["accepted"], 2, "{m}");
+    let t = b.json(&["task", "thread", "release-42"]);
+    let tasks = t["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 2);
+    assert_eq!(tasks[0]["task"]["id"], first.as_str());
+    assert_eq!(tasks[0]["attempts"][0]["state"], "completed");
+    assert_eq!(tasks[0]["result"], json!({"summary": "done"}));
+    let human = b.run(&["task", "thread", "release-42"]);
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(text.contains(&first) && text.contains(&second), "{text}");
+    assert!(!text.contains(&other), "{text}");
+    // A continuation of a task without a correlation joins that task's thread.
+    let c = b.json(&["task", "continue", &other, "--brief", "again"])["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let t = b.json(&["task", "thread", &other]);
+    let ids: Vec<&str> = t["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["task"]["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, vec![other.as_str(), c.as_str()]);
+    // An unknown thread is bad input, said so.
+    let out = b.run(&["task", "thread", "no-such-thread"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-thread"));
+}
+
 macro_rules! both {
     ($($name:ident),*) => {
         mod sqlite { $( #[test] fn $name() { super::$name(false) } )* }
@@ -1213,6 +1280,7 @@ macro_rules! both {
 
 both!(
     eight_workers_race,
+    a_thread_is_offered_listed_measured_and_shown,
     sigkill_mid_attempt_lease_lapses,
     malformed_result_repaired_in_session,
     bad_input_is_exit_2,

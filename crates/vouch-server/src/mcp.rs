@@ -81,6 +81,7 @@ pub fn tools() -> Vec<Tool> {
         tool("task_list", "List tasks on the board, oldest first.", obj(json!({
             "state": {"type": "string", "enum": ["waiting", "queued", "dispatched", "running", "completed", "failed", "cancelled", "expired"]},
             "tag": {"type": "string"},
+            "correlation": {"type": "string", "description": "only the tasks of this thread (§13.1)"},
             "limit": {"type": "integer", "minimum": 1, "maximum": 500},
         }), &[])),
         tool("task_offer", "Offer a task on the board (type, brief, input, tags, criteria, max_attempts, …).", obj(json!({
@@ -90,6 +91,7 @@ pub fn tools() -> Vec<Tool> {
             "tags": {"type": "array", "items": {"type": "string"}},
             "criteria": {},
             "max_attempts": {"type": "integer", "minimum": 1, "maximum": 20},
+            "correlation": {"type": "string", "description": "the thread of related tasks this one belongs to (§13.1)"},
             "idempotency_key": {"type": "string"},
         }), &["type", "brief"])),
         tool("task_claim", "Claim the oldest claimable task matching your filters; answers the task and your attempt (number, epoch), or claimed: false.", obj(json!({
@@ -376,6 +378,7 @@ impl VouchMcp {
                     state,
                     tag: opt_text(args, "tag"),
                     limit: limit.clamp(1, crate::tasks::PAGE_TASKS_MAX as u64) as usize,
+                    correlation: opt_text(args, "correlation"),
                 })?;
                 Ok(json!({"tasks": to_value(&tasks)?}))
             }

@@ -143,7 +143,7 @@ impl BoardTx for Tx<'_, '_, '_> {
         self.0
             .execute(
                 &format!(
-                    "INSERT INTO tasks ({TASK_COLS}, lease_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)"
+                    "INSERT INTO tasks ({TASK_COLS}, lease_ms, correlation) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)"
                 ),
                 &[
                     &t.id,
@@ -172,6 +172,7 @@ impl BoardTx for Tx<'_, '_, '_> {
                     &t.resuming,
                     &t.updated_ms,
                     &t.spec.lease_ms,
+                    &t.spec.correlation,
                 ],
             )
             .map_err(db_err)?;
@@ -394,9 +395,10 @@ impl BoardStore for PostgresStore {
             &format!(
                 "SELECT {TASK_COLS} FROM tasks t WHERE ($1::text IS NULL OR t.state = $1) \
                  AND ($2::text IS NULL OR EXISTS (SELECT 1 FROM task_tags g WHERE g.task_id = t.id AND g.tag = $2)) \
+                 AND ($4::text IS NULL OR t.correlation = $4 OR t.id = $4) \
                  ORDER BY t.created_ms, t.ord LIMIT $3"
             ),
-            &[&state, &filter.tag, &limit],
+            &[&state, &filter.tag, &limit, &filter.correlation],
         )?;
         rows.iter().map(task_row).collect()
     }
@@ -533,7 +535,12 @@ impl BoardStore for PostgresStore {
     fn measures(&self, q: &MeasuresQuery) -> StoreResult<Vec<MeasureRow>> {
         let rows = self.query(
             &ops::measures_sql(q.by, true),
-            &[&q.since_ms, &q.friction_turns, &q.friction_failed_tools],
+            &[
+                &q.since_ms,
+                &q.friction_turns,
+                &q.friction_failed_tools,
+                &q.correlation,
+            ],
         )?;
         rows.iter()
             .map(|r| {

@@ -348,4 +348,11 @@ END $$;
 CREATE TRIGGER runs_refused_while_damaged BEFORE INSERT ON runs
     FOR EACH ROW EXECUTE FUNCTION runs_refuse_while_damaged();
 "#,
+    // 9: a task's thread (§13.1) as a column, so a thread is listed and measured by index
+    // instead of by reading every task's spec.
+    r#"
+ALTER TABLE tasks ADD COLUMN correlation TEXT NOT NULL DEFAULT '';
+UPDATE tasks SET correlation = COALESCE(spec::json->>'correlation', '');
+CREATE INDEX tasks_by_correlation ON tasks (correlation, created_ms, ord) WHERE correlation <> '';
+"#,
 ];

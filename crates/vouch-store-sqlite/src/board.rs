@@ -118,7 +118,7 @@ impl BoardTx for Tx<'_> {
         let condition = t.condition.as_ref().map(json).transpose()?;
         self.0
             .prepare_cached(&format!(
-                "INSERT INTO tasks ({TASK_COLS}, lease_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)"
+                "INSERT INTO tasks ({TASK_COLS}, lease_ms, correlation) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)"
             ))
             .map_err(db_err)?
             .execute(params![
@@ -148,6 +148,7 @@ impl BoardTx for Tx<'_> {
                 t.resuming,
                 t.updated_ms,
                 t.spec.lease_ms,
+                t.spec.correlation,
             ])
             .map_err(db_err)?;
         let mut st = self
@@ -376,12 +377,18 @@ impl BoardStore for SqliteStore {
                 .prepare_cached(&format!(
                     "SELECT {TASK_COLS} FROM tasks t WHERE (?1 IS NULL OR t.state = ?1) \
                      AND (?2 IS NULL OR EXISTS (SELECT 1 FROM task_tags g WHERE g.task_id = t.id AND g.tag = ?2)) \
+                     AND (?4 IS NULL OR t.correlation = ?4 OR t.id = ?4) \
                      ORDER BY t.created_ms, t.rowid LIMIT ?3"
                 ))
                 .map_err(db_err)?;
             let rows = st
                 .query_map(
-                    params![filter.state.map(|s| s.as_str()), filter.tag, limit],
+                    params![
+                        filter.state.map(|s| s.as_str()),
+                        filter.tag,
+                        limit,
+                        filter.correlation
+                    ],
                     task_row,
                 )
                 .map_err(db_err)?;
@@ -562,7 +569,12 @@ impl BoardStore for SqliteStore {
             let mut st = c.prepare(&sql).map_err(db_err)?;
             let rows = st
                 .query_map(
-                    params![q.since_ms, q.friction_turns, q.friction_failed_tools],
+                    params![
+                        q.since_ms,
+                        q.friction_turns,
+                        q.friction_failed_tools,
+                        q.correlation
+                    ],
                     |r| {
                         Ok(MeasureRow {
                             cohort: r.get(0)?,

@@ -263,4 +263,11 @@ CREATE TRIGGER runs_refused_while_damaged BEFORE INSERT ON runs
 WHEN EXISTS (SELECT 1 FROM store_damage WHERE closed_ms IS NULL)
 BEGIN SELECT RAISE(ABORT, 'the store is marked damaged by `vouch journal verify`: no new run starts until it is repaired or the damage is acknowledged (`vouch journal verify --acknowledge`)'); END;
 "#,
+    // 11: a task's thread (§13.1) as a column, so a thread is listed and measured by index
+    // instead of by reading every task's spec.
+    r#"
+ALTER TABLE tasks ADD COLUMN correlation TEXT NOT NULL DEFAULT '';
+UPDATE tasks SET correlation = COALESCE(json_extract(spec, '$.correlation'), '');
+CREATE INDEX tasks_by_correlation ON tasks(correlation, created_ms) WHERE correlation <> '';
+"#,
 ];

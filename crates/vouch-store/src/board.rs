@@ -269,6 +269,10 @@ pub const SUSPENDED_ORPHANS_SQL: &str = "SELECT a.task_id, a.n, r.id FROM task_a
 pub struct TaskFilter {
     pub state: Option<TaskState>,
     pub tag: Option<String>,
+    /// Only the tasks of this thread (§13.1): its correlation is this, or it is the task of
+    /// this id (a thread's first task, whose continuations name it as their correlation).
+    #[serde(default)]
+    pub correlation: Option<String>,
     pub limit: usize,
 }
 
@@ -297,13 +301,16 @@ impl Cohort {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MeasuresQuery {
     pub by: Cohort,
     /// Tasks queued at or after this instant (the window, §13.7).
     pub since_ms: i64,
     pub friction_turns: i64,
     pub friction_failed_tools: i64,
+    /// Only the tasks of this thread (as [`TaskFilter::correlation`]).
+    #[serde(default)]
+    pub correlation: Option<String>,
 }
 
 /// Raw counts per cohort; the rates are computed from them, never collapsed (§13.7).
@@ -365,6 +372,44 @@ pub trait BoardStore: Send + Sync {
     /// zero when none. One `GROUP BY` ([`TASKS_BY_STATE_SQL`]), so it is exact at any size of
     /// board (a listing stops at `TASK_LIST_MAX`).
     fn task_counts(&self) -> StoreResult<Vec<(TaskState, u64)>>;
+}
+
+/// One task of a thread (§13.1) with what became of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThreadTask {
+    pub task: TaskRecord,
+    /// Oldest first.
+    pub attempts: Vec<AttemptRecord>,
+    /// The accepted output, when there is one.
+    pub result: Option<Value>,
+    /// Verdicts on this task's accepted output: `(judge task, verdict)`.
+    pub verdicts: Vec<(String, Verdict)>,
+}
+
+/// Every task of a thread — tasks whose correlation is `correlation`, and the task of that id
+/// (a thread's first task) — in the order they were offered, each with its attempts, its
+/// accepted output and the verdicts on it. At most [`TASK_LIST_MAX`] tasks.
+pub fn thread(board: &dyn BoardStore, correlation: &str) -> StoreResult<Vec<ThreadTask>> {
+    let tasks = board.tasks(&TaskFilter {
+        state: None,
+        tag: None,
+        correlation: Some(correlation.to_string()),
+        limit: TASK_LIST_MAX,
+    })?;
+    let mut out = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        let result = match &task.result_id {
+            Some(id) => board.result(id)?,
+            None => None,
+        };
+        out.push(ThreadTask {
+            attempts: board.attempts(&task.id)?,
+            verdicts: board.verdicts(&task.id)?,
+            result,
+            task,
+        });
+    }
+    Ok(out)
 }
 
 /// Tasks by state, in portable SQL over the board's tables.
@@ -1053,7 +1098,8 @@ fn cohort_expr(by: Cohort) -> (&'static str, &'static str) {
 }
 
 /// §13.7 in portable SQL over the board's tables (the same in every backend's schema);
-/// placeholders `?N` (SQLite) or `$N` (PostgreSQL). `?1` window start (queue time), `?2`/`?3` friction thresholds. A task
+/// placeholders `?N` (SQLite) or `$N` (PostgreSQL). `?1` window start (queue time), `?2`/`?3`
+/// friction thresholds, `?4` a thread (correlation) or NULL for every task. A task
 /// belongs to the cohort of its latest attempt (claimant, profile, model), of its type, or
 /// of each of its tags; attempt figures follow their task.
 pub fn measures_sql(by: Cohort, dollar: bool) -> String {
@@ -1064,6 +1110,7 @@ pub fn measures_sql(by: Cohort, dollar: bool) -> String {
            FROM tasks t {join} \
            LEFT JOIN task_attempts la ON la.task_id = t.id AND la.n = t.attempts \
            WHERE t.queued_ms IS NOT NULL AND t.queued_ms >= ?1 \
+             AND (CAST(?4 AS TEXT) IS NULL OR t.correlation = ?4 OR t.id = ?4) \
          ), \
          ca AS ( \
            SELECT ct.cohort, a.turns, a.tokens, a.tool_calls, a.failed_tool_calls \
@@ -1117,6 +1164,7 @@ pub fn measures_sql(by: Cohort, dollar: bool) -> String {
         sql.replace("?1", "$1")
             .replace("?2", "$2")
             .replace("?3", "$3")
+            .replace("?4", "$4")
     } else {
         sql
     }

@@ -31,6 +31,7 @@ macro_rules! board_conformance_tests {
             racing_claimants_get_each_task_once,
             cancel_races_report,
             measures_count_by_cohort,
+            threads_are_listed_and_measured,
             task_counts_are_by_state,
             signatures_are_verified
         );
@@ -216,6 +217,7 @@ pub fn claim_order_and_filters(open: BoardOpener<'_>) {
             state: Some(TaskState::Dispatched),
             tag: Some("f-other".into()),
             limit: 10,
+            correlation: None,
         })
         .unwrap();
     assert_eq!(
@@ -717,6 +719,7 @@ pub fn measures_count_by_cohort(open: BoardOpener<'_>) {
             since_ms: 1_000_000,
             friction_turns: 3,
             friction_failed_tools: 3,
+            correlation: None,
         })
         .unwrap();
     let m = rows
@@ -746,6 +749,7 @@ pub fn measures_count_by_cohort(open: BoardOpener<'_>) {
             since_ms: 1_000_000,
             friction_turns: 8,
             friction_failed_tools: 3,
+            correlation: None,
         })
         .unwrap();
     let w2 = by_claimant.iter().find(|r| r.cohort == "w2").unwrap();
@@ -757,12 +761,82 @@ pub fn measures_count_by_cohort(open: BoardOpener<'_>) {
             since_ms: 1_000_000,
             friction_turns: 8,
             friction_failed_tools: 3,
+            correlation: None,
         })
         .unwrap();
     assert_eq!(
         by_tag.iter().find(|r| r.cohort == "m-tag").map(|r| r.tasks),
         Some(4)
     );
+}
+
+/// A thread (§13.1) is the tasks whose correlation names it and the task of that id (its
+/// first task); the listing, the measures and the thread view all take exactly those, in the
+/// order they were offered.
+pub fn threads_are_listed_and_measured(open: BoardOpener<'_>) {
+    let s = open();
+    let in_thread = |id: &str, correlation: &str, at| {
+        let mut t = new_task(id, 1, at);
+        t.spec.correlation = correlation.into();
+        t
+    };
+    s.offer(&in_thread("c-root", "", 2_000_000)).unwrap();
+    s.offer(&in_thread("c-other", "c-elsewhere", 2_000_001))
+        .unwrap();
+    s.offer(&in_thread("c-next", "c-root", 2_000_002)).unwrap();
+    s.offer(&in_thread("c-last", "c-root", 2_000_003)).unwrap();
+    let c = claim_id(&*s, "w1", "c-root", 2_000_010);
+    s.report(&report(&c, accepted(json!({"c": 1})), 2_000_020))
+        .unwrap();
+    let c = claim_id(&*s, "w1", "c-next", 2_000_030);
+    s.report(&report(
+        &c,
+        ReportKind::Failed {
+            retryable: false,
+            reason: "x".into(),
+        },
+        2_000_040,
+    ))
+    .unwrap();
+    let listed = s
+        .tasks(&TaskFilter {
+            correlation: Some("c-root".into()),
+            limit: 10,
+            ..TaskFilter::default()
+        })
+        .unwrap();
+    assert_eq!(
+        listed.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
+        vec!["c-root", "c-next", "c-last"]
+    );
+    let nobody = s
+        .tasks(&TaskFilter {
+            correlation: Some("c-none".into()),
+            limit: 10,
+            ..TaskFilter::default()
+        })
+        .unwrap();
+    assert!(nobody.is_empty(), "{nobody:?}");
+    let rows = s
+        .measures(&MeasuresQuery {
+            by: Cohort::All,
+            since_ms: 2_000_000,
+            friction_turns: 8,
+            friction_failed_tools: 3,
+            correlation: Some("c-root".into()),
+        })
+        .unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(
+        (rows[0].tasks, rows[0].accepted, rows[0].terminal_failed),
+        (3, 1, 1)
+    );
+    let thread = thread(&*s, "c-root").unwrap();
+    assert_eq!(thread.len(), 3);
+    assert_eq!(thread[0].result, Some(json!({"c": 1})));
+    assert_eq!(thread[0].attempts.len(), 1);
+    assert_eq!(thread[1].attempts[0].state, AttemptState::Failed);
+    assert_eq!(thread[2].result, None);
 }
 
 /// A stand-in for Ed25519 in the seam's test: the "signature" is SHA-256 over the identity's
@@ -809,6 +883,7 @@ pub fn task_counts_are_by_state(open: BoardOpener<'_>) {
                 state: Some(st),
                 tag: None,
                 limit: TASK_LIST_MAX,
+                correlation: None,
             })
             .unwrap();
         assert_eq!(listed.len() as u64, n, "{st:?}");
