@@ -544,16 +544,22 @@ pub fn task(dir: &Path, cmd: TaskCmd, json: bool) -> Result<i32> {
         }
         TaskCmd::Sweep => {
             let r = board.sweep(now_ms()).map_err(store_err)?;
+            let (store, _) = open_board(dir)?;
+            let charged = vouch_runtime::cost::charge_uncharged(&*store, &*board, now_ms())
+                .map_err(store_err)?;
             if json {
-                outln!("{}", serde_json::to_string(&r)?);
+                let mut v = serde_json::to_value(&r)?;
+                v["charged"] = json!(charged);
+                outln!("{v}");
             } else {
                 outln!(
-                    "Swept: {} attempt(s) timed out, {} suspended with their waiting run, {} task(s) expired, {} promoted, {} queued for resumption.",
+                    "Swept: {} attempt(s) timed out, {} suspended with their waiting run, {} task(s) expired, {} promoted, {} queued for resumption, {} ended attempt(s) charged with their run's cost.",
                     r.timed_out.len(),
                     r.suspended.len(),
                     r.expired.len(),
                     r.promoted.len(),
-                    r.resumed.len()
+                    r.resumed.len(),
+                    charged
                 );
             }
             Ok(0)
@@ -941,6 +947,7 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
             if let Err(e) = board.sweep(now) {
                 errln!("sweep: {e}");
             }
+            charge_ended(&*host.store, &*board);
             swept_ms = now;
         }
         if running.load(Ordering::SeqCst) >= a.concurrency {
@@ -1023,12 +1030,22 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
     for h in handles {
         let _ = h.join();
     }
+    // The attempts this worker saw cancelled end their runs before it stops: charge them.
+    charge_ended(&*host.store, &*board);
     say(
         json,
         json!({"event": "worker_stopped", "worker": name}),
         format!("Worker {} stopped.", clean(&name)),
     );
     Ok(0)
+}
+
+/// Every ended attempt whose run's cost nobody reported is charged from its run's journal
+/// (§13.7.2); a failure is said and tried again at the next sweep.
+fn charge_ended(store: &dyn Store, board: &dyn BoardStore) {
+    if let Err(e) = vouch_runtime::cost::charge_uncharged(store, board, now_ms()) {
+        errln!("charge ended attempts: {e}");
+    }
 }
 
 struct AttemptCtx {

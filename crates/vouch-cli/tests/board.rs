@@ -1046,8 +1046,11 @@ fn a_cancel_stops_the_work(pg: bool) {
     let b = Board::new(pg);
     let answers = |file: &str, think_ms: u64| {
         let manifest = json!({"deliveries": [{"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": file}}]});
+        // The first turn's tokens are what a cancelled attempt has spent (§13.7.2).
+        let mut declare = tool_calls(&[("c1", "declare", manifest)]);
+        declare["usage"] = json!({"prompt_tokens": 100, "completion_tokens": 20});
         vec![
-            (0, tool_calls(&[("c1", "declare", manifest)])),
+            (0, declare),
             (
                 think_ms,
                 tool_calls(&[
@@ -1139,6 +1142,18 @@ fn a_cancel_stops_the_work(pg: bool) {
     let run = cancelled["run"]
         .as_str()
         .unwrap_or_else(|| panic!("{ev:?}"));
+    // The cancelled attempt keeps its run and what it cost (charged from the run's journal
+    // once it ended), and the measures count it (§13.7.2).
+    let a = &b.show(&id)["attempts"][0];
+    assert_eq!(a["run_id"], run, "{a}");
+    // At least the first turn's 120 (the turn being thought when the cancel came may have
+    // been answered and journaled too: its tokens were spent as well).
+    let tokens = a["usage"]["tokens"].as_i64().unwrap();
+    assert!(tokens >= 120, "{a}");
+    assert!(a["usage"]["turns"].as_i64().unwrap() >= 1, "{a}");
+    assert_eq!(a["detail"]["charged"]["after_end"], true, "{a}");
+    let m = b.json(&["measures", "--correlation", &id]);
+    assert_eq!(m["cohorts"][0]["counts"]["tokens"], tokens, "{m}");
     let r = b.json(&["receipt", run]);
     assert_eq!(r["state"], "ended");
     let text = r["receipt"].as_str().unwrap();

@@ -70,6 +70,10 @@ pub fn tools() -> Vec<Tool> {
         "claimant": {"type": "string", "description": "the worker identity (default: this server's)"},
         "signature": {"type": "string", "description": "Ed25519 signature of the report statement (§13.6.2); signed for you when this server holds the worker's key"},
     });
+    let usage = json!({"type": "object", "description": "without `run`: what the attempt cost, by your own count", "properties": {
+        "turns": {"type": "integer", "minimum": 0}, "tokens": {"type": "integer", "minimum": 0},
+        "tool_calls": {"type": "integer", "minimum": 0}, "failed_tool_calls": {"type": "integer", "minimum": 0},
+    }, "required": ["turns", "tokens", "tool_calls", "failed_tool_calls"], "additionalProperties": false});
     let with = |extra: Value, required: &[&str]| {
         let mut p = attempt.clone();
         if let (Value::Object(p), Value::Object(e)) = (&mut p, extra) {
@@ -108,11 +112,13 @@ pub fn tools() -> Vec<Tool> {
             "result": {"type": "object"},
             "self_assessment": {"type": ["object", "null"]},
             "run": {"type": "string", "description": "the run you did the work in (its receipt goes with the report)"},
+            "usage": usage.clone(),
         }), &["task", "attempt", "epoch", "result"])),
         tool("task_fail", "Report that your attempt failed; it is retried while attempts remain only if retryable.", with(json!({
             "retryable": {"type": "boolean"},
             "reason": {"type": "string"},
             "run": {"type": "string"},
+            "usage": usage,
         }), &["task", "attempt", "epoch", "retryable", "reason"])),
         tool("task_abort", "Give your attempt back because you are stopping (retryable; it does not count against the task's attempts).", with(json!({
             "reason": {"type": "string"},
@@ -199,6 +205,19 @@ fn id(args: &Value, k: &'static str) -> ApiResult<String> {
     let v = text(args, k)?;
     vouch_core::input::check_id(&v).map_err(|e| ApiError::field(k, format!("`{k}` {e}")))?;
     Ok(v)
+}
+
+/// A report's `usage` (a worker's own count, §13.7.2), when given.
+fn usage_arg(args: &Value) -> ApiResult<Option<vouch_store::board::Usage>> {
+    match args.get("usage") {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => serde_json::from_value(v.clone()).map(Some).map_err(|e| {
+            ApiError::field(
+                "usage",
+                format!("`usage` is {{turns, tokens, tool_calls, failed_tool_calls}}: {e}"),
+            )
+        }),
+    }
 }
 
 fn opt_text(args: &Value, k: &str) -> Option<String> {
@@ -467,6 +486,7 @@ impl VouchMcp {
                         result,
                         self_assessment: args.get("self_assessment").cloned(),
                         run,
+                        usage: usage_arg(args)?,
                         signature,
                     },
                 )?;
@@ -499,6 +519,7 @@ impl VouchMcp {
                         retryable,
                         reason,
                         run,
+                        usage: usage_arg(args)?,
                         signature,
                     },
                 )?;

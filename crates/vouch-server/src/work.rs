@@ -122,6 +122,12 @@ pub struct SubmitBody {
     /// taken from the host's own journal.
     #[serde(default)]
     pub run: Option<String>,
+    /// Without `run`: the worker's own count of what the attempt cost (`turns`, `tokens`,
+    /// `tool_calls`, `failed_tool_calls`; non-negative). With `run` the run's journal counts
+    /// it and this is refused.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub usage: Option<Usage>,
     /// Signature over the canonical JSON of `{"report": {"task", "attempt", "claimant",
     /// "epoch", "outcome": "accepted", "output": CID of the result, "run"}}`.
     pub signature: String,
@@ -137,6 +143,10 @@ pub struct FailBody {
     pub reason: String,
     #[serde(default)]
     pub run: Option<String>,
+    /// As in `SubmitBody`: the worker's own count when it names no run.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub usage: Option<Usage>,
     /// Signature over the report statement with `"outcome": "failed"`, `"output": null`.
     pub signature: String,
 }
@@ -284,6 +294,35 @@ fn board_err(e: StoreError) -> ApiError {
     }
 }
 
+/// A report's receipt and usage: the host's own journal when it names a run, else the
+/// worker's own count (a worker outside vouch, §13.7.2), which must be non-negative.
+fn report_facts(
+    s: &AppState,
+    run: Option<&str>,
+    usage: Option<Usage>,
+) -> ApiResult<(Option<String>, Usage)> {
+    match (run, usage) {
+        (Some(_), Some(_)) => Err(ApiError::field(
+            "usage",
+            "the named run's journal counts this attempt's usage; leave `usage` out or name no run",
+        )),
+        (None, Some(u)) => {
+            if [u.turns, u.tokens, u.tool_calls, u.failed_tool_calls]
+                .iter()
+                .any(|v| *v < 0)
+                || u.failed_tool_calls > u.tool_calls
+            {
+                return Err(ApiError::field(
+                    "usage",
+                    "counts are non-negative, and failed_tool_calls at most tool_calls",
+                ));
+            }
+            Ok((None, u))
+        }
+        (run, None) => run_facts(s, run),
+    }
+}
+
 /// The run's receipt and the host's own usage counts, for a report naming a run.
 fn run_facts(s: &AppState, run: Option<&str>) -> ApiResult<(Option<String>, Usage)> {
     let Some(run) = run else {
@@ -378,6 +417,9 @@ pub fn claim_next(s: &AppState, b: &ClaimBody) -> ApiResult<ClaimResult> {
     // a sweep that loses a race is done by the next one.
     if let Err(e) = board.sweep(now) {
         tracing::warn!(error = %e, "sweep before a claim failed");
+    }
+    if let Err(e) = vouch_runtime::cost::charge_uncharged(s.store.as_ref(), board.as_ref(), now) {
+        tracing::warn!(error = %e, "charging ended attempts failed");
     }
     let started = std::time::Instant::now();
     let claim = board.claim(&req).map_err(board_err);
@@ -506,7 +548,7 @@ pub fn submit(s: &AppState, task: &str, n: u32, b: &SubmitBody) -> ApiResult<Rep
         )
         .with_field("result"));
     }
-    let (receipt, usage) = run_facts(s, b.run.as_deref())?;
+    let (receipt, usage) = report_facts(s, b.run.as_deref(), b.usage)?;
     let report = Report {
         attempt: at,
         kind: ReportKind::Accepted {
@@ -556,7 +598,7 @@ pub fn fail(s: &AppState, task: &str, n: u32, b: &FailBody) -> ApiResult<ReportR
     let at = attempt_ref(task, n, &b.claimant, b.epoch)?;
     let reason = reason(&b.reason)?;
     let (board, verifier) = verified(s)?;
-    let (receipt, usage) = run_facts(s, b.run.as_deref())?;
+    let (receipt, usage) = report_facts(s, b.run.as_deref(), b.usage)?;
     let report = Report {
         attempt: at,
         kind: ReportKind::Failed {

@@ -7,9 +7,9 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::Value;
 use vouch_core::board::{AttemptState, Condition, TaskState};
 use vouch_store::board::{
-    self as ops, AttemptRecord, AttemptRef, BoardStore, BoardTx, Claim, ClaimRequest, Heartbeat,
-    MeasureRow, MeasuresQuery, NewTask, Offered, Report, Reported, SweepReport, TaskFilter,
-    TaskRecord, TaskSpec, Usage, Verdict, SWEEP_BATCH_MAX, TASK_LIST_MAX,
+    self as ops, AttemptCost, AttemptRecord, AttemptRef, BoardStore, BoardTx, Claim, ClaimRequest,
+    Heartbeat, MeasureRow, MeasuresQuery, NewTask, Offered, Report, Reported, SweepReport,
+    TaskFilter, TaskRecord, TaskSpec, Usage, Verdict, SWEEP_BATCH_MAX, TASK_LIST_MAX,
 };
 use vouch_store::codec::{ATTEMPT_COLS, TASK_COLS};
 use vouch_store::{StoreError, StoreResult};
@@ -404,8 +404,68 @@ impl BoardStore for SqliteStore {
                 ))
                 .map_err(db_err)?;
             let rows = st.query_map([task_id], attempt_row).map_err(db_err)?;
+            let attempts = rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)?;
+            let mut st = c
+                .prepare_cached(
+                    "SELECT task_id, n, run_id, turns, tokens, tool_calls, failed_tool_calls, at_ms FROM task_attempt_costs WHERE task_id = ?1",
+                )
+                .map_err(db_err)?;
+            let costs = st
+                .query_map([task_id], |r| {
+                    Ok(AttemptCost {
+                        task_id: r.get(0)?,
+                        n: r.get(1)?,
+                        run_id: r.get(2)?,
+                        usage: Usage {
+                            turns: r.get(3)?,
+                            tokens: r.get(4)?,
+                            tool_calls: r.get(5)?,
+                            failed_tool_calls: r.get(6)?,
+                        },
+                        at_ms: r.get(7)?,
+                    })
+                })
+                .map_err(db_err)?
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .map_err(read_err)?;
+            Ok(ops::with_costs(attempts, &costs))
+        })
+    }
+
+    fn uncharged(&self, now_ms: i64) -> StoreResult<Vec<(String, u32, String)>> {
+        self.read(|c| {
+            let mut st = c.prepare_cached(ops::UNCHARGED_SQL).map_err(db_err)?;
+            let rows = st
+                .query_map(params![now_ms, SWEEP_BATCH_MAX as i64], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })
+                .map_err(db_err)?;
             rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
         })
+    }
+
+    fn charge(&self, cost: &AttemptCost) -> StoreResult<bool> {
+        let c = cost.clone();
+        let inserted = self.write(move |conn| {
+            conn.prepare_cached(ops::CHARGE_SQL)
+                .map_err(db_err)?
+                .execute(params![
+                    c.task_id,
+                    c.n,
+                    c.run_id,
+                    c.usage.turns,
+                    c.usage.tokens,
+                    c.usage.tool_calls,
+                    c.usage.failed_tool_calls,
+                    c.at_ms
+                ])
+                .map_err(db_err)
+        })?;
+        if inserted == 1 {
+            return Ok(true);
+        }
+        let a = self.read(|c| Tx(c).attempt(&cost.task_id, cost.n))?;
+        ops::charge_refused(a.as_ref(), cost)
     }
 
     fn claim(&self, req: &ClaimRequest) -> StoreResult<Option<Claim>> {

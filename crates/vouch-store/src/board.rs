@@ -135,6 +135,38 @@ pub struct Usage {
     pub failed_tool_calls: i64,
 }
 
+/// What an attempt's run cost, charged after the attempt ended without its report carrying it
+/// (cancelled, timed out, aborted, or a report refused as late; §13.7.2). Kept apart from the
+/// attempt's row, which never changes once ended, and written once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttemptCost {
+    pub task_id: String,
+    pub n: u32,
+    /// The attempt's run (a run of its task created while the attempt was live).
+    pub run_id: String,
+    /// From the host's own journal of that run.
+    pub usage: Usage,
+    pub at_ms: i64,
+}
+
+/// Shows charged costs on the attempts they belong to: an attempt without a run of its own
+/// takes its charged run and usage, and `detail.charged` says when they were charged.
+pub fn with_costs(mut attempts: Vec<AttemptRecord>, costs: &[AttemptCost]) -> Vec<AttemptRecord> {
+    for a in attempts.iter_mut().filter(|a| a.run_id.is_none()) {
+        if let Some(c) = costs.iter().find(|c| c.task_id == a.task_id && c.n == a.n) {
+            a.run_id = Some(c.run_id.clone());
+            a.usage = c.usage;
+            if let Some(d) = a.detail.as_object_mut() {
+                d.insert(
+                    "charged".into(),
+                    serde_json::json!({"at_ms": c.at_ms, "after_end": true}),
+                );
+            }
+        }
+    }
+    attempts
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Offered {
     Created(TaskRecord),
@@ -368,6 +400,14 @@ pub trait BoardStore: Send + Sync {
     fn result(&self, id: &str) -> StoreResult<Option<Value>>;
     fn verdicts(&self, target: &str) -> StoreResult<Vec<(String, Verdict)>>;
     fn measures(&self, q: &MeasuresQuery) -> StoreResult<Vec<MeasureRow>>;
+    /// Ended attempts whose run's cost nobody reported (§13.7.2): `(task, attempt, run)` for
+    /// each ended attempt with no run of its own, not yet charged, whose task has a run created
+    /// while the attempt was live, named by no attempt, and ended or no longer held by a live
+    /// owner at `now_ms` ([`UNCHARGED_SQL`]). At most [`SWEEP_BATCH_MAX`].
+    fn uncharged(&self, now_ms: i64) -> StoreResult<Vec<(String, u32, String)>>;
+    /// Charge an ended attempt with its run's cost, once: `false` when it was charged before
+    /// (or its run was); `Conflict` when the attempt is live or already has a run of its own.
+    fn charge(&self, cost: &AttemptCost) -> StoreResult<bool>;
     /// How many tasks are in each state: every state of `TaskState::ALL`, in that order,
     /// zero when none. One `GROUP BY` ([`TASKS_BY_STATE_SQL`]), so it is exact at any size of
     /// board (a listing stops at `TASK_LIST_MAX`).
@@ -410,6 +450,46 @@ pub fn thread(board: &dyn BoardStore, correlation: &str) -> StoreResult<Vec<Thre
         });
     }
     Ok(out)
+}
+
+/// [`BoardStore::uncharged`] in portable SQL; `?1` is now, `?2` the batch.
+pub const UNCHARGED_SQL: &str = "SELECT a.task_id, a.n, r.id FROM task_attempts a \
+     JOIN runs r ON r.scope = 'task:' || a.task_id AND r.trigger = 'task' \
+     AND r.created_ms >= a.claimed_ms AND r.created_ms <= a.ended_ms \
+     AND (r.state = 'ended' OR r.owner IS NULL OR r.lease_until_ms IS NULL OR r.lease_until_ms < ?1) \
+     WHERE a.state IN ('failed', 'cancelled', 'aborted', 'timed_out') AND a.run_id IS NULL \
+     AND NOT EXISTS (SELECT 1 FROM task_attempts b WHERE b.run_id = r.id) \
+     AND NOT EXISTS (SELECT 1 FROM task_attempt_costs k \
+       WHERE (k.task_id = a.task_id AND k.n = a.n) OR k.run_id = r.id) \
+     ORDER BY a.task_id, a.n, r.created_ms LIMIT ?2";
+
+/// [`BoardStore::charge`] in portable SQL: inserts only for an ended attempt without a run of
+/// its own; `?1`…`?8` are task, n, run, turns, tokens, tool calls, failed tool calls, at.
+pub const CHARGE_SQL: &str = "INSERT INTO task_attempt_costs \
+     (task_id, n, run_id, turns, tokens, tool_calls, failed_tool_calls, at_ms) \
+     SELECT CAST(?1 AS TEXT), CAST(?2 AS BIGINT), CAST(?3 AS TEXT), CAST(?4 AS BIGINT), \
+       CAST(?5 AS BIGINT), CAST(?6 AS BIGINT), CAST(?7 AS BIGINT), CAST(?8 AS BIGINT) WHERE EXISTS (SELECT 1 FROM task_attempts a \
+       WHERE a.task_id = CAST(?1 AS TEXT) AND a.n = CAST(?2 AS BIGINT) AND a.run_id IS NULL \
+       AND a.state IN ('failed', 'cancelled', 'aborted', 'timed_out')) \
+     ON CONFLICT DO NOTHING";
+
+/// Why [`CHARGE_SQL`] inserted nothing: charged before (`Ok(false)`), or refused.
+pub fn charge_refused(attempt: Option<&AttemptRecord>, cost: &AttemptCost) -> StoreResult<bool> {
+    match attempt {
+        None => Err(StoreError::NotFound {
+            what: "attempt",
+            id: format!("{}#{}", cost.task_id, cost.n),
+        }),
+        Some(a) if !a.state.is_final() => Err(StoreError::Conflict(format!(
+            "attempt {} of task `{}` is live: its report carries its usage",
+            a.n, a.task_id
+        ))),
+        Some(a) if a.run_id.is_some() => Err(StoreError::Conflict(format!(
+            "attempt {} of task `{}` has its run already; its report carried its usage",
+            a.n, a.task_id
+        ))),
+        Some(_) => Ok(false),
+    }
 }
 
 /// Tasks by state, in portable SQL over the board's tables.
@@ -1104,6 +1184,14 @@ fn cohort_expr(by: Cohort) -> (&'static str, &'static str) {
 /// of each of its tags; attempt figures follow their task.
 pub fn measures_sql(by: Cohort, dollar: bool) -> String {
     let (key, join) = cohort_expr(by);
+    // An attempt's own claimant, profile and model carry its figures (a crash is charged to
+    // the claimant whose attempt crashed, §13.7.1); other cohorts are the task's.
+    let attempt_key = match by {
+        Cohort::Claimant => "a.claimant",
+        Cohort::Profile => "a.profile",
+        Cohort::Model => "COALESCE(a.model, '(none)')",
+        Cohort::All | Cohort::Type | Cohort::Tag => "ct.cohort",
+    };
     let sql = format!(
         "WITH ct AS ( \
            SELECT {key} AS cohort, t.id, t.state, t.attempts, t.accepted_attempt, t.queued_ms, t.ended_ms \
@@ -1113,8 +1201,12 @@ pub fn measures_sql(by: Cohort, dollar: bool) -> String {
              AND (CAST(?4 AS TEXT) IS NULL OR t.correlation = ?4 OR t.id = ?4) \
          ), \
          ca AS ( \
-           SELECT ct.cohort, a.turns, a.tokens, a.tool_calls, a.failed_tool_calls \
+           SELECT {attempt_key} AS cohort, a.turns + COALESCE(k.turns, 0) AS turns, \
+             a.tokens + COALESCE(k.tokens, 0) AS tokens, \
+             a.tool_calls + COALESCE(k.tool_calls, 0) AS tool_calls, \
+             a.failed_tool_calls + COALESCE(k.failed_tool_calls, 0) AS failed_tool_calls \
            FROM ct JOIN task_attempts a ON a.task_id = ct.id \
+           LEFT JOIN task_attempt_costs k ON k.task_id = a.task_id AND k.n = a.n \
          ), \
          mt AS ( \
            SELECT cohort, AVG(turns) AS m FROM ( \
@@ -1150,15 +1242,18 @@ pub fn measures_sql(by: Cohort, dollar: bool) -> String {
          vd AS ( \
            SELECT ct.cohort, COUNT(*) AS judged, CAST(SUM(CASE WHEN v.passed THEN 1 ELSE 0 END) AS BIGINT) AS passed \
            FROM ct JOIN task_verdicts v ON v.target = ct.id GROUP BY ct.cohort \
-         ) \
-         SELECT tk.cohort, tk.tasks, tk.accepted, tk.first_ok, tk.term_failed, tk.cancelled, \
-           tk.retried, tk.recovered, COALESCE(at.attempts, 0), COALESCE(at.tool_calls, 0), \
+         ), \
+         cs AS (SELECT cohort FROM tk UNION SELECT cohort FROM at) \
+         SELECT cs.cohort, COALESCE(tk.tasks, 0), COALESCE(tk.accepted, 0), COALESCE(tk.first_ok, 0), \
+           COALESCE(tk.term_failed, 0), COALESCE(tk.cancelled, 0), \
+           COALESCE(tk.retried, 0), COALESCE(tk.recovered, 0), COALESCE(at.attempts, 0), COALESCE(at.tool_calls, 0), \
            COALESCE(at.failed_tool_calls, 0), COALESCE(at.friction, 0), \
            CAST(mt.m AS DOUBLE PRECISION), CAST(mq.m AS DOUBLE PRECISION), COALESCE(at.tokens, 0), \
            COALESCE(vd.judged, 0), COALESCE(vd.passed, 0) \
-         FROM tk LEFT JOIN at ON at.cohort = tk.cohort LEFT JOIN mt ON mt.cohort = tk.cohort \
-         LEFT JOIN mq ON mq.cohort = tk.cohort LEFT JOIN vd ON vd.cohort = tk.cohort \
-         ORDER BY tk.cohort"
+         FROM cs LEFT JOIN tk ON tk.cohort = cs.cohort LEFT JOIN at ON at.cohort = cs.cohort \
+         LEFT JOIN mt ON mt.cohort = cs.cohort \
+         LEFT JOIN mq ON mq.cohort = cs.cohort LEFT JOIN vd ON vd.cohort = cs.cohort \
+         ORDER BY cs.cohort"
     );
     if dollar {
         sql.replace("?1", "$1")
@@ -1285,6 +1380,12 @@ impl BoardStore for Verified {
     }
     fn measures(&self, q: &MeasuresQuery) -> StoreResult<Vec<MeasureRow>> {
         self.inner.measures(q)
+    }
+    fn uncharged(&self, now_ms: i64) -> StoreResult<Vec<(String, u32, String)>> {
+        self.inner.uncharged(now_ms)
+    }
+    fn charge(&self, cost: &AttemptCost) -> StoreResult<bool> {
+        self.inner.charge(cost)
     }
     fn task_counts(&self) -> StoreResult<Vec<(TaskState, u64)>> {
         self.inner.task_counts()

@@ -32,6 +32,7 @@ macro_rules! board_conformance_tests {
             cancel_races_report,
             measures_count_by_cohort,
             threads_are_listed_and_measured,
+            ended_attempts_are_charged_once,
             task_counts_are_by_state,
             signatures_are_verified
         );
@@ -837,6 +838,76 @@ pub fn threads_are_listed_and_measured(open: BoardOpener<'_>) {
     assert_eq!(thread[0].attempts.len(), 1);
     assert_eq!(thread[1].attempts[0].state, AttemptState::Failed);
     assert_eq!(thread[2].result, None);
+}
+
+/// An attempt that ended without a report (§13.7.2) is charged its run's cost once, beside
+/// its row; the attempt shows it; a live attempt or one whose report carried its run is
+/// refused; the measures count every attempt's tokens, and a crashed attempt's go to its own
+/// claimant, not to the one who finished the task.
+pub fn ended_attempts_are_charged_once(open: BoardOpener<'_>) {
+    let s = open();
+    let cost = |id: &str, n, run: &str, tokens| AttemptCost {
+        task_id: id.into(),
+        n,
+        run_id: run.into(),
+        usage: Usage {
+            turns: 2,
+            tokens,
+            tool_calls: 1,
+            failed_tool_calls: 0,
+        },
+        at_ms: 3_000_500,
+    };
+    // A cancelled attempt.
+    s.offer(&new_task("k-1", 1, 3_000_000)).unwrap();
+    claim_id(&*s, "w1", "k-1", 3_000_010);
+    conflict(s.charge(&cost("k-1", 1, "run-k1", 50)), "a live attempt");
+    s.cancel("k-1", 3_000_020).unwrap();
+    assert!(s.charge(&cost("k-1", 1, "run-k1", 50)).unwrap());
+    assert!(!s.charge(&cost("k-1", 1, "run-k1", 50)).unwrap(), "once");
+    assert!(!s.charge(&cost("k-1", 1, "run-k1b", 99)).unwrap(), "once");
+    let a = &s.attempts("k-1").unwrap()[0];
+    assert_eq!(a.state, AttemptState::Cancelled);
+    assert_eq!(a.run_id.as_deref(), Some("run-k1"));
+    assert_eq!(a.usage.tokens, 50);
+    assert_eq!(a.detail["charged"]["after_end"], json!(true));
+    // A crashed attempt (timed out by the sweeper), then another claimant finishes the task.
+    s.offer(&new_task("k-2", 2, 3_000_000)).unwrap();
+    claim_id(&*s, "w-crashed", "k-2", 3_000_010);
+    s.sweep(3_100_000).unwrap();
+    assert_eq!(s.attempts("k-2").unwrap()[0].state, AttemptState::TimedOut);
+    assert!(s.charge(&cost("k-2", 1, "run-k2", 70)).unwrap());
+    let c = claim_id(&*s, "w-finisher", "k-2", 3_100_010);
+    s.report(&report(&c, accepted(json!({"k": 2})), 3_100_020))
+        .unwrap();
+    conflict(
+        s.charge(&cost("k-2", 2, "run-k2b", 1)),
+        "an attempt whose report carried its run",
+    );
+    let q = |by| MeasuresQuery {
+        by,
+        since_ms: 3_000_000,
+        friction_turns: 8,
+        friction_failed_tools: 3,
+        correlation: Some("k-2".into()),
+    };
+    let all = s.measures(&q(Cohort::All)).unwrap();
+    assert_eq!(
+        (all[0].tokens, all[0].accepted, all[0].attempts),
+        (170, 1, 2)
+    );
+    assert_eq!(rates(&all[0])["tokens_per_accepted_output"], json!(170.0));
+    let by = s.measures(&q(Cohort::Claimant)).unwrap();
+    let crashed = by.iter().find(|r| r.cohort == "w-crashed").unwrap();
+    assert_eq!(
+        (crashed.tasks, crashed.attempts, crashed.tokens),
+        (0, 1, 70)
+    );
+    let finisher = by.iter().find(|r| r.cohort == "w-finisher").unwrap();
+    assert_eq!(
+        (finisher.tasks, finisher.attempts, finisher.tokens),
+        (1, 1, 100)
+    );
 }
 
 /// A stand-in for Ed25519 in the seam's test: the "signature" is SHA-256 over the identity's
