@@ -175,6 +175,7 @@ fn bench(dir: &std::path::Path, tasks: usize, workers: usize) -> Result<Figures>
                 let kind = o.report.unwrap_or(ReportKind::Failed {
                     retryable: false,
                     reason: "suspended".into(),
+                    class: None,
                 });
                 let r = Report {
                     attempt: at,

@@ -1168,6 +1168,7 @@ impl AttemptCtx {
                         retryable: false,
                         reason: "the attempt's recorded policy does not match its fingerprint"
                             .into(),
+                        class: Some(core_board::FailureClass::PolicyRefusal),
                     },
                     None,
                     None,
@@ -1235,6 +1236,7 @@ impl AttemptCtx {
                 ReportKind::Failed {
                     retryable: true,
                     reason: format!("the run could not go on: {e}"),
+                    class: Some(core_board::FailureClass::ToolError),
                 },
                 None,
                 None,
@@ -1423,6 +1425,14 @@ pub fn measures(dir: &Path, a: MeasuresArgs, json: bool) -> Result<i32> {
             "  verdict pass rate       {} of {} judged",
             r.verdicts_passed,
             r.judged
+        );
+        outln!(
+            "  failures by class       model outage {} · tool error {} · malformed output {} · policy refusal {} · worker crash {}",
+            r.failed_model_outage,
+            r.failed_tool_error,
+            r.failed_malformed_output,
+            r.failed_policy_refusal,
+            r.failed_worker_crash
         );
     }
     Ok(0)

@@ -290,6 +290,18 @@ fn sigkill_mid_attempt_lease_lapses(pg: bool) {
     assert_eq!(atts[0]["claimant"], "doomed");
     assert_eq!(atts[1]["claimant"], "rescuer");
     assert!(atts[0]["result_id"].is_null());
+    // The lapsed lease is classified a worker crash and counted against the claimant that
+    // crashed, not the rescuer (§13.3.2, §13.7.1).
+    assert_eq!(atts[0]["detail"]["failure_class"], "worker_crash", "{v}");
+    let m = b.json(&["measures", "--by", "claimant"]);
+    let doomed = m["cohorts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["cohort"] == "doomed")
+        .unwrap_or_else(|| panic!("{m}"));
+    assert_eq!(doomed["counts"]["failed_worker_crash"], 1, "{m}");
+    assert_eq!(doomed["counts"]["attempts"], 1, "{m}");
     assert_eq!(atts[1]["result_id"], v["task"]["result_id"]);
     assert_eq!(v["result"], json!({"summary": "done"}));
 }

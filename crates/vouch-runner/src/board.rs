@@ -409,6 +409,7 @@ impl Board {
                     ReportKind::Failed {
                         retryable: w.retryable,
                         reason: "the worker's environment failed".into(),
+                        class: None,
                     }
                 };
                 if !self.report(ctx, &at, kind, None, None, Usage::default())? {
@@ -644,6 +645,7 @@ impl Board {
             ReportKind::Failed {
                 retryable: false,
                 reason: "the prerequisite failed".into(),
+                class: None,
             }
         };
         if !self.report(ctx, &at, kind, None, None, Usage::default())? {

@@ -119,6 +119,7 @@ pub fn tools() -> Vec<Tool> {
             "reason": {"type": "string"},
             "run": {"type": "string"},
             "usage": usage,
+            "class": {"type": "string", "enum": ["model_outage", "tool_error", "malformed_output", "policy_refusal", "worker_crash"], "description": "why it failed, when you know; it never decides the retry"},
         }), &["task", "attempt", "epoch", "retryable", "reason"])),
         tool("task_abort", "Give your attempt back because you are stopping (retryable; it does not count against the task's attempts).", with(json!({
             "reason": {"type": "string"},
@@ -506,6 +507,7 @@ impl VouchMcp {
                     ReportKind::Failed {
                         retryable,
                         reason: reason.clone(),
+                        class: None,
                     },
                     run.clone(),
                 )?;
@@ -520,6 +522,15 @@ impl VouchMcp {
                         reason,
                         run,
                         usage: usage_arg(args)?,
+                        class: match args.get("class") {
+                            None | Some(Value::Null) => None,
+                            Some(v) => Some(serde_json::from_value(v.clone()).map_err(|_| {
+                                ApiError::field(
+                                    "class",
+                                    "`class` is model_outage, tool_error, malformed_output, policy_refusal or worker_crash",
+                                )
+                            })?),
+                        },
                         signature,
                     },
                 )?;

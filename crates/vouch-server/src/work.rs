@@ -147,6 +147,11 @@ pub struct FailBody {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub usage: Option<Usage>,
+    /// Why it failed, when the worker knows (§13.3.2): `model_outage`, `tool_error`,
+    /// `malformed_output`, `policy_refusal` or `worker_crash`. It never decides the retry.
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub class: Option<vouch_core::board::FailureClass>,
     /// Signature over the report statement with `"outcome": "failed"`, `"output": null`.
     pub signature: String,
 }
@@ -604,6 +609,7 @@ pub fn fail(s: &AppState, task: &str, n: u32, b: &FailBody) -> ApiResult<ReportR
         kind: ReportKind::Failed {
             retryable: b.retryable,
             reason,
+            class: b.class,
         },
         run_id: b.run.clone(),
         receipt,

@@ -635,6 +635,11 @@ impl BoardStore for PostgresStore {
                     tokens: n(14)?,
                     judged: n(15)?,
                     verdicts_passed: n(16)?,
+                    failed_model_outage: n(17)?,
+                    failed_tool_error: n(18)?,
+                    failed_malformed_output: n(19)?,
+                    failed_policy_refusal: n(20)?,
+                    failed_worker_crash: n(21)?,
                 })
             })
             .collect()

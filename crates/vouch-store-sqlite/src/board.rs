@@ -654,6 +654,11 @@ impl BoardStore for SqliteStore {
                             tokens: r.get(14)?,
                             judged: r.get(15)?,
                             verdicts_passed: r.get(16)?,
+                            failed_model_outage: r.get(17)?,
+                            failed_tool_error: r.get(18)?,
+                            failed_malformed_output: r.get(19)?,
+                            failed_policy_refusal: r.get(20)?,
+                            failed_worker_crash: r.get(21)?,
                         })
                     },
                 )

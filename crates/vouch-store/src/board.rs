@@ -11,8 +11,8 @@ use crate::{StoreError, StoreResult};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use vouch_core::board::{
-    apply, step, AttemptChange, AttemptEnd, AttemptState, BoardEvent, Condition, Refused,
-    TaskSnapshot, TaskState, Transition,
+    apply, step, AttemptChange, AttemptEnd, AttemptState, BoardEvent, Condition, FailureClass,
+    Refused, TaskSnapshot, TaskState, Transition,
 };
 
 /// Largest task input, result or report detail, in bytes of JSON.
@@ -238,6 +238,9 @@ pub enum ReportKind {
     Failed {
         retryable: bool,
         reason: String,
+        /// Why, when the reporter knows (§13.3.2); it never decides the retry.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        class: Option<FailureClass>,
     },
     Aborted {
         reason: String,
@@ -365,6 +368,17 @@ pub struct MeasureRow {
     pub tokens: i64,
     pub judged: i64,
     pub verdicts_passed: i64,
+    /// Failed attempts by class (§13.3.2); unclassified failures are in none of them.
+    #[serde(default)]
+    pub failed_model_outage: i64,
+    #[serde(default)]
+    pub failed_tool_error: i64,
+    #[serde(default)]
+    pub failed_malformed_output: i64,
+    #[serde(default)]
+    pub failed_policy_refusal: i64,
+    #[serde(default)]
+    pub failed_worker_crash: i64,
 }
 
 /// The board's store. Every write is durable on return and refused (`Conflict`, nothing
@@ -1034,9 +1048,16 @@ pub fn report(tx: &mut dyn BoardTx, r: &Report) -> StoreResult<Reported> {
                 tx.put_verdict(&t.id, v, now)?;
             }
         }
-        ReportKind::Failed { retryable, reason } => {
+        ReportKind::Failed {
+            retryable,
+            reason,
+            class,
+        } => {
             na.retryable = Some(*retryable);
             na.end_reason = Some(reason.clone());
+            if let (Some(c), Value::Object(m)) = (class, &mut detail) {
+                m.insert("failure_class".into(), Value::from(c.as_str()));
+            }
         }
         ReportKind::Aborted { reason } => {
             na.retryable = Some(true);
@@ -1097,6 +1118,14 @@ pub fn time_out(
     let nt = task_after(&t, Some(a.state), &tr, now);
     let mut na = attempt_after(&a, AttemptState::TimedOut, now);
     na.end_reason = Some(format!("the {clock} clock ran out"));
+    // No first heartbeat, or heartbeats stopped: the worker stopped answering (§13.3.2). A
+    // running clock that ran out is the task's limit, not a crash.
+    if clock != "running" {
+        na.detail = merge(
+            &a.detail,
+            &serde_json::json!({"failure_class": FailureClass::WorkerCrash.as_str()}),
+        );
+    }
     commit(tx, &t, &nt, Some((&a, &na)))?;
     Ok(Some((a.n, clock.to_string())))
 }
@@ -1192,6 +1221,12 @@ pub fn measures_sql(by: Cohort, dollar: bool) -> String {
         Cohort::Model => "COALESCE(a.model, '(none)')",
         Cohort::All | Cohort::Type | Cohort::Tag => "ct.cohort",
     };
+    // The failure class lives in the attempt's detail (JSON text): each dialect reads it.
+    let class = if dollar {
+        "(a.detail::json ->> 'failure_class')"
+    } else {
+        "json_extract(a.detail, '$.failure_class')"
+    };
     let sql = format!(
         "WITH ct AS ( \
            SELECT {key} AS cohort, t.id, t.state, t.attempts, t.accepted_attempt, t.queued_ms, t.ended_ms \
@@ -1204,7 +1239,8 @@ pub fn measures_sql(by: Cohort, dollar: bool) -> String {
            SELECT {attempt_key} AS cohort, a.turns + COALESCE(k.turns, 0) AS turns, \
              a.tokens + COALESCE(k.tokens, 0) AS tokens, \
              a.tool_calls + COALESCE(k.tool_calls, 0) AS tool_calls, \
-             a.failed_tool_calls + COALESCE(k.failed_tool_calls, 0) AS failed_tool_calls \
+             a.failed_tool_calls + COALESCE(k.failed_tool_calls, 0) AS failed_tool_calls, \
+             {class} AS fc \
            FROM ct JOIN task_attempts a ON a.task_id = ct.id \
            LEFT JOIN task_attempt_costs k ON k.task_id = a.task_id AND k.n = a.n \
          ), \
@@ -1236,7 +1272,12 @@ pub fn measures_sql(by: Cohort, dollar: bool) -> String {
            SELECT cohort, COUNT(*) AS attempts, CAST(SUM(tool_calls) AS BIGINT) AS tool_calls, \
              CAST(SUM(failed_tool_calls) AS BIGINT) AS failed_tool_calls, \
              CAST(SUM(CASE WHEN turns >= ?2 OR failed_tool_calls >= ?3 THEN 1 ELSE 0 END) AS BIGINT) AS friction, \
-             CAST(SUM(tokens) AS BIGINT) AS tokens \
+             CAST(SUM(tokens) AS BIGINT) AS tokens, \
+             CAST(SUM(CASE WHEN fc = 'model_outage' THEN 1 ELSE 0 END) AS BIGINT) AS f_outage, \
+             CAST(SUM(CASE WHEN fc = 'tool_error' THEN 1 ELSE 0 END) AS BIGINT) AS f_tool, \
+             CAST(SUM(CASE WHEN fc = 'malformed_output' THEN 1 ELSE 0 END) AS BIGINT) AS f_malformed, \
+             CAST(SUM(CASE WHEN fc = 'policy_refusal' THEN 1 ELSE 0 END) AS BIGINT) AS f_policy, \
+             CAST(SUM(CASE WHEN fc = 'worker_crash' THEN 1 ELSE 0 END) AS BIGINT) AS f_crash \
            FROM ca GROUP BY cohort \
          ), \
          vd AS ( \
@@ -1249,7 +1290,9 @@ pub fn measures_sql(by: Cohort, dollar: bool) -> String {
            COALESCE(tk.retried, 0), COALESCE(tk.recovered, 0), COALESCE(at.attempts, 0), COALESCE(at.tool_calls, 0), \
            COALESCE(at.failed_tool_calls, 0), COALESCE(at.friction, 0), \
            CAST(mt.m AS DOUBLE PRECISION), CAST(mq.m AS DOUBLE PRECISION), COALESCE(at.tokens, 0), \
-           COALESCE(vd.judged, 0), COALESCE(vd.passed, 0) \
+           COALESCE(vd.judged, 0), COALESCE(vd.passed, 0), \
+           COALESCE(at.f_outage, 0), COALESCE(at.f_tool, 0), COALESCE(at.f_malformed, 0), \
+           COALESCE(at.f_policy, 0), COALESCE(at.f_crash, 0) \
          FROM cs LEFT JOIN tk ON tk.cohort = cs.cohort LEFT JOIN at ON at.cohort = cs.cohort \
          LEFT JOIN mt ON mt.cohort = cs.cohort \
          LEFT JOIN mq ON mq.cohort = cs.cohort LEFT JOIN vd ON vd.cohort = cs.cohort \

@@ -6,7 +6,7 @@ use crate::board::*;
 use crate::StoreError;
 use serde_json::json;
 use std::sync::Arc;
-use vouch_core::board::{AttemptState, Condition, TaskState};
+use vouch_core::board::{AttemptState, Condition, FailureClass, TaskState};
 
 pub type BoardOpener<'a> = &'a dyn Fn() -> Arc<dyn BoardStore>;
 
@@ -33,6 +33,7 @@ macro_rules! board_conformance_tests {
             measures_count_by_cohort,
             threads_are_listed_and_measured,
             ended_attempts_are_charged_once,
+            failures_are_classified,
             task_counts_are_by_state,
             signatures_are_verified
         );
@@ -282,6 +283,7 @@ pub fn heartbeat_report_and_late_words(open: BoardOpener<'_>) {
             ReportKind::Failed {
                 retryable: true,
                 reason: "late".into(),
+                class: None,
             },
             700,
         )),
@@ -314,6 +316,7 @@ pub fn retries_make_new_attempts(open: BoardOpener<'_>) {
             ReportKind::Failed {
                 retryable: true,
                 reason: "flaky".into(),
+                class: None,
             },
             20,
         ))
@@ -332,6 +335,7 @@ pub fn retries_make_new_attempts(open: BoardOpener<'_>) {
             ReportKind::Failed {
                 retryable: false,
                 reason: "bad input".into(),
+                class: None,
             },
             40,
         ))
@@ -549,6 +553,7 @@ pub fn aborts_are_retryable(open: BoardOpener<'_>) {
             ReportKind::Failed {
                 retryable: true,
                 reason: "x".into(),
+                class: None,
             },
             40,
         ))
@@ -696,6 +701,7 @@ pub fn measures_count_by_cohort(open: BoardOpener<'_>) {
         ReportKind::Failed {
             retryable: true,
             reason: "x".into(),
+            class: None,
         },
         1_000_150,
     ))
@@ -709,6 +715,7 @@ pub fn measures_count_by_cohort(open: BoardOpener<'_>) {
         ReportKind::Failed {
             retryable: false,
             reason: "x".into(),
+            class: None,
         },
         1_000_150,
     ))
@@ -795,6 +802,7 @@ pub fn threads_are_listed_and_measured(open: BoardOpener<'_>) {
         ReportKind::Failed {
             retryable: false,
             reason: "x".into(),
+            class: None,
         },
         2_000_040,
     ))
@@ -908,6 +916,67 @@ pub fn ended_attempts_are_charged_once(open: BoardOpener<'_>) {
         (finisher.tasks, finisher.attempts, finisher.tokens),
         (1, 1, 100)
     );
+}
+
+/// A failure's class (§13.3.2) is recorded on the attempt as the reporter says it, never
+/// decides the retry, a lapsed lease is a worker crash (a running timeout is not), and the
+/// measures count each class.
+pub fn failures_are_classified(open: BoardOpener<'_>) {
+    let s = open();
+    s.offer(&new_task("fc-1", 3, 4_000_000)).unwrap();
+    let c = claim_id(&*s, "w1", "fc-1", 4_000_010);
+    let r = s
+        .report(&report(
+            &c,
+            ReportKind::Failed {
+                retryable: false,
+                reason: "the model server answered 503".into(),
+                class: Some(FailureClass::ModelOutage),
+            },
+            4_000_020,
+        ))
+        .unwrap();
+    assert_eq!(r.attempt.detail["failure_class"], "model_outage");
+    assert_eq!(r.task.state, TaskState::Failed, "retryable: false decides");
+    s.offer(&new_task("fc-2", 3, 4_000_000)).unwrap();
+    let c = claim_id(&*s, "w1", "fc-2", 4_000_010);
+    let r = s
+        .report(&report(
+            &c,
+            ReportKind::Failed {
+                retryable: true,
+                reason: "no repairs left".into(),
+                class: Some(FailureClass::MalformedOutput),
+            },
+            4_000_020,
+        ))
+        .unwrap();
+    assert_eq!(r.task.state, TaskState::Queued, "retryable: true decides");
+    claim_id(&*s, "w-dies", "fc-2", 4_000_030);
+    s.sweep(4_100_000).unwrap();
+    let a = &s.attempts("fc-2").unwrap()[1];
+    assert_eq!(a.state, AttemptState::TimedOut);
+    assert_eq!(a.detail["failure_class"], "worker_crash");
+    let rows = s
+        .measures(&MeasuresQuery {
+            by: Cohort::Claimant,
+            since_ms: 4_000_000,
+            friction_turns: 8,
+            friction_failed_tools: 3,
+            correlation: None,
+        })
+        .unwrap();
+    let w1 = rows.iter().find(|r| r.cohort == "w1").unwrap();
+    assert_eq!(
+        (
+            w1.failed_model_outage,
+            w1.failed_malformed_output,
+            w1.failed_worker_crash
+        ),
+        (1, 1, 0)
+    );
+    let dies = rows.iter().find(|r| r.cohort == "w-dies").unwrap();
+    assert_eq!(dies.failed_worker_crash, 1);
 }
 
 /// A stand-in for Ed25519 in the seam's test: the "signature" is SHA-256 over the identity's

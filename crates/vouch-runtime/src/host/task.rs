@@ -950,30 +950,38 @@ impl Host {
             RunEnd::Ended { .. } if cancelled => Some(ReportKind::Failed {
                 retryable: false,
                 reason: "the task was cancelled".into(),
+                class: None,
             }),
-            RunEnd::Ended { .. } => Some(match slot.and_then(|s| s.accepted) {
-                Some((result, self_assessment)) => {
-                    let verdict = verdict_of(&job.kind, &job.input, &result);
-                    ReportKind::Accepted {
-                        result,
-                        self_assessment,
-                        verdict,
+            RunEnd::Ended { .. } => Some(
+                match slot.map(|s| (s.accepted, s.invalid > s.repairs_max)) {
+                    Some((Some((result, self_assessment)), _)) => {
+                        let verdict = verdict_of(&job.kind, &job.input, &result);
+                        ReportKind::Accepted {
+                            result,
+                            self_assessment,
+                            verdict,
+                        }
                     }
-                }
-                // The host notices the missing handoff (§13.1): a run may fail for reasons
-                // another try can fix, so it is retryable while attempts remain.
-                None => match model_outage(&journal) {
-                    // The attempt's end names the outage; a refusal is not retried.
-                    Some((outage, why)) => ReportKind::Failed {
-                        retryable: outage.retryable(),
-                        reason: format!("{}: {why}", outage.words()),
-                    },
-                    None => ReportKind::Failed {
-                        retryable: true,
-                        reason: "the run ended without an accepted submission".into(),
+                    // The host notices the missing handoff (§13.1): a run may fail for reasons
+                    // another try can fix, so it is retryable while attempts remain.
+                    not_accepted => match model_outage(&journal) {
+                        // The attempt's end names the outage; a refusal is not retried.
+                        Some((outage, why)) => ReportKind::Failed {
+                            retryable: outage.retryable(),
+                            reason: format!("{}: {why}", outage.words()),
+                            class: Some(vouch_core::board::FailureClass::ModelOutage),
+                        },
+                        None => ReportKind::Failed {
+                            retryable: true,
+                            reason: "the run ended without an accepted submission".into(),
+                            // Every submission malformed, the repairs spent (§13.4.1): the class
+                            // says so; a run that never submitted is not classified.
+                            class: matches!(not_accepted, Some((None, true)))
+                                .then_some(vouch_core::board::FailureClass::MalformedOutput),
+                        },
                     },
                 },
-            }),
+            ),
         };
         Ok(AttemptOutcome {
             run_id,

@@ -374,7 +374,7 @@ pub async fn page(State(s): State<AppState>, signed: Signed, q: QueryMap) -> Res
         } @else {
             div.scroll {
                 table #cohorts {
-                    thead { tr { th { "Cohort" } th { "Tasks" } th { "Accepted" } th { "Cancelled (apart)" } th { "Attempts" } th { "Sample" } } }
+                    thead { tr { th { "Cohort" } th { "Tasks" } th { "Accepted" } th { "Cancelled (apart)" } th { "Attempts" } th { "Failures by class" } th { "Sample" } } }
                     tbody {
                         @for (r, j) in rows.iter().zip(&body.cohorts) {
                             tr {
@@ -383,6 +383,11 @@ pub async fn page(State(s): State<AppState>, signed: Signed, q: QueryMap) -> Res
                                 td { (r.accepted) }
                                 td { (r.cancelled) }
                                 td { (r.attempts) }
+                                td.classes {
+                                    "outage " (r.failed_model_outage) " · tool " (r.failed_tool_error)
+                                    " · malformed " (r.failed_malformed_output) " · policy " (r.failed_policy_refusal)
+                                    " · crash " (r.failed_worker_crash)
+                                }
                                 td { @if j["small_sample"] == true { span.warn { "small sample" } } @else { "ok" } }
                             }
                         }
