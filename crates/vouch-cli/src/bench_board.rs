@@ -74,6 +74,7 @@ fn bench(dir: &std::path::Path, tasks: usize, workers: usize) -> Result<Figures>
     let (store, board) = task::open_board(dir)?;
     let clock = SystemClock;
     let spec = TaskSpec {
+        context: vec![],
         brief: "bench".into(),
         input: json!({"brief": "bench"}),
         correlation: String::new(),

@@ -180,6 +180,13 @@ pub struct OfferArgs {
     /// Tasks this one refers to (a continuation's parent).
     #[arg(skip)]
     references: Vec<String>,
+    /// Pinned context: a UTF-8 text file given to the attempt's model with the task, stored and
+    /// pinned by content id (repeatable; at most 16 files, 256 KiB together).
+    #[arg(long = "context")]
+    context: Vec<PathBuf>,
+    /// Pinned context by content id (continuations keep the parent's).
+    #[arg(skip)]
+    context_ids: Vec<String>,
     /// The thread of related tasks this one belongs to (default: its own); `vouch task thread
     /// ID` shows a thread.
     #[arg(long)]
@@ -610,6 +617,8 @@ fn offer_args(kind: &str, brief: String) -> OfferArgs {
         criteria_value: None,
         references: vec![],
         correlation: None,
+        context: vec![],
+        context_ids: vec![],
         repo: None,
         base: None,
         allow: vec![],
@@ -689,6 +698,7 @@ fn continue_task(
     a.running_timeout_ms = s.running_timeout_ms;
     a.criteria_value = s.criteria.clone();
     a.references = vec![id.to_string()];
+    a.context_ids = s.context.clone();
     // extend: the parent's thread goes on; fork: a new thread from the parent's tip.
     a.correlation = Some(match mode {
         "fork" => String::new(),
@@ -748,11 +758,14 @@ fn offer(dir: &Path, board: &dyn BoardStore, a: OfferArgs, json: bool) -> Result
         running_timeout_ms: a.running_timeout_ms,
         references: a.references,
         correlation: a.correlation,
+        context: stored_context(dir, &a.context, a.context_ids)?,
     };
     let id = format!("t{}", vouch_runtime::host::new_id(&SystemClock));
+    let artifacts = vouch_artifacts::LocalStore::in_home(dir);
     let offered = vouch_runtime::offer::offer(
         board,
         &types,
+        Some(&artifacts),
         &req,
         a.idempotency_key,
         "person",
@@ -848,6 +861,28 @@ fn show_thread(board: &dyn BoardStore, id: &str, json: bool) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// `--context FILE`: each file stored in the home's artifact store by content id (the offer
+/// checks and pins them, §13.1.2), after the ids a continuation carries over.
+fn stored_context(dir: &Path, files: &[PathBuf], mut ids: Vec<String>) -> Result<Vec<String>> {
+    use vouch_artifacts::ArtifactStore as _;
+    let store = vouch_artifacts::LocalStore::in_home(dir);
+    for f in files {
+        let bytes = std::fs::read(f).map_err(|e| bad(format!("--context {}: {e}", f.display())))?;
+        if std::str::from_utf8(&bytes).is_err() {
+            return Err(bad(format!(
+                "--context {}: not UTF-8 text; pin text the model can read",
+                f.display()
+            )));
+        }
+        ids.push(
+            store
+                .put(&bytes)
+                .map_err(|e| bad(format!("--context {}: {e}", f.display())))?,
+        );
+    }
+    Ok(ids)
 }
 
 fn say(json: bool, v: Value, human: String) {

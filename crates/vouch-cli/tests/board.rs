@@ -1298,6 +1298,55 @@ fn a_thread_is_offered_listed_measured_and_shown(pg: bool) {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-thread"));
 }
 
+/// Pinned context (§13.1.2): `--context FILE` is stored and pinned by content id with the
+/// task, the attempt's model is given its exact text (the conversation the host keeps shows
+/// it), a continuation keeps it, and a file that is not text is bad input.
+fn pinned_context_reaches_the_model(pg: bool) {
+    let b = Board::new(pg);
+    let guide = b.tmp.path().join("guide.md");
+    std::fs::write(&guide, "House style: every summary names its sources.\n").unwrap();
+    let id = b.offer(&["--context", guide.to_str().unwrap()]);
+    let t = b.show(&id);
+    let cid = t["task"]["spec"]["context"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(cid.starts_with("sha256:"), "{t}");
+    let script = b.script(good_script());
+    b.drain("w1", &script);
+    assert_eq!(state(&b.show(&id)), "completed");
+    let c = b.json(&["task", "continue", &id, "--brief", "again"])["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let cv = b.show(&c);
+    assert_eq!(cv["task"]["spec"]["context"][0], cid.as_str(), "{cv}");
+    let conversation = cv["task"]["spec"]["input"]["continuation"]["conversation"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let got = b.run(&["artifact", "get", &conversation]);
+    let text = String::from_utf8_lossy(&got.stdout);
+    assert!(
+        text.contains(&format!("Pinned context {cid}")) && text.contains("names its sources"),
+        "{text}"
+    );
+    let binary = b.tmp.path().join("blob.bin");
+    std::fs::write(&binary, [0xff, 0xfe, 0x00]).unwrap();
+    let out = b.run(&[
+        "task",
+        "offer",
+        "--type",
+        "freeform",
+        "--brief",
+        "x",
+        "--context",
+        binary.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--context"));
+}
+
 macro_rules! both {
     ($($name:ident),*) => {
         mod sqlite { $( #[test] fn $name() { super::$name(false) } )* }
@@ -1307,6 +1356,7 @@ macro_rules! both {
 
 both!(
     eight_workers_race,
+    pinned_context_reaches_the_model,
     a_thread_is_offered_listed_measured_and_shown,
     sigkill_mid_attempt_lease_lapses,
     malformed_result_repaired_in_session,

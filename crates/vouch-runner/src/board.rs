@@ -173,6 +173,7 @@ pub fn run_task_scenario(s: &Scenario, plan: &TaskPlan, dir: &Path) -> Result<Va
 impl Board {
     fn spec(&self, brief: &str, input: Value, criteria: Option<Value>) -> TaskSpec {
         TaskSpec {
+            context: vec![],
             brief: brief.to_string(),
             input,
             correlation: String::new(),

@@ -394,6 +394,7 @@ fn new_task(id: &str) -> NewTask {
         idempotency_key: None,
         request_id: format!("sha256:{id}"),
         spec: TaskSpec {
+            context: vec![],
             brief: format!("brief of {id}"),
             input: json!({"brief": format!("brief of {id}")}),
             correlation: id.into(),

@@ -96,6 +96,7 @@ pub fn tools() -> Vec<Tool> {
             "criteria": {},
             "max_attempts": {"type": "integer", "minimum": 1, "maximum": 20},
             "correlation": {"type": "string", "description": "the thread of related tasks this one belongs to (§13.1)"},
+            "context": {"type": "array", "items": {"type": "string"}, "description": "pinned context: content ids of stored UTF-8 texts given to the attempt's model"},
             "idempotency_key": {"type": "string"},
         }), &["type", "brief"])),
         tool("task_claim", "Claim the oldest claimable task matching your filters; answers the task and your attempt (number, epoch), or claimed: false.", obj(json!({

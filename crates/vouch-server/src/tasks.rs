@@ -189,6 +189,10 @@ pub struct OfferBody {
     /// The thread of related tasks this one belongs to (§13.1); list a thread with
     /// `GET /api/tasks?correlation=…`.
     pub correlation: Option<String>,
+    /// Pinned context (§13.1.2): content ids of stored UTF-8 texts (at most 16, 256 KiB
+    /// together), given to the attempt's model with the task; an id nothing is stored under is
+    /// 422.
+    pub context: Option<Vec<String>>,
 }
 
 /// The offered task and whether this request created it.
@@ -434,7 +438,7 @@ mod tests {
             "criteria": ["c"], "max_attempts": 2, "after": [], "profiles": [],
             "deadline_s": 60, "lease_ms": 1000, "heartbeat_ms": 100,
             "dispatch_timeout_ms": 1000, "running_timeout_ms": 1000,
-            "references": ["t0"], "correlation": "thread-1",
+            "references": ["t0"], "correlation": "thread-1", "context": [],
         });
         let doc: OfferBody = serde_json::from_value(full.clone()).unwrap();
         let parsed: TaskOffer = serde_json::from_value(full.clone()).unwrap();

@@ -364,17 +364,25 @@ pub fn offer(
     let board = board_of(s)?;
     let now = s.host.clock.now_ms();
     let id = format!("t{}", vouch_runtime::host::new_id(s.host.clock.as_ref()));
-    let offered =
-        vouch_runtime::offer::offer(board.as_ref(), &s.work.types, req, key, "api", id, now)
-            .map_err(|e| match e {
-                vouch_runtime::offer::OfferError::Field { field, message } => {
-                    ApiError::field(field, format!("`{field}` {message}"))
-                }
-                vouch_runtime::offer::OfferError::Store(StoreError::Conflict(m)) => {
-                    ApiError::new(StatusCode::CONFLICT, "conflict", m).with_field("Idempotency-Key")
-                }
-                vouch_runtime::offer::OfferError::Store(e) => e.into(),
-            })?;
+    let offered = vouch_runtime::offer::offer(
+        board.as_ref(),
+        &s.work.types,
+        s.work.artifacts.as_deref(),
+        req,
+        key,
+        "api",
+        id,
+        now,
+    )
+    .map_err(|e| match e {
+        vouch_runtime::offer::OfferError::Field { field, message } => {
+            ApiError::field(field, format!("`{field}` {message}"))
+        }
+        vouch_runtime::offer::OfferError::Store(StoreError::Conflict(m)) => {
+            ApiError::new(StatusCode::CONFLICT, "conflict", m).with_field("Idempotency-Key")
+        }
+        vouch_runtime::offer::OfferError::Store(e) => e.into(),
+    })?;
     let created = matches!(offered, vouch_store::board::Offered::Created(_));
     Ok((created, json_of(offered.task())?))
 }

@@ -1513,6 +1513,15 @@ fn workers_flow(pg: bool) {
         "completed"
     );
 
+    // Pinned context names stored text: an id nothing is stored under is refused at offer.
+    let p = s
+        .post(
+            "/api/tasks",
+            json!({"type": "freeform", "brief": "x", "context": [vouch_artifacts::content_id(b"nothing stored")]}),
+        )
+        .problem(422, "invalid_field");
+    assert_eq!(p["field"], "context", "{p}");
+
     // Abort (retryable, does not count) then fail (not retryable) ends the task failed.
     let t2 = s
         .post(

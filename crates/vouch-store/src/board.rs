@@ -50,6 +50,10 @@ pub struct NewTask {
 pub struct TaskSpec {
     pub brief: String,
     pub input: Value,
+    /// Pinned context (§13.1.2): content ids of stored UTF-8 texts the attempt's model is given
+    /// with the task, in this order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub context: Vec<String>,
     pub correlation: String,
     pub criteria: Option<Value>,
     /// Other tasks this one refers to (e.g. a judge's target).

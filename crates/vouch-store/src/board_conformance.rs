@@ -63,6 +63,7 @@ pub fn new_task(id: &str, max_attempts: u32, at: i64) -> NewTask {
         idempotency_key: None,
         request_id: format!("sha256:{id}"),
         spec: TaskSpec {
+            context: vec![],
             brief: format!("brief of {id}"),
             input: json!({"brief": format!("brief of {id}")}),
             correlation: id.into(),
