@@ -74,6 +74,7 @@ fn bench(dir: &std::path::Path, tasks: usize, workers: usize) -> Result<Figures>
     let (store, board) = task::open_board(dir)?;
     let clock = SystemClock;
     let spec = TaskSpec {
+        context: vec![],
         brief: "bench".into(),
         input: json!({"brief": "bench"}),
         correlation: String::new(),
@@ -176,6 +177,7 @@ fn bench(dir: &std::path::Path, tasks: usize, workers: usize) -> Result<Figures>
                 let kind = o.report.unwrap_or(ReportKind::Failed {
                     retryable: false,
                     reason: "suspended".into(),
+                    class: None,
                 });
                 let r = Report {
                     attempt: at,
@@ -220,6 +222,7 @@ fn verify(board: &dyn BoardStore, tasks: usize) -> Result<()> {
             since_ms: i64::MIN,
             friction_turns: 8,
             friction_failed_tools: 3,
+            correlation: None,
         })
         .map_err(|e| anyhow!("{e}"))?;
     let n = tasks as i64;

@@ -26,6 +26,8 @@ use vouch_store::{IdentityStore, Store, StoreError};
 const LIST_MAX: usize = 1000;
 /// Workers run this many attempts at once at most.
 const CONCURRENCY_MAX: usize = 64;
+/// A result's characters `vouch task thread` shows at most.
+const THREAD_RESULT_CHARS_MAX: usize = 200;
 
 #[derive(Subcommand)]
 pub enum TaskCmd {
@@ -40,6 +42,16 @@ pub enum TaskCmd {
         /// Only tasks with this tag.
         #[arg(long)]
         tag: Option<String>,
+        /// Only the tasks of this thread (their correlation, or the thread's first task's id).
+        #[arg(long)]
+        correlation: Option<String>,
+    },
+    /// Every task of a thread (a correlation id, or its first task's id), in the order they
+    /// were offered, with their attempts, results and verdicts.
+    Thread {
+        /// The correlation id (or the thread's first task's id).
+        #[arg(value_parser = crate::args::id_arg)]
+        id: String,
     },
     /// One task: its attempts, result and receipts.
     Show {
@@ -164,8 +176,16 @@ pub struct OfferArgs {
     /// Tasks this one refers to (a continuation's parent).
     #[arg(skip)]
     references: Vec<String>,
-    /// The thread of related tasks this one belongs to (empty: its own).
+    /// Pinned context: a UTF-8 text file given to the attempt's model with the task, stored and
+    /// pinned by content id (repeatable; at most 16 files, 256 KiB together).
+    #[arg(long = "context")]
+    context: Vec<PathBuf>,
+    /// Pinned context by content id (continuations keep the parent's).
     #[arg(skip)]
+    context_ids: Vec<String>,
+    /// The thread of related tasks this one belongs to (default: its own); `vouch task thread
+    /// ID` shows a thread.
+    #[arg(long)]
     correlation: Option<String>,
 }
 
@@ -257,6 +277,9 @@ pub struct MeasuresArgs {
     /// An attempt with at least this many failed tool calls is high-friction.
     #[arg(long, default_value_t = 3)]
     friction_failed_tools: i64,
+    /// Only the tasks of this thread (a correlation id, or its first task's id).
+    #[arg(long)]
+    correlation: Option<String>,
 }
 
 /// Human output never carries control or bidi characters from task or model text.
@@ -364,7 +387,12 @@ pub fn task(dir: &Path, cmd: TaskCmd, json: bool) -> Result<i32> {
     let (store, board) = open_board(dir)?;
     match cmd {
         TaskCmd::Offer(a) => offer(dir, &*board, *a, json),
-        TaskCmd::List { state, tag } => {
+        TaskCmd::Thread { id } => show_thread(&*board, &id, json),
+        TaskCmd::List {
+            state,
+            tag,
+            correlation,
+        } => {
             let state = state
                 .map(|s| {
                     TaskState::parse(&s).ok_or_else(|| {
@@ -384,6 +412,7 @@ pub fn task(dir: &Path, cmd: TaskCmd, json: bool) -> Result<i32> {
                     state,
                     tag,
                     limit: LIST_MAX,
+                    correlation,
                 })
                 .map_err(store_err)?;
             if json {
@@ -529,16 +558,21 @@ pub fn task(dir: &Path, cmd: TaskCmd, json: bool) -> Result<i32> {
                 }
                 return Ok(0);
             };
+            let charged = vouch_runtime::cost::charge_uncharged(&*store, &*board, now_ms())
+                .map_err(store_err)?;
             if json {
-                outln!("{}", serde_json::to_string(&r)?);
+                let mut v = serde_json::to_value(&r)?;
+                v["charged"] = json!(charged);
+                outln!("{v}");
             } else {
                 outln!(
-                    "Swept: {} attempt(s) timed out, {} suspended with their waiting run, {} task(s) expired, {} promoted, {} queued for resumption.",
+                    "Swept: {} attempt(s) timed out, {} suspended with their waiting run, {} task(s) expired, {} promoted, {} queued for resumption, {} ended attempt(s) charged with their run's cost.",
                     r.timed_out.len(),
                     r.suspended.len(),
                     r.expired.len(),
                     r.promoted.len(),
-                    r.resumed.len()
+                    r.resumed.len(),
+                    charged
                 );
             }
             Ok(0)
@@ -589,6 +623,8 @@ fn offer_args(kind: &str, brief: String) -> OfferArgs {
         criteria_value: None,
         references: vec![],
         correlation: None,
+        context: vec![],
+        context_ids: vec![],
         repo: None,
         base: None,
         allow: vec![],
@@ -667,6 +703,7 @@ fn continue_task(
     a.running_timeout_ms = s.running_timeout_ms;
     a.criteria_value = s.criteria.clone();
     a.references = vec![id.to_string()];
+    a.context_ids = s.context.clone();
     // extend: the parent's thread goes on; fork: a new thread from the parent's tip.
     a.correlation = Some(match mode {
         "fork" => String::new(),
@@ -726,11 +763,14 @@ fn offer(dir: &Path, board: &dyn BoardStore, a: OfferArgs, json: bool) -> Result
         running_timeout_ms: a.running_timeout_ms,
         references: a.references,
         correlation: a.correlation,
+        context: stored_context(dir, &a.context, a.context_ids)?,
     };
     let id = format!("t{}", vouch_runtime::host::new_id(&SystemClock));
+    let artifacts = crate::home::open_artifacts(dir)?;
     let offered = vouch_runtime::offer::offer(
         board,
         &types,
+        Some(&*artifacts),
         &req,
         a.idempotency_key,
         "person",
@@ -771,6 +811,82 @@ fn offer(dir: &Path, board: &dyn BoardStore, a: OfferArgs, json: bool) -> Result
         }
     }
     Ok(0)
+}
+
+/// `vouch task thread ID` (§13.1): every task of the thread in the order offered, each with
+/// its attempts (end and reason), its accepted output and the verdicts on it.
+fn show_thread(board: &dyn BoardStore, id: &str, json: bool) -> Result<i32> {
+    let thread = vouch_store::board::thread(board, id).map_err(store_err)?;
+    if thread.is_empty() {
+        return Err(bad(format!(
+            "no task has correlation `{}` and none has that id; offer one with `vouch task offer --correlation ID`",
+            clean(id)
+        )));
+    }
+    if json {
+        outln!("{}", json!({"correlation": id, "tasks": thread}));
+        return Ok(0);
+    }
+    outln!("Thread {} ({} tasks)", clean(id), thread.len());
+    for t in &thread {
+        outln!(
+            "{}  {}  {}  {}",
+            t.task.id,
+            t.task.state,
+            clean(&t.task.kind),
+            clean(&t.task.spec.brief)
+        );
+        for a in &t.attempts {
+            let end = a.end_reason.as_deref().map(clean).unwrap_or_default();
+            let run = a.run_id.as_deref().unwrap_or("no run");
+            outln!(
+                "    attempt {}  {}  {}  {} tokens  {}  {end}",
+                a.n,
+                a.state,
+                clean(&a.claimant),
+                a.usage.tokens,
+                run
+            );
+        }
+        if let Some(r) = &t.result {
+            // A result may be a megabyte: the line shows its start (`--json` has it whole).
+            let text: String = r
+                .to_string()
+                .chars()
+                .take(THREAD_RESULT_CHARS_MAX)
+                .collect();
+            outln!("    result  {}", clean(&text));
+        }
+        for (judge, v) in &t.verdicts {
+            let word = if v.passed { "passed" } else { "not passed" };
+            outln!(
+                "    verdict {word} by {judge}  {}",
+                clean(&v.scores.to_string())
+            );
+        }
+    }
+    Ok(0)
+}
+
+/// `--context FILE`: each file stored in the home's artifact store by content id (the offer
+/// checks and pins them, §13.1.2), after the ids a continuation carries over.
+fn stored_context(dir: &Path, files: &[PathBuf], mut ids: Vec<String>) -> Result<Vec<String>> {
+    let store = crate::home::open_artifacts(dir)?;
+    for f in files {
+        let bytes = std::fs::read(f).map_err(|e| bad(format!("--context {}: {e}", f.display())))?;
+        if std::str::from_utf8(&bytes).is_err() {
+            return Err(bad(format!(
+                "--context {}: not UTF-8 text; pin text the model can read",
+                f.display()
+            )));
+        }
+        ids.push(
+            store
+                .put(&bytes)
+                .map_err(|e| bad(format!("--context {}: {e}", f.display())))?,
+        );
+    }
+    Ok(ids)
 }
 
 fn say(json: bool, v: Value, human: String) {
@@ -996,6 +1112,7 @@ pub fn measures(dir: &Path, a: MeasuresArgs, json: bool) -> Result<i32> {
             since_ms,
             friction_turns: a.friction_turns,
             friction_failed_tools: a.friction_failed_tools,
+            correlation: a.correlation.clone(),
         })
         .map_err(store_err)?;
     let thresholds = json!({"friction_turns": a.friction_turns, "friction_failed_tool_calls": a.friction_failed_tools});
@@ -1070,6 +1187,14 @@ pub fn measures(dir: &Path, a: MeasuresArgs, json: bool) -> Result<i32> {
             "  verdict pass rate       {} of {} judged",
             r.verdicts_passed,
             r.judged
+        );
+        outln!(
+            "  failures by class       model outage {} · tool error {} · malformed output {} · policy refusal {} · worker crash {}",
+            r.failed_model_outage,
+            r.failed_tool_error,
+            r.failed_malformed_output,
+            r.failed_policy_refusal,
+            r.failed_worker_crash
         );
     }
     Ok(0)

@@ -290,6 +290,18 @@ fn sigkill_mid_attempt_lease_lapses(pg: bool) {
     assert_eq!(atts[0]["claimant"], "doomed");
     assert_eq!(atts[1]["claimant"], "rescuer");
     assert!(atts[0]["result_id"].is_null());
+    // The lapsed lease is classified a worker crash and counted against the claimant that
+    // crashed, not the rescuer (§13.3.2, §13.7.1).
+    assert_eq!(atts[0]["detail"]["failure_class"], "worker_crash", "{v}");
+    let m = b.json(&["measures", "--by", "claimant"]);
+    let doomed = m["cohorts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["cohort"] == "doomed")
+        .unwrap_or_else(|| panic!("{m}"));
+    assert_eq!(doomed["counts"]["failed_worker_crash"], 1, "{m}");
+    assert_eq!(doomed["counts"]["attempts"], 1, "{m}");
     assert_eq!(atts[1]["result_id"], v["task"]["result_id"]);
     assert_eq!(v["result"], json!({"summary": "done"}));
 }
@@ -1046,8 +1058,11 @@ fn a_cancel_stops_the_work(pg: bool) {
     let b = Board::new(pg);
     let answers = |file: &str, think_ms: u64| {
         let manifest = json!({"deliveries": [{"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": file}}]});
+        // The first turn's tokens are what a cancelled attempt has spent (§13.7.2).
+        let mut declare = tool_calls(&[("c1", "declare", manifest)]);
+        declare["usage"] = json!({"prompt_tokens": 100, "completion_tokens": 20});
         vec![
-            (0, tool_calls(&[("c1", "declare", manifest)])),
+            (0, declare),
             (
                 think_ms,
                 tool_calls(&[
@@ -1139,6 +1154,18 @@ fn a_cancel_stops_the_work(pg: bool) {
     let run = cancelled["run"]
         .as_str()
         .unwrap_or_else(|| panic!("{ev:?}"));
+    // The cancelled attempt keeps its run and what it cost (charged from the run's journal
+    // once it ended), and the measures count it (§13.7.2).
+    let a = &b.show(&id)["attempts"][0];
+    assert_eq!(a["run_id"], run, "{a}");
+    // At least the first turn's 120 (the turn being thought when the cancel came may have
+    // been answered and journaled too: its tokens were spent as well).
+    let tokens = a["usage"]["tokens"].as_i64().unwrap();
+    assert!(tokens >= 120, "{a}");
+    assert!(a["usage"]["turns"].as_i64().unwrap() >= 1, "{a}");
+    assert_eq!(a["detail"]["charged"]["after_end"], true, "{a}");
+    let m = b.json(&["measures", "--correlation", &id]);
+    assert_eq!(m["cohorts"][0]["counts"]["tokens"], tokens, "{m}");
     let r = b.json(&["receipt", run]);
     assert_eq!(r["state"], "ended");
     let text = r["receipt"].as_str().unwrap();
@@ -1204,6 +1231,122 @@ fn a_task_cancel_ends_its_suspended_run(pg: bool) {
     assert!(err.contains(&format!("vouch task show {id}")), "{err}");
 }
 
+/// A thread (§13.1): `--correlation` on the offer, a filter on `task list` and `measures`,
+/// and `task thread` listing its tasks in order with attempts, results and verdicts; a
+/// continuation that extends a task without a correlation joins that task's thread.
+fn a_thread_is_offered_listed_measured_and_shown(pg: bool) {
+    let b = Board::new(pg);
+    let first = b.offer(&["--correlation", "release-42"]);
+    let other = b.offer(&[]);
+    let second = b.offer(&["--correlation", "release-42"]);
+    // A correlation is an id: printable, bounded.
+    let bad = b.run(&[
+        "task",
+        "offer",
+        "--type",
+        "freeform",
+        "--brief",
+        "x",
+        "--correlation",
+        "a\nb",
+    ]);
+    assert_eq!(
+        bad.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+    let script = b.script(good_script());
+    b.drain("w1", &script);
+    let listed = b.json(&["task", "list", "--correlation", "release-42"]);
+    let ids: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, vec![first.as_str(), second.as_str()]);
+    let m = b.json(&["measures", "--correlation", "release-42"]);
+    assert_eq!(m["cohorts"][0]["counts"]["tasks"], 2, "{m}");
+    assert_eq!(m["cohorts"][0]["counts"]["accepted"], 2, "{m}");
+    let t = b.json(&["task", "thread", "release-42"]);
+    let tasks = t["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 2);
+    assert_eq!(tasks[0]["task"]["id"], first.as_str());
+    assert_eq!(tasks[0]["attempts"][0]["state"], "completed");
+    assert_eq!(tasks[0]["result"], json!({"summary": "done"}));
+    let human = b.run(&["task", "thread", "release-42"]);
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(text.contains(&first) && text.contains(&second), "{text}");
+    assert!(!text.contains(&other), "{text}");
+    // A continuation of a task without a correlation joins that task's thread.
+    let c = b.json(&["task", "continue", &other, "--brief", "again"])["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let t = b.json(&["task", "thread", &other]);
+    let ids: Vec<&str> = t["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["task"]["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, vec![other.as_str(), c.as_str()]);
+    // An unknown thread is bad input, said so.
+    let out = b.run(&["task", "thread", "no-such-thread"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-thread"));
+}
+
+/// Pinned context (§13.1.2): `--context FILE` is stored and pinned by content id with the
+/// task, the attempt's model is given its exact text (the conversation the host keeps shows
+/// it), a continuation keeps it, and a file that is not text is bad input.
+fn pinned_context_reaches_the_model(pg: bool) {
+    let b = Board::new(pg);
+    let guide = b.tmp.path().join("guide.md");
+    std::fs::write(&guide, "House style: every summary names its sources.\n").unwrap();
+    let id = b.offer(&["--context", guide.to_str().unwrap()]);
+    let t = b.show(&id);
+    let cid = t["task"]["spec"]["context"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(cid.starts_with("sha256:"), "{t}");
+    let script = b.script(good_script());
+    b.drain("w1", &script);
+    assert_eq!(state(&b.show(&id)), "completed");
+    let c = b.json(&["task", "continue", &id, "--brief", "again"])["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let cv = b.show(&c);
+    assert_eq!(cv["task"]["spec"]["context"][0], cid.as_str(), "{cv}");
+    let conversation = cv["task"]["spec"]["input"]["continuation"]["conversation"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let got = b.run(&["artifact", "get", &conversation]);
+    let text = String::from_utf8_lossy(&got.stdout);
+    assert!(
+        text.contains(&format!("Pinned context {cid}")) && text.contains("names its sources"),
+        "{text}"
+    );
+    let binary = b.tmp.path().join("blob.bin");
+    std::fs::write(&binary, [0xff, 0xfe, 0x00]).unwrap();
+    let out = b.run(&[
+        "task",
+        "offer",
+        "--type",
+        "freeform",
+        "--brief",
+        "x",
+        "--context",
+        binary.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--context"));
+}
+
 macro_rules! both {
     ($($name:ident),*) => {
         mod sqlite { $( #[test] fn $name() { super::$name(false) } )* }
@@ -1213,6 +1356,8 @@ macro_rules! both {
 
 both!(
     eight_workers_race,
+    pinned_context_reaches_the_model,
+    a_thread_is_offered_listed_measured_and_shown,
     sigkill_mid_attempt_lease_lapses,
     malformed_result_repaired_in_session,
     bad_input_is_exit_2,

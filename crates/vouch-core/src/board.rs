@@ -115,6 +115,47 @@ impl AttemptState {
 }
 
 /// How a live attempt ends without a cancel.
+/// Why an attempt failed, as whoever saw it says (§13.3.2): recorded on the attempt and
+/// counted in the measures. It never decides a retry: `retryable` stays explicit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureClass {
+    /// The model server was unreachable, overloaded, failing or refusing the request.
+    ModelOutage,
+    /// A tool, the host or the worker's own machinery failed the run.
+    ToolError,
+    /// Every submission was malformed: the repairs were spent.
+    MalformedOutput,
+    /// The runtime profile refused the work (its recorded policy, a tool it does not allow).
+    PolicyRefusal,
+    /// The worker stopped answering: no first heartbeat, or its lease lapsed.
+    WorkerCrash,
+}
+
+impl FailureClass {
+    pub const ALL: [FailureClass; 5] = [
+        FailureClass::ModelOutage,
+        FailureClass::ToolError,
+        FailureClass::MalformedOutput,
+        FailureClass::PolicyRefusal,
+        FailureClass::WorkerCrash,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureClass::ModelOutage => "model_outage",
+            FailureClass::ToolError => "tool_error",
+            FailureClass::MalformedOutput => "malformed_output",
+            FailureClass::PolicyRefusal => "policy_refusal",
+            FailureClass::WorkerCrash => "worker_crash",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<FailureClass> {
+        FailureClass::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "end")]
 pub enum AttemptEnd {

@@ -174,6 +174,7 @@ pub fn run_task_scenario(s: &Scenario, plan: &TaskPlan, dir: &Path) -> Result<Va
 impl Board {
     fn spec(&self, brief: &str, input: Value, criteria: Option<Value>) -> TaskSpec {
         TaskSpec {
+            context: vec![],
             brief: brief.to_string(),
             input,
             correlation: String::new(),
@@ -411,6 +412,7 @@ impl Board {
                     ReportKind::Failed {
                         retryable: w.retryable,
                         reason: "the worker's environment failed".into(),
+                        class: None,
                     }
                 };
                 if !self.report(ctx, &at, kind, None, None, Usage::default())? {
@@ -658,6 +660,7 @@ impl Board {
             ReportKind::Failed {
                 retryable: false,
                 reason: "the prerequisite failed".into(),
+                class: None,
             }
         };
         if !self.report(ctx, &at, kind, None, None, Usage::default())? {

@@ -7,6 +7,7 @@ pub mod bounded;
 pub mod capability;
 pub mod clock;
 pub mod config;
+pub mod cost;
 pub mod crash;
 pub mod doctor;
 pub mod durable;

@@ -13,6 +13,9 @@ use vouch_store::StoreError;
 /// Tags one task carries at most, and a tag's length at most.
 pub const TAGS_MAX: usize = 32;
 pub const TAG_CHARS_MAX: usize = 64;
+/// Pinned context texts one offer carries at most, and their bytes at most together.
+pub const CONTEXT_MAX: usize = 16;
+pub const CONTEXT_BYTES_MAX: usize = 256 * 1024;
 /// A brief's length at most, in characters.
 pub const BRIEF_CHARS_MAX: usize = 16_384;
 /// An idempotency key's length at most.
@@ -82,6 +85,10 @@ pub struct TaskOffer {
     /// The thread this task belongs to (§13.5.2: a continuation `extend`s its parent's).
     #[serde(default)]
     pub correlation: Option<String>,
+    /// Pinned context (§13.1.2): content ids of stored UTF-8 texts, given to the attempt's
+    /// model with the task and pinned by the offer.
+    #[serde(default)]
+    pub context: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -134,11 +141,64 @@ fn refuse_unprintable(req: &TaskOffer, idempotency_key: Option<&str>) -> Result<
     Ok(())
 }
 
+/// The pinned context is stored UTF-8 text, bounded, and pinned here (§13.1.2): an id that
+/// is not a content id, or names nothing stored, is bad input at offer time.
+fn pin_context(
+    artifacts: Option<&dyn vouch_artifacts::ArtifactStore>,
+    cids: &[String],
+) -> Result<(), OfferError> {
+    if cids.is_empty() {
+        return Ok(());
+    }
+    if cids.len() > CONTEXT_MAX {
+        return Err(field(
+            "context",
+            format!("takes at most {CONTEXT_MAX} texts"),
+        ));
+    }
+    let store = artifacts.ok_or_else(|| {
+        field(
+            "context",
+            "cannot be pinned here: this host has no artifact store",
+        )
+    })?;
+    let mut total = 0usize;
+    for cid in cids {
+        vouch_artifacts::parse_cid(cid).map_err(|e| field("context", format!("`{cid}`: {e}")))?;
+        let bytes = store.get(cid).map_err(|e| {
+            field(
+                "context",
+                format!(
+                    "`{cid}` is not stored here ({e}); store it first (`vouch artifact put FILE`)"
+                ),
+            )
+        })?;
+        if std::str::from_utf8(&bytes).is_err() {
+            return Err(field("context", format!("`{cid}` is not UTF-8 text")));
+        }
+        total += bytes.len();
+        if total > CONTEXT_BYTES_MAX {
+            return Err(field(
+                "context",
+                format!("is more than {CONTEXT_BYTES_MAX} bytes together"),
+            ));
+        }
+    }
+    for cid in cids {
+        store
+            .pin(cid)
+            .map_err(|e| field("context", format!("`{cid}` could not be pinned: {e}")))?;
+    }
+    Ok(())
+}
+
 /// Check an offer and put it on the board: `Created`, or `Existing` for a repeated
 /// idempotency key with the same request (a different request under it is `Conflict`).
+#[allow(clippy::too_many_arguments)]
 pub fn offer(
     board: &dyn BoardStore,
     types: &TaskTypes,
+    artifacts: Option<&dyn vouch_artifacts::ArtifactStore>,
     req: &TaskOffer,
     idempotency_key: Option<String>,
     owner: &str,
@@ -207,6 +267,7 @@ pub fn offer(
         }
     }
     refuse_unprintable(req, idempotency_key.as_deref())?;
+    pin_context(artifacts, &req.context)?;
     let ty = types.get(&req.kind).ok_or_else(|| {
         field(
             "type",
@@ -288,6 +349,9 @@ pub fn offer(
     if let Some(c) = &req.correlation {
         request["correlation"] = json!(c);
     }
+    if !req.context.is_empty() {
+        request["context"] = json!(req.context);
+    }
     let task = NewTask {
         id,
         kind: req.kind.clone(),
@@ -305,6 +369,7 @@ pub fn offer(
         spec: TaskSpec {
             brief: req.brief.clone(),
             input,
+            context: req.context.clone(),
             correlation: req.correlation.clone().unwrap_or_default(),
             criteria: req.criteria.clone(),
             references,

@@ -17,6 +17,7 @@ use serde_json::Value;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use vouch_core::board::FailureClass;
 use vouch_core::board::TaskState;
 use vouch_store::board::{
     claim_statement, report_statement, AttemptRef, BoardStore, Claim, ClaimRequest, Heartbeat,
@@ -111,7 +112,12 @@ impl LocalBoard {
 
 impl BoardClient for LocalBoard {
     fn sweep(&self, now_ms: i64) -> Result<(), WorkerError> {
-        self.board.sweep(now_ms).map(|_| ()).map_err(Into::into)
+        // Fenced across hosts: when another process is sweeping, that sweep does this work.
+        vouch_store::board::sweep_fenced(&*self.host.store, &*self.board, now_ms, false)?;
+        // Every ended attempt whose run's cost nobody reported is charged from its run's
+        // journal (§13.7.2); a failure is tried again at the next sweep.
+        crate::cost::charge_uncharged(&*self.host.store, &*self.board, now_ms)?;
+        Ok(())
     }
     fn claim(&self, mut req: ClaimRequest) -> Result<Option<Claim>, WorkerError> {
         req.signature = self.sign(claim_statement(&req))?;
@@ -437,7 +443,8 @@ impl WorkerLoop {
             Ok(p) if p.fingerprint == claim.attempt.policy_fingerprint => p,
             _ => {
                 let why = "the attempt's recorded policy does not match its fingerprint";
-                return self.finish(at, failed(false, why.into()), None);
+                let class = FailureClass::PolicyRefusal;
+                return self.finish(at, failed(false, why.into(), class), None);
             }
         };
         let t = &claim.task;
@@ -486,7 +493,11 @@ impl WorkerLoop {
             Err(e) => {
                 return self.finish(
                     at,
-                    failed(true, format!("the run could not go on: {e}")),
+                    failed(
+                        true,
+                        format!("the run could not go on: {e}"),
+                        FailureClass::ToolError,
+                    ),
                     None,
                 )
             }
@@ -587,8 +598,13 @@ impl WorkerLoop {
     }
 }
 
-fn failed(retryable: bool, reason: String) -> ReportKind {
-    ReportKind::Failed { retryable, reason }
+/// A failed report with its class (§13.3.2): what went wrong, never whether to retry.
+fn failed(retryable: bool, reason: String, class: FailureClass) -> ReportKind {
+    ReportKind::Failed {
+        retryable,
+        reason,
+        class: Some(class),
+    }
 }
 
 /// The heartbeats of one attempt while it runs: from a thread (real workers) or none (a

@@ -395,6 +395,7 @@ fn new_task(id: &str) -> NewTask {
         idempotency_key: None,
         request_id: format!("sha256:{id}"),
         spec: TaskSpec {
+            context: vec![],
             brief: format!("brief of {id}"),
             input: json!({"brief": format!("brief of {id}")}),
             correlation: id.into(),
@@ -540,9 +541,16 @@ fn a_model_outage_is_classified_and_named_as_the_attempts_end() {
         vec![std::time::Duration::from_secs(7)],
         "Retry-After honoured"
     );
-    let ReportKind::Failed { retryable, reason } = report else {
+    let ReportKind::Failed {
+        retryable,
+        reason,
+        class,
+    } = report
+    else {
         panic!("{report:?}")
     };
+    // The host classifies the outage (§13.3.2); the retry is still `retryable`'s.
+    assert_eq!(class, Some(vouch_core::board::FailureClass::ModelOutage));
     assert!(retryable);
     assert!(
         reason.contains("overloaded") && reason.contains("HTTP 503"),
@@ -558,9 +566,16 @@ fn a_model_outage_is_classified_and_named_as_the_attempts_end() {
     // A 401 is fatal: not retried within the turn, nor across attempts.
     let (report, waits, asked) = failed_attempt(vec![Reply::status(401, &[])]);
     assert_eq!((asked, waits.len()), (1, 0));
-    let ReportKind::Failed { retryable, reason } = report else {
+    let ReportKind::Failed {
+        retryable,
+        reason,
+        class,
+    } = report
+    else {
         panic!("{report:?}")
     };
+    // The host classifies the outage (§13.3.2); the retry is still `retryable`'s.
+    assert_eq!(class, Some(vouch_core::board::FailureClass::ModelOutage));
     assert!(!retryable, "{reason}");
     assert!(
         reason.contains("refused") && reason.contains("401"),
@@ -586,7 +601,10 @@ fn a_model_outage_is_classified_and_named_as_the_attempts_end() {
     let out = h
         .run_task_attempt(&work, &TaskTypes::builtin(), &job)
         .unwrap();
-    let Some(ReportKind::Failed { retryable, reason }) = out.report else {
+    let Some(ReportKind::Failed {
+        retryable, reason, ..
+    }) = out.report
+    else {
         panic!("{:?}", out.report)
     };
     assert!(retryable && reason.contains("unreachable"), "{reason}");

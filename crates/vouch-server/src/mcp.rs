@@ -74,6 +74,10 @@ pub fn tools() -> Vec<Tool> {
         "claimant": {"type": "string", "description": "the worker identity (default: this server's)"},
         "signature": {"type": "string", "description": "Ed25519 signature of the report statement (§13.6.2); signed for you when this server holds the worker's key"},
     });
+    let usage = json!({"type": "object", "description": "without `run`: what the attempt cost, by your own count", "properties": {
+        "turns": {"type": "integer", "minimum": 0}, "tokens": {"type": "integer", "minimum": 0},
+        "tool_calls": {"type": "integer", "minimum": 0}, "failed_tool_calls": {"type": "integer", "minimum": 0},
+    }, "required": ["turns", "tokens", "tool_calls", "failed_tool_calls"], "additionalProperties": false});
     let with = |extra: Value, required: &[&str]| {
         let mut p = attempt.clone();
         if let (Value::Object(p), Value::Object(e)) = (&mut p, extra) {
@@ -85,6 +89,7 @@ pub fn tools() -> Vec<Tool> {
         tool("task_list", "List tasks on the board, oldest first.", obj(json!({
             "state": {"type": "string", "enum": ["waiting", "queued", "dispatched", "running", "completed", "failed", "cancelled", "expired"]},
             "tag": {"type": "string"},
+            "correlation": {"type": "string", "description": "only the tasks of this thread (§13.1)"},
             "limit": {"type": "integer", "minimum": 1, "maximum": 500},
         }), &[])),
         tool("task_offer", "Offer a task on the board (type, brief, input, tags, criteria, max_attempts, …).", obj(json!({
@@ -94,6 +99,8 @@ pub fn tools() -> Vec<Tool> {
             "tags": {"type": "array", "items": {"type": "string"}},
             "criteria": {},
             "max_attempts": {"type": "integer", "minimum": 1, "maximum": 20},
+            "correlation": {"type": "string", "description": "the thread of related tasks this one belongs to (§13.1)"},
+            "context": {"type": "array", "items": {"type": "string"}, "description": "pinned context: content ids of stored UTF-8 texts given to the attempt's model"},
             "idempotency_key": {"type": "string"},
         }), &["type", "brief"])),
         tool("task_claim", "Claim the oldest claimable task matching your filters; answers the task and your attempt (number, epoch), or claimed: false.", obj(json!({
@@ -110,11 +117,14 @@ pub fn tools() -> Vec<Tool> {
             "result": {"type": "object"},
             "self_assessment": {"type": ["object", "null"]},
             "run": {"type": "string", "description": "the run you did the work in (its receipt goes with the report)"},
+            "usage": usage.clone(),
         }), &["task", "attempt", "epoch", "result"])),
         tool("task_fail", "Report that your attempt failed; it is retried while attempts remain only if retryable.", with(json!({
             "retryable": {"type": "boolean"},
             "reason": {"type": "string"},
             "run": {"type": "string"},
+            "usage": usage,
+            "class": {"type": "string", "enum": ["model_outage", "tool_error", "malformed_output", "policy_refusal", "worker_crash"], "description": "why it failed, when you know; it never decides the retry"},
         }), &["task", "attempt", "epoch", "retryable", "reason"])),
         tool("task_abort", "Give your attempt back because you are stopping (retryable; it does not count against the task's attempts).", with(json!({
             "reason": {"type": "string"},
@@ -201,6 +211,19 @@ fn id(args: &Value, k: &'static str) -> ApiResult<String> {
     let v = text(args, k)?;
     vouch_core::input::check_id(&v).map_err(|e| ApiError::field(k, format!("`{k}` {e}")))?;
     Ok(v)
+}
+
+/// A report's `usage` (a worker's own count, §13.7.2), when given.
+fn usage_arg(args: &Value) -> ApiResult<Option<vouch_store::board::Usage>> {
+    match args.get("usage") {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => serde_json::from_value(v.clone()).map(Some).map_err(|e| {
+            ApiError::field(
+                "usage",
+                format!("`usage` is {{turns, tokens, tool_calls, failed_tool_calls}}: {e}"),
+            )
+        }),
+    }
 }
 
 fn opt_text(args: &Value, k: &str) -> Option<String> {
@@ -398,6 +421,7 @@ impl VouchMcp {
                     state,
                     tag: opt_text(args, "tag"),
                     limit: limit.clamp(1, crate::tasks::PAGE_TASKS_MAX as u64) as usize,
+                    correlation: opt_text(args, "correlation"),
                 })?;
                 Ok(json!({"tasks": to_value(&tasks)?}))
             }
@@ -486,6 +510,7 @@ impl VouchMcp {
                         result,
                         self_assessment: args.get("self_assessment").cloned(),
                         run,
+                        usage: usage_arg(args)?,
                         signature,
                     },
                 )?;
@@ -505,6 +530,7 @@ impl VouchMcp {
                     ReportKind::Failed {
                         retryable,
                         reason: reason.clone(),
+                        class: None,
                     },
                     run.clone(),
                 )?;
@@ -518,6 +544,16 @@ impl VouchMcp {
                         retryable,
                         reason,
                         run,
+                        usage: usage_arg(args)?,
+                        class: match args.get("class") {
+                            None | Some(Value::Null) => None,
+                            Some(v) => Some(serde_json::from_value(v.clone()).map_err(|_| {
+                                ApiError::field(
+                                    "class",
+                                    "`class` is model_outage, tool_error, malformed_output, policy_refusal or worker_crash",
+                                )
+                            })?),
+                        },
                         signature,
                     },
                 )?;

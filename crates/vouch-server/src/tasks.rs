@@ -53,11 +53,12 @@ fn json<T: Serialize>(v: &T) -> ApiResult<Value> {
     serde_json::to_value(v).map_err(|e| ApiError::internal(format!("encode a task: {e}")))
 }
 
-/// Tasks, oldest first, filtered by state and tag.
+/// Tasks, oldest first, filtered by state, tag and thread (correlation).
 #[utoipa::path(get, path = "/api/tasks", tag = "tasks",
     params(
         ("state" = Option<String>, Query, pattern = "^(waiting|queued|dispatched|running|completed|failed|cancelled|expired)$", description = "waiting, queued, dispatched, running, completed, failed, cancelled, expired"),
         ("tag" = Option<String>, Query, description = "only tasks with this tag"),
+        ("correlation" = Option<String>, Query, description = "only the tasks of this thread: its correlation, or the thread's first task's id"),
         ("limit" = Option<usize>, Query, minimum = 1, maximum = 500, description = "1–500 (default 100)"),
     ),
     responses(
@@ -82,6 +83,7 @@ pub async fn list_tasks(State(s): State<AppState>, q: QueryMap) -> ApiResult<Jso
         state,
         tag: q.0.get("tag").cloned(),
         limit,
+        correlation: q.0.get("correlation").cloned(),
     };
     let board = board(&s)?;
     blocking(move || {
@@ -184,6 +186,15 @@ pub struct OfferBody {
     pub dispatch_timeout_ms: Option<i64>,
     /// Default 7200000.
     pub running_timeout_ms: Option<i64>,
+    /// Tasks this one refers to (a continuation's parent).
+    pub references: Option<Vec<String>>,
+    /// The thread of related tasks this one belongs to (§13.1); list a thread with
+    /// `GET /api/tasks?correlation=…`.
+    pub correlation: Option<String>,
+    /// Pinned context (§13.1.2): content ids of stored UTF-8 texts (at most 16, 256 KiB
+    /// together), given to the attempt's model with the task; an id nothing is stored under is
+    /// 422.
+    pub context: Option<Vec<String>>,
 }
 
 /// The offered task and whether this request created it.
@@ -467,11 +478,13 @@ mod tests {
             "criteria": ["c"], "max_attempts": 2, "after": [], "profiles": [],
             "deadline_s": 60, "lease_ms": 1000, "heartbeat_ms": 100,
             "dispatch_timeout_ms": 1000, "running_timeout_ms": 1000,
+            "references": ["t0"], "correlation": "thread-1", "context": [],
         });
         let doc: OfferBody = serde_json::from_value(full.clone()).unwrap();
         let parsed: TaskOffer = serde_json::from_value(full.clone()).unwrap();
         assert_eq!(serde_json::to_value(&doc).unwrap(), full);
         assert_eq!(parsed.max_attempts, 2);
+        assert_eq!(parsed.correlation.as_deref(), Some("thread-1"));
         let mut extra = full;
         extra["colour"] = "red".into();
         assert!(serde_json::from_value::<OfferBody>(extra.clone()).is_err());

@@ -114,6 +114,12 @@ pub struct SubmitBody {
     /// taken from the host's own journal.
     #[serde(default)]
     pub run: Option<String>,
+    /// Without `run`: the worker's own count of what the attempt cost (`turns`, `tokens`,
+    /// `tool_calls`, `failed_tool_calls`; non-negative). With `run` the run's journal counts
+    /// it and this is refused.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub usage: Option<Usage>,
     /// Signature over the canonical JSON of `{"report": {"task", "attempt", "claimant",
     /// "epoch", "outcome": "accepted", "output": CID of the result, "run"}}`.
     pub signature: String,
@@ -129,6 +135,15 @@ pub struct FailBody {
     pub reason: String,
     #[serde(default)]
     pub run: Option<String>,
+    /// As in `SubmitBody`: the worker's own count when it names no run.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub usage: Option<Usage>,
+    /// Why it failed, when the worker knows (§13.3.2): `model_outage`, `tool_error`,
+    /// `malformed_output`, `policy_refusal` or `worker_crash`. It never decides the retry.
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub class: Option<vouch_core::board::FailureClass>,
     /// Signature over the report statement with `"outcome": "failed"`, `"output": null`.
     pub signature: String,
 }
@@ -276,6 +291,35 @@ fn board_err(e: StoreError) -> ApiError {
     }
 }
 
+/// A report's receipt and usage: the host's own journal when it names a run, else the
+/// worker's own count (a worker outside vouch, §13.7.2), which must be non-negative.
+fn report_facts(
+    s: &AppState,
+    run: Option<&str>,
+    usage: Option<Usage>,
+) -> ApiResult<(Option<String>, Usage)> {
+    match (run, usage) {
+        (Some(_), Some(_)) => Err(ApiError::field(
+            "usage",
+            "the named run's journal counts this attempt's usage; leave `usage` out or name no run",
+        )),
+        (None, Some(u)) => {
+            if [u.turns, u.tokens, u.tool_calls, u.failed_tool_calls]
+                .iter()
+                .any(|v| *v < 0)
+                || u.failed_tool_calls > u.tool_calls
+            {
+                return Err(ApiError::field(
+                    "usage",
+                    "counts are non-negative, and failed_tool_calls at most tool_calls",
+                ));
+            }
+            Ok((None, u))
+        }
+        (run, None) => run_facts(s, run),
+    }
+}
+
 /// The run's receipt and the host's own usage counts, for a report naming a run.
 fn run_facts(s: &AppState, run: Option<&str>) -> ApiResult<(Option<String>, Usage)> {
     let Some(run) = run else {
@@ -312,17 +356,25 @@ pub fn offer(
     let board = board_of(s)?;
     let now = s.host.clock.now_ms();
     let id = format!("t{}", vouch_runtime::host::new_id(s.host.clock.as_ref()));
-    let offered =
-        vouch_runtime::offer::offer(board.as_ref(), &s.work.types, req, key, "api", id, now)
-            .map_err(|e| match e {
-                vouch_runtime::offer::OfferError::Field { field, message } => {
-                    ApiError::field(field, format!("`{field}` {message}"))
-                }
-                vouch_runtime::offer::OfferError::Store(StoreError::Conflict(m)) => {
-                    ApiError::new(StatusCode::CONFLICT, "conflict", m).with_field("Idempotency-Key")
-                }
-                vouch_runtime::offer::OfferError::Store(e) => e.into(),
-            })?;
+    let offered = vouch_runtime::offer::offer(
+        board.as_ref(),
+        &s.work.types,
+        s.work.artifacts.as_deref(),
+        req,
+        key,
+        "api",
+        id,
+        now,
+    )
+    .map_err(|e| match e {
+        vouch_runtime::offer::OfferError::Field { field, message } => {
+            ApiError::field(field, format!("`{field}` {message}"))
+        }
+        vouch_runtime::offer::OfferError::Store(StoreError::Conflict(m)) => {
+            ApiError::new(StatusCode::CONFLICT, "conflict", m).with_field("Idempotency-Key")
+        }
+        vouch_runtime::offer::OfferError::Store(e) => e.into(),
+    })?;
     let created = matches!(offered, vouch_store::board::Offered::Created(_));
     Ok((created, json_of(offered.task())?))
 }
@@ -371,6 +423,9 @@ pub fn claim_next(s: &AppState, b: &ClaimBody) -> ApiResult<ClaimResult> {
     // across hosts) does this one's work.
     if let Err(e) = vouch_store::board::sweep_fenced(&*s.store, &*board, now, false) {
         tracing::warn!(error = %e, "sweep before a claim failed");
+    }
+    if let Err(e) = vouch_runtime::cost::charge_uncharged(s.store.as_ref(), board.as_ref(), now) {
+        tracing::warn!(error = %e, "charging ended attempts failed");
     }
     let started = std::time::Instant::now();
     let claim = board.claim(&req).map_err(board_err);
@@ -473,7 +528,7 @@ pub fn submit(s: &AppState, task: &str, n: u32, b: &SubmitBody) -> ApiResult<Rep
     )
     .map_err(submit_err)?;
     let assessment = accepted.self_assessment;
-    let (receipt, usage) = run_facts(s, b.run.as_deref())?;
+    let (receipt, usage) = report_facts(s, b.run.as_deref(), b.usage)?;
     let report = Report {
         attempt: at,
         kind: ReportKind::Accepted {
@@ -540,12 +595,13 @@ pub fn fail(s: &AppState, task: &str, n: u32, b: &FailBody) -> ApiResult<ReportR
     let at = attempt_ref(task, n, &b.claimant, b.epoch)?;
     let reason = reason(&b.reason)?;
     let (board, verifier) = verified(s)?;
-    let (receipt, usage) = run_facts(s, b.run.as_deref())?;
+    let (receipt, usage) = report_facts(s, b.run.as_deref(), b.usage)?;
     let report = Report {
         attempt: at,
         kind: ReportKind::Failed {
             retryable: b.retryable,
             reason,
+            class: b.class,
         },
         run_id: b.run.clone(),
         receipt,

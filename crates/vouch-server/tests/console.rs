@@ -34,6 +34,7 @@ struct Server {
     _tmp: tempfile::TempDir,
     base: String,
     host: Arc<Host>,
+    board: Arc<dyn vouch_store::board::BoardStore>,
 }
 
 fn start() -> Server {
@@ -41,7 +42,9 @@ fn start() -> Server {
     for d in ["files", "surfaces", "drafts", "artifacts"] {
         std::fs::create_dir_all(tmp.path().join(d)).unwrap();
     }
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&tmp.path().join("vouch.db")).unwrap());
+    let sqlite = Arc::new(SqliteStore::open(&tmp.path().join("vouch.db")).unwrap());
+    let store: Arc<dyn Store> = sqlite.clone();
+    let board: Arc<dyn vouch_store::board::BoardStore> = sqlite;
     store
         .put_token(&ApiToken {
             name: "person".into(),
@@ -90,7 +93,8 @@ fn start() -> Server {
         let p: BTreeMap<DestinationKind, Arc<dyn Provider>> = BTreeMap::new();
         Ok(vouch_runtime::doctor::doctor(&Config::default(), &p, &[]))
     });
-    let state = vouch_server::AppState::new(host.clone(), store, doctor);
+    let mut state = vouch_server::AppState::new(host.clone(), store, doctor);
+    state.board = Some(board.clone());
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -110,6 +114,7 @@ fn start() -> Server {
         _tmp: tmp,
         base: format!("http://{}", rx.recv().unwrap()),
         host,
+        board,
     }
 }
 
@@ -412,4 +417,67 @@ fn only_a_person_token_signs_in_and_the_cookie_is_secure_behind_tls() {
     for flag in ["; Secure", "HttpOnly", "SameSite=Strict"] {
         assert!(set.contains(flag), "{set}");
     }
+}
+
+/// A thread's page (§13.1.1) lists every task of the correlation in the order offered, with
+/// its attempts and accepted output, and nothing of another thread; the measures page takes
+/// the thread as a filter and says so; an unknown thread is a 404 page.
+#[test]
+fn a_threads_page_lists_its_tasks_in_order() {
+    use vouch_store::board::{ReportKind, Usage};
+    let s = start();
+    let cookie = s.sign_in("UTC");
+    let offer = |id: &str, correlation: &str, at: i64| {
+        let mut t = vouch_store::board_conformance::new_task(id, 1, at);
+        t.spec.correlation = correlation.into();
+        t.spec.brief = format!("brief of {id}");
+        s.board.offer(&t).unwrap();
+    };
+    offer("t-first", "", T0);
+    offer("t-elsewhere", "other", T0 + 1);
+    offer("t-second", "t-first", T0 + 2);
+    let c = s
+        .board
+        .claim(&vouch_store::board_conformance::claim_req(
+            "w1",
+            Some("t-first"),
+            T0 + 10,
+        ))
+        .unwrap()
+        .unwrap();
+    s.board
+        .report(&vouch_store::board::Report {
+            attempt: vouch_store::board::AttemptRef {
+                task_id: c.task.id.clone(),
+                n: c.attempt.n,
+                claimant: c.attempt.claimant.clone(),
+                epoch: c.attempt.epoch,
+            },
+            kind: ReportKind::Accepted {
+                result: json!({"summary": "the first answer"}),
+                self_assessment: None,
+                verdict: None,
+            },
+            run_id: None,
+            receipt: None,
+            usage: Usage::default(),
+            signature: None,
+            now_ms: T0 + 20,
+        })
+        .unwrap();
+    let (code, body) = s.page(&cookie, "/console/threads/t-first");
+    assert_eq!(code, 200, "{body}");
+    let (a, b) = (
+        body.find("brief of t-first").unwrap(),
+        body.find("brief of t-second").unwrap(),
+    );
+    assert!(a < b, "in the order offered: {body}");
+    assert!(body.contains("the first answer"), "{body}");
+    assert!(body.contains("completed"), "{body}");
+    assert!(!body.contains("t-elsewhere"), "{body}");
+    let (code, body) = s.page(&cookie, "/console/measures?correlation=t-first");
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("Only thread"), "{body}");
+    let (code, body) = s.page(&cookie, "/console/threads/nothing-here");
+    assert_eq!(code, 404, "{body}");
 }

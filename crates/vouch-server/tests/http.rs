@@ -1551,11 +1551,19 @@ fn workers_flow(pg: bool) {
         s.get(&format!("/api/tasks/{task}")).json()["task"]["state"],
         "running"
     );
-    let done = s.post(&submit, json!({"claimant": "w1", "epoch": epoch, "result": result, "signature": report_sig(&w1, &task, n, epoch, "accepted", Some(&result))}));
+    // A worker outside vouch reports its own usage (§13.7.2); negative counts are refused.
+    let bad_usage = json!({"turns": 1, "tokens": -5, "tool_calls": 0, "failed_tool_calls": 0});
+    let p = s
+        .post(&submit, json!({"claimant": "w1", "epoch": epoch, "result": result, "usage": bad_usage, "signature": report_sig(&w1, &task, n, epoch, "accepted", Some(&result))}))
+        .problem(422, "invalid_field");
+    assert_eq!(p["field"], "usage", "{p}");
+    let usage = json!({"turns": 3, "tokens": 1540, "tool_calls": 4, "failed_tool_calls": 1});
+    let done = s.post(&submit, json!({"claimant": "w1", "epoch": epoch, "result": result, "usage": usage, "signature": report_sig(&w1, &task, n, epoch, "accepted", Some(&result))}));
     assert_eq!(done.status, 200, "{}", done.body);
     let done = done.json();
     assert_eq!(done["task"]["state"], "completed");
     assert_eq!(done["attempt"]["state"], "completed");
+    assert_eq!(done["attempt"]["usage"], usage, "{done}");
     assert_eq!(
         done["task"]["result_id"],
         vouch_artifacts::json_content_id(&result).unwrap()
@@ -1567,6 +1575,15 @@ fn workers_flow(pg: bool) {
         s.get(&format!("/api/tasks/{task}")).json()["task"]["state"],
         "completed"
     );
+
+    // Pinned context names stored text: an id nothing is stored under is refused at offer.
+    let p = s
+        .post(
+            "/api/tasks",
+            json!({"type": "freeform", "brief": "x", "context": [vouch_artifacts::content_id(b"nothing stored")]}),
+        )
+        .problem(422, "invalid_field");
+    assert_eq!(p["field"], "context", "{p}");
 
     // Abort (retryable, does not count) then fail (not retryable) ends the task failed.
     let t2 = s

@@ -74,6 +74,7 @@ impl Sim<'_> {
             input: json!({"brief": format!("simulated task {id}")}),
             correlation: String::new(),
             criteria: None,
+            context: vec![],
             references: vec![],
             lease_ms: core_board::DEFAULT_LEASE_MS,
             heartbeat_ms: core_board::DEFAULT_HEARTBEAT_MS,

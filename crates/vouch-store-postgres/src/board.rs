@@ -8,9 +8,9 @@ use postgres::Row;
 use serde_json::Value;
 use vouch_core::board::{AttemptState, Condition, TaskState};
 use vouch_store::board::{
-    self as ops, AttemptRecord, AttemptRef, BoardStore, BoardTx, Claim, ClaimRequest, Heartbeat,
-    MeasureRow, MeasuresQuery, NewTask, Offered, Report, Reported, SweepReport, TaskFilter,
-    TaskRecord, TaskSpec, Usage, Verdict, SWEEP_BATCH_MAX, TASK_LIST_MAX,
+    self as ops, AttemptCost, AttemptRecord, AttemptRef, BoardStore, BoardTx, Claim, ClaimRequest,
+    Heartbeat, MeasureRow, MeasuresQuery, NewTask, Offered, Report, Reported, SweepReport,
+    TaskFilter, TaskRecord, TaskSpec, Usage, Verdict, SWEEP_BATCH_MAX, TASK_LIST_MAX,
 };
 use vouch_store::codec::{ATTEMPT_COLS, TASK_COLS};
 use vouch_store::{StoreError, StoreResult};
@@ -143,7 +143,7 @@ impl BoardTx for Tx<'_, '_, '_> {
         self.0
             .execute(
                 &format!(
-                    "INSERT INTO tasks ({TASK_COLS}, lease_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)"
+                    "INSERT INTO tasks ({TASK_COLS}, lease_ms, correlation) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)"
                 ),
                 &[
                     &t.id,
@@ -172,6 +172,7 @@ impl BoardTx for Tx<'_, '_, '_> {
                     &t.resuming,
                     &t.updated_ms,
                     &t.spec.lease_ms,
+                    &t.spec.correlation,
                 ],
             )
             .map_err(db_err)?;
@@ -424,9 +425,10 @@ impl BoardStore for PostgresStore {
             &format!(
                 "SELECT {TASK_COLS} FROM tasks t WHERE ($1::text IS NULL OR t.state = $1) \
                  AND ($2::text IS NULL OR EXISTS (SELECT 1 FROM task_tags g WHERE g.task_id = t.id AND g.tag = $2)) \
+                 AND ($4::text IS NULL OR t.correlation = $4 OR t.id = $4) \
                  ORDER BY t.created_ms, t.ord LIMIT $3"
             ),
-            &[&state, &filter.tag, &limit],
+            &[&state, &filter.tag, &limit, &filter.correlation],
         )?;
         rows.iter().map(task_row).collect()
     }
@@ -436,7 +438,79 @@ impl BoardStore for PostgresStore {
             &format!("SELECT {ATTEMPT_COLS} FROM task_attempts WHERE task_id = $1 ORDER BY n"),
             &[&task_id],
         )?;
-        rows.iter().map(attempt_row).collect()
+        let attempts = rows
+            .iter()
+            .map(attempt_row)
+            .collect::<StoreResult<Vec<_>>>()?;
+        let costs = self
+            .query(
+                "SELECT task_id, n, run_id, turns, tokens, tool_calls, failed_tool_calls, at_ms FROM task_attempt_costs WHERE task_id = $1",
+                &[&task_id],
+            )?
+            .iter()
+            .map(|r| {
+                let n: i64 = col(r, 1, "cost attempt")?;
+                Ok(AttemptCost {
+                    task_id: col(r, 0, "cost task")?,
+                    n: u32::try_from(n).map_err(|e| corrupt("cost attempt", e))?,
+                    run_id: col(r, 2, "cost run")?,
+                    usage: Usage {
+                        turns: col(r, 3, "cost turns")?,
+                        tokens: col(r, 4, "cost tokens")?,
+                        tool_calls: col(r, 5, "cost tool calls")?,
+                        failed_tool_calls: col(r, 6, "cost failed tool calls")?,
+                    },
+                    at_ms: col(r, 7, "cost time")?,
+                })
+            })
+            .collect::<StoreResult<Vec<_>>>()?;
+        Ok(ops::with_costs(attempts, &costs))
+    }
+
+    fn uncharged(&self, now_ms: i64) -> StoreResult<Vec<(String, u32, String)>> {
+        let sql = ops::UNCHARGED_SQL.replace("?1", "$1").replace("?2", "$2");
+        self.query(&sql, &[&now_ms, &(SWEEP_BATCH_MAX as i64)])?
+            .iter()
+            .map(|r| {
+                let n: i64 = col(r, 1, "attempt n")?;
+                Ok((col(r, 0, "task id")?, n as u32, col(r, 2, "run id")?))
+            })
+            .collect()
+    }
+
+    fn charge(&self, cost: &AttemptCost) -> StoreResult<bool> {
+        let mut sql = ops::CHARGE_SQL.to_string();
+        for i in (1..=8).rev() {
+            sql = sql.replace(&format!("?{i}"), &format!("${i}"));
+        }
+        let inserted = self.exec(
+            &sql,
+            &[
+                &cost.task_id,
+                &i64::from(cost.n),
+                &cost.run_id,
+                &cost.usage.turns,
+                &cost.usage.tokens,
+                &cost.usage.tool_calls,
+                &cost.usage.failed_tool_calls,
+                &cost.at_ms,
+            ],
+        )?;
+        if inserted == 1 {
+            return Ok(true);
+        }
+        let a = self
+            .attempts(&cost.task_id)?
+            .into_iter()
+            .find(|a| a.n == cost.n);
+        // Read through `attempts`, a charged attempt shows its cost's run: read the row's own.
+        let own = a.map(|mut a| {
+            if a.detail.get("charged").is_some() {
+                a.run_id = None;
+            }
+            a
+        });
+        ops::charge_refused(own.as_ref(), cost)
     }
 
     fn claim(&self, req: &ClaimRequest) -> StoreResult<Option<Claim>> {
@@ -578,7 +652,12 @@ impl BoardStore for PostgresStore {
     fn measures(&self, q: &MeasuresQuery) -> StoreResult<Vec<MeasureRow>> {
         let rows = self.query(
             &ops::measures_sql(q.by, true),
-            &[&q.since_ms, &q.friction_turns, &q.friction_failed_tools],
+            &[
+                &q.since_ms,
+                &q.friction_turns,
+                &q.friction_failed_tools,
+                &q.correlation,
+            ],
         )?;
         rows.iter()
             .map(|r| {
@@ -601,6 +680,11 @@ impl BoardStore for PostgresStore {
                     tokens: n(14)?,
                     judged: n(15)?,
                     verdicts_passed: n(16)?,
+                    failed_model_outage: n(17)?,
+                    failed_tool_error: n(18)?,
+                    failed_malformed_output: n(19)?,
+                    failed_policy_refusal: n(20)?,
+                    failed_worker_crash: n(21)?,
                 })
             })
             .collect()

@@ -381,4 +381,32 @@ ALTER TABLE api_tokens
 ALTER TABLE api_tokens ADD CONSTRAINT api_tokens_worker_identity
     CHECK ((scope = 'worker') = (identity IS NOT NULL));
 "#,
+    // 12: a task's thread (§13.1) as a column, so a thread is listed and measured by index
+    // instead of by reading every task's spec.
+    r#"
+ALTER TABLE tasks ADD COLUMN correlation TEXT NOT NULL DEFAULT '';
+UPDATE tasks SET correlation = COALESCE(spec::json->>'correlation', '');
+CREATE INDEX tasks_by_correlation ON tasks (correlation, created_ms, ord) WHERE correlation <> '';
+"#,
+    // 13: what an attempt's run cost when the attempt ended without a report carrying it
+    // (§13.7.2): written once, beside the attempt row, which never changes once ended.
+    r#"
+CREATE TABLE task_attempt_costs (
+    task_id TEXT NOT NULL,
+    n BIGINT NOT NULL CHECK (n >= 1),
+    run_id TEXT NOT NULL UNIQUE,
+    turns BIGINT NOT NULL CHECK (turns >= 0),
+    tokens BIGINT NOT NULL CHECK (tokens >= 0),
+    tool_calls BIGINT NOT NULL CHECK (tool_calls >= 0),
+    failed_tool_calls BIGINT NOT NULL CHECK (failed_tool_calls >= 0),
+    at_ms BIGINT NOT NULL,
+    PRIMARY KEY (task_id, n)
+);
+CREATE FUNCTION task_attempt_costs_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'a charged cost never changes' USING ERRCODE = 'VJ001';
+END $$;
+CREATE TRIGGER task_attempt_costs_final BEFORE UPDATE OR DELETE ON task_attempt_costs
+    FOR EACH ROW EXECUTE FUNCTION task_attempt_costs_refuse_change();
+"#,
 ];

@@ -7,9 +7,9 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::Value;
 use vouch_core::board::{AttemptState, Condition, TaskState};
 use vouch_store::board::{
-    self as ops, AttemptRecord, AttemptRef, BoardStore, BoardTx, Claim, ClaimRequest, Heartbeat,
-    MeasureRow, MeasuresQuery, NewTask, Offered, Report, Reported, SweepReport, TaskFilter,
-    TaskRecord, TaskSpec, Usage, Verdict, SWEEP_BATCH_MAX, TASK_LIST_MAX,
+    self as ops, AttemptCost, AttemptRecord, AttemptRef, BoardStore, BoardTx, Claim, ClaimRequest,
+    Heartbeat, MeasureRow, MeasuresQuery, NewTask, Offered, Report, Reported, SweepReport,
+    TaskFilter, TaskRecord, TaskSpec, Usage, Verdict, SWEEP_BATCH_MAX, TASK_LIST_MAX,
 };
 use vouch_store::codec::{ATTEMPT_COLS, TASK_COLS};
 use vouch_store::{StoreError, StoreResult};
@@ -118,7 +118,7 @@ impl BoardTx for Tx<'_> {
         let condition = t.condition.as_ref().map(json).transpose()?;
         self.0
             .prepare_cached(&format!(
-                "INSERT INTO tasks ({TASK_COLS}, lease_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)"
+                "INSERT INTO tasks ({TASK_COLS}, lease_ms, correlation) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)"
             ))
             .map_err(db_err)?
             .execute(params![
@@ -148,6 +148,7 @@ impl BoardTx for Tx<'_> {
                 t.resuming,
                 t.updated_ms,
                 t.spec.lease_ms,
+                t.spec.correlation,
             ])
             .map_err(db_err)?;
         let mut st = self
@@ -396,12 +397,18 @@ impl BoardStore for SqliteStore {
                 .prepare_cached(&format!(
                     "SELECT {TASK_COLS} FROM tasks t WHERE (?1 IS NULL OR t.state = ?1) \
                      AND (?2 IS NULL OR EXISTS (SELECT 1 FROM task_tags g WHERE g.task_id = t.id AND g.tag = ?2)) \
+                     AND (?4 IS NULL OR t.correlation = ?4 OR t.id = ?4) \
                      ORDER BY t.created_ms, t.rowid LIMIT ?3"
                 ))
                 .map_err(db_err)?;
             let rows = st
                 .query_map(
-                    params![filter.state.map(|s| s.as_str()), filter.tag, limit],
+                    params![
+                        filter.state.map(|s| s.as_str()),
+                        filter.tag,
+                        limit,
+                        filter.correlation
+                    ],
                     task_row,
                 )
                 .map_err(db_err)?;
@@ -417,8 +424,68 @@ impl BoardStore for SqliteStore {
                 ))
                 .map_err(db_err)?;
             let rows = st.query_map([task_id], attempt_row).map_err(db_err)?;
+            let attempts = rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)?;
+            let mut st = c
+                .prepare_cached(
+                    "SELECT task_id, n, run_id, turns, tokens, tool_calls, failed_tool_calls, at_ms FROM task_attempt_costs WHERE task_id = ?1",
+                )
+                .map_err(db_err)?;
+            let costs = st
+                .query_map([task_id], |r| {
+                    Ok(AttemptCost {
+                        task_id: r.get(0)?,
+                        n: r.get(1)?,
+                        run_id: r.get(2)?,
+                        usage: Usage {
+                            turns: r.get(3)?,
+                            tokens: r.get(4)?,
+                            tool_calls: r.get(5)?,
+                            failed_tool_calls: r.get(6)?,
+                        },
+                        at_ms: r.get(7)?,
+                    })
+                })
+                .map_err(db_err)?
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .map_err(read_err)?;
+            Ok(ops::with_costs(attempts, &costs))
+        })
+    }
+
+    fn uncharged(&self, now_ms: i64) -> StoreResult<Vec<(String, u32, String)>> {
+        self.read(|c| {
+            let mut st = c.prepare_cached(ops::UNCHARGED_SQL).map_err(db_err)?;
+            let rows = st
+                .query_map(params![now_ms, SWEEP_BATCH_MAX as i64], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })
+                .map_err(db_err)?;
             rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
         })
+    }
+
+    fn charge(&self, cost: &AttemptCost) -> StoreResult<bool> {
+        let c = cost.clone();
+        let inserted = self.write(move |conn| {
+            conn.prepare_cached(ops::CHARGE_SQL)
+                .map_err(db_err)?
+                .execute(params![
+                    c.task_id,
+                    c.n,
+                    c.run_id,
+                    c.usage.turns,
+                    c.usage.tokens,
+                    c.usage.tool_calls,
+                    c.usage.failed_tool_calls,
+                    c.at_ms
+                ])
+                .map_err(db_err)
+        })?;
+        if inserted == 1 {
+            return Ok(true);
+        }
+        let a = self.read(|c| Tx(c).attempt(&cost.task_id, cost.n))?;
+        ops::charge_refused(a.as_ref(), cost)
     }
 
     fn claim(&self, req: &ClaimRequest) -> StoreResult<Option<Claim>> {
@@ -591,7 +658,12 @@ impl BoardStore for SqliteStore {
             let mut st = c.prepare(&sql).map_err(db_err)?;
             let rows = st
                 .query_map(
-                    params![q.since_ms, q.friction_turns, q.friction_failed_tools],
+                    params![
+                        q.since_ms,
+                        q.friction_turns,
+                        q.friction_failed_tools,
+                        q.correlation
+                    ],
                     |r| {
                         Ok(MeasureRow {
                             cohort: r.get(0)?,
@@ -611,6 +683,11 @@ impl BoardStore for SqliteStore {
                             tokens: r.get(14)?,
                             judged: r.get(15)?,
                             verdicts_passed: r.get(16)?,
+                            failed_model_outage: r.get(17)?,
+                            failed_tool_error: r.get(18)?,
+                            failed_malformed_output: r.get(19)?,
+                            failed_policy_refusal: r.get(20)?,
+                            failed_worker_crash: r.get(21)?,
                         })
                     },
                 )

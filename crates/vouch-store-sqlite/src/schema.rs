@@ -276,4 +276,30 @@ ALTER TABLE api_tokens ADD COLUMN scope TEXT NOT NULL DEFAULT 'person'
 ALTER TABLE api_tokens ADD COLUMN identity TEXT
     CHECK ((scope = 'worker') = (identity IS NOT NULL));
 "#,
+    // 13: a task's thread (§13.1) as a column, so a thread is listed and measured by index
+    // instead of by reading every task's spec.
+    r#"
+ALTER TABLE tasks ADD COLUMN correlation TEXT NOT NULL DEFAULT '';
+UPDATE tasks SET correlation = COALESCE(json_extract(spec, '$.correlation'), '');
+CREATE INDEX tasks_by_correlation ON tasks(correlation, created_ms) WHERE correlation <> '';
+"#,
+    // 14: what an attempt's run cost when the attempt ended without a report carrying it
+    // (§13.7.2): written once, beside the attempt row, which never changes once ended.
+    r#"
+CREATE TABLE task_attempt_costs (
+    task_id TEXT NOT NULL,
+    n INTEGER NOT NULL CHECK (n >= 1),
+    run_id TEXT NOT NULL UNIQUE,
+    turns INTEGER NOT NULL CHECK (turns >= 0),
+    tokens INTEGER NOT NULL CHECK (tokens >= 0),
+    tool_calls INTEGER NOT NULL CHECK (tool_calls >= 0),
+    failed_tool_calls INTEGER NOT NULL CHECK (failed_tool_calls >= 0),
+    at_ms INTEGER NOT NULL,
+    PRIMARY KEY (task_id, n)
+) WITHOUT ROWID;
+CREATE TRIGGER task_attempt_costs_no_update BEFORE UPDATE ON task_attempt_costs
+BEGIN SELECT RAISE(ABORT, 'a charged cost never changes'); END;
+CREATE TRIGGER task_attempt_costs_no_delete BEFORE DELETE ON task_attempt_costs
+BEGIN SELECT RAISE(ABORT, 'a charged cost never changes'); END;
+"#,
 ];

@@ -11,8 +11,8 @@ use crate::{StoreError, StoreResult};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use vouch_core::board::{
-    apply, step, AttemptChange, AttemptEnd, AttemptState, BoardEvent, Condition, Refused,
-    TaskSnapshot, TaskState, Transition,
+    apply, step, AttemptChange, AttemptEnd, AttemptState, BoardEvent, Condition, FailureClass,
+    Refused, TaskSnapshot, TaskState, Transition,
 };
 
 /// Largest task input, result or report detail, in bytes of JSON.
@@ -50,6 +50,10 @@ pub struct NewTask {
 pub struct TaskSpec {
     pub brief: String,
     pub input: Value,
+    /// Pinned context (§13.1.2): content ids of stored UTF-8 texts the attempt's model is given
+    /// with the task, in this order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub context: Vec<String>,
     pub correlation: String,
     pub criteria: Option<Value>,
     /// Other tasks this one refers to (e.g. a judge's target).
@@ -135,6 +139,38 @@ pub struct Usage {
     pub failed_tool_calls: i64,
 }
 
+/// What an attempt's run cost, charged after the attempt ended without its report carrying it
+/// (cancelled, timed out, aborted, or a report refused as late; §13.7.2). Kept apart from the
+/// attempt's row, which never changes once ended, and written once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttemptCost {
+    pub task_id: String,
+    pub n: u32,
+    /// The attempt's run (a run of its task created while the attempt was live).
+    pub run_id: String,
+    /// From the host's own journal of that run.
+    pub usage: Usage,
+    pub at_ms: i64,
+}
+
+/// Shows charged costs on the attempts they belong to: an attempt without a run of its own
+/// takes its charged run and usage, and `detail.charged` says when they were charged.
+pub fn with_costs(mut attempts: Vec<AttemptRecord>, costs: &[AttemptCost]) -> Vec<AttemptRecord> {
+    for a in attempts.iter_mut().filter(|a| a.run_id.is_none()) {
+        if let Some(c) = costs.iter().find(|c| c.task_id == a.task_id && c.n == a.n) {
+            a.run_id = Some(c.run_id.clone());
+            a.usage = c.usage;
+            if let Some(d) = a.detail.as_object_mut() {
+                d.insert(
+                    "charged".into(),
+                    serde_json::json!({"at_ms": c.at_ms, "after_end": true}),
+                );
+            }
+        }
+    }
+    attempts
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Offered {
     Created(TaskRecord),
@@ -206,6 +242,9 @@ pub enum ReportKind {
     Failed {
         retryable: bool,
         reason: String,
+        /// Why, when the reporter knows (§13.3.2); it never decides the retry.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        class: Option<FailureClass>,
     },
     Aborted {
         reason: String,
@@ -292,6 +331,10 @@ pub const SUSPENDED_ORPHANS_SQL: &str = "SELECT a.task_id, a.n, r.id FROM task_a
 pub struct TaskFilter {
     pub state: Option<TaskState>,
     pub tag: Option<String>,
+    /// Only the tasks of this thread (§13.1): its correlation is this, or it is the task of
+    /// this id (a thread's first task, whose continuations name it as their correlation).
+    #[serde(default)]
+    pub correlation: Option<String>,
     pub limit: usize,
 }
 
@@ -320,13 +363,16 @@ impl Cohort {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MeasuresQuery {
     pub by: Cohort,
     /// Tasks queued at or after this instant (the window, §13.7).
     pub since_ms: i64,
     pub friction_turns: i64,
     pub friction_failed_tools: i64,
+    /// Only the tasks of this thread (as [`TaskFilter::correlation`]).
+    #[serde(default)]
+    pub correlation: Option<String>,
 }
 
 /// Raw counts per cohort; the rates are computed from them, never collapsed (§13.7).
@@ -349,6 +395,17 @@ pub struct MeasureRow {
     pub tokens: i64,
     pub judged: i64,
     pub verdicts_passed: i64,
+    /// Failed attempts by class (§13.3.2); unclassified failures are in none of them.
+    #[serde(default)]
+    pub failed_model_outage: i64,
+    #[serde(default)]
+    pub failed_tool_error: i64,
+    #[serde(default)]
+    pub failed_malformed_output: i64,
+    #[serde(default)]
+    pub failed_policy_refusal: i64,
+    #[serde(default)]
+    pub failed_worker_crash: i64,
 }
 
 /// The board's store. Every write is durable on return and refused (`Conflict`, nothing
@@ -390,10 +447,96 @@ pub trait BoardStore: Send + Sync {
     fn result(&self, id: &str) -> StoreResult<Option<Value>>;
     fn verdicts(&self, target: &str) -> StoreResult<Vec<(String, Verdict)>>;
     fn measures(&self, q: &MeasuresQuery) -> StoreResult<Vec<MeasureRow>>;
+    /// Ended attempts whose run's cost nobody reported (§13.7.2): `(task, attempt, run)` for
+    /// each ended attempt with no run of its own, not yet charged, whose task has a run created
+    /// while the attempt was live, named by no attempt, and ended or no longer held by a live
+    /// owner at `now_ms` ([`UNCHARGED_SQL`]). At most [`SWEEP_BATCH_MAX`].
+    fn uncharged(&self, now_ms: i64) -> StoreResult<Vec<(String, u32, String)>>;
+    /// Charge an ended attempt with its run's cost, once: `false` when it was charged before
+    /// (or its run was); `Conflict` when the attempt is live or already has a run of its own.
+    fn charge(&self, cost: &AttemptCost) -> StoreResult<bool>;
     /// How many tasks are in each state: every state of `TaskState::ALL`, in that order,
     /// zero when none. One `GROUP BY` ([`TASKS_BY_STATE_SQL`]), so it is exact at any size of
     /// board (a listing stops at `TASK_LIST_MAX`).
     fn task_counts(&self) -> StoreResult<Vec<(TaskState, u64)>>;
+}
+
+/// One task of a thread (§13.1) with what became of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThreadTask {
+    pub task: TaskRecord,
+    /// Oldest first.
+    pub attempts: Vec<AttemptRecord>,
+    /// The accepted output, when there is one.
+    pub result: Option<Value>,
+    /// Verdicts on this task's accepted output: `(judge task, verdict)`.
+    pub verdicts: Vec<(String, Verdict)>,
+}
+
+/// Every task of a thread — tasks whose correlation is `correlation`, and the task of that id
+/// (a thread's first task) — in the order they were offered, each with its attempts, its
+/// accepted output and the verdicts on it. At most [`TASK_LIST_MAX`] tasks.
+pub fn thread(board: &dyn BoardStore, correlation: &str) -> StoreResult<Vec<ThreadTask>> {
+    let tasks = board.tasks(&TaskFilter {
+        state: None,
+        tag: None,
+        correlation: Some(correlation.to_string()),
+        limit: TASK_LIST_MAX,
+    })?;
+    let mut out = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        let result = match &task.result_id {
+            Some(id) => board.result(id)?,
+            None => None,
+        };
+        out.push(ThreadTask {
+            attempts: board.attempts(&task.id)?,
+            verdicts: board.verdicts(&task.id)?,
+            result,
+            task,
+        });
+    }
+    Ok(out)
+}
+
+/// [`BoardStore::uncharged`] in portable SQL; `?1` is now, `?2` the batch.
+pub const UNCHARGED_SQL: &str = "SELECT a.task_id, a.n, r.id FROM task_attempts a \
+     JOIN runs r ON r.scope = 'task:' || a.task_id AND r.trigger = 'task' \
+     AND r.created_ms >= a.claimed_ms AND r.created_ms <= a.ended_ms \
+     AND (r.state = 'ended' OR r.owner IS NULL OR r.lease_until_ms IS NULL OR r.lease_until_ms < ?1) \
+     WHERE a.state IN ('failed', 'cancelled', 'aborted', 'timed_out') AND a.run_id IS NULL \
+     AND NOT EXISTS (SELECT 1 FROM task_attempts b WHERE b.run_id = r.id) \
+     AND NOT EXISTS (SELECT 1 FROM task_attempt_costs k \
+       WHERE (k.task_id = a.task_id AND k.n = a.n) OR k.run_id = r.id) \
+     ORDER BY a.task_id, a.n, r.created_ms LIMIT ?2";
+
+/// [`BoardStore::charge`] in portable SQL: inserts only for an ended attempt without a run of
+/// its own; `?1`…`?8` are task, n, run, turns, tokens, tool calls, failed tool calls, at.
+pub const CHARGE_SQL: &str = "INSERT INTO task_attempt_costs \
+     (task_id, n, run_id, turns, tokens, tool_calls, failed_tool_calls, at_ms) \
+     SELECT CAST(?1 AS TEXT), CAST(?2 AS BIGINT), CAST(?3 AS TEXT), CAST(?4 AS BIGINT), \
+       CAST(?5 AS BIGINT), CAST(?6 AS BIGINT), CAST(?7 AS BIGINT), CAST(?8 AS BIGINT) WHERE EXISTS (SELECT 1 FROM task_attempts a \
+       WHERE a.task_id = CAST(?1 AS TEXT) AND a.n = CAST(?2 AS BIGINT) AND a.run_id IS NULL \
+       AND a.state IN ('failed', 'cancelled', 'aborted', 'timed_out')) \
+     ON CONFLICT DO NOTHING";
+
+/// Why [`CHARGE_SQL`] inserted nothing: charged before (`Ok(false)`), or refused.
+pub fn charge_refused(attempt: Option<&AttemptRecord>, cost: &AttemptCost) -> StoreResult<bool> {
+    match attempt {
+        None => Err(StoreError::NotFound {
+            what: "attempt",
+            id: format!("{}#{}", cost.task_id, cost.n),
+        }),
+        Some(a) if !a.state.is_final() => Err(StoreError::Conflict(format!(
+            "attempt {} of task `{}` is live: its report carries its usage",
+            a.n, a.task_id
+        ))),
+        Some(a) if a.run_id.is_some() => Err(StoreError::Conflict(format!(
+            "attempt {} of task `{}` has its run already; its report carried its usage",
+            a.n, a.task_id
+        ))),
+        Some(_) => Ok(false),
+    }
 }
 
 /// Tasks by state, in portable SQL over the board's tables.
@@ -954,9 +1097,16 @@ pub fn report(tx: &mut dyn BoardTx, r: &Report) -> StoreResult<Reported> {
                 tx.put_verdict(&t.id, v, now)?;
             }
         }
-        ReportKind::Failed { retryable, reason } => {
+        ReportKind::Failed {
+            retryable,
+            reason,
+            class,
+        } => {
             na.retryable = Some(*retryable);
             na.end_reason = Some(reason.clone());
+            if let (Some(c), Value::Object(m)) = (class, &mut detail) {
+                m.insert("failure_class".into(), Value::from(c.as_str()));
+            }
         }
         ReportKind::Aborted { reason } => {
             na.retryable = Some(true);
@@ -1017,6 +1167,14 @@ pub fn time_out(
     let nt = task_after(&t, Some(a.state), &tr, now);
     let mut na = attempt_after(&a, AttemptState::TimedOut, now);
     na.end_reason = Some(format!("the {clock} clock ran out"));
+    // No first heartbeat, or heartbeats stopped: the worker stopped answering (§13.3.2). A
+    // running clock that ran out is the task's limit, not a crash.
+    if clock != "running" {
+        na.detail = merge(
+            &a.detail,
+            &serde_json::json!({"failure_class": FailureClass::WorkerCrash.as_str()}),
+        );
+    }
     commit(tx, &t, &nt, Some((&a, &na)))?;
     Ok(Some((a.n, clock.to_string())))
 }
@@ -1098,21 +1256,42 @@ fn cohort_expr(by: Cohort) -> (&'static str, &'static str) {
 }
 
 /// §13.7 in portable SQL over the board's tables (the same in every backend's schema);
-/// placeholders `?N` (SQLite) or `$N` (PostgreSQL). `?1` window start (queue time), `?2`/`?3` friction thresholds. A task
+/// placeholders `?N` (SQLite) or `$N` (PostgreSQL). `?1` window start (queue time), `?2`/`?3`
+/// friction thresholds, `?4` a thread (correlation) or NULL for every task. A task
 /// belongs to the cohort of its latest attempt (claimant, profile, model), of its type, or
 /// of each of its tags; attempt figures follow their task.
 pub fn measures_sql(by: Cohort, dollar: bool) -> String {
     let (key, join) = cohort_expr(by);
+    // An attempt's own claimant, profile and model carry its figures (a crash is charged to
+    // the claimant whose attempt crashed, §13.7.1); other cohorts are the task's.
+    let attempt_key = match by {
+        Cohort::Claimant => "a.claimant",
+        Cohort::Profile => "a.profile",
+        Cohort::Model => "COALESCE(a.model, '(none)')",
+        Cohort::All | Cohort::Type | Cohort::Tag => "ct.cohort",
+    };
+    // The failure class lives in the attempt's detail (JSON text): each dialect reads it.
+    let class = if dollar {
+        "(a.detail::json ->> 'failure_class')"
+    } else {
+        "json_extract(a.detail, '$.failure_class')"
+    };
     let sql = format!(
         "WITH ct AS ( \
            SELECT {key} AS cohort, t.id, t.state, t.attempts, t.accepted_attempt, t.queued_ms, t.ended_ms \
            FROM tasks t {join} \
            LEFT JOIN task_attempts la ON la.task_id = t.id AND la.n = t.attempts \
            WHERE t.queued_ms IS NOT NULL AND t.queued_ms >= ?1 \
+             AND (CAST(?4 AS TEXT) IS NULL OR t.correlation = ?4 OR t.id = ?4) \
          ), \
          ca AS ( \
-           SELECT ct.cohort, a.turns, a.tokens, a.tool_calls, a.failed_tool_calls \
+           SELECT {attempt_key} AS cohort, a.turns + COALESCE(k.turns, 0) AS turns, \
+             a.tokens + COALESCE(k.tokens, 0) AS tokens, \
+             a.tool_calls + COALESCE(k.tool_calls, 0) AS tool_calls, \
+             a.failed_tool_calls + COALESCE(k.failed_tool_calls, 0) AS failed_tool_calls, \
+             {class} AS fc \
            FROM ct JOIN task_attempts a ON a.task_id = ct.id \
+           LEFT JOIN task_attempt_costs k ON k.task_id = a.task_id AND k.n = a.n \
          ), \
          mt AS ( \
            SELECT cohort, AVG(turns) AS m FROM ( \
@@ -1142,26 +1321,37 @@ pub fn measures_sql(by: Cohort, dollar: bool) -> String {
            SELECT cohort, COUNT(*) AS attempts, CAST(SUM(tool_calls) AS BIGINT) AS tool_calls, \
              CAST(SUM(failed_tool_calls) AS BIGINT) AS failed_tool_calls, \
              CAST(SUM(CASE WHEN turns >= ?2 OR failed_tool_calls >= ?3 THEN 1 ELSE 0 END) AS BIGINT) AS friction, \
-             CAST(SUM(tokens) AS BIGINT) AS tokens \
+             CAST(SUM(tokens) AS BIGINT) AS tokens, \
+             CAST(SUM(CASE WHEN fc = 'model_outage' THEN 1 ELSE 0 END) AS BIGINT) AS f_outage, \
+             CAST(SUM(CASE WHEN fc = 'tool_error' THEN 1 ELSE 0 END) AS BIGINT) AS f_tool, \
+             CAST(SUM(CASE WHEN fc = 'malformed_output' THEN 1 ELSE 0 END) AS BIGINT) AS f_malformed, \
+             CAST(SUM(CASE WHEN fc = 'policy_refusal' THEN 1 ELSE 0 END) AS BIGINT) AS f_policy, \
+             CAST(SUM(CASE WHEN fc = 'worker_crash' THEN 1 ELSE 0 END) AS BIGINT) AS f_crash \
            FROM ca GROUP BY cohort \
          ), \
          vd AS ( \
            SELECT ct.cohort, COUNT(*) AS judged, CAST(SUM(CASE WHEN v.passed THEN 1 ELSE 0 END) AS BIGINT) AS passed \
            FROM ct JOIN task_verdicts v ON v.target = ct.id GROUP BY ct.cohort \
-         ) \
-         SELECT tk.cohort, tk.tasks, tk.accepted, tk.first_ok, tk.term_failed, tk.cancelled, \
-           tk.retried, tk.recovered, COALESCE(at.attempts, 0), COALESCE(at.tool_calls, 0), \
+         ), \
+         cs AS (SELECT cohort FROM tk UNION SELECT cohort FROM at) \
+         SELECT cs.cohort, COALESCE(tk.tasks, 0), COALESCE(tk.accepted, 0), COALESCE(tk.first_ok, 0), \
+           COALESCE(tk.term_failed, 0), COALESCE(tk.cancelled, 0), \
+           COALESCE(tk.retried, 0), COALESCE(tk.recovered, 0), COALESCE(at.attempts, 0), COALESCE(at.tool_calls, 0), \
            COALESCE(at.failed_tool_calls, 0), COALESCE(at.friction, 0), \
            CAST(mt.m AS DOUBLE PRECISION), CAST(mq.m AS DOUBLE PRECISION), COALESCE(at.tokens, 0), \
-           COALESCE(vd.judged, 0), COALESCE(vd.passed, 0) \
-         FROM tk LEFT JOIN at ON at.cohort = tk.cohort LEFT JOIN mt ON mt.cohort = tk.cohort \
-         LEFT JOIN mq ON mq.cohort = tk.cohort LEFT JOIN vd ON vd.cohort = tk.cohort \
-         ORDER BY tk.cohort"
+           COALESCE(vd.judged, 0), COALESCE(vd.passed, 0), \
+           COALESCE(at.f_outage, 0), COALESCE(at.f_tool, 0), COALESCE(at.f_malformed, 0), \
+           COALESCE(at.f_policy, 0), COALESCE(at.f_crash, 0) \
+         FROM cs LEFT JOIN tk ON tk.cohort = cs.cohort LEFT JOIN at ON at.cohort = cs.cohort \
+         LEFT JOIN mt ON mt.cohort = cs.cohort \
+         LEFT JOIN mq ON mq.cohort = cs.cohort LEFT JOIN vd ON vd.cohort = cs.cohort \
+         ORDER BY cs.cohort"
     );
     if dollar {
         sql.replace("?1", "$1")
             .replace("?2", "$2")
             .replace("?3", "$3")
+            .replace("?4", "$4")
     } else {
         sql
     }
@@ -1288,6 +1478,12 @@ impl BoardStore for Verified {
     }
     fn measures(&self, q: &MeasuresQuery) -> StoreResult<Vec<MeasureRow>> {
         self.inner.measures(q)
+    }
+    fn uncharged(&self, now_ms: i64) -> StoreResult<Vec<(String, u32, String)>> {
+        self.inner.uncharged(now_ms)
+    }
+    fn charge(&self, cost: &AttemptCost) -> StoreResult<bool> {
+        self.inner.charge(cost)
     }
     fn task_counts(&self) -> StoreResult<Vec<(TaskState, u64)>> {
         self.inner.task_counts()

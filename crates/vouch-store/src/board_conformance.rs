@@ -6,7 +6,7 @@ use crate::board::*;
 use crate::StoreError;
 use serde_json::json;
 use std::sync::Arc;
-use vouch_core::board::{AttemptState, Condition, TaskState};
+use vouch_core::board::{AttemptState, Condition, FailureClass, TaskState};
 
 pub type BoardOpener<'a> = &'a dyn Fn() -> Arc<dyn BoardStore>;
 
@@ -31,6 +31,9 @@ macro_rules! board_conformance_tests {
             racing_claimants_get_each_task_once,
             cancel_races_report,
             measures_count_by_cohort,
+            threads_are_listed_and_measured,
+            ended_attempts_are_charged_once,
+            failures_are_classified,
             task_counts_are_by_state,
             signatures_are_verified,
             repairs_are_counted_on_the_attempt_row
@@ -61,6 +64,7 @@ pub fn new_task(id: &str, max_attempts: u32, at: i64) -> NewTask {
         idempotency_key: None,
         request_id: format!("sha256:{id}"),
         spec: TaskSpec {
+            context: vec![],
             brief: format!("brief of {id}"),
             input: json!({"brief": format!("brief of {id}")}),
             correlation: id.into(),
@@ -217,6 +221,7 @@ pub fn claim_order_and_filters(open: BoardOpener<'_>) {
             state: Some(TaskState::Dispatched),
             tag: Some("f-other".into()),
             limit: 10,
+            correlation: None,
         })
         .unwrap();
     assert_eq!(
@@ -280,6 +285,7 @@ pub fn heartbeat_report_and_late_words(open: BoardOpener<'_>) {
             ReportKind::Failed {
                 retryable: true,
                 reason: "late".into(),
+                class: None,
             },
             700,
         )),
@@ -312,6 +318,7 @@ pub fn retries_make_new_attempts(open: BoardOpener<'_>) {
             ReportKind::Failed {
                 retryable: true,
                 reason: "flaky".into(),
+                class: None,
             },
             20,
         ))
@@ -330,6 +337,7 @@ pub fn retries_make_new_attempts(open: BoardOpener<'_>) {
             ReportKind::Failed {
                 retryable: false,
                 reason: "bad input".into(),
+                class: None,
             },
             40,
         ))
@@ -549,6 +557,7 @@ pub fn repairs_are_counted_on_the_attempt_row(open: BoardOpener<'_>) {
     let kind = ReportKind::Failed {
         retryable: false,
         reason: "no repairs left".into(),
+        class: Some(vouch_core::board::FailureClass::MalformedOutput),
     };
     s.report(&report(&c, kind, 20)).unwrap();
     conflict(s.spend_repair(&at(&c)), "an ended attempt's repair");
@@ -579,6 +588,7 @@ pub fn aborts_are_retryable(open: BoardOpener<'_>) {
             ReportKind::Failed {
                 retryable: true,
                 reason: "x".into(),
+                class: None,
             },
             40,
         ))
@@ -726,6 +736,7 @@ pub fn measures_count_by_cohort(open: BoardOpener<'_>) {
         ReportKind::Failed {
             retryable: true,
             reason: "x".into(),
+            class: None,
         },
         1_000_150,
     ))
@@ -739,6 +750,7 @@ pub fn measures_count_by_cohort(open: BoardOpener<'_>) {
         ReportKind::Failed {
             retryable: false,
             reason: "x".into(),
+            class: None,
         },
         1_000_150,
     ))
@@ -750,6 +762,7 @@ pub fn measures_count_by_cohort(open: BoardOpener<'_>) {
             since_ms: 1_000_000,
             friction_turns: 3,
             friction_failed_tools: 3,
+            correlation: None,
         })
         .unwrap();
     let m = rows
@@ -779,6 +792,7 @@ pub fn measures_count_by_cohort(open: BoardOpener<'_>) {
             since_ms: 1_000_000,
             friction_turns: 8,
             friction_failed_tools: 3,
+            correlation: None,
         })
         .unwrap();
     let w2 = by_claimant.iter().find(|r| r.cohort == "w2").unwrap();
@@ -790,12 +804,214 @@ pub fn measures_count_by_cohort(open: BoardOpener<'_>) {
             since_ms: 1_000_000,
             friction_turns: 8,
             friction_failed_tools: 3,
+            correlation: None,
         })
         .unwrap();
     assert_eq!(
         by_tag.iter().find(|r| r.cohort == "m-tag").map(|r| r.tasks),
         Some(4)
     );
+}
+
+/// A thread (§13.1) is the tasks whose correlation names it and the task of that id (its
+/// first task); the listing, the measures and the thread view all take exactly those, in the
+/// order they were offered.
+pub fn threads_are_listed_and_measured(open: BoardOpener<'_>) {
+    let s = open();
+    let in_thread = |id: &str, correlation: &str, at| {
+        let mut t = new_task(id, 1, at);
+        t.spec.correlation = correlation.into();
+        t
+    };
+    s.offer(&in_thread("c-root", "", 2_000_000)).unwrap();
+    s.offer(&in_thread("c-other", "c-elsewhere", 2_000_001))
+        .unwrap();
+    s.offer(&in_thread("c-next", "c-root", 2_000_002)).unwrap();
+    s.offer(&in_thread("c-last", "c-root", 2_000_003)).unwrap();
+    let c = claim_id(&*s, "w1", "c-root", 2_000_010);
+    s.report(&report(&c, accepted(json!({"c": 1})), 2_000_020))
+        .unwrap();
+    let c = claim_id(&*s, "w1", "c-next", 2_000_030);
+    s.report(&report(
+        &c,
+        ReportKind::Failed {
+            retryable: false,
+            reason: "x".into(),
+            class: None,
+        },
+        2_000_040,
+    ))
+    .unwrap();
+    let listed = s
+        .tasks(&TaskFilter {
+            correlation: Some("c-root".into()),
+            limit: 10,
+            ..TaskFilter::default()
+        })
+        .unwrap();
+    assert_eq!(
+        listed.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
+        vec!["c-root", "c-next", "c-last"]
+    );
+    let nobody = s
+        .tasks(&TaskFilter {
+            correlation: Some("c-none".into()),
+            limit: 10,
+            ..TaskFilter::default()
+        })
+        .unwrap();
+    assert!(nobody.is_empty(), "{nobody:?}");
+    let rows = s
+        .measures(&MeasuresQuery {
+            by: Cohort::All,
+            since_ms: 2_000_000,
+            friction_turns: 8,
+            friction_failed_tools: 3,
+            correlation: Some("c-root".into()),
+        })
+        .unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(
+        (rows[0].tasks, rows[0].accepted, rows[0].terminal_failed),
+        (3, 1, 1)
+    );
+    let thread = thread(&*s, "c-root").unwrap();
+    assert_eq!(thread.len(), 3);
+    assert_eq!(thread[0].result, Some(json!({"c": 1})));
+    assert_eq!(thread[0].attempts.len(), 1);
+    assert_eq!(thread[1].attempts[0].state, AttemptState::Failed);
+    assert_eq!(thread[2].result, None);
+}
+
+/// An attempt that ended without a report (§13.7.2) is charged its run's cost once, beside
+/// its row; the attempt shows it; a live attempt or one whose report carried its run is
+/// refused; the measures count every attempt's tokens, and a crashed attempt's go to its own
+/// claimant, not to the one who finished the task.
+pub fn ended_attempts_are_charged_once(open: BoardOpener<'_>) {
+    let s = open();
+    let cost = |id: &str, n, run: &str, tokens| AttemptCost {
+        task_id: id.into(),
+        n,
+        run_id: run.into(),
+        usage: Usage {
+            turns: 2,
+            tokens,
+            tool_calls: 1,
+            failed_tool_calls: 0,
+        },
+        at_ms: 3_000_500,
+    };
+    // A cancelled attempt.
+    s.offer(&new_task("k-1", 1, 3_000_000)).unwrap();
+    claim_id(&*s, "w1", "k-1", 3_000_010);
+    conflict(s.charge(&cost("k-1", 1, "run-k1", 50)), "a live attempt");
+    s.cancel("k-1", 3_000_020).unwrap();
+    assert!(s.charge(&cost("k-1", 1, "run-k1", 50)).unwrap());
+    assert!(!s.charge(&cost("k-1", 1, "run-k1", 50)).unwrap(), "once");
+    assert!(!s.charge(&cost("k-1", 1, "run-k1b", 99)).unwrap(), "once");
+    let a = &s.attempts("k-1").unwrap()[0];
+    assert_eq!(a.state, AttemptState::Cancelled);
+    assert_eq!(a.run_id.as_deref(), Some("run-k1"));
+    assert_eq!(a.usage.tokens, 50);
+    assert_eq!(a.detail["charged"]["after_end"], json!(true));
+    // A crashed attempt (timed out by the sweeper), then another claimant finishes the task.
+    s.offer(&new_task("k-2", 2, 3_000_000)).unwrap();
+    claim_id(&*s, "w-crashed", "k-2", 3_000_010);
+    s.sweep(3_100_000).unwrap();
+    assert_eq!(s.attempts("k-2").unwrap()[0].state, AttemptState::TimedOut);
+    assert!(s.charge(&cost("k-2", 1, "run-k2", 70)).unwrap());
+    let c = claim_id(&*s, "w-finisher", "k-2", 3_100_010);
+    s.report(&report(&c, accepted(json!({"k": 2})), 3_100_020))
+        .unwrap();
+    conflict(
+        s.charge(&cost("k-2", 2, "run-k2b", 1)),
+        "an attempt whose report carried its run",
+    );
+    let q = |by| MeasuresQuery {
+        by,
+        since_ms: 3_000_000,
+        friction_turns: 8,
+        friction_failed_tools: 3,
+        correlation: Some("k-2".into()),
+    };
+    let all = s.measures(&q(Cohort::All)).unwrap();
+    assert_eq!(
+        (all[0].tokens, all[0].accepted, all[0].attempts),
+        (170, 1, 2)
+    );
+    assert_eq!(rates(&all[0])["tokens_per_accepted_output"], json!(170.0));
+    let by = s.measures(&q(Cohort::Claimant)).unwrap();
+    let crashed = by.iter().find(|r| r.cohort == "w-crashed").unwrap();
+    assert_eq!(
+        (crashed.tasks, crashed.attempts, crashed.tokens),
+        (0, 1, 70)
+    );
+    let finisher = by.iter().find(|r| r.cohort == "w-finisher").unwrap();
+    assert_eq!(
+        (finisher.tasks, finisher.attempts, finisher.tokens),
+        (1, 1, 100)
+    );
+}
+
+/// A failure's class (§13.3.2) is recorded on the attempt as the reporter says it, never
+/// decides the retry, a lapsed lease is a worker crash (a running timeout is not), and the
+/// measures count each class.
+pub fn failures_are_classified(open: BoardOpener<'_>) {
+    let s = open();
+    s.offer(&new_task("fc-1", 3, 4_000_000)).unwrap();
+    let c = claim_id(&*s, "w1", "fc-1", 4_000_010);
+    let r = s
+        .report(&report(
+            &c,
+            ReportKind::Failed {
+                retryable: false,
+                reason: "the model server answered 503".into(),
+                class: Some(FailureClass::ModelOutage),
+            },
+            4_000_020,
+        ))
+        .unwrap();
+    assert_eq!(r.attempt.detail["failure_class"], "model_outage");
+    assert_eq!(r.task.state, TaskState::Failed, "retryable: false decides");
+    s.offer(&new_task("fc-2", 3, 4_000_000)).unwrap();
+    let c = claim_id(&*s, "w1", "fc-2", 4_000_010);
+    let r = s
+        .report(&report(
+            &c,
+            ReportKind::Failed {
+                retryable: true,
+                reason: "no repairs left".into(),
+                class: Some(FailureClass::MalformedOutput),
+            },
+            4_000_020,
+        ))
+        .unwrap();
+    assert_eq!(r.task.state, TaskState::Queued, "retryable: true decides");
+    claim_id(&*s, "w-dies", "fc-2", 4_000_030);
+    s.sweep(4_100_000).unwrap();
+    let a = &s.attempts("fc-2").unwrap()[1];
+    assert_eq!(a.state, AttemptState::TimedOut);
+    assert_eq!(a.detail["failure_class"], "worker_crash");
+    let rows = s
+        .measures(&MeasuresQuery {
+            by: Cohort::Claimant,
+            since_ms: 4_000_000,
+            friction_turns: 8,
+            friction_failed_tools: 3,
+            correlation: None,
+        })
+        .unwrap();
+    let w1 = rows.iter().find(|r| r.cohort == "w1").unwrap();
+    assert_eq!(
+        (
+            w1.failed_model_outage,
+            w1.failed_malformed_output,
+            w1.failed_worker_crash
+        ),
+        (1, 1, 0)
+    );
+    let dies = rows.iter().find(|r| r.cohort == "w-dies").unwrap();
+    assert_eq!(dies.failed_worker_crash, 1);
 }
 
 /// A stand-in for Ed25519 in the seam's test: the "signature" is SHA-256 over the identity's
@@ -842,6 +1058,7 @@ pub fn task_counts_are_by_state(open: BoardOpener<'_>) {
                 state: Some(st),
                 tag: None,
                 limit: TASK_LIST_MAX,
+                correlation: None,
             })
             .unwrap();
         assert_eq!(listed.len() as u64, n, "{st:?}");

@@ -531,6 +531,7 @@ impl Host {
                     "the host could not commit the accepted diff: {}",
                     observed.commit_error.as_deref().unwrap_or("unknown error")
                 ),
+                class: None,
             },
             (_, Attribution::Unknown, _) => ReportKind::Failed {
                 retryable: false,
@@ -539,10 +540,12 @@ impl Host {
                     e.reasons.join("; "),
                     observed.workspace.path
                 ),
+                class: None,
             },
             (Verdict::Rejected, Attribution::Attributed, _) => ReportKind::Failed {
                 retryable: true,
                 reason: format!("patch rejected: {}", e.reasons.join("; ")),
+                class: None,
             },
         };
         // Only a worktree this attempt still holds is removed; an unknown one is kept.

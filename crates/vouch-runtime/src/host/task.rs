@@ -935,7 +935,8 @@ impl Host {
         // What the model is told (§13.4.3): durable in the run's spec, so any process that
         // rebuilds the conversation tells it the same.
         if let Some(m) = model.as_object_mut() {
-            m.insert("task".into(), task_told(job, ty));
+            let context = pinned_context(work, &job.task_id)?;
+            m.insert("task".into(), task_told(job, ty, &context));
         }
         let spec = RunSpec {
             trigger: TriggerKind::Task,
@@ -991,30 +992,38 @@ impl Host {
             RunEnd::Ended { .. } if cancelled => Some(ReportKind::Failed {
                 retryable: false,
                 reason: "the task was cancelled".into(),
+                class: None,
             }),
-            RunEnd::Ended { .. } => Some(match slot.and_then(|s| s.accepted) {
-                Some((result, self_assessment)) => {
-                    let verdict = verdict_of(&job.kind, &job.input, &result);
-                    ReportKind::Accepted {
-                        result,
-                        self_assessment,
-                        verdict,
+            RunEnd::Ended { .. } => Some(
+                match slot.map(|s| (s.accepted, s.invalid > s.repairs_max)) {
+                    Some((Some((result, self_assessment)), _)) => {
+                        let verdict = verdict_of(&job.kind, &job.input, &result);
+                        ReportKind::Accepted {
+                            result,
+                            self_assessment,
+                            verdict,
+                        }
                     }
-                }
-                // The host notices the missing handoff (§13.1): a run may fail for reasons
-                // another try can fix, so it is retryable while attempts remain.
-                None => match model_outage(&journal) {
-                    // The attempt's end names the outage; a refusal is not retried.
-                    Some((outage, why)) => ReportKind::Failed {
-                        retryable: outage.retryable(),
-                        reason: format!("{}: {why}", outage.words()),
-                    },
-                    None => ReportKind::Failed {
-                        retryable: true,
-                        reason: "the run ended without an accepted submission".into(),
+                    // The host notices the missing handoff (§13.1): a run may fail for reasons
+                    // another try can fix, so it is retryable while attempts remain.
+                    not_accepted => match model_outage(&journal) {
+                        // The attempt's end names the outage; a refusal is not retried.
+                        Some((outage, why)) => ReportKind::Failed {
+                            retryable: outage.retryable(),
+                            reason: format!("{}: {why}", outage.words()),
+                            class: Some(vouch_core::board::FailureClass::ModelOutage),
+                        },
+                        None => ReportKind::Failed {
+                            retryable: true,
+                            reason: "the run ended without an accepted submission".into(),
+                            // Every submission malformed, the repairs spent (§13.4.1): the class
+                            // says so; a run that never submitted is not classified.
+                            class: matches!(not_accepted, Some((None, true)))
+                                .then_some(vouch_core::board::FailureClass::MalformedOutput),
+                        },
                     },
                 },
-            }),
+            ),
         };
         Ok(AttemptOutcome {
             run_id,
@@ -1042,7 +1051,40 @@ fn model_outage(journal: &[vouch_store::JournalEntry]) -> Option<(crate::model::
 /// What a task attempt's model is told, kept in its run's spec: the first message (brief,
 /// pinned input, criteria and the self-assessment they need, the output schema, how the
 /// attempt ends), the output schema `submit` takes, and for a judge its target.
-fn task_told(job: &AttemptJob, ty: &TaskType) -> Value {
+/// The attempt's pinned context (§13.1.2): each text its task pins, read by content id from
+/// the artifact store (which re-hashes it), in the task's order. A task without one, or a
+/// worker without a board, has none.
+fn pinned_context(work: &TaskWork, task_id: &str) -> HostResult<Vec<(String, String)>> {
+    let Some(board) = &work.board else {
+        return Ok(vec![]);
+    };
+    let Some(task) = board.task(task_id)? else {
+        return Ok(vec![]);
+    };
+    if task.spec.context.is_empty() {
+        return Ok(vec![]);
+    }
+    let store = work.artifacts.as_ref().ok_or_else(|| {
+        HostError::BadInput(format!(
+            "task {task_id} pins context, and this worker has no artifact store to read it"
+        ))
+    })?;
+    task.spec
+        .context
+        .iter()
+        .map(|cid| {
+            let bytes = store.get(cid).map_err(|e| {
+                HostError::BadInput(format!("pinned context {cid} cannot be read: {e}"))
+            })?;
+            let text = String::from_utf8(bytes).map_err(|_| {
+                HostError::BadInput(format!("pinned context {cid} is not UTF-8 text"))
+            })?;
+            Ok((cid.clone(), text))
+        })
+        .collect()
+}
+
+fn task_told(job: &AttemptJob, ty: &TaskType, context: &[(String, String)]) -> Value {
     let mut msg = format!(
         "[vouch host] You are doing task {} (type `{}`), attempt {}.\n\nBrief:\n{}\n",
         job.task_id, job.kind, job.attempt, job.brief
@@ -1059,6 +1101,10 @@ fn task_told(job: &AttemptJob, ty: &TaskType) -> Value {
             "\nPinned context (the task's input, exactly as offered):\n{}\n",
             pretty(&pinned)
         ));
+    }
+    // The exact bytes of each pinned text, by content id (§13.1.2); the run's spec keeps them.
+    for (cid, text) in context {
+        msg.push_str(&format!("\nPinned context {cid}:\n{text}\n"));
     }
     let criteria = criteria_list(job);
     let target = (job.kind == "judge")
@@ -1083,6 +1129,9 @@ fn task_told(job: &AttemptJob, ty: &TaskType) -> Value {
         pretty(&ty.output_schema)
     ));
     let mut told = json!({"message": msg, "output_schema": ty.output_schema});
+    if !context.is_empty() {
+        told["context"] = json!(context.iter().map(|(c, _)| c).collect::<Vec<_>>());
+    }
     if let Some(t) = target {
         told["target"] = json!(t);
     }

@@ -35,6 +35,8 @@ pub struct MeasuresBody {
     pub by: String,
     /// The window's start (tasks queued at or after it), or null for every task.
     pub since_ms: Option<i64>,
+    /// The thread measured, or null for every task.
+    pub correlation: Option<String>,
     /// `friction_turns`, `friction_failed_tool_calls` (reported with the figures, §13.7) and
     /// `small_sample_tasks` (a cohort with fewer tasks is marked `small_sample`).
     #[schema(value_type = Object)]
@@ -51,6 +53,8 @@ struct Params {
     since: Option<(String, i64)>,
     friction_turns: i64,
     friction_failed_tools: i64,
+    /// Only the tasks of this thread (§13.1).
+    correlation: Option<String>,
 }
 
 fn params(q: &QueryMap) -> ApiResult<Params> {
@@ -79,6 +83,7 @@ fn params(q: &QueryMap) -> ApiResult<Params> {
         since,
         friction_turns: q.number("friction_turns", 8, 1, FRICTION_MAX)? as i64,
         friction_failed_tools: q.number("friction_failed_tools", 3, 1, FRICTION_MAX)? as i64,
+        correlation: q.0.get("correlation").filter(|c| !c.is_empty()).cloned(),
     })
 }
 
@@ -109,12 +114,14 @@ async fn compute(
             .unwrap_or(i64::MIN),
         friction_turns: p.friction_turns,
         friction_failed_tools: p.friction_failed_tools,
+        correlation: p.correlation.clone(),
     };
     let rows = blocking(move || Ok(board.measures(&q)?)).await?;
     Ok((
         MeasuresBody {
             by: p.by_word.clone(),
             since_ms: p.since.as_ref().map(|(_, w)| now_ms.saturating_sub(*w)),
+            correlation: p.correlation.clone(),
             thresholds: serde_json::json!({
                 "friction_turns": p.friction_turns,
                 "friction_failed_tool_calls": p.friction_failed_tools,
@@ -133,6 +140,7 @@ async fn compute(
         ("since" = Option<String>, Query, pattern = "^(all|[0-9]*[1-9][0-9]*[smhd])?$", description = "only tasks queued within this window: 3600s, 90m, 24h, 7d (default: all)"),
         ("friction_turns" = Option<usize>, Query, minimum = 1, maximum = 10_000, description = "an attempt with at least this many turns is high-friction (default 8)"),
         ("friction_failed_tools" = Option<usize>, Query, minimum = 1, maximum = 10_000, description = "… or with at least this many failed tool calls (default 3)"),
+        ("correlation" = Option<String>, Query, description = "only the tasks of this thread: its correlation, or the thread's first task's id"),
     ),
     responses(
         (status = 200, body = MeasuresBody),
@@ -303,6 +311,7 @@ pub async fn page(State(s): State<AppState>, signed: Signed, q: QueryMap) -> Res
             since: w.map(|w| (label.to_string(), w)),
             friction_turns: p.friction_turns,
             friction_failed_tools: p.friction_failed_tools,
+            correlation: p.correlation.clone(),
         };
         match compute(&s, &wp, now).await {
             Ok((_, r)) => over_time.push((label, r.into_iter().next())),
@@ -315,14 +324,29 @@ pub async fn page(State(s): State<AppState>, signed: Signed, q: QueryMap) -> Res
         .as_ref()
         .map(|x| x.0.clone())
         .unwrap_or_else(|| "all".into());
+    let thread = p
+        .correlation
+        .as_ref()
+        .map(|c| format!("&correlation={}", view::url_encode(c)))
+        .unwrap_or_default();
     let link = |by: &str, since: &str| {
-        format!("{BASE}/measures?by={by}&since={}", view::url_encode(since))
+        format!(
+            "{BASE}/measures?by={by}&since={}{thread}",
+            view::url_encode(since)
+        )
     };
     let html_body = html! {
         h1 { "Measures" }
         p.lead {
             "Each figure on its own, by cohort and over time; never one combined score. "
             "Computed by the store from the board and from the host's own journal of each attempt's run."
+        }
+        @if let Some(c) = &p.correlation {
+            p #thread-filter {
+                "Only thread " code { (inert(c)) } ": "
+                a href={(BASE) "/threads/" (view::seg(c))} { "its tasks in order" } " · "
+                a href={(BASE) "/measures?by=" (p.by_word)} { "every task" }
+            }
         }
         nav.filters aria-label="Cohort and window" {
             p { "By: "
@@ -350,7 +374,7 @@ pub async fn page(State(s): State<AppState>, signed: Signed, q: QueryMap) -> Res
         } @else {
             div.scroll {
                 table #cohorts {
-                    thead { tr { th { "Cohort" } th { "Tasks" } th { "Accepted" } th { "Cancelled (apart)" } th { "Attempts" } th { "Sample" } } }
+                    thead { tr { th { "Cohort" } th { "Tasks" } th { "Accepted" } th { "Cancelled (apart)" } th { "Attempts" } th { "Failures by class" } th { "Sample" } } }
                     tbody {
                         @for (r, j) in rows.iter().zip(&body.cohorts) {
                             tr {
@@ -359,6 +383,11 @@ pub async fn page(State(s): State<AppState>, signed: Signed, q: QueryMap) -> Res
                                 td { (r.accepted) }
                                 td { (r.cancelled) }
                                 td { (r.attempts) }
+                                td.classes {
+                                    "outage " (r.failed_model_outage) " · tool " (r.failed_tool_error)
+                                    " · malformed " (r.failed_malformed_output) " · policy " (r.failed_policy_refusal)
+                                    " · crash " (r.failed_worker_crash)
+                                }
                                 td { @if j["small_sample"] == true { span.warn { "small sample" } } @else { "ok" } }
                             }
                         }

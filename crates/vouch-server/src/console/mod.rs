@@ -11,6 +11,7 @@ mod live;
 pub mod measures;
 mod pages;
 mod session;
+mod thread;
 mod view;
 
 use crate::AppState;
@@ -130,6 +131,7 @@ pub fn router() -> Router<AppState> {
         .route("/console/board/{id}", get(pages::task))
         .route("/console/artifacts/{cid}", get(pages::artifact))
         .route("/console/measures", get(measures::page))
+        .route("/console/threads/{id}", get(thread::page))
         .route("/console/doctor", get(pages::doctor))
         .route("/console/{*rest}", get(pages::not_found))
 }

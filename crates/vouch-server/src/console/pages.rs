@@ -794,6 +794,7 @@ pub async fn board(State(s): State<AppState>, signed: Signed) -> Response {
             state: None,
             tag: None,
             limit: TASK_LIST_MAX,
+            correlation: None,
         })?;
         let mut lanes: BTreeMap<&'static str, Vec<(TaskRecord, Option<AttemptRecord>)>> =
             BTreeMap::new();
