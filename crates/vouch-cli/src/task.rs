@@ -395,22 +395,21 @@ pub fn task(dir: &Path, cmd: TaskCmd, json: bool) -> Result<i32> {
             } else if tasks.is_empty() {
                 outln!("No tasks. Offer one with `vouch task offer --type freeform --brief TEXT`.");
             } else {
-                outln!(
-                    "{:<22} {:<11} {:<10} {:>8}  BRIEF",
-                    "TASK",
-                    "STATE",
-                    "TYPE",
-                    "ATTEMPTS"
-                );
-                for t in &tasks {
-                    outln!(
-                        "{:<22} {:<11} {:<10} {:>8}  {}",
-                        t.id,
-                        t.state,
-                        clean(&t.kind),
-                        format!("{}/{}", t.attempts, t.max_attempts),
-                        clean(&t.spec.brief)
-                    );
+                let rows: Vec<Vec<String>> = tasks
+                    .iter()
+                    .map(|t| {
+                        vec![
+                            t.id.clone(),
+                            t.state.to_string(),
+                            clean(&t.kind),
+                            format!("{}/{}", t.attempts, t.max_attempts),
+                            crate::out::short(&t.spec.brief, 60),
+                        ]
+                    })
+                    .collect();
+                let header = ["TASK", "STATE", "TYPE", "ATTEMPTS", "BRIEF"];
+                for l in crate::out::table(&header, &rows) {
+                    outln!("{l}");
                 }
             }
             Ok(0)
@@ -848,6 +847,8 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
     ));
     let mut handles = vec![];
     let mut swept_ms = 0i64;
+    // Every task this worker claimed, for the counter and the summary it ends with.
+    let mut claimed: Vec<String> = vec![];
     say(
         json,
         json!({"event": "worker_started", "worker": name}),
@@ -910,11 +911,13 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
             std::thread::sleep(Duration::from_millis(IDLE_POLL_MS));
             continue;
         };
+        claimed.push(claim.task.id.clone());
         say(
             json,
-            json!({"event": "claimed", "task": claim.task.id, "attempt": claim.attempt.n, "resumption": claim.resumption}),
+            json!({"event": "claimed", "task": claim.task.id, "attempt": claim.attempt.n, "resumption": claim.resumption, "claimed": claimed.len()}),
             format!(
-                "Claimed task {} (attempt {}{}).",
+                "[{}] Claimed task {} (attempt {}{}).",
+                claimed.len(),
                 claim.task.id,
                 claim.attempt.n,
                 if claim.resumption { ", resumed" } else { "" }
@@ -946,12 +949,45 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
     for h in handles {
         let _ = h.join();
     }
+    let by_state = worker_summary(board.as_ref(), &claimed);
+    let said: Vec<String> = by_state.iter().map(|(s, n)| format!("{n} {s}")).collect();
     say(
         json,
-        json!({"event": "worker_stopped", "worker": name}),
-        format!("Worker {} stopped.", clean(&name)),
+        json!({"event": "worker_stopped", "worker": name, "claimed": claimed.len(), "tasks_by_state": by_state}),
+        format!(
+            "Worker {} stopped after {} {}{}.",
+            clean(&name),
+            claimed.len(),
+            if claimed.len() == 1 {
+                "claim"
+            } else {
+                "claims"
+            },
+            if said.is_empty() {
+                String::new()
+            } else {
+                format!(": the tasks are now {}", said.join(", "))
+            }
+        ),
     );
     Ok(0)
+}
+
+/// How many of the tasks a worker claimed are in each state now (a task claimed twice counts once).
+fn worker_summary(
+    board: &dyn BoardStore,
+    claimed: &[String],
+) -> std::collections::BTreeMap<String, usize> {
+    let unique: std::collections::BTreeSet<&String> = claimed.iter().collect();
+    let mut by_state = std::collections::BTreeMap::new();
+    for id in unique {
+        let state = match board.task(id) {
+            Ok(Some(t)) => t.state.to_string(),
+            _ => "unknown".to_string(),
+        };
+        *by_state.entry(state).or_insert(0) += 1;
+    }
+    by_state
 }
 
 struct AttemptCtx {

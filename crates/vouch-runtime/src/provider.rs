@@ -74,6 +74,11 @@ pub trait Provider: Send + Sync {
     fn holds(&self, _dest: &Destination, _payload: &serde_json::Value) -> Option<String> {
         None
     }
+    /// What the destination holds now, at most `bytes_max` bytes, for a person judging what a
+    /// save would replace (issue 28). Only providers that can read their destination say.
+    fn current(&self, _dest: &Destination, _bytes_max: usize) -> Option<Vec<u8>> {
+        None
+    }
     fn attempt(&self, req: &AttemptRequest) -> AttemptReply;
     /// Look at the world after an attempt (or at boot, after a lost one).
     fn observe(&self, req: &AttemptRequest, reply: Option<&AttemptReply>) -> Observation;
@@ -138,6 +143,9 @@ impl Provider for FolderProvider {
                 &sha256_hex(&got)[..12]
             )
         })
+    }
+    fn current(&self, dest: &Destination, bytes_max: usize) -> Option<Vec<u8>> {
+        self.root.read(&dest.address, bytes_max).ok()
     }
     fn attempt(&self, req: &AttemptRequest) -> AttemptReply {
         let name = &req.destination.address;

@@ -328,6 +328,33 @@ pub struct MeasureRow {
     pub verdicts_passed: i64,
 }
 
+impl MeasureRow {
+    /// The tasks queued in `[a, b)`, from `self` = the measures since `a` and `later` = the
+    /// measures since `b` (the store's measures take a start, not an end). Every count is a
+    /// sum over tasks, so it subtracts; a median does not, and is `None` here.
+    pub fn between(&self, later: &MeasureRow) -> MeasureRow {
+        MeasureRow {
+            cohort: self.cohort.clone(),
+            tasks: self.tasks - later.tasks,
+            accepted: self.accepted - later.accepted,
+            first_attempt_accepted: self.first_attempt_accepted - later.first_attempt_accepted,
+            terminal_failed: self.terminal_failed - later.terminal_failed,
+            cancelled: self.cancelled - later.cancelled,
+            retried: self.retried - later.retried,
+            retry_recovered: self.retry_recovered - later.retry_recovered,
+            attempts: self.attempts - later.attempts,
+            tool_calls: self.tool_calls - later.tool_calls,
+            failed_tool_calls: self.failed_tool_calls - later.failed_tool_calls,
+            high_friction_attempts: self.high_friction_attempts - later.high_friction_attempts,
+            median_turns: None,
+            median_queued_to_accepted_ms: None,
+            tokens: self.tokens - later.tokens,
+            judged: self.judged - later.judged,
+            verdicts_passed: self.verdicts_passed - later.verdicts_passed,
+        }
+    }
+}
+
 /// The board's store. Every write is durable on return and refused (`Conflict`, nothing
 /// changed) when its premise no longer holds.
 pub trait BoardStore: Send + Sync {
