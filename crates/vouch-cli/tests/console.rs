@@ -921,6 +921,22 @@ async fn board_and_measures_show_a_real_worker_run() {
         "{sched}"
     );
     assert!(sched.contains("No slot was missed"), "{sched}");
+    // A routine runs now from the page, as the person's own run (no slot consumed).
+    c.browser
+        .find(Locator::Css("form.run-now button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_until(
+        &c,
+        "run now opened the run",
+        "return location.pathname.indexOf('/console/runs/') === 0;",
+    )
+    .await;
+    assert_eq!(c.text("#outcome").await, "succeeded");
+    assert!(c.home.join("files/Briefs/today.md").exists());
 
     // An address that names no page is said in words; a form from another site is refused;
     // a wrong token does not sign in.

@@ -160,6 +160,17 @@ pub fn routine_spec(s: &Schedule, slot_ms: i64) -> RunSpec {
     }
 }
 
+/// A schedule's routine run now because the person asked (the console's "Run now"): the
+/// routine's prompt, model and presence, but an interactive run outside the slots — it
+/// consumes no slot and its ledger scope is its own, so the next slot still runs.
+pub fn run_now_spec(s: &Schedule) -> RunSpec {
+    RunSpec {
+        trigger: TriggerKind::Interactive,
+        scope: None,
+        ..routine_spec(s, 0)
+    }
+}
+
 impl Host {
     /// The newest run of a schedule's slots that has not ended, with its slot time.
     fn unended_slot_run(&self, schedule: &str) -> HostResult<Option<(i64, RunRecord)>> {

@@ -52,6 +52,23 @@ pub async fn resume(
     }
 }
 
+/// A schedule's routine run now, from the schedules page: the run's page opens.
+pub async fn run_schedule_now(
+    State(s): State<AppState>,
+    signed: Signed,
+    ApiPath(name): ApiPath<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Err(r) = checked_form(&signed, &headers, &body) {
+        return r;
+    }
+    match api::run_schedule_now(State(s), ApiPath(name)).await {
+        Ok(r) => Redirect::to(&run_link(&r.0.run)).into_response(),
+        Err(e) => refused(&signed, e),
+    }
+}
+
 /// Offer through the API's handler; the form's key makes a resubmitted form the same offer.
 async fn offer(s: AppState, signed: &Signed, key: &str, offer: Value) -> Response {
     let body: TaskOffer = match serde_json::from_value(offer) {

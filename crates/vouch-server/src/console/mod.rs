@@ -121,6 +121,10 @@ pub fn router() -> Router<AppState> {
         .route("/console/runs/{id}/cancel", post(actions::cancel))
         .route("/console/runs/{id}/resume", post(actions::resume))
         .route("/console/board/offer", post(actions::offer_task))
+        .route(
+            "/console/schedules/{name}/run",
+            post(actions::run_schedule_now),
+        )
         .route("/console/board/{id}/retry", post(actions::retry_task))
         .route("/console/runs/{id}/cards/{delivery}", get(pages::card))
         .route(

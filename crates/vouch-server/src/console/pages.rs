@@ -863,6 +863,10 @@ pub async fn schedules(State(s): State<AppState>, signed: Signed) -> Response {
         @for (sc, total, rows) in &all {
             section.schedule {
                 h2 { (inert(&sc.name)) }
+                form.run-now method="post" action={(BASE) "/schedules/" (seg(&sc.name)) "/run"} {
+                    input type="hidden" name="csrf" value=(signed.session.csrf);
+                    button.primary type="submit" data-schedule=(inert(&sc.name)) { "Run it now (outside its slots)" }
+                }
                 dl.facts {
                     dt { "Cron" } dd { code { (inert(&sc.cron)) } " in " (inert(&sc.tz)) }
                     dt { "Next slot" } dd {
