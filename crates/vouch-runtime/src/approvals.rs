@@ -82,3 +82,31 @@ pub fn replaced(
         (String::from_utf8_lossy(b).into_owned(), cut)
     }))
 }
+
+/// The change an approval card's payload would make, as its provider shows it (the diff a
+/// patch applies to a branch), cut to [`REPLACED_BYTES_MAX`]; `None` when the provider shows
+/// none. `(diff, cut)`.
+pub fn previewed(
+    host: &crate::Host,
+    run: &str,
+    delivery: &str,
+    payload: &Value,
+) -> StoreResult<Option<(String, bool)>> {
+    let view = crate::view::RunView::from_journal(&host.store.journal(run)?);
+    let Some(d) = view
+        .manifest
+        .iter()
+        .flat_map(|m| m.deliveries.iter())
+        .find(|d| d.id == delivery)
+    else {
+        return Ok(None);
+    };
+    let Some(p) = host.providers.get(&d.destination.kind) else {
+        return Ok(None);
+    };
+    Ok(p.preview(&d.destination, payload, REPLACED_BYTES_MAX + 1)
+        .map(|t| {
+            let cut = t.len() > REPLACED_BYTES_MAX;
+            (t.chars().take(REPLACED_BYTES_MAX).collect(), cut)
+        }))
+}

@@ -79,6 +79,17 @@ pub trait Provider: Send + Sync {
     fn current(&self, _dest: &Destination, _bytes_max: usize) -> Option<Vec<u8>> {
         None
     }
+    /// The change a payload would make at the destination, as a unified diff of at most
+    /// `bytes_max` bytes (a patch applied to a branch), for a person judging a card. Only
+    /// providers whose payload names a change they can show say.
+    fn preview(
+        &self,
+        _dest: &Destination,
+        _payload: &serde_json::Value,
+        _bytes_max: usize,
+    ) -> Option<String> {
+        None
+    }
     fn attempt(&self, req: &AttemptRequest) -> AttemptReply;
     /// Look at the world after an attempt (or at boot, after a lost one).
     fn observe(&self, req: &AttemptRequest, reply: Option<&AttemptReply>) -> Observation;

@@ -54,6 +54,29 @@ pub fn unified(old: &str, new: &str) -> Markup {
     }
 }
 
+/// A unified diff as a provider gave it (a patch), each line marked by its first character.
+pub fn patch(text: &str) -> Markup {
+    let lines: Vec<&str> = text.lines().collect();
+    let more = lines.len().saturating_sub(DIFF_LINES_MAX);
+    html! {
+        pre.diff #preview {
+            @for l in lines.iter().take(DIFF_LINES_MAX) {
+                @let class = if l.starts_with("+++") || l.starts_with("---") || l.starts_with("diff ") || l.starts_with("index ") || l.starts_with("@@") {
+                    "ctx"
+                } else if l.starts_with('+') {
+                    "add"
+                } else if l.starts_with('-') {
+                    "del"
+                } else {
+                    "ctx"
+                };
+                span.(class) { (inert(l)) }
+            }
+        }
+        @if more > 0 { p.muted { (more) " more lines of diff are not shown." } }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -513,10 +513,20 @@ pub async fn card(
             CardState::Open => vouch_runtime::approvals::replaced(&host, &rid, &did)?,
             _ => None,
         };
-        Ok((rec, card, current, payload, replaced))
+        // The change the payload makes as its provider shows it (a patch's diff).
+        let parsed: Option<Value> = payload
+            .as_deref()
+            .and_then(|p| serde_json::from_str(p).ok());
+        let preview = match (card.state, &parsed) {
+            (CardState::Open, Some(v)) => {
+                vouch_runtime::approvals::previewed(&host, &rid, &did, v)?
+            }
+            _ => None,
+        };
+        Ok((rec, card, current, payload, (replaced, preview)))
     })
     .await;
-    let (rec, card, current, payload, replaced) = match read {
+    let (rec, card, current, payload, (replaced, preview)) = match read {
         Ok(x) => x,
         Err(e) => return failed(&signed, e),
     };
@@ -577,6 +587,13 @@ pub async fn card(
             details {
                 summary { "Raw canonical JSON (what the hash is over)" }
                 (raw_json(payload.as_deref().unwrap_or("")))
+            }
+        }
+        @if let Some((diff, cut)) = &preview {
+            section aria-labelledby="h-preview" {
+                h2 #h-preview { "The change it applies" }
+                @if *cut { p.muted { "The diff is long: its first " (vouch_runtime::approvals::REPLACED_BYTES_MAX / 1024) " KiB are shown." } }
+                (super::diff::patch(diff))
             }
         }
         @if let (Some((old, cut)), Some(new)) = (&replaced, parsed.as_ref().and_then(|v| v.get("text")).and_then(Value::as_str)) {
