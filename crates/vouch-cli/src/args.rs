@@ -90,7 +90,8 @@ pub(crate) enum Cmd {
     Approvals,
     /// Approve the exact payload with this hash; the run resumes and executes it.
     Approve {
-        /// The waiting run's id (or a unique prefix, or `last`), as `vouch approvals` shows it.
+        /// The waiting run's id (or a unique prefix), as `vouch approvals` shows it, or `last`:
+        /// the newest run waiting for approval of this delivery.
         #[arg(value_parser = id_arg)]
         run: String,
         /// The delivery id of the card, like `d1`.
@@ -102,7 +103,8 @@ pub(crate) enum Cmd {
     },
     /// Refuse a pending delivery.
     Deny {
-        /// The waiting run's id (or a unique prefix, or `last`).
+        /// The waiting run's id (or a unique prefix), or `last`: the newest run waiting for
+        /// approval of this delivery.
         #[arg(value_parser = id_arg)]
         run: String,
         /// The delivery id of the card, like `d1`.
@@ -111,7 +113,8 @@ pub(crate) enum Cmd {
     },
     /// Replace a pending payload (a new card with a new hash).
     Edit {
-        /// The waiting run's id (or a unique prefix, or `last`).
+        /// The waiting run's id (or a unique prefix), or `last`: the newest run waiting for
+        /// approval of this delivery.
         #[arg(value_parser = id_arg)]
         run: String,
         /// The delivery id of the card, like `d1`.
@@ -123,7 +126,8 @@ pub(crate) enum Cmd {
     },
     /// Answer a run's question.
     Answer {
-        /// The waiting run's id (or a unique prefix, or `last`).
+        /// The waiting run's id (or a unique prefix), or `last`: the newest run waiting for an
+        /// answer.
         #[arg(value_parser = id_arg)]
         run: String,
         /// Your answer, in words.
@@ -247,6 +251,20 @@ pub(crate) enum Cmd {
     Worker(task::WorkerArgs),
     /// The board's measures per cohort, never collapsed into one rate.
     Measures(task::MeasuresArgs),
+    /// Print a completion script for your shell, generated from the same definitions as
+    /// `--help` (bash: `vouch completions bash > ~/.local/share/bash-completion/completions/vouch`).
+    Completions {
+        /// The shell to complete in: bash, zsh, fish (also elvish, powershell).
+        shell: clap_complete::Shell,
+    },
+    /// Print vouch's manual page (roff), generated from the same definitions as `--help`
+    /// (`vouch man > vouch.1 && man ./vouch.1`).
+    Man {
+        /// Write vouch.1 and a page for every command (vouch-run.1, vouch-runs-list.1, …)
+        /// into this existing folder instead, e.g. ~/.local/share/man/man1.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Show vouch working end to end in a fresh temporary home.
     Demo {
         /// Keep the demo home instead of deleting it.
@@ -402,11 +420,7 @@ pub(crate) enum BenchCmd {
 #[derive(Subcommand)]
 pub(crate) enum RunsCmd {
     /// Newest first.
-    List {
-        /// Show at most this many runs (1 or more).
-        #[arg(long, default_value_t = 50, value_parser = parse_limit)]
-        limit: usize,
-    },
+    List(RunsListArgs),
     /// One run: state, outcome, deliveries.
     Show {
         /// The run id (or a unique prefix, or `last` for the newest run).
@@ -414,6 +428,41 @@ pub(crate) enum RunsCmd {
         run: String,
     },
 }
+
+/// `vouch runs list`: which runs, newest first. Every filter given must match.
+#[derive(clap::Args)]
+pub(crate) struct RunsListArgs {
+    /// Show at most this many runs (1 or more).
+    #[arg(long, default_value_t = 50, value_parser = parse_limit)]
+    pub limit: usize,
+    /// Only runs in this state.
+    #[arg(long, value_parser = RUN_STATES)]
+    pub state: Option<String>,
+    /// Only ended runs with this outcome.
+    #[arg(long, value_parser = OUTCOMES)]
+    pub outcome: Option<String>,
+    /// Only runs started this way.
+    #[arg(long, value_parser = TRIGGERS)]
+    pub trigger: Option<String>,
+    /// Only runs of this schedule's slots (its name, as `vouch schedule list` shows it).
+    #[arg(long, value_parser = id_arg)]
+    pub schedule: Option<String>,
+    /// Only the attempts of this board task (its id, as `vouch task list` shows it).
+    #[arg(long, value_parser = id_arg)]
+    pub task: Option<String>,
+    /// Only runs started within this window: a whole number and s, m, h or d, like 24h or 7d.
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Only runs whose title holds this text (ASCII letters match in either case).
+    #[arg(long)]
+    pub title: Option<String>,
+}
+
+/// The words `--state`, `--outcome` and `--trigger` take: the ones the store keeps (a test
+/// holds them equal).
+pub(crate) const RUN_STATES: [&str; 5] = ["created", "declaring", "running", "suspended", "ended"];
+pub(crate) const OUTCOMES: [&str; 5] = ["succeeded", "partial", "failed", "withdrawn", "missed"];
+pub(crate) const TRIGGERS: [&str; 4] = ["interactive", "scheduled", "event", "task"];
 
 /// A run id, a delivery id or a name to look up: printable text (no NUL or control
 /// character), refused the same before either store backend sees it (exit 2).
@@ -456,6 +505,21 @@ mod tests {
         assert!(parse_limit(&(RUNS_LIMIT_MAX + 1).to_string()).is_err());
         assert_eq!(id_arg("01J9"), Ok("01J9".into()));
         assert!(id_arg("a\u{0}b").is_err());
+    }
+
+    #[test]
+    fn run_filters_take_exactly_the_stored_words() {
+        for w in RUN_STATES {
+            assert_eq!(vouch_core::RunState::parse(w).map(|s| s.as_str()), Some(w));
+        }
+        for w in OUTCOMES {
+            let o: vouch_core::Outcome = serde_json::from_value(serde_json::json!(w)).unwrap();
+            assert_eq!(o.as_str(), w);
+        }
+        for w in TRIGGERS {
+            let t: vouch_core::TriggerKind = serde_json::from_value(serde_json::json!(w)).unwrap();
+            assert_eq!(t.as_str(), w);
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `vouch`: the command-line interface. Output is for people by default; `--json` prints
 //! one JSON document for programs. Exit codes: 0 success, 1 the work did not succeed or
-//! scenarios disagree, 2 bad input (unknown run, bad flags, unreadable files).
+//! scenarios disagree, 2 bad input (unknown run, bad flags, unreadable files), 3 the run
+//! waits for you (an approval or an answer).
 
 #[macro_use]
 mod out;
@@ -28,6 +29,10 @@ use std::path::Path;
 use std::sync::Arc;
 use vouch_runtime::host::Progress;
 use vouch_runtime::Host;
+
+/// §17.0: the run stopped to wait for the person (an approval or an answer); not an error,
+/// not done — `vouch approvals` shows what it waits for.
+pub(crate) const EXIT_WAITING: i32 = 3;
 
 /// An error that is the user's input (exit 2), as opposed to work that did not succeed.
 #[derive(Debug)]
@@ -173,6 +178,8 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Oracle { .. } => Some("oracle"),
         Cmd::Scenario { .. } => Some("scenario"),
         Cmd::Bench { .. } => Some("bench"),
+        Cmd::Completions { .. } => Some("completions"),
+        Cmd::Man { .. } => Some("man"),
         _ => None,
     };
     if let (Some(name), Some(_)) = (homeless, &cli.home) {
@@ -185,11 +192,18 @@ fn run(cli: Cli) -> Result<i32> {
             "`vouch demo` is a tour for people and has no JSON form; leave out --json (for programs: `vouch --json scenario run corpus/`)",
         ));
     }
+    if let (Cmd::Completions { .. } | Cmd::Man { .. }, true) = (&cli.cmd, json) {
+        return Err(bad(
+            "`vouch completions` and `vouch man` print a script and a manual page, not JSON; leave out --json",
+        ));
+    }
     match cli.cmd {
+        Cmd::Completions { shell } => completions(shell),
+        Cmd::Man { dir } => manual(dir.as_deref()),
         Cmd::Init => cmd::status::init(&dir, json),
         Cmd::Runs {
-            cmd: RunsCmd::List { limit },
-        } => cmd::runs::list(&dir, limit, json),
+            cmd: RunsCmd::List(a),
+        } => cmd::runs::list(&dir, &a, json),
         Cmd::Runs {
             cmd: RunsCmd::Show { run },
         } => cmd::runs::show(&dir, &run, json),
@@ -296,6 +310,72 @@ fn run(cli: Cli) -> Result<i32> {
                 },
         } => bench::journal(seconds, writers, rounds, dir, json),
     }
+}
+
+/// `vouch completions SHELL`: from the clap definitions `--help` is drawn from.
+fn completions(shell: clap_complete::Shell) -> Result<i32> {
+    use clap::CommandFactory as _;
+    let mut cmd = Cli::command();
+    let mut text = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "vouch", &mut text);
+    out!("{}", String::from_utf8_lossy(&text));
+    Ok(0)
+}
+
+/// The exit codes of §17.0, as the manual page states them.
+const EXIT_STATUS_ROFF: &str = r#".SH "EXIT STATUS"
+.TP
+\fB0\fR
+Done: the run succeeded (or was withdrawn), the command did what it said.
+.TP
+\fB1\fR
+The work did not succeed (or the store is damaged, scenarios disagree, or another live process holds the run).
+.TP
+\fB2\fR
+Bad input: a refused command line, an unknown id, a bad file, a decision the run is not waiting for.
+.TP
+\fB3\fR
+Waiting for you: the run stopped to ask for your approval or an answer (\fBvouch approvals\fR).
+.SH ENVIRONMENT
+.TP
+\fBVOUCH_HOME\fR
+The home (default ./.vouch).
+.TP
+\fBVOUCH_DATABASE_URL\fR
+Keep runs in PostgreSQL instead of the home's SQLite store.
+"#;
+
+/// `vouch man`: the manual page (roff), from the same definitions as `--help`; with a folder,
+/// a page for every command too.
+fn manual(dir: Option<&Path>) -> Result<i32> {
+    use clap::CommandFactory as _;
+    let mut page = Vec::new();
+    clap_mangen::Man::new(Cli::command()).render(&mut page)?;
+    let page = String::from_utf8_lossy(&page);
+    // The exit codes and environment go before the version, as manual pages order them.
+    let page = match page.find(".SH VERSION") {
+        Some(at) => format!("{}{EXIT_STATUS_ROFF}{}", &page[..at], &page[at..]),
+        None => format!("{page}{EXIT_STATUS_ROFF}"),
+    };
+    let Some(dir) = dir else {
+        out!("{page}");
+        return Ok(0);
+    };
+    if !dir.is_dir() {
+        return Err(bad(format!(
+            "--dir {}: no such folder; create it first (mkdir -p)",
+            dir.display()
+        )));
+    }
+    clap_mangen::generate_to(Cli::command(), dir)
+        .map_err(|e| anyhow!("write the manual pages into {}: {e}", dir.display()))?;
+    std::fs::write(dir.join("vouch.1"), page)
+        .map_err(|e| anyhow!("write {}: {e}", dir.join("vouch.1").display()))?;
+    houtln!(
+        "Manual pages written to {} (`man vouch`, `man vouch-run`, …).",
+        dir.display()
+    );
+    Ok(0)
 }
 
 #[cfg(test)]

@@ -87,3 +87,73 @@ pub(crate) fn short(s: &str, max_chars: usize) -> String {
     cut.push('…');
     cut
 }
+
+/// `1 turn`, `2 turns`: a count with its noun in the right number.
+pub(crate) fn count(n: usize, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
+
+/// Rows printed as aligned columns under a header: each column as wide as its widest cell
+/// (cells are escaped first, so the widths are of what the terminal shows); the last column
+/// is not padded.
+pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> Vec<String> {
+    let cells: Vec<Vec<String>> = std::iter::once(header.iter().map(|h| h.to_string()).collect())
+        .chain(
+            rows.iter()
+                .map(|r| r.iter().map(|c| line(c).into_owned()).collect()),
+        )
+        .collect();
+    let mut width = vec![0usize; header.len()];
+    for r in &cells {
+        for (w, c) in width.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    cells
+        .iter()
+        .map(|r| {
+            let mut s = String::new();
+            for (i, c) in r.iter().enumerate() {
+                if i + 1 == r.len() {
+                    s.push_str(c);
+                } else {
+                    s.push_str(c);
+                    let pad = width[i].saturating_sub(c.chars().count()) + 2;
+                    s.extend(std::iter::repeat_n(' ', pad));
+                }
+            }
+            s.trim_end().to_string()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_align_on_what_the_terminal_shows() {
+        let rows = vec![
+            vec!["a".to_string(), "één".to_string(), "x".to_string()],
+            vec![
+                "long one".to_string(),
+                "b\u{1b}".to_string(),
+                "y".to_string(),
+            ],
+        ];
+        assert_eq!(
+            table(&["ID", "WORD", "LAST"], &rows),
+            vec![
+                "ID        WORD   LAST",
+                "a         één    x",
+                "long one  b\\x1b  y",
+            ]
+        );
+        assert_eq!(count(1, "turn", "turns"), "1 turn");
+        assert_eq!(count(0, "turn", "turns"), "0 turns");
+    }
+}

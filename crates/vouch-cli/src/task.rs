@@ -420,22 +420,21 @@ pub fn task(dir: &Path, cmd: TaskCmd, json: bool) -> Result<i32> {
             } else if tasks.is_empty() {
                 outln!("No tasks. Offer one with `vouch task offer --type freeform --brief TEXT`.");
             } else {
-                outln!(
-                    "{:<22} {:<11} {:<10} {:>8}  BRIEF",
-                    "TASK",
-                    "STATE",
-                    "TYPE",
-                    "ATTEMPTS"
-                );
-                for t in &tasks {
-                    outln!(
-                        "{:<22} {:<11} {:<10} {:>8}  {}",
-                        t.id,
-                        t.state,
-                        clean(&t.kind),
-                        format!("{}/{}", t.attempts, t.max_attempts),
-                        clean(&t.spec.brief)
-                    );
+                let rows: Vec<Vec<String>> = tasks
+                    .iter()
+                    .map(|t| {
+                        vec![
+                            t.id.clone(),
+                            t.state.to_string(),
+                            clean(&t.kind),
+                            format!("{}/{}", t.attempts, t.max_attempts),
+                            crate::out::short(&t.spec.brief, 60),
+                        ]
+                    })
+                    .collect();
+                let header = ["TASK", "STATE", "TYPE", "ATTEMPTS", "BRIEF"];
+                for l in crate::out::table(&header, &rows) {
+                    outln!("{l}");
                 }
             }
             Ok(0)
@@ -965,7 +964,13 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
         attempt_delay_ms: a.attempt_delay_ms,
         beat_while_running: true,
     };
-    let events = Arc::new(move |e: WorkerEvent| render(json, &name, e));
+    // Every task this worker claimed, for the counter and the summary it ends with.
+    let (_, summary_board) = open_board(dir)?;
+    let claimed = std::sync::Mutex::new(Vec::<String>::new());
+    let events = Arc::new(move |e: WorkerEvent| {
+        let mut claimed = claimed.lock().unwrap_or_else(|p| p.into_inner());
+        render(json, &name, &*summary_board, &mut claimed, e)
+    });
     let lp = Arc::new(WorkerLoop::new(
         client,
         Arc::new(SystemClock),
@@ -1015,6 +1020,48 @@ fn local_board(dir: &Path, a: &WorkerArgs, name: &str) -> Result<Arc<dyn BoardCl
     }))
 }
 
+/// The worker's last line: how many claims it made and where those tasks are now.
+fn stopped(name: &str, board: &dyn BoardStore, claimed: &[String]) -> (Value, String) {
+    let by_state = worker_summary(board, claimed);
+    let said: Vec<String> = by_state.iter().map(|(s, n)| format!("{n} {s}")).collect();
+    let noun = if claimed.len() == 1 {
+        "claim"
+    } else {
+        "claims"
+    };
+    let now = if said.is_empty() {
+        String::new()
+    } else {
+        format!(": the tasks are now {}", said.join(", "))
+    };
+    (
+        json!({"event": "worker_stopped", "worker": name, "claimed": claimed.len(), "tasks_by_state": by_state}),
+        format!(
+            "Worker {} stopped after {} {noun}{now}.",
+            clean(name),
+            claimed.len()
+        ),
+    )
+}
+
+/// How many of the tasks a worker claimed are in each state now (a task claimed twice counts
+/// once).
+fn worker_summary(
+    board: &dyn BoardStore,
+    claimed: &[String],
+) -> std::collections::BTreeMap<String, usize> {
+    let unique: std::collections::BTreeSet<&String> = claimed.iter().collect();
+    let mut by_state = std::collections::BTreeMap::new();
+    for id in unique {
+        let state = match board.task(id) {
+            Ok(Some(t)) => t.state.to_string(),
+            _ => "unknown".to_string(),
+        };
+        *by_state.entry(state).or_insert(0) += 1;
+    }
+    by_state
+}
+
 /// Signs with the worker's identity key.
 struct IdentitySigner(vouch_identity::Identity);
 
@@ -1025,27 +1072,34 @@ impl Signer for IdentitySigner {
 }
 
 /// What the worker loop says, as JSON lines (`--json`) or sentences.
-fn render(json: bool, name: &str, e: WorkerEvent) {
+fn render(
+    json: bool,
+    name: &str,
+    board: &dyn BoardStore,
+    claimed: &mut Vec<String>,
+    e: WorkerEvent,
+) {
     let (v, human) = match e {
         WorkerEvent::Started => (
             json!({"event": "worker_started", "worker": name}),
             format!("Worker {} is looking for tasks.", clean(name)),
         ),
-        WorkerEvent::Stopped => (
-            json!({"event": "worker_stopped", "worker": name}),
-            format!("Worker {} stopped.", clean(name)),
-        ),
+        WorkerEvent::Stopped => stopped(name, board, claimed),
         WorkerEvent::Claimed {
             task,
             attempt,
             resumption,
-        } => (
-            json!({"event": "claimed", "task": task, "attempt": attempt, "resumption": resumption}),
-            format!(
-                "Claimed task {task} (attempt {attempt}{}).",
-                if resumption { ", resumed" } else { "" }
-            ),
-        ),
+        } => {
+            claimed.push(task.clone());
+            (
+                json!({"event": "claimed", "task": task, "attempt": attempt, "resumption": resumption, "claimed": claimed.len()}),
+                format!(
+                    "[{}] Claimed task {task} (attempt {attempt}{}).",
+                    claimed.len(),
+                    if resumption { ", resumed" } else { "" }
+                ),
+            )
+        }
         WorkerEvent::Suspended { task, attempt, run } => (
             json!({"event": "suspended", "task": task, "attempt": attempt, "run": run}),
             format!("Task {task} waits for a person (run {run}); the worker is free."),

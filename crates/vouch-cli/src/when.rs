@@ -12,6 +12,14 @@ pub fn slot_time(ms: i64, tz: &str) -> String {
     }
 }
 
+/// An instant in this machine's local zone (`TZ`), to the minute, for list columns.
+pub fn local_time(ms: i64) -> String {
+    match chrono::Local.timestamp_millis_opt(ms).single() {
+        Some(t) => t.format("%Y-%m-%d %H:%M").to_string(),
+        None => format!("{ms} ms"),
+    }
+}
+
 /// The same instant for programs: RFC 3339 with the zone's offset.
 pub fn slot_rfc3339(ms: i64, tz: &str) -> String {
     let zone: chrono_tz::Tz = tz.parse().unwrap_or(chrono_tz::UTC);

@@ -969,7 +969,9 @@ fn cancel_closes_every_open_card_and_question(pg: bool) {
         {"clarify": "Which week?"},
         {"final": "done"}
     ]));
-    let run = b.json(&["run", "weekly numbers", "--script", &script]);
+    let out = b.run(&["--json", "run", "weekly numbers", "--script", &script]);
+    assert_eq!(out.status.code(), Some(3), "the run asks first: exit 3");
+    let run: Value = serde_json::from_slice(&out.stdout).unwrap();
     let run = run["run"]
         .as_str()
         .unwrap_or_else(|| panic!("{run}"))

@@ -363,7 +363,12 @@ fn an_act_whose_intent_event_was_lost_is_attempted_again() {
         ],
         &[],
     );
-    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "waits for approval: {}",
+        stderr(&out)
+    );
     let card = h.json(&["approvals"])[0].clone();
     let run = card["run"].as_str().expect("run").to_string();
     let hash = card["payload_hash"].as_str().expect("hash").to_string();

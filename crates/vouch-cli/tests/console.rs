@@ -369,12 +369,32 @@ async fn approve_edit_and_deny_in_a_real_browser_with_the_receipt_arriving_live(
         .unwrap()
         .unwrap();
     assert!(c.text("ul.cards").await.contains("overwrites"));
+    // A payload's line breaks are line breaks, never a literal `\n`.
+    let summary = c.text("ul.cards .summary").await;
+    assert!(
+        summary.contains("# Today\n") && !summary.contains("\\n"),
+        "{summary}"
+    );
     c.shot("inbox").await;
 
     // The run page, open in this tab: it waits for the receipt.
     c.goto(&format!("/console/runs/{run}")).await;
     assert!(c.text("#receipt-waiting").await.contains("has not ended"));
     assert!(c.text("#chain").await.starts_with("Chain verified"));
+    let chain_before = c.text("#chain").await;
+    // Plain words first, the contract's term beside them.
+    let status = c.text("tr[data-delivery=d1] td.status").await;
+    assert_eq!(status, "waiting for your approval awaiting", "{status}");
+    assert!(c
+        .text("tr[data-delivery=d1]")
+        .await
+        .contains("needs your approval confirm"));
+    assert!(c.text("#ended").await.contains("not yet"));
+    // Each step's inputs and outputs inline on the timeline, one numbering (#seq).
+    assert!(
+        c.has("#timeline .io dl.json").await,
+        "steps show their inputs and outputs inline"
+    );
     c.js("window.__notReloaded = 42; return true;").await;
     let run_tab = c.browser.window().await.unwrap();
 
@@ -388,6 +408,12 @@ async fn approve_edit_and_deny_in_a_real_browser_with_the_receipt_arriving_live(
         .await
         .contains("approved in the console"));
     assert!(c.text(".reason").await.contains("overwrites"));
+    // The overwrite shows what it changes in the file it replaces.
+    let diff = c.text("#diff").await;
+    assert!(
+        diff.contains("− - ship the foundation") && diff.contains("+ - approved in the console"),
+        "{diff}"
+    );
     c.shot("card").await;
     let mut reached = false;
     for _ in 0..60 {
@@ -443,7 +469,34 @@ async fn approve_edit_and_deny_in_a_real_browser_with_the_receipt_arriving_live(
         c.has("#timeline li.fresh").await,
         "journal events arrived live"
     );
+    // Everything the end changed arrived too: status, evidence, end time, chain count.
+    wait_until(
+        &c,
+        "the end time arrived",
+        "return document.getElementById('ended').textContent.indexOf('not yet') < 0;",
+    )
+    .await;
+    assert_eq!(
+        c.text("tr[data-delivery=d1] td.status").await,
+        "done, and checked verified"
+    );
+    assert!(c
+        .text("tr[data-delivery=d1] td.evidence")
+        .await
+        .contains("sha256:"));
+    let events = vouch_json(&c.home, &["journal", &run])
+        .as_array()
+        .unwrap()
+        .len();
+    let chain = c.text("#chain").await;
+    assert!(
+        chain.contains(&format!(" {events} events")) && chain != chain_before,
+        "{chain}"
+    );
     c.shot("run").await;
+    c.js("document.getElementById('h-journal').scrollIntoView(); return true;")
+        .await;
+    c.shot("run-timeline").await;
     // The run ended while its page was open: routed for a person who is watching (§11.1),
     // although it was started with `--presence away`.
     let journal = vouch_json(&c.home, &["journal", &run]);
@@ -470,17 +523,15 @@ async fn approve_edit_and_deny_in_a_real_browser_with_the_receipt_arriving_live(
     let (run2, old) = c.suspended_run("Second rewrite", "# Today\n\n- first draft\n");
     c.goto(&format!("/console/runs/{run2}/cards/d1?hash={old}"))
         .await;
-    c.browser
-        .execute(
-            "document.getElementById('payload').value = arguments[0]; return true;",
-            vec![json!(
-                "{\"text\": \"# Today\\n\\n- edited in the console\\n\"}"
-            )],
-        )
+    // A text payload is edited as text.
+    let field = c.browser.find(Locator::Css("#text")).await.unwrap();
+    field.clear().await.unwrap();
+    field
+        .send_keys("# Today\n\n- edited in the console\n")
         .await
         .unwrap();
     c.browser
-        .find(Locator::Css("#save-edit"))
+        .find(Locator::Css("#save-text"))
         .await
         .unwrap()
         .click()
@@ -495,6 +546,10 @@ async fn approve_edit_and_deny_in_a_real_browser_with_the_receipt_arriving_live(
         .text("#payload-rendered")
         .await
         .contains("edited in the console"));
+    assert_eq!(
+        cards[0]["payload"]["text"], "# Today\n\n- edited in the console\n",
+        "the text as typed, line breaks as LF"
+    );
     // The superseded card says so and offers no approval.
     c.goto(&format!("/console/runs/{run2}/cards/d1?hash={old}"))
         .await;
@@ -680,6 +735,17 @@ async fn board_and_measures_show_a_real_worker_run() {
         .text("section[data-lane=cancelled]")
         .await
         .contains("Book the venue"));
+    // The seven lanes fit one row at 1280 px; a done card says when it ended.
+    assert_eq!(
+        c.js("var t = Array.prototype.map.call(document.querySelectorAll('section.lane'), function (l) { return l.getBoundingClientRect().top; }); return t.length === 7 && t.every(function (x) { return x === t[0]; });")
+            .await,
+        Value::Bool(true),
+        "the lanes wrap at 1280 px"
+    );
+    assert!(c
+        .text("section[data-lane=done] .ended")
+        .await
+        .starts_with("ended "));
     c.shot("board").await;
     c.browser
         .find(Locator::Css("section[data-lane=done] a"))
@@ -689,6 +755,8 @@ async fn board_and_measures_show_a_real_worker_run() {
         .await
         .unwrap();
     assert_eq!(c.text("#task-state").await, "completed");
+    let assessed = c.text(".attempt .self-assessment").await;
+    assert!(!assessed.contains("null"), "{assessed}");
     assert_eq!(c.text(".attempt .claimant").await, "w1");
     let attempt = c.text(".attempt").await;
     assert!(
@@ -748,6 +816,9 @@ async fn board_and_measures_show_a_real_worker_run() {
         .unwrap()
         .to_lowercase()
         .contains("overall score"));
+    // Over time: a series of days, today's column with its n, marked small.
+    let series = c.text("svg.series[data-figure=accepted_output_rate]").await;
+    assert!(series.contains("3s"), "{series}");
     c.shot("measures").await;
     // The same figures as JSON for programs.
     let api: Value = ureq::get(&c.url("/api/measures?by=tag"))
@@ -785,19 +856,12 @@ async fn board_and_measures_show_a_real_worker_run() {
     );
     wait_until(
         &c,
-        "the open inbox said something new arrived",
-        "var n = document.getElementById('inbox-changed'); return !!n && !n.hidden;",
+        "the open inbox showed the new question in place",
+        "var u = document.querySelector('ul.cards'); return !!u && u.textContent.indexOf('Which day and city') >= 0;",
     )
     .await;
     assert_eq!(c.js("return window.__notReloaded;").await, json!(7));
-    c.browser
-        .find(Locator::Css("#inbox-changed a"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    assert!(c.text("ul.cards").await.contains("Which day and city"));
+    assert_eq!(c.text("#badge").await, "1", "the badge followed");
     c.browser
         .find(Locator::Css("ul.cards a.button"))
         .await
@@ -857,6 +921,22 @@ async fn board_and_measures_show_a_real_worker_run() {
         "{sched}"
     );
     assert!(sched.contains("No slot was missed"), "{sched}");
+    // A routine runs now from the page, as the person's own run (no slot consumed).
+    c.browser
+        .find(Locator::Css("form.run-now button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_until(
+        &c,
+        "run now opened the run",
+        "return location.pathname.indexOf('/console/runs/') === 0;",
+    )
+    .await;
+    assert_eq!(c.text("#outcome").await, "succeeded");
+    assert!(c.home.join("files/Briefs/today.md").exists());
 
     // An address that names no page is said in words; a form from another site is refused;
     // a wrong token does not sign in.
@@ -889,6 +969,179 @@ async fn board_and_measures_show_a_real_worker_run() {
 
     c.goto("/console/doctor").await;
     assert!(c.text("main table").await.contains("folder"));
+    // Where to connect and what to write there.
+    let toml = c.home.join("vouch.toml").display().to_string();
+    assert_eq!(c.text("#config-path").await, toml);
+    assert!(c
+        .text("pre.toml[data-kind=email]")
+        .await
+        .contains("[email]"));
+    assert!(!c.text("main").await.contains("run `vouch doctor`"));
+    c.shot("doctor").await;
+
+    // Runs: every run, filtered and searched by title, paged.
+    c.goto("/console/runs").await;
+    assert!(c
+        .text("table.runs-table")
+        .await
+        .contains("Plan the offsite"));
+    c.goto("/console/runs?q=OFFSITE&state=ended").await;
+    let found = c.text("table.runs-table").await;
+    assert!(
+        found.contains("Plan the offsite") && !found.contains("Summarise"),
+        "{found}"
+    );
+    c.goto("/console/runs?trigger=task").await;
+    assert!(c
+        .text("table.runs-table")
+        .await
+        .contains("Summarise the week"));
+    c.goto("/console/runs?trigger=scheduled").await;
+    assert!(c.text("main .empty").await.contains("No run matches"));
+    let bad = ureq::get(&c.url("/console/runs?state=finished"))
+        .set("Cookie", &cookie)
+        .call();
+    assert!(matches!(bad, Err(ureq::Error::Status(400, _))), "{bad:?}");
+    c.goto("/console/runs").await;
+    c.shot("runs").await;
+
+    // Actions from the pages, through the API: cancel a waiting run, resume a drafted one,
+    // offer a task, offer a cancelled one again.
+    vouch(
+        &c.home,
+        &["run", "Ask again", "--script", "examples/ask-first.json"],
+    );
+    let waiting = vouch_json(&c.home, &["runs", "list", "--state", "suspended"])[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    c.goto(&format!("/console/runs/{waiting}")).await;
+    c.browser
+        .find(Locator::Css("#cancel"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_until(
+        &c,
+        "the cancel ended the run",
+        "var o = document.getElementById('outcome'); return !!o && o.textContent === 'withdrawn';",
+    )
+    .await;
+    vouch(
+        &c.home,
+        &[
+            "run",
+            "E-mail the team",
+            "--script",
+            "examples/email-draft.json",
+        ],
+    );
+    let drafted = vouch_json(&c.home, &["runs", "list", "--outcome", "failed"])[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    c.goto(&format!("/console/runs/{drafted}")).await;
+    c.browser
+        .find(Locator::Css("#resume"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_until(
+        &c,
+        "the resume opened the continuation",
+        &format!("return location.pathname.indexOf('/console/runs/') === 0 && location.pathname.indexOf('{drafted}') < 0;"),
+    )
+    .await;
+    assert!(
+        c.text("dl.facts").await.contains(&drafted),
+        "the continuation names its parent"
+    );
+    c.goto("/console/board").await;
+    c.browser
+        .find(Locator::Css("details.offer summary"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    c.browser
+        .find(Locator::Css("#offer-brief"))
+        .await
+        .unwrap()
+        .send_keys("Book a room")
+        .await
+        .unwrap();
+    c.browser
+        .find(Locator::Css("#offer-tags"))
+        .await
+        .unwrap()
+        .send_keys("offsite, rooms")
+        .await
+        .unwrap();
+    c.browser
+        .find(Locator::Css("#offer-submit"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_until(
+        &c,
+        "the offer opened its task",
+        "return location.pathname.indexOf('/console/board/t') === 0;",
+    )
+    .await;
+    assert_eq!(c.text("#task-state").await, "queued");
+    assert!(c.text("dl.facts").await.contains("Book a room"));
+    c.goto(&format!("/console/board/{dropped}")).await;
+    c.browser
+        .find(Locator::Css("#retry"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_until(
+        &c,
+        "the retry opened a new task",
+        &format!("return location.pathname.indexOf('/console/board/t') === 0 && location.pathname.indexOf('{dropped}') < 0;"),
+    )
+    .await;
+    assert_eq!(c.text("#task-state").await, "queued");
+    assert!(c.text("dl.facts").await.contains("Book the venue"));
+
+    // A favicon; titles in plain words, in the console and in problem objects.
+    let icon = ureq::get(&c.url("/console/assets/favicon.svg"))
+        .call()
+        .unwrap();
+    assert_eq!(icon.content_type(), "image/svg+xml");
+    let page = ureq::get(&c.url("/console/nowhere"))
+        .set("Cookie", &cookie)
+        .call();
+    match page {
+        Err(ureq::Error::Status(404, r)) => {
+            assert!(r
+                .into_string()
+                .unwrap()
+                .contains("<h1>There is no such page</h1>"))
+        }
+        other => panic!("{other:?}"),
+    }
+    let problem = ureq::post(&c.url("/api/tasks"))
+        .set("Authorization", &format!("Bearer {}", c.token))
+        .set("Content-Type", "application/json")
+        .send_string("{not json");
+    match problem {
+        Err(ureq::Error::Status(400, r)) => {
+            let p: Value = r.into_json().unwrap();
+            assert_eq!(p["title"], "The request's JSON is not valid", "{p}");
+        }
+        other => panic!("{other:?}"),
+    }
     // Signing out ends the session: the next page asks to sign in again.
     c.browser
         .find(Locator::Css("form.signout button"))

@@ -33,8 +33,9 @@ fn the_approved_text_reaches_the_server_exactly_once() {
         "A regenerated text the person never saw.",
     ));
     let out = h.vouch(&["run", "Email the board the Q4 note", "--script", &s], &[]);
-    assert!(
-        out.status.success(),
+    assert_eq!(
+        out.status.code(),
+        Some(3),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -95,10 +96,13 @@ fn a_crash_between_the_servers_effect_and_the_journal_is_unknown_never_twice() {
     let sink = Sink::start(&tmp.path().join("mail"));
     let h = Home::new(&config(sink.port));
     let s = h.script(&send_script("Only once.", "Only once."));
-    assert!(h
-        .vouch(&["run", "Email the board", "--script", &s], &[])
-        .status
-        .success());
+    assert_eq!(
+        h.vouch(&["run", "Email the board", "--script", &s], &[])
+            .status
+            .code(),
+        Some(3),
+        "the e-mail waits for approval: exit 3"
+    );
     let card = h.json(&["approvals"])[0].clone();
     let run = card["run"].as_str().unwrap().to_string();
     let hash = card["payload_hash"].as_str().unwrap().to_string();
@@ -196,10 +200,13 @@ fn edit_supersedes_the_card_and_bad_decisions_change_nothing() {
         {"deliver": "d1", "payload": {"to": "board@example.com", "subject": "Q4", "body": "first draft"}},
         {"final": ""}
     ]));
-    assert!(h
-        .vouch(&["run", "Email the board", "--script", &s], &[])
-        .status
-        .success());
+    assert_eq!(
+        h.vouch(&["run", "Email the board", "--script", &s], &[])
+            .status
+            .code(),
+        Some(3),
+        "the e-mail waits for approval: exit 3"
+    );
     let card = h.json(&["approvals"])[0].clone();
     let run = card["run"].as_str().unwrap().to_string();
     let old = card["payload_hash"].as_str().unwrap().to_string();

@@ -89,7 +89,7 @@ fn an_email_drafted_before_smtp_was_configured_is_sent_after_resume_and_approval
     let out = h.vouch(&["resume", &parent], &[]);
     assert_eq!(
         out.status.code(),
-        Some(0),
+        Some(3),
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
@@ -151,7 +151,8 @@ fn a_cancel_withdraws_what_is_left_and_is_not_a_failure() {
         h.vouch(&["run", "Q4 round", "--script", &s], &[])
             .status
             .code(),
-        Some(0)
+        Some(3),
+        "the e-mail waits for approval: exit 3"
     );
     let run = h.json(&["approvals"])[0]["run"]
         .as_str()

@@ -362,8 +362,9 @@ fn applying_to_the_real_branch_waits_for_approval_and_denied_leaves_it_unchanged
     let h = Home::new();
     let (id, commit) = accepted_task(&h);
     let out = h.run(&["task", "apply", &id, "--branch", "main"]);
-    assert!(
-        out.status.success(),
+    assert_eq!(
+        out.status.code(),
+        Some(3),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );

@@ -43,7 +43,8 @@ fn pay(config: &str) -> (Home, serde_json::Value) {
         h.vouch(&["run", "Pay ACME", "--script", &s], &[])
             .status
             .code(),
-        Some(0)
+        Some(3),
+        "the payment waits for approval: exit 3"
     );
     let card = h.json(&["approvals"])[0].clone();
     let run = card["run"].as_str().unwrap().to_string();

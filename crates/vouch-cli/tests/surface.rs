@@ -47,7 +47,12 @@ fn terminal_escapes_in_a_payload_never_reach_the_terminal_raw() {
     let script = evil_webhook_script(&h, &rx.url);
     let title = format!("Post {EVIL}");
     let out = h.vouch(&["run", &title, "--script", &script, "--watch"], &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "waits for approval: {}",
+        stderr(&out)
+    );
     assert_no_raw("run (stdout)", &stdout(&out));
     assert_no_raw("run (stderr)", &stderr(&out));
     let runs = h.json(&["runs", "list"]);
@@ -102,7 +107,7 @@ fn email_card(h: &Home) -> (String, String) {
         {"final": "Sent."}
     ]));
     let out = h.vouch(&["run", "E-mail the board", "--script", &script], &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     // The run's own output says why it waits.
     assert!(
         stdout(&out).contains("sending e-mail cannot be undone"),
@@ -268,10 +273,13 @@ fn a_read_only_home_reads_as_read_only_not_corrupt() {
         {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "webhook", "address": rx.url}}]}},
         {"deliver": "d1", "payload": {"text": "hello"}}
     ]));
-    assert!(h
-        .vouch(&["run", "Post hello", "--script", &card], &[])
-        .status
-        .success());
+    assert_eq!(
+        h.vouch(&["run", "Post hello", "--script", &card], &[])
+            .status
+            .code(),
+        Some(3),
+        "the post waits for approval: exit 3"
+    );
     let runs = h.json(&["runs", "list"]);
     let run = runs[1]["id"].as_str().unwrap().to_string();
     let db = h.dir.join("vouch.db");

@@ -96,7 +96,12 @@ fn every_tour_line_of_the_readme_works_on_a_fresh_home() {
                 .expect("a card to approve");
             cmd_line = cmd_line.replace("HASH", &hash[..12]);
         }
-        let expected = if line.contains("(exit 1)") { 1 } else { 0 };
+        // A line that ends otherwise than 0 says so: `(exit 1)` the work did not succeed,
+        // `(exit 3)` the run waits for you.
+        let expected = match line.find("(exit ") {
+            Some(at) => line[at + 6..at + 7].parse().unwrap(),
+            None => 0,
+        };
         let out = Command::new("sh")
             .arg("-c")
             .arg(&cmd_line)
@@ -132,6 +137,29 @@ fn every_tour_line_of_the_readme_works_on_a_fresh_home() {
         .any(|d| d.path().join("d1.eml").exists());
     assert!(drafted, "the e-mail was drafted as .eml");
     assert_eq!(vouch_json(&["schedule", "list"])[0]["name"], "brief");
+}
+
+#[test]
+fn every_example_the_readme_names_is_in_examples() {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let named: std::collections::BTreeSet<&str> = readme
+        .match_indices("examples/")
+        .map(|(at, _)| {
+            let rest = &readme[at..];
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || "/.-_".contains(c)))
+                .unwrap_or(rest.len());
+            rest[..end].trim_end_matches('.')
+        })
+        .filter(|p| *p != "examples/")
+        .collect();
+    assert!(named.contains("examples/worker-script.json"), "{named:?}");
+    for p in named {
+        assert!(
+            repo_root().join(p).is_file(),
+            "the README names {p}, which is missing"
+        );
+    }
 }
 
 #[test]

@@ -51,3 +51,62 @@ fn with_payload(store: &dyn Store, c: Card) -> StoreResult<OpenCard> {
         created_ms: c.created_ms,
     })
 }
+
+/// Bytes of a destination's current content read for a card at most (a larger file is shown
+/// as its first this-many bytes, and said to be cut).
+pub const REPLACED_BYTES_MAX: usize = 256 * 1024;
+
+/// What an approval card's delivery would replace: the destination's current content, read by
+/// its provider (a folder file an overwrite replaces), or `None` when nothing is there or the
+/// provider cannot read it back. `(text, cut)`: `cut` when the file is longer than the limit.
+pub fn replaced(
+    host: &crate::Host,
+    run: &str,
+    delivery: &str,
+) -> StoreResult<Option<(String, bool)>> {
+    let view = crate::view::RunView::from_journal(&host.store.journal(run)?);
+    let Some(d) = view
+        .manifest
+        .iter()
+        .flat_map(|m| m.deliveries.iter())
+        .find(|d| d.id == delivery)
+    else {
+        return Ok(None);
+    };
+    let Some(p) = host.providers.get(&d.destination.kind) else {
+        return Ok(None);
+    };
+    Ok(p.current(&d.destination, REPLACED_BYTES_MAX + 1).map(|b| {
+        let cut = b.len() > REPLACED_BYTES_MAX;
+        let b = &b[..b.len().min(REPLACED_BYTES_MAX)];
+        (String::from_utf8_lossy(b).into_owned(), cut)
+    }))
+}
+
+/// The change an approval card's payload would make, as its provider shows it (the diff a
+/// patch applies to a branch), cut to [`REPLACED_BYTES_MAX`]; `None` when the provider shows
+/// none. `(diff, cut)`.
+pub fn previewed(
+    host: &crate::Host,
+    run: &str,
+    delivery: &str,
+    payload: &Value,
+) -> StoreResult<Option<(String, bool)>> {
+    let view = crate::view::RunView::from_journal(&host.store.journal(run)?);
+    let Some(d) = view
+        .manifest
+        .iter()
+        .flat_map(|m| m.deliveries.iter())
+        .find(|d| d.id == delivery)
+    else {
+        return Ok(None);
+    };
+    let Some(p) = host.providers.get(&d.destination.kind) else {
+        return Ok(None);
+    };
+    Ok(p.preview(&d.destination, payload, REPLACED_BYTES_MAX + 1)
+        .map(|t| {
+            let cut = t.len() > REPLACED_BYTES_MAX;
+            (t.chars().take(REPLACED_BYTES_MAX).collect(), cut)
+        }))
+}

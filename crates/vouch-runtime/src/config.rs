@@ -225,7 +225,7 @@ impl Config {
             (
                 Capability::NeedsSetup,
                 Some(format!(
-                    "add a [{section}] section to vouch.toml ({example}), then run `vouch doctor`"
+                    "add a [{section}] section to vouch.toml ({example}; `vouch doctor` checks it)"
                 )),
             )
         };

@@ -20,10 +20,33 @@ pub struct DestinationRow {
     pub kind: DestinationKind,
     pub level: Capability,
     pub connect_step: Option<String>,
+    /// What to write into vouch.toml to connect it (a kind that needs setting up).
+    pub example: Option<&'static str>,
+}
+
+/// The `vouch.toml` section that connects each destination kind that needs one (the README's
+/// example configuration, section by section).
+pub fn toml_example(kind: DestinationKind) -> Option<&'static str> {
+    match kind {
+        DestinationKind::Email => Some(
+            "[email]\nhost = \"smtp.example.com\"\nport = 587\ntls = \"starttls\"   # \"tls\" for port 465, \"none\" for a plain local relay\nfrom = \"me@example.com\"\nusername = { env = \"SMTP_USER\" }\npassword = { env = \"SMTP_PASSWORD\" }",
+        ),
+        DestinationKind::Calendar => Some("[calendar]\ndir = \"calendar\"   # events as .ics files, in the home"),
+        DestinationKind::Payment => Some(
+            "[payment]\nurl = \"https://pay.example.com/transfers\"\ntoken = { env = \"PAY_TOKEN\" }",
+        ),
+        DestinationKind::Webhook => Some(
+            "[webhook]\nidempotent = [\"webhook:https://hooks.example.com/*\"]   # receivers that dedupe by key",
+        ),
+        DestinationKind::Folder => Some("[folder]\nroot = \"files\"   # save/write/delete stay inside it"),
+        _ => None,
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DoctorReport {
+    /// Where the configuration is read from (the home's `vouch.toml`), when the caller knows.
+    pub config_path: Option<String>,
     pub destinations: Vec<DestinationRow>,
     /// Per-destination overrides from `vouch.toml` (pattern → level).
     pub overrides: BTreeMap<String, Capability>,
@@ -118,11 +141,13 @@ pub fn doctor(
             DestinationRow {
                 kind,
                 level,
+                example: toml_example(kind),
                 connect_step,
             }
         })
         .collect();
     DoctorReport {
+        config_path: None,
         destinations,
         overrides: cfg.capabilities.clone(),
         automation: cfg

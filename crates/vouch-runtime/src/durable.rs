@@ -156,6 +156,14 @@ impl Store for Durable {
     fn runs(&self, limit: usize) -> StoreResult<Vec<RunRecord>> {
         self.inner.runs(limit)
     }
+    fn runs_filtered(
+        &self,
+        filter: &vouch_store::RunFilter,
+        offset: usize,
+        limit: usize,
+    ) -> StoreResult<Vec<RunRecord>> {
+        self.inner.runs_filtered(filter, offset, limit)
+    }
     fn set_run_state(&self, id: &str, state: RunState) -> StoreResult<()> {
         // A suspension is a durability point; starting to run is not (what led to it rides
         // with the next point).

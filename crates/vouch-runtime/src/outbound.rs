@@ -34,6 +34,34 @@ pub fn message_id(req: &AttemptRequest) -> String {
 /// The SMTP reply that means the server took responsibility for the message (RFC 5321 §4.2).
 pub const SMTP_OK: u16 = 250;
 
+/// The `[email]` setting that fixes a failed TLS handshake, when the failure is about TLS:
+/// the server may speak plain SMTP (a local relay) or implicit TLS (port 465).
+fn tls_hint(tls: &str, port: u16, error: &str) -> String {
+    if !error.to_ascii_lowercase().contains("tls") {
+        return String::new();
+    }
+    match tls {
+        "starttls" if port == 465 => "; port 465 speaks implicit TLS: set `tls = \"tls\"` under [email] in vouch.toml".into(),
+        "starttls" => "; the server may not offer STARTTLS: set `tls = \"tls\"` under [email] in vouch.toml for implicit TLS (port 465), or `tls = \"none\"` for a plain local relay".into(),
+        "tls" => "; the server may not speak implicit TLS on this port: set `tls = \"starttls\"` under [email] in vouch.toml (port 587), or `tls = \"none\"` for a plain local relay".into(),
+        _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tls_hint_tests {
+    use super::tls_hint;
+
+    #[test]
+    fn a_tls_failure_names_the_setting_that_fixes_it() {
+        assert!(tls_hint("starttls", 25, "STARTTLS is not supported").contains("tls = \"none\""));
+        assert!(tls_hint("starttls", 465, "tls handshake eof").contains("tls = \"tls\""));
+        assert!(tls_hint("tls", 587, "invalid TLS record").contains("tls = \"starttls\""));
+        assert_eq!(tls_hint("starttls", 25, "connection refused"), "");
+        assert_eq!(tls_hint("none", 25, "tls"), "");
+    }
+}
+
 pub struct EmailProvider {
     pub config: EmailConfig,
 }
@@ -152,7 +180,10 @@ impl Provider for EmailProvider {
                 reason: format!("the mail server refused it: {e}"),
             },
             Err(e) => AttemptReply::Rejected {
-                reason: format!("could not reach the mail server: {e}"),
+                reason: format!(
+                    "could not reach the mail server: {e}{}",
+                    tls_hint(&self.config.tls, self.config.port, &e.to_string())
+                ),
             },
         }
     }

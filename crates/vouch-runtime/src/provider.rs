@@ -74,6 +74,22 @@ pub trait Provider: Send + Sync {
     fn holds(&self, _dest: &Destination, _payload: &serde_json::Value) -> Option<String> {
         None
     }
+    /// What the destination holds now, at most `bytes_max` bytes, for a person judging what a
+    /// save would replace (issue 28). Only providers that can read their destination say.
+    fn current(&self, _dest: &Destination, _bytes_max: usize) -> Option<Vec<u8>> {
+        None
+    }
+    /// The change a payload would make at the destination, as a unified diff of at most
+    /// `bytes_max` bytes (a patch applied to a branch), for a person judging a card. Only
+    /// providers whose payload names a change they can show say.
+    fn preview(
+        &self,
+        _dest: &Destination,
+        _payload: &serde_json::Value,
+        _bytes_max: usize,
+    ) -> Option<String> {
+        None
+    }
     fn attempt(&self, req: &AttemptRequest) -> AttemptReply;
     /// Look at the world after an attempt (or at boot, after a lost one).
     fn observe(&self, req: &AttemptRequest, reply: Option<&AttemptReply>) -> Observation;
@@ -138,6 +154,9 @@ impl Provider for FolderProvider {
                 &sha256_hex(&got)[..12]
             )
         })
+    }
+    fn current(&self, dest: &Destination, bytes_max: usize) -> Option<Vec<u8>> {
+        self.root.read(&dest.address, bytes_max).ok()
     }
     fn attempt(&self, req: &AttemptRequest) -> AttemptReply {
         let name = &req.destination.address;

@@ -117,11 +117,7 @@ pub fn render(
             let todo = match status {
                 DeliveryStatus::Unknown => "check with the provider whether it went out; approve again only if it did not".to_string(),
                 DeliveryStatus::Unconfirmed => "look at the provider's side to confirm it arrived".to_string(),
-                DeliveryStatus::Drafted => view
-                    .items
-                    .get(id)
-                    .and_then(|i| i.connect_step.clone())
-                    .unwrap_or_else(|| "open the draft and finish it".to_string()),
+                DeliveryStatus::Drafted => draft_todo(view, id, run_id),
                 DeliveryStatus::Awaiting => format!("decide: `vouch approvals`, then `vouch approve {run_id} {id} --hash …` or `vouch deny {run_id} {id}`"),
                 _ => "look at it".to_string(),
             };
@@ -146,10 +142,13 @@ pub fn render(
         out.push('\n');
     }
     let secs = (view.last_ms - view.first_ms).max(0) as f64 / 1000.0;
+    let tokens = view.prompt_tokens + view.completion_tokens;
     out.push_str(&format!(
-        "\n{} turns · {} tokens · {:.1} s{}\n",
+        "\n{} {} · {} {} · {:.1} s{}\n",
         view.turns,
-        view.prompt_tokens + view.completion_tokens,
+        if view.turns == 1 { "turn" } else { "turns" },
+        tokens,
+        if tokens == 1 { "token" } else { "tokens" },
         secs,
         ended_by
             .map(|e| format!(" · ended by {e}"))
@@ -252,6 +251,22 @@ fn decided_lines(out: &mut String, view: &RunView, statuses: &[(String, Delivery
             out.push_str(&vouch_core::receipt::scrub(&l));
             out.push('\n');
         }
+    }
+}
+
+/// What finishing a draft takes, whole (§9.5): where the draft is, what to connect, and the
+/// command that then finishes it from its stored payload.
+fn draft_todo(view: &RunView, id: &str, run_id: &str) -> String {
+    let item = view.items.get(id);
+    let step = item.and_then(|i| i.connect_step.as_deref());
+    let at = item.and_then(|i| i.draft_path.as_deref());
+    match (step, at) {
+        (Some(s), Some(p)) => {
+            format!("the draft is at {p}; to finish it, {s}, then `vouch resume {run_id}`")
+        }
+        (Some(s), None) => format!("{s}, then `vouch resume {run_id}`"),
+        (None, Some(p)) => format!("the draft is at {p}: open it and finish it"),
+        (None, None) => "open the draft and finish it".to_string(),
     }
 }
 

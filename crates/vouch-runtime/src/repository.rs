@@ -48,6 +48,29 @@ impl Provider for RepositoryProvider {
     fn exists(&self, dest: &Destination) -> bool {
         Self::branch_at(dest).is_ok()
     }
+    /// The diff from the branch as it is now to the commit the payload would move it to.
+    /// The commit is from the payload: only a full hex object id is passed to git.
+    fn preview(&self, dest: &Destination, payload: &Value, bytes_max: usize) -> Option<String> {
+        let commit = payload.get("commit").and_then(Value::as_str)?;
+        let hex = matches!(commit.len(), 40 | 64) && commit.bytes().all(|b| b.is_ascii_hexdigit());
+        if !hex {
+            return None;
+        }
+        let (repo, _) = parse_address(&dest.address).ok()?;
+        let at = Self::branch_at(dest).ok()?;
+        let out = Git::new(repo)
+            .run(&[
+                "diff",
+                "--no-color",
+                "--no-ext-diff",
+                "--end-of-options",
+                &at,
+                commit,
+            ])
+            .ok()?;
+        let cut = &out[..out.len().min(bytes_max)];
+        Some(String::from_utf8_lossy(cut).into_owned())
+    }
     fn attempt(&self, req: &AttemptRequest) -> AttemptReply {
         if req.verb != Verb::Save {
             return AttemptReply::Rejected {
@@ -158,4 +181,65 @@ pub fn apply_run(task_id: &str, result: &Value, branch: &str) -> Result<RunSpec,
         ]}),
         scope: None,
     })
+}
+
+#[cfg(test)]
+mod preview_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::process::Command;
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .current_dir(dir)
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "commit.gpgsign=false",
+            ])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    #[test]
+    fn a_patch_card_previews_the_diff_it_would_apply() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        git(dir, &["init", "-q", "-b", "main"]);
+        std::fs::write(dir.join("a.txt"), "one\n").unwrap();
+        git(dir, &["add", "a.txt"]);
+        git(dir, &["commit", "-q", "-m", "base"]);
+        git(dir, &["checkout", "-q", "-b", "work"]);
+        std::fs::write(dir.join("a.txt"), "one\ntwo\n").unwrap();
+        git(dir, &["commit", "-q", "-am", "two"]);
+        let commit = git(dir, &["rev-parse", "HEAD"]);
+        let dest = Destination {
+            kind: DestinationKind::Repository,
+            address: format!("{}#main", dir.display()),
+        };
+        let p = RepositoryProvider;
+        let diff = p
+            .preview(&dest, &json!({"commit": commit}), 1 << 20)
+            .unwrap();
+        assert!(diff.contains("+two"), "{diff}");
+        assert!(p
+            .preview(&dest, &json!({"commit": "--output=/tmp/x"}), 1 << 20)
+            .is_none());
+        assert!(
+            p.preview(&dest, &json!({"commit": commit}), 10)
+                .unwrap()
+                .len()
+                <= 10
+        );
+    }
 }

@@ -47,6 +47,16 @@ pub fn slots_between(cron: &Cron, tz: Tz, after_ms: i64, until_ms: i64, max: usi
     out
 }
 
+/// A schedule's next slot after `now_ms` (looking a year ahead at most), or `None` when its
+/// cron or zone no longer parses or nothing falls within the year.
+pub fn next_slot(cron: &str, tz: &str, now_ms: i64) -> Option<i64> {
+    let c = parse_cron(cron).ok()?;
+    let z = parse_tz(tz).ok()?;
+    slots_between(&c, z, now_ms, now_ms + 366 * 86_400_000, 1)
+        .first()
+        .copied()
+}
+
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct TickReport {
     /// (schedule, slot, run) started on time.
@@ -147,6 +157,17 @@ pub fn routine_spec(s: &Schedule, slot_ms: i64) -> RunSpec {
         quiet: r.get("quiet").and_then(Value::as_bool).unwrap_or(false),
         model: r.get("model").cloned().unwrap_or(Value::Null),
         scope: Some(format!("{}@{slot_ms}", s.name)),
+    }
+}
+
+/// A schedule's routine run now because the person asked (the console's "Run now"): the
+/// routine's prompt, model and presence, but an interactive run outside the slots — it
+/// consumes no slot and its ledger scope is its own, so the next slot still runs.
+pub fn run_now_spec(s: &Schedule) -> RunSpec {
+    RunSpec {
+        trigger: TriggerKind::Interactive,
+        scope: None,
+        ..routine_spec(s, 0)
     }
 }
 

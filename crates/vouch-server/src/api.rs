@@ -475,6 +475,41 @@ pub async fn get_schedule(
     .await
 }
 
+/// Run a schedule's routine now, as the person's own run (trigger `interactive`, outside the
+/// slots: no slot is consumed). Answers when the run ends or first waits, like a decision.
+#[utoipa::path(post, path = "/api/schedules/{name}/run", tag = "schedules",
+    params(("name" = String, Path, description = "schedule name")),
+    responses(
+        (status = 200, body = RunResult),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+        (status = 502, body = Problem, content_type = "application/problem+json", description = "model_error: the routine's model did not answer usably"),
+    ))]
+pub async fn run_schedule_now(
+    State(s): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+) -> ApiResult<Json<RunResult>> {
+    let host = s.host.clone();
+    let store = s.store.clone();
+    blocking(move || {
+        let sched = store
+            .schedules()?
+            .into_iter()
+            .find(|x| x.name == name)
+            .ok_or_else(|| {
+                ApiError::not_found(format!(
+                    "no schedule `{name}`; list them with GET /api/schedules"
+                ))
+            })?;
+        let (id, end) = host.start(&vouch_runtime::scheduler::run_now_spec(&sched))?;
+        run_result(store.as_ref(), &id, Some(&end)).map(Json)
+    })
+    .await
+}
+
 /// Add a schedule (§12.1). It runs while `vouch serve` is running.
 #[utoipa::path(post, path = "/api/schedules", tag = "schedules",
     request_body = NewSchedule,

@@ -98,6 +98,7 @@ pub const ROUTES: &[(&str, &str, &[Scope])] = &[
     ("POST", "/api/schedules", &[P]),
     ("GET", "/api/schedules/{name}", &[P, R]),
     ("DELETE", "/api/schedules/{name}", &[P]),
+    ("POST", "/api/schedules/{name}/run", &[P]),
     ("GET", "/api/doctor", &[P, R]),
     ("GET", "/api/tasks", &[P, R, W]),
     ("POST", "/api/tasks", &[P]),

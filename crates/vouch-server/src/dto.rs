@@ -413,10 +413,16 @@ pub struct DestinationBody {
     pub kind: String,
     pub level: String,
     pub connect_step: Option<String>,
+    /// The vouch.toml section that connects this kind (shown while it needs setting up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub example: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct DoctorBody {
+    /// The path of the home's vouch.toml, where destinations are connected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_path: Option<String>,
     pub destinations: Vec<DestinationBody>,
     /// Per-destination overrides from vouch.toml: pattern → level.
     pub overrides: std::collections::BTreeMap<String, String>,
@@ -444,6 +450,7 @@ pub struct StuckRouteBody {
 impl From<&DoctorReport> for DoctorBody {
     fn from(d: &DoctorReport) -> Self {
         DoctorBody {
+            config_path: d.config_path.clone(),
             destinations: d
                 .destinations
                 .iter()
@@ -451,6 +458,7 @@ impl From<&DoctorReport> for DoctorBody {
                     kind: word(r.kind),
                     level: word(r.level),
                     connect_step: r.connect_step.clone(),
+                    example: r.example.map(str::to_string),
                 })
                 .collect(),
             overrides: d

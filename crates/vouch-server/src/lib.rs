@@ -143,6 +143,7 @@ pub fn router(state: AppState) -> Router {
             "/api/schedules/{name}",
             get(api::get_schedule).delete(api::remove_schedule),
         )
+        .route("/api/schedules/{name}/run", post(api::run_schedule_now))
         .route("/api/doctor", get(api::doctor))
         .route("/api/tasks/{id}", get(tasks::get_task))
         .route("/api/tasks/{id}/cancel", post(tasks::cancel_task))

@@ -33,6 +33,7 @@ impl Modify for BearerAuth {
         api::approve, api::deny, api::edit, api::answer, api::cancel, api::resume,
         api::approvals, api::inbox, sse::inbox_events,
         api::list_schedules, api::add_schedule, api::get_schedule, api::remove_schedule,
+        api::run_schedule_now,
         api::doctor, tasks::list_tasks, tasks::get_task, tasks::cancel_task,
         tasks::offer_task, tasks::claim_next, tasks::heartbeat, tasks::submit, tasks::fail,
         tasks::abort, tasks::put_artifact, tasks::get_artifact,

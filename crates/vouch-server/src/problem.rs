@@ -76,16 +76,60 @@ impl ApiError {
     pub fn problem(&self) -> Problem {
         Problem {
             type_: format!("urn:vouch:problem:{}", self.code),
-            title: self
-                .status
-                .canonical_reason()
-                .unwrap_or("Error")
-                .to_string(),
+            title: title(self.code, self.status).to_string(),
             status: self.status.as_u16(),
             detail: self.detail.clone(),
             code: self.code.to_string(),
             field: self.field.clone(),
         }
+    }
+}
+
+/// A problem's title in plain words, by its stable code (a person reads it in the console, a
+/// program keys on `code`): "The request's JSON is not valid", not "Bad Request".
+pub fn title(code: &str, status: StatusCode) -> &'static str {
+    match code {
+        "unauthorized" => "You are not signed in, or the token is not valid",
+        "not_found" => "Nothing here has that name or id",
+        "method_not_allowed" => "This address does not take that method",
+        "bad_json" => "The request's JSON is not valid",
+        "bad_query" => "The address's query is not valid",
+        "bad_path" => "The address names something that cannot exist",
+        "unsupported_media_type" => "The request's body is not JSON",
+        "invalid_field" => "A field of the request cannot be used",
+        "invalid_input" => "The request cannot be used",
+        "hash_mismatch" => "The hash matches no card of this delivery",
+        "invalid_result" => "The result does not fit the task type's schema",
+        "bad_signature" => "The signature is not the claimant's",
+        "conflict" => "This conflicts with what is already there",
+        "refused" => "The run is not waiting for this",
+        "owned_elsewhere" => "Another process is driving this now",
+        "not_ended" => "The run has not ended yet",
+        "too_large" => "The request is too large",
+        "read_only" => "This home takes no writes",
+        "not_supported" => "This is not supported yet",
+        "unavailable" => "vouch is busy; try again shortly",
+        "model_error" => "The model did not give a usable answer",
+        "internal" => "Something went wrong inside vouch",
+        _ => plain_status(status),
+    }
+}
+
+/// A status in plain words, for a page that has no problem code.
+pub fn plain_status(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        400 => "The request is not valid",
+        401 => "You are not signed in",
+        403 => "This is not allowed",
+        404 => "There is no such page",
+        405 => "This address does not take that method",
+        409 => "This cannot be done now",
+        413 => "That is too large",
+        415 => "The request's body is not JSON",
+        422 => "The request cannot be used",
+        503 => "vouch is busy; try again shortly",
+        s if s >= 500 => "Something went wrong inside vouch",
+        _ => "That did not work",
     }
 }
 

@@ -393,6 +393,7 @@ fn routes(run: &str) -> Vec<(&'static str, String)> {
         ("POST", "/api/schedules".into()),
         ("GET", "/api/schedules/x".into()),
         ("DELETE", "/api/schedules/x".into()),
+        ("POST", "/api/schedules/x/run".into()),
         ("GET", "/api/doctor".into()),
         ("GET", "/api/tasks".into()),
         ("GET", "/api/tasks/x".into()),
@@ -736,6 +737,18 @@ fn schedules_are_added_listed_and_removed_with_each_bad_field_named() {
     assert_eq!(created["grace_ms"], 900_000);
     s.post("/api/schedules", good.clone())
         .problem(409, "conflict");
+    // Run now: the routine as the person's own run, outside the slots (none is consumed).
+    let r = s.post("/api/schedules/brief/run", json!({}));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let now = r.json();
+    assert_eq!(now["state"], "ended", "{now}");
+    let run = s
+        .get(&format!("/api/runs/{}", now["run"].as_str().unwrap()))
+        .json();
+    assert_eq!(run["run"]["trigger"], "interactive", "{run}");
+    assert_eq!(run["run"]["title"], "Morning brief", "{run}");
+    s.post("/api/schedules/nope/run", json!({}))
+        .problem(404, "not_found");
     for (field, body) in [
         (
             "cron",

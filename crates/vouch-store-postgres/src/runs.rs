@@ -269,6 +269,53 @@ pub(super) fn runs(store: &PostgresStore, limit: usize) -> StoreResult<Vec<RunRe
     )
 }
 
+/// `RunFilter::matches` in SQL: an unset field is NULL and lets every row through. Titles
+/// are folded with `translate` over ASCII letters only, like SQLite's `lower`, so both
+/// backends find the same runs.
+pub(super) fn runs_filtered(
+    store: &PostgresStore,
+    f: &vouch_store::RunFilter,
+    offset: usize,
+    limit: usize,
+) -> StoreResult<Vec<RunRecord>> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let offset = i64::try_from(offset).unwrap_or(i64::MAX);
+    let (state, outcome, trigger) = (
+        f.state.map(|s| s.as_str()),
+        f.outcome.map(|o| o.as_str()),
+        f.trigger.map(|t| t.as_str()),
+    );
+    let (schedule, task, title) = (f.schedule_scope(), f.task_scope(), f.title_lower());
+    rows(
+        store.query(
+            &format!(
+                "SELECT {RUN_COLS} FROM runs WHERE ($1::text IS NULL OR state = $1) \
+                 AND ($2::text IS NULL OR outcome = $2) AND ($3::text IS NULL OR trigger = $3) \
+                 AND ($4::text IS NULL OR starts_with(scope, $4)) \
+                 AND ($5::text IS NULL OR scope = $5) \
+                 AND ($6::bigint IS NULL OR created_ms >= $6) \
+                 AND ($7::bigint IS NULL OR created_ms < $7) \
+                 AND ($8::text IS NULL OR strpos(translate(title, \
+                     'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz'), $8) > 0) \
+                 ORDER BY created_ms DESC, ord DESC LIMIT $9 OFFSET $10"
+            ),
+            &[
+                &state,
+                &outcome,
+                &trigger,
+                &schedule,
+                &task,
+                &f.since_ms,
+                &f.until_ms,
+                &title,
+                &limit,
+                &offset,
+            ],
+        )?,
+        run_row,
+    )
+}
+
 pub(super) fn set_run_state(store: &PostgresStore, id: &str, state: RunState) -> StoreResult<()> {
     if state == RunState::Ended {
         return Err(StoreError::Conflict("runs end only through end_run".into()));

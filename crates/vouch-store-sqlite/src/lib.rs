@@ -871,6 +871,15 @@ impl Store for SqliteStore {
         runs::runs(self, limit)
     }
 
+    fn runs_filtered(
+        &self,
+        filter: &vouch_store::RunFilter,
+        offset: usize,
+        limit: usize,
+    ) -> StoreResult<Vec<RunRecord>> {
+        runs::runs_filtered(self, filter, offset, limit)
+    }
+
     fn set_run_state(&self, id: &str, state: RunState) -> StoreResult<()> {
         runs::set_run_state(self, id, state)
     }

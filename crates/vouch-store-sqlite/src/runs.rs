@@ -175,6 +175,57 @@ pub(super) fn runs(store: &SqliteStore, limit: usize) -> StoreResult<Vec<RunReco
     })
 }
 
+/// `RunFilter::matches` in SQL: an unset field is NULL and lets every row through. SQLite's
+/// `lower` folds ASCII letters only, as the filter states.
+pub(super) fn runs_filtered(
+    store: &SqliteStore,
+    f: &vouch_store::RunFilter,
+    offset: usize,
+    limit: usize,
+) -> StoreResult<Vec<RunRecord>> {
+    let p = (
+        f.state.map(|s| s.as_str()),
+        f.outcome.map(|o| o.as_str()),
+        f.trigger.map(|t| t.as_str()),
+        f.schedule_scope(),
+        f.task_scope(),
+        f.since_ms,
+        f.until_ms,
+        f.title_lower(),
+    );
+    store.read(move |c| {
+        let mut st = c
+            .prepare_cached(&format!(
+                "SELECT {RUN_COLS} FROM runs WHERE (?1 IS NULL OR state = ?1) \
+                 AND (?2 IS NULL OR outcome = ?2) AND (?3 IS NULL OR trigger = ?3) \
+                 AND (?4 IS NULL OR substr(scope, 1, length(?4)) = ?4) \
+                 AND (?5 IS NULL OR scope = ?5) AND (?6 IS NULL OR created_ms >= ?6) \
+                 AND (?7 IS NULL OR created_ms < ?7) \
+                 AND (?8 IS NULL OR instr(lower(title), ?8) > 0) \
+                 ORDER BY created_ms DESC, rowid DESC LIMIT ?9 OFFSET ?10"
+            ))
+            .map_err(db_err)?;
+        let rows = st
+            .query_map(
+                params![
+                    p.0,
+                    p.1,
+                    p.2,
+                    p.3,
+                    p.4,
+                    p.5,
+                    p.6,
+                    p.7,
+                    limit as i64,
+                    offset as i64
+                ],
+                run_row,
+            )
+            .map_err(db_err)?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
+    })
+}
+
 pub(super) fn set_run_state(store: &SqliteStore, id: &str, state: RunState) -> StoreResult<()> {
     if state == RunState::Ended {
         return Err(StoreError::Conflict("runs end only through end_run".into()));

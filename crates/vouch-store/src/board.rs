@@ -408,6 +408,38 @@ pub struct MeasureRow {
     pub failed_worker_crash: i64,
 }
 
+impl MeasureRow {
+    /// The tasks queued in `[a, b)`, from `self` = the measures since `a` and `later` = the
+    /// measures since `b` (the store's measures take a start, not an end). Every count is a
+    /// sum over tasks, so it subtracts; a median does not, and is `None` here.
+    pub fn between(&self, later: &MeasureRow) -> MeasureRow {
+        MeasureRow {
+            cohort: self.cohort.clone(),
+            tasks: self.tasks - later.tasks,
+            accepted: self.accepted - later.accepted,
+            first_attempt_accepted: self.first_attempt_accepted - later.first_attempt_accepted,
+            terminal_failed: self.terminal_failed - later.terminal_failed,
+            cancelled: self.cancelled - later.cancelled,
+            retried: self.retried - later.retried,
+            retry_recovered: self.retry_recovered - later.retry_recovered,
+            attempts: self.attempts - later.attempts,
+            tool_calls: self.tool_calls - later.tool_calls,
+            failed_tool_calls: self.failed_tool_calls - later.failed_tool_calls,
+            high_friction_attempts: self.high_friction_attempts - later.high_friction_attempts,
+            median_turns: None,
+            median_queued_to_accepted_ms: None,
+            tokens: self.tokens - later.tokens,
+            judged: self.judged - later.judged,
+            verdicts_passed: self.verdicts_passed - later.verdicts_passed,
+            failed_model_outage: self.failed_model_outage - later.failed_model_outage,
+            failed_tool_error: self.failed_tool_error - later.failed_tool_error,
+            failed_malformed_output: self.failed_malformed_output - later.failed_malformed_output,
+            failed_policy_refusal: self.failed_policy_refusal - later.failed_policy_refusal,
+            failed_worker_crash: self.failed_worker_crash - later.failed_worker_crash,
+        }
+    }
+}
+
 /// The board's store. Every write is durable on return and refused (`Conflict`, nothing
 /// changed) when its premise no longer holds.
 pub trait BoardStore: Send + Sync {

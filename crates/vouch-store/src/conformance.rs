@@ -40,7 +40,8 @@ macro_rules! store_conformance_tests {
             api_tokens,
             a_damaged_store_refuses_new_runs_until_acknowledged,
             journal_since_reads_the_tail,
-            counts_are_aggregates_of_what_is_stored
+            counts_are_aggregates_of_what_is_stored,
+            runs_filter_alike_on_every_backend
         );
     };
     (@each $fresh:expr; $($check:ident),* $(,)?) => {
@@ -1051,6 +1052,151 @@ pub fn journal_since_reads_the_tail(open: Opener<'_>) {
         assert_eq!(tail, expected, "after {after}");
     }
     assert!(s.journal_since("no-such-run", 0).unwrap().is_empty());
+}
+
+/// Every field of a [`RunFilter`] selects in the backend exactly what [`RunFilter::matches`]
+/// selects, newest first, paged by offset and limit.
+pub fn runs_filter_alike_on_every_backend(open: Opener<'_>) {
+    let s = open();
+    let runs = [
+        ("f1", TriggerKind::Interactive, "Save my Notes", "f1", 10),
+        (
+            "f2",
+            TriggerKind::Scheduled,
+            "Morning brief",
+            "brief@1000",
+            20,
+        ),
+        (
+            "f3",
+            TriggerKind::Scheduled,
+            "Morning brief",
+            "briefly@1000",
+            30,
+        ),
+        ("f4", TriggerKind::Task, "Summarise Q3 ÉTÉ", "task:t1", 40),
+        ("f5", TriggerKind::Interactive, "notes again", "f5", 50),
+    ];
+    for (id, trigger, title, scope, at) in runs {
+        s.create_run(&NewRun {
+            trigger,
+            title: title.into(),
+            scope: scope.into(),
+            created_ms: at,
+            ..new_run(id)
+        })
+        .unwrap();
+    }
+    s.end_run("f1", &terminal(false, "f1")).unwrap();
+    s.end_run(
+        "f4",
+        &Terminal {
+            outcome: Outcome::Failed,
+            ..terminal(false, "f4")
+        },
+    )
+    .unwrap();
+    let filters = [
+        RunFilter::default(),
+        RunFilter {
+            state: Some(RunState::Ended),
+            ..Default::default()
+        },
+        RunFilter {
+            state: Some(RunState::Created),
+            ..Default::default()
+        },
+        RunFilter {
+            outcome: Some(Outcome::Failed),
+            ..Default::default()
+        },
+        RunFilter {
+            trigger: Some(TriggerKind::Scheduled),
+            ..Default::default()
+        },
+        RunFilter {
+            schedule: Some("brief".into()),
+            ..Default::default()
+        },
+        RunFilter {
+            task: Some("t1".into()),
+            ..Default::default()
+        },
+        RunFilter {
+            since_ms: Some(20),
+            until_ms: Some(50),
+            ..Default::default()
+        },
+        RunFilter {
+            title: Some("NOTES".into()),
+            ..Default::default()
+        },
+        RunFilter {
+            title: Some("été".into()),
+            ..Default::default()
+        },
+        RunFilter {
+            title: Some("ÉTÉ".into()),
+            ..Default::default()
+        },
+        RunFilter {
+            title: Some("%".into()),
+            ..Default::default()
+        },
+    ];
+    let all = s.runs(100).unwrap();
+    for f in filters {
+        let want: Vec<String> = all
+            .iter()
+            .filter(|r| f.matches(r))
+            .map(|r| r.id.clone())
+            .collect();
+        let got: Vec<String> = s
+            .runs_filtered(&f, 0, 100)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(got, want, "{f:?}");
+        let paged: Vec<String> = s
+            .runs_filtered(&f, 1, 2)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        let want_page: Vec<String> = want.iter().skip(1).take(2).cloned().collect();
+        assert_eq!(paged, want_page, "page of {f:?}");
+    }
+    let one = |f: RunFilter| -> Vec<String> {
+        s.runs_filtered(&f, 0, 100)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.id)
+            .collect()
+    };
+    assert_eq!(
+        one(RunFilter {
+            schedule: Some("brief".into()),
+            ..Default::default()
+        }),
+        ["f2"],
+        "a schedule is its name, not a prefix of another's"
+    );
+    assert_eq!(
+        one(RunFilter {
+            title: Some("NOTES".into()),
+            ..Default::default()
+        }),
+        ["f5", "f1"]
+    );
+    assert_eq!(
+        one(RunFilter {
+            title: Some("%".into()),
+            ..Default::default()
+        }),
+        Vec::<String>::new(),
+        "search text is literal"
+    );
 }
 
 /// The tampering hook of verification tests changes exactly the payload it names, keeps its

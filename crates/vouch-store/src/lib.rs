@@ -124,6 +124,66 @@ impl RunRecord {
     }
 }
 
+/// Which runs a list shows (§17.0, §17.3): every field that is set must match. The same
+/// filter on every backend: [`RunFilter::matches`] states what the SQL of each computes, and
+/// the shared conformance suite holds them equal.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunFilter {
+    pub state: Option<RunState>,
+    pub outcome: Option<Outcome>,
+    pub trigger: Option<TriggerKind>,
+    /// Runs of this schedule's slots (scope `NAME@SLOT`).
+    pub schedule: Option<String>,
+    /// Attempts of this board task (scope `task:ID`).
+    pub task: Option<String>,
+    /// Created at or after this instant.
+    pub since_ms: Option<i64>,
+    /// Created before this instant.
+    pub until_ms: Option<i64>,
+    /// The title holds this text; ASCII letters match in either case (other characters exactly,
+    /// the same on every backend).
+    pub title: Option<String>,
+}
+
+impl RunFilter {
+    /// Whether `r` passes the filter: the reference the backends' SQL follows.
+    pub fn matches(&self, r: &RunRecord) -> bool {
+        self.state.is_none_or(|s| r.state == s)
+            && self.outcome.is_none_or(|o| r.outcome == Some(o))
+            && self.trigger.is_none_or(|t| r.trigger == t)
+            && self
+                .schedule
+                .as_ref()
+                .is_none_or(|s| r.scope.starts_with(&format!("{s}@")))
+            && self
+                .task
+                .as_ref()
+                .is_none_or(|t| r.scope == format!("task:{t}"))
+            && self.since_ms.is_none_or(|t| r.created_ms >= t)
+            && self.until_ms.is_none_or(|t| r.created_ms < t)
+            && self.title.as_ref().is_none_or(|t| {
+                r.title
+                    .to_ascii_lowercase()
+                    .contains(&t.to_ascii_lowercase())
+            })
+    }
+
+    /// The scope prefix of a schedule's runs.
+    pub fn schedule_scope(&self) -> Option<String> {
+        self.schedule.as_ref().map(|s| format!("{s}@"))
+    }
+
+    /// The scope of a task's attempts.
+    pub fn task_scope(&self) -> Option<String> {
+        self.task.as_ref().map(|t| format!("task:{t}"))
+    }
+
+    /// The title text in ASCII lower case, as the backends compare it.
+    pub fn title_lower(&self) -> Option<String> {
+        self.title.as_ref().map(|t| t.to_ascii_lowercase())
+    }
+}
+
 /// An event to append. `seq`, `prev_hash` and `hash` are assigned by the store.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NewEvent {
@@ -596,6 +656,13 @@ pub trait Store: Send + Sync {
     fn run(&self, id: &str) -> StoreResult<Option<RunRecord>>;
     /// Newest first, at most `limit`.
     fn runs(&self, limit: usize) -> StoreResult<Vec<RunRecord>>;
+    /// The runs `filter` lets through, newest first, skipping `offset`, at most `limit`.
+    fn runs_filtered(
+        &self,
+        filter: &RunFilter,
+        offset: usize,
+        limit: usize,
+    ) -> StoreResult<Vec<RunRecord>>;
     /// Move a non-ended run to `created|declaring|running|suspended`. Ending goes through `end_run`.
     fn set_run_state(&self, id: &str, state: RunState) -> StoreResult<()>;
 

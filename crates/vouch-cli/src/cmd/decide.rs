@@ -64,9 +64,46 @@ fn decide(
     }
 }
 
+/// What a decision answers: an approval card of a delivery, or the run's question.
+#[derive(Clone, Copy)]
+enum Waits<'a> {
+    Approval(&'a str),
+    Question,
+}
+
+/// A run a decision addresses: `last` means the newest run that waits for this decision (an
+/// open card of that delivery, or a question), not the newest run — the newest run is often
+/// one that already ended. Anything else is a run id or a unique prefix, as everywhere.
+fn find_waiting(
+    store: &dyn vouch_store::Store,
+    run: &str,
+    waits: Waits<'_>,
+) -> Result<vouch_store::RunRecord> {
+    if run != "last" || store.run(run)?.is_some() {
+        return find_run(store, run);
+    }
+    let newest = store
+        .open_cards()?
+        .into_iter()
+        .filter(|c| match waits {
+            Waits::Approval(d) => c.delivery.as_deref() == Some(d),
+            Waits::Question => c.delivery.is_none(),
+        })
+        .max_by_key(|c| c.created_ms);
+    match newest {
+        Some(c) => find_run(store, &c.run_id),
+        None => Err(bad(match waits {
+            Waits::Approval(d) => format!(
+                "no run waits for your approval of {d}, so there is no `last` one; `vouch approvals` lists what waits"
+            ),
+            Waits::Question => "no run waits for an answer, so there is no `last` one; `vouch approvals` lists what waits".to_string(),
+        })),
+    }
+}
+
 pub fn approve(dir: &Path, run: &str, delivery: &str, hash: &str, json: bool) -> Result<i32> {
     let host = open_host(dir, !json)?;
-    let rec = find_run(host.store.as_ref(), run)?;
+    let rec = find_waiting(host.store.as_ref(), run, Waits::Approval(delivery))?;
     let d = TaskDecision::Approve {
         delivery: delivery.to_string(),
         hash: hash.to_string(),
@@ -76,7 +113,7 @@ pub fn approve(dir: &Path, run: &str, delivery: &str, hash: &str, json: bool) ->
 
 pub fn deny(dir: &Path, run: &str, delivery: &str, json: bool) -> Result<i32> {
     let host = open_host(dir, !json)?;
-    let rec = find_run(host.store.as_ref(), run)?;
+    let rec = find_waiting(host.store.as_ref(), run, Waits::Approval(delivery))?;
     let d = TaskDecision::Deny {
         delivery: delivery.to_string(),
     };
@@ -85,7 +122,7 @@ pub fn deny(dir: &Path, run: &str, delivery: &str, json: bool) -> Result<i32> {
 
 pub fn edit(dir: &Path, run: &str, delivery: &str, payload: &Path, json: bool) -> Result<i32> {
     let host = open_host(dir, false)?;
-    let rec = find_run(host.store.as_ref(), run)?;
+    let rec = find_waiting(host.store.as_ref(), run, Waits::Approval(delivery))?;
     let text = vouch_runtime::bounded::read_text(
         payload,
         "payload file",
@@ -115,7 +152,7 @@ pub fn edit(dir: &Path, run: &str, delivery: &str, payload: &Path, json: bool) -
 
 pub fn answer(dir: &Path, run: &str, text: &str, json: bool) -> Result<i32> {
     let host = open_host(dir, !json)?;
-    let rec = find_run(host.store.as_ref(), run)?;
+    let rec = find_waiting(host.store.as_ref(), run, Waits::Question)?;
     let d = TaskDecision::Answer {
         text: text.to_string(),
     };

@@ -9,30 +9,85 @@ use vouch_runtime::host::RunEnd;
 use vouch_runtime::{Host, RunSpec};
 use vouch_store::{CardState, Store};
 
-pub fn list(dir: &Path, limit: usize, json: bool) -> Result<i32> {
+/// The filter `runs list` was given, in the store's terms (the words were checked by clap).
+fn run_filter(a: &crate::args::RunsListArgs, now_ms: i64) -> Result<vouch_store::RunFilter> {
+    let word = |w: &Option<String>| w.as_ref().map(|w| json!(w));
+    let since_ms = match &a.since {
+        Some(w) => Some(
+            now_ms
+                - vouch_core::input::window_ms(w).ok_or_else(|| {
+                    bad(format!(
+                        "--since `{w}`: use a positive whole number and a unit s, m, h or d, e.g. 90m, 24h, 7d"
+                    ))
+                })?,
+        ),
+        None => None,
+    };
+    if let Some(t) = &a.title {
+        if t.is_empty() || t.contains('\0') || t.len() > 1024 {
+            return Err(bad(
+                "--title: give 1 to 1024 bytes of text without NUL, like `notes`",
+            ));
+        }
+    }
+    Ok(vouch_store::RunFilter {
+        state: word(&a.state).and_then(|v| serde_json::from_value(v).ok()),
+        outcome: word(&a.outcome).and_then(|v| serde_json::from_value(v).ok()),
+        trigger: word(&a.trigger).and_then(|v| serde_json::from_value(v).ok()),
+        schedule: a.schedule.clone(),
+        task: a.task.clone(),
+        since_ms,
+        until_ms: None,
+        title: a.title.clone(),
+    })
+}
+
+/// How long a run took (or has taken so far), for a column: `4.2 s`, `12 min`, `3.5 h`.
+pub fn took(from_ms: i64, to_ms: i64) -> String {
+    let s = (to_ms - from_ms).max(0) as f64 / 1000.0;
+    if s < 60.0 {
+        format!("{s:.1} s")
+    } else if s < 3600.0 {
+        format!("{:.0} min", s / 60.0)
+    } else {
+        format!("{:.1} h", s / 3600.0)
+    }
+}
+
+pub fn list(dir: &Path, a: &crate::args::RunsListArgs, json: bool) -> Result<i32> {
     let host = open_host(dir, false)?;
-    let runs = host.store.runs(limit)?;
+    let now = host.clock.now_ms();
+    let filter = run_filter(a, now)?;
+    let runs = host.store.runs_filtered(&filter, 0, a.limit)?;
     if json {
         outln!("{}", serde_json::to_string(&runs)?);
-    } else if runs.is_empty() {
+    } else if runs.is_empty() && filter == vouch_store::RunFilter::default() {
         houtln!("No runs yet in {}. Start one with `vouch run \"PROMPT\" --script FILE` or try `vouch demo`.", dir.display());
+    } else if runs.is_empty() {
+        houtln!("No run matches these filters; `vouch runs list` without them shows every run.");
     } else {
-        houtln!(
-            "{:<22} {:<12} {:<10} {:<10} TITLE",
-            "RUN",
-            "TRIGGER",
-            "STATE",
-            "OUTCOME"
-        );
-        for r in runs {
-            houtln!(
-                "{:<22} {:<12} {:<10} {:<10} {}",
-                r.id,
-                r.trigger.as_str(),
-                r.state.as_str(),
-                r.outcome.map(|o| o.as_str()).unwrap_or("—"),
-                out::short(&r.title, 60)
-            );
+        let rows: Vec<Vec<String>> = runs
+            .iter()
+            .map(|r| {
+                vec![
+                    r.id.clone(),
+                    crate::when::local_time(r.created_ms),
+                    match r.ended_ms {
+                        Some(end) => took(r.created_ms, end),
+                        None => format!("{} so far", took(r.created_ms, now)),
+                    },
+                    r.trigger.as_str().to_string(),
+                    r.state.as_str().to_string(),
+                    r.outcome.map(|o| o.as_str()).unwrap_or("—").to_string(),
+                    out::short(&r.title, 48),
+                ]
+            })
+            .collect();
+        let header = [
+            "RUN", "STARTED", "TOOK", "TRIGGER", "STATE", "OUTCOME", "TITLE",
+        ];
+        for l in out::table(&header, &rows) {
+            houtln!("{l}");
         }
     }
     Ok(0)
@@ -100,9 +155,9 @@ pub fn show(dir: &Path, run: &str, json: bool) -> Result<i32> {
             }
         }
         houtln!(
-            "{} turns, {} events. Receipt: `vouch receipt {}`; journal: `vouch journal {}`",
-            view.turns,
-            host.store.journal(&rec.id)?.len(),
+            "{}, {}. Receipt: `vouch receipt {}`; journal: `vouch journal {}`",
+            out::count(view.turns, "turn", "turns"),
+            out::count(host.store.journal(&rec.id)?.len(), "event", "events"),
             rec.id,
             rec.id
         );
@@ -123,9 +178,9 @@ pub fn journal_verify(dir: &Path, acknowledge: bool, json: bool) -> Result<i32> 
         outln!("{}", serde_json::to_string(&out)?);
     } else if report.intact() {
         houtln!(
-            "Store and journal intact: {} runs, {} events, every hash chain verifies and every row reads back.",
-            report.runs,
-            report.events
+            "Store and journal intact: {}, {}, every hash chain verifies and every row reads back.",
+            out::count(report.runs, "run", "runs"),
+            out::count(report.events, "event", "events")
         );
     } else {
         let kept = if home::database_url().is_some() {
@@ -140,10 +195,10 @@ pub fn journal_verify(dir: &Path, acknowledge: bool, json: bool) -> Result<i32> 
             houtln!("BROKEN: run {} event #{}: {}", b.run_id, b.seq, b.reason);
         }
         if !report.damage.is_empty() {
-            houtln!("The store itself is damaged ({} problems above). Keep {kept} before doing anything else; then restore it from a backup, or run `vouch init` in a new folder.", report.damage.len());
+            houtln!("The store itself is damaged ({} above). Keep {kept} before doing anything else; then restore it from a backup, or run `vouch init` in a new folder.", out::count(report.damage.len(), "problem", "problems"));
         }
         if !report.breaks.is_empty() {
-            houtln!("{} of {} runs have a broken chain. The journal was changed outside vouch; keep {kept} before doing anything else.", report.breaks.len(), report.runs);
+            houtln!("{} of {} {} a broken chain. The journal was changed outside vouch; keep {kept} before doing anything else.", report.breaks.len(), out::count(report.runs, "run", "runs"), if report.breaks.len() == 1 { "has" } else { "have" });
         }
     }
     if !json {
@@ -280,6 +335,7 @@ pub fn finish(host: &Host, id: &str, end: &RunEnd, json: bool) -> Result<i32> {
         .into_iter()
         .filter(|c| c.state == CardState::Open)
         .collect();
+    let waits_for_you = !cards.is_empty();
     if json {
         outln!(
             "{}",
@@ -299,11 +355,18 @@ pub fn finish(host: &Host, id: &str, end: &RunEnd, json: bool) -> Result<i32> {
             }
         }
     }
-    Ok(match rec.outcome {
-        Some(vouch_core::Outcome::Succeeded) | None => 0,
-        Some(vouch_core::Outcome::Withdrawn) => 0,
+    Ok(exit_for(&rec, waits_for_you))
+}
+
+/// §17.0: how a run's state reads as an exit code — 0 done (or withdrawn), 1 the work did not
+/// succeed, [`crate::EXIT_WAITING`] when it stopped to wait for the person's decision.
+pub fn exit_for(rec: &vouch_store::RunRecord, waits_for_you: bool) -> i32 {
+    match rec.outcome {
+        Some(vouch_core::Outcome::Succeeded | vouch_core::Outcome::Withdrawn) => 0,
         Some(_) => 1,
-    })
+        None if waits_for_you => crate::EXIT_WAITING,
+        None => 0,
+    }
 }
 
 /// Why an ended run ended as it did, from its terminal record: how the loop stopped (if it
@@ -441,7 +504,8 @@ pub fn watch(dir: &Path, run: &str, json: bool) -> Result<i32> {
                 if !json {
                     hout!("\n{}", host.store.receipt(&rec.id)?.unwrap_or_default());
                 }
-                return Ok(0);
+                // Like `vouch run`: 1 when the work did not succeed (§17.0).
+                return Ok(exit_for(&cur, false));
             }
             vouch_core::RunState::Suspended if !json && !told => {
                 told = true;

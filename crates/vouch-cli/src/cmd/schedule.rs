@@ -84,32 +84,7 @@ pub fn schedule(dir: &Path, cmd: ScheduleCmd, json: bool) -> Result<i32> {
             }
             Ok(0)
         }
-        ScheduleCmd::List => {
-            let all = store.schedules()?;
-            if json {
-                outln!("{}", serde_json::to_string(&all)?);
-            } else if all.is_empty() {
-                houtln!("No schedules. Add one with `vouch schedule add NAME --cron \"0 7 * * *\" --tz Europe/Berlin --routine FILE`.");
-            } else {
-                for s in all {
-                    let last = store
-                        .slots(&s.name)?
-                        .last()
-                        .map(|(t, r)| format!("last slot {} → run {r}", when::slot_time(*t, &s.tz)))
-                        .unwrap_or_else(|| "no slot yet".into());
-                    houtln!(
-                        "{:<16} {:<14} {:<16} catch-up {:<6} overlap {:<5} grace {}s  {last}",
-                        s.name,
-                        s.cron,
-                        s.tz,
-                        s.catch_up,
-                        s.overlap,
-                        s.grace_ms / 1000
-                    );
-                }
-            }
-            Ok(0)
-        }
+        ScheduleCmd::List => list(store.as_ref(), json),
         ScheduleCmd::Rm { name } => {
             if !store.remove_schedule(&name)? {
                 return Err(bad(format!(
@@ -122,6 +97,64 @@ pub fn schedule(dir: &Path, cmd: ScheduleCmd, json: bool) -> Result<i32> {
             Ok(0)
         }
     }
+}
+
+/// `vouch schedule list`: each schedule with its next slot (in its own zone) and its last.
+fn list(store: &dyn vouch_store::Store, json: bool) -> Result<i32> {
+    let all = store.schedules()?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
+    if json {
+        let mut rows = vec![];
+        for s in &all {
+            let next = vouch_runtime::scheduler::next_slot(&s.cron, &s.tz, now);
+            let mut v = serde_json::to_value(s)?;
+            v["next_slot_ms"] = json!(next);
+            v["next_slot"] = json!(next.map(|t| when::slot_rfc3339(t, &s.tz)));
+            rows.push(v);
+        }
+        outln!("{}", Value::Array(rows));
+        return Ok(0);
+    }
+    if all.is_empty() {
+        houtln!("No schedules. Add one with `vouch schedule add NAME --cron \"0 7 * * *\" --tz Europe/Berlin --routine FILE`.");
+        return Ok(0);
+    }
+    let mut rows = vec![];
+    for s in &all {
+        let next = vouch_runtime::scheduler::next_slot(&s.cron, &s.tz, now)
+            .map(|t| when::slot_time(t, &s.tz))
+            .unwrap_or_else(|| "none within a year".into());
+        let last = store
+            .slots(&s.name)?
+            .last()
+            .map(|(t, r)| format!("{} → run {r}", when::slot_time(*t, &s.tz)))
+            .unwrap_or_else(|| "no slot yet".into());
+        rows.push(vec![
+            s.name.clone(),
+            s.cron.clone(),
+            next,
+            s.catch_up.to_string(),
+            s.overlap.to_string(),
+            format!("{} s", s.grace_ms / 1000),
+            last,
+        ]);
+    }
+    let header = [
+        "NAME",
+        "CRON",
+        "NEXT SLOT",
+        "CATCH-UP",
+        "OVERLAP",
+        "GRACE",
+        "LAST SLOT",
+    ];
+    for l in crate::out::table(&header, &rows) {
+        houtln!("{l}");
+    }
+    Ok(0)
 }
 
 pub fn serve(dir: &Path, tick_ms: u64, once: bool, json: bool) -> Result<i32> {
@@ -144,13 +177,13 @@ pub fn serve(dir: &Path, tick_ms: u64, once: bool, json: bool) -> Result<i32> {
                 let n = report.started.len() + report.missed.len() + report.late.len();
                 if n == 0 && report.taken == 0 {
                     houtln!(
-                        "One tick: nothing was due ({} schedules; no slot fell in this tick).",
-                        schedules
+                        "One tick: nothing was due ({}; no slot fell in this tick).",
+                        crate::out::count(schedules, "schedule", "schedules")
                     );
                 } else {
                     houtln!(
-                        "One tick: {} slots started, {} missed, {} running late, {} taken by another host.",
-                        report.started.len(),
+                        "One tick: {} started, {} missed, {} running late, {} taken by another host.",
+                        crate::out::count(report.started.len(), "slot", "slots"),
                         report.missed.len(),
                         report.late.len(),
                         report.taken

@@ -128,10 +128,13 @@ pub fn email_waiting_for_approval(backend: Backend, sink: &SmtpSink, body: &str)
         {"deliver": "d1", "payload": {"to": "board@example.com", "subject": "Q4", "body": body}},
         {"final": ""}
     ]));
-    assert!(h
-        .vouch(&["run", "Email the board", "--script", &s], &[])
-        .status
-        .success());
+    assert_eq!(
+        h.vouch(&["run", "Email the board", "--script", &s], &[])
+            .status
+            .code(),
+        Some(3),
+        "the e-mail waits for approval: exit 3"
+    );
     let card = h.json(&["approvals"])[0].clone();
     (h, card)
 }

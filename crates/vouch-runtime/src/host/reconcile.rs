@@ -595,7 +595,7 @@ mod tests {
             let v = view_with(&[(
                 delivery("mail", Verb::Send, DestinationKind::Email, true),
                 ItemView {
-                    connect_step: Some("set smtp in vouch.toml, then `vouch resume RUN`".into()),
+                    connect_step: Some("add [email] to vouch.toml".into()),
                     ..with(DeliveryStatus::Drafted, "draft drafts/r1/mail.json", "")
                 },
             )]);

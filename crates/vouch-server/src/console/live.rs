@@ -121,33 +121,22 @@ pub async fn run_live(
                     .as_ref()
                     .map(|r| r.state == RunState::Ended)
                     .unwrap_or(true);
-                let (receipt, deliveries, waiting) = match (&rec, ended) {
-                    (Some(r), true) => {
-                        let d = vouch_runtime::runs::detail(store.as_ref(), r.clone())?;
-                        let rows: Vec<_> = d
-                            .deliveries
-                            .iter()
-                            .map(|x| json!({"id": inert(&x.id), "status": crate::dto::word(x.status)}))
-                            .collect();
-                        (
-                            store.receipt(&run)?,
-                            rows,
-                            vouch_runtime::inbox::badge(store.as_ref())?,
-                        )
-                    }
-                    _ => (None, vec![], 0),
+                let end = match (&rec, ended) {
+                    (Some(r), true) => Some(ended_view(store.as_ref(), r)?),
+                    _ => None,
                 };
-                Ok((entries, rec, ended, (receipt, deliveries, waiting)))
+                Ok((entries, rec, ended, end))
             })
             .await;
             match read {
-                Ok((entries, rec, ended, (receipt, deliveries, waiting))) => {
+                Ok((entries, rec, ended, end)) => {
                     for e in entries.iter().take(LIVE_BATCH_MAX) {
                         st.after = e.seq;
                         let data = json!({
                             "seq": e.seq,
                             "kind": e.kind.as_str(),
                             "delivery": e.delivery.as_deref().map(inert),
+                            "what": super::pages::event_line(e.kind, &e.body),
                             "at": stamp(e.at_ms, st.tz),
                             "hash": e.hash,
                         });
@@ -161,14 +150,23 @@ pub async fn run_live(
                     // The receipt once every event before it has been sent.
                     if ended && entries.len() <= LIVE_BATCH_MAX {
                         let outcome = rec
+                            .as_ref()
                             .and_then(|r| r.outcome)
                             .map(crate::dto::word)
                             .unwrap_or_default();
+                        let ended_at = rec
+                            .as_ref()
+                            .and_then(|r| r.ended_ms)
+                            .map(|t| stamp(t, st.tz))
+                            .unwrap_or_default();
+                        let end = end.unwrap_or_default();
                         let data = json!({
                             "outcome": outcome,
-                            "receipt": vouch_core::escape::escape_text(&receipt.unwrap_or_default()),
-                            "deliveries": deliveries,
-                            "waiting": waiting,
+                            "ended_at": ended_at,
+                            "chain": end.chain,
+                            "receipt": vouch_core::escape::escape_text(&end.receipt.unwrap_or_default()),
+                            "deliveries": end.deliveries,
+                            "waiting": end.waiting,
                         });
                         st.buf
                             .push_back(Event::default().event("receipt").data(data.to_string()));
@@ -190,6 +188,61 @@ pub async fn run_live(
     Sse::new(events)
         .keep_alive(KeepAlive::default())
         .into_response()
+}
+
+/// The chain check's sentence on a run page (drawn, and sent again when the run ends).
+pub fn chain_words(events: usize) -> String {
+    format!(
+        "Chain verified: {events} {}, each hash over the one before.",
+        if events == 1 { "event" } else { "events" }
+    )
+}
+
+/// What a run page shows again when the run ends: the receipt, each delivery's status,
+/// evidence and reason as the journal's fold states them, the chain check and the badge.
+#[derive(Default)]
+struct Ended {
+    receipt: Option<String>,
+    deliveries: Vec<serde_json::Value>,
+    chain: String,
+    waiting: usize,
+}
+
+fn ended_view(
+    store: &dyn vouch_store::Store,
+    r: &vouch_store::RunRecord,
+) -> crate::ApiResult<Ended> {
+    let journal = store.journal(&r.id)?;
+    let fold = vouch_runtime::view::RunView::from_journal(&journal);
+    let d = vouch_runtime::runs::detail(store, r.clone())?;
+    let deliveries = d
+        .deliveries
+        .iter()
+        .map(|x| {
+            let iv = fold.items.get(&x.id);
+            json!({
+                "id": inert(&x.id),
+                "status": crate::dto::word(x.status),
+                "words": super::plain::status(x.status),
+                "evidence": iv.map(|i| inert(&i.evidence)).unwrap_or_default(),
+                "reason": iv.map(|i| inert(&i.reason)).unwrap_or_default(),
+            })
+        })
+        .collect();
+    let chain = match vouch_store::verify_chain(&journal) {
+        Ok(()) => chain_words(journal.len()),
+        Err(b) => format!(
+            "Chain broken at event {}: {}. Run `vouch journal verify`.",
+            b.seq,
+            inert(&b.reason)
+        ),
+    };
+    Ok(Ended {
+        receipt: store.receipt(&r.id)?,
+        deliveries,
+        chain,
+        waiting: vouch_runtime::inbox::badge(store)?,
+    })
 }
 
 /// What the inbox shows, as a version: open cards and ended runs (and the badge count).

@@ -13,6 +13,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::Json;
+use chrono::TimeZone as _;
 use maud::{html, Markup};
 use serde::Serialize;
 use serde_json::Value;
@@ -258,8 +259,8 @@ fn fmt(unit: Unit, v: f64) -> String {
 /// written as text beside each bar, so the chart is readable without colour or script.
 fn chart(fig: &Figure, bars: &[(String, Option<f64>, i64)]) -> Markup {
     const BAR_H: i64 = 22;
-    const LABEL_W: i64 = 170;
-    const PLOT_W: i64 = 220;
+    const LABEL_W: i64 = 150;
+    const PLOT_W: i64 = 210;
     let height = BAR_H * bars.len().max(1) as i64 + 4;
     let max = match fig.unit {
         Unit::Rate => 1.0,
@@ -270,12 +271,12 @@ fn chart(fig: &Figure, bars: &[(String, Option<f64>, i64)]) -> Markup {
             .max(1e-9),
     };
     html! {
-        svg.chart role="img" viewBox={"0 0 " (LABEL_W + PLOT_W + 130) " " (height)} width="100%"
+        svg.chart role="img" viewBox={"0 0 " (LABEL_W + PLOT_W + 200) " " (height)} width="100%"
             aria-label={(fig.label) " by cohort"} data-figure=(fig.key) {
             @for (i, (label, v, n)) in bars.iter().enumerate() {
                 @let y = i as i64 * BAR_H + 2;
                 @let small = *n < SMALL_SAMPLE_TASKS;
-                text x="0" y=(y + 15) class="label" { (label.chars().take(18).collect::<String>()) }
+                text x="0" y=(y + 15) class="label" { (label.chars().take(16).collect::<String>()) }
                 rect x=(LABEL_W) y=(y + 3) width=(PLOT_W) height=(BAR_H - 6) class="track" {}
                 @if let Some(v) = v {
                     @let w = ((v / max).clamp(0.0, 1.0) * PLOT_W as f64).round() as i64;
@@ -287,6 +288,53 @@ fn chart(fig: &Figure, bars: &[(String, Option<f64>, i64)]) -> Markup {
                 }
             }
         }
+    }
+}
+
+/// Days in the "over time" series.
+const SERIES_DAYS: i64 = 14;
+const DAY_MS: i64 = 86_400_000;
+
+/// A time series as inline SVG columns, one per day: the value's height (rates on 0–100 %),
+/// the day under it, `n` above; a day with fewer than the small-sample tasks is drawn light
+/// and marked `s`, a day without a denominator has no column. Values are in each column's
+/// title too.
+fn series(fig: &Figure, days: &[(String, Option<f64>, i64)]) -> Markup {
+    const COL_W: i64 = 30;
+    const PLOT_H: i64 = 60;
+    const TOP: i64 = 16;
+    let width = COL_W * days.len().max(1) as i64;
+    let max = match fig.unit {
+        Unit::Rate => 1.0,
+        _ => days
+            .iter()
+            .filter_map(|d| d.1)
+            .fold(0.0_f64, f64::max)
+            .max(1e-9),
+    };
+    html! {
+        svg.chart.series role="img" viewBox={"0 0 " (width) " " (TOP + PLOT_H + 36)} width="100%"
+            aria-label={(fig.label) " per day"} data-figure=(fig.key) {
+            line x1="0" y1=(TOP + PLOT_H) x2=(width) y2=(TOP + PLOT_H) class="axis" {}
+            @for (i, (label, v, n)) in days.iter().enumerate() {
+                @let x = i as i64 * COL_W;
+                @let small = *n < SMALL_SAMPLE_TASKS;
+                @if let Some(v) = v {
+                    @let h = ((v / max).clamp(0.0, 1.0) * PLOT_H as f64).round() as i64;
+                    rect x=(x + 5) y=(TOP + PLOT_H - h) width=(COL_W - 10) height=(h.max(1)) class={"bar" @if small { " small" }} {
+                        title { (label) ": " (fmt(fig.unit, *v)) " (n=" (n) ")" @if small { ", small sample" } }
+                    }
+                }
+                @if *n > 0 {
+                    text x=(x + COL_W / 2) y=(TOP - 4) class="n" text-anchor="middle" { (n) @if small { "s" } }
+                }
+                // Every third day, counted back from today, so labels never touch.
+                @if (days.len() - 1 - i).is_multiple_of(3) {
+                    text x=(x + COL_W / 2) y=(TOP + PLOT_H + 16) class="day" text-anchor="middle" { (label) }
+                }
+            }
+        }
+        p.legend.muted { "Numbers above the columns are each day's tasks (n); " em { "s" } " marks a small sample. Medians are shown for the windows above only." }
     }
 }
 
@@ -302,22 +350,39 @@ pub async fn page(State(s): State<AppState>, signed: Signed, q: QueryMap) -> Res
         Ok(x) => x,
         Err(e) => return view::error_page(Some(&signed), e.status, &e.detail),
     };
-    // Over time: every task's figures in each window (the store computes each).
-    let mut over_time = vec![];
-    for (label, w) in WINDOWS {
+    // Over time: every task's figures per day over the last SERIES_DAYS days, each day the
+    // difference of two windows the store computes (tasks queued since the day's start minus
+    // those queued since the next day's start).
+    // Day boundaries in UTC: day0 starts the oldest day; the last boundary is tomorrow's start.
+    let day0 = now - now.rem_euclid(DAY_MS) - (SERIES_DAYS - 1) * DAY_MS;
+    let mut since = vec![];
+    for j in 0..=SERIES_DAYS {
         let wp = Params {
             by: Cohort::All,
             by_word: "all".into(),
-            since: w.map(|w| (label.to_string(), w)),
+            since: Some((String::new(), now - (day0 + j * DAY_MS))),
             friction_turns: p.friction_turns,
             friction_failed_tools: p.friction_failed_tools,
             correlation: p.correlation.clone(),
         };
         match compute(&s, &wp, now).await {
-            Ok((_, r)) => over_time.push((label, r.into_iter().next())),
+            Ok((_, r)) => since.push(r.into_iter().next().unwrap_or_default()),
             Err(e) => return view::error_page(Some(&signed), e.status, &e.detail),
         }
     }
+    let over_time: Vec<(String, MeasureRow)> = since
+        .windows(2)
+        .enumerate()
+        .map(|(i, w)| {
+            let start = day0 + i as i64 * DAY_MS;
+            let label = chrono::Utc
+                .timestamp_millis_opt(start)
+                .single()
+                .map(|t| t.format("%m-%d").to_string())
+                .unwrap_or_default();
+            (label, w[0].between(&w[1]))
+        })
+        .collect();
     let cohorts = ["all", "type", "tag", "claimant", "profile", "model"];
     let window = p
         .since
@@ -400,16 +465,16 @@ pub async fn page(State(s): State<AppState>, signed: Signed, q: QueryMap) -> Res
                         let rr = rates(r);
                         (inert(&r.cohort), (fig.value)(r, &rr), (fig.n)(r))
                     }).collect();
-                    @let times: Vec<_> = over_time.iter().map(|(label, r)| match r {
-                        Some(r) => { let rr = rates(r); (label.to_string(), (fig.value)(r, &rr), (fig.n)(r)) }
-                        None => (label.to_string(), None, 0),
+                    @let times: Vec<_> = over_time.iter().map(|(label, r)| {
+                        let rr = rates(r);
+                        (label.clone(), (fig.value)(r, &rr), (fig.n)(r))
                     }).collect();
                     figure.figure {
                         figcaption { strong { (fig.label) } }
                         p.sub { "by " (p.by_word) }
                         (chart(fig, &bars))
-                        p.sub { "all tasks over time" }
-                        (chart(fig, &times))
+                        p.sub { "all tasks, by the day they were queued (last " (SERIES_DAYS) " days, UTC)" }
+                        (series(fig, &times))
                     }
                 }
             }

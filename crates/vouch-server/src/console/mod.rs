@@ -7,9 +7,13 @@
 //! `/console`); every form carries the session's CSRF token and a cross-origin `Origin` is
 //! refused (§17). Every asset is embedded; the one script only adds live updates (SSE).
 
+mod actions;
+mod diff;
 mod live;
 pub mod measures;
 mod pages;
+mod plain;
+mod runs;
 mod session;
 mod thread;
 mod view;
@@ -103,6 +107,7 @@ pub fn router() -> Router<AppState> {
         .route("/console/", get(pages::inbox))
         .route("/console/assets/console.js", get(view::script))
         .route("/console/assets/console.css", get(view::style))
+        .route("/console/assets/favicon.svg", get(view::favicon))
         .route(
             "/console/signin",
             get(session::signin_page).post(session::signin),
@@ -110,9 +115,18 @@ pub fn router() -> Router<AppState> {
         .route("/console/signout", post(session::signout))
         .route("/console/zone", post(session::set_zone))
         .route("/console/live", get(live::inbox_live))
+        .route("/console/runs", get(runs::page))
         .route("/console/runs/{id}", get(pages::run))
         .route("/console/runs/{id}/live", get(live::run_live))
         .route("/console/runs/{id}/answer", post(pages::answer))
+        .route("/console/runs/{id}/cancel", post(actions::cancel))
+        .route("/console/runs/{id}/resume", post(actions::resume))
+        .route("/console/board/offer", post(actions::offer_task))
+        .route(
+            "/console/schedules/{name}/run",
+            post(actions::run_schedule_now),
+        )
+        .route("/console/board/{id}/retry", post(actions::retry_task))
         .route("/console/runs/{id}/cards/{delivery}", get(pages::card))
         .route(
             "/console/runs/{id}/cards/{delivery}/approve",

@@ -26,7 +26,7 @@ use vouch_store::board::{AttemptRecord, TaskFilter, TaskRecord, TASK_LIST_MAX};
 use vouch_store::{CardState, EventKind, RunRecord};
 
 /// The badge for the header: open cards, computed now (§11.4).
-async fn badge(s: &AppState) -> Option<usize> {
+pub(super) async fn badge(s: &AppState) -> Option<usize> {
     let store = s.store.clone();
     blocking(move || Ok(vouch_runtime::inbox::badge(store.as_ref())?))
         .await
@@ -66,7 +66,7 @@ pub async fn root() -> Redirect {
     Redirect::to(&format!("{BASE}/"))
 }
 
-fn outcome_class(o: Option<Outcome>) -> &'static str {
+pub(super) fn outcome_class(o: Option<Outcome>) -> &'static str {
     match o {
         Some(Outcome::Succeeded) => "ok",
         Some(Outcome::Failed | Outcome::Missed) => "bad",
@@ -160,7 +160,7 @@ pub async fn inbox(State(s): State<AppState>, signed: Signed) -> Response {
                             @match &c.delivery {
                                 Some(d) => {
                                     p.kind { "Approval · " (inert(titles.get(&c.run).map(String::as_str).unwrap_or(&c.run))) }
-                                    p.summary { (inert(&c.summary)) }
+                                    p.summary { (inert_text(&c.summary)) }
                                     p.reason { "Why you are asked: " (inert(&c.reason)) }
                                     p.meta { "Payload " (hash(&c.payload_hash)) " · " (when(c.created_ms, tz)) }
                                     a.button href=(card_link(&c.run, d, &c.payload_hash)) { "Review and decide" }
@@ -198,7 +198,7 @@ pub async fn inbox(State(s): State<AppState>, signed: Signed) -> Response {
                     @for r in &active {
                         li {
                             a href=(run_link(&r.id)) { (inert(&r.title)) }
-                            " " span.muted { (crate::dto::word(r.state)) " since " (when(r.created_ms, tz)) }
+                            " " span.muted { (super::plain::state(r.state)) " since " (when(r.created_ms, tz)) }
                         }
                     }
                 }
@@ -226,7 +226,7 @@ pub async fn inbox(State(s): State<AppState>, signed: Signed) -> Response {
 }
 
 /// A short description of a journal event for the timeline (the whole body is beside it).
-fn event_line(kind: EventKind, body: &Value) -> String {
+pub(super) fn event_line(kind: EventKind, body: &Value) -> String {
     let pick = |k: &str| body.get(k).and_then(Value::as_str).map(str::to_string);
     let text = match kind {
         EventKind::Terminal => body
@@ -248,6 +248,53 @@ fn event_line(kind: EventKind, body: &Value) -> String {
         }
     })
     .unwrap_or_default()
+}
+
+/// What a person may do with a run from its page: cancel it while it has not ended; resume
+/// one that ended without its work (interrupted, or with drafts to finish) and has no
+/// continuation yet. The API decides; a refusal comes back in words.
+fn run_actions(rec: &RunRecord, no_continuation: bool, csrf: &str) -> Markup {
+    let cancel = rec.state != RunState::Ended;
+    let resume = rec.state == RunState::Ended
+        && no_continuation
+        && !matches!(rec.outcome, Some(Outcome::Succeeded | Outcome::Withdrawn));
+    html! {
+        @if cancel || resume {
+            div.actions {
+                @if resume {
+                    form method="post" action={(run_link(&rec.id)) "/resume"} {
+                        input type="hidden" name="csrf" value=(csrf);
+                        button.primary #resume type="submit" { "Resume: finish what is left" }
+                    }
+                }
+                @if cancel {
+                    form method="post" action={(run_link(&rec.id)) "/cancel"} {
+                        input type="hidden" name="csrf" value=(csrf);
+                        button.danger #cancel type="submit" { "Cancel this run" }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Bytes of a journal event's body shown inline on the timeline at most; a larger one (a long
+/// tool result) stays behind its "Raw event" toggle.
+const STEP_INLINE_BYTES_MAX: usize = 4096;
+
+/// A step's inputs and outputs inline (tool calls and results, payloads, observations,
+/// evidence): the event's body as labelled rows, every string inert.
+fn step_io(body: &Value) -> Markup {
+    let size = body.to_string().len();
+    match body {
+        Value::Object(m) if !m.is_empty() && size <= STEP_INLINE_BYTES_MAX => {
+            html! { div.io { (json_view(body)) } }
+        }
+        Value::Object(m) if !m.is_empty() => {
+            html! { p.io.muted { "A large step (" (size) " bytes): open the raw event below." } }
+        }
+        _ => html! {},
+    }
 }
 
 pub async fn run(
@@ -297,9 +344,15 @@ pub async fn run(
         h1 { (inert(&rec.title)) }
         dl.facts {
             dt { "Outcome" } dd #outcome.(outcome_class(rec.outcome)) { (outcome_word(&rec)) }
-            dt { "Trigger" } dd { (crate::dto::word(rec.trigger)) }
+            dt { "Started by" } dd { (super::plain::with_term(super::plain::trigger(rec.trigger), rec.trigger.as_str())) }
             dt { "Started" } dd { (when(rec.created_ms, tz)) }
-            @if let Some(t) = rec.ended_ms { dt { "Ended" } dd { (when(t, tz)) } }
+            dt { "Ended" }
+            dd #ended {
+                @match rec.ended_ms {
+                    Some(t) => (when(t, tz)),
+                    None => span.muted { "not yet (" (super::plain::state(rec.state)) ")" },
+                }
+            }
             @if let Some(p) = &rec.parent {
                 dt { "Continues" } dd { a href=(run_link(p)) { "run " (inert(p)) } }
             }
@@ -308,6 +361,7 @@ pub async fn run(
             }
             dt { "Run id" } dd { code { (inert(&rec.id)) } }
         }
+        (run_actions(&rec, children.is_empty(), &signed.session.csrf))
         @if !open.is_empty() {
             section #open-cards aria-labelledby="h-open" {
                 h2 #h-open { "Waiting for you" }
@@ -341,16 +395,21 @@ pub async fn run(
             } @else {
                 div.scroll {
                     table {
-                        thead { tr { th { "Item" } th { "Verb" } th { "Destination" } th { "Posture" } th { "Status" } th { "Evidence · why" } } }
+                        thead { tr { th { "Item" } th { "Verb" } th { "Destination" } th { "Host's decision" } th { "Status" } th { "Evidence · why" } } }
                         tbody {
                             @for d in &detail.deliveries {
                                 tr data-delivery=(inert(&d.id)) {
                                     td { (inert(&d.id)) }
                                     td { (crate::dto::word(d.verb)) }
                                     td { (inert(&d.destination.to_string())) }
-                                    td { (d.posture.map(crate::dto::word).unwrap_or_else(|| "—".into())) }
-                                    td.status { (crate::dto::word(d.status)) }
                                     td {
+                                        @match d.posture {
+                                            Some(p) => (super::plain::with_term(super::plain::posture(p), &crate::dto::word(p))),
+                                            None => "—",
+                                        }
+                                    }
+                                    td.status { (super::plain::with_term(super::plain::status(d.status), &crate::dto::word(d.status))) }
+                                    td.evidence {
                                         @if let Some(iv) = fold.items.get(&d.id) {
                                             @if !iv.evidence.is_empty() { code { (inert(&iv.evidence)) } }
                                             @if !iv.reason.is_empty() { " " span.muted { (inert(&iv.reason)) } }
@@ -376,7 +435,7 @@ pub async fn run(
         section aria-labelledby="h-journal" {
             h2 #h-journal { "Journal" }
             @match &chain {
-                Ok(()) => p.ok #chain { "Chain verified: " (journal.len()) " events, each hash over the one before." }
+                Ok(()) => p.ok #chain { (super::live::chain_words(journal.len())) }
                 Err(b) => p.bad #chain role="alert" { "Chain broken at event " (b.seq) ": " (inert(&b.reason)) ". Run " code { "vouch journal verify" } "." }
             }
             ol.timeline #timeline data-after=(last_seq) {
@@ -388,8 +447,9 @@ pub async fn run(
                         " " span.what { (event_line(e.kind, &e.body)) }
                         " " span.muted { (when(e.at_ms, tz)) }
                         " " (hash(&e.hash))
+                        (step_io(&e.body))
                         details {
-                            summary { "Event" }
+                            summary { "Raw event" }
                             p { "prev " (hash(&e.prev_hash)) }
                             (raw_json(&e.body.to_string()))
                         }
@@ -419,6 +479,7 @@ pub async fn card(
 ) -> Response {
     let want = q.0.get("hash").cloned().unwrap_or_default();
     let store = s.store.clone();
+    let host = s.host.clone();
     let (rid, did) = (id.clone(), delivery.clone());
     let read = blocking(move || {
         let rec = store.run(&rid)?.ok_or_else(|| {
@@ -447,10 +508,25 @@ pub async fn card(
         })?;
         let current = cards.iter().find(|c| c.state == CardState::Open).cloned();
         let payload = store.payload(&card.payload_hash)?;
-        Ok((rec, card, current, payload))
+        // What an open card's delivery would replace, read by its provider (issue 28).
+        let replaced = match card.state {
+            CardState::Open => vouch_runtime::approvals::replaced(&host, &rid, &did)?,
+            _ => None,
+        };
+        // The change the payload makes as its provider shows it (a patch's diff).
+        let parsed: Option<Value> = payload
+            .as_deref()
+            .and_then(|p| serde_json::from_str(p).ok());
+        let preview = match (card.state, &parsed) {
+            (CardState::Open, Some(v)) => {
+                vouch_runtime::approvals::previewed(&host, &rid, &did, v)?
+            }
+            _ => None,
+        };
+        Ok((rec, card, current, payload, (replaced, preview)))
     })
     .await;
-    let (rec, card, current, payload) = match read {
+    let (rec, card, current, payload, (replaced, preview)) = match read {
         Ok(x) => x,
         Err(e) => return failed(&signed, e),
     };
@@ -496,7 +572,7 @@ pub async fn card(
             }
         }
         dl.facts {
-            dt { "What" } dd.summary { (inert(&card.summary)) }
+            dt { "What" } dd.summary { (inert_text(&card.summary)) }
             dt { "Why you are asked" } dd.reason { (inert(&card.reason)) }
             dt { "Item" } dd { (inert(&delivery)) }
             dt { "Payload hash" } dd { code.fullhash #payload-hash { (card.payload_hash) } }
@@ -513,6 +589,20 @@ pub async fn card(
                 (raw_json(payload.as_deref().unwrap_or("")))
             }
         }
+        @if let Some((diff, cut)) = &preview {
+            section aria-labelledby="h-preview" {
+                h2 #h-preview { "The change it applies" }
+                @if *cut { p.muted { "The diff is long: its first " (vouch_runtime::approvals::REPLACED_BYTES_MAX / 1024) " KiB are shown." } }
+                (super::diff::patch(diff))
+            }
+        }
+        @if let (Some((old, cut)), Some(new)) = (&replaced, parsed.as_ref().and_then(|v| v.get("text")).and_then(Value::as_str)) {
+            section aria-labelledby="h-diff" {
+                h2 #h-diff { "What it changes in the file it replaces" }
+                @if *cut { p.muted { "The file is long: the first " (vouch_runtime::approvals::REPLACED_BYTES_MAX / 1024) " KiB are compared." } }
+                (super::diff::unified(old, new))
+            }
+        }
         @if card.state == CardState::Open {
             section.decide aria-labelledby="h-decide" {
                 h2 #h-decide { "Decide" }
@@ -525,11 +615,23 @@ pub async fn card(
                     input type="hidden" name="csrf" value=(signed.session.csrf);
                     button.danger #deny type="submit" { "Deny: do not do it" }
                 }
-                form.edit method="post" action=(action("edit")) {
-                    input type="hidden" name="csrf" value=(signed.session.csrf);
-                    label for="payload" { "Edit the payload (JSON). Saving makes a new card with a new hash, shown before you can approve it." }
-                    textarea #payload name="payload" rows="10" spellcheck="false" { (pretty) }
-                    button #save-edit type="submit" { "Save the edit" }
+                @if let Some(t) = parsed.as_ref().and_then(|v| v.get("text")).and_then(Value::as_str).filter(|t| view::plain_text(t)) {
+                    form.edit method="post" action=(action("edit")) {
+                        input type="hidden" name="csrf" value=(signed.session.csrf);
+                        input type="hidden" name="from" value=(card.payload_hash);
+                        label for="text" { "Edit the text. Saving makes a new card with a new hash, shown before you can approve it." }
+                        textarea #text name="text" rows="10" { (t) }
+                        button #save-text type="submit" { "Save the text" }
+                    }
+                }
+                details.edit-json {
+                    summary { "Edit the payload as JSON" }
+                    form.edit method="post" action=(action("edit")) {
+                        input type="hidden" name="csrf" value=(signed.session.csrf);
+                        label for="payload" { "The payload (JSON). Saving makes a new card with a new hash, shown before you can approve it." }
+                        textarea #payload name="payload" rows="10" spellcheck="false" { (pretty) }
+                        button #save-edit type="submit" { "Save the edit" }
+                    }
                 }
             }
         }
@@ -589,6 +691,9 @@ pub async fn edit(
         Ok(f) => f,
         Err(r) => return r,
     };
+    if form.0.contains_key("text") {
+        return edit_text(s, signed, id, delivery, form.get("from"), form.get("text")).await;
+    }
     let text = form.get("payload");
     if text.len() > EDIT_PAYLOAD_BYTES_MAX {
         return view::error_page(
@@ -641,6 +746,82 @@ pub async fn edit(
     }
 }
 
+/// An edit of a text payload as text: the card's payload (the one the page showed, by its
+/// hash) with its `text` replaced, sent to the API's edit like any other payload; the API
+/// checks it, and the new card's hash is shown before it can be approved.
+async fn edit_text(
+    s: AppState,
+    signed: Signed,
+    id: String,
+    delivery: String,
+    from: &str,
+    text: &str,
+) -> Response {
+    if text.len() > EDIT_PAYLOAD_BYTES_MAX {
+        return view::error_page(
+            Some(&signed),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!(
+                "The edited text is {} bytes; at most {EDIT_PAYLOAD_BYTES_MAX} are accepted.",
+                text.len()
+            ),
+        );
+    }
+    // A browser sends line breaks as CRLF; the text a person typed has LF.
+    let text = text.replace("\r\n", "\n");
+    let store = s.store.clone();
+    let from = from.to_string();
+    let base = blocking(move || Ok(store.payload(&from)?)).await;
+    let mut payload: Value = match base
+        .ok()
+        .flatten()
+        .and_then(|p| serde_json::from_str(&p).ok())
+    {
+        Some(v) => v,
+        None => {
+            return view::error_page(
+                Some(&signed),
+                StatusCode::CONFLICT,
+                "The payload this text edits is gone from the store; open the card again.",
+            )
+        }
+    };
+    payload["text"] = Value::String(text);
+    let old = payload_hash_of(&s, &id, &delivery).await;
+    match api::edit(
+        State(s),
+        signed.caller(),
+        ApiPath((id.clone(), delivery.clone())),
+        ApiJson(EditBody { payload }),
+    )
+    .await
+    {
+        Ok(r) => Redirect::to(&format!(
+            "{}&edited={}",
+            card_link(&id, &delivery, &r.0.payload_hash),
+            seg(&old)
+        ))
+        .into_response(),
+        Err(e) => decided(&signed, e, &id),
+    }
+}
+
+/// The hash of the open card of a delivery (empty when none is open).
+async fn payload_hash_of(s: &AppState, id: &str, delivery: &str) -> String {
+    let store = s.store.clone();
+    let (rid, did) = (id.to_string(), delivery.to_string());
+    blocking(move || {
+        Ok(store
+            .cards_for_run(&rid)?
+            .into_iter()
+            .find(|c| c.state == CardState::Open && c.delivery.as_deref() == Some(did.as_str()))
+            .map(|c| c.payload_hash)
+            .unwrap_or_default())
+    })
+    .await
+    .unwrap_or_default()
+}
+
 pub async fn answer(
     State(s): State<AppState>,
     signed: Signed,
@@ -668,11 +849,8 @@ pub async fn answer(
 
 /// The next slot after `now` (in a year at most).
 fn next_slot(cron: &str, tz: &str, now: i64) -> Option<(i64, chrono_tz::Tz)> {
-    let c = vouch_runtime::scheduler::parse_cron(cron).ok()?;
     let z = vouch_runtime::scheduler::parse_tz(tz).ok()?;
-    vouch_runtime::scheduler::slots_between(&c, z, now, now + 366 * 86_400_000, 1)
-        .first()
-        .map(|t| (*t, z))
+    vouch_runtime::scheduler::next_slot(cron, tz, now).map(|t| (t, z))
 }
 
 /// Slots shown per schedule at most (the newest).
@@ -712,6 +890,10 @@ pub async fn schedules(State(s): State<AppState>, signed: Signed) -> Response {
         @for (sc, total, rows) in &all {
             section.schedule {
                 h2 { (inert(&sc.name)) }
+                form.run-now method="post" action={(BASE) "/schedules/" (seg(&sc.name)) "/run"} {
+                    input type="hidden" name="csrf" value=(signed.session.csrf);
+                    button.primary type="submit" data-schedule=(inert(&sc.name)) { "Run it now (outside its slots)" }
+                }
                 dl.facts {
                     dt { "Cron" } dd { code { (inert(&sc.cron)) } " in " (inert(&sc.tz)) }
                     dt { "Next slot" } dd {
@@ -814,8 +996,25 @@ pub async fn board(State(s): State<AppState>, signed: Signed) -> Response {
     };
     let tz = signed.session.tz;
     let empty = lanes.values().all(Vec::is_empty);
+    let key = s.host.clock.now_ms();
     let body = html! {
         h1 { "Board" }
+        details.offer {
+            summary { "Offer a task" }
+            form method="post" action={(BASE) "/board/offer"} {
+                input type="hidden" name="csrf" value=(signed.session.csrf);
+                input type="hidden" name="key" value=(key);
+                label for="offer-type" { "Type" }
+                input #offer-type type="text" name="type" value="freeform" required;
+                label for="offer-brief" { "Brief: what the task asks for, in words" }
+                textarea #offer-brief name="brief" rows="3" required {}
+                label for="offer-tags" { "Tags (comma-separated)" }
+                input #offer-tags type="text" name="tags";
+                label for="offer-attempts" { "Attempts (1–20)" }
+                input #offer-attempts type="text" name="max_attempts" value="1" inputmode="numeric";
+                p { button.primary #offer-submit type="submit" { "Offer it" } }
+            }
+        }
         @if empty {
             p.empty { "No task yet. Offer one with " code { "vouch task offer --type freeform --brief \"…\"" } " and start a worker with " code { "vouch worker --name NAME --script FILE --drain" } "." }
         }
@@ -834,7 +1033,10 @@ pub async fn board(State(s): State<AppState>, signed: Signed) -> Response {
                                     @if let Some(a) = a { " · " (inert(&a.claimant)) }
                                     @for g in &t.tags { " " span.tag { (inert(g)) } }
                                 }
-                                p.meta { "queued " (t.queued_ms.map(|q| when(q, tz)).unwrap_or_else(|| html! { "—" })) }
+                                @match t.ended_ms {
+                                    Some(e) => p.meta.ended { "ended " (view::when_short(e, tz)) },
+                                    None => p.meta { "queued " (t.queued_ms.map(|q| view::when_short(q, tz)).unwrap_or_else(|| html! { "—" })) },
+                                }
                             }
                         }
                     }
@@ -919,9 +1121,21 @@ pub async fn task(
         Err(e) => return failed(&signed, e),
     };
     let tz = signed.session.tz;
+    let again = matches!(
+        t.state,
+        TaskState::Failed | TaskState::Expired | TaskState::Cancelled
+    );
+    let key = s.host.clock.now_ms();
     let body = html! {
         p.crumbs { a href={(BASE) "/board"} { "← Board" } }
         h1 { "Task " code { (inert(&t.id)) } }
+        @if again {
+            form.retry method="post" action={(BASE) "/board/" (seg(&t.id)) "/retry"} {
+                input type="hidden" name="csrf" value=(signed.session.csrf);
+                input type="hidden" name="key" value=(key);
+                button.primary #retry type="submit" { "Offer it again (a new task, same brief)" }
+            }
+        }
         dl.facts {
             dt { "Brief" } dd { pre.text { (inert_text(&t.spec.brief)) } }
             dt { "State" } dd #task-state { (t.state.as_str()) }
@@ -978,8 +1192,10 @@ pub async fn task(
                             }
                         }
                     }
-                    @if let Some(sa) = a.detail.get("self_assessment") {
-                        h4 { "Self-assessment (advisory)" } (json_view(sa))
+                    h4 { "Self-assessment (advisory)" }
+                    @match a.detail.get("self_assessment").filter(|v| !v.is_null()) {
+                        Some(sa) => div.self-assessment { (json_view(sa)) },
+                        None => p.muted.self-assessment { "The worker gave none." },
                     }
                 }
             }
@@ -1054,21 +1270,49 @@ pub async fn doctor(State(s): State<AppState>, signed: Signed) -> Response {
         Ok(d) => d.0,
         Err(e) => return failed(&signed, e),
     };
+    let toml = d
+        .config_path
+        .clone()
+        .unwrap_or_else(|| "vouch.toml in the home".into());
+    let missing: Vec<_> = d
+        .destinations
+        .iter()
+        .filter(|r| r.connect_step.is_some())
+        .collect();
     let body = html! {
         h1 { "Doctor" }
         p.lead { "Every destination kind, what vouch can do there, and how to connect what is missing." }
+        p { "Destinations are connected in " code #config-path { (inert(&toml)) } "; vouch reads it again on every request, so an edit shows here when you reload." }
         div.scroll {
             table {
-                thead { tr { th { "Destination" } th { "Capability" } th { "To connect" } } }
+                thead { tr { th { "Destination" } th { "What vouch can do" } th { "To connect" } } }
                 tbody {
                     @for r in &d.destinations {
                         tr {
                             td { (r.kind) }
-                            td.status { (r.level) }
-                            td { @match &r.connect_step { Some(c) => (inert(c)), None => span.ok { "connected" } } }
+                            td.status { (super::plain::with_term(super::plain::capability(&r.level), &r.level)) }
+                            td {
+                                @match (&r.connect_step, &r.example) {
+                                    (Some(_), Some(_)) => a href={"#write-" (r.kind)} { "write its section into vouch.toml (below)" },
+                                    (Some(c), None) => (inert(c)),
+                                    (None, _) => span.ok { "connected" },
+                                }
+                            }
                         }
                     }
                 }
+            }
+        }
+        @if !missing.is_empty() {
+            section aria-labelledby="h-write" {
+                h2 #h-write { "What to write in " (inert(&toml)) }
+                @for r in &missing {
+                    @if let Some(ex) = &r.example {
+                        h3 #{"write-" (r.kind)} { (r.kind) }
+                        pre.toml data-kind=(r.kind) { code { (inert_text(ex)) } }
+                    }
+                }
+                p.muted { "Save the file, then reload this page: the row turns to " em { "can do it" } ". A run that drafted such a delivery finishes it with " code { "vouch resume RUN" } " (or its page's Resume). Credentials are written by reference only: " code { "{ env = \"NAME\" }" } " or " code { "{ file = \"/path\" }" } ", never the secret itself." }
             }
         }
         @if !d.overrides.is_empty() {

@@ -14,6 +14,7 @@ use serde_json::Value;
 
 const SCRIPT: &str = include_str!("assets/console.js");
 const STYLE: &str = include_str!("assets/console.css");
+const FAVICON: &str = include_str!("assets/favicon.svg");
 
 /// Scripts and styles only from this origin, no inline script, no framing, no referrer.
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
@@ -45,6 +46,17 @@ pub fn when(ms: i64, tz: chrono_tz::Tz) -> Markup {
     match tz.timestamp_millis_opt(ms).single() {
         Some(t) => html! {
             time datetime=(t.to_rfc3339()) { (t.format("%Y-%m-%d %H:%M:%S %Z")) }
+        },
+        None => html! { "—" },
+    }
+}
+
+/// An instant in the person's zone, short for narrow places (a board card): `12-05 09:52`,
+/// the whole time in its title.
+pub fn when_short(ms: i64, tz: chrono_tz::Tz) -> Markup {
+    match tz.timestamp_millis_opt(ms).single() {
+        Some(t) => html! {
+            time datetime=(t.to_rfc3339()) title=(t.format("%Y-%m-%d %H:%M:%S %Z")) { (t.format("%m-%d %H:%M")) }
         },
         None => html! { "—" },
     }
@@ -108,6 +120,10 @@ pub fn json_view(v: &Value) -> Markup {
             ol.json { @for x in a { li { (json_view(x)) } } }
         },
         Value::String(s) => html! { pre.text { (inert_text(s)) } },
+        // Nothing there is said in words, never as `null`, `{}` or `[]`.
+        Value::Null => html! { span.muted { "none" } },
+        Value::Object(_) | Value::Array(_) => html! { span.muted { "none" } },
+        Value::Bool(b) => html! { (if *b { "yes" } else { "no" }) },
         other => html! { code { (inert(&other.to_string())) } },
     }
 }
@@ -129,6 +145,14 @@ pub fn editable_json(v: &Value) -> String {
         }
     }
     out
+}
+
+/// Text a person may edit as text in a form: nothing in it needs escaping (line breaks and
+/// tabs are its own). Text with control or bidirectional characters is edited as JSON only,
+/// where they show as `\uXXXX` escapes.
+pub fn plain_text(t: &str) -> bool {
+    !t.chars()
+        .any(|c| vouch_core::escape::needs_escape(c) && c != '\n' && c != '\t')
 }
 
 /// The raw JSON text (already canonical when it came from the store), made inert.
@@ -165,6 +189,7 @@ fn nav(s: &Session, badge: Option<usize>) -> Markup {
                         }
                     }
                 }
+                li { a href={(BASE) "/runs"} { "Runs" } }
                 li { a href={(BASE) "/board"} { "Board" } }
                 li { a href={(BASE) "/measures"} { "Measures" } }
                 li { a href={(BASE) "/schedules"} { "Schedules" } }
@@ -194,6 +219,7 @@ pub fn render(
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (p.title) " · vouch" }
+                link rel="icon" type="image/svg+xml" href={(BASE) "/assets/favicon.svg"};
                 link rel="stylesheet" href={(BASE) "/assets/console.css"};
                 script src={(BASE) "/assets/console.js"} defer {}
             }
@@ -233,18 +259,16 @@ pub fn render(
 
 /// An error said in words, with what to do next.
 pub fn error_page(signed: Option<&Signed>, status: StatusCode, msg: &str) -> Response {
+    let title = crate::problem::plain_status(status);
     let body = html! {
-        h1 { (status.canonical_reason().unwrap_or("Error")) }
+        h1 { (title) }
         p.error role="alert" { (inert(msg)) }
         p { a href={(BASE) "/"} { "Back to the inbox" } }
     };
     render(
         signed.map(|s| (s, None)),
         status,
-        Page {
-            title: status.canonical_reason().unwrap_or("Error"),
-            live: None,
-        },
+        Page { title, live: None },
         body,
     )
 }
@@ -254,6 +278,14 @@ pub async fn script() -> Response {
     security_headers(&mut r);
     r.headers_mut()
         .insert(CACHE_CONTROL, HeaderValue::from_static("max-age=300"));
+    r
+}
+
+pub async fn favicon() -> Response {
+    let mut r = ([(CONTENT_TYPE, "image/svg+xml")], FAVICON).into_response();
+    security_headers(&mut r);
+    r.headers_mut()
+        .insert(CACHE_CONTROL, HeaderValue::from_static("max-age=86400"));
     r
 }
 

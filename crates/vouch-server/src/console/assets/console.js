@@ -18,12 +18,37 @@
     var note = document.getElementById("inbox-changed");
     var drawn = note ? note.getAttribute("data-version") : null;
     var inbox = new EventSource(url);
+    var main = document.getElementById("main");
+    // The page redraws its own content in place: the server renders the inbox again (escaped
+    // as every page is) and the new content replaces the old. Never a reload; if fetching
+    // fails, the page says that something new arrived, with a link.
+    function redraw(d) {
+      fetch(window.location.pathname, { credentials: "same-origin", headers: { "Accept": "text/html" } })
+        .then(function (r) { if (!r.ok) { throw new Error(String(r.status)); } return r.text(); })
+        .then(function (html) {
+          var doc = new DOMParser().parseFromString(html, "text/html");
+          var fresh = doc.getElementById("main");
+          if (!fresh || !main) { throw new Error("no content"); }
+          main.replaceChildren.apply(main, Array.prototype.slice.call(fresh.childNodes).map(function (n) {
+            return document.importNode(n, true);
+          }));
+          main.setAttribute("data-redrawn", d.version);
+          var n = document.getElementById("inbox-changed");
+          drawn = n ? n.getAttribute("data-version") : d.version;
+          // The header's badge follows (it may appear or go).
+          var header = document.querySelector("header");
+          var freshHeader = doc.querySelector("header");
+          if (header && freshHeader) { header.replaceWith(document.importNode(freshHeader, true)); }
+        })
+        .catch(function () {
+          var n = document.getElementById("inbox-changed");
+          if (n) { n.hidden = false; }
+        });
+    }
     inbox.addEventListener("inbox", function (m) {
       var d = JSON.parse(m.data);
       if (d.version === drawn) { return; }
-      if (note) { note.hidden = false; }
-      var badge = document.getElementById("badge");
-      if (badge) { badge.textContent = String(d.waiting); }
+      redraw(d);
     });
     return;
   }
@@ -47,6 +72,10 @@
     if (e.delivery) {
       li.appendChild(document.createTextNode(" "));
       li.appendChild(text("span", "muted", e.delivery));
+    }
+    if (e.what) {
+      li.appendChild(document.createTextNode(" "));
+      li.appendChild(text("span", "what", e.what));
     }
     li.appendChild(document.createTextNode(" "));
     li.appendChild(text("span", "muted", e.at));
@@ -72,16 +101,39 @@
       outcome.textContent = r.outcome;
       outcome.className = r.outcome === "succeeded" ? "ok" : (r.outcome === "partial" ? "warn" : "bad");
     }
-    // What the page showed as waiting is decided now: statuses, cards and the badge follow.
+    var ended = document.getElementById("ended");
+    if (ended && r.ended_at) { ended.textContent = r.ended_at; }
+    var chain = document.getElementById("chain");
+    if (chain && r.chain) { chain.textContent = r.chain; }
+    // What the page showed as waiting is decided now: statuses, evidence, cards and the badge
+    // follow, in the same plain words (the contract's term beside them) the page was drawn in.
     (r.deliveries || []).forEach(function (d) {
       var rows = document.querySelectorAll("tr[data-delivery]");
       for (var i = 0; i < rows.length; i++) {
-        if (rows[i].getAttribute("data-delivery") === d.id) {
-          var cell = rows[i].querySelector("td.status");
-          if (cell) { cell.textContent = d.status; }
+        if (rows[i].getAttribute("data-delivery") !== d.id) { continue; }
+        var cell = rows[i].querySelector("td.status");
+        if (cell) {
+          cell.textContent = "";
+          cell.appendChild(text("span", "plain", d.words));
+          if (d.words !== d.status) {
+            cell.appendChild(document.createTextNode(" "));
+            cell.appendChild(text("code", "term", d.status));
+          }
+        }
+        var ev = rows[i].querySelector("td.evidence");
+        if (ev) {
+          ev.textContent = "";
+          if (d.evidence) { ev.appendChild(text("code", "", d.evidence)); }
+          if (d.reason) {
+            ev.appendChild(document.createTextNode(" "));
+            ev.appendChild(text("span", "muted", d.reason));
+          }
         }
       }
     });
+    // An ended run can no longer be cancelled: its actions go (a reload offers resume).
+    var actions = document.querySelector(".actions");
+    if (actions) { actions.parentNode.removeChild(actions); }
     var open = document.getElementById("open-cards");
     if (open) { open.parentNode.removeChild(open); }
     var badge = document.getElementById("badge");
