@@ -351,6 +351,13 @@ pub(crate) enum BenchCmd {
         #[arg(long, default_value_t = 8)]
         concurrency: usize,
     },
+    /// Only N one-save runs one after another, nothing bound to the clock: the entry point
+    /// whose instructions scripts/cpu.sh counts (N and 2N runs, so start-up cancels out).
+    Cpu {
+        /// How many runs, one after another.
+        #[arg(long, default_value_t = 20)]
+        runs: usize,
+    },
     /// Start-up and inbox cost against the number of runs in the store (10, 1,000, 100,000).
     Scale {
         /// Store sizes to measure, comma-separated.

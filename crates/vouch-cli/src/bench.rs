@@ -66,6 +66,49 @@ pub fn runs(count: usize, concurrency: usize, json_out: bool) -> Result<i32> {
     out
 }
 
+/// Most runs `bench cpu` performs.
+pub const CPU_RUNS_MAX: usize = 100_000;
+
+/// `vouch bench cpu`: `count` one-save runs one after another on a temporary SQLite home, and
+/// nothing else — no timed loop whose work depends on the clock — so that an instruction
+/// counter (callgrind, `scripts/cpu.sh`) sees the same work on any machine under any load.
+/// Counting N and 2N runs and taking the difference leaves out the process's start-up.
+pub fn cpu(count: usize, json_out: bool) -> Result<i32> {
+    if count == 0 || count > CPU_RUNS_MAX {
+        return Err(crate::bad(format!(
+            "--runs: give a number of runs between 1 and {CPU_RUNS_MAX}"
+        )));
+    }
+    let tmp = std::env::temp_dir().join(format!("vouch-bench-cpu-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    home::init(&tmp)?;
+    let out = cpu_runs(&tmp, count);
+    let _ = std::fs::remove_dir_all(&tmp);
+    let ok = out?;
+    if json_out {
+        outln!("{}", json!({"runs": count, "succeeded": ok}));
+    } else {
+        outln!("{ok} of {count} runs succeeded");
+    }
+    Ok(if ok == count { 0 } else { 1 })
+}
+
+/// The runs of `bench cpu` on the home at `tmp`: how many succeeded. (The chains are not
+/// verified here: reading them back would add per-run work that is not a run's.)
+fn cpu_runs(tmp: &std::path::Path, count: usize) -> Result<usize> {
+    let store: Arc<dyn vouch_store::Store> = Arc::new(
+        vouch_store_sqlite::SqliteStore::open(&tmp.join(home::DB_FILE))
+            .map_err(|e| anyhow!("{e}"))?,
+    );
+    let host = home::host_on(tmp, store, None)?;
+    let mut ok = 0;
+    for i in 0..count {
+        let (_, end) = host.start(&spec(i)).map_err(|e| anyhow!("{e}"))?;
+        ok += usize::from(succeeded(&end));
+    }
+    Ok(ok)
+}
+
 fn measure_runs(
     tmp: &std::path::Path,
     count: usize,
