@@ -213,16 +213,27 @@ impl EventContent {
         at_ms: i64,
         body: &serde_json::Value,
     ) -> Self {
-        let canon =
-            |v: &serde_json::Value| vouch_core::canonical_json(v).unwrap_or_else(|_| v.to_string());
-        let head = format!("[{},", canon(&serde_json::Value::from(run_id)));
-        let tail = format!(
-            ",{},{},{},{}]",
-            canon(&serde_json::Value::from(kind.as_str())),
-            canon(&serde_json::json!(delivery)),
-            canon(&serde_json::Value::from(at_ms)),
-            canon(body),
-        );
+        use serde_json::Value;
+        use vouch_core::{write_canonical, write_canonical_str};
+        // Each part written once, straight into its buffer (no intermediate values).
+        let mut head = String::with_capacity(run_id.len() + 4);
+        head.push('[');
+        write_canonical_str(run_id, &mut head);
+        head.push(',');
+        let mut tail = String::with_capacity(128);
+        tail.push(',');
+        tail.push('"');
+        tail.push_str(kind.as_str()); // a fixed snake_case name: nothing to escape
+        tail.push_str("\",");
+        match delivery {
+            Some(d) => write_canonical_str(d, &mut tail),
+            None => tail.push_str("null"),
+        }
+        tail.push(',');
+        write_canonical(&Value::from(at_ms), &mut tail);
+        tail.push(',');
+        write_canonical(body, &mut tail);
+        tail.push(']');
         EventContent { head, tail }
     }
 
