@@ -622,6 +622,16 @@ pub trait Store: Send + Sync {
     fn append_batch(&self, run_id: &str, events: &[NewEvent]) -> StoreResult<Vec<JournalEntry>> {
         events.iter().map(|e| self.append(run_id, e)).collect()
     }
+    /// [`Store::append_batch`] for a caller that reads nothing back but the last seq (a
+    /// write-through buffer): a backend may skip building the entries.
+    fn append_batch_seq(&self, run_id: &str, events: &[NewEvent]) -> StoreResult<Option<i64>> {
+        Ok(self.append_batch(run_id, events)?.last().map(|e| e.seq))
+    }
+    /// [`Store::append`] of an event the caller gives away and reads nothing back from: a
+    /// buffering store keeps it as it is instead of copying it.
+    fn append_owned(&self, run_id: &str, event: NewEvent) -> StoreResult<()> {
+        self.append(run_id, &event).map(|_| ())
+    }
     /// Commit whatever a write buffer above the backend holds (a backend itself holds nothing:
     /// every write is durable on return).
     fn flush(&self) -> StoreResult<()> {
