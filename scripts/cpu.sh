@@ -23,7 +23,7 @@ count() {
   valgrind --tool=callgrind --callgrind-out-file="$OUT/cg.$1" "$BIN" bench cpu --runs "$1" \
     >"$OUT/out.$1" 2>"$OUT/err.$1" || { cat "$OUT/err.$1" >&2; exit 1; }
   grep -q "$1 of $1 runs succeeded" "$OUT/out.$1" || { cat "$OUT/out.$1" >&2; exit 1; }
-  callgrind_annotate "$OUT/cg.$1" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1; exit}'
+  callgrind_annotate "$OUT/cg.$1" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}'
 }
 
 ONE="$(count "$N")"
@@ -32,5 +32,5 @@ PER=$(( (TWO - ONE) / N ))
 echo "instructions: ${ONE} for ${N} runs, ${TWO} for $((2 * N)) runs"
 awk -v p="$PER" 'BEGIN { printf "instructions per one-save run: %d (%.2f M)\n", p, p / 1e6 }'
 if [ -n "${PROFILE:-}" ]; then
-  callgrind_annotate --inclusive=no "$OUT/cg.$((2 * N))" 2>/dev/null | head -60
+  callgrind_annotate --inclusive=no "$OUT/cg.$((2 * N))" 2>/dev/null | sed -n 1,60p
 fi

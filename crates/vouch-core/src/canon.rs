@@ -123,8 +123,20 @@ fn write_string(s: &str, out: &mut String) {
     out.push('"');
 }
 
+/// Bytes as lower-case hexadecimal, as `hex::encode` writes them, without building the text one
+/// `char` at a time (every chained event's hash goes through here).
+pub fn hex_lower(bytes: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 0xf)]));
+    }
+    out
+}
+
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
+    hex_lower(&Sha256::digest(bytes))
 }
 
 /// The hash an approval binds to: SHA-256 of the canonical JSON of the payload.
@@ -140,7 +152,7 @@ pub fn ledger_key(scope: &str, delivery_id: &str, payload_hash: &str) -> String 
         h.update((part.len() as u64).to_be_bytes());
         h.update(part.as_bytes());
     }
-    hex::encode(h.finalize())
+    hex_lower(&h.finalize())
 }
 
 #[cfg(test)]
@@ -171,6 +183,13 @@ mod tests {
             payload_hash(&json!({"to":"a@b","body":"hi!"})).unwrap()
         );
         assert_eq!(payload_hash(&a).unwrap().len(), 64);
+    }
+
+    #[test]
+    fn hex_is_what_hex_encode_writes() {
+        let all: Vec<u8> = (0..=255).collect();
+        assert_eq!(hex_lower(&all), hex::encode(&all));
+        assert_eq!(hex_lower(&[]), "");
     }
 
     #[test]

@@ -20,8 +20,8 @@ pub mod status;
 
 pub use attention::{route, significance, Presence, Route, Significance};
 pub use canon::{
-    canonical_json, ledger_key, payload_hash, sha256_hex, write_canonical, write_canonical_str,
-    CanonError,
+    canonical_json, hex_lower, ledger_key, payload_hash, sha256_hex, write_canonical,
+    write_canonical_str, CanonError,
 };
 pub use capability::{is_irreversible, ActFacts, Capability};
 pub use escape::{escape_line, escape_text};

@@ -186,7 +186,7 @@ pub fn event_hash(
     let mut h = Sha256::new();
     h.update(prev_hash.as_bytes());
     h.update(canonical.as_bytes());
-    hex::encode(h.finalize())
+    vouch_core::hex_lower(&h.finalize())
 }
 
 /// Integers up to this magnitude are written by RFC 8785 exactly as their decimal digits.
@@ -250,7 +250,7 @@ impl EventContent {
         h.update(self.head.as_bytes());
         h.update(seq_text.as_bytes());
         h.update(self.tail.as_bytes());
-        hex::encode(h.finalize())
+        vouch_core::hex_lower(&h.finalize())
     }
 }
 
@@ -382,7 +382,7 @@ pub fn damage_fingerprint(found: &[String]) -> String {
         h.update(f.as_bytes());
         h.update(b"\n");
     }
-    hex::encode(h.finalize())
+    vouch_core::hex_lower(&h.finalize())
 }
 
 /// The terminal record (§9.2), committed with the receipt and the outbox row in one transaction.
