@@ -11,7 +11,9 @@
 //! the `vouch-bench` binary is a thin clap front end.
 
 mod commit_loop;
+mod floor;
 pub use commit_loop::{sqlite_commits_per_s, COMMIT_LOOP_SECONDS_MAX};
+pub use floor::{floor_runs_per_s, FLOOR_SECONDS_MAX};
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde::Serialize;

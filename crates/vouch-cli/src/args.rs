@@ -388,6 +388,20 @@ pub(crate) enum BenchCmd {
         #[arg(long, default_value_t = 8)]
         concurrency: usize,
     },
+    /// Only N one-save runs one after another, nothing bound to the clock: the entry point
+    /// whose instructions scripts/cpu.sh counts (N and 2N runs, so start-up cancels out).
+    Cpu {
+        /// How many runs, one after another.
+        #[arg(long, default_value_t = 20)]
+        runs: usize,
+    },
+    /// The disk's floor for a one-save run: its synced commit before the save, the file's
+    /// write, fsync, rename and folder fsync, its terminal synced commit — no host logic.
+    Floor {
+        /// How long to loop.
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+    },
     /// Start-up and inbox cost against the number of runs in the store (10, 1,000, 100,000).
     Scale {
         /// Store sizes to measure, comma-separated.

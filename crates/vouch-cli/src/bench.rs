@@ -36,6 +36,21 @@ fn succeeded(end: &vouch_runtime::RunEnd) -> bool {
 
 /// Seconds of the SQLite one-row commit loop measured beside the runs.
 const COMMIT_LOOP_SECONDS: f64 = 2.0;
+/// Seconds of the floor loop (`vouch_bench::floor_runs_per_s`) measured beside the runs.
+const FLOOR_SECONDS: f64 = 2.0;
+
+/// `vouch bench floor`: the durable operations of a one-save run with no host logic, looped
+/// for `seconds` in the temporary folder (where `bench runs` keeps its home).
+pub fn floor(seconds: f64, json_out: bool) -> Result<i32> {
+    let rate = vouch_bench::floor_runs_per_s(&std::env::temp_dir(), seconds)
+        .map_err(|e| crate::bad(format!("--seconds: {e:#}")))?;
+    if json_out {
+        outln!("{}", json!({"seconds": seconds, "floor_runs_per_s": rate}));
+    } else {
+        outln!("floor: {rate:.1} one-save runs/s (2 synced commits, a file written, fsynced, renamed and its folder fsynced, no host logic)");
+    }
+    Ok(0)
+}
 
 pub fn runs(count: usize, concurrency: usize, json_out: bool) -> Result<i32> {
     if count == 0 || concurrency == 0 {
@@ -64,6 +79,49 @@ pub fn runs(count: usize, concurrency: usize, json_out: bool) -> Result<i32> {
         }
     }
     out
+}
+
+/// Most runs `bench cpu` performs.
+pub const CPU_RUNS_MAX: usize = 100_000;
+
+/// `vouch bench cpu`: `count` one-save runs one after another on a temporary SQLite home, and
+/// nothing else — no timed loop whose work depends on the clock — so that an instruction
+/// counter (callgrind, `scripts/cpu.sh`) sees the same work on any machine under any load.
+/// Counting N and 2N runs and taking the difference leaves out the process's start-up.
+pub fn cpu(count: usize, json_out: bool) -> Result<i32> {
+    if count == 0 || count > CPU_RUNS_MAX {
+        return Err(crate::bad(format!(
+            "--runs: give a number of runs between 1 and {CPU_RUNS_MAX}"
+        )));
+    }
+    let tmp = std::env::temp_dir().join(format!("vouch-bench-cpu-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    home::init(&tmp)?;
+    let out = cpu_runs(&tmp, count);
+    let _ = std::fs::remove_dir_all(&tmp);
+    let ok = out?;
+    if json_out {
+        outln!("{}", json!({"runs": count, "succeeded": ok}));
+    } else {
+        outln!("{ok} of {count} runs succeeded");
+    }
+    Ok(if ok == count { 0 } else { 1 })
+}
+
+/// The runs of `bench cpu` on the home at `tmp`: how many succeeded. (The chains are not
+/// verified here: reading them back would add per-run work that is not a run's.)
+fn cpu_runs(tmp: &std::path::Path, count: usize) -> Result<usize> {
+    let store: Arc<dyn vouch_store::Store> = Arc::new(
+        vouch_store_sqlite::SqliteStore::open(&tmp.join(home::DB_FILE))
+            .map_err(|e| anyhow!("{e}"))?,
+    );
+    let host = home::host_on(tmp, store, None)?;
+    let mut ok = 0;
+    for i in 0..count {
+        let (_, end) = host.start(&spec(i)).map_err(|e| anyhow!("{e}"))?;
+        ok += usize::from(succeeded(&end));
+    }
+    Ok(ok)
 }
 
 fn measure_runs(
@@ -149,6 +207,10 @@ fn measure_runs(
         errln!("  SQLite's own 1-row FULL commit loop on the same disk ({COMMIT_LOOP_SECONDS} s)");
     }
     let sqlite_rate = vouch_bench::sqlite_commits_per_s(&tmp, COMMIT_LOOP_SECONDS)?;
+    if !json_out {
+        errln!("  the floor of a one-save run on the same disk ({FLOOR_SECONDS} s)");
+    }
+    let floor_rate = vouch_bench::floor_runs_per_s(&tmp, FLOOR_SECONDS)?;
     drop(host);
     if json_out {
         outln!(
@@ -167,6 +229,8 @@ fn measure_runs(
                 "sqlite_commits_per_s": sqlite_rate,
                 // Only where the runs went to that SQLite disk.
                 "sequential_vs_sqlite_commits": (!pg).then(|| seq_rate / sqlite_rate),
+                "floor_runs_per_s": floor_rate,
+                "sequential_vs_floor": (!pg).then(|| seq_rate / floor_rate),
                 "concurrent_vs_sequential": par_rate / seq_rate,
                 "journal_events": events.events,
                 "chains_intact": events.breaks.is_empty(),
@@ -189,6 +253,10 @@ fn measure_runs(
             outln!(
                 "SQLite 1-row FULL commits  {sqlite_rate:>8.1}/s  (sequential runs are {:.3}× of it)",
                 seq_rate / sqlite_rate
+            );
+            outln!(
+                "floor of a one-save run    {floor_rate:>8.1}/s  (sequential runs are {:.2}× of it)",
+                seq_rate / floor_rate
             );
         }
         outln!(

@@ -286,6 +286,12 @@ fn run(cli: Cli) -> Result<i32> {
             cmd: BenchCmd::Runs { runs, concurrency },
         } => bench::runs(runs, concurrency, json),
         Cmd::Bench {
+            cmd: BenchCmd::Cpu { runs },
+        } => bench::cpu(runs, json),
+        Cmd::Bench {
+            cmd: BenchCmd::Floor { seconds },
+        } => bench::floor(seconds, json),
+        Cmd::Bench {
             cmd: BenchCmd::Board { tasks, workers },
         } => bench_board::board(tasks, workers, json),
         Cmd::Bench {

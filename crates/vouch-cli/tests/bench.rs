@@ -75,6 +75,9 @@ fn runs(pg: bool) {
         assert!(v["schema"].is_null());
         // Born running, one commit before the save, the terminal record (§3.4.2).
         assert_eq!(v["commits_per_run"], 3.0, "{v}");
+        // The floor was measured beside the runs, and the ratio taken against it.
+        assert!(v["floor_runs_per_s"].as_f64().unwrap() > 0.0, "{v}");
+        assert!(v["sequential_vs_floor"].as_f64().unwrap() > 0.0, "{v}");
     }
 }
 
@@ -108,6 +111,23 @@ fn recovery() {
     // most two commits a run, fewer when group commits are shared).
     let per_run = v["reconcile_commits_per_run"].as_f64().unwrap();
     assert!(per_run > 0.0 && per_run <= 2.0, "{v}");
+}
+
+/// `bench cpu` does only its runs, and says how many succeeded; `bench floor` loops the
+/// durable operations of a run and leaves nothing behind in the temporary folder.
+#[test]
+fn bench_cpu_runs_its_runs_and_bench_floor_measures_a_rate() {
+    let v = bench(false, &["cpu", "--runs", "3"]);
+    assert_eq!(v["runs"], 3, "{v}");
+    assert_eq!(v["succeeded"], 3, "every run succeeded: {v}");
+    let v = bench(false, &["floor", "--seconds", "0.2"]);
+    assert!(v["floor_runs_per_s"].as_f64().unwrap() > 0.0, "{v}");
+    let mut c = Command::new(vouch_bin());
+    let out = c
+        .args(["bench", "floor", "--seconds", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "a floor of 0 s is refused");
 }
 
 mod sqlite {

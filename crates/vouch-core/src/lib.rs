@@ -20,7 +20,10 @@ pub mod schedule;
 pub mod status;
 
 pub use attention::{route, significance, Presence, Route, Significance};
-pub use canon::{canonical_json, ledger_key, payload_hash, sha256_hex, CanonError};
+pub use canon::{
+    canonical_json, hex_lower, ledger_key, payload_hash, sha256_hex, write_canonical,
+    write_canonical_str, CanonError,
+};
 pub use capability::{is_irreversible, ActFacts, Capability};
 pub use escape::{escape_line, escape_text};
 pub use manifest::{

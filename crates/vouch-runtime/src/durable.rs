@@ -87,11 +87,11 @@ impl Durable {
             return Ok(());
         }
         let started = std::time::Instant::now();
-        let written = self.inner.append_batch(run_id, &buf.events)?;
+        let last = self.inner.append_batch_seq(run_id, &buf.events)?;
         crate::latency::COMMIT_LATENCY.observe(started.elapsed());
         buf.events.clear();
-        if let Some(last) = written.last() {
-            buf.durable_seq = Some(last.seq);
+        if last.is_some() {
+            buf.durable_seq = last;
         }
         Ok(())
     }
@@ -120,6 +120,31 @@ impl Durable {
             self.commit(&run_id, &mut buf)?;
         }
         Ok(())
+    }
+
+    /// Buffer `event` (committing the buffer at a durability point); answers its seq.
+    fn buffered(&self, run_id: &str, event: NewEvent) -> StoreResult<i64> {
+        if event.kind == EventKind::Terminal {
+            return Err(StoreError::Conflict(
+                "the terminal event is written only by end_run".into(),
+            ));
+        }
+        let b = self.buffer(run_id);
+        let mut buf = b.lock().unwrap_or_else(|p| p.into_inner());
+        if buf.durable_seq.is_none() {
+            buf.durable_seq = Some(self.inner.journal(run_id)?.last().map_or(0, |e| e.seq));
+        }
+        let seq = buf.durable_seq.unwrap_or(0) + buf.events.len() as i64 + 1;
+        let oldest_ms = buf.events.first().map(|e| e.at_ms);
+        let (kind, at_ms) = (event.kind, event.at_ms);
+        buf.events.push(event);
+        if is_point(kind)
+            || buf.events.len() >= BUFFERED_EVENTS_MAX
+            || oldest_ms.is_some_and(|t| at_ms - t >= CHECKPOINT_MS)
+        {
+            self.commit(run_id, &mut buf)?;
+        }
+        Ok(seq)
     }
 
     fn provisional(&self, run_id: &str, durable: &mut Vec<JournalEntry>) {
@@ -177,25 +202,7 @@ impl Store for Durable {
     }
 
     fn append(&self, run_id: &str, event: &NewEvent) -> StoreResult<JournalEntry> {
-        if event.kind == EventKind::Terminal {
-            return Err(StoreError::Conflict(
-                "the terminal event is written only by end_run".into(),
-            ));
-        }
-        let b = self.buffer(run_id);
-        let mut buf = b.lock().unwrap_or_else(|p| p.into_inner());
-        if buf.durable_seq.is_none() {
-            buf.durable_seq = Some(self.inner.journal(run_id)?.last().map_or(0, |e| e.seq));
-        }
-        let seq = buf.durable_seq.unwrap_or(0) + buf.events.len() as i64 + 1;
-        let oldest_ms = buf.events.first().map(|e| e.at_ms);
-        buf.events.push(event.clone());
-        if is_point(event.kind)
-            || buf.events.len() >= BUFFERED_EVENTS_MAX
-            || oldest_ms.is_some_and(|t| event.at_ms - t >= CHECKPOINT_MS)
-        {
-            self.commit(run_id, &mut buf)?;
-        }
+        let seq = self.buffered(run_id, event.clone())?;
         Ok(JournalEntry {
             run_id: run_id.to_string(),
             seq,
@@ -206,6 +213,9 @@ impl Store for Durable {
             prev_hash: String::new(),
             hash: String::new(),
         })
+    }
+    fn append_owned(&self, run_id: &str, event: NewEvent) -> StoreResult<()> {
+        self.buffered(run_id, event).map(|_| ())
     }
     fn journal(&self, run_id: &str) -> StoreResult<Vec<JournalEntry>> {
         // A run this process created and has not committed yet has nothing durable to read.

@@ -237,8 +237,7 @@ pub const PAYLOAD_ERRORS_MAX: usize = 8;
 pub fn check_payload(d: &vouch_core::Delivery, given: &Value) -> Result<Value, String> {
     let kind = d.destination.kind;
     let p = without_nulls(given);
-    let schema = nulls_optional(&payload(kind));
-    let v = jsonschema::validator_for(&schema).map_err(|e| format!("payload schema: {e}"))?;
+    let v = payload_validator(kind)?;
     let errors: Vec<String> = v
         .iter_errors(&p)
         .take(PAYLOAD_ERRORS_MAX)
@@ -255,6 +254,29 @@ pub fn check_payload(d: &vouch_core::Delivery, given: &Value) -> Result<Value, S
     }
     check_declared(d, &p)?;
     Ok(p)
+}
+
+/// The compiled validator of a destination kind's payload schema, compiled once per process
+/// (the schemas are constants; compiling one cost more than the rest of a save).
+fn payload_validator(kind: DestinationKind) -> Result<&'static jsonschema::Validator, String> {
+    type Compiled = Vec<Result<jsonschema::Validator, String>>;
+    static VALIDATORS: std::sync::OnceLock<Compiled> = std::sync::OnceLock::new();
+    let all = VALIDATORS.get_or_init(|| {
+        DestinationKind::ALL
+            .iter()
+            .map(|k| {
+                jsonschema::validator_for(&nulls_optional(&payload(*k)))
+                    .map_err(|e| format!("payload schema: {e}"))
+            })
+            .collect()
+    });
+    DestinationKind::ALL
+        .iter()
+        .position(|k| *k == kind)
+        .and_then(|i| all.get(i))
+        .ok_or_else(|| format!("payload schema: no schema for `{}`", kind.as_str()))?
+        .as_ref()
+        .map_err(Clone::clone)
 }
 
 /// The payload's fields in words, for an error message.

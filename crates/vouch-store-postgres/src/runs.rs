@@ -382,7 +382,8 @@ pub(super) fn append_batch(
     Ok(prepared
         .into_iter()
         .zip(chained)
-        .map(|(ev, (seq, prev, hash))| ev.entry(seq, prev, hash))
+        .zip(events)
+        .map(|((ev, (seq, prev, hash)), given)| ev.entry(seq, prev, hash, &given.body))
         .collect())
 }
 
@@ -419,9 +420,12 @@ pub(super) fn end_run_after(
     terminal: &Terminal,
 ) -> StoreResult<EndResult> {
     let before = PreparedEvent::all(run_id, events)?;
-    let ev = PreparedEvent::new(
+    let ev = PreparedEvent::of(
         run_id,
-        &NewEvent::new(EventKind::Terminal, terminal.at_ms, terminal.body.clone()),
+        EventKind::Terminal,
+        None,
+        terminal.at_ms,
+        &terminal.body,
     )?;
     let outbox_body = terminal
         .outbox
@@ -433,7 +437,7 @@ pub(super) fn end_run_after(
     // The run ends here, or had ended: its tail is not needed again either way.
     store.tails.forget(run_id);
     if let Some((seq, prev, hash)) = fast? {
-        return Ok(EndResult::Ended(ev.entry(seq, prev, hash)));
+        return Ok(EndResult::Ended(ev.entry(seq, prev, hash, &terminal.body)));
     }
     let ended = store.tx(|t| {
         match lock_run(t, run_id)?.as_deref() {
@@ -467,7 +471,7 @@ pub(super) fn end_run_after(
         Ok(Some((seq, prev, hash)))
     })?;
     Ok(match ended {
-        Some((seq, prev, hash)) => EndResult::Ended(ev.entry(seq, prev, hash)),
+        Some((seq, prev, hash)) => EndResult::Ended(ev.entry(seq, prev, hash, &terminal.body)),
         None => EndResult::AlreadyEnded,
     })
 }

@@ -888,6 +888,9 @@ impl Store for SqliteStore {
         runs::append(self, run_id, event)
     }
 
+    fn append_batch_seq(&self, run_id: &str, events: &[NewEvent]) -> StoreResult<Option<i64>> {
+        runs::append_batch_seq(self, run_id, events)
+    }
     fn append_batch(&self, run_id: &str, events: &[NewEvent]) -> StoreResult<Vec<JournalEntry>> {
         runs::append_batch(self, run_id, events)
     }

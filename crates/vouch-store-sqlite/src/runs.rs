@@ -265,7 +265,7 @@ pub(super) fn append(
         let (seq, prev, hash) = insert_event(c, &ev)?;
         Ok((seq, prev, hash, ev))
     })?;
-    Ok(ev.entry(seq, prev, hash))
+    Ok(ev.entry(seq, prev, hash, &event.body))
 }
 
 pub(super) fn append_batch(
@@ -279,13 +279,32 @@ pub(super) fn append_batch(
     let prepared = PreparedEvent::all(run_id, events)?;
     // One job, one savepoint: the batch is durable together or not at all.
     let run_id = run_id.to_string();
+    let (prepared, chained) = store.write(move |c| {
+        let chained = insert_events(c, &run_id, &prepared)?;
+        Ok((prepared, chained))
+    })?;
+    Ok(prepared
+        .into_iter()
+        .zip(chained)
+        .zip(events)
+        .map(|((ev, (seq, prev, hash)), given)| ev.entry(seq, prev, hash, &given.body))
+        .collect())
+}
+
+/// [`append_batch`] answering only the last seq: no entry is built, no body copied.
+pub(super) fn append_batch_seq(
+    store: &SqliteStore,
+    run_id: &str,
+    events: &[NewEvent],
+) -> StoreResult<Option<i64>> {
+    if events.is_empty() {
+        return Ok(None);
+    }
+    let prepared = PreparedEvent::all(run_id, events)?;
+    let run_id = run_id.to_string();
     store.write(move |c| {
         let chained = insert_events(c, &run_id, &prepared)?;
-        Ok(prepared
-            .into_iter()
-            .zip(chained)
-            .map(|(ev, (seq, prev, hash))| ev.entry(seq, prev, hash))
-            .collect())
+        Ok(chained.last().map(|(seq, _, _)| *seq))
     })
 }
 
@@ -327,10 +346,7 @@ pub(super) fn end_run_after(
 ) -> StoreResult<EndResult> {
     let before = PreparedEvent::all(run_id, events)?;
     let (run_id, t) = (run_id.to_string(), terminal.clone());
-    let ev = PreparedEvent::new(
-        &run_id,
-        &NewEvent::new(EventKind::Terminal, t.at_ms, t.body.clone()),
-    )?;
+    let ev = PreparedEvent::of(&run_id, EventKind::Terminal, None, t.at_ms, &t.body)?;
     store.write(move |c| {
         let state: Option<String> = query_row_cached(c, "SELECT state FROM runs WHERE id = ?1", [&run_id], |r| r.get(0)).optional().map_err(db_err)?;
         match state.as_deref() {
@@ -341,7 +357,7 @@ pub(super) fn end_run_after(
         let (seq, prev, hash) = insert_events(c, &run_id, before.iter().chain([&ev]))?
             .pop()
             .ok_or_else(|| StoreError::Fatal("the terminal event was not inserted".into()))?;
-        let entry = ev.entry(seq, prev, hash);
+        let entry = ev.entry(seq, prev, hash, &t.body);
         execute_cached(c,
             "UPDATE runs SET state = 'ended', outcome = ?2, ended_by = ?3, ended_ms = ?4, owner = NULL, lease_until_ms = NULL WHERE id = ?1",
             params![run_id, enum_text(&t.outcome), enum_text(&t.ended_by), t.at_ms],

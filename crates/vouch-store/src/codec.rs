@@ -165,15 +165,28 @@ pub struct PreparedEvent {
     pub at_ms: i64,
     /// The body as stored.
     pub body_text: String,
-    /// The body as it will be read back (what the hash covers).
-    pub body: Value,
+    /// The body as it will be read back, when that differs from the body given (a body with a
+    /// floating-point number, parsed back from its text); otherwise the given body is what is
+    /// read back, and it is not copied here.
+    pub read_back: Option<Value>,
     pub content: EventContent,
 }
 
 impl PreparedEvent {
     /// Prepare one event; a body larger than [`BODY_BYTES_MAX`] is refused.
     pub fn new(run_id: &str, ev: &NewEvent) -> StoreResult<PreparedEvent> {
-        let body_text = json_text(&ev.body)?;
+        Self::of(run_id, ev.kind, ev.delivery.as_deref(), ev.at_ms, &ev.body)
+    }
+
+    /// Prepare one event from its parts (the body borrowed, not copied).
+    pub fn of(
+        run_id: &str,
+        kind: EventKind,
+        delivery: Option<&str>,
+        at_ms: i64,
+        body: &Value,
+    ) -> StoreResult<PreparedEvent> {
+        let body_text = json_text(body)?;
         if body_text.len() > BODY_BYTES_MAX {
             return Err(StoreError::Conflict(format!(
                 "event body of {} bytes exceeds {BODY_BYTES_MAX}; store large content as a payload and journal its hash",
@@ -183,19 +196,25 @@ impl PreparedEvent {
         // Hash what will be read back: the body parsed from its stored text. Text, integers,
         // booleans and null come back exactly as they went in, so only a body with a
         // floating-point number needs the round trip (a parser may land one ULP away).
-        let body: Value = if has_float(&ev.body) {
-            serde_json::from_str(&body_text).map_err(|e| StoreError::Fatal(e.to_string()))?
+        let read_back: Option<Value> = if has_float(body) {
+            Some(serde_json::from_str(&body_text).map_err(|e| StoreError::Fatal(e.to_string()))?)
         } else {
-            ev.body.clone()
+            None
         };
-        let content = EventContent::new(run_id, ev.kind, ev.delivery.as_deref(), ev.at_ms, &body);
+        let content = EventContent::new(
+            run_id,
+            kind,
+            delivery,
+            at_ms,
+            read_back.as_ref().unwrap_or(body),
+        );
         Ok(PreparedEvent {
             run_id: run_id.to_string(),
-            kind: ev.kind,
-            delivery: ev.delivery.clone(),
-            at_ms: ev.at_ms,
+            kind,
+            delivery: delivery.map(str::to_string),
+            at_ms,
             body_text,
-            body,
+            read_back,
             content,
         })
     }
@@ -214,14 +233,15 @@ impl PreparedEvent {
             .collect()
     }
 
-    /// The journal entry once the event has its place in the chain.
-    pub fn entry(self, seq: i64, prev_hash: String, hash: String) -> JournalEntry {
+    /// The journal entry once the event has its place in the chain; `body` is the body this
+    /// event was prepared from.
+    pub fn entry(self, seq: i64, prev_hash: String, hash: String, body: &Value) -> JournalEntry {
         JournalEntry {
             run_id: self.run_id,
             seq,
             kind: self.kind,
             delivery: self.delivery,
-            body: self.body,
+            body: self.read_back.unwrap_or_else(|| body.clone()),
             at_ms: self.at_ms,
             prev_hash,
             hash,
@@ -276,9 +296,10 @@ mod tests {
         let ev = NewEvent::for_delivery(EventKind::Evidence, "d", 7, json!({"x": 0.1, "n": 3}));
         let p = PreparedEvent::new("r", &ev).expect("prepares");
         let read_back: Value = serde_json::from_str(&p.body_text).expect("stored text parses");
-        assert_eq!(p.body, read_back);
+        assert_eq!(p.read_back.as_ref(), Some(&read_back));
         let hash = p.content.hash(GENESIS_HASH, 1);
-        let entry = p.entry(1, GENESIS_HASH.into(), hash.clone());
+        let entry = p.entry(1, GENESIS_HASH.into(), hash.clone(), &ev.body);
+        assert_eq!(entry.body, read_back);
         assert_eq!(
             hash,
             event_hash(

@@ -246,7 +246,7 @@ pub fn event_hash(
     let mut h = Sha256::new();
     h.update(prev_hash.as_bytes());
     h.update(canonical.as_bytes());
-    hex::encode(h.finalize())
+    vouch_core::hex_lower(&h.finalize())
 }
 
 /// Integers up to this magnitude are written by RFC 8785 exactly as their decimal digits.
@@ -273,16 +273,27 @@ impl EventContent {
         at_ms: i64,
         body: &serde_json::Value,
     ) -> Self {
-        let canon =
-            |v: &serde_json::Value| vouch_core::canonical_json(v).unwrap_or_else(|_| v.to_string());
-        let head = format!("[{},", canon(&serde_json::Value::from(run_id)));
-        let tail = format!(
-            ",{},{},{},{}]",
-            canon(&serde_json::Value::from(kind.as_str())),
-            canon(&serde_json::json!(delivery)),
-            canon(&serde_json::Value::from(at_ms)),
-            canon(body),
-        );
+        use serde_json::Value;
+        use vouch_core::{write_canonical, write_canonical_str};
+        // Each part written once, straight into its buffer (no intermediate values).
+        let mut head = String::with_capacity(run_id.len() + 4);
+        head.push('[');
+        write_canonical_str(run_id, &mut head);
+        head.push(',');
+        let mut tail = String::with_capacity(128);
+        tail.push(',');
+        tail.push('"');
+        tail.push_str(kind.as_str()); // a fixed snake_case name: nothing to escape
+        tail.push_str("\",");
+        match delivery {
+            Some(d) => write_canonical_str(d, &mut tail),
+            None => tail.push_str("null"),
+        }
+        tail.push(',');
+        write_canonical(&Value::from(at_ms), &mut tail);
+        tail.push(',');
+        write_canonical(body, &mut tail);
+        tail.push(']');
         EventContent { head, tail }
     }
 
@@ -299,7 +310,7 @@ impl EventContent {
         h.update(self.head.as_bytes());
         h.update(seq_text.as_bytes());
         h.update(self.tail.as_bytes());
-        hex::encode(h.finalize())
+        vouch_core::hex_lower(&h.finalize())
     }
 }
 
@@ -431,7 +442,7 @@ pub fn damage_fingerprint(found: &[String]) -> String {
         h.update(f.as_bytes());
         h.update(b"\n");
     }
-    hex::encode(h.finalize())
+    vouch_core::hex_lower(&h.finalize())
 }
 
 /// The terminal record (§9.2), committed with the receipt and the outbox row in one transaction.
@@ -681,6 +692,16 @@ pub trait Store: Send + Sync {
     /// Appends events to one run's journal in order, durably, as one commit.
     fn append_batch(&self, run_id: &str, events: &[NewEvent]) -> StoreResult<Vec<JournalEntry>> {
         events.iter().map(|e| self.append(run_id, e)).collect()
+    }
+    /// [`Store::append_batch`] for a caller that reads nothing back but the last seq (a
+    /// write-through buffer): a backend may skip building the entries.
+    fn append_batch_seq(&self, run_id: &str, events: &[NewEvent]) -> StoreResult<Option<i64>> {
+        Ok(self.append_batch(run_id, events)?.last().map(|e| e.seq))
+    }
+    /// [`Store::append`] of an event the caller gives away and reads nothing back from: a
+    /// buffering store keeps it as it is instead of copying it.
+    fn append_owned(&self, run_id: &str, event: NewEvent) -> StoreResult<()> {
+        self.append(run_id, &event).map(|_| ())
     }
     /// Commit whatever a write buffer above the backend holds (a backend itself holds nothing:
     /// every write is durable on return).

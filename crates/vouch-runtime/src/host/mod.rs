@@ -19,8 +19,8 @@ use vouch_core::{
 };
 use vouch_store::{journal as j, Event};
 use vouch_store::{
-    Card, CardState, Decision, EndResult, JournalEntry, LedgerEntry, LedgerIntent, LedgerState,
-    NewEvent, NewOutbox, NewRun, OutboxRow, RunRecord, Store, StoreError, Terminal,
+    Card, CardState, Decision, EndResult, LedgerEntry, LedgerIntent, LedgerState, NewEvent,
+    NewOutbox, NewRun, OutboxRow, RunRecord, Store, StoreError, Terminal,
 };
 
 // One file per transition; each says what it may touch (docs/architecture.md).
@@ -347,12 +347,11 @@ impl Drives {
             .remove(run_id);
     }
 
-    fn apply(&self, entry: &JournalEntry, event: &Event) {
-        if let Some(d) = self.get(&entry.run_id) {
+    fn apply(&self, run_id: &str, at_ms: i64, delivery: Option<&str>, event: &Event) {
+        if let Some(d) = self.get(run_id) {
             let mut d = d.lock().unwrap_or_else(|p| p.into_inner());
-            d.view
-                .apply_event(entry.at_ms, entry.delivery.as_deref(), event);
-            if let Some(m) = turn::chat_message(event, entry.delivery.as_deref()) {
+            d.view.apply_event(at_ms, delivery, event);
+            if let Some(m) = turn::chat_message(event, delivery) {
                 d.messages.push(m);
             }
         }
@@ -460,14 +459,16 @@ impl Host {
     /// §3.4.2), fold it into the drive's view and conversation, then pass its crash point.
     fn journal(&self, run_id: &str, ev: Ev) -> HostResult<()> {
         let kind = ev.event.kind();
+        let at_ms = self.now();
         let new = NewEvent {
             kind,
             delivery: ev.delivery.clone(),
             body: ev.event.body(),
-            at_ms: self.now(),
+            at_ms,
         };
-        let entry = self.store.append(run_id, &new)?;
-        self.drives.apply(&entry, &ev.event);
+        self.store.append_owned(run_id, new)?;
+        self.drives
+            .apply(run_id, at_ms, ev.delivery.as_deref(), &ev.event);
         self.crash_point(kind.as_str(), ev.delivery.as_deref())
     }
 
