@@ -987,6 +987,12 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
         WorkerError::Refused(m) => bad(m),
         other => anyhow!("{other}"),
     })?;
+    // The attempts this worker saw cancelled ended their runs just before it stopped: they
+    // are charged now rather than at some later sweep (§13.7.2).
+    let (store, board) = open_board(dir)?;
+    if let Err(e) = vouch_runtime::cost::charge_uncharged(&*store, &*board, now_ms()) {
+        errln!("charge ended attempts: {e}");
+    }
     Ok(0)
 }
 

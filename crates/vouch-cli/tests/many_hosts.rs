@@ -243,6 +243,22 @@ fn a_write_on_one_host_wakes_long_polls_and_streams_on_another() {
         .unwrap()
         .to_string();
     c.json(0, &["identity", "new", "w1"]);
+    // Claims take a worker's token, bound to its identity (§17.1.1).
+    let worker_token = c.json(
+        0,
+        &[
+            "token",
+            "new",
+            "w1",
+            "--scope",
+            "worker",
+            "--identity",
+            "w1",
+        ],
+    )["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let w1 = vouch_identity::KeyDir::in_home(&c.home(0))
         .load("w1")
         .unwrap();
@@ -272,7 +288,7 @@ fn a_write_on_one_host_wakes_long_polls_and_streams_on_another() {
     let first = next_inbox();
     // A claim-next long-poll on host 0, waiting for work.
     let claim = {
-        let (addr, token, body) = (a.addr.clone(), token.clone(), claim_body(&w1));
+        let (addr, token, body) = (a.addr.clone(), worker_token.clone(), claim_body(&w1));
         std::thread::spawn(move || {
             let mut s = request(
                 &addr,
@@ -360,6 +376,20 @@ fn a_write_through_a_server_wakes_its_own_long_polls_on_sqlite() {
         .unwrap()
         .to_string();
     json(&["--json", "identity", "new", "w1"]);
+    // Claims take a worker's token, bound to its identity (§17.1.1).
+    let worker_token = json(&[
+        "--json",
+        "token",
+        "new",
+        "w1",
+        "--scope",
+        "worker",
+        "--identity",
+        "w1",
+    ])["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let w1 = vouch_identity::KeyDir::in_home(&home).load("w1").unwrap();
     let mut child = vouch(&["--json", "serve", "--http", "127.0.0.1:0"])
         .stdout(Stdio::piped())
@@ -378,7 +408,7 @@ fn a_write_through_a_server_wakes_its_own_long_polls_on_sqlite() {
             .to_string(),
     };
     let claim = {
-        let (addr, token, body) = (server.addr.clone(), token.clone(), claim_body(&w1));
+        let (addr, token, body) = (server.addr.clone(), worker_token.clone(), claim_body(&w1));
         std::thread::spawn(move || {
             let mut s = request(
                 &addr,
