@@ -434,6 +434,8 @@ fn a_pinned_verify_refuses_a_receipt_re_signed_with_a_fresh_key() {
     assert_eq!(j["public_key"], key.as_str());
     let key_file = h.tmp.path().join("host.pub");
     std::fs::write(&key_file, format!("{key}\n")).unwrap();
+    let json_file = h.tmp.path().join("host.json");
+    std::fs::write(&json_file, j.to_string()).unwrap();
     let forged = forge(&h, &path);
 
     // Unpinned, offline: the signature holds, and the output says the signer is unchecked.
@@ -458,7 +460,11 @@ fn a_pinned_verify_refuses_a_receipt_re_signed_with_a_fresh_key() {
     }
 
     // Pinned (the key, or a file holding it): the genuine one verifies, the forgery fails.
-    for pin in [key.as_str(), key_file.to_str().unwrap()] {
+    for pin in [
+        key.as_str(),
+        key_file.to_str().unwrap(),
+        json_file.to_str().unwrap(),
+    ] {
         let o = verify(&h, &path, &["--offline", "--host-key", pin], &[]);
         assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
         assert!(
