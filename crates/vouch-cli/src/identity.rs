@@ -338,29 +338,42 @@ pub fn verify(
             json!({"file": file, "run": run, "verified": verified, "signer_checked": signer_checked, "scope": scope, "checks": checks})
         );
     } else {
-        for c in &checks {
-            let mark = if c.ok { "ok    " } else { "FAILED" };
-            outln!("{mark} {}: {}", c.check, shown(&c.detail));
-        }
-        let what = format!(
-            "run {} — {}",
-            shown(&run),
-            shown(r.statement["outcome"].as_str().unwrap_or("?"))
-        );
-        if verified && pinned.is_some() {
-            outln!("Verified: signed by the pinned host key ({scope}): {what}.");
-        } else if verified && signer_checked {
-            outln!("Verified ({scope}), signed by this host's key: {what}.");
-        } else if verified {
-            outln!("Unpinned ({scope}): signature valid, signer not checked: {what}. Anyone can sign with a fresh key; pin the host's key with `--host-key KEY` (the host prints it with `vouch identity host`).");
-        } else {
-            outln!(
-                "NOT verified ({scope}): do not trust this receipt for run {}.",
-                shown(&run)
-            );
-        }
+        let outcome = r.statement["outcome"].as_str().unwrap_or("?");
+        print_verdict(&checks, &run, outcome, scope, pinned.is_some());
     }
     Ok(if verified { 0 } else { 1 })
+}
+
+/// The checks and the verdict for people: `Verified` only when the signer was checked (by a
+/// pin or by this store's host identity); an unchecked signer is said, with how to pin it.
+fn print_verdict(
+    checks: &[vouch_identity::receipt::Check],
+    run: &str,
+    outcome: &str,
+    scope: &str,
+    pinned: bool,
+) {
+    for c in checks {
+        let mark = if c.ok { "ok    " } else { "FAILED" };
+        outln!("{mark} {}: {}", c.check, shown(&c.detail));
+    }
+    let verified = checks.iter().all(|c| c.ok);
+    let signer_checked = checks
+        .iter()
+        .any(|c| c.check == "pinned host key" || c.check == "host key");
+    let what = format!("run {} — {}", shown(run), shown(outcome));
+    if verified && pinned {
+        outln!("Verified: signed by the pinned host key ({scope}): {what}.");
+    } else if verified && signer_checked {
+        outln!("Verified ({scope}), signed by this host's key: {what}.");
+    } else if verified {
+        outln!("Unpinned ({scope}): signature valid, signer not checked: {what}. Anyone can sign with a fresh key; pin the host's key with `--host-key KEY` (the host prints it with `vouch identity host`).");
+    } else {
+        outln!(
+            "NOT verified ({scope}): do not trust this receipt for run {}.",
+            shown(run)
+        );
+    }
 }
 
 /// `--host-key KEY|FILE`: a public key as `vouch identity host` prints it, or a file holding
