@@ -79,6 +79,10 @@ pub(crate) enum Cmd {
         /// Check the signature only, without the store.
         #[arg(long)]
         offline: bool,
+        /// The host's public key the receipt must be signed by (`ed25519:` + 64 hex digits, as
+        /// `vouch identity host` prints it), or a file holding it.
+        #[arg(long, value_name = "KEY|FILE")]
+        host_key: Option<String>,
     },
     /// Finish an interrupted run: a continuation does what is left, never redoing what is done.
     Resume {
@@ -221,7 +225,7 @@ pub(crate) enum Cmd {
         #[command(subcommand)]
         cmd: BenchCmd,
     },
-    /// Ed25519 identities: `vouch identity new NAME`, `vouch identity list`.
+    /// Ed25519 identities: `vouch identity new NAME`, `vouch identity list`, `vouch identity host`.
     Identity {
         #[command(subcommand)]
         cmd: identity::IdentityCmd,

@@ -18,6 +18,9 @@ pub enum IdentityCmd {
     },
     /// Every identity the store knows, and whether this home holds its key file.
     List,
+    /// Print this host's public key (created on first use), the key to pin with
+    /// `vouch verify FILE --host-key KEY`.
+    Host,
 }
 
 pub fn now_ms() -> i64 {
@@ -48,6 +51,19 @@ pub fn run(dir: &Path, cmd: IdentityCmd, json: bool) -> Result<i32> {
     let (_, store) = home::open_stores(dir)?;
     let keys = KeyDir::in_home(dir);
     match cmd {
+        IdentityCmd::Host => {
+            let host =
+                vouch_identity::host(&keys, store.as_ref(), now_ms()).map_err(identity_err)?;
+            if json {
+                outln!(
+                    "{}",
+                    json!({"name": host.name(), "public_key": host.public_key()})
+                );
+            } else {
+                outln!("{}", host.public_key());
+            }
+            Ok(0)
+        }
         IdentityCmd::New { name } => {
             let id = vouch_identity::create(&keys, store.as_ref(), &name, now_ms())
                 .map_err(identity_err)?;
@@ -257,13 +273,23 @@ pub fn signed_receipt(dir: &Path, run: &str, json: bool) -> Result<i32> {
 /// `vouch verify FILE [--offline]` (§16): the signature alone, then — when this home's store
 /// is there and knows the run — the journal chain, the head and every field, and that the
 /// signing key is this host's. Exit 0 verified, 1 a check failed, 2 not a receipt.
-pub fn verify(dir: &Path, file: &Path, offline: bool, json: bool) -> Result<i32> {
+pub fn verify(
+    dir: &Path,
+    file: &Path,
+    offline: bool,
+    host_key: Option<&str>,
+    json: bool,
+) -> Result<i32> {
     use vouch_identity::receipt::{self, Check};
+    let pinned = host_key.map(pinned_key).transpose()?;
     let text = vouch_runtime::bounded::read_text(file, "receipt", receipt::FILE_BYTES_MAX)
         .map_err(|e| bad(e.to_string()))?;
     let r = receipt::parse(&text).map_err(|e| bad(format!("{}: {e}", file.display())))?;
     let run = r.run().unwrap_or_default().to_string();
     let mut checks = vec![receipt::check_offline(&r)];
+    if let Some(pin) = &pinned {
+        checks.push(pin_check(r.host_key().unwrap_or_default(), pin));
+    }
     let mut scope = "offline: the signature only";
     if !offline {
         match home::open_stores(dir) {
@@ -302,30 +328,100 @@ pub fn verify(dir: &Path, file: &Path, offline: bool, json: bool) -> Result<i32>
         }
     }
     let verified = checks.iter().all(|c| c.ok);
+    // The signer is checked by a pin, or by this store's own host identity.
+    let signer_checked = checks
+        .iter()
+        .any(|c| c.check == "pinned host key" || c.check == "host key");
     if json {
         outln!(
             "{}",
-            json!({"file": file, "run": run, "verified": verified, "scope": scope, "checks": checks})
+            json!({"file": file, "run": run, "verified": verified, "signer_checked": signer_checked, "scope": scope, "checks": checks})
         );
     } else {
-        for c in &checks {
-            let mark = if c.ok { "ok    " } else { "FAILED" };
-            outln!("{mark} {}: {}", c.check, shown(&c.detail));
-        }
-        if verified {
-            outln!(
-                "Verified ({scope}): run {} — {}.",
-                shown(&run),
-                shown(r.statement["outcome"].as_str().unwrap_or("?"))
-            );
-        } else {
-            outln!(
-                "NOT verified ({scope}): do not trust this receipt for run {}.",
-                shown(&run)
-            );
-        }
+        let outcome = r.statement["outcome"].as_str().unwrap_or("?");
+        print_verdict(&checks, &run, outcome, scope, pinned.is_some());
     }
     Ok(if verified { 0 } else { 1 })
+}
+
+/// The checks and the verdict for people: `Verified` only when the signer was checked (by a
+/// pin or by this store's host identity); an unchecked signer is said, with how to pin it.
+fn print_verdict(
+    checks: &[vouch_identity::receipt::Check],
+    run: &str,
+    outcome: &str,
+    scope: &str,
+    pinned: bool,
+) {
+    for c in checks {
+        let mark = if c.ok { "ok    " } else { "FAILED" };
+        outln!("{mark} {}: {}", c.check, shown(&c.detail));
+    }
+    let verified = checks.iter().all(|c| c.ok);
+    let signer_checked = checks
+        .iter()
+        .any(|c| c.check == "pinned host key" || c.check == "host key");
+    let what = format!("run {} — {}", shown(run), shown(outcome));
+    if verified && pinned {
+        outln!("Verified: signed by the pinned host key ({scope}): {what}.");
+    } else if verified && signer_checked {
+        outln!("Verified ({scope}), signed by this host's key: {what}.");
+    } else if verified {
+        outln!("Unpinned ({scope}): signature valid, signer not checked: {what}. Anyone can sign with a fresh key; pin the host's key with `--host-key KEY` (the host prints it with `vouch identity host`).");
+    } else {
+        outln!(
+            "NOT verified ({scope}): do not trust this receipt for run {}.",
+            shown(run)
+        );
+    }
+}
+
+/// `--host-key KEY|FILE`: a public key as `vouch identity host` prints it, or a file holding
+/// one (its text, or that command's `--json` object). Anything else is bad input (exit 2).
+fn pinned_key(value: &str) -> Result<String> {
+    if let Ok(k) = vouch_identity::parse_public_key(value.trim()) {
+        return Ok(vouch_identity::public_key_string(&k));
+    }
+    let shown_value = shown(&value.chars().take(80).collect::<String>());
+    let path = Path::new(value);
+    if !path.is_file() {
+        return Err(bad(format!(
+            "--host-key `{shown_value}` is neither a public key (`ed25519:` + 64 lowercase hex digits, as `vouch identity host` prints it) nor a file"
+        )));
+    }
+    let text = vouch_runtime::bounded::read_text(path, "host key file", 64 << 10)
+        .map_err(|e| bad(format!("--host-key: {e}")))?;
+    let text = text.trim();
+    let key = serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .and_then(|v| v.get("public_key")?.as_str().map(str::to_string))
+        .unwrap_or_else(|| text.to_string());
+    vouch_identity::parse_public_key(&key)
+        .map(|k| vouch_identity::public_key_string(&k))
+        .map_err(|_| {
+            bad(format!(
+                "--host-key file {} does not hold a public key (`ed25519:` + 64 lowercase hex digits, as `vouch identity host` prints it)",
+                path.display()
+            ))
+        })
+}
+
+/// The receipt's signer is the pinned key (its signature is checked on its own).
+fn pin_check(signer: &str, pin: &str) -> vouch_identity::receipt::Check {
+    use vouch_identity::receipt::Check;
+    let ok = signer == pin;
+    Check {
+        check: "pinned host key".into(),
+        ok,
+        detail: if ok {
+            format!("signed by the pinned key {pin}")
+        } else {
+            format!(
+                "signed by {}, not by the pinned host key {pin}: this receipt is not from that host",
+                shown(&signer.chars().take(80).collect::<String>())
+            )
+        },
+    }
 }
 
 #[cfg(test)]

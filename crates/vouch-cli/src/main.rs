@@ -248,7 +248,11 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Demo { keep } => demo::run(keep),
         Cmd::Identity { cmd } => identity::run(&dir, cmd, json),
         Cmd::Artifact { cmd } => artifact::run(&dir, cmd, json),
-        Cmd::Verify { file, offline } => identity::verify(&dir, &file, offline, json),
+        Cmd::Verify {
+            file,
+            offline,
+            host_key,
+        } => identity::verify(&dir, &file, offline, host_key.as_deref(), json),
         Cmd::Diary { name, verify, add } => identity::diary(&dir, &name, verify, add, json),
         Cmd::Task { cmd } => task::task(&dir, cmd, json),
         Cmd::Worker(a) => task::worker(&dir, a, json),

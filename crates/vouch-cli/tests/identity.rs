@@ -406,6 +406,111 @@ fn signed_receipts_on_sqlite_and_a_changed_journal_is_named() {
     );
 }
 
+/// `file` re-signed by a fresh key that names itself as `host_key`: a valid signature, by
+/// someone else.
+fn forge(h: &Home, file: &std::path::Path) -> std::path::PathBuf {
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    let forger = vouch_identity::Identity::generate("forger").unwrap();
+    let m = v.as_object_mut().unwrap();
+    m.remove("signature");
+    m.insert("host_key".into(), Value::from(forger.public_key()));
+    v["signature"] = Value::from(forger.sign(&v).unwrap());
+    let forged = h.tmp.path().join("forged-fresh.json");
+    std::fs::write(&forged, v.to_string()).unwrap();
+    forged
+}
+
+#[test]
+fn a_pinned_verify_refuses_a_receipt_re_signed_with_a_fresh_key() {
+    let h = Home::new("");
+    let run = finished_run(&h, &[]);
+    let (path, v) = signed_file(&h, &run, &[]);
+    let o = h.vouch(&["identity", "host"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let key = stdout(&o).trim().to_string();
+    assert_eq!(key, v["host_key"], "`identity host` prints the signing key");
+    let j: Value =
+        serde_json::from_slice(&h.vouch(&["--json", "identity", "host"], &[]).stdout).unwrap();
+    assert_eq!(j["public_key"], key.as_str());
+    let key_file = h.tmp.path().join("host.pub");
+    std::fs::write(&key_file, format!("{key}\n")).unwrap();
+    let json_file = h.tmp.path().join("host.json");
+    std::fs::write(&json_file, j.to_string()).unwrap();
+    let forged = forge(&h, &path);
+
+    // Unpinned, offline: the signature holds, and the output says the signer is unchecked.
+    for file in [&path, &forged] {
+        let o = verify(&h, file, &["--offline"], &[]);
+        assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+        assert!(
+            stdout(&o).contains("signature valid, signer not checked"),
+            "{}",
+            stdout(&o)
+        );
+        assert!(!stdout(&o).contains("Verified"), "{}", stdout(&o));
+        let j: Value = serde_json::from_slice(
+            &h.vouch(
+                &["--json", "verify", file.to_str().unwrap(), "--offline"],
+                &[],
+            )
+            .stdout,
+        )
+        .unwrap();
+        assert_eq!(j["signer_checked"], false);
+    }
+
+    // Pinned (the key, or a file holding it): the genuine one verifies, the forgery fails.
+    for pin in [
+        key.as_str(),
+        key_file.to_str().unwrap(),
+        json_file.to_str().unwrap(),
+    ] {
+        let o = verify(&h, &path, &["--offline", "--host-key", pin], &[]);
+        assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+        assert!(
+            stdout(&o).contains("Verified: signed by the pinned host key"),
+            "{}",
+            stdout(&o)
+        );
+        let o = verify(&h, &forged, &["--offline", "--host-key", pin], &[]);
+        assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+        assert!(
+            stdout(&o).contains("FAILED pinned host key")
+                && stdout(&o).contains("not by the pinned host key"),
+            "{}",
+            stdout(&o)
+        );
+        assert!(stdout(&o).contains("NOT verified"), "{}", stdout(&o));
+    }
+    let j: Value = serde_json::from_slice(
+        &h.vouch(
+            &[
+                "--json",
+                "verify",
+                path.to_str().unwrap(),
+                "--host-key",
+                &key,
+            ],
+            &[],
+        )
+        .stdout,
+    )
+    .unwrap();
+    assert_eq!(
+        (j["verified"].clone(), j["signer_checked"].clone()),
+        (Value::from(true), Value::from(true))
+    );
+
+    // A bad pin is bad input, named.
+    let junk = h.tmp.path().join("junk.txt");
+    std::fs::write(&junk, "not a key").unwrap();
+    for bad in ["ed25519:zz", "nothing-here.pub", junk.to_str().unwrap()] {
+        let o = verify(&h, &path, &["--host-key", bad], &[]);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", stdout(&o));
+        assert!(stderr(&o).contains("--host-key"), "{bad}: {}", stderr(&o));
+    }
+}
+
 #[test]
 fn signed_receipts_on_postgres() {
     let pg = PgSchema::new("receipt");

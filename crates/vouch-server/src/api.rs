@@ -570,6 +570,25 @@ pub async fn remove_schedule(
     .await
 }
 
+/// The host's public key, to pin when checking its signed receipts elsewhere
+/// (`vouch verify FILE --host-key KEY`, §16.2). Created on first use, as signing does.
+#[utoipa::path(get, path = "/api/host-key", tag = "host",
+    responses(
+        (status = 200, body = HostKeyBody),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 503, body = Problem, content_type = "application/problem+json", description = "unavailable: this server has no home holding the host's key"),
+    ))]
+pub async fn host_key(State(s): State<AppState>) -> ApiResult<Json<HostKeyBody>> {
+    blocking(move || {
+        let host = crate::work::host_identity(&s)?;
+        Ok(Json(HostKeyBody {
+            name: host.name().to_string(),
+            public_key: host.public_key(),
+        }))
+    })
+    .await
+}
+
 /// Every destination kind with its capability level, and how to connect what is missing.
 #[utoipa::path(get, path = "/api/doctor", tag = "host",
     responses(

@@ -100,6 +100,7 @@ pub const ROUTES: &[(&str, &str, &[Scope])] = &[
     ("DELETE", "/api/schedules/{name}", &[P]),
     ("POST", "/api/schedules/{name}/run", &[P]),
     ("GET", "/api/doctor", &[P, R]),
+    ("GET", "/api/host-key", &[P, R, W]),
     ("GET", "/api/tasks", &[P, R, W]),
     ("POST", "/api/tasks", &[P]),
     ("POST", "/api/tasks/claim-next", &[W]),

@@ -139,6 +139,15 @@ pub struct ReceiptBody {
     pub receipt: Option<String>,
 }
 
+/// The host's public key (`GET /api/host-key`, §16.2): what `vouch verify --host-key` pins.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct HostKeyBody {
+    /// `host`.
+    pub name: String,
+    /// `ed25519:` + 64 lowercase hex digits, as `vouch identity host` prints it.
+    pub public_key: String,
+}
+
 /// A receipt signed by the host (`GET /api/runs/{id}/receipt?signed=true`, §16.1): the file
 /// `vouch verify` checks. Documents `vouch_identity::receipt::sign`'s object.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

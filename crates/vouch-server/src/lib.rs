@@ -145,6 +145,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/api/schedules/{name}/run", post(api::run_schedule_now))
         .route("/api/doctor", get(api::doctor))
+        .route("/api/host-key", get(api::host_key))
         .route("/api/tasks/{id}", get(tasks::get_task))
         .route("/api/tasks/{id}/cancel", post(tasks::cancel_task))
         // The board's workers and artifacts (§13), and MCP: one block.

@@ -694,6 +694,23 @@ pub fn get_artifact(s: &AppState, cid: &str) -> ApiResult<Vec<u8>> {
 }
 
 /// The run's receipt signed by the host (§16.1); 409 while the run has not ended.
+/// The host's own identity (§16): loaded from the home, or created there on first use.
+pub fn host_identity(s: &AppState) -> ApiResult<vouch_identity::Identity> {
+    let home = s.work.home.clone().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "this server has no home with the host's key, so it has no host key",
+        )
+    })?;
+    vouch_identity::host(
+        &vouch_identity::KeyDir::in_home(&home),
+        identities(s)?.as_ref(),
+        s.host.clock.now_ms(),
+    )
+    .map_err(|e| ApiError::internal(format!("the host's identity: {e}")))
+}
+
 pub fn signed_receipt(s: &AppState, run: &str) -> ApiResult<Value> {
     if s.store.run(run)?.is_none() {
         return Err(ApiError::not_found(format!(
@@ -711,19 +728,7 @@ pub fn signed_receipt(s: &AppState, run: &str) -> ApiResult<Value> {
             format!("run {run} has not ended yet; a signed receipt exists once it has its terminal record"),
         ));
     }
-    let home = s.work.home.clone().ok_or_else(|| {
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
-            "this server has no home with the host's key, so it cannot sign",
-        )
-    })?;
-    let host = vouch_identity::host(
-        &vouch_identity::KeyDir::in_home(&home),
-        identities(s)?.as_ref(),
-        s.host.clock.now_ms(),
-    )
-    .map_err(|e| ApiError::internal(format!("the host's identity: {e}")))?;
+    let host = host_identity(s)?;
     let text = s.store.receipt(run)?;
     vouch_identity::receipt::sign(&host, run, &journal, text.as_deref())
         .map_err(|e| ApiError::internal(format!("sign the receipt: {e}")))

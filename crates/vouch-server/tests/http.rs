@@ -395,6 +395,7 @@ fn routes(run: &str) -> Vec<(&'static str, String)> {
         ("DELETE", "/api/schedules/x".into()),
         ("POST", "/api/schedules/x/run".into()),
         ("GET", "/api/doctor".into()),
+        ("GET", "/api/host-key".into()),
         ("GET", "/api/tasks".into()),
         ("GET", "/api/tasks/x".into()),
         ("POST", "/api/tasks/x/cancel".into()),
@@ -1732,6 +1733,19 @@ fn a_signed_receipt_is_served_once_the_run_has_ended_and_verifies_offline() {
     );
     assert_eq!(r.json()["run"], run.as_str());
     assert_eq!(r.json()["outcome"], "succeeded");
+    // The key to pin is the one that signed, and a worker may read it too.
+    let key = s.get("/api/host-key").json();
+    assert_eq!(key["name"], "host");
+    assert_eq!(key["public_key"], r.json()["host_key"]);
+    let agent = ureq::AgentBuilder::new().build();
+    let by_worker: Value = agent
+        .get(&format!("{}/api/host-key", s.base))
+        .set("Authorization", &format!("Bearer {}", worker_secret("w1")))
+        .call()
+        .unwrap()
+        .into_json()
+        .unwrap();
+    assert_eq!(by_worker, key);
     let hook = hook();
     let waiting = s.send_run(&hook);
     s.get(&format!("/api/runs/{waiting}/receipt?signed=true"))
@@ -1742,6 +1756,13 @@ fn a_signed_receipt_is_served_once_the_run_has_ended_and_verifies_offline() {
         .get(&format!("/api/runs/{run}/receipt?signed=maybe"))
         .problem(422, "invalid_field");
     assert_eq!(p["field"], "signed");
+}
+
+#[test]
+fn a_server_without_a_home_has_no_host_key_to_publish() {
+    let s = start();
+    let p = s.get("/api/host-key").problem(503, "unavailable");
+    assert!(p["detail"].as_str().unwrap().contains("no home"), "{p}");
 }
 
 /// The MCP tools in process (the Python SDK drives them over stdio and HTTP in vouch-cli's
