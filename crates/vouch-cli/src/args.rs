@@ -171,7 +171,7 @@ pub(crate) enum Cmd {
         allow_remote: bool,
         /// Also answer requests whose `Host` is NAME (as `name` for any port, or `name:port`);
         /// on loopback only localhost, 127.0.0.1 and [::1] with the bound port are answered
-        /// otherwise (DNS rebinding). Repeatable.
+        /// otherwise (DNS rebinding). Repeatable; vouch.toml's `[http] allowed_hosts` adds more.
         #[arg(long = "allow-host", value_name = "NAME")]
         allow_host: Vec<String>,
     },

@@ -19,7 +19,7 @@ pub struct Reach {
 const ALLOW_HOST_BYTES_MAX: usize = 300;
 
 /// Each `--allow-host` name, checked: a host name or address, with or without a port.
-fn allow_hosts(names: &[String]) -> Result<Vec<String>> {
+fn allow_hosts(names: &[String], from: &str) -> Result<Vec<String>> {
     names
         .iter()
         .map(|n| {
@@ -32,7 +32,7 @@ fn allow_hosts(names: &[String]) -> Result<Vec<String>> {
                 Ok(n.to_ascii_lowercase())
             } else {
                 Err(bad(format!(
-                    "--allow-host `{}`: expected a host name or address, optionally with :PORT (like vouch.example or vouch.example:8443)",
+                    "{from} `{}`: expected a host name or address, optionally with :PORT (like vouch.example or vouch.example:8443)",
                     vouch_core::escape_line(&n.chars().take(80).collect::<String>())
                 )))
             }
@@ -53,7 +53,14 @@ pub fn serve(
             "--http `{addr}`: expected an address with a port, like 127.0.0.1:7070"
         ))
     })?;
-    let extra_hosts = allow_hosts(&reach.allow_host)?;
+    let mut extra_hosts = allow_hosts(&reach.allow_host, "--allow-host")?;
+    let cfg = home::config(dir)?;
+    if let Some(http) = &cfg.http {
+        extra_hosts.extend(allow_hosts(
+            &http.allowed_hosts,
+            "vouch.toml [http] allowed_hosts",
+        )?);
+    }
     if !addr.ip().is_loopback() && !reach.allow_remote {
         return Err(bad(format!(
             "--http {addr} listens beyond loopback; pass --allow-remote to mean it (and put a TLS reverse proxy in front)"

@@ -329,6 +329,11 @@ fn on_loopback_only_loopback_host_names_and_allowed_ones_are_answered() {
     );
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--allow-host"));
+    // Names come from the flag and from vouch.toml's `[http] allowed_hosts`.
+    let toml = home.join("vouch.toml");
+    let mut cfg = std::fs::read_to_string(&toml).unwrap_or_default();
+    cfg.push_str("\n[http]\nallowed_hosts = [\"from.toml\"]\n");
+    std::fs::write(&toml, cfg).unwrap();
     let (_server, addr) = serve(&home, &["--allow-host", "vouch.internal"]);
     let port = addr.rsplit_once(':').unwrap().1;
     for host in [
@@ -338,6 +343,7 @@ fn on_loopback_only_loopback_host_names_and_allowed_ones_are_answered() {
         format!("[::1]:{port}"),
         "vouch.internal".to_string(),
         format!("vouch.internal:{port}"),
+        "from.toml:1234".to_string(),
     ] {
         assert_eq!(
             get_with_host(&addr, &host, "/api/runs", &secret).0,
