@@ -173,6 +173,11 @@ pub(crate) enum Cmd {
         /// Allow --http on an address beyond loopback.
         #[arg(long)]
         allow_remote: bool,
+        /// Also answer requests whose `Host` is NAME (as `name` for any port, or `name:port`);
+        /// on loopback only localhost, 127.0.0.1 and [::1] with the bound port are answered
+        /// otherwise (DNS rebinding). Repeatable; vouch.toml's `[http] allowed_hosts` adds more.
+        #[arg(long = "allow-host", value_name = "NAME")]
+        allow_host: Vec<String>,
     },
     /// MCP on stdin/stdout for an agent (the board's worker tools and the host's own tools:
     /// declare, deliver, clarify, finish, receipt); see the README's MCP section.

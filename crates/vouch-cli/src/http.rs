@@ -8,11 +8,43 @@ use std::path::Path;
 use std::sync::Arc;
 use vouch_runtime::Host;
 
+/// Who may reach the server: `--allow-remote` (listen beyond loopback) and `--allow-host`
+/// (more `Host` names than loopback's).
+pub struct Reach {
+    pub allow_remote: bool,
+    pub allow_host: Vec<String>,
+}
+
+/// Bytes of one `--allow-host` name at most (a DNS name is at most 253, a port beside).
+const ALLOW_HOST_BYTES_MAX: usize = 300;
+
+/// Each `--allow-host` name, checked: a host name or address, with or without a port.
+fn allow_hosts(names: &[String], from: &str) -> Result<Vec<String>> {
+    names
+        .iter()
+        .map(|n| {
+            let ok = !n.is_empty()
+                && n.len() <= ALLOW_HOST_BYTES_MAX
+                && n
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b".-:[]_".contains(&b));
+            if ok {
+                Ok(n.to_ascii_lowercase())
+            } else {
+                Err(bad(format!(
+                    "{from} `{}`: expected a host name or address, optionally with :PORT (like vouch.example or vouch.example:8443)",
+                    vouch_core::escape_line(&n.chars().take(80).collect::<String>())
+                )))
+            }
+        })
+        .collect()
+}
+
 pub fn serve(
     dir: &Path,
     host: Arc<Host>,
     addr: &str,
-    allow_remote: bool,
+    reach: Reach,
     tick_ms: u64,
     json: bool,
 ) -> Result<i32> {
@@ -21,7 +53,15 @@ pub fn serve(
             "--http `{addr}`: expected an address with a port, like 127.0.0.1:7070"
         ))
     })?;
-    if !addr.ip().is_loopback() && !allow_remote {
+    let mut extra_hosts = allow_hosts(&reach.allow_host, "--allow-host")?;
+    let cfg = home::config(dir)?;
+    if let Some(http) = &cfg.http {
+        extra_hosts.extend(allow_hosts(
+            &http.allowed_hosts,
+            "vouch.toml [http] allowed_hosts",
+        )?);
+    }
+    if !addr.ip().is_loopback() && !reach.allow_remote {
         return Err(bad(format!(
             "--http {addr} listens beyond loopback; pass --allow-remote to mean it (and put a TLS reverse proxy in front)"
         )));
@@ -65,6 +105,18 @@ pub fn serve(
             .await
             .map_err(|e| bad(format!("cannot listen on {addr}: {e}")))?;
         let local = listener.local_addr()?;
+        // On loopback only loopback's names (and the ones allowed) are answered: a page on
+        // another site whose name resolves here cannot drive the API (DNS rebinding). Beyond
+        // loopback, any name unless --allow-host lists them.
+        if local.ip().is_loopback() || !extra_hosts.is_empty() {
+            let mut hosts = if local.ip().is_loopback() {
+                vouch_server::loopback_hosts(local)
+            } else {
+                vec![local.to_string()]
+            };
+            hosts.extend(extra_hosts);
+            state.allowed_hosts = Some(Arc::new(hosts));
+        }
         errln!(
             "vouch serve: console on http://{local}/console/ and HTTP API on http://{local}/api (home {}); sign in (or send `Authorization: Bearer TOKEN`) with a token from `vouch token new NAME`. Ctrl-C to stop.",
             dir.display()

@@ -267,10 +267,15 @@ fn run(cli: Cli) -> Result<i32> {
             once,
             http,
             allow_remote,
+            allow_host,
         } => match http {
             Some(addr) => {
                 let host = Arc::new(open_host(&dir, !json)?);
-                http::serve(&dir, host, &addr, allow_remote, tick_ms, json)
+                let reach = http::Reach {
+                    allow_remote,
+                    allow_host,
+                };
+                http::serve(&dir, host, &addr, reach, tick_ms, json)
             }
             None => cmd::schedule::serve(&dir, tick_ms, once, json),
         },

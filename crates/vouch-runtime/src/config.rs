@@ -35,6 +35,17 @@ pub struct Config {
     pub model: Option<ModelConfig>,
     #[serde(default)]
     pub storage: Option<StorageConfig>,
+    #[serde(default)]
+    pub http: Option<HttpConfig>,
+}
+
+/// `[http]`: `vouch serve --http`'s settings. `allowed_hosts` adds `Host` names the server
+/// answers to beside loopback's (as `--allow-host`, contract §17.1).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpConfig {
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
 }
 
 /// `[storage]`: where artifacts and pinned task conversations live (§13.5). Absent, they live

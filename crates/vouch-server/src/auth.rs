@@ -37,6 +37,9 @@ pub fn new_token() -> Result<(String, String), String> {
 pub struct Caller {
     /// The token's name.
     pub token: String,
+    /// The token's stored hash: an open stream re-reads it so that removing the token (from
+    /// any process) ends the stream.
+    pub token_hash: String,
     pub scope: Scope,
     /// The identity a worker token acts as.
     pub identity: Option<String>,
@@ -175,6 +178,19 @@ pub fn tool_scopes(tool: &str) -> &'static [Scope] {
         .unwrap_or(&[])
 }
 
+/// True when the token with this hash is gone: removed (`vouch token rm`, perhaps by another
+/// process) since the stream holding it opened. Read from the store on every tick.
+pub fn revoked(store: &dyn vouch_store::Store, hash: &str) -> crate::ApiResult<bool> {
+    Ok(store.token_by_hash(hash)?.is_none())
+}
+
+/// The `error` event an API stream sends as its last when its token was removed.
+pub fn revoked_problem() -> ApiError {
+    ApiError::unauthorized(
+        "the bearer token was removed while this stream was open; the stream ends here",
+    )
+}
+
 /// 403 `forbidden` naming what the scope lacks and which scopes would do.
 pub fn refuse(scope: Scope, what: &str, allowed: &[Scope]) -> ApiError {
     let names: Vec<&str> = allowed.iter().map(|s| s.as_str()).collect();
@@ -207,7 +223,8 @@ pub async fn require_token(
     };
     let store = state.store.clone();
     let hash = token_hash(&secret);
-    let token = match blocking(move || Ok(store.token_by_hash(&hash)?)).await {
+    let lookup = hash.clone();
+    let token = match blocking(move || Ok(store.token_by_hash(&lookup)?)).await {
         Ok(Some(t)) => t,
         Ok(None) => {
             return ApiError::unauthorized(
@@ -226,6 +243,7 @@ pub async fn require_token(
     }
     req.extensions_mut().insert(Caller {
         token: token.name,
+        token_hash: hash,
         scope: token.scope,
         identity: token.identity,
         via: "http",

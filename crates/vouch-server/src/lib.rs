@@ -66,6 +66,9 @@ pub struct AppState {
     /// through this server, and on PostgreSQL by every host's writes (`LISTEN`). Event streams
     /// and claim-next long-polls wait on it, with `poll_ms` as the fallback.
     pub wakeups: Arc<tokio::sync::watch::Sender<u64>>,
+    /// The `Host` names this server answers to, against DNS rebinding (§17.1); `None` answers
+    /// any. `vouch serve --http` on loopback sets [`loopback_hosts`] plus `--allow-host`.
+    pub allowed_hosts: Option<Arc<Vec<String>>>,
 }
 
 impl AppState {
@@ -81,6 +84,7 @@ impl AppState {
             work: work::Work::default(),
             console: console::Console::default(),
             wakeups: Arc::new(tokio::sync::watch::channel(0).0),
+            allowed_hosts: None,
         }
     }
 
@@ -183,7 +187,73 @@ pub fn router(state: AppState) -> Router {
             wake_after_writes,
         ))
         .layer(DefaultBodyLimit::max(REQUEST_BYTES_MAX))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            check_host,
+        ))
         .with_state(state)
+}
+
+/// The `Host` names a server bound to `local` answers to by default: `localhost`,
+/// `127.0.0.1`, `[::1]` and the bound address, each with the bound port.
+pub fn loopback_hosts(local: std::net::SocketAddr) -> Vec<String> {
+    let port = local.port();
+    let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "[::1]"]
+        .iter()
+        .map(|h| format!("{h}:{port}"))
+        .collect();
+    let bound = local.to_string();
+    if !hosts.contains(&bound) {
+        hosts.push(bound);
+    }
+    hosts
+}
+
+/// Whether `host` (a request's `Host`) is one of `allowed`: an entry with a port matches
+/// exactly, one without matches that name on any port; case does not matter.
+pub fn host_allowed(allowed: &[String], host: &str) -> bool {
+    let host = host.trim().to_ascii_lowercase();
+    let name = match host.rsplit_once(':') {
+        Some((n, port)) if !port.contains(']') && port.bytes().all(|b| b.is_ascii_digit()) => n,
+        _ => host.as_str(),
+    };
+    allowed.iter().any(|a| {
+        let a = a.to_ascii_lowercase();
+        a == host || a == name
+    })
+}
+
+/// Refuse a request whose `Host` is not allowed (DNS rebinding: a page on another site whose
+/// name resolves to loopback must not reach this server): 421 `misdirected`, naming the
+/// allowed hosts. Before authentication, so it holds for the console and the API alike.
+async fn check_host(
+    axum::extract::State(s): axum::extract::State<AppState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let Some(allowed) = &s.allowed_hosts else {
+        return next.run(req).await;
+    };
+    let host = req
+        .headers()
+        .get(axum::http::header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+        .or_else(|| req.uri().authority().map(|a| a.to_string()));
+    match host {
+        Some(h) if host_allowed(allowed, &h) => next.run(req).await,
+        h => ApiError::new(
+            axum::http::StatusCode::MISDIRECTED_REQUEST,
+            "misdirected",
+            format!(
+                "Host `{}` is not one this server answers to; use one of: {} (add names with `vouch serve --allow-host NAME`)",
+                vouch_core::escape_line(&h.unwrap_or_default().chars().take(200).collect::<String>()),
+                allowed.join(", ")
+            ),
+        )
+        .into_response(),
+    }
 }
 
 /// A request that may have changed the board, a card or a run (any answered 2xx but a read, a

@@ -20,8 +20,8 @@ pub struct Problem {
     /// Stable, machine-readable: unauthorized, forbidden, not_found, method_not_allowed, bad_json,
     /// bad_query, bad_path, unsupported_media_type, invalid_field, invalid_input,
     /// hash_mismatch, invalid_result, bad_signature, conflict, refused, owned_elsewhere,
-    /// not_ended, too_large, read_only, not_supported, unavailable, model_error, internal
-    /// (contract §17.1).
+    /// not_ended, too_large, read_only, not_supported, unavailable, model_error, internal,
+    /// misdirected (contract §17.1).
     pub code: String,
     /// The request field at fault, when one is.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -111,6 +111,7 @@ pub fn title(code: &str, status: StatusCode) -> &'static str {
         "unavailable" => "vouch is busy; try again shortly",
         "model_error" => "The model did not give a usable answer",
         "internal" => "Something went wrong inside vouch",
+        "misdirected" => "This server does not answer to that host name",
         _ => plain_status(status),
     }
 }

@@ -4,6 +4,7 @@
 //! stream ends after the terminal event. The inbox stream sends the whole inbox whenever what
 //! waits or what ended changes.
 
+use crate::auth::{revoked, revoked_problem, Caller};
 use crate::dto::{Event, InboxBody};
 use crate::extract::{ApiPath, QueryMap};
 use crate::problem::{ApiError, ApiResult};
@@ -11,6 +12,7 @@ use crate::{blocking, AppState};
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::Extension;
 use futures_util::stream::{self, Stream};
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -38,6 +40,8 @@ fn stream_permit(s: &AppState) -> ApiResult<tokio::sync::OwnedSemaphorePermit> {
 struct RunStream {
     _permit: tokio::sync::OwnedSemaphorePermit,
     state: AppState,
+    /// The caller's token; removing it ends the stream.
+    token: String,
     run: String,
     after: i64,
     buf: VecDeque<Event>,
@@ -83,6 +87,7 @@ fn last_event_id(headers: &HeaderMap, q: &QueryMap) -> ApiResult<i64> {
     ))]
 pub async fn run_events(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     ApiPath(id): ApiPath<String>,
     headers: HeaderMap,
     q: QueryMap,
@@ -101,6 +106,7 @@ pub async fn run_events(
         _permit: permit,
         woken: s.wakeups.subscribe(),
         state: s,
+        token: caller.token_hash,
         run: id,
         after,
         buf: VecDeque::new(),
@@ -130,8 +136,11 @@ pub async fn run_events(
             }
             st.first = false;
             let store = st.state.store.clone();
-            let (run, after) = (st.run.clone(), st.after);
+            let (run, after, token) = (st.run.clone(), st.after, st.token.clone());
             let read = blocking(move || {
+                if revoked(store.as_ref(), &token)? {
+                    return Err(revoked_problem());
+                }
                 let entries = store.journal_since(&run, after)?;
                 let ended = entries.is_empty()
                     && store
@@ -170,8 +179,11 @@ pub async fn run_events(
 struct InboxStream {
     _permit: tokio::sync::OwnedSemaphorePermit,
     state: AppState,
+    /// The caller's token; removing it ends the stream.
+    token: String,
     seen: Option<String>,
     n: u64,
+    done: bool,
     woken: tokio::sync::watch::Receiver<u64>,
 }
 
@@ -184,23 +196,33 @@ struct InboxStream {
     ))]
 pub async fn inbox_events(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
 ) -> ApiResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>> {
     let st = InboxStream {
         _permit: stream_permit(&s)?,
         woken: s.wakeups.subscribe(),
         state: s,
+        token: caller.token_hash,
         seen: None,
         n: 0,
+        done: false,
     };
     let events = stream::unfold(st, |mut st| async move {
         loop {
+            if st.done {
+                return None;
+            }
             if st.seen.is_some() {
                 let fallback = Duration::from_millis(st.state.poll_ms);
                 let _woken = st.state.woken_or(&mut st.woken, fallback).await;
             }
             let store = st.state.store.clone();
             let seen = st.seen.clone();
+            let token = st.token.clone();
             let read = blocking(move || {
+                if revoked(store.as_ref(), &token)? {
+                    return Err(revoked_problem());
+                }
                 // A cheap fingerprint first; the whole inbox only when it changed.
                 let cards = store.open_cards()?;
                 let runs = store.runs(vouch_runtime::inbox::INBOX_RUNS_MAX)?;
@@ -234,7 +256,11 @@ pub async fn inbox_events(
                     return Some((Ok(ev), st));
                 }
                 Err(e) => {
-                    tracing::warn!(detail = %e.detail, "inbox event stream: store read failed");
+                    // A removed token ends the stream after this event; a failed read does not.
+                    st.done = e.status == axum::http::StatusCode::UNAUTHORIZED;
+                    if !st.done {
+                        tracing::warn!(detail = %e.detail, "inbox event stream: store read failed");
+                    }
                     let ev = SseEvent::default()
                         .event("error")
                         .json_data(e.problem())

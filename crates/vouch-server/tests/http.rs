@@ -2324,3 +2324,141 @@ fn a_decision_names_who_took_it_in_the_journal_and_the_receipt() {
     );
     assert_eq!(*hook.hits.lock().unwrap(), 1);
 }
+
+/// The console's `watching` presence, as holds and releases in order.
+#[derive(Default)]
+struct Watching(Mutex<Vec<String>>);
+
+impl vouch_server::console::WatchPresence for Watching {
+    fn hold(&self, run: &str, _until_ms: i64) {
+        self.0.lock().unwrap().push(format!("hold {run}"));
+    }
+    fn release(&self, run: &str) {
+        self.0.lock().unwrap().push(format!("release {run}"));
+    }
+}
+
+/// Read a response's lines to its end on another thread; the lines, or a panic if the
+/// stream is still open after a bounded wait.
+fn read_to_end_within(res: ureq::Response, what: &'static str) -> impl FnOnce() -> Vec<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let lines: Vec<String> = BufReader::new(res.into_reader())
+            .lines()
+            .map_while(Result::ok)
+            .collect();
+        let _ = tx.send(lines);
+    });
+    move || {
+        rx.recv_timeout(std::time::Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("{what}: still open after its token was removed"))
+    }
+}
+
+#[test]
+fn removing_a_token_ends_its_streams_and_the_watching_they_hold() {
+    const GONE: &str = "vouch_soon_removed";
+    let tmp = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&tmp.path().join("vouch.db")).unwrap());
+    let watching = Arc::new(Watching::default());
+    let w = watching.clone();
+    let s = start_work(
+        store.clone(),
+        None,
+        tmp,
+        vouch_server::STREAMS_MAX,
+        move |st| st.console.presence = Some(w),
+    );
+    store
+        .put_token(&ApiToken {
+            name: "gone".into(),
+            hash: vouch_server::token_hash(GONE),
+            created_ms: 1,
+            scope: vouch_core::Scope::Person,
+            identity: None,
+        })
+        .unwrap();
+    let hook = hook();
+    let run = s.send_run(&hook);
+    let open = |path: &str| {
+        ureq::get(&format!("{}{path}", s.base))
+            .set("Authorization", &format!("Bearer {GONE}"))
+            .call()
+            .unwrap()
+    };
+    let events = read_to_end_within(open(&format!("/api/runs/{run}/events")), "run events");
+    let inbox = read_to_end_within(open("/api/inbox/events"), "inbox events");
+    // The same token signed in to the console, its run page open: the person watches.
+    let agent = ureq::AgentBuilder::new().redirects(0).build();
+    let signed = agent
+        .post(&format!("{}/console/signin", s.base))
+        .send_form(&[("token", GONE), ("tz", "UTC"), ("next", "/console/")])
+        .unwrap();
+    assert_eq!(signed.status(), 303);
+    let cookie = signed
+        .header("set-cookie")
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let live = agent
+        .get(&format!("{}/console/runs/{run}/live", s.base))
+        .set("Cookie", &cookie)
+        .call()
+        .unwrap();
+    let live = read_to_end_within(live, "console live page");
+    assert_eq!(
+        watching.0.lock().unwrap().first(),
+        Some(&format!("hold {run}"))
+    );
+
+    assert!(store.remove_token("gone").unwrap());
+    for (lines, event) in [(events(), "error"), (inbox(), "error"), (live(), "failed")] {
+        assert!(
+            lines.iter().any(|l| l == &format!("event: {event}")),
+            "{lines:?}"
+        );
+    }
+    assert_eq!(
+        watching.0.lock().unwrap().last(),
+        Some(&format!("release {run}")),
+        "the closed page no longer watches the run"
+    );
+    // Its requests are refused; the other tokens' still work.
+    assert_eq!(s.call("GET", "/api/runs", Some(GONE), None).status, 401);
+    assert_eq!(s.get("/api/runs").status, 200);
+}
+
+#[test]
+fn a_host_is_allowed_by_its_exact_name_and_port_or_by_a_bare_name() {
+    let local: std::net::SocketAddr = "127.0.0.1:7070".parse().unwrap();
+    let mut allowed = vouch_server::loopback_hosts(local);
+    assert_eq!(allowed, ["localhost:7070", "127.0.0.1:7070", "[::1]:7070"]);
+    allowed.push("vouch.example".into());
+    for ok in [
+        "127.0.0.1:7070",
+        "LocalHost:7070",
+        "[::1]:7070",
+        "vouch.example",
+        "vouch.example:8443",
+    ] {
+        assert!(vouch_server::host_allowed(&allowed, ok), "{ok}");
+    }
+    for no in [
+        "evil.example:7070",
+        "localhost",
+        "127.0.0.1:7071",
+        "[::1]",
+        "127.0.0.1:7070.evil.example",
+        "vouch.example.evil",
+        "",
+    ] {
+        assert!(!vouch_server::host_allowed(&allowed, no), "{no}");
+    }
+    let v6: std::net::SocketAddr = "[::1]:9".parse().unwrap();
+    assert_eq!(
+        vouch_server::loopback_hosts(v6),
+        ["localhost:9", "127.0.0.1:9", "[::1]:9"]
+    );
+}

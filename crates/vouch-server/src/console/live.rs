@@ -39,6 +39,8 @@ impl Drop for Watch {
 struct Live {
     _permit: tokio::sync::OwnedSemaphorePermit,
     watch: Watch,
+    /// The signed-in token; removing it ends the stream and with it the watch.
+    token: String,
     tz: chrono_tz::Tz,
     after: i64,
     buf: VecDeque<Event>,
@@ -87,6 +89,7 @@ pub async fn run_live(
             s: s.clone(),
             run: id,
         },
+        token: signed.session.token_hash.clone(),
         tz: signed.session.tz,
         after,
         buf: VecDeque::new(),
@@ -113,8 +116,11 @@ pub async fn run_live(
                 st.renewed_ms = now;
             }
             let store = s.store.clone();
-            let (run, after) = (st.watch.run.clone(), st.after);
+            let (run, after, token) = (st.watch.run.clone(), st.after, st.token.clone());
             let read = blocking(move || {
+                if crate::auth::revoked(store.as_ref(), &token)? {
+                    return Ok(None);
+                }
                 let entries = store.journal_since(&run, after)?;
                 let rec = store.run(&run)?;
                 let ended = rec
@@ -125,11 +131,20 @@ pub async fn run_live(
                     (Some(r), true) => Some(ended_view(store.as_ref(), r)?),
                     _ => None,
                 };
-                Ok((entries, rec, ended, end))
+                Ok(Some((entries, rec, ended, end)))
             })
             .await;
             match read {
-                Ok((entries, rec, ended, end)) => {
+                // The token was removed: signed out, the page stops watching (§17.1).
+                Ok(None) => {
+                    st.buf.push_back(
+                        Event::default()
+                            .event("failed")
+                            .data("the token you signed in with was removed; sign in again"),
+                    );
+                    st.done = true;
+                }
+                Ok(Some((entries, rec, ended, end))) => {
                     for e in entries.iter().take(LIVE_BATCH_MAX) {
                         st.after = e.seq;
                         let data = json!({
@@ -265,7 +280,7 @@ pub fn inbox_version(store: &dyn vouch_store::Store) -> crate::ApiResult<(usize,
 /// The inbox page's live stream: the badge count and a fingerprint of what waits and what
 /// ended, sent at once and whenever either changes (the page then offers to show the new
 /// items; it never reloads by itself).
-pub async fn inbox_live(State(s): State<AppState>, _signed: Signed) -> Response {
+pub async fn inbox_live(State(s): State<AppState>, signed: Signed) -> Response {
     let Ok(permit) = s.streams.clone().try_acquire_owned() else {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -276,11 +291,13 @@ pub async fn inbox_live(State(s): State<AppState>, _signed: Signed) -> Response 
     struct St {
         _permit: tokio::sync::OwnedSemaphorePermit,
         s: AppState,
+        token: String,
         seen: Option<String>,
     }
     let st = St {
         _permit: permit,
         s,
+        token: signed.session.token_hash.clone(),
         seen: None,
     };
     let events = stream::unfold(st, |mut st| async move {
@@ -289,9 +306,18 @@ pub async fn inbox_live(State(s): State<AppState>, _signed: Signed) -> Response 
                 tokio::time::sleep(Duration::from_millis(st.s.poll_ms)).await;
             }
             let store = st.s.store.clone();
-            let read = blocking(move || inbox_version(store.as_ref())).await;
+            let token = st.token.clone();
+            let read = blocking(move || {
+                if crate::auth::revoked(store.as_ref(), &token)? {
+                    return Ok(None);
+                }
+                inbox_version(store.as_ref()).map(Some)
+            })
+            .await;
             match read {
-                Ok((waiting, digest)) => {
+                // The token was removed: signed out, the stream ends.
+                Ok(None) => return None,
+                Ok(Some((waiting, digest))) => {
                     if st.seen.as_deref() == Some(digest.as_str()) {
                         continue;
                     }

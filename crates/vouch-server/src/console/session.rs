@@ -29,7 +29,7 @@ pub const COOKIE_NAME: &str = "vouch_session";
 pub struct Session {
     /// The token's name, shown in the header.
     pub name: String,
-    token_hash: String,
+    pub(crate) token_hash: String,
     /// Compared with every form's `csrf` field.
     pub csrf: String,
     /// The person's IANA time zone; every time on a page is shown in it.
@@ -98,6 +98,7 @@ impl Signed {
     pub fn caller(&self) -> axum::Extension<crate::auth::Caller> {
         axum::Extension(crate::auth::Caller {
             token: self.session.name.clone(),
+            token_hash: self.session.token_hash.clone(),
             scope: vouch_core::Scope::Person,
             identity: None,
             via: "console",
