@@ -89,7 +89,7 @@ pub fn new_schedule(
     name: &str,
     cron: &str,
     tz: &str,
-    mut routine: Value,
+    routine: Value,
     catch_up: CatchUp,
     overlap: Overlap,
     grace_ms: i64,
@@ -109,27 +109,7 @@ pub fn new_schedule(
     if grace_ms < 0 {
         return Err(bad("grace_ms", "must be zero or more milliseconds".into()));
     }
-    let Some(obj) = routine.as_object_mut() else {
-        return Err(bad(
-            "routine",
-            "expected an object with `prompt` and `script` or `model`".into(),
-        ));
-    };
-    if obj.get("prompt").and_then(Value::as_str).is_none() {
-        return Err(bad("routine", "`prompt` (a string) is required".into()));
-    }
-    if let Some(script) = obj.remove("script") {
-        if !script.is_array() {
-            return Err(bad("routine", "`script` must be an array of turns".into()));
-        }
-        obj.insert(
-            "model".into(),
-            serde_json::json!({"kind": "script", "turns": script}),
-        );
-    }
-    if obj.get("model").is_none() {
-        obj.insert("model".into(), serde_json::json!({"kind": "openai"}));
-    }
+    let routine = check_routine(routine)?;
     Ok(Schedule {
         name: name.to_string(),
         cron: cron.to_string(),
@@ -140,6 +120,58 @@ pub fn new_schedule(
         grace_ms,
         created_ms,
     })
+}
+
+/// A routine as a schedule stores it: an object with a `prompt` (a string) and a `script`
+/// (an array of turns, stored as the scripted model) or a `model` (default: the configured
+/// OpenAI endpoint). The error's field is `routine`.
+pub fn check_routine(mut routine: Value) -> Result<Value, ScheduleInvalid> {
+    let bad = |message: &str| ScheduleInvalid {
+        field: "routine",
+        message: message.to_string(),
+    };
+    let Some(obj) = routine.as_object_mut() else {
+        return Err(bad(
+            "expected an object with `prompt` and `script` or `model`",
+        ));
+    };
+    if obj.get("prompt").and_then(Value::as_str).is_none() {
+        return Err(bad("`prompt` (a string) is required"));
+    }
+    if let Some(script) = obj.remove("script") {
+        if !script.is_array() {
+            return Err(bad("`script` must be an array of turns"));
+        }
+        obj.insert(
+            "model".into(),
+            serde_json::json!({"kind": "script", "turns": script}),
+        );
+    }
+    if obj.get("model").is_none() {
+        obj.insert("model".into(), serde_json::json!({"kind": "openai"}));
+    }
+    Ok(routine)
+}
+
+/// A routine (as [`check_routine`] answers it) run once because a person asked, outside any
+/// schedule: an interactive run titled `title`, or the routine's prompt when none is given.
+pub fn routine_run_spec(routine: &Value, title: Option<&str>) -> RunSpec {
+    RunSpec {
+        trigger: TriggerKind::Interactive,
+        title: title
+            .or_else(|| routine.get("prompt").and_then(Value::as_str))
+            .unwrap_or_default()
+            .to_string(),
+        presence: routine
+            .get("presence")
+            .and_then(|p| serde_json::from_value::<Presence>(p.clone()).ok()),
+        quiet: routine
+            .get("quiet")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        model: routine.get("model").cloned().unwrap_or(Value::Null),
+        scope: None,
+    }
 }
 
 pub fn routine_spec(s: &Schedule, slot_ms: i64) -> RunSpec {

@@ -752,3 +752,62 @@ impl Expect {
         serde_json::to_value(self).unwrap_or(Value::Null)
     }
 }
+
+/// Turns one script may hold at most (a run plays 400 turns by default; a script far longer
+/// is a mistake, not a plan).
+pub const SCRIPT_TURNS_MAX: usize = 10_000;
+
+/// A script of model turns as `vouch run --script` and `POST /api/runs` take it: a JSON array
+/// of turns, or an object with `script` holding one. Answers the array, each turn checked
+/// against the script format; the error names the first turn at fault (without the source,
+/// which the caller names).
+pub fn script_turns(v: Value) -> Result<Value, String> {
+    let turns = match v {
+        Value::Array(_) => v,
+        Value::Object(mut o) if o.contains_key("script") => o.remove("script").unwrap_or_default(),
+        _ => return Err("expected a JSON array of turns or an object with `script`".into()),
+    };
+    let Some(items) = turns.as_array() else {
+        return Err("`script` must be an array of turns".into());
+    };
+    if items.len() > SCRIPT_TURNS_MAX {
+        return Err(format!(
+            "{} turns, more than the limit of {SCRIPT_TURNS_MAX}",
+            items.len()
+        ));
+    }
+    for (i, t) in items.iter().enumerate() {
+        if let Err(e) = serde_json::from_value::<Turn>(t.clone()) {
+            return Err(format!(
+                "turn {i} is not a valid turn ({e}); see the script format in docs/scripts.md"
+            ));
+        }
+    }
+    Ok(turns)
+}
+
+#[cfg(test)]
+mod script_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_script_is_an_array_or_an_object_with_script_and_its_first_bad_turn_is_named() {
+        let turns = json!([{"final": "done"}]);
+        assert_eq!(script_turns(turns.clone()), Ok(turns.clone()));
+        assert_eq!(
+            script_turns(json!({"script": [{"final": "done"}]})),
+            Ok(turns)
+        );
+        let e = script_turns(json!([{"final": "ok"}, {"fly": 1}])).unwrap_err();
+        assert!(e.starts_with("turn 1 is not a valid turn"), "{e}");
+        assert!(script_turns(json!("x"))
+            .unwrap_err()
+            .contains("array of turns"));
+        assert!(script_turns(json!({"script": 3}))
+            .unwrap_err()
+            .contains("must be an array"));
+        let long = Value::Array(vec![json!({"final": ""}); SCRIPT_TURNS_MAX + 1]);
+        assert!(script_turns(long).unwrap_err().contains("limit"));
+    }
+}

@@ -429,30 +429,8 @@ pub fn read_script(path: &Path) -> Result<Value> {
     let v: Value = serde_json::from_str(&text)
         .map_err(|e| bad(format!("script {} is not valid JSON: {e}", path.display())))?;
     crate::refuse_nul(&v, "script", path)?;
-    let turns = match v {
-        Value::Array(_) => v,
-        Value::Object(ref o) if o.contains_key("script") => o["script"].clone(),
-        _ => {
-            return Err(bad(format!(
-                "script {}: expected a JSON array of turns or an object with `script`",
-                path.display()
-            )))
-        }
-    };
-    // Check every turn against the scenario format, naming the first bad one.
-    if let Some(items) = turns.as_array() {
-        for (i, t) in items.iter().enumerate() {
-            if let Err(e) = serde_json::from_value::<vouch_scenario::Turn>(t.clone()) {
-                return Err(bad(format!("script {}: turn {i} is not a valid turn ({e}); see the script format in docs/scripts.md", path.display())));
-            }
-        }
-    } else {
-        return Err(bad(format!(
-            "script {}: `script` must be an array of turns",
-            path.display()
-        )));
-    }
-    Ok(turns)
+    vouch_scenario::scenario::script_turns(v)
+        .map_err(|e| bad(format!("script {}: {e}", path.display())))
 }
 
 /// A journal body on one line: JSON escapes C0 controls but not C1 or bidirectional ones.

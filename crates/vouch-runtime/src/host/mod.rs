@@ -57,6 +57,24 @@ pub use task::{
 /// Bytes a run's title holds at most.
 pub const TITLE_BYTES_MAX: usize = 4096;
 
+/// A run's title as every interface takes it: words, printable, at most [`TITLE_BYTES_MAX`].
+/// The error says what is wrong with the title and what to give instead.
+pub fn check_title(title: &str) -> Result<(), String> {
+    if title.trim().is_empty() {
+        return Err("a run needs a title: say in words what the person asked for".into());
+    }
+    if let Err(e) = vouch_core::input::check_text(title) {
+        return Err(format!("the title {e}"));
+    }
+    if title.len() > TITLE_BYTES_MAX {
+        return Err(format!(
+            "the title is {} bytes, more than the limit of {TITLE_BYTES_MAX}; give a shorter title",
+            title.len()
+        ));
+    }
+    Ok(())
+}
+
 /// Bytes one turn (its text and every call's arguments) may hold: a payload (1 MiB) with room
 /// beside it, well inside one journal event (4 MiB), so a turn that is journaled always fits.
 pub const TURN_BYTES_MAX: usize = 2 << 20;

@@ -18,6 +18,14 @@ impl Host {
         Ok((id, end))
     }
 
+    /// Create a run without driving it; the caller drives it with [`Host::drive`] where it
+    /// chooses (the HTTP server: on a blocking thread, after answering with the run's id).
+    pub fn begin(&self, spec: &RunSpec) -> HostResult<String> {
+        let id = new_id(self.clock.as_ref());
+        self.create(&id, spec, None, None)?;
+        Ok(id)
+    }
+
     pub fn create(
         &self,
         id: &str,
@@ -26,20 +34,7 @@ impl Host {
         slot: Option<(&str, i64)>,
     ) -> HostResult<RunRecord> {
         // Refused before anything is written: a run no one can name is no run (§2).
-        if spec.title.trim().is_empty() {
-            return Err(HostError::BadInput(
-                "a run needs a title: say in words what the person asked for".into(),
-            ));
-        }
-        if let Err(e) = vouch_core::input::check_text(&spec.title) {
-            return Err(HostError::BadInput(format!("the title {e}")));
-        }
-        if spec.title.len() > TITLE_BYTES_MAX {
-            return Err(HostError::BadInput(format!(
-                "the title is {} bytes, more than the limit of {TITLE_BYTES_MAX}; give a shorter title",
-                spec.title.len()
-            )));
-        }
+        super::check_title(&spec.title).map_err(HostError::BadInput)?;
         let chain_root = parent
             .map(|p| p.chain_root.clone())
             .unwrap_or_else(|| id.to_string());
