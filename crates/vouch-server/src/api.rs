@@ -80,6 +80,94 @@ pub async fn list_runs(State(s): State<AppState>, q: QueryMap) -> ApiResult<Json
     .await
 }
 
+/// Start a run now, as the person's own run: a title and a script of model turns, or a
+/// routine. Answers 202 with the run's id as soon as the run exists; the host drives it on
+/// the server from then on, and the answer says where to watch it.
+#[utoipa::path(post, path = "/api/runs", tag = "runs",
+    request_body = NewRun,
+    responses(
+        (status = 202, body = RunStarted, description = "the run exists and is being driven"),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 413, body = Problem, content_type = "application/problem+json"),
+        (status = 415, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json", description = "invalid_field: the title, script or routine at fault is named"),
+    ))]
+pub async fn start_run(
+    State(s): State<AppState>,
+    ApiJson(body): ApiJson<NewRun>,
+) -> ApiResult<(StatusCode, Json<RunStarted>)> {
+    let spec = new_run_spec(body)?;
+    let host = s.host.clone();
+    let id = blocking(move || Ok(host.begin(&spec)?)).await?;
+    let (host, run, wake) = (s.host.clone(), id.clone(), s.clone());
+    // Driven here, off the request: the answer names the run before its first turn.
+    tokio::task::spawn_blocking(move || {
+        if let Err(e) = host.drive(&run) {
+            tracing::warn!(run = %run, error = %e, "a run started over HTTP stopped");
+        }
+        wake.wake();
+    });
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(RunStarted {
+            events: format!("/api/runs/{id}/events"),
+            detail: format!("/api/runs/{id}"),
+            page: format!("{}/runs/{id}", crate::console::BASE),
+            run: id,
+        }),
+    ))
+}
+
+/// The run a `POST /api/runs` body asks for, each field checked by the library that owns it
+/// (the title by the host, a script by the script format, a routine as schedules check it).
+fn new_run_spec(body: NewRun) -> ApiResult<vouch_runtime::RunSpec> {
+    let title = body.title.filter(|t| !t.trim().is_empty());
+    let spec = match (body.script, body.routine) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::field(
+                "script",
+                "give either `script` or `routine`, not both",
+            ))
+        }
+        (None, None) => {
+            return Err(ApiError::field(
+                "script",
+                "give `script` (model turns, as `vouch run --script` takes) or `routine` (as a schedule takes)",
+            ))
+        }
+        (Some(script), None) => {
+            let turns = vouch_scenario::scenario::script_turns(script)
+                .map_err(|e| ApiError::field("script", format!("the script: {e}")))?;
+            let Some(title) = title else {
+                return Err(ApiError::field(
+                    "title",
+                    "a run needs a title: say in words what you ask for",
+                ));
+            };
+            vouch_runtime::RunSpec {
+                trigger: vouch_core::TriggerKind::Interactive,
+                title,
+                presence: None,
+                quiet: false,
+                model: serde_json::json!({"kind": "script", "turns": turns}),
+                scope: None,
+            }
+        }
+        (None, Some(routine)) => {
+            let routine = vouch_runtime::scheduler::check_routine(routine)
+                .map_err(|e| ApiError::field("routine", format!("the routine: {}", e.message)))?;
+            if let Some(turns) = routine.pointer("/model/turns") {
+                vouch_scenario::scenario::script_turns(turns.clone())
+                    .map_err(|e| ApiError::field("routine", format!("the routine's script: {e}")))?;
+            }
+            vouch_runtime::scheduler::routine_run_spec(&routine, title.as_deref())
+        }
+    };
+    vouch_runtime::host::check_title(&spec.title).map_err(|e| ApiError::field("title", e))?;
+    Ok(spec)
+}
+
 /// One run: state, outcome and each delivery's posture and status.
 #[utoipa::path(get, path = "/api/runs/{id}", tag = "runs",
     params(("id" = String, Path, description = "run id")),

@@ -84,6 +84,7 @@ use Scope::{Admin as A, Person as P, Reader as R, Worker as W};
 /// OpenAPI document for every scope.
 pub const ROUTES: &[(&str, &str, &[Scope])] = &[
     ("GET", "/api/runs", &[P, R]),
+    ("POST", "/api/runs", &[P]),
     ("GET", "/api/runs/{id}", &[P, R]),
     ("GET", "/api/runs/{id}/journal", &[P, R]),
     ("GET", "/api/runs/{id}/receipt", &[P, R]),

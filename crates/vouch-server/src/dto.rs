@@ -392,6 +392,37 @@ impl From<&Schedule> for ScheduleBody {
     }
 }
 
+/// A run to start now, as the person's own (`interactive`) run: a title and a script of model
+/// turns (as `vouch run TITLE --script FILE` takes it), or a routine (as a schedule takes it).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewRun {
+    /// What the person asks for, in words: the run's title. Required with `script`; with
+    /// `routine` the routine's `prompt` when absent.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// A JSON array of model turns, or an object with `script` holding one (docs/scripts.md).
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub script: Option<Value>,
+    /// `{"prompt": …, "script": [...]}` or `{"prompt": …, "model": {"kind": "openai"}}`.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub routine: Option<Value>,
+}
+
+/// A run that started: its id and where to watch it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RunStarted {
+    pub run: String,
+    /// The run's events as they become durable (SSE), until it ends.
+    pub events: String,
+    /// The run as JSON (state, outcome, deliveries).
+    pub detail: String,
+    /// The run's page in the web console.
+    pub page: String,
+}
+
 /// A new schedule (§12.1).
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

@@ -122,7 +122,7 @@ pub(crate) async fn blocking<T: Send + 'static>(
 /// Every route, behind authentication.
 pub fn router(state: AppState) -> Router {
     let api = Router::new()
-        .route("/api/runs", get(api::list_runs))
+        .route("/api/runs", get(api::list_runs).post(api::start_run))
         .route("/api/runs/{id}", get(api::get_run))
         .route("/api/runs/{id}/journal", get(api::get_journal))
         .route("/api/runs/{id}/receipt", get(api::get_receipt))

@@ -29,7 +29,7 @@ impl Modify for BearerAuth {
 #[openapi(
     info(title = "vouch", description = "The vouch host over HTTP (contract §17). Every route needs `Authorization: Bearer <token>` of a scope the route admits (person, worker, reader, admin; 403 `forbidden` otherwise); every error is a problem object (RFC 9457) with a stable `code`."),
     paths(
-        api::list_runs, api::get_run, api::get_journal, api::get_receipt, sse::run_events,
+        api::list_runs, api::start_run, api::get_run, api::get_journal, api::get_receipt, sse::run_events,
         api::approve, api::deny, api::edit, api::answer, api::cancel, api::resume,
         api::approvals, api::inbox, sse::inbox_events,
         api::list_schedules, api::add_schedule, api::get_schedule, api::remove_schedule,
@@ -43,7 +43,7 @@ impl Modify for BearerAuth {
     components(schemas(
         problem::Problem, dto::Run, dto::RunPage, dto::DeliveryRow, dto::RunDetailBody, dto::Event,
         dto::ReceiptBody, dto::SignedReceiptBody, dto::ReceiptAnswer, dto::CardBody, dto::ApproveBody, dto::EditBody, dto::AnswerBody,
-        dto::RunResult, dto::EditResult, dto::InboxRun, dto::InboxBody, dto::ScheduleBody,
+        dto::RunResult, dto::NewRun, dto::RunStarted, dto::EditResult, dto::InboxRun, dto::InboxBody, dto::ScheduleBody,
         dto::NewSchedule, dto::DestinationBody, dto::DoctorBody, dto::HostKeyBody, dto::StuckRouteBody, tasks::TaskList,
         tasks::TaskDetail, tasks::Offered, tasks::OfferBody, work::ClaimBody, work::ClaimResult,
         work::HeartbeatBody, work::HeartbeatResult, work::SubmitBody, work::FailBody,

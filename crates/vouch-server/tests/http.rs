@@ -376,6 +376,7 @@ impl Server {
 fn routes(run: &str) -> Vec<(&'static str, String)> {
     vec![
         ("GET", "/api/runs".into()),
+        ("POST", "/api/runs".into()),
         ("GET", format!("/api/runs/{run}")),
         ("GET", format!("/api/runs/{run}/journal")),
         ("GET", format!("/api/runs/{run}/receipt")),
@@ -2461,4 +2462,148 @@ fn a_host_is_allowed_by_its_exact_name_and_port_or_by_a_bare_name() {
         vouch_server::loopback_hosts(v6),
         ["localhost:9", "127.0.0.1:9", "[::1]:9"]
     );
+}
+
+/// Issue 28: `POST /api/runs` starts the person's own run from a script or a routine and
+/// answers at once with where to watch it; the host drives it, to its receipt. A bad body is
+/// refused naming its field, and creates nothing.
+fn start_a_run_over_http(s: &Server) {
+    let script = json!([
+        {"declare": {"deliveries": [{"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": "Notes/started.md"}}]}},
+        {"deliver": "d1", "payload": {"text": "started over HTTP\n"}},
+        {"final": "saved"}
+    ]);
+    let r = s.post(
+        "/api/runs",
+        json!({"title": "Save a note from HTTP", "script": script}),
+    );
+    assert_eq!(r.status, 202, "{}", r.body);
+    let v = r.json();
+    let run = v["run"].as_str().unwrap().to_string();
+    assert_eq!(v["events"], format!("/api/runs/{run}/events"));
+    assert_eq!(v["detail"], format!("/api/runs/{run}"));
+    assert_eq!(v["page"], format!("/console/runs/{run}"));
+    // Watched where the answer says, to the end: the stream ends after the terminal event.
+    let events = sse_all(sse(s, v["events"].as_str().unwrap(), None).into_reader());
+    assert_eq!(events.last().unwrap().1, "terminal", "{events:?}");
+    let detail = s.get(v["detail"].as_str().unwrap()).json();
+    assert_eq!(detail["run"]["title"], "Save a note from HTTP", "{detail}");
+    assert_eq!(detail["run"]["trigger"], "interactive", "{detail}");
+    assert_eq!(detail["run"]["outcome"], "succeeded", "{detail}");
+    let receipt = s.get(&format!("/api/runs/{run}/receipt")).json();
+    assert!(
+        receipt["receipt"].as_str().unwrap().contains("Saved to"),
+        "{receipt}"
+    );
+    // A routine, as a schedule takes it; without a title its prompt names the run.
+    let r = s.post(
+        "/api/runs",
+        json!({"routine": {"prompt": "Brief me", "script": [{"declare": {"deliveries": []}}, {"final": "nothing to do"}]}}),
+    );
+    assert_eq!(r.status, 202, "{}", r.body);
+    let routine_run = r.json()["run"].as_str().unwrap().to_string();
+    sse_all(sse(s, &format!("/api/runs/{routine_run}/events"), None).into_reader());
+    let detail = s.get(&format!("/api/runs/{routine_run}")).json();
+    assert_eq!(detail["run"]["title"], "Brief me", "{detail}");
+    let runs_before = s.get("/api/runs").json()["runs"].as_array().unwrap().len();
+
+    // Bad input: a problem naming what is wrong, and no run.
+    s.call(
+        "POST",
+        "/api/runs",
+        Some(SECRET),
+        Some(("application/json", "{\"title\": \"x\", \"script\": [")),
+    )
+    .problem(400, "bad_json");
+    let turn = json!([{"final": "ok"}]);
+    for (body, field, words) in [
+        (json!({"script": turn}), "title", "needs a title"),
+        (
+            json!({"title": "  ", "script": turn}),
+            "title",
+            "needs a title",
+        ),
+        (
+            json!({"title": "x\u{0}y", "script": turn}),
+            "title",
+            "title",
+        ),
+        (
+            json!({"title": "t".repeat(5000), "script": turn}),
+            "title",
+            "4096",
+        ),
+        (json!({"title": "x"}), "script", "`script`"),
+        (
+            json!({"title": "x", "script": turn, "routine": {"prompt": "p"}}),
+            "script",
+            "not both",
+        ),
+        (
+            json!({"title": "x", "script": [{"final": "ok"}, {"fly": "away"}]}),
+            "script",
+            "turn 1",
+        ),
+        (json!({"title": "x", "script": "turns"}), "script", "array"),
+        (json!({"routine": {"script": []}}), "routine", "prompt"),
+        (
+            json!({"routine": {"prompt": "p", "script": [{"fly": 1}]}}),
+            "routine",
+            "turn 0",
+        ),
+        (
+            json!({"title": "x", "script": turn, "trust_me": true}),
+            "trust_me",
+            "unknown field",
+        ),
+    ] {
+        let p = s
+            .post("/api/runs", body.clone())
+            .problem(422, "invalid_field");
+        let detail = p["detail"].as_str().unwrap();
+        assert!(
+            p["field"].as_str().unwrap().contains(field) && detail.contains(words),
+            "{body}: {p}"
+        );
+    }
+    let big =
+        json!({"title": "x", "script": [{"final": "p".repeat(vouch_server::REQUEST_BYTES_MAX)}]});
+    s.call(
+        "POST",
+        "/api/runs",
+        Some(SECRET),
+        Some(("application/json", &big.to_string())),
+    )
+    .problem(413, "too_large");
+    // A reader or a worker may not start a run.
+    let good = json!({"title": "x", "script": turn}).to_string();
+    for token in [READER_SECRET.to_string(), worker_secret("w1")] {
+        s.call(
+            "POST",
+            "/api/runs",
+            Some(&token),
+            Some(("application/json", &good)),
+        )
+        .problem(403, "forbidden");
+    }
+    let runs_after = s.get("/api/runs").json()["runs"].as_array().unwrap().len();
+    assert_eq!(runs_after, runs_before, "a refused start created a run");
+}
+
+#[test]
+fn a_run_started_over_http_is_driven_to_its_receipt_and_bad_bodies_name_their_field() {
+    start_a_run_over_http(&start());
+}
+
+#[test]
+fn on_postgresql_a_run_started_over_http_is_driven_to_its_receipt() {
+    let url = std::env::var("VOUCH_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let schema = format!("vouch_test_http_start_{}", std::process::id());
+    let tmp = tempfile::tempdir().unwrap();
+    let s = start_with(vouch_server_pg_store(&url, &schema), tmp, 4);
+    start_a_run_over_http(&s);
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    c.batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+        .unwrap();
 }
