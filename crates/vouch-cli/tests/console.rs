@@ -1166,3 +1166,288 @@ async fn board_and_measures_show_a_real_worker_run() {
     assert_eq!(after.status(), 303);
     c.browser.close().await.unwrap();
 }
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The text of every step on the open run page's timeline, in order.
+async fn steps(c: &Console) -> Vec<String> {
+    let v = c
+        .js("return Array.prototype.map.call(document.querySelectorAll('#timeline > li'), function (li) { return li.textContent; });")
+        .await;
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Issue 28: a run started from the console (a script read from a file, then one pasted),
+/// its page following it live with every new step in full, as a reload shows it; and a patch
+/// apply judged on its card by the diff it applies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_a_run_follow_each_step_in_full_and_judge_a_patch_by_its_diff() {
+    let c = Console::start().await;
+    c.sign_in().await;
+
+    // Start a run from the runs page, its script read from a file into the form's field.
+    c.goto("/console/runs").await;
+    c.browser
+        .find(Locator::Css("#start-run"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(c.text("h1").await, "Start a run");
+    let file = repo_root().join("examples/save-notes.json");
+    c.browser
+        .find(Locator::Css("#start-title"))
+        .await
+        .unwrap()
+        .send_keys("Save my notes")
+        .await
+        .unwrap();
+    c.browser
+        .find(Locator::Css("#start-file"))
+        .await
+        .unwrap()
+        .send_keys(file.canonicalize().unwrap().to_str().unwrap())
+        .await
+        .unwrap();
+    wait_until(
+        &c,
+        "the chosen file was read into the field",
+        "var f = document.getElementById('start-json'); return f.value.indexOf('ship the foundation') >= 0;",
+    )
+    .await;
+    assert!(c.text("#start-file-note").await.contains("save-notes.json"));
+    c.shot("start").await;
+    c.browser
+        .find(Locator::Css("#start-submit"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_until(
+        &c,
+        "the started run ended on its page",
+        "var o = document.getElementById('outcome'); return location.pathname !== '/console/runs/new' && !!o && o.textContent === 'succeeded';",
+    )
+    .await;
+    assert_eq!(c.text("h1").await, "Save my notes");
+    assert_eq!(
+        std::fs::read_to_string(c.home.join("files/Notes/today.md")).unwrap(),
+        "# Today\n\n- ship the foundation\n"
+    );
+
+    // A pasted script that overwrites the note: it waits for approval, on its live page.
+    c.goto("/console/runs/new").await;
+    c.browser
+        .find(Locator::Css("#start-title"))
+        .await
+        .unwrap()
+        .send_keys("Rewrite my notes")
+        .await
+        .unwrap();
+    let pasted =
+        std::fs::read_to_string(repo_root().join("examples/overwrite-notes.json")).unwrap();
+    c.browser
+        .find(Locator::Css("#start-json"))
+        .await
+        .unwrap()
+        .send_keys(&pasted)
+        .await
+        .unwrap();
+    c.browser
+        .find(Locator::Css("#start-submit"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_until(
+        &c,
+        "the started run's page opened",
+        "return /^\\/console\\/runs\\/[^/]+$/.test(location.pathname) && location.pathname !== '/console/runs/new' && !!document.getElementById('timeline');",
+    )
+    .await;
+    let run = c
+        .js("return location.pathname.split('/').pop();")
+        .await
+        .as_str()
+        .unwrap()
+        .to_string();
+    c.js("window.__notReloaded = 28; return true;").await;
+    // The host drives the run on the server: it comes to wait for the person's approval.
+    let deadline = std::time::Instant::now() + WAIT;
+    let card = loop {
+        let cards = vouch_json(&c.home, &["approvals"]);
+        if let Some(card) = cards
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["run"] == run.as_str())
+        {
+            break card.clone();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no card for {run}: {cards}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let drawn = steps(&c).await.len();
+    // Approved elsewhere: the steps that follow arrive on the open page.
+    let out = vouch(
+        &c.home,
+        &[
+            "approve",
+            &run,
+            "d1",
+            "--hash",
+            card["payload_hash"].as_str().unwrap(),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_until(
+        &c,
+        "the receipt arrived on the open run page",
+        "var r = document.getElementById('receipt'); return !!r && !r.hidden && r.textContent.indexOf('Saved to') >= 0;",
+    )
+    .await;
+    assert_eq!(c.js("return window.__notReloaded;").await, json!(28));
+    // Each step that arrived shows its inputs and outputs and its raw event, in full.
+    let fresh = c
+        .js("return document.querySelectorAll('#timeline > li.fresh').length;")
+        .await
+        .as_u64()
+        .unwrap();
+    assert!(fresh >= 2, "{fresh} steps arrived live");
+    assert_eq!(
+        c.js("return Array.prototype.every.call(document.querySelectorAll('#timeline > li.fresh'), function (li) { return !!li.querySelector('details pre.raw'); });")
+            .await,
+        Value::Bool(true),
+        "every live step carries its raw event"
+    );
+    assert!(
+        c.has("#timeline > li.fresh .io dl.json").await,
+        "live steps show their bodies inline"
+    );
+    let live = steps(&c).await;
+    assert!(live.len() > drawn, "{live:?}");
+    let evidence = live[drawn..].join("\n");
+    assert!(
+        evidence.contains("sha256:"),
+        "the evidence arrived: {evidence}"
+    );
+    // The shot starts at the approval: the steps that arrived after it.
+    c.js("var k = Array.prototype.filter.call(document.querySelectorAll('#timeline > li .kind'), function (k) { return k.textContent === 'approval_granted'; })[0]; k.parentNode.scrollIntoView(); return true;")
+        .await;
+    c.shot("run-live").await;
+    // What arrived live is what a reload shows, step by step.
+    c.goto(&format!("/console/runs/{run}")).await;
+    assert_eq!(steps(&c).await, live);
+
+    // A patch applied to a real branch: its card shows the diff it applies.
+    let repo = c.tmp.path().join("repo");
+    std::fs::create_dir_all(repo.join("src")).unwrap();
+    git(&repo, &["init", "--quiet", "-b", "main"]);
+    git(&repo, &["config", "user.name", "t"]);
+    git(&repo, &["config", "user.email", "t@localhost"]);
+    std::fs::write(repo.join("src/client.rs"), "fn send() {}\n").unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "--quiet", "-m", "base"]);
+    let task = vouch_json(
+        &c.home,
+        &[
+            "task",
+            "offer",
+            "--type",
+            "patch",
+            "--brief",
+            "add retry handling",
+            "--repo",
+            repo.to_str().unwrap(),
+            "--base",
+            "main",
+            "--allow",
+            "src/**",
+            "--target",
+            "src/client.rs",
+            "--check",
+            "tests=grep -q retry src/client.rs",
+        ],
+    )["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let script = c.script(
+        "patch-worker.json",
+        json!([
+            {"declare": {"deliveries": []}},
+            {"tool": "repo_write_file", "args": {"path": "src/client.rs", "text": "fn send() { retry() }\n"}},
+            {"final": "implemented retry handling"}
+        ]),
+    );
+    let out = vouch(
+        &c.home,
+        &["worker", "--name", "w", "--script", &script, "--drain"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = vouch(&c.home, &["task", "apply", &task, "--branch", "main"]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let card = vouch_json(&c.home, &["approvals"])[0].clone();
+    assert_eq!(card["delivery"], "apply", "{card}");
+    c.goto(&format!(
+        "/console/runs/{}/cards/apply?hash={}",
+        card["run"].as_str().unwrap(),
+        card["payload_hash"].as_str().unwrap()
+    ))
+    .await;
+    assert_eq!(c.text("#h-preview").await, "The change it applies");
+    let diff = c.text("#preview").await;
+    assert!(
+        diff.contains("src/client.rs")
+            && diff.contains("-fn send() {}")
+            && diff.contains("+fn send() { retry() }"),
+        "{diff}"
+    );
+    assert_eq!(
+        c.js("return !!document.querySelector('#preview span.add') && !!document.querySelector('#preview span.del');")
+            .await,
+        Value::Bool(true),
+        "what comes and what goes are marked"
+    );
+    assert_eq!(git(&repo, &["log", "--format=%s", "main"]), "base");
+    c.js("document.getElementById('h-preview').scrollIntoView(); return true;")
+        .await;
+    c.shot("patch-card").await;
+    c.browser.close().await.unwrap();
+}

@@ -1,8 +1,10 @@
 //! A run page's live stream (SSE): new journal events as they become durable, then the
 //! receipt when the run ends. While the stream is open the page holds the run's `watching`
 //! presence (§11.1, §17), renewed well inside its lease and released when the last page of
-//! the run closes. The data is already made inert and formatted for the person's zone; the
-//! script only puts it into the page as text.
+//! the run closes. The data is already made inert and formatted for the person's zone: each
+//! step comes drawn by the same template the page uses (every string escaped there), which
+//! the script parses into an inert document and moves into the page, as the inbox's redraw
+//! does; everything else it sets as text.
 
 use super::session::Signed;
 use super::view::inert;
@@ -154,6 +156,9 @@ pub async fn run_live(
                             "what": super::pages::event_line(e.kind, &e.body),
                             "at": stamp(e.at_ms, st.tz),
                             "hash": e.hash,
+                            // The step in full, drawn as the page draws it (every string
+                            // inert), so a step that arrives live shows what a reload shows.
+                            "html": super::pages::timeline_entry(e, st.tz, true).into_string(),
                         });
                         st.buf.push_back(
                             Event::default()

@@ -15,6 +15,7 @@ mod pages;
 mod plain;
 mod runs;
 mod session;
+mod start;
 mod thread;
 mod view;
 
@@ -116,6 +117,10 @@ pub fn router() -> Router<AppState> {
         .route("/console/zone", post(session::set_zone))
         .route("/console/live", get(live::inbox_live))
         .route("/console/runs", get(runs::page))
+        .route(
+            "/console/runs/new",
+            get(start::page).post(actions::start_run),
+        )
         .route("/console/runs/{id}", get(pages::run))
         .route("/console/runs/{id}/live", get(live::run_live))
         .route("/console/runs/{id}/answer", post(pages::answer))

@@ -2,7 +2,8 @@
 //! detail, doctor) and the stores' read methods; every decision goes through the JSON API's
 //! own handler (`crate::api`), so the console decides nothing.
 
-use super::session::{checked_form, Signed};
+use super::actions::act;
+use super::session::Signed;
 use super::view::{
     self, card_link, hash, inert, inert_text, json_view, raw_json, run_link, seg, when, Live, Page,
 };
@@ -23,7 +24,7 @@ use vouch_core::board::{AttemptState, TaskState};
 use vouch_core::{Outcome, RunState};
 use vouch_runtime::inbox::Todo;
 use vouch_store::board::{AttemptRecord, TaskFilter, TaskRecord, TASK_LIST_MAX};
-use vouch_store::{CardState, EventKind, RunRecord};
+use vouch_store::{CardState, EventKind, JournalEntry, RunRecord};
 
 /// The badge for the header: open cards, computed now (§11.4).
 pub(super) async fn badge(s: &AppState) -> Option<usize> {
@@ -207,7 +208,7 @@ pub async fn inbox(State(s): State<AppState>, signed: Signed) -> Response {
         section aria-labelledby="h-receipts" {
             h2 #h-receipts { "Receipts" }
             @if receipts.is_empty() {
-                p.empty { "No receipt yet. Start a run with " code { "vouch run \"…\" --script FILE" } " (or offer a task to the board); what it really did lands here." }
+                p.empty { "No receipt yet. " a href={(BASE) "/runs/new"} { "Start a run" } " (or " code { "vouch run \"…\" --script FILE" } ", or offer a task to the board); what it really did lands here." }
             } @else {
                 ul.runs {
                     @for e in &receipts {
@@ -294,6 +295,28 @@ fn step_io(body: &Value) -> Markup {
             html! { p.io.muted { "A large step (" (size) " bytes): open the raw event below." } }
         }
         _ => html! {},
+    }
+}
+
+/// One step of a run's timeline, in full: what it is, when, its hash, its inputs and outputs
+/// inline and the raw event. The same markup on the page as drawn and for a step that arrives
+/// live (`fresh`), so a step seen live shows what a reload shows.
+pub(super) fn timeline_entry(e: &JournalEntry, tz: chrono_tz::Tz, fresh: bool) -> Markup {
+    html! {
+        li.fresh[fresh] data-seq=(e.seq) {
+            span.seq { "#" (e.seq) }
+            " " strong.kind { (e.kind.as_str()) }
+            @if let Some(d) = &e.delivery { " " span.muted { (inert(d)) } }
+            " " span.what { (event_line(e.kind, &e.body)) }
+            " " span.muted { (when(e.at_ms, tz)) }
+            " " (hash(&e.hash))
+            (step_io(&e.body))
+            details {
+                summary { "Raw event" }
+                p { "prev " (hash(&e.prev_hash)) }
+                (raw_json(&e.body.to_string()))
+            }
+        }
     }
 }
 
@@ -439,22 +462,7 @@ pub async fn run(
                 Err(b) => p.bad #chain role="alert" { "Chain broken at event " (b.seq) ": " (inert(&b.reason)) ". Run " code { "vouch journal verify" } "." }
             }
             ol.timeline #timeline data-after=(last_seq) {
-                @for e in &journal {
-                    li {
-                        span.seq { "#" (e.seq) }
-                        " " strong.kind { (e.kind.as_str()) }
-                        @if let Some(d) = &e.delivery { " " span.muted { (inert(d)) } }
-                        " " span.what { (event_line(e.kind, &e.body)) }
-                        " " span.muted { (when(e.at_ms, tz)) }
-                        " " (hash(&e.hash))
-                        (step_io(&e.body))
-                        details {
-                            summary { "Raw event" }
-                            p { "prev " (hash(&e.prev_hash)) }
-                            (raw_json(&e.body.to_string()))
-                        }
-                    }
-                }
+                @for e in &journal { (timeline_entry(e, tz, false)) }
             }
         }
     };
@@ -462,13 +470,14 @@ pub async fn run(
     show(&s, &signed, &inert(&rec.title), live, body).await
 }
 
-fn decided(signed: &Signed, e: ApiError, run: &str) -> Response {
-    let msg = if e.status == StatusCode::NOT_FOUND {
-        format!("This card is no longer open: it was decided or superseded by an edit. Open run {run} or the inbox for what waits now.")
+/// A decision the API refused, said for a card: a card that is not there (404) was decided
+/// or superseded meanwhile.
+fn decided(e: ApiError, run: &str) -> ApiError {
+    if e.status == StatusCode::NOT_FOUND {
+        ApiError::not_found(format!("This card is no longer open: it was decided or superseded by an edit. Open run {run} or the inbox for what waits now."))
     } else {
-        e.detail
-    };
-    view::error_page(Some(signed), e.status, &msg)
+        e
+    }
 }
 
 pub async fn card(
@@ -646,22 +655,20 @@ pub async fn approve(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let form = match checked_form(&signed, &headers, &body) {
-        Ok(f) => f,
-        Err(r) => return r,
-    };
-    let hash = form.get("hash").to_string();
-    match api::approve(
-        State(s),
-        signed.caller(),
-        ApiPath((id.clone(), delivery)),
-        ApiJson(ApproveBody { hash }),
-    )
+    let caller = signed.caller();
+    act(&signed, &headers, &body, |form| async move {
+        let hash = form.get("hash").to_string();
+        let _ = api::approve(
+            State(s),
+            caller,
+            ApiPath((id.clone(), delivery)),
+            ApiJson(ApproveBody { hash }),
+        )
+        .await
+        .map_err(|e| decided(e, &id))?;
+        Ok(run_link(&id))
+    })
     .await
-    {
-        Ok(_) => Redirect::to(&run_link(&id)).into_response(),
-        Err(e) => decided(&signed, e, &id),
-    }
 }
 
 pub async fn deny(
@@ -671,13 +678,14 @@ pub async fn deny(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if let Err(r) = checked_form(&signed, &headers, &body) {
-        return r;
-    }
-    match api::deny(State(s), signed.caller(), ApiPath((id.clone(), delivery))).await {
-        Ok(_) => Redirect::to(&run_link(&id)).into_response(),
-        Err(e) => decided(&signed, e, &id),
-    }
+    let caller = signed.caller();
+    act(&signed, &headers, &body, |_| async move {
+        let _ = api::deny(State(s), caller, ApiPath((id.clone(), delivery)))
+            .await
+            .map_err(|e| decided(e, &id))?;
+        Ok(run_link(&id))
+    })
+    .await
 }
 
 pub async fn edit(
@@ -687,123 +695,81 @@ pub async fn edit(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let form = match checked_form(&signed, &headers, &body) {
-        Ok(f) => f,
-        Err(r) => return r,
-    };
-    if form.0.contains_key("text") {
-        return edit_text(s, signed, id, delivery, form.get("from"), form.get("text")).await;
-    }
-    let text = form.get("payload");
-    if text.len() > EDIT_PAYLOAD_BYTES_MAX {
-        return view::error_page(
-            Some(&signed),
-            StatusCode::PAYLOAD_TOO_LARGE,
-            &format!(
-                "The edited payload is {} bytes; at most {EDIT_PAYLOAD_BYTES_MAX} are accepted.",
-                text.len()
-            ),
-        );
-    }
-    let payload: Value = match serde_json::from_str(text) {
-        Ok(v) => v,
-        Err(e) => {
-            return view::error_page(
-                Some(&signed),
-                StatusCode::UNPROCESSABLE_ENTITY,
-                &format!("The edited payload is not valid JSON ({e}). Go back, fix it and save again; nothing changed."),
-            )
-        }
-    };
-    // The card being replaced, named on the new card's page (read before the edit).
-    let store = s.store.clone();
-    let (rid, did) = (id.clone(), delivery.clone());
-    let old = blocking(move || {
-        Ok(store
-            .cards_for_run(&rid)?
-            .into_iter()
-            .find(|c| c.state == CardState::Open && c.delivery.as_deref() == Some(did.as_str()))
-            .map(|c| c.payload_hash)
-            .unwrap_or_default())
-    })
-    .await
-    .unwrap_or_default();
-    match api::edit(
-        State(s),
-        signed.caller(),
-        ApiPath((id.clone(), delivery.clone())),
-        ApiJson(EditBody { payload }),
-    )
-    .await
-    {
-        Ok(r) => Redirect::to(&format!(
+    let caller = signed.caller();
+    act(&signed, &headers, &body, |form| async move {
+        let payload = if form.0.contains_key("text") {
+            edited_text(&s, form.get("from"), form.get("text")).await?
+        } else {
+            edited_json(form.get("payload"))?
+        };
+        // The card being replaced, named on the new card's page (read before the edit).
+        let old = payload_hash_of(&s, &id, &delivery).await;
+        let r = api::edit(
+            State(s),
+            caller,
+            ApiPath((id.clone(), delivery.clone())),
+            ApiJson(EditBody { payload }),
+        )
+        .await
+        .map_err(|e| decided(e, &id))?;
+        Ok(format!(
             "{}&edited={}",
             card_link(&id, &delivery, &r.0.payload_hash),
             seg(&old)
         ))
-        .into_response(),
-        Err(e) => decided(&signed, e, &id),
+    })
+    .await
+}
+
+fn too_large(what: &str, bytes: usize) -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "too_large",
+        format!(
+            "The edited {what} is {bytes} bytes; at most {EDIT_PAYLOAD_BYTES_MAX} are accepted."
+        ),
+    )
+}
+
+/// An edit of the payload as JSON, read as the API reads a body.
+fn edited_json(text: &str) -> Result<Value, ApiError> {
+    if text.len() > EDIT_PAYLOAD_BYTES_MAX {
+        return Err(too_large("payload", text.len()));
     }
+    serde_json::from_str(text).map_err(|e| {
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_field",
+            format!("The edited payload is not valid JSON ({e}). Go back, fix it and save again; nothing changed."),
+        )
+    })
 }
 
 /// An edit of a text payload as text: the card's payload (the one the page showed, by its
 /// hash) with its `text` replaced, sent to the API's edit like any other payload; the API
 /// checks it, and the new card's hash is shown before it can be approved.
-async fn edit_text(
-    s: AppState,
-    signed: Signed,
-    id: String,
-    delivery: String,
-    from: &str,
-    text: &str,
-) -> Response {
+async fn edited_text(s: &AppState, from: &str, text: &str) -> Result<Value, ApiError> {
     if text.len() > EDIT_PAYLOAD_BYTES_MAX {
-        return view::error_page(
-            Some(&signed),
-            StatusCode::PAYLOAD_TOO_LARGE,
-            &format!(
-                "The edited text is {} bytes; at most {EDIT_PAYLOAD_BYTES_MAX} are accepted.",
-                text.len()
-            ),
-        );
+        return Err(too_large("text", text.len()));
     }
     // A browser sends line breaks as CRLF; the text a person typed has LF.
     let text = text.replace("\r\n", "\n");
     let store = s.store.clone();
     let from = from.to_string();
     let base = blocking(move || Ok(store.payload(&from)?)).await;
-    let mut payload: Value = match base
+    let mut payload: Value = base
         .ok()
         .flatten()
         .and_then(|p| serde_json::from_str(&p).ok())
-    {
-        Some(v) => v,
-        None => {
-            return view::error_page(
-                Some(&signed),
+        .ok_or_else(|| {
+            ApiError::new(
                 StatusCode::CONFLICT,
+                "conflict",
                 "The payload this text edits is gone from the store; open the card again.",
             )
-        }
-    };
+        })?;
     payload["text"] = Value::String(text);
-    let old = payload_hash_of(&s, &id, &delivery).await;
-    match api::edit(
-        State(s),
-        signed.caller(),
-        ApiPath((id.clone(), delivery.clone())),
-        ApiJson(EditBody { payload }),
-    )
-    .await
-    {
-        Ok(r) => Redirect::to(&format!(
-            "{}&edited={}",
-            card_link(&id, &delivery, &r.0.payload_hash),
-            seg(&old)
-        ))
-        .into_response(),
-        Err(e) => decided(&signed, e, &id),
-    }
+    Ok(payload)
 }
 
 /// The hash of the open card of a delivery (empty when none is open).
@@ -829,22 +795,20 @@ pub async fn answer(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let form = match checked_form(&signed, &headers, &body) {
-        Ok(f) => f,
-        Err(r) => return r,
-    };
-    let text = form.get("text").to_string();
-    match api::answer(
-        State(s),
-        signed.caller(),
-        ApiPath(id.clone()),
-        ApiJson(AnswerBody { text }),
-    )
+    let caller = signed.caller();
+    act(&signed, &headers, &body, |form| async move {
+        let text = form.get("text").to_string();
+        let _ = api::answer(
+            State(s),
+            caller,
+            ApiPath(id.clone()),
+            ApiJson(AnswerBody { text }),
+        )
+        .await
+        .map_err(|e| decided(e, &id))?;
+        Ok(run_link(&id))
+    })
     .await
-    {
-        Ok(_) => Redirect::to(&run_link(&id)).into_response(),
-        Err(e) => decided(&signed, e, &id),
-    }
 }
 
 /// The next slot after `now` (in a year at most).

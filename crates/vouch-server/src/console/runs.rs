@@ -225,10 +225,11 @@ pub async fn page(
     let tz = signed.session.tz;
     let body = html! {
         h1 { "Runs" }
+        p.page-actions { a.button.primary #start-run href={(BASE) "/runs/new"} { "Start a run" } }
         (form(&q))
         @if runs.is_empty() {
             @if filtered { p.empty { "No run matches these filters. " a href={(BASE) "/runs"} { "Show every run" } "." } }
-            @else { p.empty { "No run yet. Start one with " code { "vouch run \"…\" --script FILE" } ", or from a script below once there is one." } }
+            @else { p.empty { "No run yet. " a href={(BASE) "/runs/new"} { "Start one from a script" } ", or with " code { "vouch run \"…\" --script FILE" } "." } }
         } @else {
             div.scroll {
                 table.runs-table {

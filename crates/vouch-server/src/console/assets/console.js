@@ -1,6 +1,8 @@
 // vouch console: the only script. Pages work without it; it adds live updates on a run page
-// (the journal and the receipt arrive over SSE without reloading) and fills the sign-in
-// form's time zone from the browser. Every value is set as text, never as HTML.
+// (the journal and the receipt arrive over SSE without reloading), reads a chosen file into
+// the start form's field, and fills the sign-in form's time zone from the browser. Values
+// are set as text; markup comes only from the server's own templates, parsed into an inert
+// document first.
 (function () {
   "use strict";
   var zone = document.querySelector("input[data-browser-zone]");
@@ -9,6 +11,29 @@
       var z = Intl.DateTimeFormat().resolvedOptions().timeZone;
       if (z) { zone.value = z; }
     } catch (e) { /* keep UTC */ }
+  }
+  // Start a run: a chosen file is read here into the field, where the person sees it before
+  // starting (the form sends the field, never the file).
+  var upload = document.getElementById("start-upload");
+  var file = document.getElementById("start-file");
+  var field = document.getElementById("start-json");
+  if (upload && file && field && window.FileReader) {
+    upload.hidden = false;
+    file.addEventListener("change", function () {
+      var f = file.files && file.files[0];
+      var note = document.getElementById("start-file-note");
+      if (!f) { return; }
+      if (f.size > 1048576) {
+        if (note) { note.textContent = "That file is larger than 1 MiB; choose a smaller one."; }
+        return;
+      }
+      var reader = new FileReader();
+      reader.onload = function () {
+        field.value = String(reader.result);
+        if (note) { note.textContent = "Read " + f.name + " into the field above."; }
+      };
+      reader.readAsText(f);
+    });
   }
   var url = document.body.getAttribute("data-live");
   if (!url || !window.EventSource) { return; }
@@ -64,6 +89,17 @@
   source.addEventListener("journal", function (m) {
     var e = JSON.parse(m.data);
     if (!timeline) { return; }
+    // The step in full, as a reload draws it: the server's markup (escaped there), parsed
+    // into an inert document (nothing in it runs) and moved into the page.
+    if (e.html) {
+      var doc = new DOMParser().parseFromString("<ol>" + e.html + "</ol>", "text/html");
+      var drawn = doc.querySelector("ol > li");
+      if (drawn) {
+        timeline.appendChild(document.importNode(drawn, true));
+        timeline.setAttribute("data-after", String(e.seq));
+        return;
+      }
+    }
     var li = document.createElement("li");
     li.className = "fresh";
     li.appendChild(text("span", "seq", "#" + e.seq));
