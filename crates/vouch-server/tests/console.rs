@@ -481,3 +481,70 @@ fn a_threads_page_lists_its_tasks_in_order() {
     let (code, body) = s.page(&cookie, "/console/threads/nothing-here");
     assert_eq!(code, 404, "{body}");
 }
+
+/// Issue 28: the start form's refusals are the API's, said in words, naming what is wrong;
+/// none starts a run. A good form opens the new run's page.
+#[test]
+fn the_start_form_refuses_bad_input_in_words_and_starts_nothing() {
+    let s = start();
+    let cookie = s.sign_in("UTC");
+    let (code, page) = s.page(&cookie, "/console/runs/new");
+    assert_eq!(code, 200);
+    assert!(page.contains("Start a run"), "{page}");
+    let csrf = csrf_of(&page);
+    let post = |fields: &[(&str, &str)]| {
+        let mut form = vec![("csrf", csrf.as_str())];
+        form.extend_from_slice(fields);
+        status(
+            agent()
+                .post(&s.url("/console/runs/new"))
+                .set("Cookie", &cookie)
+                .send_form(&form),
+        )
+    };
+    let turns = r#"[{"declare": {"deliveries": []}}, {"final": "done"}]"#;
+    let big = "x".repeat(vouch_server::console::EDIT_PAYLOAD_BYTES_MAX + 1);
+    for (fields, want_code, words) in [
+        (vec![("title", "t"), ("json", "[")], 422, "cannot be read"),
+        (vec![("title", "t"), ("json", "  ")], 422, "Paste a script"),
+        (vec![("json", turns)], 422, "needs a title"),
+        (
+            vec![("title", "t"), ("json", r#"[{"fly": 1}]"#)],
+            422,
+            "turn 0",
+        ),
+        (
+            vec![("kind", "routine"), ("json", r#"{"script": []}"#)],
+            422,
+            "prompt",
+        ),
+        (
+            vec![("title", "t"), ("kind", "poem"), ("json", turns)],
+            422,
+            "script or a routine",
+        ),
+        (vec![("title", "t"), ("json", big.as_str())], 413, "at most"),
+    ] {
+        let (code, body, _) = post(&fields);
+        assert_eq!(code, want_code, "{fields:?}: {body}");
+        assert!(body.contains(words), "{fields:?}: {body}");
+    }
+    assert!(
+        s.host.store.runs(10).unwrap().is_empty(),
+        "a refusal started a run"
+    );
+    // A form without the session's token is refused before anything is read.
+    let (code, _, _) = status(
+        agent()
+            .post(&s.url("/console/runs/new"))
+            .set("Cookie", &cookie)
+            .send_form(&[("csrf", "0"), ("title", "t"), ("json", turns)]),
+    );
+    assert_eq!(code, 403);
+    // A good form: the run's page opens.
+    let (code, _, r) = post(&[("title", "Nothing to do"), ("json", turns)]);
+    assert_eq!(code, 303);
+    let to = r.unwrap().header("location").unwrap().to_string();
+    let run = s.host.store.runs(10).unwrap()[0].id.clone();
+    assert_eq!(to, format!("/console/runs/{run}"));
+}
