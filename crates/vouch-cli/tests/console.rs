@@ -1234,6 +1234,8 @@ async fn start_a_run_follow_each_step_in_full_and_judge_a_patch_by_its_diff() {
     )
     .await;
     assert!(c.text("#start-file-note").await.contains("save-notes.json"));
+    c.js("document.activeElement.blur(); document.querySelector('h1').scrollIntoView(); return true;")
+        .await;
     c.shot("start").await;
     c.browser
         .find(Locator::Css("#start-submit"))
@@ -1449,5 +1451,23 @@ async fn start_a_run_follow_each_step_in_full_and_judge_a_patch_by_its_diff() {
     c.js("document.getElementById('h-preview').scrollIntoView(); return true;")
         .await;
     c.shot("patch-card").await;
+    // A phone's width: the start form and the patch card fit the screen.
+    c.browser.set_window_size(390, 844).await.unwrap();
+    for path in [
+        "/console/runs/new".to_string(),
+        format!(
+            "/console/runs/{}/cards/apply?hash={}",
+            card["run"].as_str().unwrap(),
+            card["payload_hash"].as_str().unwrap()
+        ),
+    ] {
+        c.goto(&path).await;
+        assert_eq!(
+            c.js("return document.documentElement.scrollWidth <= window.innerWidth + 1;")
+                .await,
+            Value::Bool(true),
+            "{path} scrolls sideways at 390 px"
+        );
+    }
     c.browser.close().await.unwrap();
 }

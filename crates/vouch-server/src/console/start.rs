@@ -20,7 +20,6 @@ pub async fn page(State(s): State<AppState>, signed: Signed) -> Response {
             input type="hidden" name="csrf" value=(signed.session.csrf);
             label for="start-title" { "Title: what you ask for, in words" }
             input #start-title type="text" name="title" maxlength=(vouch_runtime::host::TITLE_BYTES_MAX) placeholder="Save my notes";
-            p.hint { "A routine without a title is named by its prompt." }
             fieldset.kind {
                 legend { "What runs it" }
                 label.choice {
@@ -29,17 +28,16 @@ pub async fn page(State(s): State<AppState>, signed: Signed) -> Response {
                 }
                 label.choice {
                     input #kind-routine type="radio" name="kind" value="routine";
-                    " A routine, as a schedule takes it (a " code { "prompt" } " and a " code { "script" } " or " code { "model" } ")"
+                    " A routine, as a schedule takes it (a " code { "prompt" } " and a " code { "script" } " or " code { "model" } "); without a title, its prompt names the run"
                 }
             }
-            label for="start-json" { "The script or routine (JSON)" }
-            textarea #start-json name="json" rows="12" spellcheck="false" required placeholder="[{\"declare\": {\"deliveries\": []}}, {\"final\": \"done\"}]" {}
+            label for="start-json" { "The script or routine (JSON; the format is in " code { "docs/scripts.md" } ")" }
+            textarea #start-json name="json" rows="8" spellcheck="false" required placeholder="[{\"declare\": {\"deliveries\": []}}, {\"final\": \"done\"}]" {}
             div #start-upload hidden {
                 label for="start-file" { "Or read it from a file" }
                 input #start-file type="file" accept=".json,application/json";
-                p.hint #start-file-note aria-live="polite" {}
+                p.hint #start-file-note aria-live="polite" { "The file stays on this computer: it is read into the field above, where you check it before starting." }
             }
-            p.hint { "The format of scripts and routines: " code { "docs/scripts.md" } ". The file stays on this computer: the page reads it into the field above, where you can check it before starting." }
             p { button.primary #start-submit type="submit" { "Start the run" } }
         }
     };

@@ -30,7 +30,7 @@
       var reader = new FileReader();
       reader.onload = function () {
         field.value = String(reader.result);
-        if (note) { note.textContent = "Read " + f.name + " into the field above."; }
+        if (note) { note.textContent = "Read " + f.name + " into the field above: check it, then start the run."; }
       };
       reader.readAsText(f);
     });
