@@ -70,6 +70,7 @@ fn claims_and_reports_are_checked_with_the_stored_keys() {
             failed_tool_calls: 0,
         },
         signature: None,
+        stamp: None,
         now_ms: 20,
     };
     let mut other = r.clone();

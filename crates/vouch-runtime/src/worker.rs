@@ -20,8 +20,8 @@ use std::time::Duration;
 use vouch_core::board::FailureClass;
 use vouch_core::board::TaskState;
 use vouch_store::board::{
-    claim_statement, report_statement, AttemptRef, BoardStore, Claim, ClaimRequest, Heartbeat,
-    Report, ReportKind, Reported, Usage,
+    claim_statement, fresh_nonce, report_statement, AttemptRef, BoardStore, Claim, ClaimRequest,
+    Heartbeat, Report, ReportKind, Reported, Stamp, Usage,
 };
 use vouch_store::StoreError;
 
@@ -120,6 +120,9 @@ impl BoardClient for LocalBoard {
         Ok(())
     }
     fn claim(&self, mut req: ClaimRequest) -> Result<Option<Claim>, WorkerError> {
+        if self.signer.is_some() {
+            req.nonce = Some(fresh_nonce()?);
+        }
         req.signature = self.sign(claim_statement(&req))?;
         Ok(self.board.claim(&req)?)
     }
@@ -131,6 +134,12 @@ impl BoardClient for LocalBoard {
         Ok(())
     }
     fn report(&self, mut r: Report) -> Result<Reported, WorkerError> {
+        if self.signer.is_some() {
+            r.stamp = Some(Stamp {
+                at_ms: r.now_ms,
+                nonce: fresh_nonce()?,
+            });
+        }
         r.signature = self.sign(report_statement(&r))?;
         let done = self.board.report(&r)?;
         // Acceptance is observed, not assumed: read the output back by its content id.
@@ -387,6 +396,7 @@ impl WorkerLoop {
             tags: c.tags.clone(),
             task_id: None,
             signature: None,
+            nonce: None,
             policy: profile.policy.clone(),
             now_ms: now,
         };
@@ -571,6 +581,7 @@ impl WorkerLoop {
             receipt,
             usage,
             signature: None,
+            stamp: None,
             now_ms: self.now(),
         };
         match self.client.report(report) {

@@ -89,6 +89,7 @@ pub fn claim_req(claimant: &str, task_id: Option<&str>, now: i64) -> ClaimReques
         tags: vec![],
         task_id: task_id.map(str::to_string),
         signature: None,
+        nonce: None,
         policy: json!({}),
         now_ms: now,
     }
@@ -116,6 +117,7 @@ fn report(c: &Claim, kind: ReportKind, now: i64) -> Report {
             failed_tool_calls: 0,
         },
         signature: None,
+        stamp: None,
         now_ms: now,
     }
 }
