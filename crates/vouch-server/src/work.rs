@@ -262,23 +262,28 @@ fn verified(s: &AppState) -> ApiResult<(Arc<dyn BoardStore>, Arc<dyn SignatureVe
 /// well-formed nonce (else 422 naming `nonce`) the identity never used before (else 409
 /// `replayed`). The nonce is spent in the store, so every host on one database agrees.
 pub fn fresh(s: &AppState, identity: &str, at_ms: i64, nonce: &str) -> ApiResult<()> {
-    use vouch_store::board::StampError;
     let stamp = Stamp {
         at_ms,
         nonce: nonce.to_string(),
     };
     let now = s.host.clock.now_ms();
-    vouch_store::board::spend_stamp(&*board_of(s)?, identity, &stamp, now).map_err(|e| match e {
+    vouch_store::board::spend_stamp(&*board_of(s)?, identity, &stamp, now).map_err(stamp_err)
+}
+
+fn stamp_err(e: vouch_store::board::StampError) -> ApiError {
+    use vouch_store::board::StampError;
+    match e {
         StampError::Stale { .. } => ApiError::field("at_ms", e.to_string()),
         StampError::BadNonce => ApiError::field("nonce", e.to_string()),
         StampError::Replayed { .. } => {
             ApiError::new(StatusCode::CONFLICT, "replayed", e.to_string()).with_field("nonce")
         }
         StampError::Store(e) => e.into(),
-    })
+    }
 }
 
-/// A statement's signature, then its stamp: an unsigned request spends no nonce.
+/// A statement's stamp's shape (clock, nonce), its signature, then the nonce spent: an
+/// unsigned request spends no nonce.
 fn signed_fresh(
     s: &AppState,
     verifier: &dyn SignatureVerifier,
@@ -287,6 +292,7 @@ fn signed_fresh(
     signature: &str,
     stamp: &Stamp,
 ) -> ApiResult<()> {
+    vouch_store::board::check_stamp(stamp, s.host.clock.now_ms()).map_err(stamp_err)?;
     check_signature(verifier, who, statement, signature)?;
     fresh(s, who, stamp.at_ms, &stamp.nonce)
 }

@@ -1514,6 +1514,21 @@ pub fn nonce_ok(nonce: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
+/// The checks of a stamp that need no store: `at_ms` within [`STATEMENT_SKEW_MS_MAX`] of
+/// `now_ms` and a well-formed nonce (cheap, so made before a signature is checked).
+pub fn check_stamp(stamp: &Stamp, now_ms: i64) -> Result<(), StampError> {
+    if stamp.at_ms.abs_diff(now_ms) > STATEMENT_SKEW_MS_MAX.unsigned_abs() {
+        return Err(StampError::Stale {
+            at_ms: stamp.at_ms,
+            now_ms,
+        });
+    }
+    if !nonce_ok(&stamp.nonce) {
+        return Err(StampError::BadNonce);
+    }
+    Ok(())
+}
+
 /// The one freshness and replay check of a signed worker statement (§13.6.3): `at_ms`
 /// within [`STATEMENT_SKEW_MS_MAX`] of `now_ms`, a well-formed nonce, and the nonce never
 /// seen before from `identity` — the store's conditional insert decides, so two hosts on one
@@ -1524,15 +1539,7 @@ pub fn spend_stamp(
     stamp: &Stamp,
     now_ms: i64,
 ) -> Result<(), StampError> {
-    if stamp.at_ms.abs_diff(now_ms) > STATEMENT_SKEW_MS_MAX.unsigned_abs() {
-        return Err(StampError::Stale {
-            at_ms: stamp.at_ms,
-            now_ms,
-        });
-    }
-    if !nonce_ok(&stamp.nonce) {
-        return Err(StampError::BadNonce);
-    }
+    check_stamp(stamp, now_ms)?;
     if board.spend_nonce(identity, &stamp.nonce, stamp.at_ms, now_ms)? {
         Ok(())
     } else {
