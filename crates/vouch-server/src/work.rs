@@ -574,34 +574,7 @@ fn live_claimant(
 pub fn submit(s: &AppState, task: &str, n: u32, b: &SubmitBody) -> ApiResult<ReportResult> {
     let at = attempt_ref(task, n, &b.claimant, b.epoch)?;
     let (board, verifier) = verified(s)?;
-    let stamp = Stamp {
-        at_ms: b.at_ms,
-        nonce: b.nonce.clone(),
-    };
-    // Signed and fresh before anything else: an unsigned or replayed submission costs no
-    // repair. The statement names the result's content id, not the host's verdict on it.
-    let statement = report_statement(&Report {
-        attempt: at.clone(),
-        kind: ReportKind::Accepted {
-            result: b.result.clone(),
-            self_assessment: None,
-            verdict: None,
-        },
-        run_id: b.run.clone(),
-        receipt: None,
-        usage: Usage::default(),
-        signature: None,
-        now_ms: 0,
-        stamp: Some(stamp.clone()),
-    })?;
-    signed_fresh(
-        s,
-        verifier.as_ref(),
-        &b.claimant,
-        &statement,
-        &b.signature,
-        &stamp,
-    )?;
+    let stamp = submission_signed(s, verifier.as_ref(), &at, b)?;
     let t = live_claimant(board.as_ref(), &at)?;
     let ty = s.work.types.get(&t.kind).ok_or_else(|| {
         ApiError::new(
@@ -659,6 +632,36 @@ pub fn submit(s: &AppState, task: &str, n: u32, b: &SubmitBody) -> ApiResult<Rep
         }
     }
     reported(done)
+}
+
+/// A submission is signed and fresh before anything else: an unsigned or replayed one costs
+/// no repair. Its statement names the result's content id, not the host's verdict on it.
+fn submission_signed(
+    s: &AppState,
+    verifier: &dyn SignatureVerifier,
+    at: &AttemptRef,
+    b: &SubmitBody,
+) -> ApiResult<Stamp> {
+    let stamp = Stamp {
+        at_ms: b.at_ms,
+        nonce: b.nonce.clone(),
+    };
+    let statement = report_statement(&Report {
+        attempt: at.clone(),
+        kind: ReportKind::Accepted {
+            result: b.result.clone(),
+            self_assessment: None,
+            verdict: None,
+        },
+        run_id: b.run.clone(),
+        receipt: None,
+        usage: Usage::default(),
+        signature: None,
+        now_ms: 0,
+        stamp: Some(stamp.clone()),
+    })?;
+    signed_fresh(s, verifier, &b.claimant, &statement, &b.signature, &stamp)?;
+    Ok(stamp)
 }
 
 /// A malformed result is 422 naming its paths; a submission after the repairs are spent is

@@ -1578,9 +1578,9 @@ pub trait SignatureVerifier: Send + Sync {
     ) -> Result<(), String>;
 }
 
-/// A board that verifies every claim and report before it is written: an unsigned or badly
-/// signed one is refused (`Conflict`) and changes nothing; the signature is stored with the
-/// attempt.
+/// A board that verifies every claim and report before it is written: an unsigned, badly
+/// signed or replayed one (its nonce spent before, [`spend_stamp`]) is refused (`Conflict`)
+/// and changes nothing; the signature is stored with the attempt.
 pub struct Verified {
     pub inner: std::sync::Arc<dyn BoardStore>,
     pub verifier: std::sync::Arc<dyn SignatureVerifier>,
