@@ -20,8 +20,8 @@ use std::time::Duration;
 use vouch_core::board::FailureClass;
 use vouch_core::board::TaskState;
 use vouch_store::board::{
-    claim_statement, fresh_nonce, report_statement, AttemptRef, BoardStore, Claim, ClaimRequest,
-    Heartbeat, Report, ReportKind, Reported, Stamp, Usage,
+    claim_statement, fresh_nonce, heartbeat_statement, report_statement, AttemptRef, BoardStore,
+    Claim, ClaimRequest, Heartbeat, Report, ReportKind, Reported, Stamp, Usage,
 };
 use vouch_store::StoreError;
 
@@ -127,7 +127,17 @@ impl BoardClient for LocalBoard {
         Ok(self.board.claim(&req)?)
     }
     fn heartbeat(&self, at: &AttemptRef, now_ms: i64) -> Result<Heartbeat, WorkerError> {
-        Ok(self.board.heartbeat(at, now_ms)?)
+        if self.signer.is_none() {
+            return Ok(self.board.heartbeat(at, now_ms)?);
+        }
+        let stamp = Stamp {
+            at_ms: now_ms,
+            nonce: fresh_nonce()?,
+        };
+        let signature = self.sign(heartbeat_statement(at, &stamp))?;
+        Ok(self
+            .board
+            .heartbeat_signed(at, now_ms, &stamp, signature.as_deref())?)
     }
     fn suspend(&self, at: &AttemptRef, run_id: &str, now_ms: i64) -> Result<(), WorkerError> {
         self.board.suspend(at, run_id, now_ms).map(|_| ())?;

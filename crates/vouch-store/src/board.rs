@@ -471,6 +471,18 @@ pub trait BoardStore: Send + Sync {
     /// Extend the lease; the first moves `dispatched → running`. Answers `cancelled` when
     /// the owner cancelled; any other ended attempt is `Conflict`.
     fn heartbeat(&self, at: &AttemptRef, now_ms: i64) -> StoreResult<Heartbeat>;
+    /// A heartbeat its claimant signed (§13.6.2): a board that verifies statements checks
+    /// the signature and spends the stamp's nonce first; any other takes it as a heartbeat.
+    fn heartbeat_signed(
+        &self,
+        at: &AttemptRef,
+        now_ms: i64,
+        stamp: &Stamp,
+        signature: Option<&str>,
+    ) -> StoreResult<Heartbeat> {
+        let _ = (stamp, signature);
+        self.heartbeat(at, now_ms)
+    }
     /// The attempt's run `run_id` waits for a person: lease released, clocks stopped. The run
     /// is recorded on the attempt, so whoever claims the resumption continues that run.
     fn suspend(&self, at: &AttemptRef, run_id: &str, now_ms: i64) -> StoreResult<TaskRecord>;
@@ -1625,7 +1637,23 @@ impl BoardStore for Verified {
         self.spend(&req.claimant, &stamp, "claim")?;
         self.inner.claim(req)
     }
-    fn heartbeat(&self, at: &AttemptRef, now_ms: i64) -> StoreResult<Heartbeat> {
+    fn heartbeat(&self, at: &AttemptRef, _now_ms: i64) -> StoreResult<Heartbeat> {
+        Err(StoreError::Conflict(format!(
+            "heartbeat refused: `{}` did not sign it",
+            at.claimant
+        )))
+    }
+    fn heartbeat_signed(
+        &self,
+        at: &AttemptRef,
+        now_ms: i64,
+        stamp: &Stamp,
+        signature: Option<&str>,
+    ) -> StoreResult<Heartbeat> {
+        self.verifier
+            .verify(&at.claimant, &heartbeat_statement(at, stamp)?, signature)
+            .map_err(|e| StoreError::Conflict(format!("heartbeat refused: {e}")))?;
+        self.spend(&at.claimant, stamp, "heartbeat")?;
         self.inner.heartbeat(at, now_ms)
     }
     fn suspend(&self, at: &AttemptRef, run_id: &str, now_ms: i64) -> StoreResult<TaskRecord> {

@@ -1108,6 +1108,29 @@ pub fn signatures_are_verified(open: BoardOpener<'_>) {
     again.signature = Some(test_sign("signer", &claim_statement(&again).unwrap()));
     conflict(s.claim(&again), "a replayed claim nonce");
     assert_eq!(s.task("sig-2").unwrap().unwrap().state, TaskState::Queued);
+    // Heartbeats too: unsigned or another's refused, signed once accepted, replayed refused.
+    let a = at(&c);
+    let beat = crate::board::Stamp {
+        at_ms: 15,
+        nonce: "beat-nonce-00000001".into(),
+    };
+    let beat_sig = |who: &str| test_sign(who, &heartbeat_statement(&a, &beat).unwrap());
+    conflict(s.heartbeat(&a, 15), "an unsigned heartbeat");
+    let other = beat_sig("intruder");
+    conflict(
+        s.heartbeat_signed(&a, 15, &beat, Some(&other)),
+        "a heartbeat signed by someone else",
+    );
+    let mine = beat_sig("signer");
+    assert!(
+        !s.heartbeat_signed(&a, 15, &beat, Some(&mine))
+            .unwrap()
+            .cancelled
+    );
+    conflict(
+        s.heartbeat_signed(&a, 16, &beat, Some(&mine)),
+        "a replayed heartbeat",
+    );
     let mut r = report(&c, accepted(json!({"signed": true})), 20);
     r.stamp = Some(crate::board::Stamp {
         at_ms: 20,
