@@ -52,6 +52,12 @@ fi
 # Crash tests run the real binary; build it first so every test finds it.
 cargo build --workspace --bins
 cargo test --workspace --no-fail-fast "$@"
+# The Python worker client's own tests, against a real `vouch serve --http` they start
+# (skipped when the arguments pick some tests only).
+if [ $# -eq 0 ]; then
+  ROOT="$PWD"
+  (cd clients/python && VOUCH_BIN="$ROOT/target/debug/vouch" "$ROOT/$VENV/bin/python" -m unittest)
+fi
 # The HTTP API against its own OpenAPI document, on a real `vouch serve --http` (bounded;
 # skipped when the arguments pick some tests only).
 if [ $# -eq 0 ]; then ./scripts/schemathesis.sh; fi

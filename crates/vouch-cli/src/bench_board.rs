@@ -137,6 +137,7 @@ fn bench(dir: &std::path::Path, tasks: usize, workers: usize) -> Result<Figures>
                     tags: vec![],
                     task_id: None,
                     signature: None,
+                    nonce: None,
                     policy: json!({}),
                     now_ms: SystemClock.now_ms(),
                 };
@@ -186,6 +187,7 @@ fn bench(dir: &std::path::Path, tasks: usize, workers: usize) -> Result<Figures>
                     receipt: o.receipt,
                     usage: o.usage,
                     signature: None,
+                    stamp: None,
                     now_ms: SystemClock.now_ms(),
                 };
                 if board.report(&r).is_err() {

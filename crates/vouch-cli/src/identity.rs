@@ -1,4 +1,4 @@
-//! `vouch identity new NAME` and `vouch identity list` (§13.6). The work is done by
+//! `vouch identity new NAME`, `add`, `show` and `list` (§13.6). The work is done by
 //! `vouch-identity`; this module only parses, calls and prints.
 
 use crate::{bad, home};
@@ -18,6 +18,24 @@ pub enum IdentityCmd {
     },
     /// Every identity the store knows, and whether this home holds its key file.
     List,
+    /// Register a worker's public key made where the worker runs (`vouch identity new NAME`
+    /// in its own home, then `vouch identity show NAME --public-key` there): only the public
+    /// half is recorded; the secret never moves.
+    Add {
+        /// The identity's name: 1–64 of a-z, 0-9, `.`, `_`, `-`.
+        name: String,
+        /// `ed25519:` and 64 lowercase hex digits, or just the 64 hex digits.
+        #[arg(long = "public-key", value_name = "KEY")]
+        public_key: String,
+    },
+    /// Show an identity: its public key, and whether this home holds its key file.
+    Show {
+        name: String,
+        /// Print only the public key (to register it on a host with `vouch identity add` or
+        /// `POST /api/identities`).
+        #[arg(long = "public-key")]
+        public_key: bool,
+    },
     /// Print this host's public key (created on first use), the key to pin with
     /// `vouch verify FILE --host-key KEY`.
     Host,
@@ -83,6 +101,27 @@ pub fn run(dir: &Path, cmd: IdentityCmd, json: bool) -> Result<i32> {
             }
             Ok(0)
         }
+        IdentityCmd::Add { name, public_key } => {
+            let r = vouch_identity::enrol(store.as_ref(), &name, &public_key, now_ms()).map_err(
+                |e| match e {
+                    vouch_identity::EnrolError::Store(e) => anyhow!(e),
+                    other => bad(other.to_string()),
+                },
+            )?;
+            if json {
+                outln!("{}", serde_json::to_string(&r)?);
+            } else {
+                outln!("{}", r.public_key);
+                errln!(
+                    "Identity `{}` registered with its public key only; its secret key stays where it was made.",
+                    r.name
+                );
+            }
+            Ok(0)
+        }
+        IdentityCmd::Show { name, public_key } => {
+            show(&keys, store.as_ref(), &name, public_key, json)
+        }
         IdentityCmd::List => {
             let records = store.identities()?;
             let local = keys.names().map_err(identity_err)?;
@@ -131,6 +170,58 @@ pub fn run(dir: &Path, cmd: IdentityCmd, json: bool) -> Result<i32> {
             Ok(0)
         }
     }
+}
+
+/// `vouch identity show NAME [--public-key]`: the store's record, else this home's key file
+/// (a worker's home may hold a key no store here knows yet).
+fn show(
+    keys: &KeyDir,
+    store: &dyn vouch_store::IdentityStore,
+    name: &str,
+    only_key: bool,
+    json: bool,
+) -> Result<i32> {
+    vouch_identity::validate_name(name).map_err(identity_err)?;
+    let record = store.identity(name)?;
+    let file_key = if keys.exists(name) {
+        Some(keys.load(name).map_err(identity_err)?.public_key())
+    } else {
+        None
+    };
+    let Some(key) = record
+        .as_ref()
+        .map(|r| r.public_key.clone())
+        .or_else(|| file_key.clone())
+    else {
+        return Err(bad(format!(
+            "no identity `{name}` here (not in the store, no key file {}); make it with `vouch identity new {name}`",
+            keys.path(name).display()
+        )));
+    };
+    if only_key {
+        outln!("{key}");
+    } else if json {
+        outln!(
+            "{}",
+            json!({"name": name, "public_key": key, "in_store": record.is_some(), "key_file": file_key.is_some().then(|| keys.path(name))})
+        );
+    } else {
+        outln!("{name}  {key}");
+        outln!(
+            "{}; {}",
+            if record.is_some() {
+                "in the store"
+            } else {
+                "not in the store"
+            },
+            if file_key.is_some() {
+                "its key file is in this home"
+            } else {
+                "no key file in this home"
+            }
+        );
+    }
+    Ok(0)
 }
 
 /// Text from a diary body (a model's, a worker's) as people may see it: control and

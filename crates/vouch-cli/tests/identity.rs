@@ -651,3 +651,50 @@ fn racing_processes_make_one_identity() {
         .collect();
     assert_eq!(files.len(), 1, "no temporary key file is left");
 }
+
+/// Enrolment without secrets moving (§13.6.1): a worker's home makes the key and prints its
+/// public half; the host's home registers that alone. A taken name or a bad key is bad input
+/// (exit 2, naming it), and the host's home never holds the worker's key file.
+#[test]
+fn a_worker_key_made_in_its_own_home_is_added_to_the_host_by_its_public_key() {
+    let worker = Home::new("");
+    let host = Home::new("");
+    assert!(worker
+        .vouch(&["identity", "new", "far-1"], &[])
+        .status
+        .success());
+    let out = worker.vouch(&["identity", "show", "far-1", "--public-key"], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let key = stdout(&out).trim().to_string();
+    assert!(is_public_key(&key), "{key}");
+
+    let out = host.vouch(&["identity", "add", "far-1", "--public-key", &key], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), key);
+    let out = host.vouch(&["--json", "identity", "show", "far-1"], &[]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (
+            v["public_key"].as_str(),
+            v["in_store"].as_bool(),
+            v["key_file"].is_null()
+        ),
+        (Some(key.as_str()), Some(true), true),
+        "{v}"
+    );
+    assert!(!host.dir.join("identities/far-1.key").exists());
+
+    let again = host.vouch(&["identity", "add", "far-1", "--public-key", &key], &[]);
+    assert_eq!(again.status.code(), Some(2), "{}", stderr(&again));
+    assert!(stderr(&again).contains("far-1"), "{}", stderr(&again));
+    for (name, bad) in [
+        ("far-2", "ed25519:zz"),
+        ("far-2", "not a key"),
+        ("Bad Name", key.as_str()),
+    ] {
+        let o = host.vouch(&["identity", "add", name, "--public-key", bad], &[]);
+        assert_eq!(o.status.code(), Some(2), "{name} {bad}: {}", stderr(&o));
+    }
+    let missing = host.vouch(&["identity", "show", "nobody"], &[]);
+    assert_eq!(missing.status.code(), Some(2), "{}", stderr(&missing));
+}

@@ -225,8 +225,14 @@ fn claim_body(w: &vouch_identity::Identity) -> String {
     let policy = serde_json::json!({"profile": "default", "context": "autonomous"});
     let fingerprint =
         vouch_artifacts::content_id(vouch_core::canonical_json(&policy).unwrap().as_bytes());
-    let statement = serde_json::json!({"claim": {"claimant": w.name(), "task": null, "profile": "default", "policy_fingerprint": fingerprint, "at_ms": at_ms}});
-    serde_json::json!({"claimant": w.name(), "at_ms": at_ms, "signature": w.sign(&statement).unwrap()})
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nonce = format!(
+        "many-hosts-{}-{:08}",
+        std::process::id(),
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    let statement = serde_json::json!({"claim": {"claimant": w.name(), "task": null, "profile": "default", "policy_fingerprint": fingerprint, "at_ms": at_ms, "nonce": nonce}});
+    serde_json::json!({"claimant": w.name(), "at_ms": at_ms, "nonce": nonce, "signature": w.sign(&statement).unwrap()})
         .to_string()
 }
 

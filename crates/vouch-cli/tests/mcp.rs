@@ -193,3 +193,74 @@ fn the_python_sdk_drives_a_task_a_delivery_and_an_approval_over_http() {
     let r = json(&home, &["runs", "show", run2]);
     assert_eq!(r["run"]["outcome"], "succeeded", "{r}");
 }
+
+/// A long-lived `/mcp` session is no credential of its own: every request of it carries the
+/// bearer token and is checked again, so a token removed (by another process) stops working
+/// at the session's very next request.
+#[test]
+fn a_removed_token_stops_an_open_mcp_session_at_its_next_request() {
+    let (_tmp, home) = home();
+    let token = json(&home, &["token", "new", "laptop"])["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vouch"))
+        .arg("--home")
+        .arg(&home)
+        .args(["--json", "serve", "--http", "127.0.0.1:0"])
+        .env_remove("VOUCH_DATABASE_URL")
+        .env_remove("DBUS_SESSION_BUS_ADDRESS")
+        .env_remove("VOUCH_FOLDER_ROOT")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let _server = Killed(child);
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).unwrap();
+    let listening: Value = serde_json::from_str(&line).unwrap();
+    let url = format!("http://{}/mcp", listening["listening"].as_str().unwrap());
+    let mut session: Option<String> = None;
+    let mut post = |v: Value| -> (u16, String) {
+        let mut req = ureq::post(&url)
+            .set("Content-Type", "application/json")
+            .set("Accept", "application/json, text/event-stream")
+            .set("Authorization", &format!("Bearer {token}"));
+        if let Some(s) = &session {
+            req = req.set("Mcp-Session-Id", s);
+        }
+        match req.send_string(&v.to_string()) {
+            Ok(r) => {
+                if let Some(s) = r.header("mcp-session-id") {
+                    session = Some(s.to_string());
+                }
+                (r.status(), r.into_string().unwrap())
+            }
+            Err(ureq::Error::Status(c, r)) => (c, r.into_string().unwrap()),
+            Err(e) => panic!("{e}"),
+        }
+    };
+    let (code, body) = post(
+        serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-03-26", "capabilities": {},
+        "clientInfo": {"name": "revoked", "version": "0"}}}),
+    );
+    assert_eq!(code, 200, "{body}");
+    post(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let list = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "task_list", "arguments": {}}});
+    let (code, body) = post(list.clone());
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("\"result\""), "{body}");
+
+    let out = vouch(&home, &["token", "rm", "laptop"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (code, body) = post(list);
+    assert_eq!(code, 401, "{body}");
+    assert!(body.contains("\"code\":\"unauthorized\""), "{body}");
+}

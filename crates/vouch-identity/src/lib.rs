@@ -258,6 +258,62 @@ fn create_named(
     }
 }
 
+/// Why a public key cannot be enrolled: the name, the key, or a name already taken.
+#[derive(Debug, thiserror::Error)]
+pub enum EnrolError {
+    #[error(transparent)]
+    Name(IdentityError),
+    #[error(transparent)]
+    Key(VerifyError),
+    /// The store already has an identity of that name (with this key or another).
+    #[error("the store already has an identity named `{0}`; pick another name (a new key is a new identity)")]
+    Taken(String),
+    #[error(transparent)]
+    Store(StoreError),
+}
+
+/// Enrol a worker's public key made where the worker runs (§13.6.1): the host records the
+/// public half only; the secret never moves. `public_key` is `ed25519:` + 64 lowercase hex
+/// digits, or just the 64 hex digits. A taken name is refused and nothing changes.
+pub fn enrol(
+    store: &dyn IdentityStore,
+    name: &str,
+    public_key: &str,
+    now_ms: i64,
+) -> Result<IdentityRecord, EnrolError> {
+    validate_name(name).map_err(EnrolError::Name)?;
+    if name == HOST_IDENTITY {
+        return Err(EnrolError::Name(IdentityError::Reserved));
+    }
+    let text = public_key.trim();
+    let text = if text.starts_with(PUBLIC_KEY_PREFIX) {
+        text.to_string()
+    } else {
+        format!("{PUBLIC_KEY_PREFIX}{text}")
+    };
+    let key = parse_public_key(&text).map_err(|_| {
+        EnrolError::Key(VerifyError::BadPublicKey(
+            public_key.chars().take(80).collect(),
+        ))
+    })?;
+    let record = IdentityRecord {
+        name: name.to_string(),
+        public_key: public_key_string(&key),
+        created_ms: now_ms,
+    };
+    if store.identity(name).map_err(EnrolError::Store)?.is_some() {
+        return Err(EnrolError::Taken(name.to_string()));
+    }
+    match store.put_identity(&record) {
+        Ok(PutIdentity::Created) => Ok(record),
+        // Enrolled meanwhile by another request: taken all the same.
+        Ok(PutIdentity::Existing) | Err(StoreError::Conflict(_)) => {
+            Err(EnrolError::Taken(name.to_string()))
+        }
+        Err(e) => Err(EnrolError::Store(e)),
+    }
+}
+
 /// Load an identity from the home and check that the store records the same public key.
 pub fn load(
     keys: &KeyDir,

@@ -39,6 +39,7 @@ fn claims_and_reports_are_checked_with_the_stored_keys() {
     board.offer(&new_task("t1", 1, 1)).unwrap();
 
     let mut req = claim_req("worker-1", Some("t1"), 10);
+    req.nonce = Some("claim-nonce-00000001".into());
     refused(board.claim(&req), "an unsigned claim");
     req.signature = Some(sign_statement(&intruder, &claim_statement(&req).unwrap()).unwrap());
     refused(board.claim(&req), "a claim signed by another identity");
@@ -71,6 +72,10 @@ fn claims_and_reports_are_checked_with_the_stored_keys() {
         },
         signature: None,
         now_ms: 20,
+        stamp: Some(vouch_store::board::Stamp {
+            at_ms: 20,
+            nonce: "report-nonce-0000001".into(),
+        }),
     };
     let mut other = r.clone();
     other.kind = ReportKind::Accepted {
@@ -93,4 +98,9 @@ fn claims_and_reports_are_checked_with_the_stored_keys() {
     let done = board.report(&r).unwrap();
     assert_eq!(done.task.state, TaskState::Completed);
     assert_eq!(done.attempt.detail["report_signature"], json!(r.signature));
+    // The same signed report again is a replay: refused before the board looks at it.
+    match board.report(&r) {
+        Err(StoreError::Conflict(m)) => assert!(m.contains("already used"), "{m}"),
+        other => panic!("a replayed report must be refused, got {other:?}"),
+    }
 }

@@ -259,6 +259,7 @@ impl Board {
             tags: vec![],
             task_id: Some(task.to_string()),
             signature: None,
+            nonce: None,
             policy,
             now_ms: ctx.clock.now_ms(),
         };
@@ -293,6 +294,7 @@ impl Board {
             receipt,
             usage,
             signature: None,
+            stamp: None,
             now_ms: ctx.clock.now_ms(),
         };
         let Some(done) = conflict(self.store.report(&r))? else {

@@ -20,8 +20,8 @@ use std::time::Duration;
 use vouch_core::board::FailureClass;
 use vouch_core::board::TaskState;
 use vouch_store::board::{
-    claim_statement, report_statement, AttemptRef, BoardStore, Claim, ClaimRequest, Heartbeat,
-    Report, ReportKind, Reported, Usage,
+    claim_statement, fresh_nonce, heartbeat_statement, report_statement, AttemptRef, BoardStore,
+    Claim, ClaimRequest, Heartbeat, Report, ReportKind, Reported, Stamp, Usage,
 };
 use vouch_store::StoreError;
 
@@ -120,17 +120,36 @@ impl BoardClient for LocalBoard {
         Ok(())
     }
     fn claim(&self, mut req: ClaimRequest) -> Result<Option<Claim>, WorkerError> {
+        if self.signer.is_some() {
+            req.nonce = Some(fresh_nonce()?);
+        }
         req.signature = self.sign(claim_statement(&req))?;
         Ok(self.board.claim(&req)?)
     }
     fn heartbeat(&self, at: &AttemptRef, now_ms: i64) -> Result<Heartbeat, WorkerError> {
-        Ok(self.board.heartbeat(at, now_ms)?)
+        if self.signer.is_none() {
+            return Ok(self.board.heartbeat(at, now_ms)?);
+        }
+        let stamp = Stamp {
+            at_ms: now_ms,
+            nonce: fresh_nonce()?,
+        };
+        let signature = self.sign(heartbeat_statement(at, &stamp))?;
+        Ok(self
+            .board
+            .heartbeat_signed(at, now_ms, &stamp, signature.as_deref())?)
     }
     fn suspend(&self, at: &AttemptRef, run_id: &str, now_ms: i64) -> Result<(), WorkerError> {
         self.board.suspend(at, run_id, now_ms).map(|_| ())?;
         Ok(())
     }
     fn report(&self, mut r: Report) -> Result<Reported, WorkerError> {
+        if self.signer.is_some() {
+            r.stamp = Some(Stamp {
+                at_ms: r.now_ms,
+                nonce: fresh_nonce()?,
+            });
+        }
         r.signature = self.sign(report_statement(&r))?;
         let done = self.board.report(&r)?;
         // Acceptance is observed, not assumed: read the output back by its content id.
@@ -387,6 +406,7 @@ impl WorkerLoop {
             tags: c.tags.clone(),
             task_id: None,
             signature: None,
+            nonce: None,
             policy: profile.policy.clone(),
             now_ms: now,
         };
@@ -571,6 +591,7 @@ impl WorkerLoop {
             receipt,
             usage,
             signature: None,
+            stamp: None,
             now_ms: self.now(),
         };
         match self.client.report(report) {

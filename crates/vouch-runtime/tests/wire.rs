@@ -329,6 +329,7 @@ fn a_judge_is_told_the_criteria_and_reads_the_targets_accepted_output_through_a_
             receipt: None,
             usage: Default::default(),
             signature: None,
+            stamp: None,
             now_ms: 2,
         })
         .unwrap();
@@ -420,6 +421,7 @@ fn claim_req(claimant: &str, task_id: &str) -> ClaimRequest {
         tags: vec![],
         task_id: Some(task_id.into()),
         signature: None,
+        nonce: None,
         policy: json!({}),
         now_ms: 1,
     }

@@ -105,6 +105,8 @@ pub const ROUTES: &[(&str, &str, &[Scope])] = &[
     ("POST", "/api/schedules/{name}/run", &[P]),
     ("GET", "/api/doctor", &[P, R]),
     ("GET", "/api/host-key", &[P, R, W]),
+    ("GET", "/api/identities", &[A]),
+    ("POST", "/api/identities", &[A]),
     ("GET", "/api/tasks", &[P, R, W]),
     ("POST", "/api/tasks", &[P]),
     ("POST", "/api/tasks/claim-next", &[W]),

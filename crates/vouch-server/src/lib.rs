@@ -10,6 +10,7 @@ pub mod auth;
 pub mod console;
 pub mod dto;
 pub mod extract;
+pub mod identities;
 pub mod mcp;
 pub mod metrics;
 pub mod openapi;
@@ -150,6 +151,10 @@ pub fn router(state: AppState) -> Router {
         .route("/api/schedules/{name}/run", post(api::run_schedule_now))
         .route("/api/doctor", get(api::doctor))
         .route("/api/host-key", get(api::host_key))
+        .route(
+            "/api/identities",
+            get(identities::list).post(identities::enrol),
+        )
         .route("/api/tasks/{id}", get(tasks::get_task))
         .route("/api/tasks/{id}/cancel", post(tasks::cancel_task))
         // The board's workers and artifacts (§13), and MCP: one block.

@@ -5,7 +5,7 @@
 //!   cancel, and artifacts — the same operations as the HTTP routes (`work`), so a claim or a
 //!   report is refused unless signed by the claimant's key. `vouch mcp --name NAME` holds a
 //!   worker identity's key file and signs for the agent on its stdio; over HTTP the client
-//!   passes `signature` (and `at_ms` for a claim) itself, as on the routes.
+//!   passes `signature`, `at_ms` and `nonce` itself, as on the routes.
 //! - for any agent, the host's own tools: `declare` a manifest, perform an item with its verb tool (`save`, `send`, …), `clarify`
 //!   (the one question), `finish`, `run_status` and `receipt`. Each is one turn of a run the
 //!   agent drives (`Host::external_call`), through the same code as the host's own model
@@ -28,8 +28,8 @@ use vouch_identity::Identity;
 use vouch_runtime::host::{external_model, ExternalReply};
 use vouch_runtime::{RunEnd, RunSpec};
 use vouch_store::board::{
-    claim_statement, report_statement, AttemptRef, ClaimRequest, Report, ReportKind, TaskFilter,
-    Usage,
+    artifact_statement, claim_statement, fresh_nonce, heartbeat_statement, report_statement,
+    AttemptRef, ClaimRequest, Report, ReportKind, Stamp, TaskFilter, Usage,
 };
 
 /// Instructions every client shows its model.
@@ -72,7 +72,9 @@ pub fn tools() -> Vec<Tool> {
         "attempt": {"type": "integer", "minimum": 1, "description": "attempt number (from the claim)"},
         "epoch": {"type": "integer", "description": "lease epoch (from the claim)"},
         "claimant": {"type": "string", "description": "the worker identity (default: this server's)"},
-        "signature": {"type": "string", "description": "Ed25519 signature of the report statement (§13.6.2); signed for you when this server holds the worker's key"},
+        "at_ms": {"type": "integer", "description": "your clock, within 60 s of the host's (needed with your own signature)"},
+        "nonce": {"type": "string", "pattern": "^[A-Za-z0-9_-]{16,64}$", "description": "fresh per statement (needed with your own signature); a nonce used before is refused"},
+        "signature": {"type": "string", "description": "Ed25519 signature of the statement (§13.6.2): the heartbeat, report or artifact statement of the tool; signed for you when this server holds the worker's key"},
     });
     let usage = json!({"type": "object", "description": "without `run`: what the attempt cost, by your own count", "properties": {
         "turns": {"type": "integer", "minimum": 0}, "tokens": {"type": "integer", "minimum": 0},
@@ -110,6 +112,7 @@ pub fn tools() -> Vec<Tool> {
             "types": {"type": "array", "items": {"type": "string"}},
             "tags": {"type": "array", "items": {"type": "string"}},
             "at_ms": {"type": "integer", "description": "your clock (needed with your own signature)"},
+            "nonce": {"type": "string", "pattern": "^[A-Za-z0-9_-]{16,64}$", "description": "fresh per statement (needed with your own signature)"},
             "signature": {"type": "string"},
         }), &[])),
         tool("task_heartbeat", "Keep your attempt's lease; answers cancelled: true when the owner cancelled the task (stop then).", with(json!({}), &["task", "attempt", "epoch"])),
@@ -287,12 +290,39 @@ impl VouchMcp {
         })
     }
 
+    /// The statement's clock and nonce: given with the caller's own signature, else this
+    /// server's clock and a fresh nonce when it signs for the caller.
+    fn stamp(&self, args: &Value) -> ApiResult<Stamp> {
+        let own = opt_text(args, "signature").is_some();
+        let at_ms =
+            match (args.get("at_ms").and_then(Value::as_i64), own) {
+                (Some(t), _) => t,
+                (None, false) => self.state.host.clock.now_ms(),
+                (None, true) => return Err(ApiError::field(
+                    "at_ms",
+                    "`at_ms` (your clock, ms since the epoch) is required with your own signature",
+                )),
+            };
+        let nonce = match (opt_text(args, "nonce"), own) {
+            (Some(n), _) => n,
+            (None, false) => fresh_nonce()?,
+            (None, true) => {
+                return Err(ApiError::field(
+                    "nonce",
+                    "`nonce` (fresh per statement) is required with your own signature",
+                ))
+            }
+        };
+        Ok(Stamp { at_ms, nonce })
+    }
+
     fn report_signature(
         &self,
         args: &Value,
         at: &AttemptRef,
         kind: ReportKind,
         run: Option<String>,
+        stamp: &Stamp,
     ) -> ApiResult<String> {
         let statement = report_statement(&Report {
             attempt: at.clone(),
@@ -302,6 +332,7 @@ impl VouchMcp {
             usage: Usage::default(),
             signature: None,
             now_ms: 0,
+            stamp: Some(stamp.clone()),
         })?;
         self.signature(args, &at.claimant, &statement)
     }
@@ -438,10 +469,7 @@ impl VouchMcp {
             "task_claim" => {
                 let claimant = self.claimant(args)?;
                 let profile = opt_text(args, "profile").unwrap_or_else(|| "default".into());
-                let at_ms = match args.get("at_ms").and_then(Value::as_i64) {
-                    Some(t) => t,
-                    None => s.host.clock.now_ms(),
-                };
+                let stamp = self.stamp(args)?;
                 let types: Vec<String> = args_of(args.get("types").unwrap_or(&json!([])))?;
                 let tags: Vec<String> = args_of(args.get("tags").unwrap_or(&json!([])))?;
                 let policy = json!({"profile": profile, "context": "autonomous"});
@@ -455,7 +483,8 @@ impl VouchMcp {
                     task_id: None,
                     signature: None,
                     policy: policy.clone(),
-                    now_ms: at_ms,
+                    now_ms: stamp.at_ms,
+                    nonce: Some(stamp.nonce.clone()),
                 })?;
                 let signature = self.signature(args, &claimant, &statement)?;
                 let r = work::claim_next(
@@ -467,7 +496,8 @@ impl VouchMcp {
                         types,
                         tags,
                         policy: Some(policy),
-                        at_ms,
+                        at_ms: stamp.at_ms,
+                        nonce: stamp.nonce,
                         signature,
                     },
                 )?;
@@ -475,6 +505,9 @@ impl VouchMcp {
             }
             "task_heartbeat" => {
                 let at = self.attempt(args)?;
+                let stamp = self.stamp(args)?;
+                let statement = heartbeat_statement(&at, &stamp)?;
+                let signature = self.signature(args, &at.claimant, &statement)?;
                 let r = work::heartbeat(
                     s,
                     &at.task_id,
@@ -482,12 +515,16 @@ impl VouchMcp {
                     &HeartbeatBody {
                         claimant: at.claimant.clone(),
                         epoch: at.epoch,
+                        at_ms: stamp.at_ms,
+                        nonce: stamp.nonce,
+                        signature,
                     },
                 )?;
                 to_value(&r)
             }
             "task_submit" => {
                 let at = self.attempt(args)?;
+                let stamp = self.stamp(args)?;
                 let result = args.get("result").cloned().unwrap_or(Value::Null);
                 let run = opt_text(args, "run");
                 let signature = self.report_signature(
@@ -499,6 +536,7 @@ impl VouchMcp {
                         verdict: None,
                     },
                     run.clone(),
+                    &stamp,
                 )?;
                 let r = work::submit(
                     s,
@@ -511,6 +549,8 @@ impl VouchMcp {
                         self_assessment: args.get("self_assessment").cloned(),
                         run,
                         usage: usage_arg(args)?,
+                        at_ms: stamp.at_ms,
+                        nonce: stamp.nonce,
                         signature,
                     },
                 )?;
@@ -518,6 +558,7 @@ impl VouchMcp {
             }
             "task_fail" => {
                 let at = self.attempt(args)?;
+                let stamp = self.stamp(args)?;
                 let run = opt_text(args, "run");
                 let retryable = args
                     .get("retryable")
@@ -533,6 +574,7 @@ impl VouchMcp {
                         class: None,
                     },
                     run.clone(),
+                    &stamp,
                 )?;
                 let r = work::fail(
                     s,
@@ -554,6 +596,8 @@ impl VouchMcp {
                                 )
                             })?),
                         },
+                        at_ms: stamp.at_ms,
+                        nonce: stamp.nonce,
                         signature,
                     },
                 )?;
@@ -561,6 +605,7 @@ impl VouchMcp {
             }
             "task_abort" => {
                 let at = self.attempt(args)?;
+                let stamp = self.stamp(args)?;
                 let reason = text(args, "reason")?;
                 let signature = self.report_signature(
                     args,
@@ -569,6 +614,7 @@ impl VouchMcp {
                         reason: reason.clone(),
                     },
                     None,
+                    &stamp,
                 )?;
                 let r = work::abort(
                     s,
@@ -578,6 +624,8 @@ impl VouchMcp {
                         claimant: at.claimant.clone(),
                         epoch: at.epoch,
                         reason,
+                        at_ms: stamp.at_ms,
+                        nonce: stamp.nonce,
                         signature,
                     },
                 )?;
@@ -620,7 +668,16 @@ impl VouchMcp {
                     ));
                 }
                 let cid = vouch_artifacts::content_id(&bytes);
-                to_value(&work::put_artifact(s, &cid, &at, &bytes)?)
+                let stamp = self.stamp(args)?;
+                let statement = artifact_statement(&cid, &at, &stamp)?;
+                let signature = self.signature(args, &at.claimant, &statement)?;
+                to_value(&work::put_artifact(
+                    s,
+                    &cid,
+                    &at,
+                    (&stamp, &signature),
+                    &bytes,
+                )?)
             }
             "artifact_get" => {
                 let cid = id(args, "cid")?;

@@ -2,7 +2,7 @@
 //! committed copy (`crates/vouch-server/openapi.json`) is checked against it by a test, so a
 //! change to the API shows in review.
 
-use crate::{api, console, dto, metrics, problem, sse, tasks, work};
+use crate::{api, console, dto, identities, metrics, problem, sse, tasks, work};
 use axum::Json;
 use serde_json::Value;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -38,6 +38,7 @@ impl Modify for BearerAuth {
         tasks::offer_task, tasks::claim_next, tasks::heartbeat, tasks::submit, tasks::fail,
         tasks::abort, tasks::put_artifact, tasks::get_artifact,
         console::measures::api,
+        identities::enrol, identities::list,
         document, metrics::render,
     ),
     components(schemas(
@@ -49,6 +50,7 @@ impl Modify for BearerAuth {
         work::HeartbeatBody, work::HeartbeatResult, work::SubmitBody, work::FailBody,
         work::AbortBody, work::ReportResult, work::ArtifactPut,
         tasks::TaskDetail, console::measures::MeasuresBody,
+        identities::NewIdentity, identities::IdentityBody,
     )),
     modifiers(&BearerAuth),
     security(("bearer" = [])),

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use utoipa::ToSchema;
 use vouch_core::board::TaskState;
 use vouch_runtime::offer::TaskOffer;
-use vouch_store::board::AttemptRef;
+use vouch_store::board::{AttemptRef, Stamp};
 use vouch_store::board::{BoardStore, TaskFilter};
 
 /// Tasks one page lists at most.
@@ -259,7 +259,8 @@ pub const CLAIM_WAIT_S_MAX: usize = 20;
         (status = 200, body = ClaimResult),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json", description = "bad_signature: not signed by the claimant's key"),
-        (status = 422, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json", description = "replayed: the claimant used this nonce before"),
+        (status = 422, body = Problem, content_type = "application/problem+json", description = "at_ms too far from the host's clock, or a malformed nonce"),
     ))]
 pub async fn claim_next(
     State(s): State<AppState>,
@@ -270,12 +271,14 @@ pub async fn claim_next(
     caller.acts_as(&body.claimant)?;
     let wait = std::time::Duration::from_secs(q.number("wait_s", 0, 0, CLAIM_WAIT_S_MAX)? as u64);
     let until = tokio::time::Instant::now() + wait;
-    let body = Arc::new(body);
+    // Checked once (its nonce is spent once); every look of a long poll claims with it.
+    let st = s.clone();
+    let req = Arc::new(blocking(move || work::signed_claim(&st, &body)).await?);
     // Subscribed before the first try: an offer between the try and the wait still wakes it.
     let mut woken = s.wakeups.subscribe();
     loop {
-        let (st, b) = (s.clone(), body.clone());
-        let claimed = blocking(move || work::claim_next(&st, &b)).await?;
+        let (st, r) = (s.clone(), req.clone());
+        let claimed = blocking(move || work::claim_checked(&st, &r)).await?;
         let left = until.saturating_duration_since(tokio::time::Instant::now());
         if claimed.claimed || left.is_zero() {
             return Ok(Json(claimed));
@@ -297,8 +300,10 @@ pub async fn claim_next(
     responses(
         (status = 200, body = HeartbeatResult),
         (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json", description = "bad_signature: not signed by the claimant's key"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
-        (status = 409, body = Problem, content_type = "application/problem+json", description = "refused: not the live claimant, or the attempt ended"),
+        (status = 409, body = Problem, content_type = "application/problem+json", description = "refused: not the live claimant, or the attempt ended; replayed: the claimant used this nonce before"),
+        (status = 422, body = Problem, content_type = "application/problem+json", description = "at_ms too far from the host's clock, or a malformed nonce"),
     ))]
 pub async fn heartbeat(
     State(s): State<AppState>,
@@ -320,7 +325,7 @@ pub async fn heartbeat(
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
-        (status = 409, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json", description = "refused: not the live claimant, or the attempt ended; replayed: the claimant used this nonce before"),
         (status = 422, body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn submit(
@@ -342,7 +347,7 @@ pub async fn submit(
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
-        (status = 409, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json", description = "refused: not the live claimant, or the attempt ended; replayed: the claimant used this nonce before"),
         (status = 422, body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn fail(
@@ -364,7 +369,7 @@ pub async fn fail(
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
-        (status = 409, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json", description = "refused: not the live claimant, or the attempt ended; replayed: the claimant used this nonce before"),
         (status = 422, body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn abort(
@@ -386,13 +391,17 @@ pub async fn abort(
         ("attempt" = u32, Query, minimum = 1, description = "the attempt number"),
         ("claimant" = String, Query, min_length = 1, description = "the attempt's claimant"),
         ("epoch" = i64, Query, description = "the lease epoch"),
+        ("at_ms" = i64, Query, description = "the claimant's clock, within 60 s of the host's"),
+        ("nonce" = String, Query, pattern = "^[A-Za-z0-9_-]{16,64}$", description = "fresh per statement; a nonce used before is refused (409 replayed)"),
+        ("signature" = String, Query, description = "the claimant's Ed25519 signature over the canonical JSON of {\"artifact\": {\"cid\", \"task\", \"attempt\", \"claimant\", \"epoch\", \"at_ms\", \"nonce\"}}"),
     ),
     request_body(content = Vec<u8>, content_type = "application/octet-stream"),
     responses(
         (status = 201, body = ArtifactPut),
         (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json", description = "bad_signature: not signed by the claimant's key"),
         (status = 404, body = Problem, content_type = "application/problem+json", description = "no such task or attempt"),
-        (status = 409, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json", description = "refused: not the live claimant, or the attempt ended; replayed: the claimant used this nonce before"),
         (status = 413, body = Problem, content_type = "application/problem+json"),
         (status = 422, body = Problem, content_type = "application/problem+json"),
     ))]
@@ -425,6 +434,13 @@ pub async fn put_artifact(
             "give `attempt` of the live attempt in the query",
         ));
     }
+    let stamp = Stamp {
+        at_ms: text("at_ms")?
+            .parse()
+            .map_err(|_| ApiError::field("at_ms", "`at_ms` must be a whole number"))?,
+        nonce: text("nonce")?,
+    };
+    let signature = text("signature")?;
     caller.acts_as(&at.claimant)?;
     let max = work::artifact_bytes_max(&s);
     let bytes = axum::body::to_bytes(body, usize::try_from(max).unwrap_or(usize::MAX))
@@ -439,7 +455,7 @@ pub async fn put_artifact(
             )
         })?;
     blocking(move || {
-        let put = work::put_artifact(&s, &cid, &at, &bytes)?;
+        let put = work::put_artifact(&s, &cid, &at, (&stamp, &signature), &bytes)?;
         Ok((StatusCode::CREATED, Json(put)).into_response())
     })
     .await

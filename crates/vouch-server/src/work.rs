@@ -15,13 +15,13 @@ use utoipa::ToSchema;
 use vouch_artifacts::{ArtifactError, ArtifactStore};
 use vouch_runtime::host::TaskTypes;
 use vouch_store::board::{
-    claim_statement, content_id, report_statement, AttemptRef, BoardStore, ClaimRequest, Report,
-    ReportKind, SignatureVerifier, Usage, Verified,
+    artifact_statement, claim_statement, content_id, heartbeat_statement, report_statement,
+    AttemptRef, BoardStore, ClaimRequest, Report, ReportKind, SignatureVerifier, Stamp, Usage,
 };
 use vouch_store::{IdentityStore, StoreError};
 
-/// How far a claim's `at_ms` may be from the host's clock (the claim is signed over it).
-pub const CLAIM_SKEW_MS_MAX: i64 = 60_000;
+/// How far a signed statement's `at_ms` may be from the host's clock (it is signed over it).
+pub const CLAIM_SKEW_MS_MAX: i64 = vouch_store::board::STATEMENT_SKEW_MS_MAX;
 /// A failure or abort reason's length at most, in characters.
 pub const REASON_CHARS_MAX: usize = 4096;
 
@@ -80,8 +80,11 @@ pub struct ClaimBody {
     pub policy: Option<Value>,
     /// The claimant's clock, in milliseconds since the epoch; within 60 s of the host's.
     pub at_ms: i64,
+    /// Fresh per statement: 16–64 characters of `A–Z a–z 0–9 _ -`; a nonce the claimant used
+    /// before is refused (409 `replayed`).
+    pub nonce: String,
     /// Ed25519 signature (128 hex digits) over the canonical JSON of `{"claim": {"claimant",
-    /// "task": null, "profile", "policy_fingerprint", "at_ms"}}` (§13.6.2).
+    /// "task": null, "profile", "policy_fingerprint", "at_ms", "nonce"}}` (§13.6.2).
     pub signature: String,
 }
 
@@ -96,6 +99,12 @@ pub struct HeartbeatBody {
     pub claimant: String,
     /// The lease epoch the claim answered.
     pub epoch: i64,
+    /// The claimant's clock (within 60 s of the host's) and a fresh nonce, as on a claim.
+    pub at_ms: i64,
+    pub nonce: String,
+    /// Signature over the canonical JSON of `{"heartbeat": {"task", "attempt", "claimant",
+    /// "epoch", "at_ms", "nonce"}}` (§13.6.2).
+    pub signature: String,
 }
 
 /// The attempt's result, validated against the task type's output schema.
@@ -120,8 +129,12 @@ pub struct SubmitBody {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub usage: Option<Usage>,
+    /// The claimant's clock (within 60 s of the host's) and a fresh nonce, as on a claim.
+    pub at_ms: i64,
+    pub nonce: String,
     /// Signature over the canonical JSON of `{"report": {"task", "attempt", "claimant",
-    /// "epoch", "outcome": "accepted", "output": CID of the result, "run"}}`.
+    /// "epoch", "outcome": "accepted", "output": CID of the result, "run", "at_ms",
+    /// "nonce"}}`.
     pub signature: String,
 }
 
@@ -144,6 +157,8 @@ pub struct FailBody {
     #[serde(default)]
     #[schema(value_type = Option<String>)]
     pub class: Option<vouch_core::board::FailureClass>,
+    pub at_ms: i64,
+    pub nonce: String,
     /// Signature over the report statement with `"outcome": "failed"`, `"output": null`.
     pub signature: String,
 }
@@ -155,6 +170,8 @@ pub struct AbortBody {
     pub claimant: String,
     pub epoch: i64,
     pub reason: String,
+    pub at_ms: i64,
+    pub nonce: String,
     /// Signature over the report statement with `"outcome": "aborted"`, `"output": null`,
     /// `"run": null`.
     pub signature: String,
@@ -233,14 +250,51 @@ impl SignatureVerifier for Keys {
     }
 }
 
-/// The board that refuses unsigned or badly signed claims and reports, and the verifier.
+/// The board and the verifier of its workers' statements. Every operation here checks the
+/// signature (`check_signature`) and the stamp (`fresh`) itself before it writes, once.
 fn verified(s: &AppState) -> ApiResult<(Arc<dyn BoardStore>, Arc<dyn SignatureVerifier>)> {
     let verifier: Arc<dyn SignatureVerifier> = Arc::new(Keys(identities(s)?));
-    let board: Arc<dyn BoardStore> = Arc::new(Verified {
-        inner: board_of(s)?,
-        verifier: verifier.clone(),
-    });
-    Ok((board, verifier))
+    Ok((board_of(s)?, verifier))
+}
+
+/// The freshness and replay check of a signed worker statement (§13.6.3), after its
+/// signature verified: `at_ms` within 60 s of the host's clock (else 422 naming `at_ms`), a
+/// well-formed nonce (else 422 naming `nonce`) the identity never used before (else 409
+/// `replayed`). The nonce is spent in the store, so every host on one database agrees.
+pub fn fresh(s: &AppState, identity: &str, at_ms: i64, nonce: &str) -> ApiResult<()> {
+    let stamp = Stamp {
+        at_ms,
+        nonce: nonce.to_string(),
+    };
+    let now = s.host.clock.now_ms();
+    vouch_store::board::spend_stamp(&*board_of(s)?, identity, &stamp, now).map_err(stamp_err)
+}
+
+fn stamp_err(e: vouch_store::board::StampError) -> ApiError {
+    use vouch_store::board::StampError;
+    match e {
+        StampError::Stale { .. } => ApiError::field("at_ms", e.to_string()),
+        StampError::BadNonce => ApiError::field("nonce", e.to_string()),
+        StampError::Replayed { .. } => {
+            ApiError::new(StatusCode::CONFLICT, "replayed", e.to_string()).with_field("nonce")
+        }
+        StampError::Store(e) => e.into(),
+    }
+}
+
+/// A statement's stamp's shape (clock, nonce), its signature, then the nonce spent: an
+/// unsigned request spends no nonce.
+fn signed_fresh(
+    s: &AppState,
+    verifier: &dyn SignatureVerifier,
+    who: &str,
+    statement: &str,
+    signature: &str,
+    stamp: &Stamp,
+) -> ApiResult<()> {
+    vouch_store::board::check_stamp(stamp, s.host.clock.now_ms()).map_err(stamp_err)?;
+    check_signature(verifier, who, statement, signature)?;
+    fresh(s, who, stamp.at_ms, &stamp.nonce)
 }
 
 /// A signature that does not verify: 403 `bad_signature`, naming the statement to sign.
@@ -381,20 +435,16 @@ pub fn offer(
 
 /// Claim the oldest claimable task for this worker (§13.2), after a sweep of the board.
 pub fn claim_next(s: &AppState, b: &ClaimBody) -> ApiResult<ClaimResult> {
+    let req = signed_claim(s, b)?;
+    claim_checked(s, &req)
+}
+
+/// A claim's request once its signature and stamp are checked (its nonce is spent: a long
+/// poll claims with the request again, not with the body).
+pub fn signed_claim(s: &AppState, b: &ClaimBody) -> ApiResult<ClaimRequest> {
     nonempty("claimant", &b.claimant)?;
     nonempty("profile", &b.profile)?;
-    let now = s.host.clock.now_ms();
-    if b.at_ms.abs_diff(now) > CLAIM_SKEW_MS_MAX.unsigned_abs() {
-        return Err(ApiError::field(
-            "at_ms",
-            format!(
-                "`at_ms` {} is more than {} s from the host's clock ({now}); check the worker's clock",
-                b.at_ms,
-                CLAIM_SKEW_MS_MAX / 1000
-            ),
-        ));
-    }
-    let (board, verifier) = verified(s)?;
+    let (_, verifier) = verified(s)?;
     let policy = b
         .policy
         .clone()
@@ -410,14 +460,28 @@ pub fn claim_next(s: &AppState, b: &ClaimBody) -> ApiResult<ClaimResult> {
         signature: None,
         policy,
         now_ms: b.at_ms,
+        nonce: Some(b.nonce.clone()),
     };
-    check_signature(
+    let stamp = Stamp {
+        at_ms: b.at_ms,
+        nonce: b.nonce.clone(),
+    };
+    signed_fresh(
+        s,
         verifier.as_ref(),
         &b.claimant,
         &claim_statement(&req)?,
         &b.signature,
+        &stamp,
     )?;
     req.signature = Some(b.signature.clone());
+    Ok(req)
+}
+
+/// Claim with a checked request (`signed_claim`).
+pub fn claim_checked(s: &AppState, req: &ClaimRequest) -> ApiResult<ClaimResult> {
+    let board = board_of(s)?;
+    let now = s.host.clock.now_ms();
     // Orphaned attempts, passed deadlines and satisfied conditions first, as every worker does;
     // a sweep that loses a race is done by the next one, and one running elsewhere (fenced
     // across hosts) does this one's work.
@@ -428,7 +492,7 @@ pub fn claim_next(s: &AppState, b: &ClaimBody) -> ApiResult<ClaimResult> {
         tracing::warn!(error = %e, "charging ended attempts failed");
     }
     let started = std::time::Instant::now();
-    let claim = board.claim(&req).map_err(board_err);
+    let claim = board.claim(req).map_err(board_err);
     s.metrics.claim_latency.observe(started.elapsed());
     Ok(match claim? {
         None => ClaimResult {
@@ -446,6 +510,7 @@ pub fn claim_next(s: &AppState, b: &ClaimBody) -> ApiResult<ClaimResult> {
     })
 }
 
+/// Keep the lease of a live attempt, signed by its claimant (§13.3).
 pub fn heartbeat(
     s: &AppState,
     task: &str,
@@ -453,7 +518,20 @@ pub fn heartbeat(
     b: &HeartbeatBody,
 ) -> ApiResult<HeartbeatResult> {
     let at = attempt_ref(task, n, &b.claimant, b.epoch)?;
-    let h = board_of(s)?
+    let (board, verifier) = verified(s)?;
+    let stamp = Stamp {
+        at_ms: b.at_ms,
+        nonce: b.nonce.clone(),
+    };
+    signed_fresh(
+        s,
+        verifier.as_ref(),
+        &b.claimant,
+        &heartbeat_statement(&at, &stamp)?,
+        &b.signature,
+        &stamp,
+    )?;
+    let h = board
         .heartbeat(&at, s.host.clock.now_ms())
         .map_err(board_err)?;
     Ok(HeartbeatResult {
@@ -496,6 +574,7 @@ fn live_claimant(
 pub fn submit(s: &AppState, task: &str, n: u32, b: &SubmitBody) -> ApiResult<ReportResult> {
     let at = attempt_ref(task, n, &b.claimant, b.epoch)?;
     let (board, verifier) = verified(s)?;
+    let stamp = submission_signed(s, verifier.as_ref(), &at, b)?;
     let t = live_claimant(board.as_ref(), &at)?;
     let ty = s.work.types.get(&t.kind).ok_or_else(|| {
         ApiError::new(
@@ -541,13 +620,8 @@ pub fn submit(s: &AppState, task: &str, n: u32, b: &SubmitBody) -> ApiResult<Rep
         usage,
         signature: Some(b.signature.clone()),
         now_ms: s.host.clock.now_ms(),
+        stamp: Some(stamp),
     };
-    check_signature(
-        verifier.as_ref(),
-        &b.claimant,
-        &report_statement(&report)?,
-        &b.signature,
-    )?;
     let done = board.report(&report).map_err(board_err)?;
     // Acceptance is observed, not assumed: read the output back by its content id.
     if let Some(id) = &done.task.result_id {
@@ -558,6 +632,36 @@ pub fn submit(s: &AppState, task: &str, n: u32, b: &SubmitBody) -> ApiResult<Rep
         }
     }
     reported(done)
+}
+
+/// A submission is signed and fresh before anything else: an unsigned or replayed one costs
+/// no repair. Its statement names the result's content id, not the host's verdict on it.
+fn submission_signed(
+    s: &AppState,
+    verifier: &dyn SignatureVerifier,
+    at: &AttemptRef,
+    b: &SubmitBody,
+) -> ApiResult<Stamp> {
+    let stamp = Stamp {
+        at_ms: b.at_ms,
+        nonce: b.nonce.clone(),
+    };
+    let statement = report_statement(&Report {
+        attempt: at.clone(),
+        kind: ReportKind::Accepted {
+            result: b.result.clone(),
+            self_assessment: None,
+            verdict: None,
+        },
+        run_id: b.run.clone(),
+        receipt: None,
+        usage: Usage::default(),
+        signature: None,
+        now_ms: 0,
+        stamp: Some(stamp.clone()),
+    })?;
+    signed_fresh(s, verifier, &b.claimant, &statement, &b.signature, &stamp)?;
+    Ok(stamp)
 }
 
 /// A malformed result is 422 naming its paths; a submission after the repairs are spent is
@@ -608,14 +712,12 @@ pub fn fail(s: &AppState, task: &str, n: u32, b: &FailBody) -> ApiResult<ReportR
         usage,
         signature: Some(b.signature.clone()),
         now_ms: s.host.clock.now_ms(),
+        stamp: Some(Stamp {
+            at_ms: b.at_ms,
+            nonce: b.nonce.clone(),
+        }),
     };
-    check_signature(
-        verifier.as_ref(),
-        &b.claimant,
-        &report_statement(&report)?,
-        &b.signature,
-    )?;
-    reported(board.report(&report).map_err(board_err)?)
+    report_signed(s, board.as_ref(), verifier.as_ref(), &report, &b.signature)
 }
 
 pub fn abort(s: &AppState, task: &str, n: u32, b: &AbortBody) -> ApiResult<ReportResult> {
@@ -630,14 +732,30 @@ pub fn abort(s: &AppState, task: &str, n: u32, b: &AbortBody) -> ApiResult<Repor
         usage: Usage::default(),
         signature: Some(b.signature.clone()),
         now_ms: s.host.clock.now_ms(),
+        stamp: Some(Stamp {
+            at_ms: b.at_ms,
+            nonce: b.nonce.clone(),
+        }),
     };
-    check_signature(
-        verifier.as_ref(),
-        &b.claimant,
-        &report_statement(&report)?,
-        &b.signature,
-    )?;
-    reported(board.report(&report).map_err(board_err)?)
+    report_signed(s, board.as_ref(), verifier.as_ref(), &report, &b.signature)
+}
+
+/// A failure or abort: signed and fresh, then reported.
+fn report_signed(
+    s: &AppState,
+    board: &dyn BoardStore,
+    verifier: &dyn SignatureVerifier,
+    report: &Report,
+    signature: &str,
+) -> ApiResult<ReportResult> {
+    let stamp = report
+        .stamp
+        .as_ref()
+        .ok_or_else(|| ApiError::internal("a worker's report without its stamp"))?;
+    let who = &report.attempt.claimant;
+    let statement = report_statement(report)?;
+    signed_fresh(s, verifier, who, &statement, signature, stamp)?;
+    reported(board.report(report).map_err(board_err)?)
 }
 
 fn artifacts(s: &AppState) -> ApiResult<Arc<dyn ArtifactStore>> {
@@ -663,17 +781,29 @@ pub fn artifact_bytes_max(s: &AppState) -> u64 {
     s.work.artifact_bytes_max
 }
 
-/// Store an output artifact of a live attempt (§13.5): only its claimant may, and the bytes
-/// must hash to the content id named.
+/// Store an output artifact of a live attempt (§13.5): only its claimant may, signing the
+/// artifact statement, and the bytes must hash to the content id named.
 pub fn put_artifact(
     s: &AppState,
     cid: &str,
     at: &AttemptRef,
+    signed: (&Stamp, &str),
     bytes: &[u8],
 ) -> ApiResult<ArtifactPut> {
     vouch_artifacts::parse_cid(cid).map_err(artifact_err)?;
     let store = artifacts(s)?;
-    live_claimant(board_of(s)?.as_ref(), at)?;
+    let (board, verifier) = verified(s)?;
+    let (stamp, signature) = signed;
+    let statement = artifact_statement(cid, at, stamp)?;
+    signed_fresh(
+        s,
+        verifier.as_ref(),
+        &at.claimant,
+        &statement,
+        signature,
+        stamp,
+    )?;
+    live_claimant(board.as_ref(), at)?;
     let found = vouch_artifacts::content_id(bytes);
     if found != cid {
         return Err(ApiError::field(

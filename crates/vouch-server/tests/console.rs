@@ -462,6 +462,7 @@ fn a_threads_page_lists_its_tasks_in_order() {
             receipt: None,
             usage: Usage::default(),
             signature: None,
+            stamp: None,
             now_ms: T0 + 20,
         })
         .unwrap();

@@ -1325,30 +1325,73 @@ fn now_ms() -> i64 {
     SystemClock.now_ms()
 }
 
+/// A fresh nonce for each signed statement of a test (§13.6.3).
+fn nonce() -> String {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("nonce-{}-{n:08}", std::process::id())
+}
+
 /// The claim a worker signs, written out as the contract documents it (§13.6.2).
 fn claim_body(w: &vouch_identity::Identity, at_ms: i64) -> Value {
     let policy = json!({"profile": "default", "context": "autonomous"});
     let fingerprint =
         vouch_artifacts::content_id(vouch_core::canonical_json(&policy).unwrap().as_bytes());
-    let statement = json!({"claim": {"claimant": w.name(), "task": null, "profile": "default", "policy_fingerprint": fingerprint, "at_ms": at_ms}});
-    json!({"claimant": w.name(), "at_ms": at_ms, "signature": w.sign(&statement).unwrap()})
+    let nonce = nonce();
+    let statement = json!({"claim": {"claimant": w.name(), "task": null, "profile": "default", "policy_fingerprint": fingerprint, "at_ms": at_ms, "nonce": nonce}});
+    json!({"claimant": w.name(), "at_ms": at_ms, "nonce": nonce, "signature": w.sign(&statement).unwrap()})
 }
 
-/// A report statement signed by `w` (§13.6.2).
-fn report_sig(
+/// `body` with the report statement signed by `w` (§13.6.2): `at_ms`, `nonce`, `signature`.
+fn signed_report(
     w: &vouch_identity::Identity,
     task: &str,
     n: u32,
     epoch: i64,
     outcome: &str,
     output: Option<&Value>,
-) -> String {
+    mut body: Value,
+) -> Value {
     let output = output
         .map(|r| vouch_artifacts::json_content_id(r).unwrap())
         .map(Value::from)
         .unwrap_or(Value::Null);
-    w.sign(&json!({"report": {"task": task, "attempt": n, "claimant": w.name(), "epoch": epoch, "outcome": outcome, "output": output, "run": null}}))
-        .unwrap()
+    let (at_ms, nonce) = (now_ms(), nonce());
+    let run = body.get("run").cloned().unwrap_or(Value::Null);
+    let sig = w
+        .sign(&json!({"report": {"task": task, "attempt": n, "claimant": w.name(), "epoch": epoch, "outcome": outcome, "output": output, "run": run, "at_ms": at_ms, "nonce": nonce}}))
+        .unwrap();
+    body["at_ms"] = json!(at_ms);
+    body["nonce"] = json!(nonce);
+    body["signature"] = json!(sig);
+    body
+}
+
+/// A heartbeat signed by `w` as the claimant of attempt `n` at `epoch` (§13.6.2).
+fn beat(w: &vouch_identity::Identity, task: &str, n: u32, epoch: i64) -> Value {
+    let (at_ms, nonce) = (now_ms(), nonce());
+    let sig = w
+        .sign(&json!({"heartbeat": {"task": task, "attempt": n, "claimant": w.name(), "epoch": epoch, "at_ms": at_ms, "nonce": nonce}}))
+        .unwrap();
+    json!({"claimant": w.name(), "epoch": epoch, "at_ms": at_ms, "nonce": nonce, "signature": sig})
+}
+
+/// The query of an artifact upload signed by `w` (§13.6.2).
+fn artifact_query(
+    w: &vouch_identity::Identity,
+    cid: &str,
+    task: &str,
+    n: u32,
+    epoch: i64,
+) -> String {
+    let (at_ms, nonce) = (now_ms(), nonce());
+    let sig = w
+        .sign(&json!({"artifact": {"cid": cid, "task": task, "attempt": n, "claimant": w.name(), "epoch": epoch, "at_ms": at_ms, "nonce": nonce}}))
+        .unwrap();
+    format!(
+        "task={task}&attempt={n}&claimant={}&epoch={epoch}&at_ms={at_ms}&nonce={nonce}&signature={sig}",
+        w.name()
+    )
 }
 
 #[test]
@@ -1450,9 +1493,15 @@ fn workers_flow(pg: bool) {
         "queued"
     );
 
-    let c = s.post("/api/tasks/claim-next", claim_body(&w1, now_ms()));
+    let claim = claim_body(&w1, now_ms());
+    let c = s.post("/api/tasks/claim-next", claim.clone());
     assert_eq!(c.status, 200, "{}", c.body);
     let c = c.json();
+    // The same signed claim again is a replay, refused before it could claim another task.
+    let p = s
+        .post("/api/tasks/claim-next", claim)
+        .problem(409, "replayed");
+    assert_eq!(p["field"], "nonce", "{p}");
     assert_eq!(
         (c["claimed"].clone(), c["task"]["id"].as_str()),
         (json!(true), Some(task.as_str()))
@@ -1467,12 +1516,28 @@ fn workers_flow(pg: bool) {
 
     // Heartbeats: only the claimant, with its epoch.
     let hb = format!("/api/tasks/{task}/attempts/{n}/heartbeat");
-    s.post(&hb, json!({"claimant": "w2", "epoch": epoch}))
+    s.post(&hb, beat(&w2, &task, n, epoch))
         .problem(409, "refused");
-    s.post(&hb, json!({"claimant": "w1", "epoch": epoch + 1}))
+    s.post(&hb, beat(&w1, &task, n, epoch + 1))
         .problem(409, "refused");
-    let h = s.post(&hb, json!({"claimant": "w1", "epoch": epoch}));
+    // Unsigned, or signed by another key: refused, and the lease is not kept.
+    let p = s
+        .post(&hb, json!({"claimant": "w1", "epoch": epoch}))
+        .problem(422, "invalid_field");
+    assert!(p["detail"].as_str().unwrap().contains("at_ms"), "{p}");
+    let mut forged = beat(&w1, &task, n, epoch);
+    forged["signature"] = beat(&w2, &task, n, epoch)["signature"].clone();
+    let p = s.post(&hb, forged).problem(403, "bad_signature");
+    assert!(
+        p["detail"].as_str().unwrap().contains("\"heartbeat\""),
+        "{p}"
+    );
+    let signed = beat(&w1, &task, n, epoch);
+    let h = s.post(&hb, signed.clone());
     assert_eq!(h.status, 200, "{}", h.body);
+    // The same signed heartbeat again is a replay.
+    let p = s.post(&hb, signed).problem(409, "replayed");
+    assert_eq!(p["field"], "nonce", "{p}");
     assert_eq!(h.json()["cancelled"], false);
     assert_eq!(
         s.get(&format!("/api/tasks/{task}")).json()["task"]["state"],
@@ -1480,7 +1545,7 @@ fn workers_flow(pg: bool) {
     );
     s.post(
         "/api/tasks/nope/attempts/1/heartbeat",
-        json!({"claimant": "w1", "epoch": 1}),
+        beat(&w1, "nope", 1, 1),
     )
     .problem(404, "not_found");
     s.post(&hb, json!({"claimant": "w1"}))
@@ -1489,13 +1554,10 @@ fn workers_flow(pg: bool) {
     // Artifacts: the claimant's, hashed to their id.
     let bytes = b"the summary, in full";
     let cid = vouch_artifacts::content_id(bytes);
-    let put = |cid: &str, claimant: &str, body: &[u8]| {
+    let put_query = |query: &str, cid: &str, claimant: &str, body: &[u8]| {
         let agent = ureq::AgentBuilder::new().build();
         let r = agent
-            .put(&format!(
-                "{}/api/artifacts/{cid}?task={task}&attempt={n}&claimant={claimant}&epoch={epoch}",
-                s.base
-            ))
+            .put(&format!("{}/api/artifacts/{cid}?{query}", s.base))
             .set(
                 "Authorization",
                 &format!("Bearer {}", worker_secret(claimant)),
@@ -1508,8 +1570,27 @@ fn workers_flow(pg: bool) {
             Err(e) => panic!("{e}"),
         }
     };
+    let put = |cid: &str, claimant: &str, body: &[u8]| {
+        let w = if claimant == "w1" { &w1 } else { &w2 };
+        put_query(
+            &artifact_query(w, cid, &task, n, epoch),
+            cid,
+            claimant,
+            body,
+        )
+    };
     let (code, body) = put(&cid, "w2", bytes);
     assert_eq!(code, 409, "{body}");
+    // Unsigned, or the same signed upload twice: refused.
+    let unsigned = format!("task={task}&attempt={n}&claimant=w1&epoch={epoch}");
+    let (code, body) = put_query(&unsigned, &cid, "w1", bytes);
+    assert_eq!(code, 422, "{body}");
+    let once = artifact_query(&w1, &cid, &task, n, epoch);
+    let (code, body) = put_query(&once, &cid, "w1", bytes);
+    assert_eq!(code, 201, "{body}");
+    let (code, body) = put_query(&once, &cid, "w1", bytes);
+    assert_eq!(code, 409, "{body}");
+    assert!(body.contains("\"code\":\"replayed\""), "{body}");
     let (code, body) = put(&vouch_artifacts::content_id(b"other"), "w1", bytes);
     assert_eq!(code, 422, "{body}");
     assert!(body.contains("\"field\":\"cid\""), "{body}");
@@ -1534,7 +1615,18 @@ fn workers_flow(pg: bool) {
     let submit = format!("/api/tasks/{task}/attempts/{n}/submit");
     let bad = json!({"summary": ""});
     let p = s
-        .post(&submit, json!({"claimant": "w1", "epoch": epoch, "result": bad, "signature": report_sig(&w1, &task, n, epoch, "accepted", Some(&bad))}))
+        .post(
+            &submit,
+            signed_report(
+                &w1,
+                &task,
+                n,
+                epoch,
+                "accepted",
+                Some(&bad),
+                json!({"claimant": "w1", "epoch": epoch, "result": bad}),
+            ),
+        )
         .problem(422, "invalid_result");
     assert!(p["detail"].as_str().unwrap().contains("at /summary"), "{p}");
     assert!(
@@ -1549,7 +1641,18 @@ fn workers_flow(pg: bool) {
     ] {
         let r = json!({"summary": "Three notes, one decision.", "artifacts": bad});
         let p = s
-            .post(&submit, json!({"claimant": "w1", "epoch": epoch, "result": r, "signature": report_sig(&w1, &task, n, epoch, "accepted", Some(&r))}))
+            .post(
+                &submit,
+                signed_report(
+                    &w1,
+                    &task,
+                    n,
+                    epoch,
+                    "accepted",
+                    Some(&r),
+                    json!({"claimant": "w1", "epoch": epoch, "result": r}),
+                ),
+            )
             .problem(422, "invalid_result");
         let detail = p["detail"].as_str().unwrap();
         assert!(
@@ -1559,7 +1662,18 @@ fn workers_flow(pg: bool) {
     }
     let result = json!({"summary": "Three notes, one decision.", "artifacts": [cid]});
     let p = s
-        .post(&submit, json!({"claimant": "w1", "epoch": epoch, "result": result, "signature": report_sig(&w2, &task, n, epoch, "accepted", Some(&result))}))
+        .post(
+            &submit,
+            signed_report(
+                &w2,
+                &task,
+                n,
+                epoch,
+                "accepted",
+                Some(&result),
+                json!({"claimant": "w1", "epoch": epoch, "result": result}),
+            ),
+        )
         .problem(403, "bad_signature");
     assert!(p["detail"].as_str().unwrap().contains("\"report\""), "{p}");
     assert_eq!(
@@ -1569,12 +1683,33 @@ fn workers_flow(pg: bool) {
     // A worker outside vouch reports its own usage (§13.7.2); negative counts are refused.
     let bad_usage = json!({"turns": 1, "tokens": -5, "tool_calls": 0, "failed_tool_calls": 0});
     let p = s
-        .post(&submit, json!({"claimant": "w1", "epoch": epoch, "result": result, "usage": bad_usage, "signature": report_sig(&w1, &task, n, epoch, "accepted", Some(&result))}))
+        .post(
+            &submit,
+            signed_report(
+                &w1,
+                &task,
+                n,
+                epoch,
+                "accepted",
+                Some(&result),
+                json!({"claimant": "w1", "epoch": epoch, "result": result, "usage": bad_usage}),
+            ),
+        )
         .problem(422, "invalid_field");
     assert_eq!(p["field"], "usage", "{p}");
     let usage = json!({"turns": 3, "tokens": 1540, "tool_calls": 4, "failed_tool_calls": 1});
-    let done = s.post(&submit, json!({"claimant": "w1", "epoch": epoch, "result": result, "usage": usage, "signature": report_sig(&w1, &task, n, epoch, "accepted", Some(&result))}));
+    let accepted = signed_report(
+        &w1,
+        &task,
+        n,
+        epoch,
+        "accepted",
+        Some(&result),
+        json!({"claimant": "w1", "epoch": epoch, "result": result, "usage": usage}),
+    );
+    let done = s.post(&submit, accepted.clone());
     assert_eq!(done.status, 200, "{}", done.body);
+    s.post(&submit, accepted).problem(409, "replayed");
     let done = done.json();
     assert_eq!(done["task"]["state"], "completed");
     assert_eq!(done["attempt"]["state"], "completed");
@@ -1584,8 +1719,19 @@ fn workers_flow(pg: bool) {
         vouch_artifacts::json_content_id(&result).unwrap()
     );
     // A report after the attempt ended is refused and changes nothing.
-    s.post(&format!("/api/tasks/{task}/attempts/{n}/fail"), json!({"claimant": "w1", "epoch": epoch, "retryable": true, "reason": "late", "signature": report_sig(&w1, &task, n, epoch, "failed", None)}))
-        .problem(409, "refused");
+    s.post(
+        &format!("/api/tasks/{task}/attempts/{n}/fail"),
+        signed_report(
+            &w1,
+            &task,
+            n,
+            epoch,
+            "failed",
+            None,
+            json!({"claimant": "w1", "epoch": epoch, "retryable": true, "reason": "late"}),
+        ),
+    )
+    .problem(409, "refused");
     assert_eq!(
         s.get(&format!("/api/tasks/{task}")).json()["task"]["state"],
         "completed"
@@ -1614,7 +1760,18 @@ fn workers_flow(pg: bool) {
         .post("/api/tasks/claim-next", claim_body(&w2, now_ms()))
         .json();
     let e2 = c["attempt"]["epoch"].as_i64().unwrap();
-    let a = s.post(&format!("/api/tasks/{t2}/attempts/1/abort"), json!({"claimant": "w2", "epoch": e2, "reason": "shutting down", "signature": report_sig(&w2, &t2, 1, e2, "aborted", None)}));
+    let a = s.post(
+        &format!("/api/tasks/{t2}/attempts/1/abort"),
+        signed_report(
+            &w2,
+            &t2,
+            1,
+            e2,
+            "aborted",
+            None,
+            json!({"claimant": "w2", "epoch": e2, "reason": "shutting down"}),
+        ),
+    );
     assert_eq!(a.status, 200, "{}", a.body);
     assert_eq!(a.json()["task"]["state"], "queued");
     let c = s
@@ -1622,10 +1779,10 @@ fn workers_flow(pg: bool) {
         .json();
     assert_eq!(c["attempt"]["n"], 2, "{c}");
     let e3 = c["attempt"]["epoch"].as_i64().unwrap();
-    let p = s.post(&format!("/api/tasks/{t2}/attempts/2/fail"), json!({"claimant": "w2", "epoch": e3, "retryable": false, "reason": " ", "signature": "00"}))
+    let p = s.post(&format!("/api/tasks/{t2}/attempts/2/fail"), json!({"claimant": "w2", "epoch": e3, "retryable": false, "reason": " ", "at_ms": now_ms(), "nonce": nonce(), "signature": "00"}))
         .problem(422, "invalid_field");
     assert_eq!(p["field"], "reason");
-    let f = s.post(&format!("/api/tasks/{t2}/attempts/2/fail"), json!({"claimant": "w2", "epoch": e3, "retryable": false, "reason": "cannot read the notes", "signature": report_sig(&w2, &t2, 2, e3, "failed", None)}));
+    let f = s.post(&format!("/api/tasks/{t2}/attempts/2/fail"), signed_report(&w2, &t2, 2, e3, "failed", None, json!({"claimant": "w2", "epoch": e3, "retryable": false, "reason": "cannot read the notes"})));
     assert_eq!(f.status, 200, "{}", f.body);
     assert_eq!(f.json()["task"]["state"], "failed");
 
@@ -1657,7 +1814,17 @@ fn a_valid_submit_after_the_repairs_are_spent_is_refused() {
         .json();
     let epoch = c["attempt"]["epoch"].as_i64().unwrap();
     let submit = format!("/api/tasks/{task}/attempts/1/submit");
-    let body = |r: &Value| json!({"claimant": "w1", "epoch": epoch, "result": r, "signature": report_sig(&w1, &task, 1, epoch, "accepted", Some(r))});
+    let body = |r: &Value| {
+        signed_report(
+            &w1,
+            &task,
+            1,
+            epoch,
+            "accepted",
+            Some(r),
+            json!({"claimant": "w1", "epoch": epoch, "result": r}),
+        )
+    };
     let bad = json!({"summary": ""});
     // The default budget: 3 repairs, so four malformed submissions are answered.
     for left in [3, 2, 1, 0] {
@@ -1705,8 +1872,9 @@ fn an_artifact_over_the_limit_is_413_and_nothing_is_stored() {
     let agent = ureq::AgentBuilder::new().build();
     let r = agent
         .put(&format!(
-            "{}/api/artifacts/{cid}?task={task}&attempt=1&claimant=w1&epoch={epoch}",
-            s.base
+            "{}/api/artifacts/{cid}?{}",
+            s.base,
+            artifact_query(&w1, &cid, &task, 1, epoch)
         ))
         .set("Authorization", &format!("Bearer {}", worker_secret("w1")))
         .send_bytes(&bytes);
@@ -2125,7 +2293,7 @@ fn a_claim_or_an_offer_with_extreme_times_is_a_422_not_a_panic() {
         let p = s
             .post(
                 "/api/tasks/claim-next",
-                json!({"claimant": "w", "profile": "p", "at_ms": at_ms, "signature": "00"}),
+                json!({"claimant": "w", "profile": "p", "at_ms": at_ms, "nonce": nonce(), "signature": "00"}),
             )
             .problem(422, "invalid_field");
         assert_eq!(p["field"], "at_ms", "{p}");
@@ -2267,7 +2435,7 @@ fn vouch_server_pg_store(url: &str, schema: &str) -> Arc<dyn Store> {
 #[test]
 fn a_worker_token_acts_only_as_its_identity() {
     let s = start();
-    let body = json!({"claimant": "w2", "epoch": 1, "reason": "x", "signature": "00"}).to_string();
+    let body = json!({"claimant": "w2", "epoch": 1, "reason": "x", "at_ms": 1, "nonce": nonce(), "signature": "00"}).to_string();
     let (status, code) = {
         let r = s.call(
             "POST",
@@ -2606,4 +2774,98 @@ fn on_postgresql_a_run_started_over_http_is_driven_to_its_receipt() {
     let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     c.batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
         .unwrap();
+}
+
+/// Enrolment (§13.6.1): an admin registers a worker's public key made elsewhere; the secret
+/// never crosses. A taken name is 409, a bad name or key 422 naming the field, a person's
+/// token 403 — and the enrolled key's signed claim is accepted at once.
+fn enrolment(pg: bool) {
+    let (s, _ids, _schema) = workers_on(pg);
+    let w = vouch_identity::Identity::from_secret("w", &[9; 32]);
+    let admin = |method: &str, body: Option<Value>| {
+        let text = body.map(|b| b.to_string());
+        s.call(
+            method,
+            "/api/identities",
+            Some(ADMIN_SECRET),
+            text.as_deref().map(|t| ("application/json", t)),
+        )
+    };
+    let r = admin(
+        "POST",
+        Some(json!({"name": "w", "public_key": w.public_key()})),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.json()["public_key"], w.public_key());
+    // The same name again, with this key or another: taken.
+    let other = vouch_identity::Identity::from_secret("w", &[8; 32]);
+    for key in [w.public_key(), other.public_key()] {
+        let p =
+            admin("POST", Some(json!({"name": "w", "public_key": key}))).problem(409, "conflict");
+        assert_eq!(p["field"], "name", "{p}");
+    }
+    // Bare hex is taken as the key; each bad field is named.
+    let bare = other
+        .public_key()
+        .trim_start_matches("ed25519:")
+        .to_string();
+    let r = admin("POST", Some(json!({"name": "w-two", "public_key": bare})));
+    assert_eq!(r.status, 201, "{}", r.body);
+    for (body, field) in [
+        (
+            json!({"name": "Not A Name", "public_key": w.public_key()}),
+            "name",
+        ),
+        (
+            json!({"name": "host", "public_key": w.public_key()}),
+            "name",
+        ),
+        (
+            json!({"name": "w3", "public_key": "ed25519:00"}),
+            "public_key",
+        ),
+        (json!({"name": "w3", "public_key": "rsa:abc"}), "public_key"),
+        (
+            json!({"name": "w3", "public_key": w.public_key(), "secret_key": "x"}),
+            "secret_key",
+        ),
+    ] {
+        let p = admin("POST", Some(body.clone())).problem(422, "invalid_field");
+        assert_eq!(p["field"], field, "{body}: {p}");
+    }
+    let listed = admin("GET", None).json();
+    let names: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["name"].as_str())
+        .collect();
+    assert!(names.contains(&"w") && names.contains(&"w-two"), "{listed}");
+    assert!(!listed.to_string().contains("secret"), "{listed}");
+    // Only an admin enrols.
+    s.call(
+        "POST",
+        "/api/identities",
+        Some(SECRET),
+        Some((
+            "application/json",
+            &json!({"name": "w4", "public_key": w.public_key()}).to_string(),
+        )),
+    )
+    .problem(403, "forbidden");
+    // The enrolled key signs a claim the host accepts.
+    s.post("/api/tasks", json!({"type": "freeform", "brief": "x"}));
+    let c = s.post("/api/tasks/claim-next", claim_body(&w, now_ms()));
+    assert_eq!(c.status, 200, "{}", c.body);
+    assert_eq!(c.json()["claimed"], true, "{}", c.body);
+}
+
+#[test]
+fn a_worker_key_made_elsewhere_is_enrolled_by_an_admin() {
+    enrolment(false);
+}
+
+#[test]
+fn on_postgresql_a_worker_key_is_enrolled_by_an_admin() {
+    enrolment(true);
 }

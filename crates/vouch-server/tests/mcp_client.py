@@ -19,6 +19,7 @@ surprise raises, so the process exits non-zero.
 import asyncio
 import hashlib
 import json
+import secrets
 import sys
 import time
 
@@ -55,22 +56,40 @@ class Signer:
     def sign(self, statement):
         return self.key.sign(canonical(statement).encode()).hex()
 
+    @staticmethod
+    def stamp():
+        """Every signed statement carries the worker's clock and a fresh nonce (§13.6.3)."""
+        return int(time.time() * 1000), secrets.token_hex(16)
+
     def claim(self, args):
         if not self.key:
             return args
-        at_ms = int(time.time() * 1000)
+        at_ms, nonce = self.stamp()
         policy = {"profile": "default", "context": "autonomous"}
         statement = {"claim": {"claimant": self.name, "task": None, "profile": "default",
-                               "policy_fingerprint": cid_of(policy), "at_ms": at_ms}}
-        return {**args, "claimant": self.name, "at_ms": at_ms, "signature": self.sign(statement)}
+                               "policy_fingerprint": cid_of(policy), "at_ms": at_ms, "nonce": nonce}}
+        return {**args, "claimant": self.name, "at_ms": at_ms, "nonce": nonce,
+                "signature": self.sign(statement)}
 
-    def report(self, args, outcome, output):
+    def attempt_statement(self, kind, args, **extra):
         if not self.key:
             return args
-        statement = {"report": {"task": args["task"], "attempt": args["attempt"],
-                                "claimant": self.name, "epoch": args["epoch"],
-                                "outcome": outcome, "output": output, "run": args.get("run")}}
-        return {**args, "claimant": self.name, "signature": self.sign(statement)}
+        at_ms, nonce = self.stamp()
+        statement = {kind: {**extra, "task": args["task"], "attempt": args["attempt"],
+                            "claimant": self.name, "epoch": args["epoch"],
+                            "at_ms": at_ms, "nonce": nonce}}
+        return {**args, "claimant": self.name, "at_ms": at_ms, "nonce": nonce,
+                "signature": self.sign(statement)}
+
+    def report(self, args, outcome, output):
+        return self.attempt_statement("report", args, outcome=outcome, output=output, run=args.get("run"))
+
+    def heartbeat(self, args):
+        return self.attempt_statement("heartbeat", args)
+
+    def artifact(self, args, data):
+        cid = "sha256:" + hashlib.sha256(data).hexdigest()
+        return self.attempt_statement("artifact", args, cid=cid)
 
 
 async def call(session, name, args, ok=True):
@@ -108,9 +127,14 @@ async def drive(session, signer, mode, api=None, worker_api=None):
     attempt = {"task": task, "attempt": claim["attempt"]["n"], "epoch": claim["attempt"]["epoch"]}
     if signer.key:
         attempt["claimant"] = signer.name
-    beat = await call(session, "task_heartbeat", attempt)
+    signed_beat = signer.heartbeat(attempt)
+    beat = await call(session, "task_heartbeat", signed_beat)
     assert beat["cancelled"] is False, beat
-    put = await call(session, "artifact_put", {**attempt, "text": "the full summary"})
+    if signer.key:
+        # The same signed heartbeat again is a replay (§13.6.3).
+        replayed = await call(session, "task_heartbeat", signed_beat, ok=False)
+        assert replayed["code"] == "replayed", replayed
+    put = await call(session, "artifact_put", signer.artifact({**attempt, "text": "the full summary"}, b"the full summary"))
     got = await call(session, "artifact_get", {"cid": put["cid"]})
     assert got["text"] == "the full summary", got
     bad = {"summary": ""}

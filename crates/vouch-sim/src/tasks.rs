@@ -121,6 +121,7 @@ impl Sim<'_> {
             tags: vec![],
             task_id: Some(task.to_string()),
             signature: None,
+            nonce: None,
             policy: json!({}),
             now_ms: self.now(),
         };
@@ -246,6 +247,7 @@ impl Sim<'_> {
             receipt: out.receipt,
             usage: out.usage,
             signature: None,
+            stamp: None,
             now_ms: self.now(),
         };
         if self.cfg.faults.reorder && self.rng.chance(25) {

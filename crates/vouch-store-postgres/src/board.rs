@@ -478,6 +478,26 @@ impl BoardStore for PostgresStore {
             .collect()
     }
 
+    fn spend_nonce(
+        &self,
+        identity: &str,
+        nonce: &str,
+        at_ms: i64,
+        now_ms: i64,
+    ) -> StoreResult<bool> {
+        let dollars = |sql: &str| {
+            sql.replace("?1", "$1")
+                .replace("?2", "$2")
+                .replace("?3", "$3")
+        };
+        self.exec(
+            &dollars(ops::PRUNE_NONCES_SQL),
+            &[&ops::nonces_kept_after(now_ms)],
+        )?;
+        let inserted = self.exec(&dollars(ops::SPEND_NONCE_SQL), &[&identity, &nonce, &at_ms])?;
+        Ok(inserted == 1)
+    }
+
     fn charge(&self, cost: &AttemptCost) -> StoreResult<bool> {
         let mut sql = ops::CHARGE_SQL.to_string();
         for i in (1..=8).rev() {

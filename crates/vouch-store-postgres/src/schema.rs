@@ -409,4 +409,15 @@ END $$;
 CREATE TRIGGER task_attempt_costs_final BEFORE UPDATE OR DELETE ON task_attempt_costs
     FOR EACH ROW EXECUTE FUNCTION task_attempt_costs_refuse_change();
 "#,
+    // 14: the nonces of signed worker statements (§13.6.3), kept while a statement bearing
+    // one could still be fresh: a second use by the same identity is a replay.
+    r#"
+CREATE TABLE worker_nonces (
+    identity TEXT NOT NULL,
+    nonce TEXT NOT NULL,
+    at_ms BIGINT NOT NULL,
+    PRIMARY KEY (identity, nonce)
+);
+CREATE INDEX worker_nonces_by_at ON worker_nonces (at_ms);
+"#,
 ];

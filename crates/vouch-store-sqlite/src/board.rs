@@ -488,6 +488,27 @@ impl BoardStore for SqliteStore {
         ops::charge_refused(a.as_ref(), cost)
     }
 
+    fn spend_nonce(
+        &self,
+        identity: &str,
+        nonce: &str,
+        at_ms: i64,
+        now_ms: i64,
+    ) -> StoreResult<bool> {
+        let (who, n) = (identity.to_string(), nonce.to_string());
+        let inserted = self.write(move |conn| {
+            conn.prepare_cached(ops::PRUNE_NONCES_SQL)
+                .map_err(db_err)?
+                .execute(params![ops::nonces_kept_after(now_ms)])
+                .map_err(db_err)?;
+            conn.prepare_cached(ops::SPEND_NONCE_SQL)
+                .map_err(db_err)?
+                .execute(params![who, n, at_ms])
+                .map_err(db_err)
+        })?;
+        Ok(inserted == 1)
+    }
+
     fn claim(&self, req: &ClaimRequest) -> StoreResult<Option<Claim>> {
         let req = req.clone();
         self.board(move |tx| ops::claim(tx, &req))

@@ -302,4 +302,15 @@ BEGIN SELECT RAISE(ABORT, 'a charged cost never changes'); END;
 CREATE TRIGGER task_attempt_costs_no_delete BEFORE DELETE ON task_attempt_costs
 BEGIN SELECT RAISE(ABORT, 'a charged cost never changes'); END;
 "#,
+    // 15: the nonces of signed worker statements (§13.6.3), kept while a statement bearing
+    // one could still be fresh: a second use by the same identity is a replay.
+    r#"
+CREATE TABLE worker_nonces (
+    identity TEXT NOT NULL,
+    nonce TEXT NOT NULL,
+    at_ms INTEGER NOT NULL,
+    PRIMARY KEY (identity, nonce)
+) WITHOUT ROWID;
+CREATE INDEX worker_nonces_by_at ON worker_nonces(at_ms);
+"#,
 ];

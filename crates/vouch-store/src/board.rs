@@ -201,7 +201,11 @@ pub struct ClaimRequest {
     /// Signature over the claim's canonical form (§13.6), stored with the attempt.
     pub signature: Option<String>,
     pub policy: Value,
+    /// The claimant's clock: the claim's `at_ms`.
     pub now_ms: i64,
+    /// The claim's fresh nonce (§13.6.3), part of what is signed.
+    #[serde(default)]
+    pub nonce: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -267,6 +271,17 @@ pub struct Report {
     pub usage: Usage,
     pub signature: Option<String>,
     pub now_ms: i64,
+    /// The reporter's clock and fresh nonce, part of what is signed (§13.6.3).
+    #[serde(default)]
+    pub stamp: Option<Stamp>,
+}
+
+/// When a signed worker statement was made, by the worker's clock, and its nonce: fresh per
+/// statement, so no two statements are the same bytes and none is accepted twice (§13.6.3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stamp {
+    pub at_ms: i64,
+    pub nonce: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -456,6 +471,18 @@ pub trait BoardStore: Send + Sync {
     /// Extend the lease; the first moves `dispatched → running`. Answers `cancelled` when
     /// the owner cancelled; any other ended attempt is `Conflict`.
     fn heartbeat(&self, at: &AttemptRef, now_ms: i64) -> StoreResult<Heartbeat>;
+    /// A heartbeat its claimant signed (§13.6.2): a board that verifies statements checks
+    /// the signature and spends the stamp's nonce first; any other takes it as a heartbeat.
+    fn heartbeat_signed(
+        &self,
+        at: &AttemptRef,
+        now_ms: i64,
+        stamp: &Stamp,
+        signature: Option<&str>,
+    ) -> StoreResult<Heartbeat> {
+        let _ = (stamp, signature);
+        self.heartbeat(at, now_ms)
+    }
     /// The attempt's run `run_id` waits for a person: lease released, clocks stopped. The run
     /// is recorded on the attempt, so whoever claims the resumption continues that run.
     fn suspend(&self, at: &AttemptRef, run_id: &str, now_ms: i64) -> StoreResult<TaskRecord>;
@@ -491,6 +518,16 @@ pub trait BoardStore: Send + Sync {
     /// zero when none. One `GROUP BY` ([`TASKS_BY_STATE_SQL`]), so it is exact at any size of
     /// board (a listing stops at `TASK_LIST_MAX`).
     fn task_counts(&self) -> StoreResult<Vec<(TaskState, u64)>>;
+    /// Record `nonce` as used by `identity` for a statement made at `at_ms`: `true` when it
+    /// was not used before (one conditional insert, [`SPEND_NONCE_SQL`]), `false` for a
+    /// replay. Forgets nonces older than [`nonces_kept_after`]`(now_ms)` first.
+    fn spend_nonce(
+        &self,
+        identity: &str,
+        nonce: &str,
+        at_ms: i64,
+        now_ms: i64,
+    ) -> StoreResult<bool>;
 }
 
 /// One task of a thread (§13.1) with what became of it.
@@ -1400,6 +1437,7 @@ pub fn claim_statement(req: &ClaimRequest) -> StoreResult<String> {
         "profile": req.profile,
         "policy_fingerprint": req.policy_fingerprint,
         "at_ms": req.now_ms,
+        "nonce": req.nonce,
     }}))
 }
 
@@ -1419,7 +1457,122 @@ pub fn report_statement(r: &Report) -> StoreResult<String> {
         "outcome": outcome,
         "output": output,
         "run": r.run_id,
+        "at_ms": r.stamp.as_ref().map(|t| t.at_ms),
+        "nonce": r.stamp.as_ref().map(|t| t.nonce.as_str()),
     }}))
+}
+
+/// What a heartbeat says, canonically: the statement its claimant signs.
+pub fn heartbeat_statement(at: &AttemptRef, stamp: &Stamp) -> StoreResult<String> {
+    canonical(&serde_json::json!({"heartbeat": {
+        "task": at.task_id,
+        "attempt": at.n,
+        "claimant": at.claimant,
+        "epoch": at.epoch,
+        "at_ms": stamp.at_ms,
+        "nonce": stamp.nonce,
+    }}))
+}
+
+/// What an artifact upload says, canonically (the content id and the attempt it belongs
+/// to): the statement its claimant signs.
+pub fn artifact_statement(cid: &str, at: &AttemptRef, stamp: &Stamp) -> StoreResult<String> {
+    canonical(&serde_json::json!({"artifact": {
+        "cid": cid,
+        "task": at.task_id,
+        "attempt": at.n,
+        "claimant": at.claimant,
+        "epoch": at.epoch,
+        "at_ms": stamp.at_ms,
+        "nonce": stamp.nonce,
+    }}))
+}
+
+/// How far a signed statement's `at_ms` may be from the host's clock (§13.6.3).
+pub const STATEMENT_SKEW_MS_MAX: i64 = 60_000;
+/// A nonce's length in characters, at least and at most.
+pub const NONCE_CHARS_MIN: usize = 16;
+pub const NONCE_CHARS_MAX: usize = 64;
+
+/// Why a statement's stamp is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum StampError {
+    /// `at_ms` is too far from the host's clock.
+    #[error("`at_ms` {at_ms} is more than {} s from the host's clock ({now_ms}); check the worker's clock", STATEMENT_SKEW_MS_MAX / 1000)]
+    Stale { at_ms: i64, now_ms: i64 },
+    /// The nonce is not 16–64 characters of `A–Z a–z 0–9 _ -`.
+    #[error("`nonce` must be {NONCE_CHARS_MIN}–{NONCE_CHARS_MAX} characters of A–Z a–z 0–9 _ -")]
+    BadNonce,
+    /// The identity used this nonce before: a replayed statement.
+    #[error("nonce `{nonce}` was already used by `{identity}`: a replayed statement is refused; sign each statement with a fresh nonce")]
+    Replayed { identity: String, nonce: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A fresh nonce: 128 random bits as 32 hex digits.
+pub fn fresh_nonce() -> StoreResult<String> {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b)
+        .map_err(|e| StoreError::Fatal(format!("no randomness for a nonce: {e}")))?;
+    Ok(hex::encode(b))
+}
+
+/// Whether a nonce is well formed (16–64 characters of `A–Z a–z 0–9 _ -`).
+pub fn nonce_ok(nonce: &str) -> bool {
+    (NONCE_CHARS_MIN..=NONCE_CHARS_MAX).contains(&nonce.len())
+        && nonce
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// The checks of a stamp that need no store: `at_ms` within [`STATEMENT_SKEW_MS_MAX`] of
+/// `now_ms` and a well-formed nonce (cheap, so made before a signature is checked).
+pub fn check_stamp(stamp: &Stamp, now_ms: i64) -> Result<(), StampError> {
+    if stamp.at_ms.abs_diff(now_ms) > STATEMENT_SKEW_MS_MAX.unsigned_abs() {
+        return Err(StampError::Stale {
+            at_ms: stamp.at_ms,
+            now_ms,
+        });
+    }
+    if !nonce_ok(&stamp.nonce) {
+        return Err(StampError::BadNonce);
+    }
+    Ok(())
+}
+
+/// The one freshness and replay check of a signed worker statement (§13.6.3): `at_ms`
+/// within [`STATEMENT_SKEW_MS_MAX`] of `now_ms`, a well-formed nonce, and the nonce never
+/// seen before from `identity` — the store's conditional insert decides, so two hosts on one
+/// database agree. Call it after the signature verifies, once per statement.
+pub fn spend_stamp(
+    board: &dyn BoardStore,
+    identity: &str,
+    stamp: &Stamp,
+    now_ms: i64,
+) -> Result<(), StampError> {
+    check_stamp(stamp, now_ms)?;
+    if board.spend_nonce(identity, &stamp.nonce, stamp.at_ms, now_ms)? {
+        Ok(())
+    } else {
+        Err(StampError::Replayed {
+            identity: identity.to_string(),
+            nonce: stamp.nonce.clone(),
+        })
+    }
+}
+
+/// Records a nonce as used (`?1` identity, `?2` nonce, `?3` the statement's `at_ms`); one
+/// row inserted means it was fresh.
+pub const SPEND_NONCE_SQL: &str = "INSERT INTO worker_nonces (identity, nonce, at_ms) \
+     VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING";
+/// Forgets nonces whose statements can no longer be fresh (`?1`: the oldest `at_ms` kept).
+pub const PRUNE_NONCES_SQL: &str = "DELETE FROM worker_nonces WHERE at_ms < ?1";
+
+/// The oldest `at_ms` whose nonce must still be remembered at `now_ms`: twice the window,
+/// so a statement accepted by a host whose clock runs ahead is still remembered.
+pub fn nonces_kept_after(now_ms: i64) -> i64 {
+    now_ms.saturating_sub(2 * STATEMENT_SKEW_MS_MAX)
 }
 
 fn canonical(v: &Value) -> StoreResult<String> {
@@ -1437,12 +1590,23 @@ pub trait SignatureVerifier: Send + Sync {
     ) -> Result<(), String>;
 }
 
-/// A board that verifies every claim and report before it is written: an unsigned or badly
-/// signed one is refused (`Conflict`) and changes nothing; the signature is stored with the
-/// attempt.
+/// A board that verifies every claim and report before it is written: an unsigned, badly
+/// signed or replayed one (its nonce spent before, [`spend_stamp`]) is refused (`Conflict`)
+/// and changes nothing; the signature is stored with the attempt.
 pub struct Verified {
     pub inner: std::sync::Arc<dyn BoardStore>,
     pub verifier: std::sync::Arc<dyn SignatureVerifier>,
+}
+
+impl Verified {
+    /// A statement signed in this process is checked against its own clock: only its nonce
+    /// must be fresh.
+    fn spend(&self, identity: &str, stamp: &Stamp, what: &str) -> StoreResult<()> {
+        spend_stamp(&*self.inner, identity, stamp, stamp.at_ms).map_err(|e| match e {
+            StampError::Store(e) => e,
+            other => StoreError::Conflict(format!("{what} refused: {other}")),
+        })
+    }
 }
 
 impl BoardStore for Verified {
@@ -1466,9 +1630,30 @@ impl BoardStore for Verified {
                 req.signature.as_deref(),
             )
             .map_err(|e| StoreError::Conflict(format!("claim refused: {e}")))?;
+        let stamp = Stamp {
+            at_ms: req.now_ms,
+            nonce: req.nonce.clone().unwrap_or_default(),
+        };
+        self.spend(&req.claimant, &stamp, "claim")?;
         self.inner.claim(req)
     }
-    fn heartbeat(&self, at: &AttemptRef, now_ms: i64) -> StoreResult<Heartbeat> {
+    fn heartbeat(&self, at: &AttemptRef, _now_ms: i64) -> StoreResult<Heartbeat> {
+        Err(StoreError::Conflict(format!(
+            "heartbeat refused: `{}` did not sign it",
+            at.claimant
+        )))
+    }
+    fn heartbeat_signed(
+        &self,
+        at: &AttemptRef,
+        now_ms: i64,
+        stamp: &Stamp,
+        signature: Option<&str>,
+    ) -> StoreResult<Heartbeat> {
+        self.verifier
+            .verify(&at.claimant, &heartbeat_statement(at, stamp)?, signature)
+            .map_err(|e| StoreError::Conflict(format!("heartbeat refused: {e}")))?;
+        self.spend(&at.claimant, stamp, "heartbeat")?;
         self.inner.heartbeat(at, now_ms)
     }
     fn suspend(&self, at: &AttemptRef, run_id: &str, now_ms: i64) -> StoreResult<TaskRecord> {
@@ -1488,6 +1673,10 @@ impl BoardStore for Verified {
                 report.signature.as_deref(),
             )
             .map_err(|e| StoreError::Conflict(format!("report refused: {e}")))?;
+        let stamp = report.stamp.clone().ok_or_else(|| {
+            StoreError::Conflict("report refused: it carries no `at_ms` and `nonce`".into())
+        })?;
+        self.spend(&report.attempt.claimant, &stamp, "report")?;
         self.inner.report(report)
     }
     fn spend_repair(&self, at: &AttemptRef) -> StoreResult<u32> {
@@ -1519,5 +1708,14 @@ impl BoardStore for Verified {
     }
     fn task_counts(&self) -> StoreResult<Vec<(TaskState, u64)>> {
         self.inner.task_counts()
+    }
+    fn spend_nonce(
+        &self,
+        identity: &str,
+        nonce: &str,
+        at_ms: i64,
+        now_ms: i64,
+    ) -> StoreResult<bool> {
+        self.inner.spend_nonce(identity, nonce, at_ms, now_ms)
     }
 }

@@ -36,6 +36,7 @@ macro_rules! board_conformance_tests {
             failures_are_classified,
             task_counts_are_by_state,
             signatures_are_verified,
+            nonces_are_spent_once,
             repairs_are_counted_on_the_attempt_row
         );
     };
@@ -89,6 +90,7 @@ pub fn claim_req(claimant: &str, task_id: Option<&str>, now: i64) -> ClaimReques
         tags: vec![],
         task_id: task_id.map(str::to_string),
         signature: None,
+        nonce: None,
         policy: json!({}),
         now_ms: now,
     }
@@ -116,6 +118,7 @@ fn report(c: &Claim, kind: ReportKind, now: i64) -> Report {
             failed_tool_calls: 0,
         },
         signature: None,
+        stamp: None,
         now_ms: now,
     }
 }
@@ -1089,13 +1092,50 @@ pub fn signatures_are_verified(open: BoardOpener<'_>) {
     s.offer(&new_task("sig-1", 1, 1)).unwrap();
     let mut req = claim_req("signer", Some("sig-1"), 10);
     conflict(s.claim(&req), "an unsigned claim");
+    req.signature = Some(test_sign("signer", &claim_statement(&req).unwrap()));
+    conflict(s.claim(&req), "a claim without a nonce");
+    req.nonce = Some("claim-nonce-0000001".into());
     req.signature = Some(test_sign("intruder", &claim_statement(&req).unwrap()));
     conflict(s.claim(&req), "a claim signed by someone else");
     assert_eq!(s.task("sig-1").unwrap().unwrap().state, TaskState::Queued);
     req.signature = Some(test_sign("signer", &claim_statement(&req).unwrap()));
     let c = s.claim(&req).unwrap().unwrap();
     assert_eq!(c.attempt.detail["claim_signature"], json!(req.signature));
+    // The same signed claim again is a replay: refused, even for a task that is claimable.
+    s.offer(&new_task("sig-2", 1, 1)).unwrap();
+    let mut again = req.clone();
+    again.task_id = None;
+    again.signature = Some(test_sign("signer", &claim_statement(&again).unwrap()));
+    conflict(s.claim(&again), "a replayed claim nonce");
+    assert_eq!(s.task("sig-2").unwrap().unwrap().state, TaskState::Queued);
+    // Heartbeats too: unsigned or another's refused, signed once accepted, replayed refused.
+    let a = at(&c);
+    let beat = crate::board::Stamp {
+        at_ms: 15,
+        nonce: "beat-nonce-00000001".into(),
+    };
+    let beat_sig = |who: &str| test_sign(who, &heartbeat_statement(&a, &beat).unwrap());
+    conflict(s.heartbeat(&a, 15), "an unsigned heartbeat");
+    let other = beat_sig("intruder");
+    conflict(
+        s.heartbeat_signed(&a, 15, &beat, Some(&other)),
+        "a heartbeat signed by someone else",
+    );
+    let mine = beat_sig("signer");
+    assert!(
+        !s.heartbeat_signed(&a, 15, &beat, Some(&mine))
+            .unwrap()
+            .cancelled
+    );
+    conflict(
+        s.heartbeat_signed(&a, 16, &beat, Some(&mine)),
+        "a replayed heartbeat",
+    );
     let mut r = report(&c, accepted(json!({"signed": true})), 20);
+    r.stamp = Some(crate::board::Stamp {
+        at_ms: 20,
+        nonce: "report-nonce-000001".into(),
+    });
     // Signed over a different output: refused, nothing changes.
     let mut other = r.clone();
     other.kind = accepted(json!({"signed": false}));
@@ -1112,6 +1152,74 @@ pub fn signatures_are_verified(open: BoardOpener<'_>) {
     let done = s.report(&r).unwrap();
     assert_eq!(done.task.state, TaskState::Completed);
     assert_eq!(done.attempt.detail["report_signature"], json!(r.signature));
+}
+
+/// A nonce is spent once per identity (§13.6.3): the conditional insert answers a replay
+/// `false`, whichever process or host asks — of racing spends of one nonce exactly one wins —
+/// and a nonce is forgotten only once no statement bearing it could still be fresh.
+pub fn nonces_are_spent_once(open: BoardOpener<'_>) {
+    use crate::board::{nonces_kept_after, spend_stamp, Stamp, StampError};
+    let s = open();
+    let now = 1_000_000_000;
+    assert!(s.spend_nonce("w1", "n-0000000000000001", now, now).unwrap());
+    assert!(!s.spend_nonce("w1", "n-0000000000000001", now, now).unwrap());
+    // Another identity's nonce space is its own; another opener sees the same nonces.
+    assert!(s.spend_nonce("w2", "n-0000000000000001", now, now).unwrap());
+    assert!(!open()
+        .spend_nonce("w1", "n-0000000000000001", now, now)
+        .unwrap());
+    // Racing spends of one nonce: exactly one wins.
+    let wins: usize = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..4)
+            .map(|_| {
+                let b = open();
+                sc.spawn(move || b.spend_nonce("w3", "n-race-000000001", now, now).unwrap())
+            })
+            .collect();
+        hs.into_iter().map(|h| usize::from(h.join().unwrap())).sum()
+    });
+    assert_eq!(wins, 1);
+    // Remembered as long as a statement bearing it could be fresh; forgotten after.
+    let later = now + (now - nonces_kept_after(now));
+    assert!(!s
+        .spend_nonce("w1", "n-0000000000000001", later, later)
+        .unwrap());
+    let much_later = later + 1;
+    assert!(s
+        .spend_nonce("w1", "n-0000000000000002", much_later, much_later)
+        .unwrap());
+    assert!(s
+        .spend_nonce("w1", "n-0000000000000001", much_later, much_later)
+        .unwrap());
+    // The one check: stale, malformed, replayed — each named.
+    let stamp = |at_ms: i64, nonce: &str| Stamp {
+        at_ms,
+        nonce: nonce.into(),
+    };
+    let t = much_later;
+    assert!(matches!(
+        spend_stamp(&*s, "w1", &stamp(t - 61_000, "n-0000000000000003"), t),
+        Err(StampError::Stale { .. })
+    ));
+    for bad in [
+        "short",
+        "has space in it 0000",
+        &"x".repeat(65),
+        "n-ünïcode-000000000",
+    ] {
+        assert!(
+            matches!(
+                spend_stamp(&*s, "w1", &stamp(t, bad), t),
+                Err(StampError::BadNonce)
+            ),
+            "{bad}"
+        );
+    }
+    spend_stamp(&*s, "w1", &stamp(t, "n-0000000000000003"), t).unwrap();
+    assert!(matches!(
+        spend_stamp(&*s, "w1", &stamp(t, "n-0000000000000003"), t),
+        Err(StampError::Replayed { .. })
+    ));
 }
 
 /// Issue 22 #6: a worker that dies after its run suspended but before telling the board left

@@ -1,0 +1,185 @@
+"""The client against a real `vouch serve --http` (the binary from VOUCH_BIN, else the
+repository's target/debug/vouch): enrolment of a key made here, signed and fresh worker
+statements, replays refused, typed errors, and the worker loop draining tasks."""
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+from vouch_client import (Attempt, BadSignature, Client, Conflict, Fail, Forbidden, InvalidField,
+                          Refused, Replayed, Worker, generate_key, public_key_string)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def vouch_bin():
+    path = os.environ.get("VOUCH_BIN") or os.path.join(HERE, "..", "..", "..", "target", "debug", "vouch")
+    if not os.path.isfile(path):
+        raise AssertionError(f"no vouch binary at {path}: build it (cargo build -p vouch-cli --bin vouch) or set VOUCH_BIN")
+    return path
+
+
+class Host:
+    """A fresh home and `vouch serve --http` on a loopback port, stopped at the end."""
+
+    def __init__(self):
+        self.tmp = tempfile.mkdtemp(prefix="vouch-client-")
+        self.home = os.path.join(self.tmp, "home")
+        self.env = {k: v for k, v in os.environ.items()
+                    if k not in ("VOUCH_DATABASE_URL", "DBUS_SESSION_BUS_ADDRESS", "VOUCH_FOLDER_ROOT")}
+        self.vouch("init")
+        self.person = self.vouch_json("token", "new", "person")["token"]
+        self.admin = self.vouch_json("token", "new", "admin", "--scope", "admin")["token"]
+        self.proc = subprocess.Popen([vouch_bin(), "--home", self.home, "--json", "serve", "--http", "127.0.0.1:0"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=self.env, text=True)
+        line = self.proc.stdout.readline()
+        self.url = "http://" + json.loads(line)["listening"]
+
+    def vouch(self, *args):
+        out = subprocess.run([vouch_bin(), "--home", self.home, *args], capture_output=True, text=True, env=self.env)
+        if out.returncode != 0:
+            raise AssertionError(f"vouch {' '.join(args)}: {out.stderr}")
+        return out.stdout
+
+    def vouch_json(self, *args):
+        return json.loads(self.vouch("--json", *args))
+
+    def worker(self, name):
+        """A key made here, enrolled by its public key, and a worker token for it."""
+        key = generate_key()
+        Client(self.url, self.admin).enrol(name, public_key_string(key))
+        token = self.vouch_json("token", "new", f"{name}-token", "--scope", "worker", "--identity", name)["token"]
+        return Client(self.url, token, identity=name, key=key)
+
+    def close(self):
+        self.proc.kill()
+        self.proc.wait()
+        self.proc.stdout.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+class AgainstARealHost(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.host = Host()
+        cls.person = Client(cls.host.url, cls.host.person)
+        cls.w = cls.host.worker("py1")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.host.close()
+
+    def offer(self, brief, **fields):
+        return self.person.offer("freeform", brief, tags=[self.id().rsplit(".", 1)[-1][:60]], **fields)["task"]["id"]
+
+    def claim(self):
+        a = self.w.claim(tags=[self.id().rsplit(".", 1)[-1][:60]])
+        self.assertIsNotNone(a)
+        return a
+
+    def test_enrolment_refuses_a_taken_name_and_a_bad_key(self):
+        admin = Client(self.host.url, self.host.admin)
+        with self.assertRaises(Conflict) as e:
+            admin.enrol("py1", public_key_string(generate_key()))
+        self.assertEqual(e.exception.field, "name")
+        with self.assertRaises(InvalidField) as e:
+            admin.enrol("py-bad", "ed25519:1234")
+        self.assertEqual(e.exception.field, "public_key")
+        with self.assertRaises(Forbidden):
+            self.person.enrol("py-person", public_key_string(generate_key()))
+        names = [i["name"] for i in admin.request("GET", "/api/identities")]
+        self.assertIn("py1", names)
+
+    def test_a_task_is_claimed_heartbeaten_given_an_artifact_and_submitted(self):
+        task = self.offer("Summarise the notes")
+        a = self.claim()
+        self.assertEqual(a.task, task)
+        self.assertFalse(self.w.heartbeat(a)["cancelled"])
+        self.assertEqual(self.person.task(task)["task"]["state"], "running")
+        cid = self.w.put_artifact(a, b"the full summary")
+        self.assertEqual(self.person.get_artifact(cid), b"the full summary")
+        done = self.w.submit(a, {"summary": "Three notes, one decision.", "artifacts": [cid]})
+        self.assertEqual(done["task"]["state"], "completed")
+        # After the end, the claimant is refused (a fresh, valid statement: not a replay).
+        with self.assertRaises(Refused):
+            self.w.heartbeat(a)
+
+    def test_every_replayed_statement_is_refused(self):
+        self.offer("Replays")
+        # The same signed claim twice: the second is a replay, and claims nothing.
+        at_ms, nonce = self.w.clock(), "replayed-claim-0001"
+        self.w._stamp = lambda: (at_ms, nonce)
+        try:
+            a = self.claim()
+            with self.assertRaises(Replayed) as e:
+                self.w.claim(tags=["anything"])
+            self.assertEqual(e.exception.field, "nonce")
+            with self.assertRaises(Replayed):
+                self.w.heartbeat(a)  # the nonce is the identity's, whatever the statement
+        finally:
+            del self.w._stamp
+        beat = self.w._attempt_statement("heartbeat", a)
+        path = f"/api/tasks/{a.task}/attempts/{a.n}/heartbeat"
+        self.w.request("POST", path, beat)
+        with self.assertRaises(Replayed):
+            self.w.request("POST", path, beat)
+        # Unsigned: refused, naming what is missing; signed by another key: bad signature.
+        with self.assertRaises(InvalidField):
+            self.w.request("POST", path, {"claimant": "py1", "epoch": a.epoch})
+        forged = dict(beat, nonce="forged-nonce-000001")
+        with self.assertRaises(BadSignature):
+            self.w.request("POST", path, forged)
+        result = {"summary": "once"}
+        signed = self.w._attempt_statement("report", a, outcome="accepted",
+                                           output=__import__("vouch_client").content_id(result), run=None)
+        submit = f"/api/tasks/{a.task}/attempts/{a.n}/submit"
+        self.assertEqual(self.w.request("POST", submit, {"result": result, **signed})["task"]["state"], "completed")
+        with self.assertRaises(Replayed):
+            self.w.request("POST", submit, {"result": result, **signed})
+
+    def test_a_replayed_artifact_upload_is_refused(self):
+        self.offer("Artifact replay")
+        a = self.claim()
+        data = b"bytes once"
+        cid = __import__("vouch_client").bytes_id(data)
+        signed = self.w._attempt_statement("artifact", a, cid=cid)
+        query = {"task": a.task, "attempt": a.n, **signed}
+        put = lambda: self.w.request("PUT", f"/api/artifacts/{cid}", query=query, data=data,
+                                     content_type="application/octet-stream")
+        self.assertEqual(put()["cid"], cid)
+        with self.assertRaises(Replayed):
+            put()
+        self.w.abort(a, "done testing")
+
+    def test_the_worker_loop_drains_tasks_and_reports_failures(self):
+        tag = self.id().rsplit(".", 1)[-1][:60]
+        ids = [self.offer(f"Task {i}") for i in range(3)]
+        failing = self.person.offer("freeform", "Cannot be done", tags=[tag], max_attempts=1)["task"]["id"]
+
+        def handler(task, attempt, client):
+            self.assertIsInstance(attempt, Attempt)
+            if task["spec"]["brief"] == "Cannot be done":
+                raise Fail("the notes are unreadable", retryable=False, failure_class="tool_error")
+            client.heartbeat(attempt)
+            return {"summary": "done: " + task["spec"]["brief"]}
+
+        answers = Worker(self.w, handler, tags=[tag]).drain()
+        self.assertEqual(len(answers), 4)
+        for t in ids:
+            detail = self.person.task(t)
+            self.assertEqual(detail["task"]["state"], "completed", detail)
+            self.assertEqual(detail["attempts"][0]["claimant"], "py1")
+        self.assertEqual(self.person.task(failing)["task"]["state"], "failed")
+        self.assertIsNone(self.w.claim(tags=[tag]))
+
+    def test_a_worker_token_acts_only_as_its_identity(self):
+        other = Client(self.host.url, self.w.token, identity="py2", key=generate_key())
+        with self.assertRaises(Forbidden):
+            other.claim()
+
+
+if __name__ == "__main__":
+    unittest.main()
