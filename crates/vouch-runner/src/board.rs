@@ -261,6 +261,7 @@ impl Board {
             signature: None,
             policy,
             now_ms: ctx.clock.now_ms(),
+            run_id: None,
         };
         self.store.claim(&req).map_err(err)
     }

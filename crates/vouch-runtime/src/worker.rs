@@ -389,6 +389,7 @@ impl WorkerLoop {
             signature: None,
             policy: profile.policy.clone(),
             now_ms: now,
+            run_id: None,
         };
         match self.client.claim(req) {
             Ok(Some(claim)) => {

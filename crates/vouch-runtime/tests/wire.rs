@@ -422,6 +422,7 @@ fn claim_req(claimant: &str, task_id: &str) -> ClaimRequest {
         signature: None,
         policy: json!({}),
         now_ms: 1,
+        run_id: None,
     }
 }
 

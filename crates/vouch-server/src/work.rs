@@ -170,6 +170,21 @@ pub struct ClaimResult {
     pub attempt: Option<Value>,
     /// The attempt was suspended (waiting for a person) and continues under a new epoch.
     pub resumption: bool,
+    /// The attempt's run on this host (trigger `task`), opened by the claim (a resumption's is
+    /// the run it continues). Every tool call of the work goes through
+    /// `POST /api/tasks/{id}/attempts/{n}/call`; a submit or fail names this run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    /// The run's conversation as the model goes on from it (system, the task told, every
+    /// call and answer so far — for a resumption, the person's decisions too).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub conversation: Option<Value>,
+    /// The tools the run's model is offered: `declare`, `clarify`, the verbs and `submit`
+    /// (its `result` is the task type's output schema).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub tools: Option<Value>,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -196,7 +211,7 @@ pub struct ArtifactPut {
 
 // ------------------------------------------------------------------------------- helpers
 
-fn json_of<T: Serialize>(v: &T) -> ApiResult<Value> {
+pub(crate) fn json_of<T: Serialize>(v: &T) -> ApiResult<Value> {
     serde_json::to_value(v).map_err(|e| ApiError::internal(format!("encode: {e}")))
 }
 
@@ -234,7 +249,9 @@ impl SignatureVerifier for Keys {
 }
 
 /// The board that refuses unsigned or badly signed claims and reports, and the verifier.
-fn verified(s: &AppState) -> ApiResult<(Arc<dyn BoardStore>, Arc<dyn SignatureVerifier>)> {
+pub(crate) fn verified(
+    s: &AppState,
+) -> ApiResult<(Arc<dyn BoardStore>, Arc<dyn SignatureVerifier>)> {
     let verifier: Arc<dyn SignatureVerifier> = Arc::new(Keys(identities(s)?));
     let board: Arc<dyn BoardStore> = Arc::new(Verified {
         inner: board_of(s)?,
@@ -244,7 +261,7 @@ fn verified(s: &AppState) -> ApiResult<(Arc<dyn BoardStore>, Arc<dyn SignatureVe
 }
 
 /// A signature that does not verify: 403 `bad_signature`, naming the statement to sign.
-fn check_signature(
+pub(crate) fn check_signature(
     verifier: &dyn SignatureVerifier,
     who: &str,
     statement: &str,
@@ -269,7 +286,7 @@ fn nonempty(field: &'static str, v: &str) -> ApiResult<()> {
     Ok(())
 }
 
-fn attempt_ref(task: &str, n: u32, claimant: &str, epoch: i64) -> ApiResult<AttemptRef> {
+pub(crate) fn attempt_ref(task: &str, n: u32, claimant: &str, epoch: i64) -> ApiResult<AttemptRef> {
     nonempty("claimant", claimant)?;
     Ok(AttemptRef {
         task_id: task.to_string(),
@@ -281,7 +298,7 @@ fn attempt_ref(task: &str, n: u32, claimant: &str, epoch: i64) -> ApiResult<Atte
 
 /// A board refusal (the attempt ended, another claimant holds it, a stale epoch) is 409
 /// `refused`: the caller is not (or no longer) the live claimant; nothing changed.
-fn board_err(e: StoreError) -> ApiError {
+pub(crate) fn board_err(e: StoreError) -> ApiError {
     match e {
         StoreError::Conflict(m) => ApiError::new(StatusCode::CONFLICT, "refused", m),
         StoreError::NotFound { what, id } => {
@@ -338,7 +355,7 @@ fn run_facts(s: &AppState, run: Option<&str>) -> ApiResult<(Option<String>, Usag
     ))
 }
 
-fn reported(r: vouch_store::board::Reported) -> ApiResult<ReportResult> {
+pub(crate) fn reported(r: vouch_store::board::Reported) -> ApiResult<ReportResult> {
     Ok(ReportResult {
         task: json_of(&r.task)?,
         attempt: json_of(&r.attempt)?,
@@ -379,8 +396,10 @@ pub fn offer(
     Ok((created, json_of(offered.task())?))
 }
 
-/// Claim the oldest claimable task for this worker (§13.2), after a sweep of the board.
-pub fn claim_next(s: &AppState, b: &ClaimBody) -> ApiResult<ClaimResult> {
+/// Claim the oldest claimable task for this worker (§13.2), after a sweep of the board; the
+/// claim opens the attempt's run on this host (`via`: `http` or `mcp`), its id on the
+/// attempt's row and in the answer.
+pub fn claim_next(s: &AppState, b: &ClaimBody, via: &str) -> ApiResult<ClaimResult> {
     nonempty("claimant", &b.claimant)?;
     nonempty("profile", &b.profile)?;
     let now = s.host.clock.now_ms();
@@ -410,7 +429,10 @@ pub fn claim_next(s: &AppState, b: &ClaimBody) -> ApiResult<ClaimResult> {
         signature: None,
         policy,
         now_ms: b.at_ms,
+        run_id: None,
     };
+    // The run's id is named before the claim, so the attempt's row holds it from the start.
+    let run_id = vouch_runtime::host::new_id(s.host.clock.as_ref());
     check_signature(
         verifier.as_ref(),
         &b.claimant,
@@ -418,6 +440,7 @@ pub fn claim_next(s: &AppState, b: &ClaimBody) -> ApiResult<ClaimResult> {
         &b.signature,
     )?;
     req.signature = Some(b.signature.clone());
+    req.run_id = Some(run_id);
     // Orphaned attempts, passed deadlines and satisfied conditions first, as every worker does;
     // a sweep that loses a race is done by the next one, and one running elsewhere (fenced
     // across hosts) does this one's work.
@@ -430,19 +453,27 @@ pub fn claim_next(s: &AppState, b: &ClaimBody) -> ApiResult<ClaimResult> {
     let started = std::time::Instant::now();
     let claim = board.claim(&req).map_err(board_err);
     s.metrics.claim_latency.observe(started.elapsed());
-    Ok(match claim? {
-        None => ClaimResult {
+    let Some(c) = claim? else {
+        return Ok(ClaimResult {
             claimed: false,
             task: None,
             attempt: None,
             resumption: false,
-        },
-        Some(c) => ClaimResult {
-            claimed: true,
-            task: Some(json_of(&c.task)?),
-            attempt: Some(json_of(&c.attempt)?),
-            resumption: c.resumption,
-        },
+            run: None,
+            conversation: None,
+            tools: None,
+        });
+    };
+    let run = crate::attempt::open_run(s, &c, via)?;
+    let (conversation, _) = s.host.conversation(&run)?;
+    Ok(ClaimResult {
+        claimed: true,
+        task: Some(json_of(&c.task)?),
+        attempt: Some(json_of(&c.attempt)?),
+        resumption: c.resumption,
+        run: Some(run.clone()),
+        conversation: Some(conversation),
+        tools: Some(json_of(&s.host.attempt_tools(&run)?)?),
     })
 }
 
@@ -463,7 +494,7 @@ pub fn heartbeat(
 }
 
 /// The caller must be the live claimant before its malformed submission costs a repair.
-fn live_claimant(
+pub(crate) fn live_claimant(
     board: &dyn BoardStore,
     at: &AttemptRef,
 ) -> ApiResult<vouch_store::board::TaskRecord> {
@@ -497,6 +528,8 @@ pub fn submit(s: &AppState, task: &str, n: u32, b: &SubmitBody) -> ApiResult<Rep
     let at = attempt_ref(task, n, &b.claimant, b.epoch)?;
     let (board, verifier) = verified(s)?;
     let t = live_claimant(board.as_ref(), &at)?;
+    // Named before a malformed result costs a repair: the attempt's own run, or nothing.
+    crate::attempt::check_named_run(board.as_ref(), &at, b.run.as_deref())?;
     let ty = s.work.types.get(&t.kind).ok_or_else(|| {
         ApiError::new(
             StatusCode::CONFLICT,
@@ -528,6 +561,7 @@ pub fn submit(s: &AppState, task: &str, n: u32, b: &SubmitBody) -> ApiResult<Rep
     )
     .map_err(submit_err)?;
     let assessment = accepted.self_assessment;
+    crate::attempt::end_bound_run(s, board.as_ref(), &at, b.run.as_deref())?;
     let (receipt, usage) = report_facts(s, b.run.as_deref(), b.usage)?;
     let report = Report {
         attempt: at,
@@ -595,6 +629,7 @@ pub fn fail(s: &AppState, task: &str, n: u32, b: &FailBody) -> ApiResult<ReportR
     let at = attempt_ref(task, n, &b.claimant, b.epoch)?;
     let reason = reason(&b.reason)?;
     let (board, verifier) = verified(s)?;
+    crate::attempt::end_bound_run(s, board.as_ref(), &at, b.run.as_deref())?;
     let (receipt, usage) = report_facts(s, b.run.as_deref(), b.usage)?;
     let report = Report {
         attempt: at,

@@ -1963,16 +1963,23 @@ fn an_mcp_workers_attempt_runs_as_a_task_run_whose_receipt_goes_with_the_report(
         claim["attempt"]["n"].clone(),
         claim["attempt"]["epoch"].clone(),
     );
-    let d = mcp
-        .call("declare", &json!({"task": task, "deliveries": []}))
-        .unwrap();
-    let run = d["run"].as_str().unwrap().to_string();
+    // The claim opened the attempt's run (trigger `task`); the agent's calls go to it.
+    let run = claim["run"].as_str().unwrap().to_string();
+    assert_eq!(claim["attempt"]["run_id"], run.as_str(), "{claim}");
     let rec = mcp.state.store.run(&run).unwrap().unwrap();
     assert_eq!(rec.trigger, vouch_core::TriggerKind::Task);
-    let f = mcp
-        .call("finish", &json!({"run": run, "text": "done"}))
+    let d = mcp
+        .call("declare", &json!({"run": run, "deliveries": []}))
         .unwrap();
-    assert!(f["ended"].is_string(), "{f}");
+    assert_eq!(d["run"], run.as_str(), "{d}");
+    // A submit naming no run, or another, is refused: the attempt runs as its own run.
+    let e = mcp
+        .call(
+            "task_submit",
+            &json!({"task": task, "attempt": n, "epoch": epoch, "result": {"summary": "x"}}),
+        )
+        .unwrap_err();
+    assert_eq!(e.code, "wrong_run", "{e:?}");
     // This server signs only as its own worker: another claimant must sign for itself.
     let e = mcp
         .call(

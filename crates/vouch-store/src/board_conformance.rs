@@ -91,6 +91,7 @@ pub fn claim_req(claimant: &str, task_id: Option<&str>, now: i64) -> ClaimReques
         signature: None,
         policy: json!({}),
         now_ms: now,
+        run_id: None,
     }
 }
 
