@@ -1341,12 +1341,13 @@ fn report_sig(
     epoch: i64,
     outcome: &str,
     output: Option<&Value>,
+    run: Option<&str>,
 ) -> String {
     let output = output
         .map(|r| vouch_artifacts::json_content_id(r).unwrap())
         .map(Value::from)
         .unwrap_or(Value::Null);
-    w.sign(&json!({"report": {"task": task, "attempt": n, "claimant": w.name(), "epoch": epoch, "outcome": outcome, "output": output, "run": null}}))
+    w.sign(&json!({"report": {"task": task, "attempt": n, "claimant": w.name(), "epoch": epoch, "outcome": outcome, "output": output, "run": run}}))
         .unwrap()
 }
 
@@ -1452,6 +1453,9 @@ fn workers_flow(pg: bool) {
     let c = s.post("/api/tasks/claim-next", claim_body(&w1, now_ms()));
     assert_eq!(c.status, 200, "{}", c.body);
     let c = c.json();
+    // The claim opened the attempt's run on the host: every report names it (§13.2).
+    let run1 = c["run"].as_str().unwrap().to_string();
+    assert_eq!(c["attempt"]["run_id"], run1.as_str(), "{c}");
     assert_eq!(
         (c["claimed"].clone(), c["task"]["id"].as_str()),
         (json!(true), Some(task.as_str()))
@@ -1533,7 +1537,7 @@ fn workers_flow(pg: bool) {
     let submit = format!("/api/tasks/{task}/attempts/{n}/submit");
     let bad = json!({"summary": ""});
     let p = s
-        .post(&submit, json!({"claimant": "w1", "epoch": epoch, "result": bad, "signature": report_sig(&w1, &task, n, epoch, "accepted", Some(&bad))}))
+        .post(&submit, json!({"claimant": "w1", "epoch": epoch, "run": run1, "result": bad, "signature": report_sig(&w1, &task, n, epoch, "accepted", Some(&bad), Some(&run1))}))
         .problem(422, "invalid_result");
     assert!(p["detail"].as_str().unwrap().contains("at /summary"), "{p}");
     assert!(
@@ -1548,7 +1552,7 @@ fn workers_flow(pg: bool) {
     ] {
         let r = json!({"summary": "Three notes, one decision.", "artifacts": bad});
         let p = s
-            .post(&submit, json!({"claimant": "w1", "epoch": epoch, "result": r, "signature": report_sig(&w1, &task, n, epoch, "accepted", Some(&r))}))
+            .post(&submit, json!({"claimant": "w1", "epoch": epoch, "run": run1, "result": r, "signature": report_sig(&w1, &task, n, epoch, "accepted", Some(&r), Some(&run1))}))
             .problem(422, "invalid_result");
         let detail = p["detail"].as_str().unwrap();
         assert!(
@@ -1558,32 +1562,33 @@ fn workers_flow(pg: bool) {
     }
     let result = json!({"summary": "Three notes, one decision.", "artifacts": [cid]});
     let p = s
-        .post(&submit, json!({"claimant": "w1", "epoch": epoch, "result": result, "signature": report_sig(&w2, &task, n, epoch, "accepted", Some(&result))}))
+        .post(&submit, json!({"claimant": "w1", "epoch": epoch, "run": run1, "result": result, "signature": report_sig(&w2, &task, n, epoch, "accepted", Some(&result), Some(&run1))}))
         .problem(403, "bad_signature");
     assert!(p["detail"].as_str().unwrap().contains("\"report\""), "{p}");
     assert_eq!(
         s.get(&format!("/api/tasks/{task}")).json()["task"]["state"],
         "running"
     );
-    // A worker outside vouch reports its own usage (§13.7.2); negative counts are refused.
+    // A run is named, so its journal counts the usage: a worker's own count is refused.
     let bad_usage = json!({"turns": 1, "tokens": -5, "tool_calls": 0, "failed_tool_calls": 0});
     let p = s
-        .post(&submit, json!({"claimant": "w1", "epoch": epoch, "result": result, "usage": bad_usage, "signature": report_sig(&w1, &task, n, epoch, "accepted", Some(&result))}))
+        .post(&submit, json!({"claimant": "w1", "epoch": epoch, "run": run1, "result": result, "usage": bad_usage, "signature": report_sig(&w1, &task, n, epoch, "accepted", Some(&result), Some(&run1))}))
         .problem(422, "invalid_field");
     assert_eq!(p["field"], "usage", "{p}");
-    let usage = json!({"turns": 3, "tokens": 1540, "tool_calls": 4, "failed_tool_calls": 1});
-    let done = s.post(&submit, json!({"claimant": "w1", "epoch": epoch, "result": result, "usage": usage, "signature": report_sig(&w1, &task, n, epoch, "accepted", Some(&result))}));
+    let done = s.post(&submit, json!({"claimant": "w1", "epoch": epoch, "run": run1, "result": result, "signature": report_sig(&w1, &task, n, epoch, "accepted", Some(&result), Some(&run1))}));
     assert_eq!(done.status, 200, "{}", done.body);
     let done = done.json();
     assert_eq!(done["task"]["state"], "completed");
     assert_eq!(done["attempt"]["state"], "completed");
-    assert_eq!(done["attempt"]["usage"], usage, "{done}");
+    // The run's journal counts the attempt (the submit ended the run: one turn).
+    assert_eq!(done["attempt"]["run_id"], run1.as_str(), "{done}");
+    assert_eq!(done["attempt"]["usage"]["turns"], 1, "{done}");
     assert_eq!(
         done["task"]["result_id"],
         vouch_artifacts::json_content_id(&result).unwrap()
     );
     // A report after the attempt ended is refused and changes nothing.
-    s.post(&format!("/api/tasks/{task}/attempts/{n}/fail"), json!({"claimant": "w1", "epoch": epoch, "retryable": true, "reason": "late", "signature": report_sig(&w1, &task, n, epoch, "failed", None)}))
+    s.post(&format!("/api/tasks/{task}/attempts/{n}/fail"), json!({"claimant": "w1", "epoch": epoch, "retryable": true, "reason": "late", "signature": report_sig(&w1, &task, n, epoch, "failed", None, None)}))
         .problem(409, "refused");
     assert_eq!(
         s.get(&format!("/api/tasks/{task}")).json()["task"]["state"],
@@ -1613,7 +1618,7 @@ fn workers_flow(pg: bool) {
         .post("/api/tasks/claim-next", claim_body(&w2, now_ms()))
         .json();
     let e2 = c["attempt"]["epoch"].as_i64().unwrap();
-    let a = s.post(&format!("/api/tasks/{t2}/attempts/1/abort"), json!({"claimant": "w2", "epoch": e2, "reason": "shutting down", "signature": report_sig(&w2, &t2, 1, e2, "aborted", None)}));
+    let a = s.post(&format!("/api/tasks/{t2}/attempts/1/abort"), json!({"claimant": "w2", "epoch": e2, "reason": "shutting down", "signature": report_sig(&w2, &t2, 1, e2, "aborted", None, None)}));
     assert_eq!(a.status, 200, "{}", a.body);
     assert_eq!(a.json()["task"]["state"], "queued");
     let c = s
@@ -1624,7 +1629,7 @@ fn workers_flow(pg: bool) {
     let p = s.post(&format!("/api/tasks/{t2}/attempts/2/fail"), json!({"claimant": "w2", "epoch": e3, "retryable": false, "reason": " ", "signature": "00"}))
         .problem(422, "invalid_field");
     assert_eq!(p["field"], "reason");
-    let f = s.post(&format!("/api/tasks/{t2}/attempts/2/fail"), json!({"claimant": "w2", "epoch": e3, "retryable": false, "reason": "cannot read the notes", "signature": report_sig(&w2, &t2, 2, e3, "failed", None)}));
+    let f = s.post(&format!("/api/tasks/{t2}/attempts/2/fail"), json!({"claimant": "w2", "epoch": e3, "retryable": false, "reason": "cannot read the notes", "run": c["run"], "signature": report_sig(&w2, &t2, 2, e3, "failed", None, c["run"].as_str())}));
     assert_eq!(f.status, 200, "{}", f.body);
     assert_eq!(f.json()["task"]["state"], "failed");
 
@@ -1656,7 +1661,7 @@ fn a_valid_submit_after_the_repairs_are_spent_is_refused() {
         .json();
     let epoch = c["attempt"]["epoch"].as_i64().unwrap();
     let submit = format!("/api/tasks/{task}/attempts/1/submit");
-    let body = |r: &Value| json!({"claimant": "w1", "epoch": epoch, "result": r, "signature": report_sig(&w1, &task, 1, epoch, "accepted", Some(r))});
+    let body = |r: &Value| json!({"claimant": "w1", "epoch": epoch, "run": c["run"], "result": r, "signature": report_sig(&w1, &task, 1, epoch, "accepted", Some(r), c["run"].as_str())});
     let bad = json!({"summary": ""});
     // The default budget: 3 repairs, so four malformed submissions are answered.
     for left in [3, 2, 1, 0] {
@@ -1917,7 +1922,7 @@ fn an_agents_run_over_mcp_waits_for_the_person_and_is_never_finished_for_it() {
             &json!({"task": "t", "instructions": "more"}),
         )
         .unwrap_err();
-    assert_eq!((e.status.as_u16(), e.code), (501, "not_supported"));
+    assert_eq!((e.status.as_u16(), e.code), (404, "not_found"));
 }
 
 /// A worker agent over MCP does its attempt as a vouch run (trigger `task`): the report
