@@ -513,6 +513,29 @@ fn an_http_claim_opens_the_run_and_binds_the_report_to_it(pg: bool) {
     assert_eq!(more["task"]["spec"]["references"], json!([task]), "{more}");
     let input = &more["task"]["spec"]["input"]["continuation"];
     assert_eq!(input["run"], run.as_str(), "{more}");
+    // The owner cancels a task while its worker is between calls: the run ends with it.
+    let c = s.claim();
+    let (t2, run2) = (
+        c["task"]["id"].as_str().unwrap().to_string(),
+        c["run"].as_str().unwrap().to_string(),
+    );
+    let (n2, e2) = (
+        c["attempt"]["n"].as_u64().unwrap(),
+        c["attempt"]["epoch"].as_i64().unwrap(),
+    );
+    let (code, _) = s.call(&t2, n2, e2, "declare", json!({"deliveries": []}));
+    assert_eq!(code, 200);
+    let (code, p) = http(
+        "POST",
+        &s.url(&format!("/api/tasks/{t2}/cancel")),
+        &s.person,
+        Some(&json!({})),
+    );
+    assert_eq!(code, 200, "{p}");
+    let r = s.host.json(&["runs", "show", &run2]);
+    assert_eq!(r["run"]["state"], "ended", "{r}");
+    let (code, p) = s.call(&t2, n2, e2, "finish", json!({"text": "late"}));
+    assert_eq!((code, p["code"].as_str()), (409, Some("refused")), "{p}");
 }
 
 #[test]

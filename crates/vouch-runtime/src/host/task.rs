@@ -863,17 +863,20 @@ impl Host {
         board: &dyn BoardStore,
         task_id: &str,
     ) -> HostResult<(TaskRecord, Option<String>)> {
+        // A suspended attempt's run, or a live one's that a worker outside drives between
+        // its calls (§13.2.1): no process holds either, so the cancel ends it here.
         let waiting = board
             .attempts(task_id)?
             .into_iter()
-            .filter(|a| a.state == AttemptState::Suspended)
-            .filter_map(|a| a.run_id)
+            .filter(|a| a.state == AttemptState::Suspended || a.state.is_leased())
+            .filter_map(|a| a.run_id.map(|r| (r, a.state == AttemptState::Suspended)))
             .next_back();
         let task = board.cancel(task_id, self.now())?;
-        let Some(run) = waiting else {
+        let Some((run, suspended)) = waiting else {
             return Ok((task, None));
         };
-        if self.record(&run)?.state == RunState::Ended {
+        let rec = self.record(&run)?;
+        if rec.state == RunState::Ended || !(suspended || super::external::is_external(&rec.spec)) {
             return Ok((task, None));
         }
         match self.cancel(&run) {
