@@ -33,7 +33,7 @@ use vouch_store::board::{
 };
 
 /// Instructions every client shows its model.
-const INSTRUCTIONS: &str = "vouch hosts your work under its terminal contract. To deliver anything: call `declare` with the manifest (it opens a run and answers its id), then perform each item with the tool of its verb (`save`, `send`, …) and its exact payload, shaped as its destination kind takes it; the host decides what runs now, what waits for the person's approval, and records evidence. Ask at most one question with `clarify`. Call `finish` with your final text; `receipt` says what really happened. Workers: `task_claim`, then `task_heartbeat` while working, `artifact_put` for outputs, and `task_submit` (or `task_fail`).";
+const INSTRUCTIONS: &str = "vouch hosts your work under its terminal contract. To deliver anything: call `declare` with the manifest (it opens a run and answers its id), then perform each item with the tool of its verb (`save`, `send`, …) and its exact payload, shaped as its destination kind takes it; the host decides what runs now, what waits for the person's approval, and records evidence. Ask at most one question with `clarify`. Call `finish` with your final text; `receipt` says what really happened. Workers: `task_claim` (it opens your attempt's run and answers its id as `run`: pass it to `declare`, the verbs and `finish`), then `task_heartbeat` while working, `artifact_put` for outputs, and `task_submit` (or `task_fail`) naming that `run`; `task_result` reads a task's accepted output.";
 
 /// The MCP server over one host.
 #[derive(Clone)]
@@ -116,7 +116,7 @@ pub fn tools() -> Vec<Tool> {
         tool("task_submit", "Submit your attempt's result (checked against the task type's output schema; a malformed one comes back naming the path and costs one repair).", with(json!({
             "result": {"type": "object"},
             "self_assessment": {"type": ["object", "null"]},
-            "run": {"type": "string", "description": "the run you did the work in (its receipt goes with the report)"},
+            "run": {"type": "string", "description": "your attempt's run (the claim's `run`): the submit ends it and its receipt goes with the report"},
             "usage": usage.clone(),
         }), &["task", "attempt", "epoch", "result"])),
         tool("task_fail", "Report that your attempt failed; it is retried while attempts remain only if retryable.", with(json!({

@@ -110,7 +110,8 @@ pub struct SubmitBody {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub self_assessment: Option<Value>,
-    /// The vouch run the work ran as (trigger `task`), if any: its receipt and usage are
+    /// The attempt's run (the claim's `run`; 409 `wrong_run` when it names none or another
+    /// for an attempt bound to its run): the submit ends it, and its receipt and usage are
     /// taken from the host's own journal.
     #[serde(default)]
     pub run: Option<String>,
@@ -133,6 +134,7 @@ pub struct FailBody {
     pub epoch: i64,
     pub retryable: bool,
     pub reason: String,
+    /// The attempt's run, as for a submit (the fail ends it).
     #[serde(default)]
     pub run: Option<String>,
     /// As in `SubmitBody`: the worker's own count when it names no run.
