@@ -547,3 +547,44 @@ fn an_http_claim_opens_the_run_and_binds_the_report_to_it_on_sqlite() {
 fn an_http_claim_opens_the_run_and_binds_the_report_to_it_on_postgres() {
     an_http_claim_opens_the_run_and_binds_the_report_to_it(true);
 }
+
+fn a_remote_run_without_a_handoff_fails_its_attempt_visibly(pg: bool) {
+    let s = setup(pg);
+    let task = s.host.offer("forgets to submit");
+    let script = s.worker.script(json!([
+        {"declare": {"deliveries": []}},
+        {"final": "all done, I think"}
+    ]));
+    let ev = s.drain(&script);
+    assert!(ev.iter().any(|e| e["event"] == "reported"), "{ev:?}");
+    let v = s.host.show(&task);
+    assert_eq!(v["task"]["state"], "failed", "{v}");
+    let a = &v["attempts"][0];
+    assert_eq!(a["state"], "failed", "{v}");
+    assert!(
+        a["end_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("without an accepted submission")),
+        "{v}"
+    );
+    // The run is the host's, ended, with its receipt on the attempt.
+    let run = a["run_id"].as_str().unwrap();
+    assert_eq!(s.host.json(&["runs", "show", run])["run"]["state"], "ended");
+    let (code, p) = http(
+        "GET",
+        &s.url(&format!("/api/tasks/{task}/result")),
+        &s.person,
+        None,
+    );
+    assert_eq!((code, p["code"].as_str()), (409, Some("no_result")), "{p}");
+}
+
+#[test]
+fn a_remote_run_without_a_handoff_fails_its_attempt_visibly_on_sqlite() {
+    a_remote_run_without_a_handoff_fails_its_attempt_visibly(false);
+}
+
+#[test]
+fn a_remote_run_without_a_handoff_fails_its_attempt_visibly_on_postgres() {
+    a_remote_run_without_a_handoff_fails_its_attempt_visibly(true);
+}
