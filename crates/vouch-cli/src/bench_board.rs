@@ -140,6 +140,7 @@ fn bench(dir: &std::path::Path, tasks: usize, workers: usize) -> Result<Figures>
                     nonce: None,
                     policy: json!({}),
                     now_ms: SystemClock.now_ms(),
+                    run_id: None,
                 };
                 let claim = match board.claim(&req) {
                     Ok(Some(c)) => c,

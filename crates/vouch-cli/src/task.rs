@@ -261,6 +261,14 @@ pub struct WorkerArgs {
     /// policy and its fingerprint).
     #[arg(long = "allow-command")]
     allow_commands: Vec<String>,
+    /// Work for the host at this URL (`http://host:port` of its `vouch serve --http`) instead
+    /// of this home's board: the model runs here, each attempt's run is on that host.
+    #[arg(long, requires = "token")]
+    server: Option<String>,
+    /// The worker token for `--server` (`vouch token new NAME --scope worker --identity
+    /// NAME` on that host); the identity's key is this home's (`--name`).
+    #[arg(long, env = "VOUCH_WORKER_TOKEN", hide_env_values = true)]
+    token: Option<String>,
 }
 
 #[derive(Args)]
@@ -646,69 +654,34 @@ fn continue_task(
     mode: &str,
     json: bool,
 ) -> Result<i32> {
-    let parent = board
-        .task(id)
-        .map_err(store_err)?
-        .ok_or_else(|| bad(format!("no task `{id}`; list tasks with `vouch task list`")))?;
-    let Some(n) = parent.accepted_attempt else {
-        return Err(bad(format!(
-            "task `{id}` is {} with no accepted output; only a completed task can be continued",
-            parent.state
-        )));
-    };
-    let run = board
-        .attempts(id)
-        .map_err(store_err)?
-        .into_iter()
-        .find(|a| a.n == n)
-        .and_then(|a| a.run_id)
-        .ok_or_else(|| {
-            bad(format!(
-                "task `{id}`'s accepted attempt has no run to go on from"
-            ))
-        })?;
     let (store, _) = open_board(dir)?;
     let host = home::host_on(dir, store, None)?;
-    let (conversation, cid) = host.conversation(&run).map_err(crate::host_err)?;
     let artifacts = crate::home::open_artifacts(dir)?;
-    let stored = artifacts
-        .put_json(&conversation)
-        .and_then(|c| artifacts.pin(&c).map(|()| c))
-        .map_err(|e| anyhow!("store the conversation: {e}"))?;
-    if stored != cid {
-        return Err(anyhow!(
-            "the conversation was stored as {stored}, not {cid}; the artifact store disagrees with the board"
-        ));
-    }
-    let mut input = parent.spec.input.clone();
-    if let Some(o) = input.as_object_mut() {
-        o.insert(
-            "continuation".into(),
-            json!({"parent": id, "mode": mode, "run": run, "conversation": cid}),
-        );
-        if o.contains_key("brief") {
-            o.insert("brief".into(), json!(brief));
-        }
-    }
-    let s = &parent.spec;
-    let mut a = offer_args(&parent.kind, brief);
-    a.input_value = Some(input);
-    a.tags = parent.tags.clone();
-    a.max_attempts = parent.max_attempts;
-    a.profiles = parent.profiles.clone();
-    a.lease_ms = s.lease_ms;
-    a.heartbeat_ms = s.heartbeat_ms;
-    a.dispatch_timeout_ms = s.dispatch_timeout_ms;
-    a.running_timeout_ms = s.running_timeout_ms;
-    a.criteria_value = s.criteria.clone();
-    a.references = vec![id.to_string()];
-    a.context_ids = s.context.clone();
-    // extend: the parent's thread goes on; fork: a new thread from the parent's tip.
-    a.correlation = Some(match mode {
-        "fork" => String::new(),
-        _ if s.correlation.is_empty() => id.to_string(),
-        _ => s.correlation.clone(),
-    });
+    let req = vouch_runtime::offer::continuation(&host, board, &*artifacts, id, brief, mode)
+        .map_err(|e| match e {
+            vouch_runtime::offer::ContinueError::NoTask(_) => {
+                bad(format!("no task `{id}`; list tasks with `vouch task list`"))
+            }
+            vouch_runtime::offer::ContinueError::Refused(m) => bad(m),
+            vouch_runtime::offer::ContinueError::Field { field, message } => {
+                bad(format!("--{field} {message}"))
+            }
+            vouch_runtime::offer::ContinueError::Host(e) => crate::host_err(e),
+            other => anyhow!("{other}"),
+        })?;
+    let mut a = offer_args(&req.kind, req.brief);
+    a.input_value = req.input;
+    a.tags = req.tags;
+    a.max_attempts = req.max_attempts;
+    a.profiles = req.profiles;
+    a.lease_ms = req.lease_ms;
+    a.heartbeat_ms = req.heartbeat_ms;
+    a.dispatch_timeout_ms = req.dispatch_timeout_ms;
+    a.running_timeout_ms = req.running_timeout_ms;
+    a.criteria_value = req.criteria;
+    a.references = req.references;
+    a.context_ids = req.context;
+    a.correlation = req.correlation;
     offer(dir, board, a, json)
 }
 
@@ -933,7 +906,14 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
         .clone()
         .unwrap_or_else(|| format!("worker-{}", std::process::id()));
     let model = worker_model(a.script.as_deref())?;
-    let client = local_board(dir, &a, &name)?;
+    let (client, state_of): (Arc<dyn BoardClient>, Box<StateOf>) = match (&a.server, &a.token) {
+        (Some(url), Some(token)) => {
+            let remote = remote_board(dir, &name, url, token)?;
+            let states = remote.clone();
+            (remote, Box::new(move |id: &str| states.task_state(id)))
+        }
+        _ => (local_board(dir, &a, &name)?, local_states(dir)?),
+    };
     // The runtime profile (§13.6): read again before every claim, so an edit applies to the
     // next claim; each attempt runs under the snapshot its claim recorded. The commands a
     // patch attempt may run (`--allow-command`) are part of that policy and its fingerprint.
@@ -965,11 +945,10 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
         beat_while_running: true,
     };
     // Every task this worker claimed, for the counter and the summary it ends with.
-    let (_, summary_board) = open_board(dir)?;
     let claimed = std::sync::Mutex::new(Vec::<String>::new());
     let events = Arc::new(move |e: WorkerEvent| {
         let mut claimed = claimed.lock().unwrap_or_else(|p| p.into_inner());
-        render(json, &name, &*summary_board, &mut claimed, e)
+        render(json, &name, &*state_of, &mut claimed, e)
     });
     let lp = Arc::new(WorkerLoop::new(
         client,
@@ -987,6 +966,9 @@ pub fn worker(dir: &Path, a: WorkerArgs, json: bool) -> Result<i32> {
         WorkerError::Refused(m) => bad(m),
         other => anyhow!("{other}"),
     })?;
+    if a.server.is_some() {
+        return Ok(0);
+    }
     // The attempts this worker saw cancelled ended their runs just before it stopped: they
     // are charged now rather than at some later sweep (§13.7.2).
     let (store, board) = open_board(dir)?;
@@ -1026,9 +1008,52 @@ fn local_board(dir: &Path, a: &WorkerArgs, name: &str) -> Result<Arc<dyn BoardCl
     }))
 }
 
+/// The state of a task as the worker's board holds it now (the home's, or the host's).
+type StateOf = dyn Fn(&str) -> String + Send + Sync;
+
+fn local_states(dir: &Path) -> Result<Box<StateOf>> {
+    let (_, board) = open_board(dir)?;
+    Ok(Box::new(move |id: &str| match board.task(id) {
+        Ok(Some(t)) => t.state.to_string(),
+        _ => "unknown".to_string(),
+    }))
+}
+
+/// The host at `url` as the worker loop's client (§13.2): claims, heartbeats and every tool
+/// call of the model signed with this home's key of identity `name`, sent with the worker
+/// token; the model runs here under this home's `[model]`.
+fn remote_board(
+    dir: &Path,
+    name: &str,
+    url: &str,
+    token: &str,
+) -> Result<Arc<vouch_runtime::remote::RemoteBoard>> {
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(bad(format!(
+            "--server `{}` is not an http:// or https:// URL",
+            clean(url)
+        )));
+    }
+    let identity = KeyDir::in_home(dir).load(name).map_err(|e| {
+        bad(format!(
+            "worker identity `{name}`: {e}; make it with `vouch identity new {name}` and register its public key on the host"
+        ))
+    })?;
+    let models = Arc::new(vouch_runtime::model::ConfiguredModels {
+        profile: home::config(dir)?.model,
+    });
+    Ok(Arc::new(vouch_runtime::remote::RemoteBoard::new(
+        url,
+        token,
+        Arc::new(IdentitySigner(identity)),
+        models,
+        Arc::new(SystemClock),
+    )))
+}
+
 /// The worker's last line: how many claims it made and where those tasks are now.
-fn stopped(name: &str, board: &dyn BoardStore, claimed: &[String]) -> (Value, String) {
-    let by_state = worker_summary(board, claimed);
+fn stopped(name: &str, state_of: &StateOf, claimed: &[String]) -> (Value, String) {
+    let by_state = worker_summary(state_of, claimed);
     let said: Vec<String> = by_state.iter().map(|(s, n)| format!("{n} {s}")).collect();
     let noun = if claimed.len() == 1 {
         "claim"
@@ -1053,17 +1078,13 @@ fn stopped(name: &str, board: &dyn BoardStore, claimed: &[String]) -> (Value, St
 /// How many of the tasks a worker claimed are in each state now (a task claimed twice counts
 /// once).
 fn worker_summary(
-    board: &dyn BoardStore,
+    state_of: &StateOf,
     claimed: &[String],
 ) -> std::collections::BTreeMap<String, usize> {
     let unique: std::collections::BTreeSet<&String> = claimed.iter().collect();
     let mut by_state = std::collections::BTreeMap::new();
     for id in unique {
-        let state = match board.task(id) {
-            Ok(Some(t)) => t.state.to_string(),
-            _ => "unknown".to_string(),
-        };
-        *by_state.entry(state).or_insert(0) += 1;
+        *by_state.entry(state_of(id)).or_insert(0) += 1;
     }
     by_state
 }
@@ -1078,19 +1099,13 @@ impl Signer for IdentitySigner {
 }
 
 /// What the worker loop says, as JSON lines (`--json`) or sentences.
-fn render(
-    json: bool,
-    name: &str,
-    board: &dyn BoardStore,
-    claimed: &mut Vec<String>,
-    e: WorkerEvent,
-) {
+fn render(json: bool, name: &str, state_of: &StateOf, claimed: &mut Vec<String>, e: WorkerEvent) {
     let (v, human) = match e {
         WorkerEvent::Started => (
             json!({"event": "worker_started", "worker": name}),
             format!("Worker {} is looking for tasks.", clean(name)),
         ),
-        WorkerEvent::Stopped => stopped(name, board, claimed),
+        WorkerEvent::Stopped => stopped(name, state_of, claimed),
         WorkerEvent::Claimed {
             task,
             attempt,

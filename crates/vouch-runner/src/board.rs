@@ -262,6 +262,7 @@ impl Board {
             nonce: None,
             policy,
             now_ms: ctx.clock.now_ms(),
+            run_id: None,
         };
         self.store.claim(&req).map_err(err)
     }

@@ -21,6 +21,7 @@ pub mod offer;
 pub mod outbound;
 pub mod provider;
 pub mod receipt;
+pub mod remote;
 pub mod repository;
 pub mod runs;
 pub mod scheduler;

@@ -382,3 +382,117 @@ pub fn offer(
     };
     Ok(board.offer(&task)?)
 }
+
+/// Why a completed task cannot be continued.
+#[derive(Debug, thiserror::Error)]
+pub enum ContinueError {
+    #[error("no task `{0}`")]
+    NoTask(String),
+    /// The task has no accepted output, or its accepted attempt no run to go on from.
+    #[error("{0}")]
+    Refused(String),
+    #[error("{field}: {message}")]
+    Field {
+        field: &'static str,
+        message: String,
+    },
+    #[error("{0}")]
+    Host(#[from] crate::HostError),
+    #[error("store the conversation: {0}")]
+    Artifacts(String),
+}
+
+/// A completed task's continuation (§13.5), as `vouch task continue`, the HTTP route and the
+/// MCP tool make it: the conversation of the parent's accepted attempt is pinned by content
+/// id (stored as an artifact); the new task carries the parent's type, input (with the new
+/// brief and the continuation), tags, criteria and limits, references the parent, and
+/// `extend`s its thread or `fork`s a new one. The caller offers what this answers.
+pub fn continuation(
+    host: &crate::Host,
+    board: &dyn BoardStore,
+    artifacts: &dyn vouch_artifacts::ArtifactStore,
+    id: &str,
+    brief: String,
+    mode: &str,
+) -> Result<TaskOffer, ContinueError> {
+    if mode != "extend" && mode != "fork" {
+        return Err(ContinueError::Field {
+            field: "mode",
+            message: format!(
+                "is `extend` or `fork`, not `{}`",
+                vouch_core::escape_line(mode)
+            ),
+        });
+    }
+    if brief.trim().is_empty() {
+        return Err(ContinueError::Field {
+            field: "brief",
+            message: "is empty: say what the continuation asks for".into(),
+        });
+    }
+    let parent = board
+        .task(id)
+        .map_err(crate::HostError::from)?
+        .ok_or_else(|| ContinueError::NoTask(id.to_string()))?;
+    let Some(n) = parent.accepted_attempt else {
+        return Err(ContinueError::Refused(format!(
+            "task `{id}` is {} with no accepted output; only a completed task can be continued",
+            parent.state
+        )));
+    };
+    let run = board
+        .attempts(id)
+        .map_err(crate::HostError::from)?
+        .into_iter()
+        .find(|a| a.n == n)
+        .and_then(|a| a.run_id)
+        .ok_or_else(|| {
+            ContinueError::Refused(format!(
+                "task `{id}`'s accepted attempt has no run to go on from"
+            ))
+        })?;
+    let (conversation, cid) = host.conversation(&run)?;
+    let stored = artifacts
+        .put_json(&conversation)
+        .and_then(|c| artifacts.pin(&c).map(|()| c))
+        .map_err(|e| ContinueError::Artifacts(e.to_string()))?;
+    if stored != cid {
+        return Err(ContinueError::Artifacts(format!(
+            "the conversation was stored as {stored}, not {cid}; the artifact store disagrees with the board"
+        )));
+    }
+    let mut input = parent.spec.input.clone();
+    if let Some(o) = input.as_object_mut() {
+        o.insert(
+            "continuation".into(),
+            serde_json::json!({"parent": id, "mode": mode, "run": run, "conversation": cid}),
+        );
+        if o.contains_key("brief") {
+            o.insert("brief".into(), serde_json::json!(brief));
+        }
+    }
+    let s = &parent.spec;
+    Ok(TaskOffer {
+        kind: parent.kind.clone(),
+        brief,
+        input: Some(input),
+        tags: parent.tags.clone(),
+        criteria: s.criteria.clone(),
+        max_attempts: parent.max_attempts,
+        after: vec![],
+        profiles: parent.profiles.clone(),
+        deadline_s: None,
+        lease_ms: s.lease_ms,
+        heartbeat_ms: s.heartbeat_ms,
+        dispatch_timeout_ms: s.dispatch_timeout_ms,
+        running_timeout_ms: s.running_timeout_ms,
+        references: vec![id.to_string()],
+        // extend: the parent's thread goes on; fork: a new thread from the parent's tip.
+        correlation: Some(match mode {
+            "fork" => String::new(),
+            _ if s.correlation.is_empty() => id.to_string(),
+            _ => s.correlation.clone(),
+        }),
+        context: s.context.clone(),
+    })
+}

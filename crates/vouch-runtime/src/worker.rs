@@ -409,6 +409,7 @@ impl WorkerLoop {
             nonce: None,
             policy: profile.policy.clone(),
             now_ms: now,
+            run_id: None,
         };
         match self.client.claim(req) {
             Ok(Some(claim)) => {

@@ -424,6 +424,7 @@ fn claim_req(claimant: &str, task_id: &str) -> ClaimRequest {
         nonce: None,
         policy: json!({}),
         now_ms: 1,
+        run_id: None,
     }
 }
 

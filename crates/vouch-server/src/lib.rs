@@ -6,6 +6,7 @@
 //! is a problem object (RFC 9457) with a stable code.
 
 pub mod api;
+pub mod attempt;
 pub mod auth;
 pub mod console;
 pub mod dto;
@@ -167,6 +168,9 @@ pub fn router(state: AppState) -> Router {
         .route("/api/tasks/{id}/attempts/{n}/submit", post(tasks::submit))
         .route("/api/tasks/{id}/attempts/{n}/fail", post(tasks::fail))
         .route("/api/tasks/{id}/attempts/{n}/abort", post(tasks::abort))
+        .route("/api/tasks/{id}/attempts/{n}/call", post(tasks::call))
+        .route("/api/tasks/{id}/result", get(tasks::task_result))
+        .route("/api/tasks/{id}/continue", post(tasks::continue_task))
         .route(
             "/api/artifacts/{cid}",
             get(tasks::get_artifact).put(tasks::put_artifact),

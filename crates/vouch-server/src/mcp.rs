@@ -33,7 +33,7 @@ use vouch_store::board::{
 };
 
 /// Instructions every client shows its model.
-const INSTRUCTIONS: &str = "vouch hosts your work under its terminal contract. To deliver anything: call `declare` with the manifest (it opens a run and answers its id), then perform each item with the tool of its verb (`save`, `send`, …) and its exact payload, shaped as its destination kind takes it; the host decides what runs now, what waits for the person's approval, and records evidence. Ask at most one question with `clarify`. Call `finish` with your final text; `receipt` says what really happened. Workers: `task_claim`, then `task_heartbeat` while working, `artifact_put` for outputs, and `task_submit` (or `task_fail`).";
+const INSTRUCTIONS: &str = "vouch hosts your work under its terminal contract. To deliver anything: call `declare` with the manifest (it opens a run and answers its id), then perform each item with the tool of its verb (`save`, `send`, …) and its exact payload, shaped as its destination kind takes it; the host decides what runs now, what waits for the person's approval, and records evidence. Ask at most one question with `clarify`. Call `finish` with your final text; `receipt` says what really happened. Workers: `task_claim` (it opens your attempt's run and answers its id as `run`: pass it to `declare`, the verbs and `finish`), then `task_heartbeat` while working, `artifact_put` for outputs, and `task_submit` (or `task_fail`) naming that `run`; `task_result` reads a task's accepted output.";
 
 /// The MCP server over one host.
 #[derive(Clone)]
@@ -119,7 +119,7 @@ pub fn tools() -> Vec<Tool> {
         tool("task_submit", "Submit your attempt's result (checked against the task type's output schema; a malformed one comes back naming the path and costs one repair).", with(json!({
             "result": {"type": "object"},
             "self_assessment": {"type": ["object", "null"]},
-            "run": {"type": "string", "description": "the run you did the work in (its receipt goes with the report)"},
+            "run": {"type": "string", "description": "your attempt's run (the claim's `run`): the submit ends it and its receipt goes with the report"},
             "usage": usage.clone(),
         }), &["task", "attempt", "epoch", "result"])),
         tool("task_fail", "Report that your attempt failed; it is retried while attempts remain only if retryable.", with(json!({
@@ -137,6 +137,9 @@ pub fn tools() -> Vec<Tool> {
             "instructions": {"type": "string"},
             "mode": {"type": "string", "enum": ["extend", "fork"]},
         }), &["task", "instructions"])),
+        tool("task_result", "Read a task's accepted output, its self-assessment, the judges' verdicts and the artifacts it names.", obj(json!({
+            "task": {"type": "string"},
+        }), &["task"])),
         tool("task_cancel", "Cancel a task that has not ended (a live attempt becomes cancelled).", obj(json!({
             "task": {"type": "string"},
         }), &["task"])),
@@ -407,6 +410,54 @@ impl VouchMcp {
         }))
     }
 
+    /// The live attempt whose run this is, when it is one: its host tools go through the
+    /// attempt (`attempt::exec`), so the host reports the attempt when the run ends. A worker
+    /// token drives only the runs of its own live attempts (its attempt's run was opened by
+    /// its claim: `declare` names it in `run`).
+    fn own_attempt(&self, run: Option<&str>) -> ApiResult<Option<AttemptRef>> {
+        let worker = self
+            .caller
+            .as_ref()
+            .filter(|c| c.scope == vouch_core::Scope::Worker);
+        let found = match (run, &self.state.board) {
+            (Some(run), Some(board)) => board.attempt_of_run(run)?,
+            _ => None,
+        };
+        let live = found.filter(|a| a.state.is_leased());
+        let Some(w) = worker else {
+            return Ok(live.map(|a| AttemptRef {
+                task_id: a.task_id,
+                n: a.n,
+                claimant: a.claimant,
+                epoch: a.epoch,
+            }));
+        };
+        match live {
+            Some(a) if w.identity.as_deref() == Some(a.claimant.as_str()) => Ok(Some(AttemptRef {
+                task_id: a.task_id,
+                n: a.n,
+                claimant: a.claimant,
+                epoch: a.epoch,
+            })),
+            _ => Err(ApiError::forbidden(match run {
+                None => "a worker token drives only its attempts' runs: its claim opened the run; pass it as `run`".to_string(),
+                Some(r) => format!(
+                    "run `{}` is not the run of a live attempt of `{}`; a worker token drives only its own attempts' runs",
+                    vouch_core::escape_line(r),
+                    w.identity.as_deref().unwrap_or_default()
+                ),
+            })),
+        }
+    }
+
+    fn attempt_reply(&self, a: crate::attempt::CallAnswer) -> ApiResult<Value> {
+        let mut v = json!({"run": a.run, "ok": a.ok, "result": a.text});
+        if let Some(end) = a.end {
+            v["end"] = end;
+        }
+        Ok(v)
+    }
+
     /// A run named by the agent, which must exist.
     fn run_arg(&self, args: &Value) -> ApiResult<String> {
         let run = id(args, "run")?;
@@ -441,11 +492,9 @@ impl VouchMcp {
                 let board = work::board_of(s)?;
                 let state = match opt_text(args, "state") {
                     None => None,
-                    Some(v) => Some(
-                        serde_json::from_value(Value::String(v.clone())).map_err(|_| {
-                            ApiError::field("state", format!("`{v}` is not a task state"))
-                        })?,
-                    ),
+                    Some(v) => Some(serde_json::from_value(Value::String(v.clone())).map_err(
+                        |_| ApiError::field("state", format!("`{v}` is not a task state")),
+                    )?),
                 };
                 let limit = args.get("limit").and_then(Value::as_u64).unwrap_or(100);
                 let tasks = board.tasks(&TaskFilter {
@@ -485,6 +534,7 @@ impl VouchMcp {
                     policy: policy.clone(),
                     now_ms: stamp.at_ms,
                     nonce: Some(stamp.nonce.clone()),
+                    run_id: None,
                 })?;
                 let signature = self.signature(args, &claimant, &statement)?;
                 let r = work::claim_next(
@@ -500,6 +550,7 @@ impl VouchMcp {
                         nonce: stamp.nonce,
                         signature,
                     },
+                    "mcp",
                 )?;
                 to_value(&r)
             }
@@ -631,12 +682,15 @@ impl VouchMcp {
                 )?;
                 to_value(&r)
             }
-            // The board has no continuation yet (§13.5): say so rather than pretend.
-            "task_continue" => Err(ApiError::new(
-                axum::http::StatusCode::NOT_IMPLEMENTED,
-                "not_supported",
-                "continuing a completed task (extend or fork) is not yet supported by this host's board; offer a new task that refers to it instead",
-            )),
+            "task_continue" => {
+                let body = crate::attempt::ContinueBody {
+                    brief: text(args, "instructions")?,
+                    mode: opt_text(args, "mode").unwrap_or_else(|| "extend".into()),
+                };
+                let (created, task) = crate::attempt::continue_task(s, &id(args, "task")?, &body)?;
+                Ok(json!({"created": created, "task": task}))
+            }
+            "task_result" => to_value(&crate::attempt::result(s, &id(args, "task")?)?),
             "task_cancel" => {
                 let task = id(args, "task")?;
                 let board = work::board_of(s)?;
@@ -699,6 +753,9 @@ impl VouchMcp {
                 }
                 // Refused before a run exists (§3.2.1): a hostile id or an oversized call.
                 s.host.check_external_call("declare", &manifest)?;
+                if let Some(at) = self.own_attempt(opt_text(args, "run").as_deref())? {
+                    return self.attempt_reply(crate::attempt::exec(s, &at, "declare", &manifest)?);
+                }
                 let run = match opt_text(args, "run") {
                     Some(_) => self.run_arg(args)?,
                     None => s.host.open_external(&self.run_spec(args)?)?,
@@ -709,11 +766,18 @@ impl VouchMcp {
             verb if Verb::parse(verb).is_some() => {
                 let run = self.run_arg(args)?;
                 let call = json!({"delivery": text(args, "delivery")?, "payload": args.get("payload").cloned().unwrap_or(Value::Null)});
+                if let Some(at) = self.own_attempt(Some(&run))? {
+                    return self.attempt_reply(crate::attempt::exec(s, &at, verb, &call)?);
+                }
                 let r = s.host.external_call(&run, verb, &call)?;
                 self.reply(&run, r)
             }
             "clarify" => {
                 let run = self.run_arg(args)?;
+                if let Some(at) = self.own_attempt(Some(&run))? {
+                    let q = json!({"question": text(args, "question")?});
+                    return self.attempt_reply(crate::attempt::exec(s, &at, "clarify", &q)?);
+                }
                 let r = s.host.external_call(
                     &run,
                     "clarify",
@@ -723,6 +787,10 @@ impl VouchMcp {
             }
             "finish" => {
                 let run = self.run_arg(args)?;
+                if let Some(at) = self.own_attempt(Some(&run))? {
+                    let t = json!({"text": opt_text(args, "text").unwrap_or_default()});
+                    return self.attempt_reply(crate::attempt::exec(s, &at, "finish", &t)?);
+                }
                 let end = s
                     .host
                     .external_finish(&run, &opt_text(args, "text").unwrap_or_default())?;
@@ -742,7 +810,9 @@ impl VouchMcp {
                     return work::signed_receipt(s, &run);
                 }
                 let st = self.status(&run)?;
-                Ok(json!({"run": run, "state": st["state"], "outcome": st["outcome"], "receipt": st["receipt"]}))
+                Ok(
+                    json!({"run": run, "state": st["state"], "outcome": st["outcome"], "receipt": st["receipt"]}),
+                )
             }
             other => Err(ApiError::not_found(format!(
                 "no tool `{other}`; list the tools"

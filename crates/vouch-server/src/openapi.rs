@@ -2,7 +2,7 @@
 //! committed copy (`crates/vouch-server/openapi.json`) is checked against it by a test, so a
 //! change to the API shows in review.
 
-use crate::{api, console, dto, identities, metrics, problem, sse, tasks, work};
+use crate::{api, attempt, console, dto, identities, metrics, problem, sse, tasks, work};
 use axum::Json;
 use serde_json::Value;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -36,7 +36,8 @@ impl Modify for BearerAuth {
         api::run_schedule_now,
         api::doctor, api::host_key, tasks::list_tasks, tasks::get_task, tasks::cancel_task,
         tasks::offer_task, tasks::claim_next, tasks::heartbeat, tasks::submit, tasks::fail,
-        tasks::abort, tasks::put_artifact, tasks::get_artifact,
+        tasks::abort, tasks::call, tasks::task_result, tasks::continue_task, tasks::put_artifact,
+        tasks::get_artifact,
         console::measures::api,
         identities::enrol, identities::list,
         document, metrics::render,
@@ -48,7 +49,8 @@ impl Modify for BearerAuth {
         dto::NewSchedule, dto::DestinationBody, dto::DoctorBody, dto::HostKeyBody, dto::StuckRouteBody, tasks::TaskList,
         tasks::TaskDetail, tasks::Offered, tasks::OfferBody, work::ClaimBody, work::ClaimResult,
         work::HeartbeatBody, work::HeartbeatResult, work::SubmitBody, work::FailBody,
-        work::AbortBody, work::ReportResult, work::ArtifactPut,
+        work::AbortBody, work::ReportResult, work::ArtifactPut, attempt::CallBody,
+        attempt::CallAnswer, attempt::TaskResult, attempt::ContinueBody,
         tasks::TaskDetail, console::measures::MeasuresBody,
         identities::NewIdentity, identities::IdentityBody,
     )),

@@ -2,6 +2,7 @@
 //! the workers' claim-next, heartbeat and signed reports; artifacts by content id. Each route
 //! parses its input and calls the shared operations in `work` on a blocking thread.
 
+use crate::attempt::{self, CallAnswer, CallBody, ContinueBody, TaskResult};
 use crate::auth::Caller;
 use crate::extract::{ApiJson, ApiPath, QueryMap};
 use crate::problem::{ApiError, ApiResult, Problem};
@@ -278,7 +279,7 @@ pub async fn claim_next(
     let mut woken = s.wakeups.subscribe();
     loop {
         let (st, r) = (s.clone(), req.clone());
-        let claimed = blocking(move || work::claim_checked(&st, &r)).await?;
+        let claimed = blocking(move || work::claim_checked(&st, &r, "http")).await?;
         let left = until.saturating_duration_since(tokio::time::Instant::now());
         if claimed.claimed || left.is_zero() {
             return Ok(Json(claimed));
@@ -380,6 +381,78 @@ pub async fn abort(
 ) -> ApiResult<Json<ReportResult>> {
     caller.acts_as(&body.claimant)?;
     blocking(move || work::abort(&s, &id, n, &body).map(Json)).await
+}
+
+/// One tool call of the attempt's run (§13.2), signed by its live claimant: `declare`, a verb
+/// (`save`, `send`, …), `clarify`, `submit` or `finish`, through the host for the run the
+/// claim opened — postures, cards, the ledger, evidence and the receipt apply. A call that
+/// leaves the run waiting for the person suspends the attempt; one that ends the run reports
+/// the attempt (its accepted output, or a failure without one).
+#[utoipa::path(post, path = "/api/tasks/{id}/attempts/{n}/call", tag = "workers",
+    params(("id" = String, Path, description = "task id"), ("n" = u32, Path, minimum = 1, description = "attempt number")),
+    request_body = CallBody,
+    responses(
+        (status = 200, body = CallAnswer),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json", description = "bad_signature, or another identity's token"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json", description = "refused: not the live claimant; no_run: the attempt has no run here"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn call(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    ApiPath((id, n)): ApiPath<(String, u32)>,
+    ApiJson(body): ApiJson<CallBody>,
+) -> ApiResult<Json<CallAnswer>> {
+    caller.acts_as(&body.claimant)?;
+    blocking(move || attempt::call(&s, &id, n, &body).map(Json)).await
+}
+
+/// A task's accepted output with its self-assessment, the judges' verdicts on it and the
+/// artifacts it names; 409 `no_result` while the task has none.
+#[utoipa::path(get, path = "/api/tasks/{id}/result", tag = "tasks",
+    params(("id" = String, Path, description = "task id")),
+    responses(
+        (status = 200, body = TaskResult),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json", description = "no_result: no accepted output yet"),
+    ))]
+pub async fn task_result(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> ApiResult<Json<TaskResult>> {
+    blocking(move || attempt::result(&s, &id).map(Json)).await
+}
+
+/// Continue a completed task with new instructions (§13.5): `extend` its thread or `fork` a
+/// new one; the new task goes on from the accepted attempt's pinned conversation.
+#[utoipa::path(post, path = "/api/tasks/{id}/continue", tag = "tasks",
+    params(("id" = String, Path, description = "the completed task")),
+    request_body = ContinueBody,
+    responses(
+        (status = 201, body = Offered),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json", description = "no_result: the task has no accepted output to go on from"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn continue_task(
+    State(s): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<ContinueBody>,
+) -> ApiResult<Response> {
+    blocking(move || {
+        let (created, task) = attempt::continue_task(&s, &id, &body)?;
+        let status = if created {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        };
+        Ok((status, Json(Offered { created, task })).into_response())
+    })
+    .await
 }
 
 /// Upload an output artifact of a live attempt (§13.5): the body's bytes must hash to `cid`;

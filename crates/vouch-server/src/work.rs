@@ -119,7 +119,8 @@ pub struct SubmitBody {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub self_assessment: Option<Value>,
-    /// The vouch run the work ran as (trigger `task`), if any: its receipt and usage are
+    /// The attempt's run (the claim's `run`; 409 `wrong_run` when it names none or another
+    /// for an attempt bound to its run): the submit ends it, and its receipt and usage are
     /// taken from the host's own journal.
     #[serde(default)]
     pub run: Option<String>,
@@ -146,6 +147,7 @@ pub struct FailBody {
     pub epoch: i64,
     pub retryable: bool,
     pub reason: String,
+    /// The attempt's run, as for a submit (the fail ends it).
     #[serde(default)]
     pub run: Option<String>,
     /// As in `SubmitBody`: the worker's own count when it names no run.
@@ -187,6 +189,21 @@ pub struct ClaimResult {
     pub attempt: Option<Value>,
     /// The attempt was suspended (waiting for a person) and continues under a new epoch.
     pub resumption: bool,
+    /// The attempt's run on this host (trigger `task`), opened by the claim (a resumption's is
+    /// the run it continues). Every tool call of the work goes through
+    /// `POST /api/tasks/{id}/attempts/{n}/call`; a submit or fail names this run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    /// The run's conversation as the model goes on from it (system, the task told, every
+    /// call and answer so far — for a resumption, the person's decisions too).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub conversation: Option<Value>,
+    /// The tools the run's model is offered: `declare`, `clarify`, the verbs and `submit`
+    /// (its `result` is the task type's output schema).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub tools: Option<Value>,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -213,7 +230,7 @@ pub struct ArtifactPut {
 
 // ------------------------------------------------------------------------------- helpers
 
-fn json_of<T: Serialize>(v: &T) -> ApiResult<Value> {
+pub(crate) fn json_of<T: Serialize>(v: &T) -> ApiResult<Value> {
     serde_json::to_value(v).map_err(|e| ApiError::internal(format!("encode: {e}")))
 }
 
@@ -252,7 +269,9 @@ impl SignatureVerifier for Keys {
 
 /// The board and the verifier of its workers' statements. Every operation here checks the
 /// signature (`check_signature`) and the stamp (`fresh`) itself before it writes, once.
-fn verified(s: &AppState) -> ApiResult<(Arc<dyn BoardStore>, Arc<dyn SignatureVerifier>)> {
+pub(crate) fn verified(
+    s: &AppState,
+) -> ApiResult<(Arc<dyn BoardStore>, Arc<dyn SignatureVerifier>)> {
     let verifier: Arc<dyn SignatureVerifier> = Arc::new(Keys(identities(s)?));
     Ok((board_of(s)?, verifier))
 }
@@ -284,7 +303,7 @@ fn stamp_err(e: vouch_store::board::StampError) -> ApiError {
 
 /// A statement's stamp's shape (clock, nonce), its signature, then the nonce spent: an
 /// unsigned request spends no nonce.
-fn signed_fresh(
+pub(crate) fn signed_fresh(
     s: &AppState,
     verifier: &dyn SignatureVerifier,
     who: &str,
@@ -298,7 +317,7 @@ fn signed_fresh(
 }
 
 /// A signature that does not verify: 403 `bad_signature`, naming the statement to sign.
-fn check_signature(
+pub(crate) fn check_signature(
     verifier: &dyn SignatureVerifier,
     who: &str,
     statement: &str,
@@ -323,7 +342,7 @@ fn nonempty(field: &'static str, v: &str) -> ApiResult<()> {
     Ok(())
 }
 
-fn attempt_ref(task: &str, n: u32, claimant: &str, epoch: i64) -> ApiResult<AttemptRef> {
+pub(crate) fn attempt_ref(task: &str, n: u32, claimant: &str, epoch: i64) -> ApiResult<AttemptRef> {
     nonempty("claimant", claimant)?;
     Ok(AttemptRef {
         task_id: task.to_string(),
@@ -335,7 +354,7 @@ fn attempt_ref(task: &str, n: u32, claimant: &str, epoch: i64) -> ApiResult<Atte
 
 /// A board refusal (the attempt ended, another claimant holds it, a stale epoch) is 409
 /// `refused`: the caller is not (or no longer) the live claimant; nothing changed.
-fn board_err(e: StoreError) -> ApiError {
+pub(crate) fn board_err(e: StoreError) -> ApiError {
     match e {
         StoreError::Conflict(m) => ApiError::new(StatusCode::CONFLICT, "refused", m),
         StoreError::NotFound { what, id } => {
@@ -392,7 +411,7 @@ fn run_facts(s: &AppState, run: Option<&str>) -> ApiResult<(Option<String>, Usag
     ))
 }
 
-fn reported(r: vouch_store::board::Reported) -> ApiResult<ReportResult> {
+pub(crate) fn reported(r: vouch_store::board::Reported) -> ApiResult<ReportResult> {
     Ok(ReportResult {
         task: json_of(&r.task)?,
         attempt: json_of(&r.attempt)?,
@@ -433,10 +452,12 @@ pub fn offer(
     Ok((created, json_of(offered.task())?))
 }
 
-/// Claim the oldest claimable task for this worker (§13.2), after a sweep of the board.
-pub fn claim_next(s: &AppState, b: &ClaimBody) -> ApiResult<ClaimResult> {
+/// Claim the oldest claimable task for this worker (§13.2), after a sweep of the board; the
+/// claim opens the attempt's run on this host (`via`: `http` or `mcp`), its id on the
+/// attempt's row and in the answer.
+pub fn claim_next(s: &AppState, b: &ClaimBody, via: &str) -> ApiResult<ClaimResult> {
     let req = signed_claim(s, b)?;
-    claim_checked(s, &req)
+    claim_checked(s, &req, via)
 }
 
 /// A claim's request once its signature and stamp are checked (its nonce is spent: a long
@@ -461,6 +482,7 @@ pub fn signed_claim(s: &AppState, b: &ClaimBody) -> ApiResult<ClaimRequest> {
         policy,
         now_ms: b.at_ms,
         nonce: Some(b.nonce.clone()),
+        run_id: None,
     };
     let stamp = Stamp {
         at_ms: b.at_ms,
@@ -478,10 +500,14 @@ pub fn signed_claim(s: &AppState, b: &ClaimBody) -> ApiResult<ClaimRequest> {
     Ok(req)
 }
 
-/// Claim with a checked request (`signed_claim`).
-pub fn claim_checked(s: &AppState, req: &ClaimRequest) -> ApiResult<ClaimResult> {
+/// Claim with a checked request (`signed_claim`); the claim opens the attempt's run (`via`).
+pub fn claim_checked(s: &AppState, req: &ClaimRequest, via: &str) -> ApiResult<ClaimResult> {
     let board = board_of(s)?;
     let now = s.host.clock.now_ms();
+    // The run's id is named before the claim, so the attempt's row holds it from the start.
+    let mut req = req.clone();
+    req.run_id = Some(vouch_runtime::host::new_id(s.host.clock.as_ref()));
+    let req = &req;
     // Orphaned attempts, passed deadlines and satisfied conditions first, as every worker does;
     // a sweep that loses a race is done by the next one, and one running elsewhere (fenced
     // across hosts) does this one's work.
@@ -494,19 +520,27 @@ pub fn claim_checked(s: &AppState, req: &ClaimRequest) -> ApiResult<ClaimResult>
     let started = std::time::Instant::now();
     let claim = board.claim(req).map_err(board_err);
     s.metrics.claim_latency.observe(started.elapsed());
-    Ok(match claim? {
-        None => ClaimResult {
+    let Some(c) = claim? else {
+        return Ok(ClaimResult {
             claimed: false,
             task: None,
             attempt: None,
             resumption: false,
-        },
-        Some(c) => ClaimResult {
-            claimed: true,
-            task: Some(json_of(&c.task)?),
-            attempt: Some(json_of(&c.attempt)?),
-            resumption: c.resumption,
-        },
+            run: None,
+            conversation: None,
+            tools: None,
+        });
+    };
+    let run = crate::attempt::open_run(s, &c, via)?;
+    let (conversation, _) = s.host.conversation(&run)?;
+    Ok(ClaimResult {
+        claimed: true,
+        task: Some(json_of(&c.task)?),
+        attempt: Some(json_of(&c.attempt)?),
+        resumption: c.resumption,
+        run: Some(run.clone()),
+        conversation: Some(conversation),
+        tools: Some(json_of(&s.host.attempt_tools(&run)?)?),
     })
 }
 
@@ -541,7 +575,7 @@ pub fn heartbeat(
 }
 
 /// The caller must be the live claimant before its malformed submission costs a repair.
-fn live_claimant(
+pub(crate) fn live_claimant(
     board: &dyn BoardStore,
     at: &AttemptRef,
 ) -> ApiResult<vouch_store::board::TaskRecord> {
@@ -576,6 +610,8 @@ pub fn submit(s: &AppState, task: &str, n: u32, b: &SubmitBody) -> ApiResult<Rep
     let (board, verifier) = verified(s)?;
     let stamp = submission_signed(s, verifier.as_ref(), &at, b)?;
     let t = live_claimant(board.as_ref(), &at)?;
+    // Named before a malformed result costs a repair: the attempt's own run, or nothing.
+    crate::attempt::check_named_run(board.as_ref(), &at, b.run.as_deref())?;
     let ty = s.work.types.get(&t.kind).ok_or_else(|| {
         ApiError::new(
             StatusCode::CONFLICT,
@@ -607,6 +643,7 @@ pub fn submit(s: &AppState, task: &str, n: u32, b: &SubmitBody) -> ApiResult<Rep
     )
     .map_err(submit_err)?;
     let assessment = accepted.self_assessment;
+    crate::attempt::end_bound_run(s, board.as_ref(), &at, b.run.as_deref())?;
     let (receipt, usage) = report_facts(s, b.run.as_deref(), b.usage)?;
     let report = Report {
         attempt: at,
@@ -699,6 +736,7 @@ pub fn fail(s: &AppState, task: &str, n: u32, b: &FailBody) -> ApiResult<ReportR
     let at = attempt_ref(task, n, &b.claimant, b.epoch)?;
     let reason = reason(&b.reason)?;
     let (board, verifier) = verified(s)?;
+    crate::attempt::end_bound_run(s, board.as_ref(), &at, b.run.as_deref())?;
     let (receipt, usage) = report_facts(s, b.run.as_deref(), b.usage)?;
     let report = Report {
         attempt: at,

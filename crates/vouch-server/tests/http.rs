@@ -1502,6 +1502,9 @@ fn workers_flow(pg: bool) {
         .post("/api/tasks/claim-next", claim)
         .problem(409, "replayed");
     assert_eq!(p["field"], "nonce", "{p}");
+    // The claim opened the attempt's run on the host: every report names it (§13.2).
+    let run1 = c["run"].as_str().unwrap().to_string();
+    assert_eq!(c["attempt"]["run_id"], run1.as_str(), "{c}");
     assert_eq!(
         (c["claimed"].clone(), c["task"]["id"].as_str()),
         (json!(true), Some(task.as_str()))
@@ -1624,7 +1627,7 @@ fn workers_flow(pg: bool) {
                 epoch,
                 "accepted",
                 Some(&bad),
-                json!({"claimant": "w1", "epoch": epoch, "result": bad}),
+                json!({"claimant": "w1", "epoch": epoch, "run": run1, "result": bad}),
             ),
         )
         .problem(422, "invalid_result");
@@ -1650,7 +1653,7 @@ fn workers_flow(pg: bool) {
                     epoch,
                     "accepted",
                     Some(&r),
-                    json!({"claimant": "w1", "epoch": epoch, "result": r}),
+                    json!({"claimant": "w1", "epoch": epoch, "run": run1, "result": r}),
                 ),
             )
             .problem(422, "invalid_result");
@@ -1671,7 +1674,7 @@ fn workers_flow(pg: bool) {
                 epoch,
                 "accepted",
                 Some(&result),
-                json!({"claimant": "w1", "epoch": epoch, "result": result}),
+                json!({"claimant": "w1", "epoch": epoch, "run": run1, "result": result}),
             ),
         )
         .problem(403, "bad_signature");
@@ -1680,24 +1683,12 @@ fn workers_flow(pg: bool) {
         s.get(&format!("/api/tasks/{task}")).json()["task"]["state"],
         "running"
     );
-    // A worker outside vouch reports its own usage (§13.7.2); negative counts are refused.
+    // A run is named, so its journal counts the usage: a worker's own count is refused.
     let bad_usage = json!({"turns": 1, "tokens": -5, "tool_calls": 0, "failed_tool_calls": 0});
     let p = s
-        .post(
-            &submit,
-            signed_report(
-                &w1,
-                &task,
-                n,
-                epoch,
-                "accepted",
-                Some(&result),
-                json!({"claimant": "w1", "epoch": epoch, "result": result, "usage": bad_usage}),
-            ),
-        )
+        .post(&submit, signed_report(&w1, &task, n, epoch, "accepted", Some(&result), json!({"claimant": "w1", "epoch": epoch, "run": run1, "result": result, "usage": bad_usage})))
         .problem(422, "invalid_field");
     assert_eq!(p["field"], "usage", "{p}");
-    let usage = json!({"turns": 3, "tokens": 1540, "tool_calls": 4, "failed_tool_calls": 1});
     let accepted = signed_report(
         &w1,
         &task,
@@ -1705,7 +1696,7 @@ fn workers_flow(pg: bool) {
         epoch,
         "accepted",
         Some(&result),
-        json!({"claimant": "w1", "epoch": epoch, "result": result, "usage": usage}),
+        json!({"claimant": "w1", "epoch": epoch, "run": run1, "result": result}),
     );
     let done = s.post(&submit, accepted.clone());
     assert_eq!(done.status, 200, "{}", done.body);
@@ -1713,7 +1704,9 @@ fn workers_flow(pg: bool) {
     let done = done.json();
     assert_eq!(done["task"]["state"], "completed");
     assert_eq!(done["attempt"]["state"], "completed");
-    assert_eq!(done["attempt"]["usage"], usage, "{done}");
+    // The run's journal counts the attempt (the submit ended the run: one turn).
+    assert_eq!(done["attempt"]["run_id"], run1.as_str(), "{done}");
+    assert_eq!(done["attempt"]["usage"]["turns"], 1, "{done}");
     assert_eq!(
         done["task"]["result_id"],
         vouch_artifacts::json_content_id(&result).unwrap()
@@ -1782,7 +1775,7 @@ fn workers_flow(pg: bool) {
     let p = s.post(&format!("/api/tasks/{t2}/attempts/2/fail"), json!({"claimant": "w2", "epoch": e3, "retryable": false, "reason": " ", "at_ms": now_ms(), "nonce": nonce(), "signature": "00"}))
         .problem(422, "invalid_field");
     assert_eq!(p["field"], "reason");
-    let f = s.post(&format!("/api/tasks/{t2}/attempts/2/fail"), signed_report(&w2, &t2, 2, e3, "failed", None, json!({"claimant": "w2", "epoch": e3, "retryable": false, "reason": "cannot read the notes"})));
+    let f = s.post(&format!("/api/tasks/{t2}/attempts/2/fail"), signed_report(&w2, &t2, 2, e3, "failed", None, json!({"claimant": "w2", "epoch": e3, "retryable": false, "reason": "cannot read the notes", "run": c["run"]})));
     assert_eq!(f.status, 200, "{}", f.body);
     assert_eq!(f.json()["task"]["state"], "failed");
 
@@ -1822,7 +1815,7 @@ fn a_valid_submit_after_the_repairs_are_spent_is_refused() {
             epoch,
             "accepted",
             Some(r),
-            json!({"claimant": "w1", "epoch": epoch, "result": r}),
+            json!({"claimant": "w1", "epoch": epoch, "run": c["run"], "result": r}),
         )
     };
     let bad = json!({"summary": ""});
@@ -2086,7 +2079,7 @@ fn an_agents_run_over_mcp_waits_for_the_person_and_is_never_finished_for_it() {
             &json!({"task": "t", "instructions": "more"}),
         )
         .unwrap_err();
-    assert_eq!((e.status.as_u16(), e.code), (501, "not_supported"));
+    assert_eq!((e.status.as_u16(), e.code), (404, "not_found"));
 }
 
 /// A worker agent over MCP does its attempt as a vouch run (trigger `task`): the report
@@ -2132,16 +2125,23 @@ fn an_mcp_workers_attempt_runs_as_a_task_run_whose_receipt_goes_with_the_report(
         claim["attempt"]["n"].clone(),
         claim["attempt"]["epoch"].clone(),
     );
-    let d = mcp
-        .call("declare", &json!({"task": task, "deliveries": []}))
-        .unwrap();
-    let run = d["run"].as_str().unwrap().to_string();
+    // The claim opened the attempt's run (trigger `task`); the agent's calls go to it.
+    let run = claim["run"].as_str().unwrap().to_string();
+    assert_eq!(claim["attempt"]["run_id"], run.as_str(), "{claim}");
     let rec = mcp.state.store.run(&run).unwrap().unwrap();
     assert_eq!(rec.trigger, vouch_core::TriggerKind::Task);
-    let f = mcp
-        .call("finish", &json!({"run": run, "text": "done"}))
+    let d = mcp
+        .call("declare", &json!({"run": run, "deliveries": []}))
         .unwrap();
-    assert!(f["ended"].is_string(), "{f}");
+    assert_eq!(d["run"], run.as_str(), "{d}");
+    // A submit naming no run, or another, is refused: the attempt runs as its own run.
+    let e = mcp
+        .call(
+            "task_submit",
+            &json!({"task": task, "attempt": n, "epoch": epoch, "result": {"summary": "x"}}),
+        )
+        .unwrap_err();
+    assert_eq!(e.code, "wrong_run", "{e:?}");
     // This server signs only as its own worker: another claimant must sign for itself.
     let e = mcp
         .call(

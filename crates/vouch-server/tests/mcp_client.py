@@ -31,7 +31,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 WANTED = {
     "task_list", "task_offer", "task_claim", "task_heartbeat", "task_submit", "task_fail",
-    "task_abort", "task_continue", "task_cancel", "artifact_put", "artifact_get",
+    "task_abort", "task_continue", "task_result", "task_cancel", "artifact_put", "artifact_get",
     "declare", "clarify", "finish", "run_status", "receipt",
     "write", "show", "save", "send", "reply", "draft", "schedule", "delete",
 }
@@ -104,8 +104,12 @@ async def call(session, name, args, ok=True):
     return value
 
 
-async def drive(session, signer, mode, api=None, worker_api=None):
+async def drive(session, signer, mode, api=None, worker_api=None, agent=None):
     await session.initialize()
+    if agent is not None:
+        await agent.initialize()
+    else:
+        agent = session
     tools = {t.name for t in (await session.list_tools()).tools}
     missing = WANTED - tools
     assert not missing, f"tools missing: {missing}"
@@ -124,6 +128,8 @@ async def drive(session, signer, mode, api=None, worker_api=None):
     task = offered["task"]["id"]
     claim = await call(session, "task_claim", signer.claim({"tags": ["mcp"]}))
     assert claim["claimed"] and claim["task"]["id"] == task, claim
+    # The claim opened the attempt's run on the host: a submit names it.
+    assert claim["run"] and claim["attempt"]["run_id"] == claim["run"], claim
     attempt = {"task": task, "attempt": claim["attempt"]["n"], "epoch": claim["attempt"]["epoch"]}
     if signer.key:
         attempt["claimant"] = signer.name
@@ -137,62 +143,76 @@ async def drive(session, signer, mode, api=None, worker_api=None):
     put = await call(session, "artifact_put", signer.artifact({**attempt, "text": "the full summary"}, b"the full summary"))
     got = await call(session, "artifact_get", {"cid": put["cid"]})
     assert got["text"] == "the full summary", got
+    none = await call(session, "task_result", {"task": task}, ok=False)
+    assert none["code"] == "no_result", none
+    result = {"summary": "Three notes, one decision.", "artifacts": [put["cid"]]}
+    runless = await call(session, "task_submit", signer.report({**attempt, "result": result}, "accepted", cid_of(result)), ok=False)
+    assert runless["code"] == "wrong_run", runless
+    attempt["run"] = claim["run"]
     bad = {"summary": ""}
     refused = await call(session, "task_submit", signer.report({**attempt, "result": bad}, "accepted", cid_of(bad)), ok=False)
     assert refused["code"] == "invalid_result" and "at /summary" in refused["detail"], refused
-    result = {"summary": "Three notes, one decision.", "artifacts": [put["cid"]]}
     done = await call(session, "task_submit", signer.report({**attempt, "result": result}, "accepted", cid_of(result)))
     assert done["task"]["state"] == "completed", done
     late = await call(session, "task_fail", signer.report({**attempt, "retryable": True, "reason": "late"}, "failed", None), ok=False)
     assert late["code"] == "refused", late
-    unsupported = await call(session, "task_continue", {"task": task, "instructions": "more"}, ok=False)
-    assert unsupported["code"] == ("not_supported" if api is None else "forbidden"), unsupported
+    got = await call(session, "task_result", {"task": task})
+    assert got["output"] == result and got["run"] == claim["run"], got
+    if api is None:
+        more = await call(session, "task_continue", {"task": task, "instructions": "more"})
+        assert more["task"]["spec"]["references"] == [task], more
+    else:
+        refused = await call(session, "task_continue", {"task": task, "instructions": "more"}, ok=False)
+        assert refused["code"] == "forbidden", refused
+        # A worker token drives only the runs of its own live attempts.
+        refused = await call(session, "declare", {"title": "x", "deliveries": []}, ok=False)
+        assert refused["code"] == "forbidden", refused
 
     # One declared delivery end to end, under the terminal contract.
-    declared = await call(session, "declare", {
+    declared = await call(agent, "declare", {
         "title": "Save today's note",
         "deliveries": [{"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": f"Notes/mcp-{mode}.md"}}],
     })
     run = declared["run"]
     assert declared["ok"], declared
-    undeclared = await call(session, "save", {"run": run, "delivery": "d9", "payload": {"text": "x"}})
+    undeclared = await call(agent, "save", {"run": run, "delivery": "d9", "payload": {"text": "x"}})
     assert undeclared["ok"] is False, undeclared
-    delivered = await call(session, "save", {"run": run, "delivery": "d1", "payload": {"text": "from an MCP agent\n"}})
+    delivered = await call(agent, "save", {"run": run, "delivery": "d1", "payload": {"text": "from an MCP agent\n"}})
     assert delivered["ok"], delivered
-    status = await call(session, "run_status", {"run": run})
+    status = await call(agent, "run_status", {"run": run})
     assert [d["status"] for d in status["deliveries"]] == ["verified"], status
-    finished = await call(session, "finish", {"run": run, "text": "Saved the note."})
+    finished = await call(agent, "finish", {"run": run, "text": "Saved the note."})
     assert finished["ended"] == "succeeded", finished
-    receipt = await call(session, "receipt", {"run": run})
+    receipt = await call(agent, "receipt", {"run": run})
     assert receipt["outcome"] == "succeeded" and receipt["receipt"], receipt
-    signed = await call(session, "receipt", {"run": run, "signed": True})
+    signed = await call(agent, "receipt", {"run": run, "signed": True})
     assert signed["format"] == "vouch-signed-receipt/1" and signed["signature"], signed
-    again = await call(session, "save", {"run": run, "delivery": "d1", "payload": {"text": "again"}}, ok=False)
+    again = await call(agent, "save", {"run": run, "delivery": "d1", "payload": {"text": "again"}}, ok=False)
     assert again["code"] == "refused", again
 
     approved = None
     if api is not None:
         # Overwriting the note cannot be undone: the host makes the agent's delivery wait for
         # the person (§7); the person approves exactly its hash over the HTTP API.
-        second = await call(session, "declare", {
+        second = await call(agent, "declare", {
             "title": "Rewrite today's note",
             "deliveries": [{"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": f"Notes/mcp-{mode}.md"}}],
         })
         run2 = second["run"]
-        waiting = await call(session, "save", {"run": run2, "delivery": "d1", "payload": {"text": "rewritten\n"}})
+        waiting = await call(agent, "save", {"run": run2, "delivery": "d1", "payload": {"text": "rewritten\n"}})
         assert "waiting" in waiting, waiting
-        status = await call(session, "run_status", {"run": run2})
+        status = await call(agent, "run_status", {"run": run2})
         card = status["open_cards"][0]
-        early = await call(session, "finish", {"run": run2, "text": "done?"}, ok=False)
+        early = await call(agent, "finish", {"run": run2, "text": "done?"}, ok=False)
         assert early["code"] == "refused", early
         # The worker's own token cannot approve its delivery: that is the person's.
         r = await worker_api.post(f"/api/runs/{run2}/deliveries/d1/approve", json={"hash": card["payload_hash"]})
         assert r.status_code == 403 and r.json()["code"] == "forbidden", r.text
         r = await api.post(f"/api/runs/{run2}/deliveries/d1/approve", json={"hash": card["payload_hash"]})
         assert r.status_code == 200, r.text
-        status = await call(session, "run_status", {"run": run2})
+        status = await call(agent, "run_status", {"run": run2})
         assert [d["status"] for d in status["deliveries"]] == ["verified"], status
-        finished = await call(session, "finish", {"run": run2, "text": "Rewrote the note."})
+        finished = await call(agent, "finish", {"run": run2, "text": "Rewrote the note."})
         assert finished["ended"] == "succeeded", finished
         approved = run2
 
@@ -215,9 +235,11 @@ async def main():
         base = url.rsplit("/mcp", 1)[0]
         async with client, httpx2.AsyncClient(base_url=base, headers=person, timeout=60) as api, \
                 httpx2.AsyncClient(base_url=base, headers=headers, timeout=60) as worker_api:
-            async with streamable_http_client(url, http_client=client) as (read, write):
-                async with ClientSession(read, write) as session:
-                    await drive(session, Signer(worker, secret), mode, api, worker_api)
+            person_client = httpx2.AsyncClient(headers=person, timeout=60)
+            async with person_client, streamable_http_client(url, http_client=client) as (read, write), \
+                    streamable_http_client(url, http_client=person_client) as (pread, pwrite):
+                async with ClientSession(read, write) as session, ClientSession(pread, pwrite) as agent:
+                    await drive(session, Signer(worker, secret), mode, api, worker_api, agent)
     else:
         raise SystemExit(f"unknown mode {mode}; use stdio or http")
 

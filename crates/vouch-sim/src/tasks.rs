@@ -124,6 +124,7 @@ impl Sim<'_> {
             nonce: None,
             policy: json!({}),
             now_ms: self.now(),
+            run_id: None,
         };
         Ok(self.board.claim(&req).conflict_is_none()?.flatten())
     }

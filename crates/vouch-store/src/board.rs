@@ -206,6 +206,11 @@ pub struct ClaimRequest {
     /// The claim's fresh nonce (§13.6.3), part of what is signed.
     #[serde(default)]
     pub nonce: Option<String>,
+    /// The run a new attempt runs as, opened by the host that takes the claim (§13.2: a
+    /// claim over HTTP or MCP opens the attempt's run). Not part of the signed statement: the
+    /// claimant signs before the host names the run. A resumption keeps its attempt's run.
+    #[serde(default)]
+    pub run_id: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -891,7 +896,7 @@ pub fn claim(tx: &mut dyn BoardTx, req: &ClaimRequest) -> StoreResult<Option<Cla
                 ended_ms: None,
                 end_reason: None,
                 retryable: None,
-                run_id: None,
+                run_id: req.run_id.clone(),
                 result_id: None,
                 usage: Usage::default(),
                 detail,
@@ -1120,8 +1125,27 @@ pub fn resume_ready(tx: &mut dyn BoardTx, task_id: &str, now: i64) -> StoreResul
     Ok(nt)
 }
 
+/// An attempt bound to its run (opened at claim, or suspended with it) is reported with that
+/// run: a submit or a failure naming no run, or another one, is refused (§13.2). An abort
+/// gives the attempt back and names none.
+pub fn check_bound_run(a: &AttemptRecord, r: &Report) -> StoreResult<()> {
+    let Some(bound) = &a.run_id else {
+        return Ok(());
+    };
+    if matches!(r.kind, ReportKind::Aborted { .. }) || r.run_id.as_deref() == Some(bound) {
+        return Ok(());
+    }
+    Err(StoreError::Conflict(format!(
+        "attempt {} of task {} runs as run {bound}; report it with that run, not {}",
+        a.n,
+        a.task_id,
+        r.run_id.as_deref().unwrap_or("none")
+    )))
+}
+
 pub fn report(tx: &mut dyn BoardTx, r: &Report) -> StoreResult<Reported> {
     let (t, a) = load_for_claimant(tx, &r.attempt, "report")?;
+    check_bound_run(&a, r)?;
     let end = match &r.kind {
         ReportKind::Accepted { .. } => AttemptEnd::Accepted,
         ReportKind::Failed { retryable, .. } => AttemptEnd::Failed {
@@ -1137,7 +1161,8 @@ pub fn report(tx: &mut dyn BoardTx, r: &Report) -> StoreResult<Reported> {
         return Err(StoreError::Fatal("a report must end the attempt".into()));
     };
     let mut na = attempt_after(&a, state, now);
-    na.run_id = r.run_id.clone();
+    // An attempt whose run the claim opened keeps it, whatever the report names.
+    na.run_id = r.run_id.clone().or_else(|| a.run_id.clone());
     na.usage = r.usage;
     let mut detail = serde_json::json!({
         "receipt": r.receipt,
@@ -1573,6 +1598,30 @@ pub const PRUNE_NONCES_SQL: &str = "DELETE FROM worker_nonces WHERE at_ms < ?1";
 /// so a statement accepted by a host whose clock runs ahead is still remembered.
 pub fn nonces_kept_after(now_ms: i64) -> i64 {
     now_ms.saturating_sub(2 * STATEMENT_SKEW_MS_MAX)
+}
+
+/// One tool call of an attempt's run, sent by its claimant (§13.2): what it says,
+/// canonically — the statement its claimant signs. `nonce` makes each call its own statement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttemptCall {
+    pub attempt: AttemptRef,
+    pub tool: String,
+    pub args: Value,
+    pub at_ms: i64,
+    pub nonce: String,
+}
+
+pub fn call_statement(c: &AttemptCall) -> StoreResult<String> {
+    canonical(&serde_json::json!({"call": {
+        "task": c.attempt.task_id,
+        "attempt": c.attempt.n,
+        "claimant": c.attempt.claimant,
+        "epoch": c.attempt.epoch,
+        "tool": c.tool,
+        "args": c.args,
+        "at_ms": c.at_ms,
+        "nonce": c.nonce,
+    }}))
 }
 
 fn canonical(v: &Value) -> StoreResult<String> {

@@ -37,7 +37,8 @@ macro_rules! board_conformance_tests {
             task_counts_are_by_state,
             signatures_are_verified,
             nonces_are_spent_once,
-            repairs_are_counted_on_the_attempt_row
+            repairs_are_counted_on_the_attempt_row,
+            a_claims_run_binds_the_report
         );
     };
     (@each $fresh:expr; $($check:ident),* $(,)?) => {
@@ -93,6 +94,7 @@ pub fn claim_req(claimant: &str, task_id: Option<&str>, now: i64) -> ClaimReques
         nonce: None,
         policy: json!({}),
         now_ms: now,
+        run_id: None,
     }
 }
 
@@ -529,8 +531,10 @@ pub fn suspended_attempts_resume_first(open: BoardOpener<'_>) {
         s.report(&report(&c, accepted(json!({})), 100_004)),
         "the first claimant after a resumption",
     );
-    s.report(&report(&r, accepted(json!({"resumed": true})), 100_005))
-        .unwrap();
+    // The resumption reports with the attempt's run (§13.2: the run binds the report).
+    let mut done = report(&r, accepted(json!({"resumed": true})), 100_005);
+    done.run_id = Some("run-u-1".into());
+    s.report(&done).unwrap();
     assert_eq!(s.task("u-1").unwrap().unwrap().state, TaskState::Completed);
     assert_eq!(s.claim(&req).unwrap().unwrap().task.id, "u-0");
 }
@@ -566,6 +570,51 @@ pub fn repairs_are_counted_on_the_attempt_row(open: BoardOpener<'_>) {
     conflict(s.spend_repair(&at(&c)), "an ended attempt's repair");
     assert_eq!(s.repairs_spent("r-1", 1).unwrap(), 2);
     assert_eq!(s.repairs_spent("nope", 1).unwrap(), 0);
+}
+
+/// A claim that names the attempt's run (the host opened it, §13.2) records it on the new
+/// attempt's row at once; a report naming no run, or another, is refused and changes
+/// nothing; the run's own report ends the attempt. An abort names none and keeps the run.
+pub fn a_claims_run_binds_the_report(open: BoardOpener<'_>) {
+    let s = open();
+    s.offer(&new_task("b-1", 2, 1)).unwrap();
+    let mut req = claim_req("w1", Some("b-1"), 10);
+    req.run_id = Some("run-b1".into());
+    let c = s.claim(&req).unwrap().unwrap();
+    assert_eq!(c.attempt.run_id.as_deref(), Some("run-b1"));
+    let row = |n: u32| {
+        s.attempts("b-1")
+            .unwrap()
+            .into_iter()
+            .find(|a| a.n == n)
+            .unwrap()
+    };
+    assert_eq!(row(1).run_id.as_deref(), Some("run-b1"));
+    for named in [None, Some("run-other".to_string())] {
+        let mut r = report(&c, accepted(serde_json::json!({"summary": "s"})), 20);
+        r.run_id = named;
+        conflict(s.report(&r), "a report not naming the attempt's run");
+    }
+    assert!(row(1).state.is_leased(), "nothing changed");
+    let mut r = report(
+        &c,
+        ReportKind::Aborted {
+            reason: "stopping".into(),
+        },
+        30,
+    );
+    r.run_id = None;
+    let out = s.report(&r).unwrap();
+    assert_eq!(out.attempt.state, AttemptState::Aborted);
+    assert_eq!(out.attempt.run_id.as_deref(), Some("run-b1"), "kept");
+    let mut req = claim_req("w1", Some("b-1"), 40);
+    req.run_id = Some("run-b2".into());
+    let c2 = s.claim(&req).unwrap().unwrap();
+    let mut r = report(&c2, accepted(serde_json::json!({"summary": "s"})), 50);
+    r.run_id = Some("run-b2".into());
+    let out = s.report(&r).unwrap();
+    assert_eq!(out.task.state, TaskState::Completed);
+    assert_eq!(out.attempt.run_id.as_deref(), Some("run-b2"));
 }
 
 pub fn aborts_are_retryable(open: BoardOpener<'_>) {

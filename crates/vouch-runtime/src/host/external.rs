@@ -90,7 +90,7 @@ impl Host {
     }
 
     /// Between two calls: waiting for the agent, with no lease, everything committed.
-    fn idle(&self, run_id: &str) -> HostResult<()> {
+    pub(super) fn idle(&self, run_id: &str) -> HostResult<()> {
         self.store.set_run_state(run_id, RunState::Suspended)?;
         self.store.release_run(run_id, &self.owner)?;
         self.store.flush()?;
@@ -131,7 +131,23 @@ impl Host {
         name: &str,
         args: &Value,
     ) -> HostResult<ExternalReply> {
-        self.external_step(run_id, || self.external_call_open(run_id, name, args))
+        self.external_step(run_id, || {
+            self.external_call_open(run_id, name, args, |run, call| self.handle_call(run, call))
+        })
+    }
+
+    /// One call of the outside agent as one turn, answered by `handle` (the host's own
+    /// routing, or a call the caller answers itself, as a task attempt's `submit`).
+    pub(super) fn external_call_with(
+        &self,
+        run_id: &str,
+        name: &str,
+        args: &Value,
+        handle: impl FnOnce(&RunRecord, &ToolCall) -> HostResult<CallResult>,
+    ) -> HostResult<ExternalReply> {
+        self.external_step(run_id, || {
+            self.external_call_open(run_id, name, args, handle)
+        })
     }
 
     fn external_call_open(
@@ -139,6 +155,7 @@ impl Host {
         run_id: &str,
         name: &str,
         args: &Value,
+        handle: impl FnOnce(&RunRecord, &ToolCall) -> HostResult<CallResult>,
     ) -> HostResult<ExternalReply> {
         let run = self.take_external(run_id)?;
         check_call_bytes(args)?;
@@ -176,7 +193,7 @@ impl Host {
                 error: None,
             }),
         )?;
-        let res = self.handle_call(&run, &call)?;
+        let res = handle(&run, &call)?;
         self.journal(
             run_id,
             self.ev(j::ToolCalled {

@@ -25,6 +25,7 @@ use vouch_store::{
 
 // One file per transition; each says what it may touch (docs/architecture.md).
 mod attempt;
+mod attempt_run;
 mod decisions;
 mod external;
 mod manifest;
@@ -415,7 +416,7 @@ pub struct RunSpec {
     pub scope: Option<String>,
 }
 
-struct CallResult {
+pub(super) struct CallResult {
     ok: bool,
     text: String,
     suspend: Option<String>,

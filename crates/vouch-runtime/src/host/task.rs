@@ -543,7 +543,7 @@ pub(super) fn tools_for_run(tools: &Arc<[ToolSpec]>, spec: &Value) -> Arc<[ToolS
         .collect()
 }
 
-fn submit_spec() -> ToolSpec {
+pub(super) fn submit_spec() -> ToolSpec {
     ToolSpec {
         name: "submit".into(),
         description: "Submit this task's result (validated against the task type's output schema; a malformed result comes back with the failing path so you can repair it). With success criteria, include your self-assessment.".into(),
@@ -727,6 +727,24 @@ fn slot_from_journal(journal: &[vouch_store::JournalEntry], slot: &mut Slot) {
     }
 }
 
+/// What a run's journal says its `submit` calls did: the accepted submission, if one was,
+/// and the malformed ones counted.
+pub(super) fn submitted_in(journal: &[vouch_store::JournalEntry]) -> (Option<Submitted>, u32) {
+    let mut slot = Slot {
+        allowed_tools: None,
+        profile: String::new(),
+        output_schema: Value::Null,
+        needs_assessment: false,
+        rules: None,
+        repairs_max: 0,
+        invalid: 0,
+        lease: None,
+        accepted: None,
+    };
+    slot_from_journal(journal, &mut slot);
+    (slot.accepted, slot.invalid)
+}
+
 impl Host {
     /// Run one attempt as a vouch run (trigger `task`) and decide its report (§13.1).
     pub fn run_task_attempt(
@@ -845,17 +863,20 @@ impl Host {
         board: &dyn BoardStore,
         task_id: &str,
     ) -> HostResult<(TaskRecord, Option<String>)> {
+        // A suspended attempt's run, or a live one's that a worker outside drives between
+        // its calls (§13.2.1): no process holds either, so the cancel ends it here.
         let waiting = board
             .attempts(task_id)?
             .into_iter()
-            .filter(|a| a.state == AttemptState::Suspended)
-            .filter_map(|a| a.run_id)
+            .filter(|a| a.state == AttemptState::Suspended || a.state.is_leased())
+            .filter_map(|a| a.run_id.map(|r| (r, a.state == AttemptState::Suspended)))
             .next_back();
         let task = board.cancel(task_id, self.now())?;
-        let Some(run) = waiting else {
+        let Some((run, suspended)) = waiting else {
             return Ok((task, None));
         };
-        if self.record(&run)?.state == RunState::Ended {
+        let rec = self.record(&run)?;
+        if rec.state == RunState::Ended || !(suspended || super::external::is_external(&rec.spec)) {
             return Ok((task, None));
         }
         match self.cancel(&run) {
@@ -874,6 +895,61 @@ impl Host {
             .map_err(|e| HostError::Internal(format!("conversation of run {run_id}: {e}")))?;
         let cid = vouch_store::board::content_id(&msgs)?;
         Ok((msgs, cid))
+    }
+
+    /// The run spec of an attempt (§13.4.3): its title, what the model is told (durable in
+    /// the spec, so any process that rebuilds the conversation tells it the same), and — for
+    /// a fresh continuation — the pinned conversation it goes on from.
+    pub(super) fn attempt_spec(
+        &self,
+        job: &AttemptJob,
+        ty: Option<&TaskType>,
+        context: &[(String, String)],
+        fresh: bool,
+    ) -> HostResult<RunSpec> {
+        let title = format!("task {} ({}): {}", job.task_id, job.kind, job.brief);
+        let mut model = job.model.clone();
+        if let (true, Some(c)) = (fresh, job.input.get("continuation")) {
+            // A continuation starts from the pinned conversation of the run it continues; a
+            // conversation that is no longer the pinned one (its content id differs) is not
+            // silently replaced by another.
+            let (Some(prior), Some(pinned)) = (
+                c.get("run").and_then(Value::as_str),
+                c.get("conversation").and_then(Value::as_str),
+            ) else {
+                return Err(HostError::BadInput(
+                    "the continuation names no run and conversation to go on from".into(),
+                ));
+            };
+            let (_, cid) = self.conversation(prior)?;
+            if cid != pinned {
+                return Err(HostError::BadInput(format!(
+                    "the conversation of run {prior} is {cid}, not the pinned {pinned}"
+                )));
+            }
+            if let Some(m) = model.as_object_mut() {
+                m.insert(
+                    "prior".into(),
+                    json!({"run": prior, "conversation": pinned}),
+                );
+            }
+        }
+        // What the model is told (§13.4.3): durable in the run's spec, so any process that
+        // rebuilds the conversation tells it the same.
+        if let (Some(m), Some(ty)) = (model.as_object_mut(), ty) {
+            m.insert("task".into(), task_told(job, ty, context));
+        }
+        let spec = RunSpec {
+            trigger: TriggerKind::Task,
+            title,
+            presence: Some(Presence::Away),
+            quiet: false,
+            model,
+            // Every attempt of a task shares one ledger scope (§8.1): a retry never repeats
+            // an irreversible act an earlier attempt already did (I5).
+            scope: Some(format!("task:{}", job.task_id)),
+        };
+        Ok(spec)
     }
 
     fn task_run(
@@ -905,49 +981,12 @@ impl Host {
             Some(r) => r.to_string(),
             None => new_id(self.clock.as_ref()),
         };
-        let title = format!("task {} ({}): {}", job.task_id, job.kind, job.brief);
-        let mut model = job.model.clone();
-        if let (None, Some(c)) = (resume, job.input.get("continuation")) {
-            // A continuation starts from the pinned conversation of the run it continues; a
-            // conversation that is no longer the pinned one (its content id differs) is not
-            // silently replaced by another.
-            let (Some(prior), Some(pinned)) = (
-                c.get("run").and_then(Value::as_str),
-                c.get("conversation").and_then(Value::as_str),
-            ) else {
-                return Err(HostError::BadInput(
-                    "the continuation names no run and conversation to go on from".into(),
-                ));
-            };
-            let (_, cid) = self.conversation(prior)?;
-            if cid != pinned {
-                return Err(HostError::BadInput(format!(
-                    "the conversation of run {prior} is {cid}, not the pinned {pinned}"
-                )));
-            }
-            if let Some(m) = model.as_object_mut() {
-                m.insert(
-                    "prior".into(),
-                    json!({"run": prior, "conversation": pinned}),
-                );
-            }
-        }
-        // What the model is told (§13.4.3): durable in the run's spec, so any process that
-        // rebuilds the conversation tells it the same.
-        if let Some(m) = model.as_object_mut() {
-            let context = pinned_context(work, &job.task_id)?;
-            m.insert("task".into(), task_told(job, ty, &context));
-        }
-        let spec = RunSpec {
-            trigger: TriggerKind::Task,
-            title,
-            presence: Some(Presence::Away),
-            quiet: false,
-            model,
-            // Every attempt of a task shares one ledger scope (§8.1): a retry never repeats
-            // an irreversible act an earlier attempt already did (I5).
-            scope: Some(format!("task:{}", job.task_id)),
-        };
+        let context = pinned_context(
+            work.board.as_deref(),
+            work.artifacts.as_deref(),
+            &job.task_id,
+        )?;
+        let spec = self.attempt_spec(job, Some(ty), &context, resume.is_none())?;
         let mut slot = Slot {
             allowed_tools: job.profile.as_ref().and_then(RuntimeProfile::allowed_tools),
             profile: job
@@ -987,43 +1026,13 @@ impl Host {
             .is_some_and(|l| l.cause == "cancelled");
         let report = match end {
             RunEnd::Suspended { .. } => None,
-            // A cancelled run hands nothing over, even a submission accepted before the
-            // cancel: the board's cancel wins (§13.3).
-            RunEnd::Ended { .. } if cancelled => Some(ReportKind::Failed {
-                retryable: false,
-                reason: "the task was cancelled".into(),
-                class: None,
-            }),
-            RunEnd::Ended { .. } => Some(
-                match slot.map(|s| (s.accepted, s.invalid > s.repairs_max)) {
-                    Some((Some((result, self_assessment)), _)) => {
-                        let verdict = verdict_of(&job.kind, &job.input, &result);
-                        ReportKind::Accepted {
-                            result,
-                            self_assessment,
-                            verdict,
-                        }
-                    }
-                    // The host notices the missing handoff (§13.1): a run may fail for reasons
-                    // another try can fix, so it is retryable while attempts remain.
-                    not_accepted => match model_outage(&journal) {
-                        // The attempt's end names the outage; a refusal is not retried.
-                        Some((outage, why)) => ReportKind::Failed {
-                            retryable: outage.retryable(),
-                            reason: format!("{}: {why}", outage.words()),
-                            class: Some(vouch_core::board::FailureClass::ModelOutage),
-                        },
-                        None => ReportKind::Failed {
-                            retryable: true,
-                            reason: "the run ended without an accepted submission".into(),
-                            // Every submission malformed, the repairs spent (§13.4.1): the class
-                            // says so; a run that never submitted is not classified.
-                            class: matches!(not_accepted, Some((None, true)))
-                                .then_some(vouch_core::board::FailureClass::MalformedOutput),
-                        },
-                    },
-                },
-            ),
+            RunEnd::Ended { .. } => Some(ended_report(
+                &job.kind,
+                &job.input,
+                &journal,
+                cancelled,
+                slot.map(|s| (s.accepted, s.invalid > s.repairs_max)),
+            )),
         };
         Ok(AttemptOutcome {
             run_id,
@@ -1032,6 +1041,59 @@ impl Host {
             usage,
             evidence: None,
         })
+    }
+}
+
+/// An accepted submission: the result and its self-assessment.
+pub(super) type Submitted = (Value, Option<Value>);
+
+/// The report of an attempt whose run ended (§13.1), decided from its journal and what its
+/// `submit` accepted: the accepted output, or a failure that says why — a cancel, a model
+/// outage, the repairs spent, or the missing handoff. `slot`: the accepted submission and
+/// whether the repairs were spent.
+pub(super) fn ended_report(
+    kind: &str,
+    input: &Value,
+    journal: &[vouch_store::JournalEntry],
+    cancelled: bool,
+    slot: Option<(Option<Submitted>, bool)>,
+) -> ReportKind {
+    if cancelled {
+        // A cancelled run hands nothing over, even a submission accepted before the
+        // cancel: the board's cancel wins (§13.3).
+        return ReportKind::Failed {
+            retryable: false,
+            reason: "the task was cancelled".into(),
+            class: None,
+        };
+    }
+    match slot {
+        Some((Some((result, self_assessment)), _)) => {
+            let verdict = verdict_of(kind, input, &result);
+            ReportKind::Accepted {
+                result,
+                self_assessment,
+                verdict,
+            }
+        }
+        // The host notices the missing handoff (§13.1): a run may fail for reasons
+        // another try can fix, so it is retryable while attempts remain.
+        not_accepted => match model_outage(journal) {
+            // The attempt's end names the outage; a refusal is not retried.
+            Some((outage, why)) => ReportKind::Failed {
+                retryable: outage.retryable(),
+                reason: format!("{}: {why}", outage.words()),
+                class: Some(vouch_core::board::FailureClass::ModelOutage),
+            },
+            None => ReportKind::Failed {
+                retryable: true,
+                reason: "the run ended without an accepted submission".into(),
+                // Every submission malformed, the repairs spent (§13.4.1): the class
+                // says so; a run that never submitted is not classified.
+                class: matches!(not_accepted, Some((None, true)))
+                    .then_some(vouch_core::board::FailureClass::MalformedOutput),
+            },
+        },
     }
 }
 
@@ -1054,8 +1116,12 @@ fn model_outage(journal: &[vouch_store::JournalEntry]) -> Option<(crate::model::
 /// The attempt's pinned context (§13.1.2): each text its task pins, read by content id from
 /// the artifact store (which re-hashes it), in the task's order. A task without one, or a
 /// worker without a board, has none.
-fn pinned_context(work: &TaskWork, task_id: &str) -> HostResult<Vec<(String, String)>> {
-    let Some(board) = &work.board else {
+pub(super) fn pinned_context(
+    board: Option<&dyn BoardStore>,
+    artifacts: Option<&dyn vouch_artifacts::ArtifactStore>,
+    task_id: &str,
+) -> HostResult<Vec<(String, String)>> {
+    let Some(board) = board else {
         return Ok(vec![]);
     };
     let Some(task) = board.task(task_id)? else {
@@ -1064,7 +1130,7 @@ fn pinned_context(work: &TaskWork, task_id: &str) -> HostResult<Vec<(String, Str
     if task.spec.context.is_empty() {
         return Ok(vec![]);
     }
-    let store = work.artifacts.as_ref().ok_or_else(|| {
+    let store = artifacts.ok_or_else(|| {
         HostError::BadInput(format!(
             "task {task_id} pins context, and this worker has no artifact store to read it"
         ))

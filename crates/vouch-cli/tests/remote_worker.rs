@@ -1,0 +1,590 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! Remote attempts are vouch runs (§13.2), through real processes on both backends: a host
+//! (`vouch serve --http`), a worker home elsewhere (`vouch worker --server`) whose model runs
+//! locally while every tool call goes to the attempt's run on the host, and raw HTTP workers
+//! signing their own claims and calls. Each test checks the host's stored world (task and
+//! attempt rows, runs, cards, receipts, what the webhook received), never timing.
+
+use serde_json::{json, Value};
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+
+fn pg_url() -> String {
+    std::env::var("VOUCH_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// A home, on SQLite or in a PostgreSQL schema of its own.
+struct Home {
+    tmp: tempfile::TempDir,
+    dir: PathBuf,
+    schema: Option<String>,
+}
+
+impl Home {
+    fn new(pg: bool) -> Home {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("home");
+        let schema = pg.then(|| {
+            format!(
+                "vouch_test_remote_{}_{}",
+                std::process::id(),
+                now_ms() % 1_000_000_000
+            )
+        });
+        let h = Home { tmp, dir, schema };
+        let out = h.run(&["init"]);
+        assert!(out.status.success(), "init: {}", err(&out));
+        h
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_vouch"));
+        c.arg("--home")
+            .arg(&self.dir)
+            .args(args)
+            .env_remove("VOUCH_CRASH_AFTER")
+            .env_remove("VOUCH_MODEL_URL")
+            .env_remove("VOUCH_DATABASE_URL")
+            .env_remove("VOUCH_WORKER_TOKEN")
+            .env_remove("DBUS_SESSION_BUS_ADDRESS");
+        if let Some(schema) = &self.schema {
+            c.env("VOUCH_DATABASE_URL", pg_url())
+                .env("VOUCH_DATABASE_SCHEMA", schema);
+        }
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let mut a = vec!["--json"];
+        a.extend_from_slice(args);
+        let out = self.run(&a);
+        assert!(out.status.success(), "{args:?}: {}", err(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    fn token(&self, name: &str, scope: &str, identity: Option<&str>) -> String {
+        let mut a = vec!["token", "new", name, "--scope", scope];
+        if let Some(i) = identity {
+            a.extend(["--identity", i]);
+        }
+        self.json(&a)["token"].as_str().unwrap().to_string()
+    }
+
+    fn offer(&self, brief: &str) -> String {
+        self.json(&["task", "offer", "--type", "freeform", "--brief", brief])["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    fn show(&self, id: &str) -> Value {
+        self.json(&["task", "show", id])
+    }
+
+    fn script(&self, turns: Value) -> String {
+        let p = self.tmp.path().join(format!("script-{}.json", now_ms()));
+        std::fs::write(&p, turns.to_string()).unwrap();
+        p.to_str().unwrap().to_string()
+    }
+
+    /// `vouch serve --http` on a free port.
+    fn serve(&self) -> Server {
+        let mut child = self
+            .cmd(&["--json", "serve", "--http", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line}: {e}"));
+        Server {
+            child,
+            url: format!("http://{}", v["listening"].as_str().unwrap()),
+        }
+    }
+}
+
+impl Drop for Home {
+    fn drop(&mut self) {
+        if let Some(schema) = &self.schema {
+            if let Ok(mut c) = postgres::Client::connect(&pg_url(), postgres::NoTls) {
+                let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"));
+            }
+        }
+    }
+}
+
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn err(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// An HTTP request's status and JSON answer.
+fn http(method: &str, url: &str, token: &str, body: Option<&Value>) -> (u16, Value) {
+    let req = ureq::request(method, url).set("Authorization", &format!("Bearer {token}"));
+    let r = match body {
+        Some(b) => req.send_json(b.clone()),
+        None => req.call(),
+    };
+    match r {
+        Ok(r) => (r.status(), r.into_json().unwrap_or(Value::Null)),
+        Err(ureq::Error::Status(code, r)) => (code, r.into_json().unwrap_or(Value::Null)),
+        Err(e) => panic!("{method} {url}: {e}"),
+    }
+}
+
+/// A host with worker `w1` (its key also in a second, worker-side home), a person token and
+/// a worker token for `w1`, serving HTTP.
+struct Setup {
+    host: Home,
+    worker: Home,
+    server: Server,
+    person: String,
+    wtoken: String,
+    w1: vouch_identity::Identity,
+}
+
+fn setup(pg: bool) -> Setup {
+    let host = Home::new(pg);
+    host.json(&["identity", "new", "w1"]);
+    let person = host.token("person", "person", None);
+    let wtoken = host.token("w1-token", "worker", Some("w1"));
+    // The worker's machine holds the identity's key; its own home is SQLite.
+    let worker = Home::new(false);
+    let keys = |h: &Path| vouch_identity::KeyDir::in_home(h).path("w1");
+    std::fs::create_dir_all(keys(&worker.dir).parent().unwrap()).unwrap();
+    std::fs::copy(keys(&host.dir), keys(&worker.dir)).unwrap();
+    let w1 = vouch_identity::KeyDir::in_home(&host.dir)
+        .load("w1")
+        .unwrap();
+    let server = host.serve();
+    Setup {
+        host,
+        worker,
+        server,
+        person,
+        wtoken,
+        w1,
+    }
+}
+
+impl Setup {
+    /// `vouch worker --server` from the worker's home, draining the host's board.
+    fn drain(&self, script: &str) -> Vec<Value> {
+        let out = self
+            .worker
+            .cmd(&[
+                "--json",
+                "worker",
+                "--name",
+                "w1",
+                "--script",
+                script,
+                "--drain",
+                "--server",
+                &self.server.url,
+                "--token",
+                &self.wtoken,
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "remote worker: {}", err(&out));
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.server.url)
+    }
+
+    /// A signed claim-next as `w1`.
+    fn claim(&self) -> Value {
+        let at_ms = now_ms();
+        let policy = json!({"profile": "default", "context": "autonomous"});
+        let fingerprint =
+            vouch_artifacts::content_id(vouch_core::canonical_json(&policy).unwrap().as_bytes());
+        let statement = json!({"claim": {"claimant": "w1", "task": null, "profile": "default", "policy_fingerprint": fingerprint, "at_ms": at_ms}});
+        let body = json!({"claimant": "w1", "at_ms": at_ms, "signature": self.w1.sign(&statement).unwrap()});
+        let (code, v) = http(
+            "POST",
+            &self.url("/api/tasks/claim-next"),
+            &self.wtoken,
+            Some(&body),
+        );
+        assert_eq!(code, 200, "{v}");
+        v
+    }
+
+    /// One signed call of the attempt's run.
+    fn call(&self, task: &str, n: u64, epoch: i64, tool: &str, args: Value) -> (u16, Value) {
+        let (at_ms, nonce) = (now_ms(), format!("n-{}", now_ms()));
+        let statement = json!({"call": {"task": task, "attempt": n, "claimant": "w1", "epoch": epoch, "tool": tool, "args": args, "at_ms": at_ms, "nonce": nonce}});
+        let body = json!({"claimant": "w1", "epoch": epoch, "tool": tool, "args": args, "at_ms": at_ms, "nonce": nonce, "signature": self.w1.sign(&statement).unwrap()});
+        http(
+            "POST",
+            &self.url(&format!("/api/tasks/{task}/attempts/{n}/call")),
+            &self.wtoken,
+            Some(&body),
+        )
+    }
+}
+
+/// A webhook that answers 200 and keeps every body it was sent.
+fn receiver() -> (String, Arc<Mutex<Vec<String>>>) {
+    use std::io::{BufReader, Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/hook", l.local_addr().unwrap());
+    let got = Arc::new(Mutex::new(vec![]));
+    let seen = got.clone();
+    std::thread::spawn(move || {
+        for conn in l.incoming().flatten() {
+            let mut r = BufReader::new(conn);
+            let mut len = 0usize;
+            loop {
+                let mut line = String::new();
+                if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                let lower = line.to_ascii_lowercase();
+                if let Some(v) = lower.strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0u8; len];
+            let _ = r.read_exact(&mut body);
+            seen.lock()
+                .unwrap()
+                .push(String::from_utf8_lossy(&body).into_owned());
+            let _ = r
+                .get_mut()
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+        }
+    });
+    (url, got)
+}
+
+fn remote_worker_drains_the_hosts_board(pg: bool) {
+    let s = setup(pg);
+    let tasks = [s.host.offer("first"), s.host.offer("second")];
+    let script = s.worker.script(json!([
+        {"declare": {"deliveries": []}},
+        {"submit": {"summary": "done remotely"}},
+        {"final": "submitted"}
+    ]));
+    let ev = s.drain(&script);
+    let reported: Vec<&Value> = ev.iter().filter(|e| e["event"] == "reported").collect();
+    assert_eq!(reported.len(), 2, "{ev:?}");
+    for t in &tasks {
+        let v = s.host.show(t);
+        assert_eq!(v["task"]["state"], "completed", "{v}");
+        assert_eq!(v["result"], json!({"summary": "done remotely"}), "{v}");
+        // The attempt ran as a run on the host, with its receipt.
+        let run = v["attempts"][0]["run_id"].as_str().unwrap().to_string();
+        let r = s.host.json(&["runs", "show", &run]);
+        assert_eq!(r["run"]["trigger"], "task", "{r}");
+        assert_eq!(r["run"]["state"], "ended", "{r}");
+        assert!(
+            v["attempts"][0]["detail"]["receipt"]
+                .as_str()
+                .is_some_and(|x| x.contains(&run)),
+            "{v}"
+        );
+        // The result reads back over HTTP.
+        let (code, got) = http(
+            "GET",
+            &s.url(&format!("/api/tasks/{t}/result")),
+            &s.wtoken,
+            None,
+        );
+        assert_eq!(code, 200, "{got}");
+        assert_eq!(got["output"], json!({"summary": "done remotely"}));
+        assert_eq!(got["run"], run.as_str());
+    }
+}
+
+#[test]
+fn remote_worker_drains_the_hosts_board_on_sqlite() {
+    remote_worker_drains_the_hosts_board(false);
+}
+
+#[test]
+fn remote_worker_drains_the_hosts_board_on_postgres() {
+    remote_worker_drains_the_hosts_board(true);
+}
+
+fn an_irreversible_send_waits_for_the_person_on_the_host(pg: bool) {
+    let s = setup(pg);
+    let (hook, got) = receiver();
+    let task = s.host.offer("tell the hook");
+    let script = s.worker.script(json!([
+        {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "webhook", "address": hook}}]}},
+        {"deliver": "d1", "payload": {"text": "hello"}},
+        {"submit": {"summary": "sent"}},
+        {"final": "done"}
+    ]));
+    let ev = s.drain(&script);
+    assert!(ev.iter().any(|e| e["event"] == "suspended"), "{ev:?}");
+    let v = s.host.show(&task);
+    assert_eq!(v["attempts"][0]["state"], "suspended", "{v}");
+    let run = v["attempts"][0]["run_id"].as_str().unwrap().to_string();
+    assert!(
+        got.lock().unwrap().is_empty(),
+        "nothing goes out before approval"
+    );
+    // The card is on the host; the worker's own token cannot approve it.
+    let cards = s.host.json(&["approvals"]);
+    let card = cards
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["run"] == run.as_str())
+        .unwrap_or_else(|| panic!("no card for {run}: {cards}"))
+        .clone();
+    let approve = s.url(&format!("/api/runs/{run}/deliveries/d1/approve"));
+    let body = json!({"hash": card["payload_hash"]});
+    let (code, p) = http("POST", &approve, &s.wtoken, Some(&body));
+    assert_eq!((code, p["code"].as_str()), (403, Some("forbidden")), "{p}");
+    let (code, p) = http("POST", &approve, &s.person, Some(&body));
+    assert_eq!(code, 200, "{p}");
+    assert!(got.lock().unwrap().is_empty(), "approve only decides");
+    // The worker claims the resumption: the approved send goes out once, the run goes on.
+    let ev = s.drain(&script);
+    assert!(
+        ev.iter()
+            .any(|e| e["event"] == "claimed" && e["resumption"] == true),
+        "{ev:?}"
+    );
+    let v = s.host.show(&task);
+    assert_eq!(v["task"]["state"], "completed", "{v}");
+    assert_eq!(v["attempts"][0]["run_id"], run.as_str(), "the same run");
+    let sent = got.lock().unwrap().clone();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert!(sent[0].contains("hello"), "{sent:?}");
+    let receipt = s.host.run(&["receipt", &run]);
+    assert!(receipt.status.success(), "{}", err(&receipt));
+    let text = String::from_utf8_lossy(&receipt.stdout);
+    assert!(text.contains("d1"), "{text}");
+}
+
+#[test]
+fn an_irreversible_send_waits_for_the_person_on_the_host_on_sqlite() {
+    an_irreversible_send_waits_for_the_person_on_the_host(false);
+}
+
+#[test]
+fn an_irreversible_send_waits_for_the_person_on_the_host_on_postgres() {
+    an_irreversible_send_waits_for_the_person_on_the_host(true);
+}
+
+fn an_http_claim_opens_the_run_and_binds_the_report_to_it(pg: bool) {
+    let s = setup(pg);
+    let task = s.host.offer("by hand");
+    let c = s.claim();
+    assert_eq!(c["claimed"], true, "{c}");
+    let run = c["run"].as_str().unwrap().to_string();
+    assert_eq!(c["attempt"]["run_id"], run.as_str(), "{c}");
+    assert!(
+        c["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "submit"),
+        "{c}"
+    );
+    assert!(c["conversation"].to_string().contains("by hand"), "{c}");
+    let (n, epoch) = (
+        c["attempt"]["n"].as_u64().unwrap(),
+        c["attempt"]["epoch"].as_i64().unwrap(),
+    );
+    let r = s.host.json(&["runs", "show", &run]);
+    assert_eq!(r["run"]["trigger"], "task", "{r}");
+    // Nothing accepted yet.
+    let (code, p) = http(
+        "GET",
+        &s.url(&format!("/api/tasks/{task}/result")),
+        &s.wtoken,
+        None,
+    );
+    assert_eq!((code, p["code"].as_str()), (409, Some("no_result")), "{p}");
+    // A submit naming no run, or another, is refused before anything is spent.
+    let result = json!({"summary": "by hand"});
+    for named in [Value::Null, json!("0000000000007000000")] {
+        let cid =
+            vouch_artifacts::content_id(vouch_core::canonical_json(&result).unwrap().as_bytes());
+        let statement = json!({"report": {"task": task, "attempt": n, "claimant": "w1", "epoch": epoch, "outcome": "accepted", "output": cid, "run": named}});
+        let body = json!({"claimant": "w1", "epoch": epoch, "result": result, "run": named, "signature": s.w1.sign(&statement).unwrap()});
+        let (code, p) = http(
+            "POST",
+            &s.url(&format!("/api/tasks/{task}/attempts/{n}/submit")),
+            &s.wtoken,
+            Some(&body),
+        );
+        assert_eq!((code, p["code"].as_str()), (409, Some("wrong_run")), "{p}");
+    }
+    // A badly signed call is refused; the run's own calls go through the host.
+    let mut bad = json!({"claimant": "w1", "epoch": epoch, "tool": "declare", "args": {"deliveries": []}, "at_ms": now_ms(), "nonce": "x", "signature": "00"});
+    let (code, p) = http(
+        "POST",
+        &s.url(&format!("/api/tasks/{task}/attempts/{n}/call")),
+        &s.wtoken,
+        Some(&bad),
+    );
+    assert_eq!(
+        (code, p["code"].as_str()),
+        (403, Some("bad_signature")),
+        "{p}"
+    );
+    bad["tool"] = json!("approve");
+    let (code, _) = s.call(&task, n, epoch, "approve", json!({}));
+    assert_eq!(code, 422);
+    let (code, d) = s.call(&task, n, epoch, "declare", json!({"deliveries": []}));
+    assert_eq!(code, 200, "{d}");
+    assert_eq!(
+        (d["ok"].as_bool(), d["run"].as_str()),
+        (Some(true), Some(run.as_str())),
+        "{d}"
+    );
+    let (_, bad_submit) = s.call(&task, n, epoch, "submit", json!({"result": {}}));
+    assert_eq!(
+        bad_submit["ok"], false,
+        "a malformed result goes back: {bad_submit}"
+    );
+    let (_, sub) = s.call(
+        &task,
+        n,
+        epoch,
+        "submit",
+        json!({"result": result, "self_assessment": null}),
+    );
+    assert_eq!(sub["ok"], true, "{sub}");
+    let (code, f) = s.call(&task, n, epoch, "finish", json!({"text": "done"}));
+    assert_eq!(code, 200, "{f}");
+    assert_eq!(f["end"]["state"], "ended", "{f}");
+    assert_eq!(f["end"]["attempt_state"], "completed", "{f}");
+    let v = s.host.show(&task);
+    assert_eq!(v["result"], result, "{v}");
+    let (code, got) = http(
+        "GET",
+        &s.url(&format!("/api/tasks/{task}/result")),
+        &s.person,
+        None,
+    );
+    assert_eq!(code, 200, "{got}");
+    assert_eq!(
+        (got["output"].clone(), got["run"].clone()),
+        (result.clone(), json!(run))
+    );
+    // The completed task continues over HTTP (a person's call; a worker's is 403).
+    let cont = s.url(&format!("/api/tasks/{task}/continue"));
+    let (code, _) = http("POST", &cont, &s.wtoken, Some(&json!({"brief": "more"})));
+    assert_eq!(code, 403);
+    let (code, more) = http("POST", &cont, &s.person, Some(&json!({"brief": "more"})));
+    assert_eq!(code, 201, "{more}");
+    assert_eq!(more["task"]["spec"]["references"], json!([task]), "{more}");
+    let input = &more["task"]["spec"]["input"]["continuation"];
+    assert_eq!(input["run"], run.as_str(), "{more}");
+    // The owner cancels a task while its worker is between calls: the run ends with it.
+    let c = s.claim();
+    let (t2, run2) = (
+        c["task"]["id"].as_str().unwrap().to_string(),
+        c["run"].as_str().unwrap().to_string(),
+    );
+    let (n2, e2) = (
+        c["attempt"]["n"].as_u64().unwrap(),
+        c["attempt"]["epoch"].as_i64().unwrap(),
+    );
+    let (code, _) = s.call(&t2, n2, e2, "declare", json!({"deliveries": []}));
+    assert_eq!(code, 200);
+    let (code, p) = http(
+        "POST",
+        &s.url(&format!("/api/tasks/{t2}/cancel")),
+        &s.person,
+        Some(&json!({})),
+    );
+    assert_eq!(code, 200, "{p}");
+    let r = s.host.json(&["runs", "show", &run2]);
+    assert_eq!(r["run"]["state"], "ended", "{r}");
+    let (code, p) = s.call(&t2, n2, e2, "finish", json!({"text": "late"}));
+    assert_eq!((code, p["code"].as_str()), (409, Some("refused")), "{p}");
+}
+
+#[test]
+fn an_http_claim_opens_the_run_and_binds_the_report_to_it_on_sqlite() {
+    an_http_claim_opens_the_run_and_binds_the_report_to_it(false);
+}
+
+#[test]
+fn an_http_claim_opens_the_run_and_binds_the_report_to_it_on_postgres() {
+    an_http_claim_opens_the_run_and_binds_the_report_to_it(true);
+}
+
+fn a_remote_run_without_a_handoff_fails_its_attempt_visibly(pg: bool) {
+    let s = setup(pg);
+    let task = s.host.offer("forgets to submit");
+    let script = s.worker.script(json!([
+        {"declare": {"deliveries": []}},
+        {"final": "all done, I think"}
+    ]));
+    let ev = s.drain(&script);
+    assert!(ev.iter().any(|e| e["event"] == "reported"), "{ev:?}");
+    let v = s.host.show(&task);
+    assert_eq!(v["task"]["state"], "failed", "{v}");
+    let a = &v["attempts"][0];
+    assert_eq!(a["state"], "failed", "{v}");
+    assert!(
+        a["end_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("without an accepted submission")),
+        "{v}"
+    );
+    // The run is the host's, ended, with its receipt on the attempt.
+    let run = a["run_id"].as_str().unwrap();
+    assert_eq!(s.host.json(&["runs", "show", run])["run"]["state"], "ended");
+    let (code, p) = http(
+        "GET",
+        &s.url(&format!("/api/tasks/{task}/result")),
+        &s.person,
+        None,
+    );
+    assert_eq!((code, p["code"].as_str()), (409, Some("no_result")), "{p}");
+}
+
+#[test]
+fn a_remote_run_without_a_handoff_fails_its_attempt_visibly_on_sqlite() {
+    a_remote_run_without_a_handoff_fails_its_attempt_visibly(false);
+}
+
+#[test]
+fn a_remote_run_without_a_handoff_fails_its_attempt_visibly_on_postgres() {
+    a_remote_run_without_a_handoff_fails_its_attempt_visibly(true);
+}

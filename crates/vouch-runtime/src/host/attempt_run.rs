@@ -1,0 +1,114 @@
+//! A task attempt's run opened by the host when a worker claims over HTTP or MCP (§13.2): a
+//! run with trigger `task` that the worker drives from outside (its model is the agent), one
+//! call at a time through `external_call`, so its deliveries get postures, cards, the ledger,
+//! evidence and a receipt exactly as a CLI worker's do. Its `submit` goes through the one
+//! `accept_submission`; its end decides the attempt's report as a CLI worker's run does
+//! (a missing handoff fails the attempt). Touches the run's journal through the external
+//! calls; the board's rows are the caller's.
+
+use super::task::{ended_report, pinned_context, submit_spec, submitted_in, tools_for_run};
+use super::*;
+use vouch_store::board::BoardStore;
+
+impl Host {
+    /// Open the run of a claimed attempt under the id the claim recorded: it waits for the
+    /// worker's first call. The model is told the task as a CLI worker's model is (the spec
+    /// holds it), and a continuation goes on from its pinned conversation.
+    #[allow(clippy::too_many_arguments)]
+    pub fn open_attempt_run(
+        &self,
+        run_id: &str,
+        job: &AttemptJob,
+        types: &TaskTypes,
+        board: Option<&dyn BoardStore>,
+        artifacts: Option<&dyn vouch_artifacts::ArtifactStore>,
+        via: &str,
+    ) -> HostResult<RunRecord> {
+        let context = pinned_context(board, artifacts, &job.task_id)?;
+        let mut job = job.clone();
+        job.model = super::external::external_model(via);
+        let spec = self.attempt_spec(&job, types.get(&job.kind), &context, true)?;
+        let run = self.create(run_id, &spec, None, None)?;
+        self.idle(run_id)?;
+        Ok(run)
+    }
+
+    /// The tools a worker's model is offered for an attempt's run: `declare`, `clarify`, the
+    /// verbs and `submit` (its `result` is the task type's output schema).
+    pub fn attempt_tools(&self, run_id: &str) -> HostResult<Vec<ToolSpec>> {
+        let run = self.record(run_id)?;
+        let base: Arc<[ToolSpec]> = self
+            .tool_specs()
+            .iter()
+            .filter(|t| {
+                t.name == "declare" || t.name == "clarify" || Verb::parse(&t.name).is_some()
+            })
+            .cloned()
+            .chain(std::iter::once(submit_spec()))
+            .collect();
+        Ok(tools_for_run(&base, &run.spec).to_vec())
+    }
+
+    /// The attempt's `submit`, as one turn of its run: checked by `accept_submission` against
+    /// `rules`, a malformed one costing a repair from `budget`; once one is accepted no other
+    /// replaces it. The accepted output is handed over when the run ends.
+    pub fn external_submit(
+        &self,
+        run_id: &str,
+        args: &Value,
+        rules: &SubmitRules,
+        budget: &dyn RepairBudget,
+    ) -> HostResult<ExternalReply> {
+        self.external_call_with(run_id, "submit", args, |_, _| {
+            if submitted_in(&self.store.journal(run_id)?).0.is_some() {
+                return Ok(CallResult::err(
+                    "a result was already accepted for this attempt; it cannot be replaced",
+                ));
+            }
+            let result = args.get("result").cloned().unwrap_or(Value::Null);
+            let assessment = args.get("self_assessment");
+            Ok(
+                match accept_submission(rules, budget, &result, assessment) {
+                    Ok(_) => CallResult::ok(
+                        "accepted: the result is valid; it is handed to the board when you finish",
+                    ),
+                    Err(SubmitError::Store(e)) => return Err(e.into()),
+                    Err(e) => CallResult::err(e.to_string()),
+                },
+            )
+        })
+    }
+
+    /// Where an attempt's run stands: its report once it ended (the accepted output, or why
+    /// not — the same decision as a CLI worker's run), `None` while it goes on or waits.
+    pub fn attempt_outcome(
+        &self,
+        run_id: &str,
+        kind: &str,
+        input: &Value,
+        repairs_max: u32,
+    ) -> HostResult<AttemptOutcome> {
+        let run = self.record(run_id)?;
+        let journal = self.store.journal(run_id)?;
+        let report = (run.state == RunState::Ended).then(|| {
+            let cancelled = RunView::from_journal(&journal)
+                .loop_end
+                .is_some_and(|l| l.cause == "cancelled");
+            let (accepted, invalid) = submitted_in(&journal);
+            ended_report(
+                kind,
+                input,
+                &journal,
+                cancelled,
+                Some((accepted, invalid > repairs_max)),
+            )
+        });
+        Ok(AttemptOutcome {
+            run_id: run_id.to_string(),
+            report,
+            receipt: self.store.receipt(run_id)?,
+            usage: usage_of(&journal),
+            evidence: None,
+        })
+    }
+}

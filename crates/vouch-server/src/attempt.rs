@@ -1,0 +1,462 @@
+//! A claimed attempt's run on this host (§13.2): opened by the claim, driven by its claimant
+//! one call at a time (`POST /api/tasks/{id}/attempts/{n}/call`, and the MCP host tools with
+//! a worker token) through the host exactly as any outside agent's run — postures, cards, the
+//! ledger, evidence, the receipt — and reported to the board by the host when it ends, as a
+//! CLI worker's run is. Also the read-back of a task's accepted output and a completed task's
+//! continuation. Parses and renders; the host and the board decide.
+
+use crate::problem::{ApiError, ApiResult};
+use crate::work;
+use crate::AppState;
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use utoipa::ToSchema;
+use vouch_core::board::FailureClass;
+use vouch_core::Verb;
+use vouch_runtime::host::{is_external, AttemptJob, ExternalReply};
+use vouch_runtime::RunEnd;
+use vouch_store::board::{
+    call_statement, AttemptCall, AttemptRecord, AttemptRef, BoardStore, Claim, Report, ReportKind,
+    TaskRecord, Usage,
+};
+
+/// One tool call of the attempt's run, signed by its claimant.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CallBody {
+    pub claimant: String,
+    /// The lease epoch the claim answered.
+    pub epoch: i64,
+    /// `declare`, a verb (`save`, `send`, …), `clarify`, `submit` or `finish`.
+    pub tool: String,
+    /// The tool's arguments as the model gave them: `declare` the manifest, a verb
+    /// `{delivery, payload}`, `clarify` `{question}`, `submit` `{result, self_assessment}`,
+    /// `finish` `{text}`.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub args: Value,
+    /// The claimant's clock, in milliseconds since the epoch; within 60 s of the host's.
+    pub at_ms: i64,
+    /// 16–64 characters of `A–Z a–z 0–9 _ -` the claimant never used before (§13.6.3).
+    pub nonce: String,
+    /// Ed25519 signature (128 hex digits) over the canonical JSON of `{"call": {"task",
+    /// "attempt", "claimant", "epoch", "tool", "args", "at_ms", "nonce"}}`.
+    pub signature: String,
+}
+
+/// What one call did (the shape an outside agent's call answers, §17).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct CallAnswer {
+    /// The tool's answer, as the host's own model would read it.
+    pub ok: bool,
+    pub text: String,
+    /// The attempt's run.
+    pub run: String,
+    /// Set when the call suspended the run — `{"state": "suspended", "reason"}`: it waits
+    /// for the person, the attempt is suspended with it and the worker is free — or ended it
+    /// — `{"state": "ended", "outcome", "attempt_state", "task_state", "result"}`: the host
+    /// reported the attempt (accepted, or failed without a handoff).
+    #[schema(value_type = Option<Object>)]
+    pub end: Option<Value>,
+}
+
+/// A task's accepted output, read back.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TaskResult {
+    pub task: String,
+    /// The content id of the output.
+    pub result: String,
+    /// The accepted attempt and its run.
+    pub attempt: u32,
+    pub run: Option<String>,
+    #[schema(value_type = Object)]
+    pub output: Value,
+    /// The producer's self-assessment (advisory, apart from verdicts).
+    #[schema(value_type = Option<Object>)]
+    pub self_assessment: Option<Value>,
+    /// Judges' verdicts on this task: `{judge, passed, scores}`.
+    #[schema(value_type = Vec<Object>)]
+    pub verdicts: Vec<Value>,
+    /// The artifacts the output names (content ids).
+    #[schema(value_type = Vec<Object>)]
+    pub artifacts: Value,
+}
+
+/// A completed task to continue (§13.5).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContinueBody {
+    /// What the continuation asks for.
+    pub brief: String,
+    /// `extend` (the parent's thread goes on, default) or `fork` (a new thread).
+    #[serde(default = "extend")]
+    pub mode: String,
+}
+
+fn extend() -> String {
+    "extend".into()
+}
+
+fn attempt_row(board: &dyn BoardStore, at: &AttemptRef) -> ApiResult<AttemptRecord> {
+    board
+        .attempts(&at.task_id)?
+        .into_iter()
+        .find(|a| a.n == at.n)
+        .ok_or_else(|| {
+            ApiError::not_found(format!("task `{}` has no attempt {}", at.task_id, at.n))
+        })
+}
+
+/// The attempt's job as the host opens its run: what the board handed the claimant.
+fn job_of(c: &Claim, repairs_max: u32) -> AttemptJob {
+    let t = &c.task;
+    AttemptJob {
+        task_id: t.id.clone(),
+        attempt: c.attempt.n,
+        kind: t.kind.clone(),
+        brief: t.spec.brief.clone(),
+        input: t.spec.input.clone(),
+        criteria: t.spec.criteria.clone(),
+        model: Value::Null,
+        repairs_max,
+        profile: None,
+        lease: None,
+    }
+}
+
+/// Open the run of a fresh claim under the id the claim recorded (`via`: `http` or `mcp`);
+/// a resumption's run is carried on — what the person approved is carried out now, before
+/// the worker's next call. An attempt whose run cannot be opened fails, retryably, naming why.
+pub fn open_run(s: &AppState, c: &Claim, via: &str) -> ApiResult<String> {
+    let run = c
+        .attempt
+        .run_id
+        .clone()
+        .ok_or_else(|| ApiError::internal("the claim recorded no run for its attempt"))?;
+    if c.resumption {
+        if let Some(r) = s.store.run(&run)? {
+            if r.state != vouch_core::RunState::Ended && is_external(&r.spec) {
+                s.host.drive(&run)?;
+            }
+        }
+        return Ok(run);
+    }
+    let board = work::board_of(s)?;
+    let job = job_of(c, s.work.repairs_max);
+    let opened = s.host.open_attempt_run(
+        &run,
+        &job,
+        &s.work.types,
+        Some(board.as_ref()),
+        s.work.artifacts.as_deref(),
+        via,
+    );
+    if let Err(e) = opened {
+        let report = Report {
+            attempt: AttemptRef {
+                task_id: c.task.id.clone(),
+                n: c.attempt.n,
+                claimant: c.attempt.claimant.clone(),
+                epoch: c.attempt.epoch,
+            },
+            kind: ReportKind::Failed {
+                retryable: true,
+                reason: format!("the host could not open the attempt's run: {e}"),
+                class: Some(FailureClass::ToolError),
+            },
+            run_id: Some(run.clone()),
+            receipt: None,
+            usage: Usage::default(),
+            signature: None,
+            now_ms: s.host.clock.now_ms(),
+            stamp: None,
+        };
+        if let Err(r) = board.report(&report) {
+            tracing::warn!(error = %r, "reporting an attempt whose run could not be opened");
+        }
+        return Err(e.into());
+    }
+    Ok(run)
+}
+
+/// A submit or fail names the attempt's own run when it has one (§13.2): none, or another,
+/// is 409 `wrong_run`.
+pub fn check_named_run(
+    board: &dyn BoardStore,
+    at: &AttemptRef,
+    named: Option<&str>,
+) -> ApiResult<()> {
+    let a = attempt_row(board, at)?;
+    // An attempt that ended is the board's to refuse (409 `refused`).
+    let Some(bound) = a.run_id.filter(|_| a.state.is_leased()) else {
+        return Ok(());
+    };
+    if named == Some(bound.as_str()) {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        StatusCode::CONFLICT,
+        "wrong_run",
+        format!(
+            "attempt {} of task {} runs as run {bound} (its claim opened it); name that run in `run`, not {}",
+            at.n,
+            at.task_id,
+            named.map_or("none".to_string(), |n| format!("`{}`", vouch_core::escape_line(n)))
+        ),
+    )
+    .with_field("run"))
+}
+
+/// Before a submit or fail names it: the attempt's run ends here, when it has not, so the
+/// report carries its receipt (a run waiting for the person stays as it is).
+pub fn end_bound_run(
+    s: &AppState,
+    board: &dyn BoardStore,
+    at: &AttemptRef,
+    named: Option<&str>,
+) -> ApiResult<()> {
+    check_named_run(board, at, named)?;
+    let Some(run) = named else {
+        return Ok(());
+    };
+    let Some(r) = s.store.run(run)? else {
+        return Ok(());
+    };
+    if r.state == vouch_core::RunState::Ended || !is_external(&r.spec) {
+        return Ok(());
+    }
+    match s.host.external_finish(run, "") {
+        Ok(_)
+        | Err(vouch_runtime::HostError::NotWaiting(_))
+        | Err(vouch_runtime::HostError::OwnedElsewhere(_)) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// One signed call of the attempt's run (the HTTP route).
+pub fn call(s: &AppState, task: &str, n: u32, b: &CallBody) -> ApiResult<CallAnswer> {
+    let at = work::attempt_ref(task, n, &b.claimant, b.epoch)?;
+    let (_, verifier) = work::verified(s)?;
+    let statement = call_statement(&AttemptCall {
+        attempt: at.clone(),
+        tool: b.tool.clone(),
+        args: b.args.clone(),
+        at_ms: b.at_ms,
+        nonce: b.nonce.clone(),
+    })?;
+    let stamp = vouch_store::board::Stamp {
+        at_ms: b.at_ms,
+        nonce: b.nonce.clone(),
+    };
+    // The stamp's shape, the signature, then the nonce spent: a replayed call is 409 `replayed`.
+    work::signed_fresh(
+        s,
+        verifier.as_ref(),
+        &b.claimant,
+        &statement,
+        &b.signature,
+        &stamp,
+    )?;
+    exec(s, &at, &b.tool, &b.args)
+}
+
+/// One call of the attempt's run by its live claimant (HTTP, or MCP with a worker token).
+pub fn exec(s: &AppState, at: &AttemptRef, tool: &str, args: &Value) -> ApiResult<CallAnswer> {
+    let board = work::board_of(s)?;
+    let t = work::live_claimant(board.as_ref(), at)?;
+    let run = attempt_row(board.as_ref(), at)?.run_id.ok_or_else(|| {
+        ApiError::new(
+            StatusCode::CONFLICT,
+            "no_run",
+            format!(
+                "attempt {} of task {} has no run on this host; report it with …/fail",
+                at.n, at.task_id
+            ),
+        )
+    })?;
+    s.host.check_external_call(tool, args)?;
+    let reply = match tool {
+        "declare" | "clarify" => s.host.external_call(&run, tool, args)?,
+        v if Verb::parse(v).is_some() => s.host.external_call(&run, v, args)?,
+        "submit" => submit(s, board.as_ref(), at, &t, &run, args)?,
+        "finish" => {
+            let text = args.get("text").and_then(Value::as_str).unwrap_or_default();
+            let end = s.host.external_finish(&run, text)?;
+            ExternalReply {
+                ok: true,
+                text: "the run has ended".into(),
+                end: Some(end),
+            }
+        }
+        other => {
+            return Err(ApiError::field(
+                "tool",
+                format!(
+                    "`{}` is not a tool of an attempt's run; use declare, a verb (save, send, …), clarify, submit or finish",
+                    vouch_core::escape_line(other)
+                ),
+            ))
+        }
+    };
+    let end = settle(s, board.as_ref(), at, &t, &run, &reply)?;
+    Ok(CallAnswer {
+        ok: reply.ok,
+        text: reply.text,
+        run,
+        end,
+    })
+}
+
+/// The run's `submit`: the one rule (`accept_submission`), the repairs counted on the
+/// attempt's row.
+fn submit(
+    s: &AppState,
+    board: &dyn BoardStore,
+    at: &AttemptRef,
+    t: &TaskRecord,
+    run: &str,
+    args: &Value,
+) -> ApiResult<ExternalReply> {
+    let ty = s.work.types.get(&t.kind).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::CONFLICT,
+            "refused",
+            format!(
+                "task type `{}` is not registered on this host; add it to the home's types/",
+                t.kind
+            ),
+        )
+    })?;
+    let rules = vouch_runtime::host::SubmitRules {
+        task: Some((&t.kind, &t.spec.input)),
+        output_schema: &ty.output_schema,
+        needs_assessment: t.spec.criteria.is_some(),
+        artifacts: s.work.artifacts.as_deref(),
+        repairs_max: s.work.repairs_max,
+    };
+    let budget = vouch_runtime::host::BoardBudget { board, attempt: at };
+    Ok(s.host.external_submit(run, args, &rules, &budget)?)
+}
+
+/// After a call: a run waiting for the person suspends its attempt (the worker is free,
+/// §13.3); a run that ended is reported — the accepted output, or a failure without one.
+fn settle(
+    s: &AppState,
+    board: &dyn BoardStore,
+    at: &AttemptRef,
+    t: &TaskRecord,
+    run: &str,
+    reply: &ExternalReply,
+) -> ApiResult<Option<Value>> {
+    let now = s.host.clock.now_ms();
+    match &reply.end {
+        None => Ok(None),
+        Some(RunEnd::Suspended { reason }) => {
+            board.suspend(at, run, now).map_err(work::board_err)?;
+            Ok(Some(json!({"state": "suspended", "reason": reason})))
+        }
+        Some(RunEnd::Ended { outcome }) => {
+            let o = s
+                .host
+                .attempt_outcome(run, &t.kind, &t.spec.input, s.work.repairs_max)?;
+            let kind = o.report.ok_or_else(|| {
+                ApiError::internal(format!("run {run} ended and its outcome says otherwise"))
+            })?;
+            let done = board
+                .report(&Report {
+                    attempt: at.clone(),
+                    kind,
+                    run_id: Some(run.to_string()),
+                    receipt: o.receipt,
+                    usage: o.usage,
+                    signature: None,
+                    now_ms: now,
+                    stamp: None,
+                })
+                .map_err(work::board_err)?;
+            Ok(Some(json!({
+                "state": "ended",
+                "outcome": outcome,
+                "attempt_state": done.attempt.state,
+                "task_state": done.task.state,
+                "result": done.task.result_id,
+            })))
+        }
+    }
+}
+
+/// The accepted output of a task, its self-assessment, verdicts and artifacts: 404
+/// `not_found` for no task, 409 `no_result` while it has no accepted output.
+pub fn result(s: &AppState, id: &str) -> ApiResult<TaskResult> {
+    let board = work::board_of(s)?;
+    let t = board.task(id)?.ok_or_else(|| {
+        ApiError::not_found(format!("no task `{id}`; list tasks with GET /api/tasks"))
+    })?;
+    let (Some(cid), Some(n)) = (t.result_id.clone(), t.accepted_attempt) else {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "no_result",
+            format!("task `{id}` is {} with no accepted output yet", t.state),
+        ));
+    };
+    let output = board.result(&cid)?.ok_or_else(|| {
+        ApiError::internal(format!(
+            "task `{id}` names output {cid}, which is not stored"
+        ))
+    })?;
+    let a = attempt_row(
+        board.as_ref(),
+        &AttemptRef {
+            task_id: id.to_string(),
+            n,
+            claimant: String::new(),
+            epoch: 0,
+        },
+    )?;
+    let verdicts = board
+        .verdicts(id)?
+        .into_iter()
+        .map(|(judge, v)| json!({"judge": judge, "passed": v.passed, "scores": v.scores}))
+        .collect();
+    Ok(TaskResult {
+        task: id.to_string(),
+        result: cid,
+        attempt: n,
+        run: a.run_id,
+        artifacts: output.get("artifacts").cloned().unwrap_or(json!([])),
+        self_assessment: a.detail.get("self_assessment").cloned(),
+        output,
+        verdicts,
+    })
+}
+
+/// Continue a completed task (§13.5) with the library call `vouch task continue` uses; the
+/// new task as an offer answers it.
+pub fn continue_task(s: &AppState, id: &str, b: &ContinueBody) -> ApiResult<(bool, Value)> {
+    use vouch_runtime::offer::ContinueError as E;
+    let board = work::board_of(s)?;
+    let artifacts = s
+        .work
+        .artifacts
+        .clone()
+        .ok_or_else(|| ApiError::not_found("this server has no artifact store"))?;
+    let req = vouch_runtime::offer::continuation(
+        &s.host,
+        board.as_ref(),
+        artifacts.as_ref(),
+        id,
+        b.brief.clone(),
+        &b.mode,
+    )
+    .map_err(|e| match e {
+        E::NoTask(_) => {
+            ApiError::not_found(format!("no task `{id}`; list tasks with GET /api/tasks"))
+        }
+        E::Refused(m) => ApiError::new(StatusCode::CONFLICT, "no_result", m),
+        E::Field { field, message } => ApiError::field(field, format!("`{field}` {message}")),
+        E::Host(e) => e.into(),
+        E::Artifacts(m) => ApiError::internal(m),
+    })?;
+    work::offer(s, &req, None)
+}
