@@ -147,6 +147,13 @@ fn err(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// A nonce never used before by this process (§13.6.3: 16–64 of `A–Z a–z 0–9 _ -`).
+fn nonce() -> String {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("nonce-{}-{n:08}", std::process::id())
+}
+
 /// An HTTP request's status and JSON answer.
 fn http(method: &str, url: &str, token: &str, body: Option<&Value>) -> (u16, Value) {
     let req = ureq::request(method, url).set("Authorization", &format!("Bearer {token}"));
@@ -233,8 +240,9 @@ impl Setup {
         let policy = json!({"profile": "default", "context": "autonomous"});
         let fingerprint =
             vouch_artifacts::content_id(vouch_core::canonical_json(&policy).unwrap().as_bytes());
-        let statement = json!({"claim": {"claimant": "w1", "task": null, "profile": "default", "policy_fingerprint": fingerprint, "at_ms": at_ms}});
-        let body = json!({"claimant": "w1", "at_ms": at_ms, "signature": self.w1.sign(&statement).unwrap()});
+        let nonce = nonce();
+        let statement = json!({"claim": {"claimant": "w1", "task": null, "profile": "default", "policy_fingerprint": fingerprint, "at_ms": at_ms, "nonce": nonce}});
+        let body = json!({"claimant": "w1", "at_ms": at_ms, "nonce": nonce, "signature": self.w1.sign(&statement).unwrap()});
         let (code, v) = http(
             "POST",
             &self.url("/api/tasks/claim-next"),
@@ -247,7 +255,7 @@ impl Setup {
 
     /// One signed call of the attempt's run.
     fn call(&self, task: &str, n: u64, epoch: i64, tool: &str, args: Value) -> (u16, Value) {
-        let (at_ms, nonce) = (now_ms(), format!("n-{}", now_ms()));
+        let (at_ms, nonce) = (now_ms(), nonce());
         let statement = json!({"call": {"task": task, "attempt": n, "claimant": "w1", "epoch": epoch, "tool": tool, "args": args, "at_ms": at_ms, "nonce": nonce}});
         let body = json!({"claimant": "w1", "epoch": epoch, "tool": tool, "args": args, "at_ms": at_ms, "nonce": nonce, "signature": self.w1.sign(&statement).unwrap()});
         http(
@@ -441,8 +449,9 @@ fn an_http_claim_opens_the_run_and_binds_the_report_to_it(pg: bool) {
     for named in [Value::Null, json!("0000000000007000000")] {
         let cid =
             vouch_artifacts::content_id(vouch_core::canonical_json(&result).unwrap().as_bytes());
-        let statement = json!({"report": {"task": task, "attempt": n, "claimant": "w1", "epoch": epoch, "outcome": "accepted", "output": cid, "run": named}});
-        let body = json!({"claimant": "w1", "epoch": epoch, "result": result, "run": named, "signature": s.w1.sign(&statement).unwrap()});
+        let (at_ms, nonce) = (now_ms(), nonce());
+        let statement = json!({"report": {"task": task, "attempt": n, "claimant": "w1", "epoch": epoch, "outcome": "accepted", "output": cid, "run": named, "at_ms": at_ms, "nonce": nonce}});
+        let body = json!({"claimant": "w1", "epoch": epoch, "result": result, "run": named, "at_ms": at_ms, "nonce": nonce, "signature": s.w1.sign(&statement).unwrap()});
         let (code, p) = http(
             "POST",
             &s.url(&format!("/api/tasks/{task}/attempts/{n}/submit")),
@@ -452,7 +461,7 @@ fn an_http_claim_opens_the_run_and_binds_the_report_to_it(pg: bool) {
         assert_eq!((code, p["code"].as_str()), (409, Some("wrong_run")), "{p}");
     }
     // A badly signed call is refused; the run's own calls go through the host.
-    let mut bad = json!({"claimant": "w1", "epoch": epoch, "tool": "declare", "args": {"deliveries": []}, "at_ms": now_ms(), "nonce": "x", "signature": "00"});
+    let mut bad = json!({"claimant": "w1", "epoch": epoch, "tool": "declare", "args": {"deliveries": []}, "at_ms": now_ms(), "nonce": nonce(), "signature": "00"});
     let (code, p) = http(
         "POST",
         &s.url(&format!("/api/tasks/{task}/attempts/{n}/call")),
