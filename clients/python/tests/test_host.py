@@ -7,10 +7,12 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import unittest
+from http.server import BaseHTTPRequestHandler, HTTPServer
 
-from vouch_client import (Attempt, BadSignature, Client, Conflict, Fail, Forbidden, InvalidField,
-                          Refused, Replayed, Worker, generate_key, public_key_string)
+from vouch_client import (SUSPENDED, Attempt, BadSignature, Client, Conflict, Fail, Forbidden,
+                          InvalidField, Refused, Replayed, Worker, generate_key, public_key_string)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -134,11 +136,69 @@ class AgainstARealHost(unittest.TestCase):
             self.w.request("POST", path, forged)
         result = {"summary": "once"}
         signed = self.w._attempt_statement("report", a, outcome="accepted",
-                                           output=__import__("vouch_client").content_id(result), run=None)
+                                           output=__import__("vouch_client").content_id(result), run=a.run)
         submit = f"/api/tasks/{a.task}/attempts/{a.n}/submit"
-        self.assertEqual(self.w.request("POST", submit, {"result": result, **signed})["task"]["state"], "completed")
+        body = {"result": result, "run": a.run, **signed}
+        self.assertEqual(self.w.request("POST", submit, body)["task"]["state"], "completed")
         with self.assertRaises(Replayed):
-            self.w.request("POST", submit, {"result": result, **signed})
+            self.w.request("POST", submit, body)
+
+    def test_a_python_workers_irreversible_send_waits_for_the_person_and_its_receipt_is_on_the_host(self):
+        received = []
+
+        class Hook(BaseHTTPRequestHandler):
+            def do_POST(self):
+                received.append(self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode())
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        hook = HTTPServer(("127.0.0.1", 0), Hook)
+        threading.Thread(target=hook.serve_forever, daemon=True).start()
+        self.addCleanup(hook.server_close)
+        self.addCleanup(hook.shutdown)
+        address = f"http://127.0.0.1:{hook.server_port}/hook"
+        tag = self.id().rsplit(".", 1)[-1][:60]
+        task = self.offer("Tell the hook")
+        seen = []
+
+        def handler(task_record, attempt, client):
+            seen.append(attempt.resumption)
+            if not attempt.resumption:
+                client.call(attempt, "declare", {"deliveries": [
+                    {"id": "d1", "verb": "send", "destination": {"kind": "webhook", "address": address}}]})
+                answer = client.call(attempt, "send", {"delivery": "d1", "payload": {"json": json.dumps({"text": "hello from python"})}})
+                self.assertTrue(SUSPENDED.of(answer), answer)
+                return SUSPENDED
+            return {"summary": "told the hook"}
+
+        worker = Worker(self.w, handler, tags=[tag])
+        first = worker.drain()
+        self.assertEqual(len(first), 1, first)
+        self.assertEqual((first[0].get("suspended"), first[0].get("task")), (True, task), first)
+        run = first[0]["run"]
+        self.assertEqual(received, [], "nothing goes out before the person approves")
+        detail = self.person.task(task)
+        self.assertEqual(detail["attempts"][0]["state"], "suspended", detail)
+        # The card is on the host; the worker's own token cannot decide it, the person can.
+        card = next(c for c in self.person.request("GET", "/api/approvals") if c["run"] == run)
+        approve = f"/api/runs/{run}/deliveries/d1/approve"
+        with self.assertRaises(Forbidden):
+            self.w.request("POST", approve, {"hash": card["payload_hash"]})
+        self.person.request("POST", approve, {"hash": card["payload_hash"]})
+        self.assertEqual(received, [], "approving only decides")
+        # The resumption: the host sends once, the worker submits, the run ends on the host.
+        second = worker.drain()
+        self.assertEqual(seen, [False, True])
+        self.assertEqual(second[0]["task"]["state"], "completed", second)
+        self.assertEqual(len(received), 1, received)
+        self.assertIn("hello from python", received[0])
+        ended = self.person.request("GET", f"/api/runs/{run}")
+        self.assertEqual(ended["run"]["state"], "ended", ended)
+        receipt = self.person.request("GET", f"/api/runs/{run}/receipt")
+        self.assertIn("d1", json.dumps(receipt))
 
     def test_a_replayed_artifact_upload_is_refused(self):
         self.offer("Artifact replay")

@@ -6,12 +6,12 @@ from .client import (Attempt, Client, bytes_id, content_id, generate_key, key_fr
                      load_key_file, new_nonce, public_key_string)
 from .errors import (BadSignature, Conflict, Forbidden, InvalidField, InvalidResult, NotFound,
                      Refused, Replayed, TooLarge, Unauthorized, Unavailable, VouchError)
-from .worker import Fail, Worker
+from .worker import SUSPENDED, Fail, Worker
 
 __all__ = [
     "canonical", "canonical_bytes", "Attempt", "Client", "bytes_id", "content_id",
     "generate_key", "key_from_hex", "load_key_file", "new_nonce", "public_key_string",
     "BadSignature", "Conflict", "Forbidden", "InvalidField", "InvalidResult", "NotFound",
     "Refused", "Replayed", "TooLarge", "Unauthorized", "Unavailable", "VouchError",
-    "Fail", "Worker",
+    "Fail", "SUSPENDED", "Worker",
 ]

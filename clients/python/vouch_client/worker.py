@@ -5,6 +5,14 @@ claim answered (its `kind`, `spec.brief`, `spec.input`, …). It returns the res
 or raises `Fail(reason, retryable)` to report a failure; any other exception is reported as a
 retryable failure of class `worker_crash`. When the host opened a run for the attempt (the
 claim's answer names it), the run is passed through to the submit.
+
+The handler drives the attempt's run on the host with `client.call(attempt, tool, args)`
+(`declare`, a verb such as `save` or `send`, `clarify`, `finish`): the host gives each
+delivery its posture, so an irreversible act waits for the person. When a call answers that
+the run waits (`SUSPENDED.of(answer)`), the handler returns `SUSPENDED`: the worker reports
+nothing and is free; once the person decides, the task is claimable again as a resumption
+(`attempt.resumption`), the host has carried out what was approved, and the handler goes on
+(typically to its submit).
 """
 
 import threading
@@ -23,6 +31,22 @@ class Fail(Exception):
         self.reason = reason
         self.retryable = retryable
         self.failure_class = failure_class
+
+
+class _Suspended:
+    """What a handler returns when its run waits for the person (the attempt is suspended)."""
+
+    @staticmethod
+    def of(answer):
+        """Whether a `call` answer says the run now waits for the person."""
+        end = (answer or {}).get("end") or {}
+        return end.get("state") == "suspended"
+
+    def __repr__(self):
+        return "SUSPENDED"
+
+
+SUSPENDED = _Suspended()
 
 
 class _Heartbeat:
@@ -91,6 +115,11 @@ class Worker:
 
     def _report(self, attempt, outcome):
         kind, value = outcome
+        if kind == "result" and value is SUSPENDED:
+            # The run waits for the person; the host holds the attempt. Nothing to report.
+            answer = {"suspended": True, "task": attempt.task, "run": attempt.run}
+            self.done.append(answer)
+            return answer
         try:
             if kind == "result":
                 try:
