@@ -175,6 +175,7 @@ impl Board {
     fn spec(&self, brief: &str, input: Value, criteria: Option<Value>) -> TaskSpec {
         TaskSpec {
             context: vec![],
+            input_artifacts: vec![],
             brief: brief.to_string(),
             input,
             correlation: String::new(),

@@ -396,6 +396,7 @@ fn new_task(id: &str) -> NewTask {
         request_id: format!("sha256:{id}"),
         spec: TaskSpec {
             context: vec![],
+            input_artifacts: vec![],
             brief: format!("brief of {id}"),
             input: json!({"brief": format!("brief of {id}")}),
             correlation: id.into(),

@@ -1598,6 +1598,19 @@ fn workers_flow(pg: bool) {
         )
         .problem(422, "invalid_field");
     assert_eq!(p["field"], "context", "{p}");
+    // So do input artifacts (§13.1.3), naming the id.
+    let unstored = vouch_artifacts::content_id(b"no input stored");
+    let p = s
+        .post(
+            "/api/tasks",
+            json!({"type": "freeform", "brief": "x", "input_artifacts": [unstored]}),
+        )
+        .problem(422, "invalid_field");
+    assert_eq!(p["field"], "input_artifacts", "{p}");
+    assert!(
+        p["detail"].as_str().unwrap_or_default().contains(&unstored),
+        "{p}"
+    );
 
     // Abort (retryable, does not count) then fail (not retryable) ends the task failed.
     let t2 = s

@@ -27,6 +27,7 @@ use vouch_store::{
 mod attempt;
 mod decisions;
 mod external;
+mod given;
 mod manifest;
 mod owner;
 mod patch;
@@ -39,6 +40,7 @@ mod turn;
 
 pub use decisions::Then;
 pub use external::{external_model, is_external, ExternalReply};
+pub use given::{Placement, READ_BYTES_MAX, READ_CONTEXT, READ_INPUT};
 pub use owner::{
     process_owner, HostIdentity, HostProcesses, Liveness, LocalProcesses, Owner, HOST_ID_BYTES_MAX,
     HOST_ID_ENV,
