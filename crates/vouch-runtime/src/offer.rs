@@ -201,7 +201,7 @@ fn pin_context(
 /// Input artifacts are stored artifacts (any bytes), bounded in number, and pinned here
 /// (§13.1.3): an id that is not a content id, or names nothing stored, is bad input at offer
 /// time and nothing is offered.
-fn pin_input_artifacts(
+pub fn pin_input_artifacts(
     artifacts: Option<&dyn vouch_artifacts::ArtifactStore>,
     cids: &[String],
 ) -> Result<(), OfferError> {

@@ -331,6 +331,14 @@ pub(super) fn read(
         .and_then(Value::as_array)
         .map(|a| a.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
+    if key == "context"
+        && spec
+            .pointer("/model/task/context_placement")
+            .and_then(Value::as_str)
+            != Some(Placement::File.as_str())
+    {
+        return Err("this attempt's pinned context is in its messages, not files to read".into());
+    }
     let store = store.ok_or("this worker has no artifact store to read from")?;
     let Some(cid) = args.get("cid").and_then(Value::as_str) else {
         return Err("name the `cid` to read (a content id your task lists)".into());
@@ -445,7 +453,12 @@ mod tests {
         .unwrap_err();
         assert!(e.contains("not an input artifact"), "{e}");
         let e = read(Some(&store), &spec, "context", &json!({"cid": mine})).unwrap_err();
+        assert!(e.contains("in its messages"), "{e}");
+        let files = json!({"model": {"task": {"context": [other], "context_placement": "file"}}});
+        let e = read(Some(&store), &files, "context", &json!({"cid": mine})).unwrap_err();
         assert!(e.contains("not a pinned context file"), "{e}");
+        let got = read(Some(&store), &files, "context", &json!({"cid": other})).unwrap();
+        assert!(got.contains("another task's"), "{got}");
         let e = read(
             Some(&store),
             &spec,
