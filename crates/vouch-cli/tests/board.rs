@@ -1422,6 +1422,12 @@ fn input_artifacts_are_bound_read_and_counted(pg: bool) {
         .contains("revenue up 4%"));
     assert_eq!(reads[1]["ok"], false, "another task's artifact is not read");
     assert_eq!(reads[2]["ok"], false, "a path is not read");
+    // A continuation keeps what its parent was given.
+    let c = b.json(&["task", "continue", &id, "--brief", "again"])["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(b.show(&c)["task"]["spec"]["input_artifacts"], json!([cid]));
     let m = b.json(&["measures", "--by", "tag"]);
     let kb = m["cohorts"]
         .as_array()

@@ -309,8 +309,13 @@ fn a_task_attempts_model_is_told_its_brief_output_schema_criteria_and_pinned_con
 #[test]
 fn a_judge_is_told_the_criteria_and_reads_the_targets_accepted_output_through_a_tool() {
     let dir = tempfile::tempdir().unwrap();
+    use vouch_artifacts::ArtifactStore as _;
+    let store = Arc::new(vouch_artifacts::LocalStore::in_home(dir.path()));
+    let notes = store.put(b"Q4 notes: revenue up 12%.").unwrap();
     let board = Arc::new(SqliteStore::open(&dir.path().join("board.db")).unwrap());
-    board.offer(&new_task("t0")).unwrap();
+    let mut target = new_task("t0");
+    target.spec.input_artifacts = vec![notes.clone()];
+    board.offer(&target).unwrap();
     let c = board.claim(&claim_req("alice", "t0")).unwrap().unwrap();
     board
         .report(&Report {
@@ -339,13 +344,21 @@ fn a_judge_is_told_the_criteria_and_reads_the_targets_accepted_output_through_a_
         ),
         Reply::call("read_target", json!({})),
         Reply::call(
+            "read_input",
+            json!({"cid": notes, "offset": null, "length": null}),
+        ),
+        Reply::call(
             "submit",
             json!({"result": {"passed": true, "scores": {"names the revenue figure": 1}},
                 "self_assessment": null}),
         ),
     ]);
     let mut h = host(dir.path(), &wire.base_url);
-    let work = Arc::new(TaskWork::new(h.work.clone()).with_board(board.clone()));
+    let work = Arc::new(
+        TaskWork::new(h.work.clone())
+            .with_board(board.clone())
+            .with_artifacts(store.clone()),
+    );
     h.work = work.clone();
     let job = task_job(
         "j1",
@@ -379,6 +392,11 @@ fn a_judge_is_told_the_criteria_and_reads_the_targets_accepted_output_through_a_
         read.contains("Revenue up 12%.") && read.contains("sha256:aa11"),
         "the judge reads the accepted output and its artifacts: {read}"
     );
+    // It sees what the target was given (§13.1.3): named by `read_target`, read by `read_input`.
+    assert!(read.contains(&notes), "{read}");
+    assert!(told.contains(&notes), "{told}");
+    let input = tool_results(&seen[3].body).last().unwrap().clone();
+    assert!(input.contains("Q4 notes: revenue up 12%."), "{input}");
 }
 
 /// The system message of a request.

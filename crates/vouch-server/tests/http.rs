@@ -1945,6 +1945,9 @@ fn an_mcp_workers_attempt_runs_as_a_task_run_whose_receipt_goes_with_the_report(
     let captured: Arc<Mutex<Option<vouch_server::AppState>>> = Arc::new(Mutex::new(None));
     let c = captured.clone();
     let ids = sqlite.clone();
+    let objects = tempfile::tempdir().unwrap();
+    let arts: Arc<dyn vouch_artifacts::ArtifactStore> =
+        Arc::new(vouch_artifacts::LocalStore::in_home(objects.path()));
     let _s = start_work(
         sqlite.clone(),
         Some(sqlite.clone()),
@@ -1952,6 +1955,7 @@ fn an_mcp_workers_attempt_runs_as_a_task_run_whose_receipt_goes_with_the_report(
         vouch_server::STREAMS_MAX,
         move |st| {
             st.work.identities = Some(ids);
+            st.work.artifacts = Some(arts);
             *c.lock().unwrap() = Some(st.clone());
         },
     );
@@ -2012,6 +2016,32 @@ fn an_mcp_workers_attempt_runs_as_a_task_run_whose_receipt_goes_with_the_report(
     assert!(
         done["attempt"]["usage"]["turns"].as_i64().unwrap() >= 2,
         "{done}"
+    );
+    // Input artifacts over MCP (§13.1.3): a stored one is bound, an unknown one refused.
+    let store = mcp.state.work.artifacts.clone().unwrap();
+    let notes = store.put(b"Q3 notes").unwrap();
+    let bound = mcp
+        .call(
+            "task_offer",
+            &json!({"type": "freeform", "brief": "Summarise", "input_artifacts": [notes]}),
+        )
+        .unwrap();
+    assert_eq!(
+        bound["task"]["spec"]["input_artifacts"],
+        json!([notes]),
+        "{bound}"
+    );
+    let unknown = vouch_artifacts::content_id(b"never stored");
+    let e = mcp
+        .call(
+            "task_offer",
+            &json!({"type": "freeform", "brief": "x", "input_artifacts": [unknown]}),
+        )
+        .unwrap_err();
+    assert_eq!(
+        (e.code, e.field.as_deref()),
+        ("invalid_field", Some("input_artifacts")),
+        "{e:?}"
     );
 }
 
