@@ -165,6 +165,15 @@ pub(super) fn given(work: &TaskWork, job: &AttemptJob) -> HostResult<Given> {
         .iter()
         .map(|cid| Ok((cid.clone(), context_text(store, cid)?)))
         .collect::<HostResult<Vec<_>>>()?;
+    // The offer bounds the task's own texts; the profile's defaults are bounded the same way.
+    let own = task.as_ref().map_or(0, |t| t.spec.context.len());
+    let defaults_bytes: usize = context.iter().skip(own).map(|(_, t)| t.len()).sum();
+    if defaults_bytes > crate::offer::CONTEXT_BYTES_MAX {
+        return Err(HostError::BadInput(format!(
+            "the profile's default context is {defaults_bytes} bytes, more than {} together",
+            crate::offer::CONTEXT_BYTES_MAX
+        )));
+    }
     let inputs = inputs
         .into_iter()
         .map(|cid| {
@@ -418,6 +427,32 @@ mod tests {
         assert_eq!(bin["more"], false);
         let past = slice("c", b"abc", &json!({"offset": 99}));
         assert_eq!(past["text"], "", "{past}");
+    }
+
+    #[test]
+    fn a_profiles_context_policy_is_checked_when_read() {
+        let check = |v: Value| check_profile_context("p", v.as_object().unwrap());
+        let cid = vouch_artifacts::content_id(b"x");
+        assert!(check(json!({"context": [cid], "context_placement": "file"})).is_ok());
+        assert!(check(json!({})).is_ok());
+        for (bad, says) in [
+            (json!({"context": ["guide.md"]}), "not a content id"),
+            (json!({"context": "sha256:x"}), "array of at most 16"),
+            (json!({"context": vec![cid; 17]}), "array of at most 16"),
+            (
+                json!({"context_placement": "clipboard"}),
+                "one of system, user, file",
+            ),
+        ] {
+            let e = check(bad.clone()).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+        let p = |v: Value| RuntimeProfile::from_policy(v).unwrap();
+        assert_eq!(Placement::of(None), Placement::User);
+        assert_eq!(
+            Placement::of(Some(&p(json!({"context_placement": "system"})))),
+            Placement::System
+        );
     }
 
     #[test]
