@@ -467,6 +467,15 @@ pub fn task(dir: &Path, cmd: TaskCmd, json: bool) -> Result<i32> {
             if !t.tags.is_empty() {
                 outln!("  tags: {}", clean(&t.tags.join(", ")));
             }
+            // What the task gives its attempts, by content id (§13.1.2, §13.1.3).
+            for (label, ids) in [
+                ("pinned context", &t.spec.context),
+                ("input artifacts", &t.spec.input_artifacts),
+            ] {
+                if !ids.is_empty() {
+                    outln!("  {label}: {}", clean(&ids.join(", ")));
+                }
+            }
             outln!("  attempts: {} of {} allowed", t.attempts, t.max_attempts);
             for a in &attempts {
                 outln!(

@@ -1370,6 +1370,8 @@ fn input_artifacts_are_bound_read_and_counted(pg: bool) {
         .unwrap()
         .to_string();
     assert!(cid.starts_with("sha256:") && cid != other_cid, "{t}");
+    let shown = b.run(&["task", "show", &id]);
+    assert!(String::from_utf8_lossy(&shown.stdout).contains(&format!("input artifacts: {cid}")));
     let unknown = format!("sha256:{}", "0".repeat(64));
     for (given, says) in [
         (unknown.as_str(), unknown.as_str()),
