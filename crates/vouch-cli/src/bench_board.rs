@@ -75,6 +75,7 @@ fn bench(dir: &std::path::Path, tasks: usize, workers: usize) -> Result<Figures>
     let clock = SystemClock;
     let spec = TaskSpec {
         context: vec![],
+        input_artifacts: vec![],
         brief: "bench".into(),
         input: json!({"brief": "bench"}),
         correlation: String::new(),

@@ -183,6 +183,11 @@ pub struct OfferArgs {
     /// Pinned context by content id (continuations keep the parent's).
     #[arg(skip)]
     context_ids: Vec<String>,
+    /// An input artifact: a FILE (stored first) or the content id of a stored artifact, bound
+    /// to the task and pinned; the attempt's model reads it with its `read_input` tool and a
+    /// judge of the task sees it (repeatable; at most 32).
+    #[arg(long = "input-artifact", value_name = "FILE|CID")]
+    input_artifacts: Vec<String>,
     /// The thread of related tasks this one belongs to (default: its own); `vouch task thread
     /// ID` shows a thread.
     #[arg(long)]
@@ -470,6 +475,15 @@ pub fn task(dir: &Path, cmd: TaskCmd, json: bool) -> Result<i32> {
             if !t.tags.is_empty() {
                 outln!("  tags: {}", clean(&t.tags.join(", ")));
             }
+            // What the task gives its attempts, by content id (§13.1.2, §13.1.3).
+            for (label, ids) in [
+                ("pinned context", &t.spec.context),
+                ("input artifacts", &t.spec.input_artifacts),
+            ] {
+                if !ids.is_empty() {
+                    outln!("  {label}: {}", clean(&ids.join(", ")));
+                }
+            }
             outln!("  attempts: {} of {} allowed", t.attempts, t.max_attempts);
             for a in &attempts {
                 outln!(
@@ -632,6 +646,7 @@ fn offer_args(kind: &str, brief: String) -> OfferArgs {
         correlation: None,
         context: vec![],
         context_ids: vec![],
+        input_artifacts: vec![],
         repo: None,
         base: None,
         allow: vec![],
@@ -681,6 +696,7 @@ fn continue_task(
     a.criteria_value = req.criteria;
     a.references = req.references;
     a.context_ids = req.context;
+    a.input_artifacts = req.input_artifacts;
     a.correlation = req.correlation;
     offer(dir, board, a, json)
 }
@@ -736,6 +752,7 @@ fn offer(dir: &Path, board: &dyn BoardStore, a: OfferArgs, json: bool) -> Result
         references: a.references,
         correlation: a.correlation,
         context: stored_context(dir, &a.context, a.context_ids)?,
+        input_artifacts: stored_inputs(dir, &a.input_artifacts)?,
     };
     let id = format!("t{}", vouch_runtime::host::new_id(&SystemClock));
     let artifacts = crate::home::open_artifacts(dir)?;
@@ -755,6 +772,7 @@ fn offer(dir: &Path, board: &dyn BoardStore, a: OfferArgs, json: bool) -> Result
             let flag = match field {
                 "tags" => "--tag".to_string(),
                 "profiles" => "--profile".to_string(),
+                "input_artifacts" => "--input-artifact".to_string(),
                 f => format!("--{}", f.replace('_', "-")),
             };
             bad(format!("{flag} {message}"))
@@ -857,6 +875,33 @@ fn stored_context(dir: &Path, files: &[PathBuf], mut ids: Vec<String>) -> Result
                 .put(&bytes)
                 .map_err(|e| bad(format!("--context {}: {e}", f.display())))?,
         );
+    }
+    Ok(ids)
+}
+
+/// `--input-artifact FILE|CID`: a content id is taken as given (the offer checks it is stored,
+/// §13.1.3); anything else names a file, stored first (at most the artifact limit).
+fn stored_inputs(dir: &Path, given: &[String]) -> Result<Vec<String>> {
+    if given.is_empty() {
+        return Ok(vec![]);
+    }
+    let store = crate::home::open_artifacts(dir)?;
+    let mut ids = Vec::with_capacity(given.len());
+    for g in given {
+        if g.starts_with(vouch_artifacts::CID_PREFIX) {
+            ids.push(g.clone());
+            continue;
+        }
+        let path = Path::new(g);
+        if !path.is_file() {
+            return Err(bad(format!(
+                "--input-artifact {g}: neither a content id (sha256:…) nor a readable file"
+            )));
+        }
+        let cid = vouch_artifacts::read_file(path, vouch_artifacts::ARTIFACT_BYTES_MAX_DEFAULT)
+            .and_then(|b| store.put(&b))
+            .map_err(|e| bad(format!("--input-artifact {g}: {e}")))?;
+        ids.push(cid);
     }
     Ok(ids)
 }
@@ -988,7 +1033,7 @@ fn local_board(dir: &Path, a: &WorkerArgs, name: &str) -> Result<Arc<dyn BoardCl
         .map_err(|e| bad(format!("worker identity `{name}`: {e}")))?;
     let board: Arc<dyn BoardStore> = Arc::new(Verified {
         inner: board,
-        verifier: Arc::new(IdentityVerifier { store: ids }),
+        verifier: Arc::new(IdentityVerifier { store: ids.clone() }),
     });
     let mut host = home::host_on(dir, store, None)?;
     let worktrees = a.worktrees.clone().unwrap_or_else(|| dir.join("worktrees"));
@@ -996,7 +1041,8 @@ fn local_board(dir: &Path, a: &WorkerArgs, name: &str) -> Result<Arc<dyn BoardCl
         TaskWork::new(host.work.clone())
             .with_patch(relayed(PatchWork::new(worktrees, a.allow_commands.clone())))
             .with_artifacts(crate::home::open_artifacts(dir)?)
-            .with_board(board.clone()),
+            .with_board(board.clone())
+            .with_diary(ids.clone(), name),
     );
     host.work = work.clone();
     Ok(Arc::new(LocalBoard {
@@ -1270,6 +1316,17 @@ pub fn measures(dir: &Path, a: MeasuresArgs, json: bool) -> Result<i32> {
             r.failed_malformed_output,
             r.failed_policy_refusal,
             r.failed_worker_crash
+        );
+        // Knowledge leverage (§13.7.3): each kind of read on its own line, per accepted output.
+        let per = |n: i64, k: &str| match q[k].as_f64() {
+            Some(x) => format!("{n} ({x:.2} per accepted output)"),
+            None => format!("{n}"),
+        };
+        outln!(
+            "  reads                   pinned context {} · input artifacts {} · diary {}",
+            per(r.context_reads, "context_reads_per_accepted_output"),
+            per(r.input_reads, "input_reads_per_accepted_output"),
+            per(r.diary_reads, "diary_reads_per_accepted_output")
         );
     }
     Ok(0)

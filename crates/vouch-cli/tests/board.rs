@@ -1349,6 +1349,184 @@ fn pinned_context_reaches_the_model(pg: bool) {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--context"));
 }
 
+/// Input artifacts (§13.1.3): `--input-artifact FILE|CID` binds stored artifacts (a file is
+/// stored first); an id nothing is stored under, or neither an id nor a file, is bad input
+/// naming it; the model reads only its task's own through `read_input`, and the measures
+/// count the reads the host journaled (§13.7.3), by cohort, beside the other figures.
+fn input_artifacts_are_bound_read_and_counted(pg: bool) {
+    let b = Board::new(pg);
+    let notes = b.tmp.path().join("notes.txt");
+    std::fs::write(&notes, "Q3 notes: revenue up 4%.\n").unwrap();
+    let other = b.tmp.path().join("other.txt");
+    std::fs::write(&other, "someone else's").unwrap();
+    let other_cid = b.json(&["artifact", "put", other.to_str().unwrap()])["cid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let id = b.offer(&["--input-artifact", notes.to_str().unwrap(), "--tag", "kb"]);
+    let t = b.show(&id);
+    let cid = t["task"]["spec"]["input_artifacts"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(cid.starts_with("sha256:") && cid != other_cid, "{t}");
+    let shown = b.run(&["task", "show", &id]);
+    assert!(String::from_utf8_lossy(&shown.stdout).contains(&format!("input artifacts: {cid}")));
+    let unknown = format!("sha256:{}", "0".repeat(64));
+    for (given, says) in [
+        (unknown.as_str(), unknown.as_str()),
+        ("no-such-file", "neither a content id"),
+    ] {
+        let out = b.run(&[
+            "task",
+            "offer",
+            "--type",
+            "freeform",
+            "--brief",
+            "x",
+            "--input-artifact",
+            given,
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("--input-artifact") && err.contains(says),
+            "{err}"
+        );
+    }
+    let read =
+        |c: &str| json!({"tool": "read_input", "args": {"cid": c, "offset": null, "length": null}});
+    let script = b.script(json!([
+        {"declare": {"deliveries": []}},
+        read(&cid),
+        read(&other_cid),
+        read("/etc/passwd"),
+        {"submit": {"summary": "done"}},
+        {"final": "ok"}
+    ]));
+    b.drain("w1", &script);
+    let v = b.show(&id);
+    assert_eq!(state(&v), "completed", "{v}");
+    let run = v["attempts"][0]["run_id"].as_str().unwrap();
+    let j = b.json(&["journal", run]);
+    let reads: Vec<&Value> = j
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "tool_called" && e["body"]["name"] == "read_input")
+        .map(|e| &e["body"])
+        .collect();
+    assert_eq!(reads.len(), 3, "{j}");
+    assert_eq!(reads[0]["ok"], true);
+    assert!(reads[0]["result"]
+        .as_str()
+        .unwrap()
+        .contains("revenue up 4%"));
+    assert_eq!(reads[1]["ok"], false, "another task's artifact is not read");
+    assert_eq!(reads[2]["ok"], false, "a path is not read");
+    // A continuation keeps what its parent was given.
+    let c = b.json(&["task", "continue", &id, "--brief", "again"])["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(b.show(&c)["task"]["spec"]["input_artifacts"], json!([cid]));
+    let m = b.json(&["measures", "--by", "tag"]);
+    let kb = m["cohorts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["cohort"] == "kb")
+        .unwrap_or_else(|| panic!("{m}"));
+    assert_eq!(kb["counts"]["input_reads"], 1, "{kb}");
+    assert_eq!(kb["counts"]["context_reads"], 0, "{kb}");
+    assert_eq!(kb["rates"]["input_reads_per_accepted_output"], 1.0, "{kb}");
+    let text = b.run(&["measures", "--by", "tag"]);
+    assert!(String::from_utf8_lossy(&text.stdout)
+        .contains("input artifacts 1 (1.00 per accepted output)"));
+}
+
+/// A runtime profile's default context and its placement are policy (§13.1.2): part of the
+/// snapshot and its fingerprint; `system` puts the exact text in the system message, `file`
+/// only lists it for `read_context`, whose reads are counted; the run's spec names which
+/// content ids went where.
+fn profile_context_is_placed_by_policy(pg: bool) {
+    let b = Board::new(pg);
+    let guide = b.tmp.path().join("guide.md");
+    std::fs::write(&guide, "House style: name every source.\n").unwrap();
+    let cid = b.json(&["artifact", "put", "--pin", guide.to_str().unwrap()])["cid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let profiles = b.dir.join("profiles");
+    std::fs::create_dir_all(&profiles).unwrap();
+    for (name, placement) in [("sys", "system"), ("files", "file")] {
+        let p = json!({"context": [cid], "context_placement": placement});
+        std::fs::write(profiles.join(format!("{name}.json")), p.to_string()).unwrap();
+    }
+    std::fs::write(
+        profiles.join("bad.json"),
+        json!({"context_placement": "clipboard"}).to_string(),
+    )
+    .unwrap();
+    let out = b.run(&["worker", "--name", "w0", "--profile", "bad", "--drain"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("context_placement"));
+    // `system`: the exact text is in the system message of the conversation the host keeps.
+    let a = b.offer(&["--profile", "sys"]);
+    b.drain_with("w1", &b.script(good_script()), &["--profile", "sys"]);
+    let va = b.show(&a);
+    assert_eq!(state(&va), "completed", "{va}");
+    assert_eq!(
+        va["attempts"][0]["detail"]["policy"]["context"][0],
+        cid.as_str()
+    );
+    let c = b.json(&["task", "continue", &a, "--brief", "again"])["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let conv = b.show(&c)["task"]["spec"]["input"]["continuation"]["conversation"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let msgs: Value = serde_json::from_slice(&b.run(&["artifact", "get", &conv]).stdout).unwrap();
+    let system = msgs[0].to_string();
+    assert!(
+        system.contains(&format!("Pinned context {cid}")) && system.contains("name every source"),
+        "{msgs}"
+    );
+    assert!(!msgs[1].to_string().contains("name every source"), "{msgs}");
+    // `file`: listed in the first message, read through `read_context`, and counted.
+    let f = b.offer(&["--profile", "files"]);
+    let script = b.script(json!([
+        {"declare": {"deliveries": []}},
+        {"tool": "read_context", "args": {"cid": cid, "offset": 0, "length": 11}},
+        {"submit": {"summary": "done"}},
+        {"final": "ok"}
+    ]));
+    b.drain_with("w2", &script, &["--profile", "files"]);
+    let vf = b.show(&f);
+    assert_eq!(state(&vf), "completed", "{vf}");
+    assert_ne!(
+        vf["attempts"][0]["policy_fingerprint"], va["attempts"][0]["policy_fingerprint"],
+        "the placement is part of the fingerprint"
+    );
+    let run = vf["attempts"][0]["run_id"].as_str().unwrap();
+    let j = b.json(&["journal", run]).to_string();
+    assert!(j.contains("House style"), "{j}");
+    assert!(
+        !j.contains("name every source"),
+        "only 11 bytes were read: {j}"
+    );
+    let m = b.json(&["measures", "--by", "profile"]);
+    let files = m["cohorts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["cohort"] == "files")
+        .unwrap_or_else(|| panic!("{m}"));
+    assert_eq!(files["counts"]["context_reads"], 1, "{files}");
+}
+
 macro_rules! both {
     ($($name:ident),*) => {
         mod sqlite { $( #[test] fn $name() { super::$name(false) } )* }
@@ -1359,6 +1537,8 @@ macro_rules! both {
 both!(
     eight_workers_race,
     pinned_context_reaches_the_model,
+    input_artifacts_are_bound_read_and_counted,
+    profile_context_is_placed_by_policy,
     a_thread_is_offered_listed_measured_and_shown,
     sigkill_mid_attempt_lease_lapses,
     malformed_result_repaired_in_session,

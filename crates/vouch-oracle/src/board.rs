@@ -13,8 +13,8 @@ use vouch_core::board::{AttemptState, TaskState};
 use vouch_core::{DeliveryStatus, Posture};
 use vouch_scenario::{
     AfterCondition, AttemptReport, BoardStep, CancelAt, Citation, DeliveryReport, Does, Fault, Gap,
-    JudgePlan, OfferAgain, PrerequisiteEnd, Scenario, ScenarioReport, TaskPlan, TaskReport, Turn,
-    TurnedAway, WorkerStep,
+    JudgePlan, OfferAgain, PrerequisiteEnd, Reads, Scenario, ScenarioReport, TaskPlan, TaskReport,
+    Turn, TurnedAway, WorkerStep,
 };
 
 /// The id of the implied delivery of a task run (§13.1).
@@ -105,6 +105,8 @@ struct Task {
     deadline: Option<i64>,
     turned_away: Vec<TurnedAway>,
     offers: Vec<String>,
+    /// The reads journaled in the runs its attempts name (§13.7.3), when they are reported.
+    reads: Option<Reads>,
 }
 
 impl Task {
@@ -123,6 +125,7 @@ impl Task {
             deadline,
             turned_away: vec![],
             offers: vec![],
+            reads: None,
         }
     }
 
@@ -161,6 +164,7 @@ impl Task {
             accepted_attempt: self.accepted,
             turned_away: self.turned_away.clone(),
             offers: self.offers.clone(),
+            reads: self.reads,
         }
     }
 }
@@ -173,6 +177,8 @@ struct RunOutcome {
     accepted: bool,
     /// A submission reached the tool (after the manifest).
     submitted: bool,
+    /// Successful reads of what the task was given (§13.7.3).
+    reads: Reads,
 }
 
 impl RunOutcome {
@@ -267,6 +273,12 @@ impl<'a> BoardSim<'a> {
             });
         }
         let mut task = Task::new(p.max_attempts, p.after.is_some(), p.deadline_ms);
+        if !p.input_artifacts.is_empty() {
+            self.cite("offer.input_artifacts_pinned", "§13.1.3");
+        }
+        if !p.input_artifacts.is_empty() || p.profile.is_some() {
+            task.reads = Some(Reads::default());
+        }
         if p.idempotency_key.is_some() {
             task.offers.push("created".into());
         }
@@ -284,6 +296,18 @@ impl<'a> BoardSim<'a> {
                 BoardStep::Prerequisite(end) => {
                     self.prerequisite = Some(end);
                     self.sweep(&mut task);
+                }
+                BoardStep::Offer(ids) => {
+                    // Each id must name a stored artifact, else nothing is offered (§13.1.3).
+                    let stored = self.stored();
+                    let known = ids.iter().all(|c| stored.contains(c));
+                    if known {
+                        self.cite("offer.input_artifacts_pinned", "§13.1.3");
+                    } else {
+                        self.cite("offer.input_artifact_unknown", "§13.1.3");
+                    }
+                    task.offers
+                        .push(if known { "created" } else { "refused" }.into());
                 }
                 BoardStep::OfferAgain(again) => {
                     self.cite("idempotency.key", "§13.2");
@@ -576,6 +600,14 @@ impl<'a> BoardSim<'a> {
                 if out.suspended {
                     self.suspended_run = Some((script.clone(), before));
                 }
+                if w.cancel != Some(CancelAt::AfterRun) {
+                    // The attempt names its run (its report, or its suspension, carries it):
+                    // the run's reads count (§13.7.3). A refused report names none.
+                    if let Some(r) = task.reads.as_mut() {
+                        r.context += out.reads.context;
+                        r.input += out.reads.input;
+                    }
+                }
                 let handoff = out.handoff();
                 let mut report = out.report;
                 report.handoff = handoff;
@@ -662,6 +694,48 @@ impl<'a> BoardSim<'a> {
         out
     }
 
+    /// Content ids of the scenario's stored artifacts.
+    fn stored(&self) -> Vec<String> {
+        self.plan
+            .artifacts
+            .iter()
+            .map(|a| content_id(a.as_bytes()))
+            .collect()
+    }
+
+    /// The reads among a run's `tool` turns (§13.7.3): a call after the manifest of
+    /// `read_input` with an id the task binds (§13.1.3), or of `read_context` with an id the
+    /// profile places as a file (§13.1.2). Anything else the host refuses: not a read.
+    fn reads_of(&mut self, script: &[Turn], tools: &[(usize, bool)]) -> Reads {
+        let mut reads = Reads::default();
+        let files: Vec<String> = match &self.plan.profile {
+            Some(p) if p.context_placement == "file" => p.context.clone(),
+            _ => vec![],
+        };
+        for (i, declared) in tools {
+            let Some(Turn::Tool { name, args, .. }) = script.get(*i) else {
+                continue;
+            };
+            let cid = args.get("cid").and_then(Value::as_str).unwrap_or_default();
+            let (listed, section) = match name.as_str() {
+                "read_input" => (&self.plan.input_artifacts, "§13.1.3"),
+                "read_context" => (&files, "§13.1.2"),
+                _ => continue,
+            };
+            if !*declared || !listed.iter().any(|c| c == cid) {
+                self.cite("read.refused", section);
+                continue;
+            }
+            self.cite("read.counted", "§13.7.3");
+            if name == "read_input" {
+                reads.input += 1;
+            } else {
+                reads.context += 1;
+            }
+        }
+        reads
+    }
+
     fn run_with(
         &mut self,
         script: &[Turn],
@@ -671,12 +745,7 @@ impl<'a> BoardSim<'a> {
         carry: Carry,
         faults: Vec<Fault>,
     ) -> (RunOutcome, Carry) {
-        let stored: Vec<String> = self
-            .plan
-            .artifacts
-            .iter()
-            .map(|a| content_id(a.as_bytes()))
-            .collect();
+        let stored = self.stored();
         let mut sub = self.s.clone();
         sub.script = script.to_vec();
         sub.faults = faults;
@@ -736,11 +805,13 @@ impl<'a> BoardSim<'a> {
                 invalid += 1;
             }
         }
+        let reads = self.reads_of(script, &detail.tools);
         let out = RunOutcome {
             suspended: report.state == Some(vouch_scenario::ReportState::Suspended),
             report,
             accepted,
             submitted,
+            reads,
         };
         (out, detail.carry)
     }

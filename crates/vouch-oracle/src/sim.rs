@@ -95,6 +95,8 @@ pub struct Sim<'a> {
     aggregate_open: bool,
     /// `submit` turns the run reached: (turn index, the manifest was declared by then).
     submits: Vec<(usize, bool)>,
+    /// `tool` turns the run reached, the same way (the host's read tools, §13.7.3).
+    tools: Vec<(usize, bool)>,
     /// What earlier runs in the same ledger scope left behind (a task's earlier attempts).
     carry: Carry,
     /// A task run whose task is cancelled while the model answers this turn (0-based).
@@ -119,6 +121,8 @@ pub struct Carry {
 #[derive(Debug, Clone, Default)]
 pub struct RunDetail {
     pub submits: Vec<(usize, bool)>,
+    /// `tool` turns the run reached, each with whether the manifest was declared by then.
+    pub tools: Vec<(usize, bool)>,
     pub carry: Carry,
 }
 
@@ -142,6 +146,7 @@ impl<'a> Sim<'a> {
             gaps: Vec::new(),
             aggregate_open: false,
             submits: Vec::new(),
+            tools: Vec::new(),
             carry: Carry::default(),
             ledger_keys: HashMap::new(),
             cancel_at: None,
@@ -198,6 +203,7 @@ impl<'a> Sim<'a> {
         }
         let detail = RunDetail {
             submits: std::mem::take(&mut self.submits),
+            tools: std::mem::take(&mut self.tools),
             carry,
         };
         (self.report(), detail)
@@ -359,6 +365,7 @@ impl<'a> Sim<'a> {
                 if self.manifest.is_none() {
                     self.cite("proposal.no_manifest", "§3.4");
                 }
+                self.tools.push((i, self.manifest.is_some()));
                 Ok(Flow::Next)
             }
             Turn::Clarify(_) => {

@@ -141,6 +141,7 @@ fn the_board_corpus_covers_every_task_and_attempt_state_and_every_board_event() 
                 BoardStep::Wait(_) => "wait",
                 BoardStep::Prerequisite(_) => "prerequisite",
                 BoardStep::OfferAgain(_) => "offer_again",
+                BoardStep::Offer(_) => "offer",
             });
         }
         if plan.judge.is_some() {
@@ -176,6 +177,7 @@ fn the_board_corpus_covers_every_task_and_attempt_state_and_every_board_event() 
         "wait",
         "prerequisite",
         "offer_again",
+        "offer",
         "judge",
     ] {
         assert!(events.contains(e), "no board scenario has a `{e}` event");

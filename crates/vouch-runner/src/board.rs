@@ -131,6 +131,10 @@ pub fn run_task_scenario(s: &Scenario, plan: &TaskPlan, dir: &Path) -> Result<Va
                 b.end_prerequisite(&ctx, end)?;
                 b.store.sweep(ctx.clock.now_ms()).map_err(err)?;
             }
+            BoardStep::Offer(ids) => {
+                let answer = b.offer_with_inputs(&ctx, &ids)?;
+                b.offers.push(answer);
+            }
             BoardStep::OfferAgain(again) => {
                 let brief = match again {
                     OfferAgain::Same => b.prompt.clone(),
@@ -175,6 +179,7 @@ impl Board {
     fn spec(&self, brief: &str, input: Value, criteria: Option<Value>) -> TaskSpec {
         TaskSpec {
             context: vec![],
+            input_artifacts: vec![],
             brief: brief.to_string(),
             input,
             correlation: String::new(),
@@ -223,7 +228,14 @@ impl Board {
         let p = &self.plan;
         let now = ctx.clock.now_ms();
         let input = p.input.clone().unwrap_or(json!({"brief": brief}));
-        let spec = self.spec(brief, input, p.criteria.clone());
+        let mut spec = self.spec(brief, input, p.criteria.clone());
+        spec.input_artifacts = p.input_artifacts.clone();
+        // Bound and pinned as the offer binds them (§13.1.3).
+        vouch_runtime::offer::pin_input_artifacts(
+            Some(self.artifacts.as_ref()),
+            &p.input_artifacts,
+        )
+        .map_err(err)?;
         let mut t = self.new_task(MAIN, &p.kind, spec, now)?;
         t.max_attempts = p.max_attempts;
         t.deadline_ms = p.deadline_ms.map(|d| now + d);
@@ -247,9 +259,45 @@ impl Board {
         .into())
     }
 
+    /// Another task offered through the offer's own checks (`vouch_runtime::offer`), binding
+    /// `ids` as input artifacts: `created`, or `refused` when the offer refuses them.
+    fn offer_with_inputs(&self, ctx: &Ctx, ids: &[String]) -> Result<String, String> {
+        let req: vouch_runtime::offer::TaskOffer = serde_json::from_value(
+            json!({"type": "freeform", "brief": "another task", "input_artifacts": ids}),
+        )
+        .map_err(err)?;
+        let id = format!("{MAIN}-offer-{}", self.offers.len() + 1);
+        match vouch_runtime::offer::offer(
+            self.store.as_ref(),
+            &self.types,
+            Some(self.artifacts.as_ref()),
+            &req,
+            None,
+            "person",
+            id,
+            ctx.clock.now_ms(),
+        ) {
+            Ok(_) => Ok("created".into()),
+            Err(vouch_runtime::offer::OfferError::Field {
+                field: "input_artifacts",
+                ..
+            }) => Ok("refused".into()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// The workers' profile policy: the scenario's context policy (§13.1.2), else the
+    /// default profile's.
+    fn policy(&self) -> Value {
+        match &self.plan.profile {
+            Some(p) => json!({"context": p.context, "context_placement": p.context_placement}),
+            None => json!({}),
+        }
+    }
+
     fn claim(&self, ctx: &Ctx, task: &str, worker: &str) -> Result<Option<Claim>, String> {
-        // The default profile's snapshot, so the worker loop's fingerprint check holds.
-        let policy = json!({});
+        // The profile's snapshot, so the worker loop's fingerprint check holds.
+        let policy = self.policy();
         let req = ClaimRequest {
             claimant: worker.to_string(),
             profile: "default".into(),
@@ -561,7 +609,10 @@ impl Board {
             client,
             Arc::new(ctx.clock.clone()),
             config,
-            Arc::new(|| RuntimeProfile::from_policy(json!({}))),
+            {
+                let policy = self.policy();
+                Arc::new(move || RuntimeProfile::from_policy(policy.clone()))
+            },
             Arc::new(|_| {}),
         );
         let (clock, store) = (ctx.clock.clone(), self.store.clone());
@@ -605,7 +656,7 @@ impl Board {
             model: json!({"kind": "script", "turns": script}),
             repairs_max: self.plan.repairs,
             attempt: at.n,
-            profile: None,
+            profile: RuntimeProfile::from_policy(self.policy()).ok(),
             lease: Some(at.clone()),
         };
         let run_id = match host.run_task_attempt(&work, &self.types, &job) {
@@ -730,6 +781,20 @@ impl Board {
         });
         if !offers.is_empty() {
             v["offers"] = json!(offers);
+        }
+        if id == MAIN && (!self.plan.input_artifacts.is_empty() || self.plan.profile.is_some()) {
+            // The store's own count of the reads journaled in the task's attempts' runs.
+            let q = vouch_store::board::MeasuresQuery {
+                by: vouch_store::board::Cohort::All,
+                since_ms: 0,
+                friction_turns: 8,
+                friction_failed_tools: 3,
+                correlation: Some(MAIN.into()),
+            };
+            let m = self.store.measures(&q).map_err(err)?;
+            let r = m.first().cloned().unwrap_or_default();
+            v["reads"] =
+                json!({"context": r.context_reads, "input": r.input_reads, "diary": r.diary_reads});
         }
         Ok(v)
     }

@@ -16,6 +16,8 @@ pub const TAG_CHARS_MAX: usize = 64;
 /// Pinned context texts one offer carries at most, and their bytes at most together.
 pub const CONTEXT_MAX: usize = 16;
 pub const CONTEXT_BYTES_MAX: usize = 256 * 1024;
+/// Input artifacts one offer binds at most.
+pub const INPUT_ARTIFACTS_MAX: usize = 32;
 /// A brief's length at most, in characters.
 pub const BRIEF_CHARS_MAX: usize = 16_384;
 /// An idempotency key's length at most.
@@ -89,6 +91,10 @@ pub struct TaskOffer {
     /// model with the task and pinned by the offer.
     #[serde(default)]
     pub context: Vec<String>,
+    /// Input artifacts (§13.1.3): content ids of stored artifacts the attempt's model reads
+    /// through its `read_input` tool (and a judge of the task sees); pinned by the offer.
+    #[serde(default)]
+    pub input_artifacts: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -192,6 +198,52 @@ fn pin_context(
     Ok(())
 }
 
+/// Input artifacts are stored artifacts (any bytes), bounded in number, and pinned here
+/// (§13.1.3): an id that is not a content id, or names nothing stored, is bad input at offer
+/// time and nothing is offered.
+pub fn pin_input_artifacts(
+    artifacts: Option<&dyn vouch_artifacts::ArtifactStore>,
+    cids: &[String],
+) -> Result<(), OfferError> {
+    if cids.is_empty() {
+        return Ok(());
+    }
+    if cids.len() > INPUT_ARTIFACTS_MAX {
+        return Err(field(
+            "input_artifacts",
+            format!("takes at most {INPUT_ARTIFACTS_MAX} artifacts"),
+        ));
+    }
+    let store = artifacts.ok_or_else(|| {
+        field(
+            "input_artifacts",
+            "cannot be bound here: this host has no artifact store",
+        )
+    })?;
+    for cid in cids {
+        vouch_artifacts::parse_cid(cid)
+            .map_err(|e| field("input_artifacts", format!("`{cid}`: {e}")))?;
+        let stored = store
+            .exists(cid)
+            .map_err(|e| field("input_artifacts", format!("`{cid}` cannot be checked: {e}")))?;
+        if !stored {
+            return Err(field(
+                "input_artifacts",
+                format!("`{cid}` is not stored here; store it first (`vouch artifact put FILE`)"),
+            ));
+        }
+    }
+    for cid in cids {
+        store.pin(cid).map_err(|e| {
+            field(
+                "input_artifacts",
+                format!("`{cid}` could not be pinned: {e}"),
+            )
+        })?;
+    }
+    Ok(())
+}
+
 /// Check an offer and put it on the board: `Created`, or `Existing` for a repeated
 /// idempotency key with the same request (a different request under it is `Conflict`).
 #[allow(clippy::too_many_arguments)]
@@ -268,6 +320,7 @@ pub fn offer(
     }
     refuse_unprintable(req, idempotency_key.as_deref())?;
     pin_context(artifacts, &req.context)?;
+    pin_input_artifacts(artifacts, &req.input_artifacts)?;
     let ty = types.get(&req.kind).ok_or_else(|| {
         field(
             "type",
@@ -352,6 +405,9 @@ pub fn offer(
     if !req.context.is_empty() {
         request["context"] = json!(req.context);
     }
+    if !req.input_artifacts.is_empty() {
+        request["input_artifacts"] = json!(req.input_artifacts);
+    }
     let task = NewTask {
         id,
         kind: req.kind.clone(),
@@ -370,6 +426,7 @@ pub fn offer(
             brief: req.brief.clone(),
             input,
             context: req.context.clone(),
+            input_artifacts: req.input_artifacts.clone(),
             correlation: req.correlation.clone().unwrap_or_default(),
             criteria: req.criteria.clone(),
             references,
@@ -494,5 +551,7 @@ pub fn continuation(
             _ => s.correlation.clone(),
         }),
         context: s.context.clone(),
+        // A continuation keeps its parent's input artifacts (§13.1.3).
+        input_artifacts: s.input_artifacts.clone(),
     })
 }

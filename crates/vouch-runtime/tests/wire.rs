@@ -309,8 +309,13 @@ fn a_task_attempts_model_is_told_its_brief_output_schema_criteria_and_pinned_con
 #[test]
 fn a_judge_is_told_the_criteria_and_reads_the_targets_accepted_output_through_a_tool() {
     let dir = tempfile::tempdir().unwrap();
+    use vouch_artifacts::ArtifactStore as _;
+    let store = Arc::new(vouch_artifacts::LocalStore::in_home(dir.path()));
+    let notes = store.put(b"Q4 notes: revenue up 12%.").unwrap();
     let board = Arc::new(SqliteStore::open(&dir.path().join("board.db")).unwrap());
-    board.offer(&new_task("t0")).unwrap();
+    let mut target = new_task("t0");
+    target.spec.input_artifacts = vec![notes.clone()];
+    board.offer(&target).unwrap();
     let c = board.claim(&claim_req("alice", "t0")).unwrap().unwrap();
     board
         .report(&Report {
@@ -340,13 +345,21 @@ fn a_judge_is_told_the_criteria_and_reads_the_targets_accepted_output_through_a_
         ),
         Reply::call("read_target", json!({})),
         Reply::call(
+            "read_input",
+            json!({"cid": notes, "offset": null, "length": null}),
+        ),
+        Reply::call(
             "submit",
             json!({"result": {"passed": true, "scores": {"names the revenue figure": 1}},
                 "self_assessment": null}),
         ),
     ]);
     let mut h = host(dir.path(), &wire.base_url);
-    let work = Arc::new(TaskWork::new(h.work.clone()).with_board(board.clone()));
+    let work = Arc::new(
+        TaskWork::new(h.work.clone())
+            .with_board(board.clone())
+            .with_artifacts(store.clone()),
+    );
     h.work = work.clone();
     let job = task_job(
         "j1",
@@ -380,6 +393,160 @@ fn a_judge_is_told_the_criteria_and_reads_the_targets_accepted_output_through_a_
         read.contains("Revenue up 12%.") && read.contains("sha256:aa11"),
         "the judge reads the accepted output and its artifacts: {read}"
     );
+    // It sees what the target was given (§13.1.3): named by `read_target`, read by `read_input`.
+    assert!(read.contains(&notes), "{read}");
+    assert!(told.contains(&notes), "{told}");
+    let input = tool_results(&seen[3].body).last().unwrap().clone();
+    assert!(input.contains("Q4 notes: revenue up 12%."), "{input}");
+}
+
+/// The system message of a request.
+fn system(request: &Value) -> String {
+    request["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// What an attempt is given, from the wire (§13.1.2, §13.1.3): the task's pinned context and
+/// its profile's default context where the profile places them (`system`: the exact texts in
+/// the system message; `file`: only listed, with `read_context`), the input artifacts listed
+/// with the `read_input` tool and its schema, the brief and criteria; a read returns the bytes.
+#[test]
+fn an_attempts_model_is_told_its_context_where_the_profile_places_it_and_reads_its_inputs() {
+    use vouch_artifacts::ArtifactStore as _;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(vouch_artifacts::LocalStore::in_home(dir.path()));
+    let own = store.put(b"Task context: figures in euros.").unwrap();
+    let house = store.put(b"House style: name every source.").unwrap();
+    let notes = store.put(b"Q4 notes: revenue up 12%.").unwrap();
+    let board = Arc::new(SqliteStore::open(&dir.path().join("board.db")).unwrap());
+    let mut t = new_task("t-kb");
+    t.spec.context = vec![own.clone()];
+    t.spec.input_artifacts = vec![notes.clone()];
+    board.offer(&t).unwrap();
+    let profile = |placement: &str| {
+        vouch_runtime::host::RuntimeProfile::from_policy(
+            json!({"name": "kb", "context": [house], "context_placement": placement}),
+        )
+        .unwrap()
+    };
+    let read = |tool: &str, cid: &str| {
+        Reply::call(tool, json!({"cid": cid, "offset": null, "length": null}))
+    };
+    let declare = || {
+        Reply::call(
+            "declare",
+            json!({"deliveries": [], "forbid": null, "order": null}),
+        )
+    };
+    let submit = || {
+        Reply::call(
+            "submit",
+            json!({"result": {"summary": "Revenue up 12%."},
+                "self_assessment": {"cites the notes": {"met": true, "note": "yes"}}}),
+        )
+    };
+    let wire = Recording::start(vec![
+        declare(),
+        read("read_input", &notes),
+        submit(),
+        Reply::text("submitted"),
+        declare(),
+        read("read_context", &house),
+        submit(),
+        Reply::text("submitted"),
+    ]);
+    let mut h = host(dir.path(), &wire.base_url);
+    let work = Arc::new(
+        TaskWork::new(h.work.clone())
+            .with_artifacts(store.clone())
+            .with_board(board.clone()),
+    );
+    h.work = work.clone();
+    let types = TaskTypes::builtin();
+    let mut job = task_job(
+        "t-kb",
+        "freeform",
+        "Summarise the Q4 notes",
+        json!({"brief": "Summarise the Q4 notes"}),
+        Some(json!(["cites the notes"])),
+    );
+    job.profile = Some(profile("system"));
+    let out = h.run_task_attempt(&work, &types, &job).unwrap();
+    assert!(
+        matches!(out.report, Some(ReportKind::Accepted { .. })),
+        "{:?}",
+        out.report
+    );
+    let seen = wire.requests();
+    let (sys, told) = (system(&seen[0].body), first_user(&seen[0].body));
+    for must in [
+        format!("Pinned context {own}:\nTask context: figures in euros."),
+        format!("Pinned context {house}:\nHouse style: name every source."),
+    ] {
+        assert!(
+            sys.contains(&must),
+            "`{must}` missing from the system message:\n{sys}"
+        );
+        assert!(
+            !told.contains(&must),
+            "placed in the system message only:\n{told}"
+        );
+    }
+    for must in [
+        "Summarise the Q4 notes",
+        "1. cites the notes",
+        "read_input",
+        notes.as_str(),
+    ] {
+        assert!(
+            told.contains(must),
+            "`{must}` missing from the brief:\n{told}"
+        );
+    }
+    let params = &tool(&seen[0].body, "read_input")["function"]["parameters"];
+    assert_eq!(
+        params["required"],
+        json!(["cid", "offset", "length"]),
+        "{params}"
+    );
+    assert_eq!(params["properties"]["cid"]["type"], "string", "{params}");
+    assert_eq!(
+        params["properties"]["length"]["maximum"], 65_536,
+        "{params}"
+    );
+    let names: Vec<&str> = seen[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    assert!(
+        !names.contains(&"read_context"),
+        "nothing is placed as a file: {names:?}"
+    );
+    let got = tool_results(&seen[2].body).last().unwrap().clone();
+    assert!(got.contains("Q4 notes: revenue up 12%."), "{got}");
+    // `file`: only listed in the first message, read through `read_context`.
+    let n = seen.len();
+    job.profile = Some(profile("file"));
+    let out = h.run_task_attempt(&work, &types, &job).unwrap();
+    assert!(
+        matches!(out.report, Some(ReportKind::Accepted { .. })),
+        "{:?}",
+        out.report
+    );
+    let seen = wire.requests();
+    let (sys, told) = (system(&seen[n].body), first_user(&seen[n].body));
+    assert!(!sys.contains("name every source") && !told.contains("name every source"));
+    assert!(
+        told.contains("read_context") && told.contains(house.as_str()),
+        "{told}"
+    );
+    tool(&seen[n].body, "read_context");
+    let got = tool_results(&seen[n + 2].body).last().unwrap().clone();
+    assert!(got.contains("House style: name every source."), "{got}");
 }
 
 fn new_task(id: &str) -> NewTask {
@@ -397,6 +564,7 @@ fn new_task(id: &str) -> NewTask {
         request_id: format!("sha256:{id}"),
         spec: TaskSpec {
             context: vec![],
+            input_artifacts: vec![],
             brief: format!("brief of {id}"),
             input: json!({"brief": format!("brief of {id}")}),
             correlation: id.into(),

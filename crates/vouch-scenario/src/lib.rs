@@ -23,5 +23,5 @@ pub use scenario::{
 };
 pub use task::{
     AfterCondition, AttemptReport, BoardStep, CancelAt, Does, ExpectTask, JudgePlan, OfferAgain,
-    PrerequisiteEnd, TaskPlan, TaskReport, TurnedAway, WorkerStep,
+    PrerequisiteEnd, ProfilePlan, Reads, TaskPlan, TaskReport, TurnedAway, WorkerStep,
 };

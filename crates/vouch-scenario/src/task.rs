@@ -69,6 +69,39 @@ pub struct TaskPlan {
     /// put` would): a result's `artifacts` may name their content ids (§13.5).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub artifacts: Vec<String>,
+    /// Input artifacts the task is offered with (§13.1.3): content ids, each of one of
+    /// `artifacts` (the attempt's model reads them with `read_input`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub input_artifacts: Vec<String>,
+    /// The workers' runtime profile (§13.6.3): its default context and where it goes
+    /// (§13.1.2). Without it, the default profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<ProfilePlan>,
+}
+
+/// A runtime profile's context policy (§13.1.2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfilePlan {
+    /// Content ids, each of one of the task's `artifacts`.
+    #[serde(default)]
+    pub context: Vec<String>,
+    /// `user` [default], `system` or `file`.
+    #[serde(default = "user_placement")]
+    pub context_placement: String,
+}
+
+fn user_placement() -> String {
+    "user".into()
+}
+
+/// Reads the host journaled in the attempts' runs the board names (§13.7.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reads {
+    pub context: i64,
+    pub input: i64,
+    pub diary: i64,
 }
 
 /// A scenario stores this many artifacts at most, each this large at most.
@@ -188,6 +221,9 @@ pub enum BoardStep {
     Prerequisite(PrerequisiteEnd),
     /// `{"offer_again": "same" | "different"}`: the owner repeats the offer under its key.
     OfferAgain(OfferAgain),
+    /// `{"offer": {"input_artifacts": [CID…]}}`: the owner offers another task binding these
+    /// input artifacts; its answer (`created`, `refused`) joins `offers` (§13.1.3).
+    Offer(Vec<String>),
 }
 
 mod shapes {
@@ -212,11 +248,28 @@ mod shapes {
     pub struct Again {
         pub offer_again: OfferAgain,
     }
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct OfferBody {
+        pub input_artifacts: Vec<String>,
+    }
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Offer {
+        pub offer: OfferBody,
+    }
 }
 
 impl<'de> Deserialize<'de> for BoardStep {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let keys = ["worker", "cancel", "wait_ms", "prerequisite", "offer_again"];
+        let keys = [
+            "worker",
+            "cancel",
+            "wait_ms",
+            "prerequisite",
+            "offer_again",
+            "offer",
+        ];
         let (key, v) = crate::scenario::tagged(d, "board event", &keys)?;
         Ok(match key {
             "worker" => {
@@ -242,6 +295,11 @@ impl<'de> Deserialize<'de> for BoardStep {
             "prerequisite" => BoardStep::Prerequisite(
                 crate::scenario::inner::<shapes::Prerequisite, _>(v, "prerequisite event")?
                     .prerequisite,
+            ),
+            "offer" => BoardStep::Offer(
+                crate::scenario::inner::<shapes::Offer, _>(v, "offer event")?
+                    .offer
+                    .input_artifacts,
             ),
             _ => BoardStep::OfferAgain(
                 crate::scenario::inner::<shapes::Again, _>(v, "offer_again event")?.offer_again,
@@ -363,6 +421,12 @@ impl Serialize for BoardStep {
             BoardStep::Wait(n) => shapes::Wait { wait_ms: *n }.serialize(s),
             BoardStep::Prerequisite(e) => shapes::Prerequisite { prerequisite: *e }.serialize(s),
             BoardStep::OfferAgain(a) => shapes::Again { offer_again: *a }.serialize(s),
+            BoardStep::Offer(ids) => shapes::Offer {
+                offer: shapes::OfferBody {
+                    input_artifacts: ids.clone(),
+                },
+            }
+            .serialize(s),
         }
     }
 }
@@ -453,6 +517,37 @@ impl TaskPlan {
                 "task.artifacts holds at most {ARTIFACTS_MAX} texts of at most {ARTIFACT_TEXT_BYTES_MAX} bytes each"
             ));
         }
+        if self.input_artifacts.len() > ARTIFACTS_MAX {
+            return Err(format!(
+                "task.input_artifacts holds at most {ARTIFACTS_MAX} content ids"
+            ));
+        }
+        let stored: Vec<String> = self
+            .artifacts
+            .iter()
+            .map(|a| format!("sha256:{}", vouch_core::sha256_hex(a.as_bytes())))
+            .collect();
+        let profile_context = self.profile.iter().flat_map(|p| p.context.iter());
+        if let Some(c) = self
+            .input_artifacts
+            .iter()
+            .chain(profile_context)
+            .find(|c| !stored.contains(c))
+        {
+            return Err(format!(
+                "task.input_artifacts and task.profile.context name content ids of task.artifacts; {c} is none of them (an unknown id is an `offer` event's)"
+            ));
+        }
+        if let Some(p) = &self.profile {
+            if !["user", "system", "file"].contains(&p.context_placement.as_str()) {
+                return Err("task.profile.context_placement must be user, system or file".into());
+            }
+            if p.context.len() > ARTIFACTS_MAX {
+                return Err(format!(
+                    "task.profile.context holds at most {ARTIFACTS_MAX} content ids"
+                ));
+            }
+        }
         if self.events.len() > EVENTS_MAX {
             return Err(format!("task.events has more than {EVENTS_MAX} events"));
         }
@@ -521,9 +616,13 @@ pub struct TaskReport {
     /// Empty claims and refused calls, in order.
     #[serde(default)]
     pub turned_away: Vec<TurnedAway>,
-    /// With an idempotency key: each offer's answer (`created`, `existing`, `refused`).
+    /// With an idempotency key: each offer's answer (`created`, `existing`, `refused`); and
+    /// each `offer` event's answer.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub offers: Vec<String>,
+    /// With input artifacts or a profile: the reads of the task's attempts (§13.7.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reads: Option<Reads>,
 }
 
 /// `expect.task` / `expect.judge`: any subset of the report's task fields.
@@ -544,6 +643,8 @@ pub struct ExpectTask {
     pub turned_away: Option<Vec<TurnedAway>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offers: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reads: Option<Reads>,
 }
 
 #[cfg(test)]
@@ -663,6 +764,19 @@ mod tests {
             (r#"{"output_schema": {}}"#, "built in"),
             (r#"{"type": "../x", "output_schema": {}}"#, "task.type"),
             (r#"{"type": "x", "output_schema": 5}"#, "JSON Schema object"),
+            (
+                r#"{"input_artifacts": ["sha256:0000000000000000000000000000000000000000000000000000000000000000"]}"#,
+                "none of them",
+            ),
+            (
+                r#"{"profile": {"context_placement": "clipboard"}}"#,
+                "context_placement",
+            ),
+            (r#"{"profile": {"context": [], "extra": 1}}"#, "extra"),
+            (
+                r#"{"events": [{"offer": {"input_artifacts": ["x"], "brief": "b"}}]}"#,
+                "brief",
+            ),
         ] {
             let e = parse(&format!(r#"{{{BASE}, "task": {task}}}"#)).unwrap_err();
             assert!(e.contains(needle), "{task}: {e}");

@@ -103,6 +103,7 @@ pub fn tools() -> Vec<Tool> {
             "max_attempts": {"type": "integer", "minimum": 1, "maximum": 20},
             "correlation": {"type": "string", "description": "the thread of related tasks this one belongs to (§13.1)"},
             "context": {"type": "array", "items": {"type": "string"}, "description": "pinned context: content ids of stored UTF-8 texts given to the attempt's model"},
+            "input_artifacts": {"type": "array", "items": {"type": "string"}, "maxItems": 32, "description": "input artifacts: content ids of stored artifacts the attempt's model reads with its `read_input` tool (an id nothing is stored under is refused)"},
             "idempotency_key": {"type": "string"},
         }), &["type", "brief"])),
         tool("task_claim", "Claim the oldest claimable task matching your filters; answers the task and your attempt (number, epoch), or claimed: false.", obj(json!({

@@ -196,6 +196,10 @@ pub struct OfferBody {
     /// together), given to the attempt's model with the task; an id nothing is stored under is
     /// 422.
     pub context: Option<Vec<String>>,
+    /// Input artifacts (§13.1.3): content ids of stored artifacts (at most 32) bound to the
+    /// task and pinned; the attempt's model reads them with its `read_input` tool and a judge
+    /// of the task sees them; an id nothing is stored under is 422 `input_artifacts`.
+    pub input_artifacts: Option<Vec<String>>,
 }
 
 /// The offered task and whether this request created it.
@@ -567,7 +571,7 @@ mod tests {
             "criteria": ["c"], "max_attempts": 2, "after": [], "profiles": [],
             "deadline_s": 60, "lease_ms": 1000, "heartbeat_ms": 100,
             "dispatch_timeout_ms": 1000, "running_timeout_ms": 1000,
-            "references": ["t0"], "correlation": "thread-1", "context": [],
+            "references": ["t0"], "correlation": "thread-1", "context": [], "input_artifacts": [],
         });
         let doc: OfferBody = serde_json::from_value(full.clone()).unwrap();
         let parsed: TaskOffer = serde_json::from_value(full.clone()).unwrap();

@@ -479,6 +479,15 @@ fn a_threads_page_lists_its_tasks_in_order() {
     let (code, body) = s.page(&cookie, "/console/measures?correlation=t-first");
     assert_eq!(code, 200, "{body}");
     assert!(body.contains("Only thread"), "{body}");
+    // Knowledge leverage (§13.7.3): each kind of read its own chart, the counts in the table.
+    for fig in [
+        "Pinned-context reads per accepted output",
+        "Input-artifact reads per accepted output",
+        "Diary reads per accepted output",
+        "Reads (context · input · diary)",
+    ] {
+        assert!(body.contains(fig), "{fig}: {body}");
+    }
     let (code, body) = s.page(&cookie, "/console/threads/nothing-here");
     assert_eq!(code, 404, "{body}");
 }

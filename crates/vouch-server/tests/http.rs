@@ -1738,6 +1738,19 @@ fn workers_flow(pg: bool) {
         )
         .problem(422, "invalid_field");
     assert_eq!(p["field"], "context", "{p}");
+    // So do input artifacts (§13.1.3), naming the id.
+    let unstored = vouch_artifacts::content_id(b"no input stored");
+    let p = s
+        .post(
+            "/api/tasks",
+            json!({"type": "freeform", "brief": "x", "input_artifacts": [unstored]}),
+        )
+        .problem(422, "invalid_field");
+    assert_eq!(p["field"], "input_artifacts", "{p}");
+    assert!(
+        p["detail"].as_str().unwrap_or_default().contains(&unstored),
+        "{p}"
+    );
 
     // Abort (retryable, does not count) then fail (not retryable) ends the task failed.
     let t2 = s
@@ -2094,6 +2107,9 @@ fn an_mcp_workers_attempt_runs_as_a_task_run_whose_receipt_goes_with_the_report(
     let captured: Arc<Mutex<Option<vouch_server::AppState>>> = Arc::new(Mutex::new(None));
     let c = captured.clone();
     let ids = sqlite.clone();
+    let objects = tempfile::tempdir().unwrap();
+    let arts: Arc<dyn vouch_artifacts::ArtifactStore> =
+        Arc::new(vouch_artifacts::LocalStore::in_home(objects.path()));
     let _s = start_work(
         sqlite.clone(),
         Some(sqlite.clone()),
@@ -2101,6 +2117,7 @@ fn an_mcp_workers_attempt_runs_as_a_task_run_whose_receipt_goes_with_the_report(
         vouch_server::STREAMS_MAX,
         move |st| {
             st.work.identities = Some(ids);
+            st.work.artifacts = Some(arts);
             *c.lock().unwrap() = Some(st.clone());
         },
     );
@@ -2168,6 +2185,32 @@ fn an_mcp_workers_attempt_runs_as_a_task_run_whose_receipt_goes_with_the_report(
     assert!(
         done["attempt"]["usage"]["turns"].as_i64().unwrap() >= 2,
         "{done}"
+    );
+    // Input artifacts over MCP (§13.1.3): a stored one is bound, an unknown one refused.
+    let store = mcp.state.work.artifacts.clone().unwrap();
+    let notes = store.put(b"Q3 notes").unwrap();
+    let bound = mcp
+        .call(
+            "task_offer",
+            &json!({"type": "freeform", "brief": "Summarise", "input_artifacts": [notes]}),
+        )
+        .unwrap();
+    assert_eq!(
+        bound["task"]["spec"]["input_artifacts"],
+        json!([notes]),
+        "{bound}"
+    );
+    let unknown = vouch_artifacts::content_id(b"never stored");
+    let e = mcp
+        .call(
+            "task_offer",
+            &json!({"type": "freeform", "brief": "x", "input_artifacts": [unknown]}),
+        )
+        .unwrap_err();
+    assert_eq!(
+        (e.code, e.field.as_deref()),
+        ("invalid_field", Some("input_artifacts")),
+        "{e:?}"
     );
 }
 

@@ -75,6 +75,7 @@ impl Sim<'_> {
             correlation: String::new(),
             criteria: None,
             context: vec![],
+            input_artifacts: vec![],
             references: vec![],
             lease_ms: core_board::DEFAULT_LEASE_MS,
             heartbeat_ms: core_board::DEFAULT_HEARTBEAT_MS,

@@ -705,6 +705,9 @@ impl BoardStore for PostgresStore {
                     failed_malformed_output: n(19)?,
                     failed_policy_refusal: n(20)?,
                     failed_worker_crash: n(21)?,
+                    context_reads: n(22)?,
+                    input_reads: n(23)?,
+                    diary_reads: n(24)?,
                 })
             })
             .collect()

@@ -155,6 +155,14 @@ fn sweep_suspends_an_attempt_whose_run_is_durably_suspended() {
     );
 }
 
+/// Knowledge leverage is counted from the run store's journal beside the board (§13.7.3).
+#[test]
+fn measures_count_reads_from_the_journal() {
+    let (_guard, open) = fresh(Arc::new);
+    let s = open();
+    vouch_store::board_conformance::measures_count_reads_from_the_journal(s.clone(), s);
+}
+
 /// The shared identity suite, one test per check.
 mod identity {
     use super::*;

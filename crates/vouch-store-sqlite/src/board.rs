@@ -709,6 +709,9 @@ impl BoardStore for SqliteStore {
                             failed_malformed_output: r.get(19)?,
                             failed_policy_refusal: r.get(20)?,
                             failed_worker_crash: r.get(21)?,
+                            context_reads: r.get(22)?,
+                            input_reads: r.get(23)?,
+                            diary_reads: r.get(24)?,
                         })
                     },
                 )

@@ -54,6 +54,10 @@ pub struct TaskSpec {
     /// with the task, in this order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub context: Vec<String>,
+    /// Input artifacts (§13.1.3): content ids of stored artifacts the attempt's model reads
+    /// through the `read_input` tool, in this order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub input_artifacts: Vec<String>,
     pub correlation: String,
     pub criteria: Option<Value>,
     /// Other tasks this one refers to (e.g. a judge's target).
@@ -426,6 +430,16 @@ pub struct MeasureRow {
     pub failed_policy_refusal: i64,
     #[serde(default)]
     pub failed_worker_crash: i64,
+    /// Knowledge leverage (§13.7.3): successful reads the host journaled in the cohort's
+    /// attempts' runs — of pinned context (`read_context`), of input artifacts (`read_input`)
+    /// and of the diary (`read_diary`). Each is reported per accepted output, never folded
+    /// into another figure.
+    #[serde(default)]
+    pub context_reads: i64,
+    #[serde(default)]
+    pub input_reads: i64,
+    #[serde(default)]
+    pub diary_reads: i64,
 }
 
 impl MeasureRow {
@@ -456,6 +470,9 @@ impl MeasureRow {
             failed_malformed_output: self.failed_malformed_output - later.failed_malformed_output,
             failed_policy_refusal: self.failed_policy_refusal - later.failed_policy_refusal,
             failed_worker_crash: self.failed_worker_crash - later.failed_worker_crash,
+            context_reads: self.context_reads - later.context_reads,
+            input_reads: self.input_reads - later.input_reads,
+            diary_reads: self.diary_reads - later.diary_reads,
         }
     }
 }
@@ -1333,6 +1350,9 @@ pub fn rates(m: &MeasureRow) -> Value {
         "high_friction_attempts": r(m.high_friction_attempts, m.attempts),
         "tokens_per_accepted_output": r(m.tokens, m.accepted),
         "verdict_pass_rate": r(m.verdicts_passed, m.judged),
+        "context_reads_per_accepted_output": r(m.context_reads, m.accepted),
+        "input_reads_per_accepted_output": r(m.input_reads, m.accepted),
+        "diary_reads_per_accepted_output": r(m.diary_reads, m.accepted),
     })
 }
 
@@ -1370,6 +1390,19 @@ pub fn measures_sql(by: Cohort, dollar: bool) -> String {
     } else {
         "json_extract(a.detail, '$.failure_class')"
     };
+    // A read is a `tool_called` event of the host's read tools that succeeded (§13.7.3): the
+    // journal's bodies are JSON text on both backends.
+    let (tool, ok) = if dollar {
+        (
+            "(j.body::json ->> 'name')",
+            "(j.body::json ->> 'ok') = 'true'",
+        )
+    } else {
+        (
+            "json_extract(j.body, '$.name')",
+            "json_extract(j.body, '$.ok') = 1",
+        )
+    };
     let sql = format!(
         "WITH ct AS ( \
            SELECT {key} AS cohort, t.id, t.state, t.attempts, t.accepted_attempt, t.queued_ms, t.ended_ms \
@@ -1383,9 +1416,18 @@ pub fn measures_sql(by: Cohort, dollar: bool) -> String {
              a.tokens + COALESCE(k.tokens, 0) AS tokens, \
              a.tool_calls + COALESCE(k.tool_calls, 0) AS tool_calls, \
              a.failed_tool_calls + COALESCE(k.failed_tool_calls, 0) AS failed_tool_calls, \
-             {class} AS fc \
+             {class} AS fc, COALESCE(a.run_id, k.run_id) AS run_id \
            FROM ct JOIN task_attempts a ON a.task_id = ct.id \
            LEFT JOIN task_attempt_costs k ON k.task_id = a.task_id AND k.n = a.n \
+         ), \
+         rd AS ( \
+           SELECT ca.cohort, \
+             CAST(SUM(CASE WHEN {tool} = 'read_context' THEN 1 ELSE 0 END) AS BIGINT) AS r_context, \
+             CAST(SUM(CASE WHEN {tool} = 'read_input' THEN 1 ELSE 0 END) AS BIGINT) AS r_input, \
+             CAST(SUM(CASE WHEN {tool} = 'read_diary' THEN 1 ELSE 0 END) AS BIGINT) AS r_diary \
+           FROM ca JOIN journal j ON j.run_id = ca.run_id AND j.kind = 'tool_called' \
+           WHERE {ok} AND {tool} IN ('read_context', 'read_input', 'read_diary') \
+           GROUP BY ca.cohort \
          ), \
          mt AS ( \
            SELECT cohort, AVG(turns) AS m FROM ( \
@@ -1435,8 +1477,10 @@ pub fn measures_sql(by: Cohort, dollar: bool) -> String {
            CAST(mt.m AS DOUBLE PRECISION), CAST(mq.m AS DOUBLE PRECISION), COALESCE(at.tokens, 0), \
            COALESCE(vd.judged, 0), COALESCE(vd.passed, 0), \
            COALESCE(at.f_outage, 0), COALESCE(at.f_tool, 0), COALESCE(at.f_malformed, 0), \
-           COALESCE(at.f_policy, 0), COALESCE(at.f_crash, 0) \
+           COALESCE(at.f_policy, 0), COALESCE(at.f_crash, 0), \
+           COALESCE(rd.r_context, 0), COALESCE(rd.r_input, 0), COALESCE(rd.r_diary, 0) \
          FROM cs LEFT JOIN tk ON tk.cohort = cs.cohort LEFT JOIN at ON at.cohort = cs.cohort \
+         LEFT JOIN rd ON rd.cohort = cs.cohort \
          LEFT JOIN mt ON mt.cohort = cs.cohort \
          LEFT JOIN mq ON mq.cohort = cs.cohort LEFT JOIN vd ON vd.cohort = cs.cohort \
          ORDER BY cs.cohort"

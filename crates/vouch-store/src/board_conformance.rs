@@ -67,6 +67,7 @@ pub fn new_task(id: &str, max_attempts: u32, at: i64) -> NewTask {
         request_id: format!("sha256:{id}"),
         spec: TaskSpec {
             context: vec![],
+            input_artifacts: vec![],
             brief: format!("brief of {id}"),
             input: json!({"brief": format!("brief of {id}")}),
             correlation: id.into(),
@@ -1336,4 +1337,86 @@ pub fn sweep_suspends_an_attempt_whose_run_is_durably_suspended(
     let r = s.sweep(20_000).unwrap();
     assert!(r.suspended.is_empty(), "{r:?}");
     assert_eq!(r.timed_out.len(), 1, "{r:?}");
+}
+
+/// Knowledge leverage (§13.7.3): the measures count the successful reads of pinned context,
+/// input artifacts and the diary that the host journaled in each attempt's run — its own or
+/// the one it was charged (§13.7.2) — by the attempt's own claimant; a failed read, another
+/// tool, or a run no attempt of the cohort names counts nothing. Needs the run store beside
+/// the board (one store, two views).
+pub fn measures_count_reads_from_the_journal(runs: Arc<dyn crate::Store>, s: Arc<dyn BoardStore>) {
+    let run = |id: &str, created_ms: i64| crate::NewRun {
+        state: vouch_core::RunState::Running,
+        id: id.into(),
+        trigger: vouch_core::TriggerKind::Task,
+        title: format!("task lv-1: {id}"),
+        chain_root: id.into(),
+        parent: None,
+        scope: "task:lv-1".into(),
+        spec: json!({}),
+        created_ms,
+        lease: None,
+    };
+    let read = |run_id: &str, name: &str, ok: bool| {
+        let body = json!({"call_id": "c", "name": name, "ok": ok, "result": "{}"});
+        runs.append(
+            run_id,
+            &crate::NewEvent::new(crate::EventKind::ToolCalled, 1, body),
+        )
+        .unwrap();
+    };
+    s.offer(&new_task("lv-1", 2, 4_000_000)).unwrap();
+    // The first claimant reads, then crashes: its reads are charged to it with its run.
+    claim_id(&*s, "w-crash", "lv-1", 4_000_010);
+    runs.create_run(&run("run-lv-crash", 4_000_020)).unwrap();
+    read("run-lv-crash", "read_context", true);
+    read("run-lv-crash", "read_input", true);
+    s.sweep(4_100_000).unwrap();
+    assert!(s
+        .charge(&AttemptCost {
+            task_id: "lv-1".into(),
+            n: 1,
+            run_id: "run-lv-crash".into(),
+            usage: Usage::default(),
+            at_ms: 4_100_001,
+        })
+        .unwrap());
+    // The second reads (one read refused), uses another tool, and is accepted.
+    let c = claim_id(&*s, "w-done", "lv-1", 4_100_010);
+    runs.create_run(&run("run-lv-1-2", 4_100_020)).unwrap();
+    read("run-lv-1-2", "read_input", true);
+    read("run-lv-1-2", "read_input", false);
+    read("run-lv-1-2", "read_diary", true);
+    read("run-lv-1-2", "search_news", true);
+    s.report(&report(&c, accepted(json!({"lv": 1})), 4_100_030))
+        .unwrap();
+    // A run of the task no attempt names counts nothing.
+    runs.create_run(&run("run-lv-stray", 4_100_040)).unwrap();
+    read("run-lv-stray", "read_input", true);
+    let q = |by| MeasuresQuery {
+        by,
+        since_ms: 0,
+        friction_turns: 8,
+        friction_failed_tools: 3,
+        correlation: None,
+    };
+    let all = s.measures(&q(Cohort::All)).unwrap();
+    assert_eq!(all.len(), 1, "{all:?}");
+    let m = &all[0];
+    assert_eq!(
+        (m.accepted, m.context_reads, m.input_reads, m.diary_reads),
+        (1, 1, 2, 1),
+        "{m:?}"
+    );
+    let r = rates(m);
+    assert_eq!(r["input_reads_per_accepted_output"], json!(2.0));
+    assert_eq!(r["diary_reads_per_accepted_output"], json!(1.0));
+    let by = s.measures(&q(Cohort::Claimant)).unwrap();
+    let of = |who: &str| {
+        by.iter()
+            .find(|r| r.cohort == who)
+            .map(|r| (r.context_reads, r.input_reads, r.diary_reads))
+    };
+    assert_eq!(of("w-crash"), Some((1, 1, 0)), "{by:?}");
+    assert_eq!(of("w-done"), Some((0, 1, 1)), "{by:?}");
 }

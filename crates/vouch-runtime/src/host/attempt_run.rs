@@ -6,7 +6,7 @@
 //! (a missing handoff fails the attempt). Touches the run's journal through the external
 //! calls; the board's rows are the caller's.
 
-use super::task::{ended_report, pinned_context, submit_spec, submitted_in, tools_for_run};
+use super::task::{ended_report, submit_spec, submitted_in, tools_for_run};
 use super::*;
 use vouch_store::board::BoardStore;
 
@@ -24,10 +24,10 @@ impl Host {
         artifacts: Option<&dyn vouch_artifacts::ArtifactStore>,
         via: &str,
     ) -> HostResult<RunRecord> {
-        let context = pinned_context(board, artifacts, &job.task_id)?;
+        let given = super::given::given_from(board, artifacts, job)?;
         let mut job = job.clone();
         job.model = super::external::external_model(via);
-        let spec = self.attempt_spec(&job, types.get(&job.kind), &context, true)?;
+        let spec = self.attempt_spec(&job, types.get(&job.kind), &given, true)?;
         let run = self.create(run_id, &spec, None, None)?;
         self.idle(run_id)?;
         Ok(run)

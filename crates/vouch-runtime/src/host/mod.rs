@@ -28,6 +28,7 @@ mod attempt;
 mod attempt_run;
 mod decisions;
 mod external;
+mod given;
 mod manifest;
 mod owner;
 mod patch;
@@ -40,6 +41,7 @@ mod turn;
 
 pub use decisions::Then;
 pub use external::{external_model, is_external, ExternalReply};
+pub use given::{Placement, READ_BYTES_MAX, READ_CONTEXT, READ_INPUT};
 pub use owner::{
     process_owner, HostIdentity, HostProcesses, Liveness, LocalProcesses, Owner, HOST_ID_BYTES_MAX,
     HOST_ID_ENV,

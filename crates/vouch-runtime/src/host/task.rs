@@ -337,6 +337,7 @@ impl RuntimeProfile {
             }
         }
         super::patch::check_sandbox_policy(name, o)?;
+        super::given::check_profile_context(name, o)?;
         if let Some(t) = o.get("tools") {
             let Some(t) = t.as_object() else {
                 return Err(format!(
@@ -410,6 +411,8 @@ pub struct TaskWork {
     artifacts: Option<Arc<dyn vouch_artifacts::ArtifactStore>>,
     /// The board a judge reads its target from (`read_target`).
     pub board: Option<Arc<dyn BoardStore>>,
+    /// The worker's own identity and the store of its diary (`read_diary`, §13.6.1).
+    diary: Option<(Arc<dyn vouch_store::IdentityStore>, String)>,
 }
 
 impl TaskWork {
@@ -420,7 +423,19 @@ impl TaskWork {
             patch: None,
             artifacts: None,
             board: None,
+            diary: None,
         }
+    }
+
+    /// The attempt's model may read the diary of the worker's identity `name` (§13.6.1).
+    pub fn with_diary(mut self, ids: Arc<dyn vouch_store::IdentityStore>, name: &str) -> Self {
+        self.diary = Some((ids, name.to_string()));
+        self
+    }
+
+    /// The artifact store results, pinned context and input artifacts are read from.
+    pub(super) fn artifact_store(&self) -> Option<&dyn vouch_artifacts::ArtifactStore> {
+        self.artifacts.as_deref()
     }
 
     /// Judges read their target's accepted output from `board` (§13.4).
@@ -460,6 +475,8 @@ impl TaskWork {
             "brief": task.spec.brief,
             "accepted_output": result,
             "artifacts": artifacts,
+            // What it was given to work from: the judge reads them with `read_input` (§13.1.3).
+            "input_artifacts": task.spec.input_artifacts,
         })
         .to_string())
     }
@@ -528,9 +545,13 @@ pub(super) fn tools_for_run(tools: &Arc<[ToolSpec]>, spec: &Value) -> Arc<[ToolS
         return tools.clone();
     };
     let judge = task.get("target").is_some();
+    let inputs = task.get("input_artifacts").is_some();
+    let files = task.get("context_placement").and_then(Value::as_str) == Some("file");
     tools
         .iter()
         .filter(|t| judge || t.name != "read_target")
+        .filter(|t| inputs || t.name != super::given::READ_INPUT)
+        .filter(|t| files || t.name != super::given::READ_CONTEXT)
         .cloned()
         .map(|mut t| {
             if t.name == "submit" {
@@ -564,6 +585,11 @@ impl WorkTools for TaskWork {
         let mut s = self.inner.specs();
         s.push(submit_spec());
         s.push(read_target_spec());
+        s.push(super::given::read_input_spec());
+        s.push(super::given::read_context_spec());
+        if self.diary.is_some() {
+            s.push(super::given::read_diary_spec());
+        }
         if let Some(p) = &self.patch {
             s.extend(p.specs());
         }
@@ -579,6 +605,24 @@ impl WorkTools for TaskWork {
     ) -> Option<Result<String, String>> {
         if call.name == "read_target" {
             return Some(self.read_target(spec));
+        }
+        // The host's own reads of what the task was given (§13.1.2, §13.1.3): journaled as
+        // tool calls, which is what knowledge leverage counts (§13.7.3).
+        if call.name == super::given::READ_DIARY {
+            return Some(super::given::read_diary(self.diary.as_ref(), args));
+        }
+        for (tool, key) in [
+            (super::given::READ_INPUT, "input_artifacts"),
+            (super::given::READ_CONTEXT, "context"),
+        ] {
+            if call.name == tool {
+                return Some(super::given::read(
+                    self.artifacts.as_deref(),
+                    spec,
+                    key,
+                    args,
+                ));
+            }
         }
         if call.name != "submit" {
             // The profile snapshot the attempt was claimed under decides (§13.6).
@@ -904,7 +948,7 @@ impl Host {
         &self,
         job: &AttemptJob,
         ty: Option<&TaskType>,
-        context: &[(String, String)],
+        given: &super::given::Given,
         fresh: bool,
     ) -> HostResult<RunSpec> {
         let title = format!("task {} ({}): {}", job.task_id, job.kind, job.brief);
@@ -937,7 +981,7 @@ impl Host {
         // What the model is told (§13.4.3): durable in the run's spec, so any process that
         // rebuilds the conversation tells it the same.
         if let (Some(m), Some(ty)) = (model.as_object_mut(), ty) {
-            m.insert("task".into(), task_told(job, ty, context));
+            m.insert("task".into(), task_told(job, ty, given));
         }
         let spec = RunSpec {
             trigger: TriggerKind::Task,
@@ -981,12 +1025,8 @@ impl Host {
             Some(r) => r.to_string(),
             None => new_id(self.clock.as_ref()),
         };
-        let context = pinned_context(
-            work.board.as_deref(),
-            work.artifacts.as_deref(),
-            &job.task_id,
-        )?;
-        let spec = self.attempt_spec(job, Some(ty), &context, resume.is_none())?;
+        let given = super::given::given(work, job)?;
+        let spec = self.attempt_spec(job, Some(ty), &given, resume.is_none())?;
         let mut slot = Slot {
             allowed_tools: job.profile.as_ref().and_then(RuntimeProfile::allowed_tools),
             profile: job
@@ -1113,44 +1153,7 @@ fn model_outage(journal: &[vouch_store::JournalEntry]) -> Option<(crate::model::
 /// What a task attempt's model is told, kept in its run's spec: the first message (brief,
 /// pinned input, criteria and the self-assessment they need, the output schema, how the
 /// attempt ends), the output schema `submit` takes, and for a judge its target.
-/// The attempt's pinned context (§13.1.2): each text its task pins, read by content id from
-/// the artifact store (which re-hashes it), in the task's order. A task without one, or a
-/// worker without a board, has none.
-pub(super) fn pinned_context(
-    board: Option<&dyn BoardStore>,
-    artifacts: Option<&dyn vouch_artifacts::ArtifactStore>,
-    task_id: &str,
-) -> HostResult<Vec<(String, String)>> {
-    let Some(board) = board else {
-        return Ok(vec![]);
-    };
-    let Some(task) = board.task(task_id)? else {
-        return Ok(vec![]);
-    };
-    if task.spec.context.is_empty() {
-        return Ok(vec![]);
-    }
-    let store = artifacts.ok_or_else(|| {
-        HostError::BadInput(format!(
-            "task {task_id} pins context, and this worker has no artifact store to read it"
-        ))
-    })?;
-    task.spec
-        .context
-        .iter()
-        .map(|cid| {
-            let bytes = store.get(cid).map_err(|e| {
-                HostError::BadInput(format!("pinned context {cid} cannot be read: {e}"))
-            })?;
-            let text = String::from_utf8(bytes).map_err(|_| {
-                HostError::BadInput(format!("pinned context {cid} is not UTF-8 text"))
-            })?;
-            Ok((cid.clone(), text))
-        })
-        .collect()
-}
-
-fn task_told(job: &AttemptJob, ty: &TaskType, context: &[(String, String)]) -> Value {
+fn task_told(job: &AttemptJob, ty: &TaskType, given: &super::given::Given) -> Value {
     let mut msg = format!(
         "[vouch host] You are doing task {} (type `{}`), attempt {}.\n\nBrief:\n{}\n",
         job.task_id, job.kind, job.attempt, job.brief
@@ -1168,10 +1171,10 @@ fn task_told(job: &AttemptJob, ty: &TaskType, context: &[(String, String)]) -> V
             pretty(&pinned)
         ));
     }
-    // The exact bytes of each pinned text, by content id (§13.1.2); the run's spec keeps them.
-    for (cid, text) in context {
-        msg.push_str(&format!("\nPinned context {cid}:\n{text}\n"));
-    }
+    // Pinned texts where the profile places them, and the input artifacts to read (§13.1.2,
+    // §13.1.3); the run's spec keeps which, and where.
+    let mut extra = json!({});
+    super::given::tell(given, &mut msg, &mut extra);
     let criteria = criteria_list(job);
     let target = (job.kind == "judge")
         .then(|| job.input.get("target").and_then(Value::as_str))
@@ -1195,8 +1198,8 @@ fn task_told(job: &AttemptJob, ty: &TaskType, context: &[(String, String)]) -> V
         pretty(&ty.output_schema)
     ));
     let mut told = json!({"message": msg, "output_schema": ty.output_schema});
-    if !context.is_empty() {
-        told["context"] = json!(context.iter().map(|(c, _)| c).collect::<Vec<_>>());
+    if let (Some(t), Some(x)) = (told.as_object_mut(), extra.as_object()) {
+        t.extend(x.clone());
     }
     if let Some(t) = target {
         told["target"] = json!(t);

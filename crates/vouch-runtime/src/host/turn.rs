@@ -191,11 +191,16 @@ impl Host {
         run: &RunRecord,
         entries: &[vouch_store::JournalEntry],
     ) -> HostResult<Vec<ChatMessage>> {
-        let mut msgs = vec![
-            ChatMessage::System {
-                content: "You are an agent hosted by vouch. First call `declare` with the manifest of what you will deliver; then do the work with tools and perform each delivery with its verb tool. The host decides what may run and reports what really happened.".into(),
-            },
-        ];
+        let mut system = String::from("You are an agent hosted by vouch. First call `declare` with the manifest of what you will deliver; then do the work with tools and perform each delivery with its verb tool. The host decides what may run and reports what really happened.");
+        // Pinned context the attempt's profile places in the system message (§13.1.2).
+        if let Some(s) = run
+            .spec
+            .pointer("/model/task/system")
+            .and_then(Value::as_str)
+        {
+            system.push_str(s);
+        }
+        let mut msgs = vec![ChatMessage::System { content: system }];
         // A task continuation (§13.5) goes on from the conversation of the run it continues,
         // read from that run's durable journal (so any worker can rebuild it).
         if let Some(prior) = run.spec.pointer("/model/prior/run").and_then(Value::as_str) {

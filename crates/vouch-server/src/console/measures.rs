@@ -170,9 +170,11 @@ enum Unit {
     Rate,
     Count,
     Ms,
+    /// Reads per accepted output (two decimals: a read in every other output shows).
+    PerOutput,
 }
 
-const FIGURES: [Figure; 10] = [
+const FIGURES: [Figure; 13] = [
     Figure {
         key: "accepted_output_rate",
         label: "Accepted-output rate",
@@ -243,12 +245,35 @@ const FIGURES: [Figure; 10] = [
         value: |_, r| r["verdict_pass_rate"].as_f64(),
         n: |m| m.judged,
     },
+    // Knowledge leverage (§13.7.3): each kind of read its own chart, never one score.
+    Figure {
+        key: "context_reads_per_accepted_output",
+        label: "Pinned-context reads per accepted output",
+        unit: Unit::PerOutput,
+        value: |_, r| r["context_reads_per_accepted_output"].as_f64(),
+        n: |m| m.accepted,
+    },
+    Figure {
+        key: "input_reads_per_accepted_output",
+        label: "Input-artifact reads per accepted output",
+        unit: Unit::PerOutput,
+        value: |_, r| r["input_reads_per_accepted_output"].as_f64(),
+        n: |m| m.accepted,
+    },
+    Figure {
+        key: "diary_reads_per_accepted_output",
+        label: "Diary reads per accepted output",
+        unit: Unit::PerOutput,
+        value: |_, r| r["diary_reads_per_accepted_output"].as_f64(),
+        n: |m| m.accepted,
+    },
 ];
 
 fn fmt(unit: Unit, v: f64) -> String {
     match unit {
         Unit::Rate => format!("{:.0}%", v * 100.0),
         Unit::Count => format!("{v:.0}"),
+        Unit::PerOutput => format!("{v:.2}"),
         Unit::Ms if v >= 60_000.0 => format!("{:.1} min", v / 60_000.0),
         Unit::Ms => format!("{:.1} s", v / 1000.0),
     }
@@ -439,7 +464,7 @@ pub async fn page(State(s): State<AppState>, signed: Signed, q: QueryMap) -> Res
         } @else {
             div.scroll {
                 table #cohorts {
-                    thead { tr { th { "Cohort" } th { "Tasks" } th { "Accepted" } th { "Cancelled (apart)" } th { "Attempts" } th { "Failures by class" } th { "Sample" } } }
+                    thead { tr { th { "Cohort" } th { "Tasks" } th { "Accepted" } th { "Cancelled (apart)" } th { "Attempts" } th { "Failures by class" } th { "Reads (context · input · diary)" } th { "Sample" } } }
                     tbody {
                         @for (r, j) in rows.iter().zip(&body.cohorts) {
                             tr {
@@ -453,6 +478,7 @@ pub async fn page(State(s): State<AppState>, signed: Signed, q: QueryMap) -> Res
                                     " · malformed " (r.failed_malformed_output) " · policy " (r.failed_policy_refusal)
                                     " · crash " (r.failed_worker_crash)
                                 }
+                                td.reads { (r.context_reads) " · " (r.input_reads) " · " (r.diary_reads) }
                                 td { @if j["small_sample"] == true { span.warn { "small sample" } } @else { "ok" } }
                             }
                         }
