@@ -235,9 +235,10 @@ class Soak:
             self.stop.wait(self.args.sample_s)
 
     def killer(self):
-        """The server is killed every 15–90 s (SIGKILL) and started again 0.5–3 s later; now and
-        then a worker with it."""
-        while not self.stop.wait(15 + 75 * self.rng.random()):
+        """The server is killed every `--kill-s` seconds (SIGKILL; default 15–90) and started
+        again 0.5–3 s later; now and then a worker with it."""
+        lo, hi = self.args.kill_s
+        while not self.stop.wait(lo + (hi - lo) * self.rng.random()):
             self.kill(self.server)
             self.kills.append(time.time() - self.t0)
             w = None
@@ -380,6 +381,14 @@ class Soak:
         return 0
 
 
+def kill_range(text):
+    lo, _, hi = text.partition("-")
+    lo, hi = float(lo), float(hi or lo)
+    if not 1 <= lo <= hi:
+        raise argparse.ArgumentTypeError("give LOW-HIGH seconds, 1 <= LOW <= HIGH")
+    return lo, hi
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("minutes", type=int)
@@ -389,6 +398,8 @@ def main():
     p.add_argument("--seed", type=int, default=int(time.time()))
     p.add_argument("--sample-s", type=float, default=2.0)
     p.add_argument("--drain-s", type=int, default=240)
+    p.add_argument("--kill-s", type=kill_range, default=(15.0, 90.0),
+                   help="seconds between kills of the server, LOW-HIGH (default 15-90)")
     sys.exit(Soak(p.parse_args()).run())
 
 
