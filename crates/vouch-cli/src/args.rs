@@ -384,18 +384,32 @@ pub(crate) enum BenchCmd {
         /// How many tasks to offer.
         #[arg(long, default_value_t = 1000)]
         tasks: usize,
-        /// Worker threads racing for them.
+        /// Worker threads racing for them (in each host, with `--hosts`).
         #[arg(long, default_value_t = 4)]
         workers: usize,
+        /// Host processes of this binary sharing the work on one PostgreSQL schema
+        /// (`VOUCH_DATABASE_URL`), each with a home of its own; the rate is their sum.
+        #[arg(long)]
+        hosts: Option<usize>,
+        /// Set by `--hosts` in the processes it starts: this one is host K.
+        #[arg(long, hide = true)]
+        part: Option<usize>,
     },
     /// Runs per second, sequentially and N at once, on a temporary embedded home.
     Runs {
         /// How many runs to measure.
         #[arg(long, default_value_t = 200)]
         runs: usize,
-        /// Runs at once in the concurrent measurement.
+        /// Runs at once in the concurrent measurement (in each host, with `--hosts`).
         #[arg(long, default_value_t = 8)]
         concurrency: usize,
+        /// Host processes of this binary sharing the work on one PostgreSQL schema
+        /// (`VOUCH_DATABASE_URL`), each with a home of its own; the rate is their sum.
+        #[arg(long)]
+        hosts: Option<usize>,
+        /// Set by `--hosts` in the processes it starts: this one is host K.
+        #[arg(long, hide = true)]
+        part: Option<usize>,
     },
     /// Only N one-save runs one after another, nothing bound to the clock: the entry point
     /// whose instructions scripts/cpu.sh counts (N and 2N runs, so start-up cancels out).

@@ -81,6 +81,159 @@ pub fn runs(count: usize, concurrency: usize, json_out: bool) -> Result<i32> {
     out
 }
 
+/// `vouch bench runs --hosts N` (PostgreSQL): N host processes of this binary on one fresh
+/// schema, each from a home of its own, share `count` runs — first one at a time in each host,
+/// then `concurrency` at once in each — and the rates are their sum over the wall time.
+pub fn runs_hosts(count: usize, concurrency: usize, hosts: usize, json_out: bool) -> Result<i32> {
+    if count == 0 || concurrency == 0 {
+        return Err(crate::bad("--runs and --concurrency must be at least 1"));
+    }
+    crate::bench_hosts::check(hosts)?;
+    let tmp = std::env::temp_dir().join(format!("vouch-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let schema = format!("vouch_bench_runs_{}", std::process::id());
+    std::env::set_var("VOUCH_DATABASE_SCHEMA", &schema);
+    home::init(&tmp)?;
+    let out = measure_hosts(&tmp, count, concurrency, hosts);
+    let _ = std::fs::remove_dir_all(&tmp);
+    if let Some((url, _)) = home::database_url() {
+        if let Ok(mut c) = postgres::Client::connect(&url, postgres::NoTls) {
+            let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"));
+        }
+    }
+    let f = out?;
+    if json_out {
+        outln!(
+            "{}",
+            json!({
+                "backend": "postgresql", "schema": schema, "hosts": hosts, "runs": f.seq_runs,
+                "sequential_runs_per_s": f.seq_runs as f64 / f.seq_s,
+                "concurrency_per_host": concurrency, "concurrent_runs": f.par_runs,
+                "concurrent_runs_per_s": f.par_runs as f64 / f.par_s,
+                "journal_events": f.events, "chains_intact": f.intact,
+            })
+        );
+    } else {
+        outln!(
+            "hosts {hosts}, one run at a time each  {:>6} runs  {:>7.2} s  {:>8.1} runs/s",
+            f.seq_runs,
+            f.seq_s,
+            f.seq_runs as f64 / f.seq_s
+        );
+        outln!("hosts {hosts}, {concurrency} at once each        {:>6} runs  {:>7.2} s  {:>8.1} runs/s", f.par_runs, f.par_s, f.par_runs as f64 / f.par_s);
+        outln!(
+            "journal: {} events, every chain intact: {}",
+            f.events,
+            f.intact
+        );
+    }
+    Ok(if f.intact { 0 } else { 1 })
+}
+
+/// What the hosts of `bench runs --hosts` did together.
+struct HostFigures {
+    seq_runs: usize,
+    seq_s: f64,
+    par_runs: usize,
+    par_s: f64,
+    events: usize,
+    intact: bool,
+}
+
+fn measure_hosts(
+    tmp: &std::path::Path,
+    count: usize,
+    concurrency: usize,
+    hosts: usize,
+) -> Result<HostFigures> {
+    let share = count.div_ceil(hosts);
+    let mut h = crate::bench_hosts::Hosts::start(hosts, |k| {
+        [
+            "bench",
+            "runs",
+            "--runs",
+            &share.to_string(),
+            "--concurrency",
+            &concurrency.to_string(),
+            "--part",
+            &k.to_string(),
+        ]
+        .map(String::from)
+        .to_vec()
+    })?;
+    let (seq_s, seq) = h.phase("sequential")?;
+    let (par_s, par) = h.phase("concurrent")?;
+    h.finish()?;
+    let sum = |l: &[serde_json::Value]| {
+        crate::bench_hosts::numbers(l, "succeeded")
+            .iter()
+            .sum::<f64>() as usize
+    };
+    let report = home::open_store(tmp)?.verify()?;
+    Ok(HostFigures {
+        seq_runs: sum(&seq),
+        seq_s,
+        par_runs: sum(&par),
+        par_s,
+        events: report.events,
+        intact: report.breaks.is_empty(),
+    })
+}
+
+/// One host of `bench runs --hosts`: its own home on the shared schema; `count` runs one at a
+/// time, then `count` more `concurrency` at once, each phase when the parent says.
+pub fn runs_part(count: usize, concurrency: usize, part: usize) -> Result<i32> {
+    let dir = crate::bench_hosts::own_home("runs", part)?;
+    let r = run_part(&dir, count, concurrency, part);
+    let _ = std::fs::remove_dir_all(&dir);
+    match r {
+        Ok(()) => Ok(0),
+        Err(e) => {
+            crate::bench_hosts::say(&json!({"error": format!("{e:#}")}));
+            Ok(1)
+        }
+    }
+}
+
+fn run_part(dir: &std::path::Path, count: usize, concurrency: usize, part: usize) -> Result<()> {
+    let host = Arc::new(home::host_on(dir, home::open_store(dir)?, None)?);
+    // Spec numbers (titles and file names) of each host apart from the others'.
+    let base = part * 2 * count;
+    crate::bench_hosts::say(&json!({"ready": part}));
+    crate::bench_hosts::wait_for("sequential")?;
+    let mut ok = 0;
+    for i in 0..count {
+        let (_, end) = host.start(&spec(base + i)).map_err(|e| anyhow!("{e}"))?;
+        ok += usize::from(succeeded(&end));
+    }
+    crate::bench_hosts::say(&json!({"succeeded": ok}));
+    crate::bench_hosts::wait_for("concurrent")?;
+    // Thread `w` runs the runs `w`, `w + concurrency`, …: `count` in all.
+    let ok = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..concurrency)
+            .map(|w| {
+                let host = host.clone();
+                s.spawn(move || -> Result<usize> {
+                    let mut ok = 0;
+                    for k in (w..count).step_by(concurrency) {
+                        let (_, end) = host
+                            .start(&spec(base + count + k))
+                            .map_err(|e| anyhow!("{e}"))?;
+                        ok += usize::from(succeeded(&end));
+                    }
+                    Ok(ok)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().map_err(|_| anyhow!("a bench thread panicked"))?)
+            .sum::<Result<usize>>()
+    })?;
+    crate::bench_hosts::say(&json!({"succeeded": ok}));
+    Ok(())
+}
+
 /// Most runs `bench cpu` performs.
 pub const CPU_RUNS_MAX: usize = 100_000;
 

@@ -9,6 +9,7 @@ mod args;
 mod artifact;
 mod bench;
 mod bench_board;
+mod bench_hosts;
 mod cmd;
 mod demo;
 #[cfg(test)]
@@ -292,8 +293,18 @@ fn run(cli: Cli) -> Result<i32> {
             replay,
         } => sim::run(seed, runs, &faults, database_url, replay, json),
         Cmd::Bench {
-            cmd: BenchCmd::Runs { runs, concurrency },
-        } => bench::runs(runs, concurrency, json),
+            cmd:
+                BenchCmd::Runs {
+                    runs,
+                    concurrency,
+                    hosts,
+                    part,
+                },
+        } => match (hosts, part) {
+            (_, Some(k)) => bench::runs_part(runs, concurrency, k),
+            (Some(n), None) => bench::runs_hosts(runs, concurrency, n, json),
+            (None, None) => bench::runs(runs, concurrency, json),
+        },
         Cmd::Bench {
             cmd: BenchCmd::Cpu { runs },
         } => bench::cpu(runs, json),
@@ -301,8 +312,18 @@ fn run(cli: Cli) -> Result<i32> {
             cmd: BenchCmd::Floor { seconds },
         } => bench::floor(seconds, json),
         Cmd::Bench {
-            cmd: BenchCmd::Board { tasks, workers },
-        } => bench_board::board(tasks, workers, json),
+            cmd:
+                BenchCmd::Board {
+                    tasks,
+                    workers,
+                    hosts,
+                    part,
+                },
+        } => match (hosts, part) {
+            (_, Some(k)) => bench_board::board_part(workers, k),
+            (Some(n), None) => bench_board::board_hosts(tasks, workers, n, json),
+            (None, None) => bench_board::board(tasks, workers, json),
+        },
         Cmd::Bench {
             cmd: BenchCmd::Scale { sizes },
         } => bench::scale(&sizes, json),

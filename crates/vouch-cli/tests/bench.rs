@@ -98,6 +98,75 @@ fn board(pg: bool) {
     }
 }
 
+/// Issue 24 #7: three host processes on one schema share the runs; the parent counts what they
+/// did together, verifies every chain and drops the schema.
+fn runs_on_three_hosts() {
+    let v = bench(
+        true,
+        &["runs", "--hosts", "3", "--runs", "9", "--concurrency", "2"],
+    );
+    assert_eq!(v["hosts"], 3, "{v}");
+    assert_eq!(
+        v["runs"], 9,
+        "every sequential run of every host succeeded: {v}"
+    );
+    assert_eq!(v["concurrent_runs"], 9, "{v}");
+    assert_eq!(v["chains_intact"], true, "{v}");
+    assert!(v["journal_events"].as_u64().unwrap() >= 18 * 10, "{v}");
+    assert!(!schema_left(&v), "the throwaway schema is dropped: {v}");
+}
+
+/// Three host processes drain one board: every task accepted exactly once, whoever took it.
+fn board_on_three_hosts() {
+    let v = bench(
+        true,
+        &["board", "--hosts", "3", "--tasks", "15", "--workers", "2"],
+    );
+    assert_eq!(v["hosts"], 3, "{v}");
+    assert_eq!(v["exactly_once"], true, "{v}");
+    assert_eq!(v["claim_errors"], 0, "{v}");
+    let per_host: Vec<u64> = v["tasks_per_host"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_u64().unwrap())
+        .collect();
+    assert_eq!(per_host.len(), 3, "{v}");
+    assert_eq!(
+        per_host.iter().sum::<u64>(),
+        15,
+        "every task claimed once: {v}"
+    );
+    assert!(!schema_left(&v), "the throwaway schema is dropped: {v}");
+}
+
+/// `--hosts` needs a store the hosts share, and a sane count: exit 2, nothing started.
+#[test]
+fn bench_hosts_without_a_shared_store_or_with_zero_hosts_is_refused() {
+    for (args, pg) in [
+        (&["runs", "--hosts", "2"][..], false),
+        (&["board", "--hosts", "2"][..], false),
+        (&["runs", "--hosts", "0"][..], true),
+        (&["board", "--hosts", "17"][..], true),
+    ] {
+        let mut c = Command::new(vouch_bin());
+        c.arg("bench")
+            .args(args)
+            .env_remove("VOUCH_DATABASE_URL")
+            .env_remove("VOUCH_DATABASE_SCHEMA");
+        if pg {
+            c.env("VOUCH_DATABASE_URL", pg_url());
+        }
+        let out = c.output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("--hosts"),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 /// Issue 10: the runs interrupted after their first save are ended at start-up and resumed
 /// several at once; the bench checks the world itself (every second file once, every first
 /// file untouched) and says how many ran at once.
@@ -153,5 +222,13 @@ mod postgresql {
     #[test]
     fn bench_board_accepts_every_task_exactly_once() {
         super::board(true)
+    }
+    #[test]
+    fn bench_runs_on_three_hosts_shares_the_runs_and_drops_its_schema() {
+        super::runs_on_three_hosts()
+    }
+    #[test]
+    fn bench_board_on_three_hosts_accepts_every_task_exactly_once() {
+        super::board_on_three_hosts()
     }
 }

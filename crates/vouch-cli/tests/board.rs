@@ -1233,6 +1233,79 @@ fn a_task_cancel_ends_its_suspended_run(pg: bool) {
     assert!(err.contains(&format!("vouch task show {id}")), "{err}");
 }
 
+/// A decision on the run of an attempt whose worker has not yet told the board that the run
+/// waits (here the worker died right after the card opened) is refused (§13.3): the decider
+/// does not drive the run beside the live attempt — which the sweep would then time out and
+/// the task retry, asking to send the same thing again. Once the sweep suspends the lapsed
+/// attempt with its waiting run, the same approval queues it, a worker resumes it, and the
+/// send goes out once, on attempt 1.
+fn a_decision_before_the_attempt_reports_its_wait_is_refused(pg: bool) {
+    let b = Board::new(pg);
+    let (url, got) = receiver();
+    let id = b.offer(&[
+        "--max-attempts",
+        "3",
+        "--lease-ms",
+        "1000",
+        "--heartbeat-ms",
+        "500",
+        "--dispatch-timeout-ms",
+        "1000",
+    ]);
+    let script = b.script(json!([
+        {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "webhook", "address": url}}]}},
+        {"deliver": "d1", "payload": {"text": "hello"}},
+        {"submit": {"summary": "sent"}},
+        {"final": "done"}
+    ]));
+    let out = b
+        .cmd(&["worker", "--name", "w1", "--script", &script, "--drain"])
+        .env("VOUCH_CRASH_AFTER", "approval_requested")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "the worker died at the crash point");
+    let v = b.show(&id);
+    let live = attempt_states(&v);
+    assert!(
+        live == ["running"] || live == ["claimed"],
+        "the attempt is live: {v}"
+    );
+    let cards = b.json(&["approvals"]);
+    let run = cards[0]["run"].as_str().unwrap().to_string();
+    let hash = b.card_hash(&run);
+    let out = b.run(&["approve", &run, "d1", "--hash", &hash]);
+    assert!(!out.status.success(), "refused while the attempt is live");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("has not yet reported that the run waits"),
+        "{err}"
+    );
+    assert!(got.lock().unwrap().is_empty(), "the decider sent nothing");
+    assert_eq!(b.card_hash(&run), hash, "the card is still open");
+    // The lease lapses; a sweep suspends the attempt with its waiting run (no retry).
+    let mut v = b.show(&id);
+    for _ in 0..POLLS_MAX {
+        let _ = b.run(&["task", "sweep"]);
+        v = b.show(&id);
+        if attempt_states(&v) == ["suspended"] {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(attempt_states(&v), vec!["suspended"], "{v}");
+    assert_eq!(v["attempts"][0]["run_id"], run.as_str(), "{v}");
+    b.json(&["approve", &run, "d1", "--hash", &hash]);
+    assert!(
+        got.lock().unwrap().is_empty(),
+        "approve queues; it sends nothing"
+    );
+    b.drain("w2", &script);
+    let v = b.show(&id);
+    assert_eq!(state(&v), "completed", "{v}");
+    assert_eq!(attempt_states(&v), vec!["completed"], "{v}");
+    assert_eq!(got.lock().unwrap().len(), 1, "sent once");
+}
+
 /// A thread (§13.1): `--correlation` on the offer, a filter on `task list` and `measures`,
 /// and `task thread` listing its tasks in order with attempts, results and verdicts; a
 /// continuation that extends a task without a correlation joins that task's thread.
@@ -1553,5 +1626,6 @@ both!(
     result_submitted_before_suspension_is_kept_for_the_resumption,
     cancel_closes_every_open_card_and_question,
     a_cancel_stops_the_work,
-    a_task_cancel_ends_its_suspended_run
+    a_task_cancel_ends_its_suspended_run,
+    a_decision_before_the_attempt_reports_its_wait_is_refused
 );

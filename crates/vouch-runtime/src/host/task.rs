@@ -866,6 +866,7 @@ impl Host {
         decision: &TaskDecision,
         by: Option<&vouch_core::Principal>,
     ) -> HostResult<Option<(RunEnd, TaskRecord)>> {
+        self.refuse_while_attempt_live(board, run_id)?;
         let Some(a) = board.attempt_of_run(run_id)? else {
             return Ok(None);
         };
@@ -895,6 +896,34 @@ impl Host {
             })?
         };
         Ok(Some((end, task)))
+    }
+
+    /// A decision on the run of a live attempt (claimed or running: its worker has not yet
+    /// told the board that the run waits, or has died and its lease has not lapsed) is a
+    /// conflict (§13.3): the run is that worker's to drive or to suspend, and a decider that
+    /// drove it would act beside the attempt, which the sweep then times out and the task
+    /// retries. Asked again once the attempt is suspended, the decision parks the run for the
+    /// next claimant. The attempt is the one naming the run, or a live one of the run's task
+    /// that names no run yet and was claimed before the run was made.
+    fn refuse_while_attempt_live(&self, board: &dyn BoardStore, run_id: &str) -> HostResult<()> {
+        let run = self.record(run_id)?;
+        let Some(task_id) = run.scope.strip_prefix("task:") else {
+            return Ok(());
+        };
+        let live = board.attempts(task_id)?.into_iter().find(|a| {
+            matches!(a.state, AttemptState::Claimed | AttemptState::Running)
+                && match &a.run_id {
+                    Some(r) => r == run_id,
+                    None => a.claimed_ms <= run.created_ms,
+                }
+        });
+        match live {
+            Some(a) => Err(HostError::OwnedElsewhere(format!(
+                "run {run_id} is driven by attempt {} of task {task_id}, which has not yet reported that the run waits; decide again once it has (or once its lease lapses and the sweep suspends it)",
+                a.n
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// The owner cancels a task (§13.3): the board's cancel wins, and a run its attempt left
