@@ -30,6 +30,7 @@ pub enum IdentityCmd {
     },
     /// Show an identity: its public key, and whether this home holds its key file.
     Show {
+        /// The identity's name (as `vouch identity list` shows it).
         name: String,
         /// Print only the public key (to register it on a host with `vouch identity add` or
         /// `POST /api/identities`).
