@@ -238,6 +238,7 @@ impl Host {
     }
 
     fn drive_open(&self, run: RunRecord) -> HostResult<RunEnd> {
+        let run = Arc::new(run);
         let run_id = run.id.as_str();
         if run.state == RunState::Ended {
             return Err(HostError::NotWaiting(format!(
