@@ -68,12 +68,31 @@ impl ScriptedModel {
 }
 
 fn usage_for(v: &Value) -> Usage {
-    // Deterministic stand-in for token counts: about four bytes a token.
-    let n = v.to_string().len() as u64;
+    // Deterministic stand-in for token counts: about four bytes a token (of the turn's JSON
+    // text, counted as it is written rather than built).
+    let n = json_len(v);
     Usage {
         prompt_tokens: 40 + n / 2,
         completion_tokens: n.div_ceil(4),
     }
+}
+
+/// The length of `v`'s JSON text (`v.to_string().len()`), without building the text.
+fn json_len(v: &Value) -> u64 {
+    struct Count(u64);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len() as u64;
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    // Writing a `Value` to a sink that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut c, v);
+    c.0
 }
 
 impl Model for ScriptedModel {
@@ -155,5 +174,21 @@ impl Model for ScriptedModel {
         Err(ModelError::Protocol(format!(
             "script turn {i} is not a known turn: {t}"
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_len_is_the_texts_length() {
+        for v in [
+            json!(null),
+            json!({}),
+            json!({"deliver": "d1", "payload": {"text": "é \"q\"\n€😀"}, "n": [1.5, -3, 1e300]}),
+        ] {
+            assert_eq!(json_len(&v), v.to_string().len() as u64);
+        }
     }
 }
