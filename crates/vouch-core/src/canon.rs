@@ -43,21 +43,46 @@ pub fn write_canonical(value: &serde_json::Value, out: &mut String) {
             }
             out.push(']');
         }
+        Value::Object(map) if map.len() <= SMALL_OBJECT => {
+            // Sorted on the stack: most objects are small, and a buffer each would be an
+            // allocation for every object written.
+            let mut members: [Option<(&String, &Value)>; SMALL_OBJECT] = [None; SMALL_OBJECT];
+            for (slot, member) in members.iter_mut().zip(map.iter()) {
+                *slot = Some(member);
+            }
+            let members = &mut members[..map.len()];
+            members.sort_unstable_by(|a, b| match (a, b) {
+                (Some(a), Some(b)) => utf16_order(a.0, b.0),
+                _ => std::cmp::Ordering::Equal,
+            });
+            write_members(members.iter().flatten().copied(), out);
+        }
         Value::Object(map) => {
             let mut members: Vec<(&String, &Value)> = map.iter().collect();
             members.sort_unstable_by(|a, b| utf16_order(a.0, b.0));
-            out.push('{');
-            for (i, (k, v)) in members.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_string(k, out);
-                out.push(':');
-                write_canonical(v, out);
-            }
-            out.push('}');
+            write_members(members.into_iter(), out);
         }
     }
+}
+
+/// Objects with at most this many members are sorted without a heap buffer.
+const SMALL_OBJECT: usize = 16;
+
+/// Write an object's members, already in canonical order.
+fn write_members<'a>(
+    members: impl Iterator<Item = (&'a String, &'a serde_json::Value)>,
+    out: &mut String,
+) {
+    out.push('{');
+    for (i, (k, v)) in members.enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_string(k, out);
+        out.push(':');
+        write_canonical(v, out);
+    }
+    out.push('}');
 }
 
 /// Append the RFC 8785 canonical form of one string (the same as of `Value::String`).
@@ -78,16 +103,33 @@ fn utf16_order(a: &str, b: &str) -> std::cmp::Ordering {
 }
 
 fn write_number(n: &serde_json::Number, out: &mut String) {
-    use std::fmt::Write as _;
     if let Some(u) = n.as_u64().filter(|u| *u <= EXACT_INT_MAX) {
-        let _ = write!(out, "{u}");
+        write_digits(u, out);
     } else if let Some(i) = n.as_i64().filter(|i| i.unsigned_abs() <= EXACT_INT_MAX) {
-        let _ = write!(out, "{i}");
+        out.push('-'); // as_u64 answered every integer ≥ 0, so this one is negative
+        write_digits(i.unsigned_abs(), out);
     } else {
         // Larger integers and every float: the double, in ECMAScript's shortest form.
         let f = n.as_f64().unwrap_or(0.0);
         let mut buf = ryu_js::Buffer::new();
         out.push_str(buf.format_finite(f));
+    }
+}
+
+/// The decimal digits of `n`, as `{n}` formats them, without the formatting machinery.
+fn write_digits(mut n: u64, out: &mut String) {
+    let mut buf = [0u8; 20];
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &d in &buf[at..] {
+        out.push(char::from(d));
     }
 }
 
@@ -230,6 +272,23 @@ mod tests {
         fn canonical_equals_an_independent_implementation(v in any_json()) {
             let independent = serde_json_canonicalizer::to_string(&v).unwrap();
             prop_assert_eq!(canonical_json(&v).unwrap(), independent);
+        }
+
+        /// Objects on both sides of the stack buffer's size, sorted alike.
+        #[test]
+        fn wide_objects_equal_an_independent_implementation(
+            members in proptest::collection::vec(("[a-z\u{e000}😀]{0,3}", any::<i64>()), 0..40)
+        ) {
+            let v = serde_json::Value::Object(
+                members.into_iter().map(|(k, n)| (k, serde_json::Value::from(n))).collect(),
+            );
+            let independent = serde_json_canonicalizer::to_string(&v).unwrap();
+            prop_assert_eq!(canonical_json(&v).unwrap(), independent);
+        }
+
+        #[test]
+        fn integers_are_their_digits(n in -(1i64 << 53)..=(1i64 << 53)) {
+            prop_assert_eq!(canonical_json(&serde_json::Value::from(n)).unwrap(), n.to_string());
         }
 
         #[test]

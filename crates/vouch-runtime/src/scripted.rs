@@ -68,12 +68,31 @@ impl ScriptedModel {
 }
 
 fn usage_for(v: &Value) -> Usage {
-    // Deterministic stand-in for token counts: about four bytes a token.
-    let n = v.to_string().len() as u64;
+    // Deterministic stand-in for token counts: about four bytes a token (of the turn's JSON
+    // text, counted as it is written rather than built).
+    let n = json_len(v);
     Usage {
         prompt_tokens: 40 + n / 2,
         completion_tokens: n.div_ceil(4),
     }
+}
+
+/// The length of `v`'s JSON text (`v.to_string().len()`), without building the text.
+fn json_len(v: &Value) -> u64 {
+    struct Count(u64);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len() as u64;
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    // Writing a `Value` to a sink that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut c, v);
+    c.0
 }
 
 impl Model for ScriptedModel {
@@ -83,21 +102,23 @@ impl Model for ScriptedModel {
         _tools: &[ToolSpec],
     ) -> Result<ModelTurn, ModelError> {
         let i = self.next;
-        let Some(t) = self.turns.get(i).cloned() else {
+        if i >= self.turns.len() {
             return Err(ModelError::ScriptExhausted);
-        };
+        }
         self.next += 1;
-        let call = |name: &str, args: Value| ModelTurn {
+        // The turn is read where it is, not copied.
+        let t = &self.turns[i];
+        let call = |name: &str, args: &Value| ModelTurn {
             content: None,
             tool_calls: vec![ToolCall {
                 id: Self::call_id(i),
                 name: name.to_string(),
                 arguments: args.to_string(),
             }],
-            usage: usage_for(&t),
+            usage: usage_for(t),
         };
         if let Some(m) = t.get("declare") {
-            return Ok(call("declare", m.clone()));
+            return Ok(call("declare", m));
         }
         if let Some(id) = t.get("deliver").and_then(Value::as_str) {
             let payload = t.get("payload").cloned().unwrap_or(json!({}));
@@ -115,7 +136,7 @@ impl Model for ScriptedModel {
                 Some(d) => crate::schemas::expand_script_text(&d, &payload),
                 None => payload,
             };
-            return Ok(call(&tool, json!({"delivery": id, "payload": payload})));
+            return Ok(call(&tool, &json!({"delivery": id, "payload": payload})));
         }
         if let Some(u) = t.get("undeclared") {
             let verb = u
@@ -126,32 +147,48 @@ impl Model for ScriptedModel {
             let payload = t.get("payload").cloned().unwrap_or(json!({}));
             return Ok(call(
                 &verb,
-                json!({"destination": u.get("destination").cloned().unwrap_or(Value::Null), "payload": payload}),
+                &json!({"destination": u.get("destination").cloned().unwrap_or(Value::Null), "payload": payload}),
             ));
         }
         if let Some(name) = t.get("tool").and_then(Value::as_str) {
-            return Ok(call(name, t.get("args").cloned().unwrap_or(json!({}))));
+            return Ok(call(name, t.get("args").unwrap_or(&json!({}))));
         }
         if let Some(result) = t.get("submit") {
             // A task run submits its result (the implied `result` item, contract §13.1).
             let assessment = t.get("self_assessment").cloned().unwrap_or(Value::Null);
             return Ok(call(
                 "submit",
-                json!({"result": result, "self_assessment": assessment}),
+                &json!({"result": result, "self_assessment": assessment}),
             ));
         }
         if let Some(q) = t.get("clarify").and_then(Value::as_str) {
-            return Ok(call("clarify", json!({"question": q})));
+            return Ok(call("clarify", &json!({"question": q})));
         }
         if let Some(text) = t.get("final").and_then(Value::as_str) {
             return Ok(ModelTurn {
                 content: Some(text.to_string()),
                 tool_calls: vec![],
-                usage: usage_for(&t),
+                usage: usage_for(t),
             });
         }
         Err(ModelError::Protocol(format!(
             "script turn {i} is not a known turn: {t}"
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_len_is_the_texts_length() {
+        for v in [
+            json!(null),
+            json!({}),
+            json!({"deliver": "d1", "payload": {"text": "é \"q\"\n€😀"}, "n": [1.5, -3, 1e300]}),
+        ] {
+            assert_eq!(json_len(&v), v.to_string().len() as u64);
+        }
     }
 }

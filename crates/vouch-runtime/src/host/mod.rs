@@ -275,7 +275,7 @@ struct DriveState {
     messages: Vec<ChatMessage>,
     /// The run's record as the drive opened it (`None` for an external agent's call). Its
     /// trigger, scope and spec never change; its state and lease may have since.
-    run: Option<RunRecord>,
+    run: Option<Arc<RunRecord>>,
 }
 
 /// Asked at each turn boundary and before each tool call of a run: has its work been
@@ -326,7 +326,7 @@ impl Drives {
             .cloned()
     }
 
-    fn open(&self, run: &RunRecord, view: RunView, messages: Vec<ChatMessage>) {
+    fn open(&self, run: &Arc<RunRecord>, view: RunView, messages: Vec<ChatMessage>) {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).insert(
             run.id.clone(),
             Arc::new(std::sync::Mutex::new(DriveState {
@@ -337,8 +337,9 @@ impl Drives {
         );
     }
 
-    /// The record of a run being driven by this process, as its drive opened it.
-    fn record(&self, run_id: &str) -> Option<RunRecord> {
+    /// The record of a run being driven by this process, as its drive opened it (shared, not
+    /// copied: it holds the run's whole spec).
+    fn record(&self, run_id: &str) -> Option<Arc<RunRecord>> {
         let d = self.get(run_id)?;
         let d = d.lock().unwrap_or_else(|p| p.into_inner());
         d.run.clone()

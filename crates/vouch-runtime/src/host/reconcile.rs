@@ -89,7 +89,7 @@ impl Host {
         // anyway (a cancel from elsewhere) is answered by `end_run` below.
         let run = match self.drives.record(run_id) {
             Some(r) => r,
-            None => self.record(run_id)?,
+            None => std::sync::Arc::new(self.record(run_id)?),
         };
         if run.state == RunState::Ended {
             return Ok((run.outcome.unwrap_or(vouch_core::Outcome::Failed), false));

@@ -57,7 +57,7 @@ impl Host {
             chain_root,
             parent: parent.map(|p| p.id.clone()),
             scope,
-            spec: json!({"model": self.models.record(&spec.model), "presence": presence, "presence_explicit": spec.presence.is_some(), "quiet": spec.quiet}),
+            spec: run_spec_record(self.models.record(&spec.model), presence, spec),
             created_ms: self.now(),
             // Born owned: another process's start-up reconciliation must never take a run
             // that is being created for an orphan (issue 11 #10).
@@ -243,6 +243,7 @@ impl Host {
     }
 
     fn drive_open(&self, run: RunRecord) -> HostResult<RunEnd> {
+        let run = Arc::new(run);
         let run_id = run.id.as_str();
         if run.state == RunState::Ended {
             return Err(HostError::NotWaiting(format!(
@@ -732,5 +733,50 @@ pub(super) fn chat_message(event: &Event, delivery: Option<&str>) -> Option<Chat
             content: b.answer.clone(),
         }),
         _ => None,
+    }
+}
+
+/// The spec a run records: its model (moved in, not copied as `json!` would copy it), its
+/// presence, and whether the presence and quietness were asked for. The members' order is
+/// the stored order.
+fn run_spec_record(model: Value, presence: Presence, spec: &RunSpec) -> Value {
+    let mut m = serde_json::Map::with_capacity(4);
+    m.insert("model".into(), model);
+    m.insert("presence".into(), json!(presence));
+    m.insert(
+        "presence_explicit".into(),
+        Value::Bool(spec.presence.is_some()),
+    );
+    m.insert("quiet".into(), Value::Bool(spec.quiet));
+    Value::Object(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The recorded spec is, byte for byte, what `json!` wrote before (its text is stored and
+    /// its hash journaled).
+    #[test]
+    fn the_spec_record_is_what_json_wrote() {
+        let model = json!({"kind": "script", "turns": [{"final": "é\n\"x\""}, {"n": 1.5}]});
+        for (presence, asked, quiet) in [
+            (Presence::Watching, None, false),
+            (Presence::Away, Some(Presence::Away), true),
+            (Presence::Nearby, Some(Presence::Watching), false),
+        ] {
+            let spec = RunSpec {
+                trigger: TriggerKind::Interactive,
+                title: "t".into(),
+                presence: asked,
+                quiet,
+                model: model.clone(),
+                scope: None,
+            };
+            let before = json!({"model": model.clone(), "presence": presence, "presence_explicit": spec.presence.is_some(), "quiet": spec.quiet});
+            let now = run_spec_record(model.clone(), presence, &spec);
+            assert_eq!(now.to_string(), before.to_string());
+            assert_eq!(now, before);
+        }
     }
 }
