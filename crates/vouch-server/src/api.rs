@@ -137,6 +137,12 @@ fn new_run_spec(body: NewRun) -> ApiResult<vouch_runtime::RunSpec> {
             ))
         }
         (Some(script), None) => {
+            if !script.as_array().is_some_and(|t| !t.is_empty()) {
+                return Err(ApiError::field(
+                    "script",
+                    "`script` is a JSON array of at least one model turn (docs/scripts.md)",
+                ));
+            }
             let turns = vouch_scenario::scenario::script_turns(script)
                 .map_err(|e| ApiError::field("script", format!("the script: {e}")))?;
             let Some(title) = title else {

@@ -401,9 +401,9 @@ pub struct NewRun {
     /// `routine` the routine's `prompt` when absent.
     #[serde(default)]
     pub title: Option<String>,
-    /// A JSON array of model turns, or an object with `script` holding one (docs/scripts.md).
+    /// The script's model turns, a JSON array of at least one turn (docs/scripts.md).
     #[serde(default)]
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<Vec<Object>>, min_items = 1)]
     pub script: Option<Value>,
     /// `{"prompt": …, "script": [...]}` or `{"prompt": …, "model": {"kind": "openai"}}`.
     #[serde(default)]

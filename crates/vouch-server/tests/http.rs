@@ -2756,6 +2756,16 @@ fn start_a_run_over_http(s: &Server) {
             "turn 1",
         ),
         (json!({"title": "x", "script": "turns"}), "script", "array"),
+        (
+            json!({"title": "x", "script": []}),
+            "script",
+            "at least one",
+        ),
+        (
+            json!({"title": "x", "script": {"script": turn}}),
+            "script",
+            "array",
+        ),
         (json!({"routine": {"script": []}}), "routine", "prompt"),
         (
             json!({"routine": {"prompt": "p", "script": [{"fly": 1}]}}),

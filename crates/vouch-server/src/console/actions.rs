@@ -134,9 +134,15 @@ fn new_run(form: &Form) -> Result<NewRun, ApiError> {
     })?;
     let title = Some(form.get("title").trim().to_string()).filter(|t| !t.is_empty());
     match form.get("kind") {
+        // A script file may hold `{"script": [...]}`; the API takes the array itself.
         "" | "script" => Ok(NewRun {
             title,
-            script: Some(v),
+            script: Some(match v {
+                Value::Object(mut o) if o.contains_key("script") => {
+                    o.remove("script").unwrap_or_default()
+                }
+                other => other,
+            }),
             routine: None,
         }),
         "routine" => Ok(NewRun {
