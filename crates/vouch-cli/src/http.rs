@@ -74,6 +74,7 @@ pub fn serve(
         .with_writer(std::io::stderr)
         .try_init();
     let ticker = host.clone();
+    let (_, board) = crate::task::open_board(dir)?;
     std::thread::Builder::new()
         .name("vouch-scheduler".into())
         .spawn(move || loop {
@@ -84,6 +85,11 @@ pub fn serve(
             // Runs whose owner died while we serve are ended here (§9.1 b).
             if let Err(e) = ticker.boot() {
                 tracing::error!(error = %e, "start-up reconciliation pass failed");
+            }
+            // A suspended task run waits for the task's next claimant only while its attempt
+            // can be resumed; one whose attempt ended is ended here (§13.3).
+            if let Err(e) = ticker.end_orphaned_task_runs(board.as_ref()) {
+                tracing::error!(error = %e, "ending the runs of ended attempts failed");
             }
         })
         .context("start the scheduler thread")?;

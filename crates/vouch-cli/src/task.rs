@@ -581,19 +581,26 @@ pub fn task(dir: &Path, cmd: TaskCmd, json: bool) -> Result<i32> {
             };
             let charged = vouch_runtime::cost::charge_uncharged(&*store, &*board, now_ms())
                 .map_err(store_err)?;
+            // Runs whose attempt ended wait for nothing: ended here with their receipt.
+            let host = home::host_on(dir, store, None)?;
+            let orphans = host
+                .end_orphaned_task_runs(&*board)
+                .map_err(crate::host_err)?;
             if json {
                 let mut v = serde_json::to_value(&r)?;
                 v["charged"] = json!(charged);
+                v["runs_ended"] = json!(orphans);
                 outln!("{v}");
             } else {
                 outln!(
-                    "Swept: {} attempt(s) timed out, {} suspended with their waiting run, {} task(s) expired, {} promoted, {} queued for resumption, {} ended attempt(s) charged with their run's cost.",
+                    "Swept: {} attempt(s) timed out, {} suspended with their waiting run, {} task(s) expired, {} promoted, {} queued for resumption, {} ended attempt(s) charged with their run's cost, {} run(s) of ended attempts ended.",
                     r.timed_out.len(),
                     r.suspended.len(),
                     r.expired.len(),
                     r.promoted.len(),
                     r.resumed.len(),
-                    charged
+                    charged,
+                    orphans.len()
                 );
             }
             Ok(0)

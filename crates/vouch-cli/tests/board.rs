@@ -1600,6 +1600,87 @@ fn profile_context_is_placed_by_policy(pg: bool) {
     assert_eq!(files["counts"]["context_reads"], 1, "{files}");
 }
 
+/// Behind vouch's back (the other process of a race, played by the store): `sql` on the
+/// board's store.
+fn raw_sql(b: &Board, sql: &str) {
+    match &b.pg_schema {
+        Some(schema) => {
+            let mut c = postgres::Client::connect(&pg_url(), postgres::NoTls).unwrap();
+            c.batch_execute(&format!("SET search_path TO \"{schema}\"; {sql}"))
+                .unwrap();
+        }
+        None => {
+            let c = rusqlite::Connection::open(b.dir.join("vouch.db")).unwrap();
+            c.execute_batch(sql).unwrap();
+        }
+    }
+}
+
+/// The soak's second race (docs/reliability.md): a worker claims the resumption of a decided
+/// run while another live process still holds that run. It gives the claim back — an abort,
+/// which does not count against the task's one attempt — instead of failing the attempt (the
+/// task failed here before). The run its ended attempt leaves behind waits for nothing: once
+/// no process holds it, the sweep ends it with its receipt ("the attempt ended"), once, and
+/// nothing is sent.
+fn a_resumption_refused_its_run_gives_the_claim_back(pg: bool) {
+    let b = Board::new(pg);
+    let (url, got) = receiver();
+    let id = b.offer(&[]);
+    let script = b.script(json!([
+        {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "webhook", "address": url}}]}},
+        {"deliver": "d1", "payload": {"text": "hello"}},
+        {"submit": {"summary": "sent"}},
+        {"final": "done"}
+    ]));
+    b.drain("w1", &script);
+    let v = b.show(&id);
+    assert_eq!(attempt_states(&v), vec!["suspended"], "{v}");
+    let run = v["attempts"][0]["run_id"].as_str().unwrap().to_string();
+    let hash = b.card_hash(&run);
+    let d = b.json(&["approve", &run, "d1", "--hash", &hash]);
+    assert_eq!(d["task_state"], "queued", "{d}");
+    // Another live process (of another host, judged by its lease) holds the decided run.
+    raw_sql(
+        &b,
+        &format!("UPDATE runs SET owner = 'elsewhere:1:1', lease_until_ms = 9000000000000000 WHERE id = '{run}'"),
+    );
+    let out = b.drain("w2", &script);
+    let v = b.show(&id);
+    assert_eq!(
+        attempt_states(&v),
+        vec!["aborted", "suspended"],
+        "the claim went back; the task's one attempt is not spent: {v}\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(state(&v), "running", "{v}");
+    assert!(got.lock().unwrap().is_empty(), "nothing sent");
+    // While it is held, the sweep leaves the run to its holder.
+    let s = b.json(&["task", "sweep"]);
+    assert_eq!(s["runs_ended"], json!([]), "{s}");
+    // The holder lets go: the run of the aborted attempt waits for nothing and is ended once.
+    raw_sql(
+        &b,
+        &format!("UPDATE runs SET owner = NULL, lease_until_ms = NULL WHERE id = '{run}'"),
+    );
+    let s = b.json(&["task", "sweep"]);
+    assert_eq!(s["runs_ended"], json!([run.as_str()]), "{s}");
+    let s = b.json(&["task", "sweep"]);
+    assert_eq!(s["runs_ended"], json!([]), "once: {s}");
+    let r = b.json(&["receipt", &run]);
+    assert_eq!(r["state"], "ended", "{r}");
+    let text = r["receipt"].as_str().unwrap();
+    assert!(text.contains("the attempt ended"), "{text}");
+    // The new attempt's run still waits for its own approval; nothing was sent twice.
+    let run2 = v["attempts"][1]["run_id"].as_str().unwrap().to_string();
+    assert_ne!(run2, run);
+    let hash2 = b.card_hash(&run2);
+    b.json(&["approve", &run2, "d1", "--hash", &hash2]);
+    b.drain("w3", &script);
+    let v = b.show(&id);
+    assert_eq!(state(&v), "completed", "{v}");
+    assert_eq!(got.lock().unwrap().len(), 1, "sent once");
+}
+
 macro_rules! both {
     ($($name:ident),*) => {
         mod sqlite { $( #[test] fn $name() { super::$name(false) } )* }
@@ -1627,5 +1708,6 @@ both!(
     cancel_closes_every_open_card_and_question,
     a_cancel_stops_the_work,
     a_task_cancel_ends_its_suspended_run,
-    a_decision_before_the_attempt_reports_its_wait_is_refused
+    a_decision_before_the_attempt_reports_its_wait_is_refused,
+    a_resumption_refused_its_run_gives_the_claim_back
 );

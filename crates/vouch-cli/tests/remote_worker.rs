@@ -597,3 +597,71 @@ fn a_remote_run_without_a_handoff_fails_its_attempt_visibly_on_sqlite() {
 fn a_remote_run_without_a_handoff_fails_its_attempt_visibly_on_postgres() {
     a_remote_run_without_a_handoff_fails_its_attempt_visibly(true);
 }
+
+/// A remote worker that dies mid-attempt (it claimed over HTTP, made a call, then went
+/// silent): the sweep times the attempt out, and the attempt's run — idle between calls, no
+/// process holding it — is ended by the host with its receipt ("the attempt ended"), once,
+/// rather than left waiting for calls that will never come (§13.3).
+fn a_dead_remote_workers_run_is_ended_with_its_attempt(pg: bool) {
+    let s = setup(pg);
+    let task = s.host.json(&[
+        "task",
+        "offer",
+        "--type",
+        "freeform",
+        "--brief",
+        "dies midway",
+        "--lease-ms",
+        "1000",
+        "--heartbeat-ms",
+        "500",
+        "--dispatch-timeout-ms",
+        "1000",
+    ])["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let c = s.claim();
+    assert_eq!(c["claimed"], true, "{c}");
+    let run = c["run"].as_str().unwrap().to_string();
+    let (n, epoch) = (
+        c["attempt"]["n"].as_u64().unwrap(),
+        c["attempt"]["epoch"].as_i64().unwrap(),
+    );
+    let (code, v) = s.call(&task, n, epoch, "declare", json!({"deliveries": []}));
+    assert_eq!(code, 200, "{v}");
+    // The worker is gone: no heartbeat, no call. Sweeps until the lease has lapsed.
+    let mut ended = vec![];
+    let mut v = s.host.show(&task);
+    for _ in 0..300 {
+        let swept = s.host.json(&["task", "sweep"]);
+        ended.extend(swept["runs_ended"].as_array().cloned().unwrap_or_default());
+        v = s.host.show(&task);
+        if v["attempts"][0]["state"] == "timed_out" {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(v["attempts"][0]["state"], "timed_out", "{v}");
+    // Whichever sweeper held the duty (this command's or the server's before a claim) ended
+    // the run; one more sweep finds nothing left.
+    let swept = s.host.json(&["task", "sweep"]);
+    ended.extend(swept["runs_ended"].as_array().cloned().unwrap_or_default());
+    assert!(ended.len() <= 1, "ended once: {ended:?}");
+    let r = s.host.json(&["runs", "show", &run]);
+    assert_eq!(r["run"]["state"], "ended", "{r}");
+    let receipt = s.host.json(&["receipt", &run]);
+    let text = receipt["receipt"].as_str().unwrap();
+    assert!(text.contains("the attempt ended"), "{text}");
+    assert_eq!(s.host.json(&["task", "sweep"])["runs_ended"], json!([]));
+}
+
+#[test]
+fn a_dead_remote_workers_run_is_ended_with_its_attempt_on_sqlite() {
+    a_dead_remote_workers_run_is_ended_with_its_attempt(false);
+}
+
+#[test]
+fn a_dead_remote_workers_run_is_ended_with_its_attempt_on_postgres() {
+    a_dead_remote_workers_run_is_ended_with_its_attempt(true);
+}

@@ -27,6 +27,10 @@ use vouch_store::StoreError;
 
 /// How long the loop waits between looks at an empty board.
 pub const IDLE_POLL_MS: u64 = 200;
+/// A resumption refused its run because another process still holds it tries again this
+/// many times, this far apart, before it gives the claim back (an abort).
+pub const RESUME_TRIES_MAX: u32 = 10;
+pub const RESUME_RETRY_MS: u64 = 200;
 /// How often the loop sweeps the board (orphaned attempts, deadlines, conditions).
 pub const SWEEP_EVERY_MS: i64 = 500;
 
@@ -113,10 +117,17 @@ impl LocalBoard {
 impl BoardClient for LocalBoard {
     fn sweep(&self, now_ms: i64) -> Result<(), WorkerError> {
         // Fenced across hosts: when another process is sweeping, that sweep does this work.
-        vouch_store::board::sweep_fenced(&*self.host.store, &*self.board, now_ms, false)?;
+        let swept =
+            vouch_store::board::sweep_fenced(&*self.host.store, &*self.board, now_ms, false)?;
         // Every ended attempt whose run's cost nobody reported is charged from its run's
         // journal (§13.7.2); a failure is tried again at the next sweep.
         crate::cost::charge_uncharged(&*self.host.store, &*self.board, now_ms)?;
+        // The sweeper that held the duty ends the runs whose attempt ended (§13.3).
+        if swept.is_some() {
+            self.host
+                .end_orphaned_task_runs(&*self.board)
+                .map_err(|e| WorkerError::Retry(format!("ending orphaned task runs: {e}")))?;
+        }
         Ok(())
     }
     fn claim(&self, mut req: ClaimRequest) -> Result<Option<Claim>, WorkerError> {
@@ -494,13 +505,43 @@ impl WorkerLoop {
             (true, Some(run)) => Some(run),
             _ => None,
         };
-        let out = self.client.run(&job, resume, stop.clone());
+        let out = self.run_resumable(&job, resume, &stop);
+        if let (Some(run), Err(HostError::OwnedElsewhere(e))) = (resume, &out) {
+            // Still held by another process (the one carrying the decision through): the
+            // claim goes back to the board, which does not count it against the attempts.
+            let reason = format!("the resumption could not take run {run} yet: {e}");
+            return self.finish(at, ReportKind::Aborted { reason }, None);
+        }
         if stop() {
             // The board's cancel won: its attempt is already `cancelled`, so nothing is
             // reported; the run ended `cancel` with its receipt.
             return Ok(self.cancelled(at, out.ok().map(|o| o.run_id)));
         }
         self.after_run(at, out)
+    }
+
+    /// Run the attempt. A resumption whose run another process still holds (a decider
+    /// releases it within moments, §13.3) is tried again a few times before it gives up:
+    /// `owned_elsewhere` on a resumption is transient, never the attempt's failure.
+    fn run_resumable(
+        &self,
+        job: &AttemptJob,
+        resume: Option<&str>,
+        stop: &StopProbe,
+    ) -> Result<AttemptOutcome, HostError> {
+        let mut tries = 0;
+        loop {
+            let out = self.client.run(job, resume, stop.clone());
+            match out {
+                Err(HostError::OwnedElsewhere(_))
+                    if resume.is_some() && tries < RESUME_TRIES_MAX && !stop() =>
+                {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(RESUME_RETRY_MS));
+                }
+                out => return out,
+            }
+        }
     }
 
     /// The host decided the run's end: report it, or suspend the attempt with its run.

@@ -511,11 +511,19 @@ pub fn claim_checked(s: &AppState, req: &ClaimRequest, via: &str) -> ApiResult<C
     // Orphaned attempts, passed deadlines and satisfied conditions first, as every worker does;
     // a sweep that loses a race is done by the next one, and one running elsewhere (fenced
     // across hosts) does this one's work.
-    if let Err(e) = vouch_store::board::sweep_fenced(&*s.store, &*board, now, false) {
+    let swept = vouch_store::board::sweep_fenced(&*s.store, &*board, now, false);
+    if let Err(e) = &swept {
         tracing::warn!(error = %e, "sweep before a claim failed");
     }
     if let Err(e) = vouch_runtime::cost::charge_uncharged(s.store.as_ref(), board.as_ref(), now) {
         tracing::warn!(error = %e, "charging ended attempts failed");
+    }
+    // The sweep's holder ends the task runs whose attempt ended (a remote worker that died
+    // leaves its run idle; §13.3).
+    if matches!(swept, Ok(Some(_))) {
+        if let Err(e) = s.host.end_orphaned_task_runs(board.as_ref()) {
+            tracing::warn!(error = %e, "ending orphaned task runs failed");
+        }
     }
     let started = std::time::Instant::now();
     let claim = board.claim(req).map_err(board_err);

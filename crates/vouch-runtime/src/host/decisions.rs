@@ -288,6 +288,15 @@ impl Host {
     /// The cancel of a run this process holds (§9.4): close its cards, withdraw what is not
     /// yet attempted or decided, and end it `cancel`.
     pub(super) fn cancel_owned(&self, run_id: &str) -> HostResult<vouch_core::Outcome> {
+        self.withdraw_and_end(run_id, "cancelled at your request")
+    }
+
+    /// End a run this process holds the way a cancel does, each withdrawn item saying `why`.
+    pub(super) fn withdraw_and_end(
+        &self,
+        run_id: &str,
+        why: &str,
+    ) -> HostResult<vouch_core::Outcome> {
         // Every open card closes — approvals and the run's question alike (issue 21): an
         // ended run leaves nothing to decide in the inbox.
         self.store.close_cards(run_id, self.now())?;
@@ -307,14 +316,7 @@ impl Host {
                 if unsettled {
                     self.journal(
                         run_id,
-                        self.evd(
-                            &d.id,
-                            j::Evidence::of(
-                                DeliveryStatus::Denied,
-                                "",
-                                "cancelled at your request",
-                            ),
-                        ),
+                        self.evd(&d.id, j::Evidence::of(DeliveryStatus::Denied, "", why)),
                     )?;
                 }
             }

@@ -30,6 +30,7 @@ mod decisions;
 mod external;
 mod given;
 mod manifest;
+mod orphans;
 mod owner;
 mod patch;
 mod proposal;

@@ -411,7 +411,9 @@ fn decided_unjournaled(view: &RunView, card: &Card) -> bool {
 /// run, §13.3) or the outside agent's next call (§17.2). Otherwise its owner died carrying a
 /// decision through (a card decided but not journaled, or the person's answer or approval
 /// journaled and the run not yet driven on): nothing would ever wake it, so start-up carries
-/// it through and reconciles it like any orphan.
+/// it through and reconciles it like any orphan. A task run parked here whose attempt has
+/// ended has no next claimant: the board's sweeper and the server's reconciliation end it
+/// (`end_orphaned_task_runs`, §13.3), since this pass does not read the board.
 fn waits_on(run: &RunRecord, cards: &[Card], view: &RunView) -> bool {
     if cards.iter().any(|c| c.state == CardState::Open) {
         return true;
