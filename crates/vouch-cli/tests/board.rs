@@ -1670,6 +1670,9 @@ fn a_resumption_refused_its_run_gives_the_claim_back(pg: bool) {
     assert_eq!(r["state"], "ended", "{r}");
     let text = r["receipt"].as_str().unwrap();
     assert!(text.contains("the attempt ended"), "{text}");
+    // Nobody asked for this end: the item says why it was not done, never "at your request".
+    assert!(text.contains("Not done: the attempt ended"), "{text}");
+    assert!(!text.contains("at your request"), "{text}");
     // The new attempt's run still waits for its own approval; nothing was sent twice.
     let run2 = v["attempts"][1]["run_id"].as_str().unwrap().to_string();
     assert_ne!(run2, run);

@@ -653,6 +653,7 @@ fn a_dead_remote_workers_run_is_ended_with_its_attempt(pg: bool) {
     let receipt = s.host.json(&["receipt", &run]);
     let text = receipt["receipt"].as_str().unwrap();
     assert!(text.contains("the attempt ended"), "{text}");
+    assert!(!text.contains("at your request"), "{text}");
     assert_eq!(s.host.json(&["task", "sweep"])["runs_ended"], json!([]));
 }
 

@@ -8,8 +8,8 @@ use super::*;
 use vouch_store::board::BoardStore;
 
 impl Host {
-    /// End every open task run that no process holds and whose attempt has ended, each
-    /// withdrawn item saying "the attempt ended: …". Answers the runs ended here.
+    /// End every open task run that no process holds and whose attempt has ended, each item
+    /// not yet done saying "Not done: the attempt ended: …". Answers the runs ended here.
     pub fn end_orphaned_task_runs(&self, board: &dyn BoardStore) -> HostResult<Vec<String>> {
         let now = self.now();
         let mut ended = vec![];
@@ -60,7 +60,15 @@ impl Host {
                     reason: why.to_string(),
                 }),
             )
-            .and_then(|_| self.withdraw_and_end(run_id, why));
+            .and_then(|_| {
+                // Nobody asked for this end: the items it leaves say why, not "at your request".
+                self.settle_unsettled_and_end(
+                    run_id,
+                    DeliveryStatus::NotAttempted,
+                    why,
+                    EndedBy::Loop,
+                )
+            });
         self.drives.close(run_id);
         out.map(|_| true)
     }
