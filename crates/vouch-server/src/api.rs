@@ -137,7 +137,7 @@ fn new_run_spec(body: NewRun) -> ApiResult<vouch_runtime::RunSpec> {
             ))
         }
         (Some(script), None) => {
-            if !script.as_array().is_some_and(|t| !t.is_empty()) {
+            if script.as_array().is_none_or(|t| t.is_empty()) {
                 return Err(ApiError::field(
                     "script",
                     "`script` is a JSON array of at least one model turn (docs/scripts.md)",
