@@ -51,12 +51,15 @@ status=0
 # `positive_data_acceptance` is off: a schema cannot say what only the host can decide (a
 # cron expression, a payload hash bound to an open card, a worker's signature, a live
 # lease), so a schema-valid request may rightly be refused; every other check is on.
+# One worker: with two, the generator's threads build Python ASTs at once, and this
+# machine's CPython (3.11) can fail that with "AST constructor recursion depth mismatch" —
+# a runtime error of the tool, not a finding, which once turned a run red.
 # Run inside the scratch folder: schemathesis keeps state beside where it runs.
 (cd "$work" && "$ST" run "$work/openapi.json" --url "http://127.0.0.1:$port" \
   -H "Authorization: Bearer $token" \
   --checks all --exclude-checks positive_data_acceptance \
   --exclude-path-regex '/events$' \
-  --max-examples "$EXAMPLES" --max-time "$SECS" --seed 21 --workers 2 \
+  --max-examples "$EXAMPLES" --max-time "$SECS" --seed 21 --workers 1 \
   --request-timeout 10 --generation-database none --no-color \
   --suppress-health-check all --warnings off) >"$work/schemathesis.log" 2>&1 || status=$?
 echo "schemathesis: $(($(date +%s) - started)) s, exit $status"
