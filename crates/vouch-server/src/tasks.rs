@@ -400,8 +400,8 @@ pub async fn abort(
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json", description = "bad_signature, or another identity's token"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
-        (status = 409, body = Problem, content_type = "application/problem+json", description = "refused: not the live claimant; no_run: the attempt has no run here"),
-        (status = 422, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json", description = "refused: not the live claimant; no_run: the attempt has no run here; replayed: the claimant used this nonce before"),
+        (status = 422, body = Problem, content_type = "application/problem+json", description = "an unknown tool, at_ms too far from the host's clock, or a malformed nonce"),
     ))]
 pub async fn call(
     State(s): State<AppState>,
