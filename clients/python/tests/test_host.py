@@ -168,7 +168,8 @@ class AgainstARealHost(unittest.TestCase):
             seen.append(attempt.resumption)
             if not attempt.resumption:
                 client.call(attempt, "declare", {"deliveries": [
-                    {"id": "d1", "verb": "send", "destination": {"kind": "webhook", "address": address}}]})
+                    {"id": "d1", "verb": "send", "destination": {"kind": "webhook", "address": address}}]},
+                    usage={"prompt_tokens": 40, "completion_tokens": 2})
                 answer = client.call(attempt, "send", {"delivery": "d1", "payload": {"json": json.dumps({"text": "hello from python"})}})
                 self.assertTrue(SUSPENDED.of(answer), answer)
                 return SUSPENDED
@@ -193,6 +194,8 @@ class AgainstARealHost(unittest.TestCase):
         second = worker.drain()
         self.assertEqual(seen, [False, True])
         self.assertEqual(second[0]["task"]["state"], "completed", second)
+        # The tokens the handler reported with its call are the attempt's cost on the host.
+        self.assertEqual(self.person.task(task)["attempts"][0]["usage"]["tokens"], 42)
         self.assertEqual(len(received), 1, received)
         self.assertIn("hello from python", received[0])
         ended = self.person.request("GET", f"/api/runs/{run}")

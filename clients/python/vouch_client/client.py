@@ -223,11 +223,17 @@ class Client:
         body = {"reason": reason, **signed}
         return self.request("POST", f"/api/tasks/{_seg(attempt.task)}/attempts/{attempt.n}/abort", body)
 
-    def call(self, attempt, tool, args):
+    def call(self, attempt, tool, args, usage=None):
         """Call a host tool (`declare`, `save`, `send`, `clarify`, `finish`, …) in the
-        attempt's run: `POST /api/tasks/{id}/attempts/{n}/call`, signed like every statement."""
-        signed = self._attempt_statement("call", attempt, tool=tool, args=args)
-        body = {"tool": tool, "args": args, **signed}
+        attempt's run: `POST /api/tasks/{id}/attempts/{n}/call`, signed like every statement.
+        `usage`: `{"prompt_tokens", "completion_tokens"}` your model spent on the turn that
+        made this call (give it with the turn's first call): the run's cost counts it."""
+        fields = {"tool": tool, "args": args}
+        if usage is not None:
+            fields["usage"] = {"prompt_tokens": int(usage["prompt_tokens"]),
+                               "completion_tokens": int(usage["completion_tokens"])}
+        signed = self._attempt_statement("call", attempt, **fields)
+        body = {**fields, **signed}
         return self.request("POST", f"/api/tasks/{_seg(attempt.task)}/attempts/{attempt.n}/call", body)
 
     # ------------------------------------------------------------------ other scopes

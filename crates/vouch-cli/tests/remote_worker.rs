@@ -666,3 +666,221 @@ fn a_dead_remote_workers_run_is_ended_with_its_attempt_on_sqlite() {
 fn a_dead_remote_workers_run_is_ended_with_its_attempt_on_postgres() {
     a_dead_remote_workers_run_is_ended_with_its_attempt(true);
 }
+
+/// An OpenAI-compatible server on loopback that answers from a queue and keeps every request
+/// body it was sent: what the remote worker's model is told, read off the wire.
+fn recording_model(answers: Vec<Value>) -> (String, Arc<Mutex<Vec<Value>>>) {
+    use std::io::{BufReader, Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", l.local_addr().unwrap());
+    let got = Arc::new(Mutex::new(vec![]));
+    let seen = got.clone();
+    std::thread::spawn(move || {
+        let mut queue = answers.into_iter();
+        for conn in l.incoming().flatten() {
+            let mut r = BufReader::new(conn);
+            let mut len = 0usize;
+            loop {
+                let mut line = String::new();
+                if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                let lower = line.to_ascii_lowercase();
+                if let Some(v) = lower.strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0u8; len];
+            let _ = r.read_exact(&mut body);
+            seen.lock()
+                .unwrap()
+                .push(serde_json::from_slice(&body).unwrap_or(Value::Null));
+            let answer = queue.next().unwrap_or_else(|| {
+                json!({"choices": [{"message": {"role": "assistant", "content": "out of answers"}}]})
+            });
+            let body = answer.to_string();
+            let _ = write!(
+                r.get_mut(),
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (url, got)
+}
+
+/// A model answer that makes the given tool calls, spending 10 + 5 tokens.
+fn model_calls(calls: &[(&str, &str, Value)]) -> Value {
+    let calls: Vec<Value> = calls
+        .iter()
+        .map(|(id, name, args)| json!({"id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()}}))
+        .collect();
+    json!({"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": calls}}], "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
+}
+
+/// The remote worker's model, read off the wire (a recording OpenAI-compatible server on the
+/// worker's side): it is told the task's brief, its criteria and the output schema it must
+/// submit, and offered the host's tools; every call it makes is carried out on the host's run
+/// (the file is saved in the host's home, not the worker's), and the task completes there.
+fn a_remote_workers_model_is_told_the_task_and_acts_on_the_host(pg: bool) {
+    let s = setup(pg);
+    let criteria = s.host.tmp.path().join("criteria.json");
+    std::fs::write(&criteria, r#"["names the revenue figure"]"#).unwrap();
+    let out = s.host.json(&[
+        "task",
+        "offer",
+        "--type",
+        "freeform",
+        "--brief",
+        "Summarise the Q4 notes into Notes/q4.md",
+        "--criteria",
+        criteria.to_str().unwrap(),
+    ]);
+    let task = out["id"].as_str().unwrap().to_string();
+    let manifest = json!({"deliveries": [{"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": "Notes/q4.md"}}]});
+    let (url, seen) = recording_model(vec![
+        model_calls(&[("c1", "declare", manifest)]),
+        model_calls(&[
+            (
+                "c2",
+                "save",
+                json!({"delivery": "d1", "payload": {"text": "Revenue up 12%.\n"}}),
+            ),
+            (
+                "c3",
+                "submit",
+                json!({"result": {"summary": "Revenue up 12%."},
+                "self_assessment": {"names the revenue figure": {"met": true, "note": "12%"}}}),
+            ),
+        ]),
+        json!({"choices": [{"message": {"role": "assistant", "content": "Saved and submitted."}}]}),
+    ]);
+    let out = s
+        .worker
+        .cmd(&[
+            "--json",
+            "worker",
+            "--name",
+            "w1",
+            "--drain",
+            "--server",
+            &s.server.url,
+            "--token",
+            &s.wtoken,
+        ])
+        .env("VOUCH_MODEL_URL", &url)
+        .env("VOUCH_MODEL", "stand-in")
+        .env("VOUCH_API_KEY", "sk-test")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "remote worker: {}", err(&out));
+    let requests = seen.lock().unwrap().clone();
+    assert_eq!(requests.len(), 3, "{requests:?}");
+    let first = &requests[0];
+    let told = first["messages"].to_string();
+    for must in [
+        "Summarise the Q4 notes into Notes/q4.md",
+        "names the revenue figure",
+        "self_assessment",
+    ] {
+        assert!(
+            told.contains(must),
+            "`{must}` missing from what the model is told: {told}"
+        );
+    }
+    let tools: Vec<&str> = first["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    for must in ["declare", "save", "submit"] {
+        assert!(tools.contains(&must), "`{must}` not offered: {tools:?}");
+    }
+    let submit = first["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "submit")
+        .unwrap();
+    assert!(
+        submit["function"]["parameters"]["properties"]["result"]["properties"]["summary"]
+            .is_object(),
+        "submit's `result` is the type's output schema: {submit}"
+    );
+    // The host's answers to the calls reached the model as tool results.
+    let last = requests[2]["messages"].as_array().unwrap();
+    assert_eq!(
+        last.iter().filter(|m| m["role"] == "tool").count(),
+        3,
+        "{last:?}"
+    );
+    // The world: the file is in the host's home, the task completed there with the result.
+    let saved = std::fs::read_to_string(s.host.dir.join("files/Notes/q4.md")).unwrap();
+    assert_eq!(saved, "Revenue up 12%.\n");
+    assert!(!s.worker.dir.join("files/Notes/q4.md").exists());
+    let v = s.host.show(&task);
+    assert_eq!(v["task"]["state"], "completed", "{v}");
+    assert_eq!(v["result"], json!({"summary": "Revenue up 12%."}), "{v}");
+    // The cost is the model's, reported by the worker with its calls: two answers of 10 + 5
+    // tokens (the third said none), in the attempt's usage and the host's receipt.
+    assert_eq!(v["attempts"][0]["usage"]["tokens"], 30, "{v}");
+    let receipt = v["attempts"][0]["detail"]["receipt"].as_str().unwrap();
+    assert!(receipt.contains("30 tokens"), "{receipt}");
+}
+
+/// A call's reported tokens are signed with it: changed after signing is 403 `bad_signature`;
+/// more than a turn can spend is 422 naming `usage`; a signed report counts on the run.
+fn a_calls_reported_tokens_are_signed_and_bounded(pg: bool) {
+    let s = setup(pg);
+    let task = s.host.offer("report what it cost");
+    let claim = s.claim();
+    let epoch = claim["attempt"]["epoch"].as_i64().unwrap();
+    let declare = json!({"deliveries": []});
+    let signed = |usage: Value| {
+        let (at_ms, nonce) = (now_ms(), nonce());
+        let statement = json!({"call": {"task": task, "attempt": 1, "claimant": "w1", "epoch": epoch, "tool": "declare", "args": declare, "at_ms": at_ms, "nonce": nonce, "usage": usage}});
+        json!({"claimant": "w1", "epoch": epoch, "tool": "declare", "args": declare, "at_ms": at_ms, "nonce": nonce, "usage": usage, "signature": s.w1.sign(&statement).unwrap()})
+    };
+    let url = s.url(&format!("/api/tasks/{task}/attempts/1/call"));
+    let mut body = signed(json!({"prompt_tokens": 70, "completion_tokens": 7}));
+    body["usage"]["prompt_tokens"] = json!(7);
+    let (code, p) = http("POST", &url, &s.wtoken, Some(&body));
+    assert_eq!(
+        (code, p["code"].as_str()),
+        (403, Some("bad_signature")),
+        "{p}"
+    );
+    let body = signed(json!({"prompt_tokens": 100_000_001u64, "completion_tokens": 0}));
+    let (code, p) = http("POST", &url, &s.wtoken, Some(&body));
+    assert_eq!(code, 422, "{p}");
+    assert!(p.to_string().contains("usage"), "{p}");
+    let body = signed(json!({"prompt_tokens": 70, "completion_tokens": 7}));
+    let (code, p) = http("POST", &url, &s.wtoken, Some(&body));
+    assert_eq!(code, 200, "{p}");
+    // A call without `usage` reports nothing spent; the run's cost is what was reported.
+    let (code, p) = s.call(&task, 1, epoch, "finish", json!({"text": ""}));
+    assert_eq!(code, 200, "{p}");
+    let v = s.host.show(&task);
+    assert_eq!(v["attempts"][0]["usage"]["tokens"], 77, "{v}");
+}
+
+#[test]
+fn a_calls_reported_tokens_are_signed_and_bounded_on_sqlite() {
+    a_calls_reported_tokens_are_signed_and_bounded(false);
+}
+
+#[test]
+fn a_calls_reported_tokens_are_signed_and_bounded_on_postgres() {
+    a_calls_reported_tokens_are_signed_and_bounded(true);
+}
+
+#[test]
+fn a_remote_workers_model_is_told_the_task_and_acts_on_the_host_on_sqlite() {
+    a_remote_workers_model_is_told_the_task_and_acts_on_the_host(false);
+}
+
+#[test]
+fn a_remote_workers_model_is_told_the_task_and_acts_on_the_host_on_postgres() {
+    a_remote_workers_model_is_told_the_task_and_acts_on_the_host(true);
+}

@@ -19,6 +19,7 @@ use vouch_store::board::{
     report_statement, AttemptCall, AttemptRecord, AttemptRef, Claim, ClaimRequest, Heartbeat,
     Report, ReportKind, Reported, Stamp, TaskRecord, Usage,
 };
+use vouch_store::journal::TokenUsage;
 
 /// How long one request to the host may take.
 pub const REQUEST_TIMEOUT_S: u64 = 120;
@@ -195,31 +196,52 @@ impl RemoteBoard {
     }
 
     /// One tool call of the attempt's run, signed over the call statement with a fresh nonce.
-    fn call_body(&self, at: &AttemptRef, tool: &str, args: &Value) -> Result<Value, WorkerError> {
+    /// `usage`: what the model spent on the turn that made the call (sent with its first call).
+    fn call_body(
+        &self,
+        at: &AttemptRef,
+        tool: &str,
+        args: &Value,
+        usage: Option<TokenUsage>,
+    ) -> Result<Value, WorkerError> {
         let call = AttemptCall {
             attempt: at.clone(),
             tool: tool.to_string(),
             args: args.clone(),
             at_ms: self.clock.now_ms(),
             nonce: fresh_nonce().map_err(|e| WorkerError::Fatal(e.to_string()))?,
+            usage,
         };
         let signature = self.sign(call_statement(&call))?;
-        Ok(json!({
+        let mut body = json!({
             "claimant": at.claimant, "epoch": at.epoch, "tool": call.tool, "args": call.args,
             "at_ms": call.at_ms, "nonce": call.nonce, "signature": signature,
-        }))
+        });
+        if let Some(u) = &call.usage {
+            body["usage"] =
+                json!({"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens});
+        }
+        Ok(body)
     }
 
     fn attempt_path(at: &AttemptRef, what: &str) -> String {
         format!("/api/tasks/{}/attempts/{}/{what}", at.task_id, at.n)
     }
 
-    fn call(&self, at: &AttemptRef, tool: &str, args: &Value) -> Result<Value, HttpError> {
-        let body = self.call_body(at, tool, args).map_err(|e| HttpError {
-            status: None,
-            code: "unsigned".into(),
-            detail: e.to_string(),
-        })?;
+    fn call(
+        &self,
+        at: &AttemptRef,
+        tool: &str,
+        args: &Value,
+        usage: Option<TokenUsage>,
+    ) -> Result<Value, HttpError> {
+        let body = self
+            .call_body(at, tool, args, usage)
+            .map_err(|e| HttpError {
+                status: None,
+                code: "unsigned".into(),
+                detail: e.to_string(),
+            })?;
         self.send("POST", &Self::attempt_path(at, "call"), Some(&body))
     }
 
@@ -384,22 +406,24 @@ impl RemoteRun<'_> {
             }
             let turn = match model.next_turn(&messages, tools) {
                 Ok(t) => t,
-                Err(ModelError::ScriptExhausted) => return self.finish(""),
+                Err(ModelError::ScriptExhausted) => return self.finish("", None),
                 Err(e) => return Err(HostError::Internal(e.to_string())),
             };
             messages.push(ChatMessage::Assistant {
                 content: turn.content.clone(),
                 tool_calls: turn.tool_calls.clone(),
             });
+            // The turn's tokens go to the host with its first call: the run's cost is whole.
+            let mut spent = Some(TokenUsage::from(turn.usage));
             if turn.tool_calls.is_empty() {
-                return self.finish(turn.content.as_deref().unwrap_or_default());
+                return self.finish(turn.content.as_deref().unwrap_or_default(), spent);
             }
             for c in &turn.tool_calls {
                 if (self.stop)() {
                     return Err(HostError::Internal("the task was cancelled".into()));
                 }
                 let (text, end) = match serde_json::from_str::<Value>(&c.arguments) {
-                    Ok(args) => self.call(&c.name, &args)?,
+                    Ok(args) => self.call(&c.name, &args, spent.take())?,
                     Err(e) => (format!("the arguments are not JSON: {e}"), None),
                 };
                 messages.push(ChatMessage::Tool {
@@ -415,8 +439,13 @@ impl RemoteRun<'_> {
 
     /// One call on the host: its answer's text and end. A call the host refuses as
     /// malformed is the model's to repair; any other refusal ends the attempt here.
-    fn call(&self, tool: &str, args: &Value) -> Result<(String, Option<Value>), HostError> {
-        match self.board.call(&self.at, tool, args) {
+    fn call(
+        &self,
+        tool: &str,
+        args: &Value,
+        spent: Option<TokenUsage>,
+    ) -> Result<(String, Option<Value>), HostError> {
+        match self.board.call(&self.at, tool, args, spent) {
             Ok(a) => Ok((
                 a["text"].as_str().unwrap_or_default().to_string(),
                 a.get("end").filter(|e| !e.is_null()).cloned(),
@@ -431,8 +460,8 @@ impl RemoteRun<'_> {
         }
     }
 
-    fn finish(&self, text: &str) -> Result<AttemptOutcome, HostError> {
-        let (_, end) = self.call("finish", &json!({"text": text}))?;
+    fn finish(&self, text: &str, spent: Option<TokenUsage>) -> Result<AttemptOutcome, HostError> {
+        let (_, end) = self.call("finish", &json!({"text": text}), spent)?;
         let end = end.ok_or_else(|| {
             HostError::Internal(format!("run {} did not end when finished", self.run))
         })?;

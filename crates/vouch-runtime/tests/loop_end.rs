@@ -419,3 +419,52 @@ fn runs_ending_on_eight_threads_at_once_notify_each_exactly_once() {
     assert_eq!(sent.len(), 80, "no run notified twice");
     assert!(h.store.outbox_pending().unwrap().is_empty());
 }
+
+/// An outside agent's run (a remote worker's attempt, §13.7.2) counts the tokens its agent
+/// reports with each call: past the budget, the host ends the run at the agent's next call,
+/// named on the receipt, and the reported tokens are the run's cost.
+#[test]
+fn an_outside_agents_reported_tokens_count_against_the_token_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let limits = Limits {
+        tokens_max: 50,
+        ..Limits::default()
+    };
+    let world = common::FakeWorld::accepting();
+    let h = host(
+        dir.path(),
+        Arc::new(Count::default()),
+        limits,
+        world.clone(),
+    );
+    let id = h
+        .open_external(&RunSpec {
+            trigger: TriggerKind::Event,
+            title: "remote export".into(),
+            presence: Some(Presence::Away),
+            quiet: true,
+            model: vouch_runtime::host::external_model("http"),
+            scope: None,
+        })
+        .unwrap();
+    let manifest = json!({"deliveries": [{"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": "export.csv"}}]});
+    let spent = vouch_store::journal::TokenUsage {
+        prompt_tokens: 40,
+        completion_tokens: 20,
+    };
+    let r = h
+        .external_call_spent(&id, "declare", &manifest, spent)
+        .unwrap();
+    assert!(r.ok && r.end.is_none(), "{r:?}");
+    let save = json!({"delivery": "d1", "payload": {"text": "a,b"}});
+    let r = h.external_call(&id, "save", &save).unwrap();
+    assert!(!r.ok, "{r:?}");
+    assert!(matches!(r.end, Some(RunEnd::Ended { .. })), "{r:?}");
+    assert_eq!(world.executions("d1"), 0, "nothing past the budget is done");
+    let receipt = h.store.receipt(&id).unwrap().unwrap();
+    assert!(
+        receipt.contains("the agent used its whole token budget (50 tokens)"),
+        "{receipt}"
+    );
+    assert!(receipt.contains("60 tokens"), "{receipt}");
+}

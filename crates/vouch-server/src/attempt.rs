@@ -20,6 +20,7 @@ use vouch_store::board::{
     call_statement, AttemptCall, AttemptRecord, AttemptRef, BoardStore, Claim, Report, ReportKind,
     TaskRecord, Usage,
 };
+use vouch_store::journal::TokenUsage;
 
 /// One tool call of the attempt's run, signed by its claimant.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -40,9 +41,44 @@ pub struct CallBody {
     pub at_ms: i64,
     /// 16–64 characters of `A–Z a–z 0–9 _ -` the claimant never used before (§13.6.3).
     pub nonce: String,
+    /// The tokens the claimant's model spent on the turn that made this call (give it with
+    /// the turn's first call, and with `finish` for the final turn): the host cannot see a
+    /// remote model, so the run's cost and token budget count what the claimant reports here.
+    #[serde(default)]
+    pub usage: Option<CallUsage>,
     /// Ed25519 signature (128 hex digits) over the canonical JSON of `{"call": {"task",
-    /// "attempt", "claimant", "epoch", "tool", "args", "at_ms", "nonce"}}`.
+    /// "attempt", "claimant", "epoch", "tool", "args", "at_ms", "nonce"}}`, with `"usage":
+    /// {"prompt_tokens", "completion_tokens"}` in it when the call gives `usage`.
     pub signature: String,
+}
+
+/// Tokens one model turn spent, as the claimant reports them.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CallUsage {
+    #[schema(minimum = 0, maximum = 100_000_000)]
+    pub prompt_tokens: u64,
+    #[schema(minimum = 0, maximum = 100_000_000)]
+    pub completion_tokens: u64,
+}
+
+/// Tokens one turn may report, each figure: far above any model's context, so a figure past
+/// it is a mistake or a lie, refused rather than counted.
+pub const TURN_TOKENS_MAX: u64 = 100_000_000;
+
+impl CallUsage {
+    fn checked(self) -> ApiResult<TokenUsage> {
+        if self.prompt_tokens > TURN_TOKENS_MAX || self.completion_tokens > TURN_TOKENS_MAX {
+            return Err(ApiError::field(
+                "usage",
+                format!("`usage` counts at most {TURN_TOKENS_MAX} tokens of each kind for one turn; report what the model's answer said it spent"),
+            ));
+        }
+        Ok(TokenUsage {
+            prompt_tokens: self.prompt_tokens,
+            completion_tokens: self.completion_tokens,
+        })
+    }
 }
 
 /// What one call did (the shape an outside agent's call answers, §17).
@@ -238,12 +274,14 @@ pub fn end_bound_run(
 pub fn call(s: &AppState, task: &str, n: u32, b: &CallBody) -> ApiResult<CallAnswer> {
     let at = work::attempt_ref(task, n, &b.claimant, b.epoch)?;
     let (_, verifier) = work::verified(s)?;
+    let usage = b.usage.map(CallUsage::checked).transpose()?;
     let statement = call_statement(&AttemptCall {
         attempt: at.clone(),
         tool: b.tool.clone(),
         args: b.args.clone(),
         at_ms: b.at_ms,
         nonce: b.nonce.clone(),
+        usage,
     })?;
     let stamp = vouch_store::board::Stamp {
         at_ms: b.at_ms,
@@ -258,11 +296,22 @@ pub fn call(s: &AppState, task: &str, n: u32, b: &CallBody) -> ApiResult<CallAns
         &b.signature,
         &stamp,
     )?;
-    exec(s, &at, &b.tool, &b.args)
+    exec_spent(s, &at, &b.tool, &b.args, usage.unwrap_or_default())
 }
 
 /// One call of the attempt's run by its live claimant (HTTP, or MCP with a worker token).
 pub fn exec(s: &AppState, at: &AttemptRef, tool: &str, args: &Value) -> ApiResult<CallAnswer> {
+    exec_spent(s, at, tool, args, TokenUsage::default())
+}
+
+/// [`exec`] with the tokens the claimant reported for the model turn that made the call.
+pub fn exec_spent(
+    s: &AppState,
+    at: &AttemptRef,
+    tool: &str,
+    args: &Value,
+    spent: TokenUsage,
+) -> ApiResult<CallAnswer> {
     let board = work::board_of(s)?;
     let t = work::live_claimant(board.as_ref(), at)?;
     let run = attempt_row(board.as_ref(), at)?.run_id.ok_or_else(|| {
@@ -277,12 +326,12 @@ pub fn exec(s: &AppState, at: &AttemptRef, tool: &str, args: &Value) -> ApiResul
     })?;
     s.host.check_external_call(tool, args)?;
     let reply = match tool {
-        "declare" | "clarify" => s.host.external_call(&run, tool, args)?,
-        v if Verb::parse(v).is_some() => s.host.external_call(&run, v, args)?,
-        "submit" => submit(s, board.as_ref(), at, &t, &run, args)?,
+        "declare" | "clarify" => s.host.external_call_spent(&run, tool, args, spent)?,
+        v if Verb::parse(v).is_some() => s.host.external_call_spent(&run, v, args, spent)?,
+        "submit" => submit(s, board.as_ref(), at, &t, &run, args, spent)?,
         "finish" => {
             let text = args.get("text").and_then(Value::as_str).unwrap_or_default();
-            let end = s.host.external_finish(&run, text)?;
+            let end = s.host.external_finish_spent(&run, text, spent)?;
             ExternalReply {
                 ok: true,
                 text: "the run has ended".into(),
@@ -317,6 +366,7 @@ fn submit(
     t: &TaskRecord,
     run: &str,
     args: &Value,
+    spent: TokenUsage,
 ) -> ApiResult<ExternalReply> {
     let ty = s.work.types.get(&t.kind).ok_or_else(|| {
         ApiError::new(
@@ -336,7 +386,7 @@ fn submit(
         repairs_max: s.work.repairs_max,
     };
     let budget = vouch_runtime::host::BoardBudget { board, attempt: at };
-    Ok(s.host.external_submit(run, args, &rules, &budget)?)
+    Ok(s.host.external_submit(run, args, spent, &rules, &budget)?)
 }
 
 /// After a call: a run waiting for the person suspends its attempt (the worker is free,

@@ -1653,10 +1653,13 @@ pub struct AttemptCall {
     pub args: Value,
     pub at_ms: i64,
     pub nonce: String,
+    /// The tokens the claimant's model spent on the turn that made this call, as it reports
+    /// them; signed with the call when given (a statement without it is unchanged).
+    pub usage: Option<crate::journal::TokenUsage>,
 }
 
 pub fn call_statement(c: &AttemptCall) -> StoreResult<String> {
-    canonical(&serde_json::json!({"call": {
+    let mut call = serde_json::json!({
         "task": c.attempt.task_id,
         "attempt": c.attempt.n,
         "claimant": c.attempt.claimant,
@@ -1665,7 +1668,14 @@ pub fn call_statement(c: &AttemptCall) -> StoreResult<String> {
         "args": c.args,
         "at_ms": c.at_ms,
         "nonce": c.nonce,
-    }}))
+    });
+    if let Some(u) = &c.usage {
+        call["usage"] = serde_json::json!({
+            "prompt_tokens": u.prompt_tokens,
+            "completion_tokens": u.completion_tokens,
+        });
+    }
+    canonical(&serde_json::json!({ "call": call }))
 }
 
 fn canonical(v: &Value) -> StoreResult<String> {

@@ -51,15 +51,17 @@ impl Host {
 
     /// The attempt's `submit`, as one turn of its run: checked by `accept_submission` against
     /// `rules`, a malformed one costing a repair from `budget`; once one is accepted no other
-    /// replaces it. The accepted output is handed over when the run ends.
+    /// replaces it. The accepted output is handed over when the run ends. `spent`: the tokens
+    /// the agent reported for the turn that made this call.
     pub fn external_submit(
         &self,
         run_id: &str,
         args: &Value,
+        spent: j::TokenUsage,
         rules: &SubmitRules,
         budget: &dyn RepairBudget,
     ) -> HostResult<ExternalReply> {
-        self.external_call_with(run_id, "submit", args, |_, _| {
+        self.external_call_with(run_id, "submit", args, spent, |_, _| {
             if submitted_in(&self.store.journal(run_id)?).0.is_some() {
                 return Ok(CallResult::err(
                     "a result was already accepted for this attempt; it cannot be replaced",

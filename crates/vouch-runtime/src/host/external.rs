@@ -131,8 +131,24 @@ impl Host {
         name: &str,
         args: &Value,
     ) -> HostResult<ExternalReply> {
+        self.external_call_spent(run_id, name, args, j::TokenUsage::default())
+    }
+
+    /// [`Host::external_call`] with the tokens the agent's model spent on the turn that made
+    /// this call, as the agent reports them (a remote worker's model runs on its machine, so
+    /// the host cannot see them): journaled as the turn's usage, counted in the run's cost and
+    /// against its token budget.
+    pub fn external_call_spent(
+        &self,
+        run_id: &str,
+        name: &str,
+        args: &Value,
+        spent: j::TokenUsage,
+    ) -> HostResult<ExternalReply> {
         self.external_step(run_id, || {
-            self.external_call_open(run_id, name, args, |run, call| self.handle_call(run, call))
+            self.external_call_open(run_id, name, args, spent, |run, call| {
+                self.handle_call(run, call)
+            })
         })
     }
 
@@ -143,10 +159,11 @@ impl Host {
         run_id: &str,
         name: &str,
         args: &Value,
+        spent: j::TokenUsage,
         handle: impl FnOnce(&RunRecord, &ToolCall) -> HostResult<CallResult>,
     ) -> HostResult<ExternalReply> {
         self.external_step(run_id, || {
-            self.external_call_open(run_id, name, args, handle)
+            self.external_call_open(run_id, name, args, spent, handle)
         })
     }
 
@@ -155,26 +172,19 @@ impl Host {
         run_id: &str,
         name: &str,
         args: &Value,
+        spent: j::TokenUsage,
         handle: impl FnOnce(&RunRecord, &ToolCall) -> HostResult<CallResult>,
     ) -> HostResult<ExternalReply> {
         let run = self.take_external(run_id)?;
         check_call_bytes(args)?;
         let view = self.view(run_id)?;
-        if view.turns >= self.limits.turns_max {
-            let end = self.end_loop(
-                run_id,
-                Some((
-                    "turn_budget",
-                    format!(
-                        "the agent used its whole turn budget ({} turns)",
-                        self.limits.turns_max
-                    ),
-                )),
-            )?;
+        if let Some((cause, reason)) = self.budget_spent(&view) {
+            let text = format!("the run ended: {reason}");
+            let end = self.end_loop(run_id, Some((cause, reason)))?;
             self.store.flush()?;
             return Ok(ExternalReply {
                 ok: false,
-                text: "the run ended: the turn budget is spent".into(),
+                text,
                 end: Some(end),
             });
         }
@@ -189,7 +199,7 @@ impl Host {
                 index: view.turns as u64,
                 content: None,
                 tool_calls: vec![(&call).into()],
-                usage: Some(j::TokenUsage::default()),
+                usage: Some(spent),
                 error: None,
             }),
         )?;
@@ -232,10 +242,49 @@ impl Host {
     /// The agent is done: its final text (an interactive run's reply to the person), then the
     /// one reconciler ends the run (§9).
     pub fn external_finish(&self, run_id: &str, text: &str) -> HostResult<RunEnd> {
-        self.external_step(run_id, || self.external_finish_open(run_id, text))
+        self.external_finish_spent(run_id, text, j::TokenUsage::default())
     }
 
-    fn external_finish_open(&self, run_id: &str, text: &str) -> HostResult<RunEnd> {
+    /// [`Host::external_finish`] with the tokens the agent's model spent on its final turn,
+    /// as the agent reports them.
+    pub fn external_finish_spent(
+        &self,
+        run_id: &str,
+        text: &str,
+        spent: j::TokenUsage,
+    ) -> HostResult<RunEnd> {
+        self.external_step(run_id, || self.external_finish_open(run_id, text, spent))
+    }
+
+    /// The budget an outside agent's run has spent, if it has: its turns, or the tokens its
+    /// agent reported (§13.7.2) — the cause and the reason its end says.
+    fn budget_spent(&self, view: &RunView) -> Option<(&'static str, String)> {
+        if view.turns >= self.limits.turns_max {
+            return Some((
+                "turn_budget",
+                format!(
+                    "the agent used its whole turn budget ({} turns)",
+                    self.limits.turns_max
+                ),
+            ));
+        }
+        (view.prompt_tokens + view.completion_tokens >= self.limits.tokens_max).then(|| {
+            (
+                "token_budget",
+                format!(
+                    "the agent used its whole token budget ({} tokens)",
+                    self.limits.tokens_max
+                ),
+            )
+        })
+    }
+
+    fn external_finish_open(
+        &self,
+        run_id: &str,
+        text: &str,
+        spent: j::TokenUsage,
+    ) -> HostResult<RunEnd> {
         let run = self.take_external(run_id)?;
         let view = self.view(run_id)?;
         self.journal(
@@ -244,7 +293,7 @@ impl Host {
                 index: view.turns as u64,
                 content: Some(text.to_string()),
                 tool_calls: vec![],
-                usage: Some(j::TokenUsage::default()),
+                usage: Some(spent),
                 error: None,
             }),
         )?;
