@@ -255,12 +255,25 @@ impl Setup {
 
     /// One signed call of the attempt's run.
     fn call(&self, task: &str, n: u64, epoch: i64, tool: &str, args: Value) -> (u16, Value) {
+        self.call_on(&self.server.url, task, n, epoch, tool, args)
+    }
+
+    /// One signed call of the attempt's run, sent to the host serving at `base`.
+    fn call_on(
+        &self,
+        base: &str,
+        task: &str,
+        n: u64,
+        epoch: i64,
+        tool: &str,
+        args: Value,
+    ) -> (u16, Value) {
         let (at_ms, nonce) = (now_ms(), nonce());
         let statement = json!({"call": {"task": task, "attempt": n, "claimant": "w1", "epoch": epoch, "tool": tool, "args": args, "at_ms": at_ms, "nonce": nonce}});
         let body = json!({"claimant": "w1", "epoch": epoch, "tool": tool, "args": args, "at_ms": at_ms, "nonce": nonce, "signature": self.w1.sign(&statement).unwrap()});
         http(
             "POST",
-            &self.url(&format!("/api/tasks/{task}/attempts/{n}/call")),
+            &format!("{base}/api/tasks/{task}/attempts/{n}/call"),
             &self.wtoken,
             Some(&body),
         )
@@ -883,4 +896,117 @@ fn a_remote_workers_model_is_told_the_task_and_acts_on_the_host_on_sqlite() {
 #[test]
 fn a_remote_workers_model_is_told_the_task_and_acts_on_the_host_on_postgres() {
     a_remote_workers_model_is_told_the_task_and_acts_on_the_host(true);
+}
+
+/// Whether this machine lets us make PID namespaces (root, or user namespaces); on CI a
+/// refusal is a failure, not a skip.
+fn namespaces() -> bool {
+    let ok = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "true"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok || std::env::var("CI").is_err(),
+        "unshare --pid is refused on CI"
+    );
+    ok
+}
+
+/// A second host on the first one's PostgreSQL schema: its own home (so its own host id),
+/// serving HTTP from a PID namespace of its own when the machine allows, as another machine
+/// would — no pid it sees means anything to the first host.
+fn second_host(first: &Home) -> (Home, Server) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("home");
+    let other = Home {
+        tmp,
+        dir,
+        schema: None,
+    };
+    let schema = first.schema.clone().expect("a PostgreSQL home");
+    let with_store = |c: &mut Command| {
+        c.env("VOUCH_DATABASE_URL", pg_url())
+            .env("VOUCH_DATABASE_SCHEMA", &schema)
+            .env_remove("VOUCH_CRASH_AFTER")
+            .env_remove("VOUCH_MODEL_URL")
+            .env_remove("DBUS_SESSION_BUS_ADDRESS");
+    };
+    let mut init = other.cmd(&["init"]);
+    with_store(&mut init);
+    let out = init.output().unwrap();
+    assert!(out.status.success(), "init: {}", err(&out));
+    let vouch = env!("CARGO_BIN_EXE_vouch");
+    let mut c = if namespaces() {
+        let mut c = Command::new("unshare");
+        c.args(["--pid", "--fork", "--mount-proc", "--kill-child", vouch]);
+        c
+    } else {
+        Command::new(vouch)
+    };
+    c.arg("--home")
+        .arg(&other.dir)
+        .args(["--json", "serve", "--http", "127.0.0.1:0"]);
+    with_store(&mut c);
+    let mut child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line}: {e}"));
+    let url = format!("http://{}", v["listening"].as_str().unwrap());
+    (other, Server { child, url })
+}
+
+/// Many hosts (§13.2.1 on one store): an attempt claimed through one host is a run any host
+/// on the store can drive, since between calls no process holds it. The first host is killed
+/// (SIGKILL) after the claim and the `declare`; the worker goes on through the second host,
+/// in another PID namespace, and the task completes there: one run, ended once, its receipt
+/// naming the declared work.
+#[test]
+fn a_remote_attempt_goes_on_through_another_host_when_its_first_dies() {
+    let mut s = setup(true);
+    let task = s.host.offer("finish it elsewhere");
+    let c = s.claim();
+    let run = c["run"].as_str().unwrap().to_string();
+    let (n, epoch) = (
+        c["attempt"]["n"].as_u64().unwrap(),
+        c["attempt"]["epoch"].as_i64().unwrap(),
+    );
+    let (code, p) = s.call(&task, n, epoch, "declare", json!({"deliveries": []}));
+    assert_eq!(code, 200, "{p}");
+    s.server.child.kill().unwrap();
+    s.server.child.wait().unwrap();
+    let (_other, b) = second_host(&s.host);
+    let submit = json!({"result": {"summary": "finished elsewhere"}, "self_assessment": null});
+    let (code, p) = s.call_on(&b.url, &task, n, epoch, "submit", submit);
+    assert_eq!(code, 200, "{p}");
+    assert_eq!(p["run"], run.as_str(), "{p}");
+    let (code, p) = s.call_on(&b.url, &task, n, epoch, "finish", json!({"text": "done"}));
+    assert_eq!(code, 200, "{p}");
+    assert_eq!(p["end"]["state"], "ended", "{p}");
+    let v = s.host.show(&task);
+    assert_eq!(v["task"]["state"], "completed", "{v}");
+    assert_eq!(v["result"], json!({"summary": "finished elsewhere"}), "{v}");
+    assert_eq!(v["attempts"][0]["run_id"], run.as_str(), "{v}");
+    let r = s.host.json(&["runs", "show", &run]);
+    assert_eq!(r["run"]["state"], "ended", "{r}");
+    let receipt = s.host.run(&["receipt", &run]);
+    assert!(receipt.status.success(), "{}", err(&receipt));
+    // One terminal record: the run's journal ends once.
+    let mut db = postgres::Client::connect(&pg_url(), postgres::NoTls).unwrap();
+    let schema = s.host.schema.clone().unwrap();
+    let ends: i64 = db
+        .query_one(
+            &format!(
+                "SELECT count(*) FROM \"{schema}\".journal WHERE run_id = $1 AND kind = 'terminal'"
+            ),
+            &[&run],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(ends, 1);
 }
