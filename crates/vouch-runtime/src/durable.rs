@@ -454,4 +454,11 @@ impl Store for Durable {
     fn close_damage(&self, how: vouch_store::DamageClosed, at_ms: i64) -> StoreResult<usize> {
         self.inner.close_damage(how, at_ms)
     }
+    fn keep_request(
+        &self,
+        key: &vouch_store::request_keys::RequestKey,
+        now_ms: i64,
+    ) -> StoreResult<Option<vouch_store::request_keys::KeptRequest>> {
+        self.inner.keep_request(key, now_ms)
+    }
 }

@@ -46,3 +46,100 @@ pub fn detail(store: &dyn Store, run: RunRecord) -> StoreResult<RunDetail> {
         events: journal.len(),
     })
 }
+
+/// Bytes an `Idempotency-Key` holds at most (visible ASCII).
+pub const REQUEST_KEY_BYTES_MAX: usize = 255;
+
+/// A run started once per key: its id, and whether this call created it (and so is the one
+/// to drive it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Begun {
+    pub run: String,
+    pub created: bool,
+}
+
+/// Why a keyed start did not start (or find) the run.
+#[derive(Debug, thiserror::Error)]
+pub enum BeginError {
+    /// The key is not 1–255 visible ASCII characters.
+    #[error("the key must be 1 to {REQUEST_KEY_BYTES_MAX} visible ASCII characters")]
+    BadKey,
+    /// The key was used before with another request: a new request needs a new key.
+    #[error("this key started run {run} with another request; use a new key for a new run")]
+    KeyReused { run: String },
+    #[error(transparent)]
+    Host(#[from] crate::HostError),
+}
+
+/// Start `spec` as a new run at most once per `Idempotency-Key` in `scope` (the caller's, e.g.
+/// `runs:<token name>`, §17.1): the key is kept with the request's hash and the new run's id
+/// before the run is created, so a retry — after a timeout, a double click, or a crash between
+/// the two writes — finds the same run (creating it if the crash came first) and never starts
+/// a second; the same key with another request is refused.
+pub fn begin_once(
+    host: &crate::Host,
+    scope: &str,
+    key: &str,
+    spec: &crate::RunSpec,
+) -> Result<Begun, BeginError> {
+    if key.is_empty()
+        || key.len() > REQUEST_KEY_BYTES_MAX
+        || !key.bytes().all(|b| b.is_ascii_graphic())
+    {
+        return Err(BeginError::BadKey);
+    }
+    let request = request_hash(spec)?;
+    let fresh = crate::host::new_id(host.clock.as_ref());
+    let kept = host
+        .store
+        .keep_request(
+            &vouch_store::request_keys::RequestKey {
+                scope: scope.to_string(),
+                key: key.to_string(),
+                request: request.clone(),
+                answer: fresh.clone(),
+            },
+            host.clock.now_ms(),
+        )
+        .map_err(crate::HostError::from)?;
+    let run = match kept {
+        None => fresh,
+        Some(k) if k.request != request => return Err(BeginError::KeyReused { run: k.answer }),
+        Some(k) => k.answer,
+    };
+    if host
+        .store
+        .run(&run)
+        .map_err(crate::HostError::from)?
+        .is_some()
+    {
+        return Ok(Begun {
+            run,
+            created: false,
+        });
+    }
+    match host.create(&run, spec, None, None) {
+        Ok(_) => Ok(Begun { run, created: true }),
+        // Another request with the key created it meanwhile: that one drives it.
+        Err(crate::HostError::Store(vouch_store::StoreError::Conflict(_))) => Ok(Begun {
+            run,
+            created: false,
+        }),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The hash of what a run start asks for: its trigger, title, presence, quietness and model.
+fn request_hash(spec: &crate::RunSpec) -> Result<String, crate::HostError> {
+    let v = serde_json::json!({
+        "trigger": spec.trigger,
+        "title": spec.title,
+        "presence": spec.presence,
+        "quiet": spec.quiet,
+        "model": spec.model,
+        "scope": spec.scope,
+    });
+    let text = vouch_core::canonical_json(&v)
+        .map_err(|e| crate::HostError::Internal(format!("the request does not encode: {e}")))?;
+    Ok(vouch_core::sha256_hex(text.as_bytes()))
+}

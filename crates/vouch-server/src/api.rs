@@ -82,41 +82,97 @@ pub async fn list_runs(State(s): State<AppState>, q: QueryMap) -> ApiResult<Json
 
 /// Start a run now, as the person's own run: a title and a script of model turns, or a
 /// routine. Answers 202 with the run's id as soon as the run exists; the host drives it on
-/// the server from then on, and the answer says where to watch it.
+/// the server from then on, and the answer says where to watch it. With `Idempotency-Key`
+/// the same key and request answer the run it started (200), never a second run; the key
+/// with another request is 409.
 #[utoipa::path(post, path = "/api/runs", tag = "runs",
+    params(("Idempotency-Key" = Option<String>, Header, description = "1–255 visible ASCII characters: the same key with the same request answers the run it started")),
     request_body = NewRun,
     responses(
         (status = 202, body = RunStarted, description = "the run exists and is being driven"),
+        (status = 200, body = RunStarted, description = "the run this key started before"),
         (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json", description = "conflict: the key started a run with another request"),
         (status = 413, body = Problem, content_type = "application/problem+json"),
         (status = 415, body = Problem, content_type = "application/problem+json"),
-        (status = 422, body = Problem, content_type = "application/problem+json", description = "invalid_field: the title, script or routine at fault is named"),
+        (status = 422, body = Problem, content_type = "application/problem+json", description = "invalid_field: the title, script, routine or Idempotency-Key at fault is named"),
     ))]
 pub async fn start_run(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    headers: axum::http::HeaderMap,
     ApiJson(body): ApiJson<NewRun>,
 ) -> ApiResult<(StatusCode, Json<RunStarted>)> {
+    let key = match headers.get("idempotency-key") {
+        None => None,
+        Some(v) => Some(v.to_str().map_err(|_| bad_key())?.to_string()),
+    };
     let spec = new_run_spec(body)?;
-    let host = s.host.clone();
-    let id = blocking(move || Ok(host.begin(&spec)?)).await?;
-    let (host, run, wake) = (s.host.clone(), id.clone(), s.clone());
-    // Driven here, off the request: the answer names the run before its first turn.
-    tokio::task::spawn_blocking(move || {
-        if let Err(e) = host.drive(&run) {
-            tracing::warn!(run = %run, error = %e, "a run started over HTTP stopped");
-        }
-        wake.wake();
-    });
+    let s2 = s.clone();
+    let begun = blocking(move || begin(&s2, &caller, key.as_deref(), &spec)).await?;
+    let id = begun.run.clone();
+    if begun.created {
+        let (host, run, wake) = (s.host.clone(), id.clone(), s.clone());
+        // Driven here, off the request: the answer names the run before its first turn.
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = host.drive(&run) {
+                tracing::warn!(run = %run, error = %e, "a run started over HTTP stopped");
+            }
+            wake.wake();
+        });
+    }
+    let status = if begun.created {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::OK
+    };
     Ok((
-        StatusCode::ACCEPTED,
+        status,
         Json(RunStarted {
             events: format!("/api/runs/{id}/events"),
             detail: format!("/api/runs/{id}"),
             page: format!("{}/runs/{id}", crate::console::BASE),
+            created: begun.created,
             run: id,
         }),
     ))
+}
+
+fn bad_key() -> ApiError {
+    ApiError::field(
+        "Idempotency-Key",
+        format!(
+            "the key must be 1 to {} visible ASCII characters",
+            vouch_runtime::runs::REQUEST_KEY_BYTES_MAX
+        ),
+    )
+}
+
+/// The run a start asks for: a new one, or with a key the one the key started (the library's
+/// `begin_once`, the key kept per token).
+fn begin(
+    s: &AppState,
+    caller: &Caller,
+    key: Option<&str>,
+    spec: &vouch_runtime::RunSpec,
+) -> ApiResult<vouch_runtime::runs::Begun> {
+    use vouch_runtime::runs::BeginError;
+    let Some(key) = key else {
+        return Ok(vouch_runtime::runs::Begun {
+            run: s.host.begin(spec)?,
+            created: true,
+        });
+    };
+    let scope = format!("runs:{}", caller.token);
+    vouch_runtime::runs::begin_once(&s.host, &scope, key, spec).map_err(|e| match e {
+        BeginError::BadKey => bad_key(),
+        BeginError::KeyReused { .. } => {
+            ApiError::new(StatusCode::CONFLICT, "conflict", e.to_string())
+                .with_field("Idempotency-Key")
+        }
+        BeginError::Host(h) => h.into(),
+    })
 }
 
 /// The run a `POST /api/runs` body asks for, each field checked by the library that owns it

@@ -415,6 +415,9 @@ pub struct NewRun {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct RunStarted {
     pub run: String,
+    /// False when the `Idempotency-Key` started this run before (the answer is 200, and the
+    /// run is the one that request started, not a second).
+    pub created: bool,
     /// The run's events as they become durable (SSE), until it ends.
     pub events: String,
     /// The run as JSON (state, outcome, deliveries).

@@ -557,4 +557,42 @@ fn the_start_form_refuses_bad_input_in_words_and_starts_nothing() {
     let to = r.unwrap().header("location").unwrap().to_string();
     let run = s.host.store.runs(10).unwrap()[0].id.clone();
     assert_eq!(to, format!("/console/runs/{run}"));
+    // The form carries a key of its own: sent twice (a double click), it starts one run and
+    // both land on its page; the same form with another script is refused in words.
+    let (_, page) = s.page(&cookie, "/console/runs/new");
+    let key = hidden_of(&page, "key");
+    assert_eq!(key.len(), 64, "{page}");
+    let twice = [("key", key.as_str()), ("title", "Once"), ("json", turns)];
+    let (code, _, first) = post(&twice);
+    assert_eq!(code, 303);
+    let (code, _, second) = post(&twice);
+    assert_eq!(code, 303);
+    let at = |r: Option<ureq::Response>| r.unwrap().header("location").unwrap().to_string();
+    assert_eq!(at(first), at(second));
+    let (code, body, _) = post(&[("key", key.as_str()), ("title", "Other"), ("json", turns)]);
+    assert_eq!(code, 409, "{body}");
+    assert!(body.contains("already started a run"), "{body}");
+    let titles: Vec<String> = s
+        .host
+        .store
+        .runs(10)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.title)
+        .collect();
+    assert_eq!(
+        titles.iter().filter(|t| *t == "Once").count(),
+        1,
+        "{titles:?}"
+    );
+    assert!(!titles.contains(&"Other".to_string()), "{titles:?}");
+}
+
+/// The value of the hidden input `name` on a page.
+fn hidden_of(page: &str, name: &str) -> String {
+    let at = page
+        .find(&format!("name=\"{name}\" value=\""))
+        .unwrap_or_else(|| panic!("no {name} in {page}"));
+    let rest = &page[at + name.len() + 15..];
+    rest[..rest.find('"').unwrap()].to_string()
 }

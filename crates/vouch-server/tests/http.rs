@@ -2716,6 +2716,7 @@ fn start_a_run_over_http(s: &Server) {
     sse_all(sse(s, &format!("/api/runs/{routine_run}/events"), None).into_reader());
     let detail = s.get(&format!("/api/runs/{routine_run}")).json();
     assert_eq!(detail["run"]["title"], "Brief me", "{detail}");
+    started_once_per_key(s);
     let runs_before = s.get("/api/runs").json()["runs"].as_array().unwrap().len();
 
     // Bad input: a problem naming what is wrong, and no run.
@@ -2809,6 +2810,57 @@ fn start_a_run_over_http(s: &Server) {
     }
     let runs_after = s.get("/api/runs").json()["runs"].as_array().unwrap().len();
     assert_eq!(runs_after, runs_before, "a refused start created a run");
+}
+
+/// With an `Idempotency-Key`, a start sent twice (a double click, a retry after a timeout) is
+/// one run: the same key and request answer that run (200, `created: false`), the key with
+/// another request is 409 naming it, a key that is not 1–255 visible ASCII is 422; another
+/// token's key of the same text is its own.
+fn started_once_per_key(s: &Server) {
+    let post_key = |token: &str, body: &Value, key: &str| {
+        let r = ureq::AgentBuilder::new()
+            .build()
+            .post(&format!("{}/api/runs", s.base))
+            .set("Authorization", &format!("Bearer {token}"))
+            .set("Idempotency-Key", key)
+            .set("Content-Type", "application/json")
+            .send_string(&body.to_string());
+        let (code, text) = match r {
+            Ok(r) => (r.status(), r.into_string().unwrap()),
+            Err(ureq::Error::Status(c, r)) => (c, r.into_string().unwrap()),
+            Err(e) => panic!("{e}"),
+        };
+        (code, serde_json::from_str::<Value>(&text).unwrap())
+    };
+    let once = json!({"title": "Once only", "script": [{"declare": {"deliveries": []}}, {"final": "once"}]});
+    let (code, first) = post_key(SECRET, &once, "start-1");
+    assert_eq!((code, &first["created"]), (202, &json!(true)), "{first}");
+    let run = first["run"].as_str().unwrap().to_string();
+    sse_all(sse(s, &format!("/api/runs/{run}/events"), None).into_reader());
+    let (code, again) = post_key(SECRET, &once, "start-1");
+    assert_eq!((code, &again["created"]), (200, &json!(false)), "{again}");
+    assert_eq!(again["run"], run.as_str(), "{again}");
+    let other = json!({"title": "Something else", "script": [{"final": "no"}]});
+    let (code, p) = post_key(SECRET, &other, "start-1");
+    assert_eq!(
+        (code, p["field"].as_str()),
+        (409, Some("Idempotency-Key")),
+        "{p}"
+    );
+    let (code, p) = post_key(SECRET, &once, &"k".repeat(256));
+    assert_eq!(
+        (code, p["field"].as_str()),
+        (422, Some("Idempotency-Key")),
+        "{p}"
+    );
+    let runs = s.get("/api/runs").json();
+    let titled = runs["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["title"] == "Once only")
+        .count();
+    assert_eq!(titled, 1, "{runs}");
 }
 
 #[test]

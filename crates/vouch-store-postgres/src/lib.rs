@@ -1215,6 +1215,37 @@ impl Store for PostgresStore {
         damage::close_damage(self, how, at_ms)
     }
 
+    fn keep_request(
+        &self,
+        key: &vouch_store::request_keys::RequestKey,
+        now_ms: i64,
+    ) -> StoreResult<Option<vouch_store::request_keys::KeptRequest>> {
+        let dollars = |sql: &str| {
+            (1..=5).rev().fold(sql.to_string(), |q, i| {
+                q.replace(&format!("?{i}"), &format!("${i}"))
+            })
+        };
+        let inserted = self.exec(
+            &dollars(vouch_store::request_keys::KEEP_REQUEST_SQL),
+            &[&key.scope, &key.key, &key.request, &key.answer, &now_ms],
+        )?;
+        if inserted == 1 {
+            return Ok(None);
+        }
+        let row = self
+            .query_opt(
+                &dollars(vouch_store::request_keys::KEPT_REQUEST_SQL),
+                &[&key.scope, &key.key],
+            )?
+            .ok_or_else(|| {
+                StoreError::Fatal(format!("request key `{}` was kept and is gone", key.key))
+            })?;
+        Ok(Some(vouch_store::request_keys::KeptRequest {
+            request: row.get(0),
+            answer: row.get(1),
+        }))
+    }
+
     fn outbox_pending(&self) -> StoreResult<Vec<OutboxRow>> {
         outbox::outbox_pending(self)
     }

@@ -1095,6 +1095,34 @@ impl Store for SqliteStore {
         damage::close_damage(self, how, at_ms)
     }
 
+    fn keep_request(
+        &self,
+        key: &vouch_store::request_keys::RequestKey,
+        now_ms: i64,
+    ) -> StoreResult<Option<vouch_store::request_keys::KeptRequest>> {
+        let k = key.clone();
+        self.write(move |conn| {
+            let inserted = conn
+                .prepare_cached(vouch_store::request_keys::KEEP_REQUEST_SQL)
+                .map_err(db_err)?
+                .execute(params![k.scope, k.key, k.request, k.answer, now_ms])
+                .map_err(db_err)?;
+            if inserted == 1 {
+                return Ok(None);
+            }
+            conn.prepare_cached(vouch_store::request_keys::KEPT_REQUEST_SQL)
+                .map_err(db_err)?
+                .query_row(params![k.scope, k.key], |r| {
+                    Ok(vouch_store::request_keys::KeptRequest {
+                        request: r.get(0)?,
+                        answer: r.get(1)?,
+                    })
+                })
+                .map(Some)
+                .map_err(db_err)
+        })
+    }
+
     fn outbox_pending(&self) -> StoreResult<Vec<OutboxRow>> {
         outbox::outbox_pending(self)
     }

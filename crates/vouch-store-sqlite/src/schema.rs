@@ -313,4 +313,16 @@ CREATE TABLE worker_nonces (
 ) WITHOUT ROWID;
 CREATE INDEX worker_nonces_by_at ON worker_nonces(at_ms);
 "#,
+    // 16: the `Idempotency-Key`s of requests that create runs (§17.1): the
+    // same key with the same request answers the run it created, never a second run.
+    r#"
+CREATE TABLE request_keys (
+    scope TEXT NOT NULL,
+    key TEXT NOT NULL,
+    request TEXT NOT NULL,
+    answer TEXT NOT NULL,
+    created_ms INTEGER NOT NULL,
+    PRIMARY KEY (scope, key)
+) WITHOUT ROWID;
+"#,
 ];

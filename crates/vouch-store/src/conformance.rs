@@ -41,6 +41,7 @@ macro_rules! store_conformance_tests {
             a_damaged_store_refuses_new_runs_until_acknowledged,
             journal_since_reads_the_tail,
             counts_are_aggregates_of_what_is_stored,
+            request_keys_are_kept_once,
             runs_filter_alike_on_every_backend
         );
     };
@@ -1297,4 +1298,49 @@ pub fn counts_are_aggregates_of_what_is_stored(open: Opener<'_>) {
     assert_eq!(c.notifications_pending, 1);
     // Reopened, the same figures: they are the store's, not a cache's.
     assert_eq!(open().counts().unwrap(), c);
+}
+
+/// An `Idempotency-Key` is kept once per scope (§17.1): the first keeps its request and
+/// answer; every later use of the key — another opener, or racing — gets what the first kept,
+/// and changes nothing. Another scope's key of the same text is its own.
+pub fn request_keys_are_kept_once(open: Opener<'_>) {
+    use crate::request_keys::{KeptRequest, RequestKey};
+    let s = open();
+    let key = |scope: &str, request: &str, answer: &str| RequestKey {
+        scope: scope.into(),
+        key: "k-1".into(),
+        request: request.into(),
+        answer: answer.into(),
+    };
+    assert_eq!(s.keep_request(&key("runs:p", "h1", "r1"), 1).unwrap(), None);
+    let first = Some(KeptRequest {
+        request: "h1".into(),
+        answer: "r1".into(),
+    });
+    assert_eq!(
+        s.keep_request(&key("runs:p", "h2", "r2"), 2).unwrap(),
+        first
+    );
+    assert_eq!(
+        open().keep_request(&key("runs:p", "h1", "r3"), 3).unwrap(),
+        first
+    );
+    assert_eq!(s.keep_request(&key("runs:q", "h1", "r4"), 4).unwrap(), None);
+    // Racing keeps of one key: exactly one keeps, and every one answers its answer.
+    let answers: Vec<String> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..4)
+            .map(|i| {
+                let b = open();
+                sc.spawn(move || {
+                    let mine = format!("r-race-{i}");
+                    match b.keep_request(&key("runs:race", "h", &mine), 5).unwrap() {
+                        None => mine,
+                        Some(k) => k.answer,
+                    }
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(answers.iter().all(|a| a == &answers[0]), "{answers:?}");
 }

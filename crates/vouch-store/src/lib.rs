@@ -22,6 +22,7 @@ pub mod identity;
 #[cfg(feature = "conformance")]
 pub mod identity_conformance;
 pub mod journal;
+pub mod request_keys;
 
 pub use events::EventKind;
 pub use identity::{DiaryEntry, IdentityRecord, IdentityStore, PutIdentity};
@@ -869,6 +870,18 @@ pub trait Store: Send + Sync {
     fn open_damage(&self) -> StoreResult<Vec<DamageRecord>>;
     /// Close every open damage record; returns how many were closed.
     fn close_damage(&self, how: DamageClosed, at_ms: i64) -> StoreResult<usize>;
+
+    // ---- request keys (§17.1) ----
+    /// Keep that `key` (an `Idempotency-Key`) in its scope asked for its request (a hash) and
+    /// is answered by its answer, in one conditional insert
+    /// ([`request_keys::KEEP_REQUEST_SQL`]): `None` when the key is new here (kept now), else
+    /// what was kept under it before (nothing changes), so of two requests racing with one
+    /// key, both answer the first one's answer.
+    fn keep_request(
+        &self,
+        key: &request_keys::RequestKey,
+        now_ms: i64,
+    ) -> StoreResult<Option<request_keys::KeptRequest>>;
 }
 
 /// For verification tests only: alter what a store holds behind the host's back — as a

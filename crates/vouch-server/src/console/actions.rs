@@ -95,9 +95,27 @@ pub async fn start_run(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let caller = signed.caller();
     act(&signed, &headers, &body, |form| async move {
         let run = new_run(&form)?;
-        let started = api::start_run(State(s), ApiJson(run)).await?.1 .0;
+        let mut keyed = HeaderMap::new();
+        if let Ok(v) = form.get("key").parse() {
+            if !form.get("key").is_empty() {
+                keyed.insert("idempotency-key", v);
+            }
+        }
+        let started = api::start_run(State(s), caller, keyed, ApiJson(run))
+            .await
+            .map_err(|e| match e.field.as_deref() {
+                Some("Idempotency-Key") if e.status == StatusCode::CONFLICT => ApiError::new(
+                    StatusCode::CONFLICT,
+                    "conflict",
+                    "This form already started a run with what it held then. Open Start a run again to start another; nothing was started.",
+                ),
+                _ => e,
+            })?
+            .1
+             .0;
         Ok(run_link(&started.run))
     })
     .await

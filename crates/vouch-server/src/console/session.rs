@@ -37,7 +37,7 @@ pub struct Session {
     created_ms: i64,
 }
 
-fn random_hex() -> Result<String, String> {
+pub(crate) fn random_hex() -> Result<String, String> {
     let mut b = [0u8; 32];
     getrandom::fill(&mut b).map_err(|e| format!("no randomness for a session: {e}"))?;
     Ok(hex::encode(b))

@@ -12,12 +12,16 @@ use axum::response::Response;
 use maud::html;
 
 pub async fn page(State(s): State<AppState>, signed: Signed) -> Response {
+    // One key per rendering of the form: sent twice (a double click, a resend after a
+    // timeout), it starts one run and both land on its page.
+    let key = super::session::random_hex().unwrap_or_default();
     let body = html! {
         p.crumbs { a href={(BASE) "/runs"} { "← Runs" } }
         h1 { "Start a run" }
         p.lead { "The run does what its script or routine says, under the same rules as any run: what needs you waits for your approval, and its receipt says what really happened." }
         form #start method="post" action={(BASE) "/runs/new"} {
             input type="hidden" name="csrf" value=(signed.session.csrf);
+            input type="hidden" name="key" value=(key);
             label for="start-title" { "Title: what you ask for, in words" }
             input #start-title type="text" name="title" maxlength=(vouch_runtime::host::TITLE_BYTES_MAX) placeholder="Save my notes";
             fieldset.kind {
