@@ -555,6 +555,12 @@ impl BoardStore for PostgresStore {
         rows.first().map(attempt_row).transpose()
     }
 
+    fn runs_of_ended_attempts(&self, limit: usize) -> StoreResult<Vec<String>> {
+        let sql = ops::ENDED_ATTEMPT_RUNS_SQL.replace("?1", "$1");
+        let rows = self.query(&sql, &[&(limit as i64)])?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
     fn resume_ready(&self, task_id: &str, now_ms: i64) -> StoreResult<TaskRecord> {
         self.board(|tx| ops::resume_ready(tx, task_id, now_ms))
     }

@@ -432,4 +432,9 @@ CREATE TABLE request_keys (
     PRIMARY KEY (scope, key)
 );
 "#,
+    // 16: an attempt found by its run (deciding on a task run, the sweep's runs whose
+    // attempt ended) without reading every attempt.
+    r#"
+CREATE INDEX task_attempts_by_run ON task_attempts (run_id) WHERE run_id IS NOT NULL;
+"#,
 ];

@@ -536,6 +536,17 @@ impl BoardStore for SqliteStore {
         })
     }
 
+    fn runs_of_ended_attempts(&self, limit: usize) -> StoreResult<Vec<String>> {
+        self.read(|c| {
+            c.prepare_cached(ops::ENDED_ATTEMPT_RUNS_SQL)
+                .map_err(db_err)?
+                .query_map([limit as i64], |r| r.get(0))
+                .map_err(db_err)?
+                .collect::<Result<Vec<String>, _>>()
+                .map_err(read_err)
+        })
+    }
+
     fn resume_ready(&self, task_id: &str, now_ms: i64) -> StoreResult<TaskRecord> {
         let id = task_id.to_string();
         self.board(move |tx| ops::resume_ready(tx, &id, now_ms))

@@ -510,6 +510,10 @@ pub trait BoardStore: Send + Sync {
     fn suspend(&self, at: &AttemptRef, run_id: &str, now_ms: i64) -> StoreResult<TaskRecord>;
     /// The attempt whose run is `run_id` (a person deciding on a run finds its task here).
     fn attempt_of_run(&self, run_id: &str) -> StoreResult<Option<AttemptRecord>>;
+    /// Open task runs that an ended attempt names, oldest first, at most `limit`
+    /// ([`ENDED_ATTEMPT_RUNS_SQL`]: one query over the open runs, each attempt found by
+    /// its run's index) — the candidates a host ends as waiting for nothing (§13.3).
+    fn runs_of_ended_attempts(&self, limit: usize) -> StoreResult<Vec<String>>;
     /// The person decided: the suspended attempt becomes claimable as a resumption.
     fn resume_ready(&self, task_id: &str, now_ms: i64) -> StoreResult<TaskRecord>;
     fn report(&self, report: &Report) -> StoreResult<Reported>;
@@ -1635,6 +1639,12 @@ pub fn spend_stamp(
 /// row inserted means it was fresh.
 pub const SPEND_NONCE_SQL: &str = "INSERT INTO worker_nonces (identity, nonce, at_ms) \
      VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING";
+/// Open task runs an ended attempt names, oldest first (`?1`: how many at most).
+pub const ENDED_ATTEMPT_RUNS_SQL: &str = "SELECT r.id FROM runs r \
+     WHERE r.state <> 'ended' AND r.trigger = 'task' AND EXISTS (\
+     SELECT 1 FROM task_attempts a WHERE a.run_id = r.id \
+     AND a.state NOT IN ('claimed', 'running', 'suspended')) \
+     ORDER BY r.created_ms, r.id LIMIT ?1";
 /// Forgets nonces whose statements can no longer be fresh (`?1`: the oldest `at_ms` kept).
 pub const PRUNE_NONCES_SQL: &str = "DELETE FROM worker_nonces WHERE at_ms < ?1";
 
@@ -1761,6 +1771,9 @@ impl BoardStore for Verified {
     }
     fn suspend(&self, at: &AttemptRef, run_id: &str, now_ms: i64) -> StoreResult<TaskRecord> {
         self.inner.suspend(at, run_id, now_ms)
+    }
+    fn runs_of_ended_attempts(&self, limit: usize) -> StoreResult<Vec<String>> {
+        self.inner.runs_of_ended_attempts(limit)
     }
     fn attempt_of_run(&self, run_id: &str) -> StoreResult<Option<AttemptRecord>> {
         self.inner.attempt_of_run(run_id)

@@ -13,8 +13,12 @@ impl Host {
     pub fn end_orphaned_task_runs(&self, board: &dyn BoardStore) -> HostResult<Vec<String>> {
         let now = self.now();
         let mut ended = vec![];
-        for run in self.store.open_runs()? {
-            if run.trigger != TriggerKind::Task {
+        // The candidates in one indexed query, a batch a sweep; the rest at the next.
+        for id in board.runs_of_ended_attempts(vouch_store::board::SWEEP_BATCH_MAX)? {
+            let Some(run) = self.store.run(&id)? else {
+                continue;
+            };
+            if run.trigger != TriggerKind::Task || run.state == RunState::Ended {
                 continue;
             }
             let held = run.owner.is_some()
