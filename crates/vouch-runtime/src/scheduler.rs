@@ -204,6 +204,48 @@ pub fn run_now_spec(s: &Schedule) -> RunSpec {
 }
 
 impl Host {
+    /// §12.3: a slot past its grace with no run. The slot is consumed by a run created
+    /// directly as ended, outcome `missed`, through the same terminal path. With catch-up
+    /// `latest` one late run starts for it (same ledger scope: the slot).
+    pub fn missed_slot(
+        &self,
+        schedule: &str,
+        slot_ms: i64,
+        spec: &RunSpec,
+        catch_up_latest: bool,
+    ) -> HostResult<(String, Option<String>)> {
+        let id = crate::host::new_id(self.clock.as_ref());
+        self.create(&id, spec, None, Some((schedule, slot_ms)))?;
+        self.end_missed(&id, None)?;
+        if !catch_up_latest {
+            return Ok((id, None));
+        }
+        let late = crate::host::new_id(self.clock.as_ref());
+        let late_spec = RunSpec {
+            title: format!("{} (late run for a missed slot)", spec.title),
+            ..spec.clone()
+        };
+        self.create(&late, &late_spec, None, None)?;
+        self.drive(&late)?;
+        Ok((id, Some(late)))
+    }
+
+    /// §12.1.2: a slot that comes due while an earlier run of its schedule has not ended is
+    /// consumed as `missed`, and its receipt says why in `why` — which run it waits on — never
+    /// that the machine was off (issue 22 #8).
+    pub fn skipped_slot(
+        &self,
+        schedule: &str,
+        slot_ms: i64,
+        spec: &RunSpec,
+        why: &str,
+    ) -> HostResult<String> {
+        let id = crate::host::new_id(self.clock.as_ref());
+        self.create(&id, spec, None, Some((schedule, slot_ms)))?;
+        self.end_missed(&id, Some(why))?;
+        Ok(id)
+    }
+
     /// The newest run of a schedule's slots that has not ended, with its slot time.
     fn unended_slot_run(&self, schedule: &str) -> HostResult<Option<(i64, RunRecord)>> {
         for (at, id) in self.store.slots(schedule)?.into_iter().rev() {

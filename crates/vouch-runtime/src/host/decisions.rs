@@ -285,55 +285,6 @@ impl Host {
         self.cancel_owned(run_id)
     }
 
-    /// The cancel of a run this process holds (§9.4): close its cards, withdraw what is not
-    /// yet attempted or decided, and end it `cancel`.
-    pub(super) fn cancel_owned(&self, run_id: &str) -> HostResult<vouch_core::Outcome> {
-        self.withdraw_and_end(run_id, "cancelled at your request")
-    }
-
-    /// End a run this process holds the way a cancel does, each withdrawn item saying `why`.
-    pub(super) fn withdraw_and_end(
-        &self,
-        run_id: &str,
-        why: &str,
-    ) -> HostResult<vouch_core::Outcome> {
-        self.settle_unsettled_and_end(run_id, DeliveryStatus::Denied, why, EndedBy::Cancel)
-    }
-
-    /// Close the run's cards, give every item not yet attempted or decided `status` with
-    /// `why`, and end the run `ended_by`: a cancel withdraws them (`denied`, "at your
-    /// request"); a run whose attempt ended leaves them `not_attempted`, saying why.
-    pub(super) fn settle_unsettled_and_end(
-        &self,
-        run_id: &str,
-        status: DeliveryStatus,
-        why: &str,
-        ended_by: EndedBy,
-    ) -> HostResult<vouch_core::Outcome> {
-        // Every open card closes — approvals and the run's question alike (issue 21): an
-        // ended run leaves nothing to decide in the inbox.
-        self.store.close_cards(run_id, self.now())?;
-        let view = self.view(run_id)?;
-        if let Some(m) = &view.manifest {
-            for d in &m.deliveries {
-                let unsettled = matches!(
-                    view.final_status(&d.id),
-                    DeliveryStatus::NotAttempted
-                        | DeliveryStatus::Awaiting
-                        | DeliveryStatus::Blocked
-                ) && view
-                    .items
-                    .get(&d.id)
-                    .map(|i| i.open_attempt.is_none())
-                    .unwrap_or(true);
-                if unsettled {
-                    self.journal(run_id, self.evd(&d.id, j::Evidence::of(status, "", why)))?;
-                }
-            }
-        }
-        self.reconcile(run_id, ended_by)
-    }
-
     pub(super) fn continue_if_unblocked(&self, run_id: &str, then: Then) -> HostResult<RunEnd> {
         let open = self
             .store

@@ -305,17 +305,6 @@ fn keys_of(policy: Option<&Value>) -> (Vec<(String, vouch_repo::egress::Key)>, V
     (keys, problems)
 }
 
-/// The host's message to the model about its worktree (from the `workspace` event).
-pub(super) fn workspace_message(w: &j::Workspace) -> String {
-    format!(
-        "This is a patch attempt. Your worktree is at base commit {}; work in it with repo_list, repo_read_file, repo_write_file and repo_run (paths relative to its top). Change: {}. You may change only: {}. After the run the host diffs the worktree and runs its checks ({}); what you say about tests does not count.",
-        w.base,
-        w.targets.join(", "),
-        w.allow.join(", "),
-        w.checks.join(", "),
-    )
-}
-
 /// The policy the attempt's commands ran under, as the receipt and the evidence name it.
 fn sandbox_record(profile: Option<&RuntimeProfile>, c: &Confinement) -> Value {
     json!({

@@ -7,6 +7,31 @@ use crate::fsroot::{host_name, FolderRoot};
 impl Host {
     // ------------------------------------------------------------------ proposals (§6)
 
+    /// A proposal the host refuses (no manifest, undeclared, settled, in flight, declined):
+    /// journaled with its code, for the delivery when it names one.
+    pub(super) fn reject(
+        &self,
+        run: &RunRecord,
+        delivery: Option<&str>,
+        code: &str,
+        reason: &str,
+        call: &ToolCall,
+    ) -> HostResult<()> {
+        self.say(&format!("  ✗ proposal rejected ({code}): {reason}"));
+        let body = j::ProposalRejected {
+            code: code.to_string(),
+            reason: reason.to_string(),
+            call_id: call.id.clone(),
+            tool: Some(call.name.clone()),
+            dependency: None,
+        };
+        let ev = match delivery {
+            Some(d) => self.evd(d, body),
+            None => self.ev(body),
+        };
+        self.journal(&run.id, ev)
+    }
+
     pub(super) fn propose(
         &self,
         run: &RunRecord,

@@ -12,53 +12,72 @@ impl Host {
         self.reconcile_with(run_id, ended_by, None)
     }
 
-    /// §12.3: a slot past its grace with no run. The slot is consumed by a run created
-    /// directly as ended, outcome `missed`, through the same terminal path. With catch-up
-    /// `latest` one late run starts for it (same ledger scope: the slot).
-    pub fn missed_slot(
+    /// End a run a schedule slot created as `missed` (§12.3), through the one terminal path;
+    /// `why` names what it waited on when the slot was skipped for an overlap (§12.1.2).
+    pub(crate) fn end_missed(
         &self,
-        schedule: &str,
-        slot_ms: i64,
-        spec: &RunSpec,
-        catch_up_latest: bool,
-    ) -> HostResult<(String, Option<String>)> {
-        let id = new_id(self.clock.as_ref());
-        self.create(&id, spec, None, Some((schedule, slot_ms)))?;
-        self.reconcile_with(&id, EndedBy::Schedule, Some(vouch_core::Outcome::Missed))?;
-        if !catch_up_latest {
-            return Ok((id, None));
+        run_id: &str,
+        why: Option<&str>,
+    ) -> HostResult<vouch_core::Outcome> {
+        if let Some(why) = why {
+            self.journal(
+                run_id,
+                self.ev(j::LoopEnded {
+                    cause: "overlap_skip".into(),
+                    reason: why.to_string(),
+                }),
+            )?;
         }
-        let late = new_id(self.clock.as_ref());
-        let late_spec = RunSpec {
-            title: format!("{} (late run for a missed slot)", spec.title),
-            ..spec.clone()
-        };
-        self.create(&late, &late_spec, None, None)?;
-        self.drive(&late)?;
-        Ok((id, Some(late)))
+        self.reconcile_with(run_id, EndedBy::Schedule, Some(vouch_core::Outcome::Missed))
     }
 
-    /// §12.1.2: a slot that comes due while an earlier run of its schedule has not ended is
-    /// consumed as `missed`, and its receipt says why in `why` — which run it waits on — never
-    /// that the machine was off (issue 22 #8).
-    pub fn skipped_slot(
+    /// The cancel of a run this process holds (§9.4): close its cards, withdraw what is not
+    /// yet attempted or decided, and end it `cancel`.
+    pub(super) fn cancel_owned(&self, run_id: &str) -> HostResult<vouch_core::Outcome> {
+        self.withdraw_and_end(run_id, "cancelled at your request")
+    }
+
+    /// End a run this process holds the way a cancel does, each withdrawn item saying `why`.
+    pub(super) fn withdraw_and_end(
         &self,
-        schedule: &str,
-        slot_ms: i64,
-        spec: &RunSpec,
+        run_id: &str,
         why: &str,
-    ) -> HostResult<String> {
-        let id = new_id(self.clock.as_ref());
-        self.create(&id, spec, None, Some((schedule, slot_ms)))?;
-        self.journal(
-            &id,
-            self.ev(j::LoopEnded {
-                cause: "overlap_skip".into(),
-                reason: why.to_string(),
-            }),
-        )?;
-        self.reconcile_with(&id, EndedBy::Schedule, Some(vouch_core::Outcome::Missed))?;
-        Ok(id)
+    ) -> HostResult<vouch_core::Outcome> {
+        self.settle_unsettled_and_end(run_id, DeliveryStatus::Denied, why, EndedBy::Cancel)
+    }
+
+    /// Close the run's cards, give every item not yet attempted or decided `status` with
+    /// `why`, and end the run `ended_by`: a cancel withdraws them (`denied`, "at your
+    /// request"); a run whose attempt ended leaves them `not_attempted`, saying why.
+    pub(super) fn settle_unsettled_and_end(
+        &self,
+        run_id: &str,
+        status: DeliveryStatus,
+        why: &str,
+        ended_by: EndedBy,
+    ) -> HostResult<vouch_core::Outcome> {
+        // Every open card closes — approvals and the run's question alike (issue 21): an
+        // ended run leaves nothing to decide in the inbox.
+        self.store.close_cards(run_id, self.now())?;
+        let view = self.view(run_id)?;
+        if let Some(m) = &view.manifest {
+            for d in &m.deliveries {
+                let unsettled = matches!(
+                    view.final_status(&d.id),
+                    DeliveryStatus::NotAttempted
+                        | DeliveryStatus::Awaiting
+                        | DeliveryStatus::Blocked
+                ) && view
+                    .items
+                    .get(&d.id)
+                    .map(|i| i.open_attempt.is_none())
+                    .unwrap_or(true);
+                if unsettled {
+                    self.journal(run_id, self.evd(&d.id, j::Evidence::of(status, "", why)))?;
+                }
+            }
+        }
+        self.reconcile(run_id, ended_by)
     }
 
     pub(super) fn reconcile_with(

@@ -138,20 +138,6 @@ impl Host {
         .into()
     }
 
-    pub(super) fn record(&self, run_id: &str) -> HostResult<RunRecord> {
-        self.store.run(run_id)?.ok_or_else(|| HostError::NotFound {
-            what: "run",
-            id: run_id.to_string(),
-        })
-    }
-
-    pub(super) fn view(&self, run_id: &str) -> HostResult<RunView> {
-        if let Some(v) = self.drives.view(run_id) {
-            return Ok(v);
-        }
-        Ok(RunView::from_journal(&self.store.journal(run_id)?))
-    }
-
     // ------------------------------------------------------------------ the loop
 
     pub(super) fn tool_specs(&self) -> Arc<[ToolSpec]> {
@@ -649,29 +635,6 @@ impl Host {
             None => Ok(CallResult::err(format!("unknown tool `{}`", call.name))),
         }
     }
-
-    pub(super) fn reject(
-        &self,
-        run: &RunRecord,
-        delivery: Option<&str>,
-        code: &str,
-        reason: &str,
-        call: &ToolCall,
-    ) -> HostResult<()> {
-        self.say(&format!("  ✗ proposal rejected ({code}): {reason}"));
-        let body = j::ProposalRejected {
-            code: code.to_string(),
-            reason: reason.to_string(),
-            call_id: call.id.clone(),
-            tool: Some(call.name.clone()),
-            dependency: None,
-        };
-        let ev = match delivery {
-            Some(d) => self.evd(d, body),
-            None => self.ev(body),
-        };
-        self.journal(&run.id, ev)
-    }
 }
 
 /// The chat message a journal event adds to the conversation the model sees, if any: the same
@@ -724,7 +687,7 @@ pub(super) fn chat_message(event: &Event, delivery: Option<&str>) -> Option<Chat
             tool_calls: b.tool_calls.iter().map(Into::into).collect(),
         }),
         // A patch attempt: the model is told where it works and what the host will check.
-        Event::Workspace(b) => host(super::patch::workspace_message(b)),
+        Event::Workspace(b) => host(workspace_message(b)),
         Event::ToolCalled(b) => Some(ChatMessage::Tool {
             tool_call_id: b.call_id.clone(),
             content: b.result.clone(),
@@ -749,6 +712,18 @@ fn run_spec_record(model: Value, presence: Presence, spec: &RunSpec) -> Value {
     );
     m.insert("quiet".into(), Value::Bool(spec.quiet));
     Value::Object(m)
+}
+
+/// The host's message to the model in a patch attempt about its worktree (from the
+/// `workspace` event).
+pub(super) fn workspace_message(w: &j::Workspace) -> String {
+    format!(
+        "This is a patch attempt. Your worktree is at base commit {}; work in it with repo_list, repo_read_file, repo_write_file and repo_run (paths relative to its top). Change: {}. You may change only: {}. After the run the host diffs the worktree and runs its checks ({}); what you say about tests does not count.",
+        w.base,
+        w.targets.join(", "),
+        w.allow.join(", "),
+        w.checks.join(", "),
+    )
 }
 
 #[cfg(test)]
