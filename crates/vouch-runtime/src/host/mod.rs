@@ -36,6 +36,7 @@ mod patch;
 mod proposal;
 mod reconcile;
 mod recovery;
+mod rooms;
 mod submission;
 mod task;
 mod turn;
