@@ -204,6 +204,48 @@ pub fn run_now_spec(s: &Schedule) -> RunSpec {
 }
 
 impl Host {
+    /// §12.3: a slot past its grace with no run. The slot is consumed by a run created
+    /// directly as ended, outcome `missed`, through the same terminal path. With catch-up
+    /// `latest` one late run starts for it (same ledger scope: the slot).
+    pub fn missed_slot(
+        &self,
+        schedule: &str,
+        slot_ms: i64,
+        spec: &RunSpec,
+        catch_up_latest: bool,
+    ) -> HostResult<(String, Option<String>)> {
+        let id = crate::host::new_id(self.clock.as_ref());
+        self.create(&id, spec, None, Some((schedule, slot_ms)))?;
+        self.end_missed(&id, None)?;
+        if !catch_up_latest {
+            return Ok((id, None));
+        }
+        let late = crate::host::new_id(self.clock.as_ref());
+        let late_spec = RunSpec {
+            title: format!("{} (late run for a missed slot)", spec.title),
+            ..spec.clone()
+        };
+        self.create(&late, &late_spec, None, None)?;
+        self.drive(&late)?;
+        Ok((id, Some(late)))
+    }
+
+    /// §12.1.2: a slot that comes due while an earlier run of its schedule has not ended is
+    /// consumed as `missed`, and its receipt says why in `why` — which run it waits on — never
+    /// that the machine was off (issue 22 #8).
+    pub fn skipped_slot(
+        &self,
+        schedule: &str,
+        slot_ms: i64,
+        spec: &RunSpec,
+        why: &str,
+    ) -> HostResult<String> {
+        let id = crate::host::new_id(self.clock.as_ref());
+        self.create(&id, spec, None, Some((schedule, slot_ms)))?;
+        self.end_missed(&id, Some(why))?;
+        Ok(id)
+    }
+
     /// The newest run of a schedule's slots that has not ended, with its slot time.
     fn unended_slot_run(&self, schedule: &str) -> HostResult<Option<(i64, RunRecord)>> {
         for (at, id) in self.store.slots(schedule)?.into_iter().rev() {
@@ -243,81 +285,95 @@ impl Host {
         let now = self.clock.now_ms();
         let mut report = TickReport::default();
         for s in self.store.schedules()? {
-            // Checked when the schedule was added: a stored one that no longer parses is the
-            // store's inconsistency, not the ticking caller's input.
-            let stored = |m: String| {
-                HostError::Internal(format!(
-                    "stored schedule `{}`: {m}; remove it and add it again",
-                    s.name
-                ))
-            };
-            let cron = parse_cron(&s.cron).map_err(stored)?;
-            let tz = parse_tz(&s.tz).map_err(stored)?;
-            let consumed: Vec<(i64, String)> = self.store.slots(&s.name)?;
-            let after = consumed
-                .last()
-                .map(|(t, _)| *t)
-                .unwrap_or(s.created_ms)
-                .max(s.created_ms);
-            let expected = slots_between(&cron, tz, after, now, SLOTS_PER_TICK_MAX);
-            let pending: Vec<i64> = expected
-                .into_iter()
-                .filter(|t| !consumed.iter().any(|(c, _)| c == t))
-                .collect();
-            let (late, due): (Vec<i64>, Vec<i64>) =
-                pending.into_iter().partition(|t| now - t > s.grace_ms);
-            let newest_late = late.last().copied();
-            for slot in &late {
-                let latest =
-                    s.catch_up == CatchUp::Latest && Some(*slot) == newest_late && due.is_empty();
-                match self.missed_slot(&s.name, *slot, &routine_spec(&s, *slot), latest) {
-                    Ok((id, late_run)) => {
-                        report.missed.push((s.name.clone(), *slot, id));
-                        if let Some(l) = late_run {
-                            report.late.push((s.name.clone(), *slot, l));
-                        }
-                    }
-                    Err(HostError::SlotTaken(_)) => report.taken += 1,
-                    Err(e) => return Err(e),
-                }
-            }
-            for slot in due {
-                let active = self.unended_slot_run(&s.name)?;
-                let spec = routine_spec(&s, slot);
-                if let (Some((at, run)), Overlap::Skip) = (active, s.overlap) {
-                    // The previous run is still going: this slot does not start (§12.1.2), and
-                    // its receipt names the run it waits on.
-                    let why = self.skip_reason(&run, at, tz)?;
-                    match self.skipped_slot(
-                        &s.name,
-                        slot,
-                        &RunSpec {
-                            title: format!("{} ({why})", spec.title),
-                            ..spec
-                        },
-                        &why,
-                    ) {
-                        Ok(id) => report.missed.push((s.name.clone(), slot, id)),
-                        Err(HostError::SlotTaken(_)) => report.taken += 1,
-                        Err(e) => return Err(e),
-                    }
-                    continue;
-                }
-                let id = crate::host::new_id(self.clock.as_ref());
-                match self.create(&id, &spec, None, Some((&s.name, slot))) {
-                    Ok(_) => {}
-                    Err(HostError::SlotTaken(_)) => {
-                        report.taken += 1;
-                        continue;
-                    }
-                    Err(e) => return Err(e),
-                }
-                self.drive(&id)?;
-                report.started.push((s.name.clone(), slot, id));
-            }
+            self.tick_schedule(&s, now, &mut report)?;
         }
         self.dispatch()?;
         Ok(report)
+    }
+
+    /// One schedule's slots since the last it consumed: each slot past its grace is missed
+    /// (the newest caught up under `latest`), each slot due now is started.
+    fn tick_schedule(&self, s: &Schedule, now: i64, report: &mut TickReport) -> HostResult<()> {
+        // Checked when the schedule was added: a stored one that no longer parses is the
+        // store's inconsistency, not the ticking caller's input.
+        let stored = |m: String| {
+            HostError::Internal(format!(
+                "stored schedule `{}`: {m}; remove it and add it again",
+                s.name
+            ))
+        };
+        let cron = parse_cron(&s.cron).map_err(stored)?;
+        let tz = parse_tz(&s.tz).map_err(stored)?;
+        let consumed: Vec<(i64, String)> = self.store.slots(&s.name)?;
+        let after = consumed
+            .last()
+            .map(|(t, _)| *t)
+            .unwrap_or(s.created_ms)
+            .max(s.created_ms);
+        let expected = slots_between(&cron, tz, after, now, SLOTS_PER_TICK_MAX);
+        let pending: Vec<i64> = expected
+            .into_iter()
+            .filter(|t| !consumed.iter().any(|(c, _)| c == t))
+            .collect();
+        let (late, due): (Vec<i64>, Vec<i64>) =
+            pending.into_iter().partition(|t| now - t > s.grace_ms);
+        let newest_late = late.last().copied();
+        for slot in &late {
+            let latest =
+                s.catch_up == CatchUp::Latest && Some(*slot) == newest_late && due.is_empty();
+            match self.missed_slot(&s.name, *slot, &routine_spec(s, *slot), latest) {
+                Ok((id, late_run)) => {
+                    report.missed.push((s.name.clone(), *slot, id));
+                    if let Some(l) = late_run {
+                        report.late.push((s.name.clone(), *slot, l));
+                    }
+                }
+                Err(HostError::SlotTaken(_)) => report.taken += 1,
+                Err(e) => return Err(e),
+            }
+        }
+        for slot in due {
+            self.due_slot(s, slot, tz, report)?;
+        }
+        Ok(())
+    }
+
+    /// A slot come due: its run starts, unless an earlier run of an overlap-skip schedule has
+    /// not ended — then the slot is consumed as skipped, naming the run it waits on.
+    fn due_slot(&self, s: &Schedule, slot: i64, tz: Tz, report: &mut TickReport) -> HostResult<()> {
+        let active = self.unended_slot_run(&s.name)?;
+        let spec = routine_spec(s, slot);
+        if let (Some((at, run)), Overlap::Skip) = (active, s.overlap) {
+            // The previous run is still going: this slot does not start (§12.1.2), and
+            // its receipt names the run it waits on.
+            let why = self.skip_reason(&run, at, tz)?;
+            match self.skipped_slot(
+                &s.name,
+                slot,
+                &RunSpec {
+                    title: format!("{} ({why})", spec.title),
+                    ..spec
+                },
+                &why,
+            ) {
+                Ok(id) => report.missed.push((s.name.clone(), slot, id)),
+                Err(HostError::SlotTaken(_)) => report.taken += 1,
+                Err(e) => return Err(e),
+            }
+            return Ok(());
+        }
+        let id = crate::host::new_id(self.clock.as_ref());
+        match self.create(&id, &spec, None, Some((&s.name, slot))) {
+            Ok(_) => {}
+            Err(HostError::SlotTaken(_)) => {
+                report.taken += 1;
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        }
+        self.drive(&id)?;
+        report.started.push((s.name.clone(), slot, id));
+        Ok(())
     }
 }
 

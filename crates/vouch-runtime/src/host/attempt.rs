@@ -77,77 +77,11 @@ impl Host {
         };
         let key = irreversible.then(|| ledger_key(&run.scope, &d.id, hash));
         if let Some(key) = &key {
-            let entry = LedgerEntry {
-                key: key.clone(),
-                scope: run.scope.clone(),
-                run_id: run.id.clone(),
-                delivery: d.id.clone(),
-                payload_hash: hash.to_string(),
-                state: LedgerState::Intended,
-                attempts: 1,
-                detail: json!({}),
-                updated_ms: self.now(),
-            };
-            match self.intend(&run.id, &entry)? {
-                LedgerIntent::Proceed(_) => {
-                    self.journal(
-                        &run.id,
-                        self.evd(
-                            &d.id,
-                            j::LedgerIntent {
-                                key: key.clone(),
-                                payload_hash: hash.to_string(),
-                                payload: payload.clone(),
-                            },
-                        ),
-                    )?;
-                }
-                // The planted defect (test builds with the `planted-defect` feature only):
-                // the ledger's answer is ignored and the act executes again.
-                #[cfg(feature = "planted-defect")]
-                LedgerIntent::Recorded(_) if planted_ledger_defect() => {}
-                LedgerIntent::Recorded(prev) => {
-                    // Never executed again: return the recorded outcome (§8.2).
-                    let (status, reason) = match prev.state {
-                        LedgerState::Done => recorded_done(&prev.detail),
-                        _ => (
-                            DeliveryStatus::Unknown,
-                            format!(
-                                "the ledger already holds this act as {}",
-                                prev.state.as_str()
-                            ),
-                        ),
-                    };
-                    let evidence = prev
-                        .detail
-                        .get("evidence")
-                        .and_then(Value::as_str)
-                        .unwrap_or("ledger")
-                        .to_string();
-                    self.journal(
-                        &run.id,
-                        self.evd(
-                            &d.id,
-                            j::Evidence {
-                                posture: Some(posture),
-                                ledger: Some(prev.state.as_str().to_string()),
-                                ..j::Evidence::of(status, evidence.clone(), reason.clone())
-                            },
-                        ),
-                    )?;
-                    return Ok(status);
-                }
+            if let Some(status) = self.through_ledger(run, d, payload, hash, key, posture)? {
+                return Ok(status);
             }
         }
-        let req = AttemptRequest {
-            run_id: run.id.clone(),
-            delivery: d.id.clone(),
-            verb: d.verb,
-            destination: d.destination.clone(),
-            payload: payload.clone(),
-            payload_hash: hash.to_string(),
-            idempotency_key: key.clone(),
-        };
+        let req = attempt_request(&run.id, d, payload, hash, key.clone());
         self.journal(
             &run.id,
             self.evd(
@@ -181,6 +115,66 @@ impl Host {
         let (status, evidence, reason) = judge(&reply, &obs);
         self.settle(run, d, key.as_deref(), status, &evidence, &reason, posture)?;
         Ok(status)
+    }
+
+    /// The ledger's intent for an irreversible act (§8.2), before it is attempted: `None` to
+    /// go on, or the status the ledger already recorded (the act is never executed again).
+    fn through_ledger(
+        &self,
+        run: &RunRecord,
+        d: &vouch_core::Delivery,
+        payload: &Value,
+        hash: &str,
+        key: &str,
+        posture: Posture,
+    ) -> HostResult<Option<DeliveryStatus>> {
+        let entry = LedgerEntry {
+            key: key.to_string(),
+            scope: run.scope.clone(),
+            run_id: run.id.clone(),
+            delivery: d.id.clone(),
+            payload_hash: hash.to_string(),
+            state: LedgerState::Intended,
+            attempts: 1,
+            detail: json!({}),
+            updated_ms: self.now(),
+        };
+        match self.intend(&run.id, &entry)? {
+            LedgerIntent::Proceed(_) => {
+                self.journal(
+                    &run.id,
+                    self.evd(
+                        &d.id,
+                        j::LedgerIntent {
+                            key: key.to_string(),
+                            payload_hash: hash.to_string(),
+                            payload: payload.clone(),
+                        },
+                    ),
+                )?;
+            }
+            // The planted defect (test builds with the `planted-defect` feature only):
+            // the ledger's answer is ignored and the act executes again.
+            #[cfg(feature = "planted-defect")]
+            LedgerIntent::Recorded(_) if planted_ledger_defect() => {}
+            LedgerIntent::Recorded(prev) => {
+                // Never executed again: return the recorded outcome (§8.2).
+                let (status, evidence, reason) = recorded(&prev);
+                self.journal(
+                    &run.id,
+                    self.evd(
+                        &d.id,
+                        j::Evidence {
+                            posture: Some(posture),
+                            ledger: Some(prev.state.as_str().to_string()),
+                            ..j::Evidence::of(status, evidence.clone(), reason.clone())
+                        },
+                    ),
+                )?;
+                return Ok(Some(status));
+            }
+        }
+        Ok(None)
     }
 
     /// Write an act's ledger intent (§8.2). A key still `intended` holds only its intent when
@@ -395,109 +389,145 @@ impl Host {
                 posture,
             );
         };
-        let req = AttemptRequest {
-            run_id: run.id.clone(),
-            delivery: id.to_string(),
-            verb: d.verb,
-            destination: d.destination.clone(),
-            payload: open.payload.clone(),
-            payload_hash: open.payload_hash.clone(),
-            idempotency_key: open.key.clone(),
-        };
+        let req = attempt_request(
+            &run.id,
+            &d,
+            &open.payload,
+            &open.payload_hash,
+            open.key.clone(),
+        );
+        let (status, evidence, reason) =
+            self.observe_open(run, &d, open, posture, provider.as_ref(), &req)?;
+        let key = open.key.as_deref();
+        self.settle(run, &d, key, status, &evidence, &reason, posture)
+    }
+
+    /// What became of an attempt a crash left open, by the provider's observation (§8.3):
+    /// the destination holds it, it provably never ran, or — unobservable — a same-key retry
+    /// where the provider deduplicates, else unknown.
+    fn observe_open(
+        &self,
+        run: &RunRecord,
+        d: &vouch_core::Delivery,
+        open: &crate::view::OpenAttempt,
+        posture: Posture,
+        provider: &dyn Provider,
+        req: &AttemptRequest,
+    ) -> HostResult<(DeliveryStatus, String, String)> {
         let retries_by_key = open.key.is_some() && provider.idempotent_by_key(&d.destination);
-        match provider.observe(&req, None) {
-            Observation::Present { evidence } => self.settle(
-                run,
-                &d,
-                open.key.as_deref(),
-                DeliveryStatus::Verified,
-                &evidence,
-                "",
-                posture,
-            ),
-            Observation::Absent { .. } if !open.started => self.settle(
-                run,
-                &d,
-                open.key.as_deref(),
+        Ok(match provider.observe(req, None) {
+            Observation::Present { evidence } => {
+                (DeliveryStatus::Verified, evidence, String::new())
+            }
+            Observation::Absent { .. } if !open.started => (
                 DeliveryStatus::NotAttempted,
-                "",
-                "interrupted before it was attempted",
-                posture,
+                String::new(),
+                "interrupted before it was attempted".into(),
             ),
-            Observation::Absent { reason } => self.settle(
-                run,
-                &d,
-                open.key.as_deref(),
+            Observation::Absent { reason } => (
                 DeliveryStatus::Failed,
-                "",
-                &format!("interrupted before it took effect ({reason})"),
-                posture,
+                String::new(),
+                format!("interrupted before it took effect ({reason})"),
             ),
             // §8.3.1: `attempt_started` is durable before any provider call, so an act whose
             // key holds only its intent provably never ran, wherever it was going: the key is
             // `failed` and a continuation or a later attempt does it (§8.1.1).
-            Observation::Unobservable if !open.started && !retries_by_key => self.settle(
-                run,
-                &d,
-                open.key.as_deref(),
+            Observation::Unobservable if !open.started && !retries_by_key => (
                 DeliveryStatus::NotAttempted,
-                "",
-                "interrupted before it was attempted",
-                posture,
+                String::new(),
+                "interrupted before it was attempted".into(),
             ),
-            Observation::Unobservable => {
-                if retries_by_key {
-                    // Retry with the same key: the provider deduplicates (§8.3).
-                    self.journal(
-                        &run.id,
-                        self.evd(
-                            id,
-                            j::AttemptStarted {
-                                payload_hash: open.payload_hash.clone(),
-                                payload: open.payload.clone(),
-                                key: open.key.clone(),
-                                posture: Some(posture),
-                                retry_same_key: true,
-                            },
-                        ),
-                    )?;
-                    let reply = provider.attempt(&req);
-                    let reply = self.retry_same_key(&run.id, id, provider.as_ref(), &req, reply)?;
-                    self.journal(
-                        &run.id,
-                        self.evd(
-                            id,
-                            j::AttemptFinished {
-                                reply: reply_record(&reply),
-                                retrying_same_key: false,
-                            },
-                        ),
-                    )?;
-                    let obs = provider.observe(&req, Some(&reply));
-                    let (status, evidence, reason) = judge(&reply, &obs);
-                    self.settle(
-                        run,
-                        &d,
-                        open.key.as_deref(),
-                        status,
-                        &evidence,
-                        &reason,
-                        posture,
-                    )
-                } else {
-                    self.settle(
-                        run,
-                        &d,
-                        open.key.as_deref(),
-                        DeliveryStatus::Unknown,
-                        "",
-                        "the process stopped while it was being sent",
-                        posture,
-                    )
-                }
+            // Retry with the same key: the provider deduplicates (§8.3).
+            Observation::Unobservable if retries_by_key => {
+                self.retry_open(run, &d.id, open, posture, provider, req)?
             }
-        }
+            Observation::Unobservable => (
+                DeliveryStatus::Unknown,
+                String::new(),
+                "the process stopped while it was being sent".into(),
+            ),
+        })
     }
+
+    /// Attempt again with the same key an attempt a crash left open (its provider
+    /// deduplicates by key, §8.3), and judge the reply.
+    fn retry_open(
+        &self,
+        run: &RunRecord,
+        id: &str,
+        open: &crate::view::OpenAttempt,
+        posture: Posture,
+        provider: &dyn Provider,
+        req: &AttemptRequest,
+    ) -> HostResult<(DeliveryStatus, String, String)> {
+        self.journal(
+            &run.id,
+            self.evd(
+                id,
+                j::AttemptStarted {
+                    payload_hash: open.payload_hash.clone(),
+                    payload: open.payload.clone(),
+                    key: open.key.clone(),
+                    posture: Some(posture),
+                    retry_same_key: true,
+                },
+            ),
+        )?;
+        let reply = provider.attempt(req);
+        let reply = self.retry_same_key(&run.id, id, provider, req, reply)?;
+        self.journal(
+            &run.id,
+            self.evd(
+                id,
+                j::AttemptFinished {
+                    reply: reply_record(&reply),
+                    retrying_same_key: false,
+                },
+            ),
+        )?;
+        let obs = provider.observe(req, Some(&reply));
+        Ok(judge(&reply, &obs))
+    }
+}
+
+/// The request a provider is given for one attempt of a delivery.
+fn attempt_request(
+    run_id: &str,
+    d: &vouch_core::Delivery,
+    payload: &Value,
+    hash: &str,
+    key: Option<String>,
+) -> AttemptRequest {
+    AttemptRequest {
+        run_id: run_id.to_string(),
+        delivery: d.id.clone(),
+        verb: d.verb,
+        destination: d.destination.clone(),
+        payload: payload.clone(),
+        payload_hash: hash.to_string(),
+        idempotency_key: key,
+    }
+}
+
+/// The status, evidence and reason of an act the ledger already holds (§8.2).
+fn recorded(prev: &LedgerEntry) -> (DeliveryStatus, String, String) {
+    let (status, reason) = match prev.state {
+        LedgerState::Done => recorded_done(&prev.detail),
+        _ => (
+            DeliveryStatus::Unknown,
+            format!(
+                "the ledger already holds this act as {}",
+                prev.state.as_str()
+            ),
+        ),
+    };
+    let evidence = prev
+        .detail
+        .get("evidence")
+        .and_then(Value::as_str)
+        .unwrap_or("ledger")
+        .to_string();
+    (status, evidence, reason)
 }
 
 /// What a `done` key recorded (§8.1.1): `verified` only when its evidence was; an act whose

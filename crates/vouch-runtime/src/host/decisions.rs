@@ -1,6 +1,7 @@
 //! The person's decisions (§7): approve, deny, edit, answer, cancel. Each applies only to a
 //! waiting run and then continues it.
 
+use super::rooms::{Cards, Journal, Runs};
 use super::*;
 use vouch_core::Principal;
 
@@ -14,21 +15,23 @@ pub enum Then {
     Park,
 }
 
+/// What a person's decision may touch: the run's row (its lease and state), its cards and its
+/// journal. Recording a decision never drives the run: it says whether the run may go on
+/// ([`Decisions::go_on`]) and the host's public entry points continue it from there.
+pub(super) struct Decisions<'h> {
+    runs: Runs<'h>,
+    cards: Cards<'h>,
+    journal: Journal<'h>,
+}
+
 impl Host {
     // ------------------------------------------------------------------ decisions (§7)
 
-    /// Decisions apply only to a run that is waiting for the person.
-    pub(super) fn waiting(&self, run_id: &str) -> HostResult<RunRecord> {
-        let run = self.record(run_id)?;
-        match run.state {
-            RunState::Suspended => Ok(run),
-            RunState::Ended => Err(HostError::NotWaiting(format!(
-                "run {run_id} has already ended; there is nothing to decide (see `vouch receipt {run_id}`)"
-            ))),
-            _ => Err(HostError::NotWaiting(format!(
-                "run {run_id} is not waiting for a decision (it is {}); see `vouch approvals`",
-                run.state.as_str()
-            ))),
+    pub(super) fn decisions(&self) -> Decisions<'_> {
+        Decisions {
+            runs: Runs::of(self),
+            cards: Cards::of(self),
+            journal: Journal::of(self),
         }
     }
 
@@ -57,36 +60,7 @@ impl Host {
         then: Then,
         by: Option<&Principal>,
     ) -> HostResult<RunEnd> {
-        self.waiting(run_id)?;
-        let hash = &self.resolve_card_hash(run_id, delivery, hash)?;
-        self.lease(run_id)?;
-        self.store
-            .decide_card(run_id, delivery, hash, Decision::Approve, self.now())?;
-        // From here the run is ours and running: a crash leaves it interrupted, and the
-        // continuation carries the approval over (it is never lost).
-        self.store.set_run_state(run_id, RunState::Running)?;
-        self.journal(
-            run_id,
-            self.evd(
-                delivery,
-                j::ApprovalGranted {
-                    payload_hash: hash.to_string(),
-                    from_card: false,
-                    carried_from: None,
-                    by: by.cloned(),
-                },
-            ),
-        )?;
-        self.journal(
-            run_id,
-            self.ev(j::Resumed {
-                by: "approval".into(),
-                delivery: Some(delivery.to_string()),
-                parent: None,
-                start_turn: None,
-            }),
-        )?;
-        self.say(&format!("✓ approved {delivery} of run {run_id}"));
+        self.decisions().approve(run_id, delivery, hash, by)?;
         self.continue_if_unblocked(run_id, then)
     }
 
@@ -106,47 +80,7 @@ impl Host {
         then: Then,
         by: Option<&Principal>,
     ) -> HostResult<RunEnd> {
-        self.waiting(run_id)?;
-        let cards = self.store.cards_for_run(run_id)?;
-        let Some(card) = cards
-            .iter()
-            .find(|c| c.state == CardState::Open && c.delivery.as_deref() == Some(delivery))
-        else {
-            return Err(HostError::NotWaiting(format!(
-                "run {run_id} has no open approval for `{delivery}`; see `vouch approvals`"
-            )));
-        };
-        // As for an approval: the run is ours before the decision commits, and running once it
-        // has, so a crash in between leaves an orphan that start-up finishes with the denied
-        // card as its instruction (§7.1), never a suspended run with nothing left to decide.
-        self.lease(run_id)?;
-        self.store.decide_card(
-            run_id,
-            delivery,
-            &card.payload_hash,
-            Decision::Deny,
-            self.now(),
-        )?;
-        self.store.set_run_state(run_id, RunState::Running)?;
-        self.journal(
-            run_id,
-            self.evd(
-                delivery,
-                j::ApprovalDenied {
-                    payload_hash: card.payload_hash.clone(),
-                    by: by.cloned(),
-                },
-            ),
-        )?;
-        self.journal(
-            run_id,
-            self.ev(j::Resumed {
-                by: "denial".into(),
-                delivery: Some(delivery.to_string()),
-                parent: None,
-                start_turn: None,
-            }),
-        )?;
+        self.decisions().deny(run_id, delivery, by)?;
         self.continue_if_unblocked(run_id, then)
     }
 
@@ -173,8 +107,7 @@ impl Host {
         payload: &Value,
         by: Option<&Principal>,
     ) -> HostResult<String> {
-        self.waiting(run_id)?;
-        let run = self.record(run_id)?;
+        let run = self.decisions().waiting(run_id)?;
         let view = self.view(run_id)?;
         let item = view
             .items
@@ -208,7 +141,10 @@ impl Host {
         if item.card_hash.as_deref() == Some(hash.as_str()) {
             return Ok(hash);
         }
-        self.request_approval(&run, &d, payload, &hash, item.card_hash.as_deref(), by)?;
+        let old = item.card_hash.as_deref().map(|old| (old, by));
+        let facts = self.facts(&d);
+        self.proposals()
+            .request_approval(&run, &d, payload, &hash, old, facts)?;
         Ok(hash)
     }
 
@@ -228,30 +164,10 @@ impl Host {
         then: Then,
         by: Option<&Principal>,
     ) -> HostResult<RunEnd> {
-        self.waiting(run_id)?;
-        // As for an approval: the run is leased before the answer commits and marked running
-        // right after, so a crash anywhere before the run goes on leaves a run whose owner is
-        // gone — reconciled at start-up — never a suspended run with nothing to wake it.
-        self.lease(run_id)?;
-        self.store.answer_clarify(run_id, text, self.now())?;
-        self.store.set_run_state(run_id, RunState::Running)?;
-        self.journal(
-            run_id,
-            self.ev(j::ClarifyAnswered {
-                answer: text.to_string(),
-                by: by.cloned(),
-            }),
-        )?;
+        let room = self.decisions();
+        room.answer(run_id, text, by)?;
         self.repreflight_clarified(run_id)?;
-        self.journal(
-            run_id,
-            self.ev(j::Resumed {
-                by: "answer".into(),
-                delivery: None,
-                parent: None,
-                start_turn: None,
-            }),
-        )?;
+        room.resumed(run_id, "answer", None)?;
         self.continue_if_unblocked(run_id, then)
     }
 
@@ -285,79 +201,144 @@ impl Host {
         self.cancel_owned(run_id)
     }
 
-    /// The cancel of a run this process holds (§9.4): close its cards, withdraw what is not
-    /// yet attempted or decided, and end it `cancel`.
-    pub(super) fn cancel_owned(&self, run_id: &str) -> HostResult<vouch_core::Outcome> {
-        self.withdraw_and_end(run_id, "cancelled at your request")
-    }
-
-    /// End a run this process holds the way a cancel does, each withdrawn item saying `why`.
-    pub(super) fn withdraw_and_end(
-        &self,
-        run_id: &str,
-        why: &str,
-    ) -> HostResult<vouch_core::Outcome> {
-        self.settle_unsettled_and_end(run_id, DeliveryStatus::Denied, why, EndedBy::Cancel)
-    }
-
-    /// Close the run's cards, give every item not yet attempted or decided `status` with
-    /// `why`, and end the run `ended_by`: a cancel withdraws them (`denied`, "at your
-    /// request"); a run whose attempt ended leaves them `not_attempted`, saying why.
-    pub(super) fn settle_unsettled_and_end(
-        &self,
-        run_id: &str,
-        status: DeliveryStatus,
-        why: &str,
-        ended_by: EndedBy,
-    ) -> HostResult<vouch_core::Outcome> {
-        // Every open card closes — approvals and the run's question alike (issue 21): an
-        // ended run leaves nothing to decide in the inbox.
-        self.store.close_cards(run_id, self.now())?;
-        let view = self.view(run_id)?;
-        if let Some(m) = &view.manifest {
-            for d in &m.deliveries {
-                let unsettled = matches!(
-                    view.final_status(&d.id),
-                    DeliveryStatus::NotAttempted
-                        | DeliveryStatus::Awaiting
-                        | DeliveryStatus::Blocked
-                ) && view
-                    .items
-                    .get(&d.id)
-                    .map(|i| i.open_attempt.is_none())
-                    .unwrap_or(true);
-                if unsettled {
-                    self.journal(run_id, self.evd(&d.id, j::Evidence::of(status, "", why)))?;
-                }
-            }
-        }
-        self.reconcile(run_id, ended_by)
-    }
-
+    /// Drive the run on after a decision, unless it must wait (other cards open, or it goes
+    /// on at the board's next claimant).
     pub(super) fn continue_if_unblocked(&self, run_id: &str, then: Then) -> HostResult<RunEnd> {
-        let open = self
-            .store
-            .cards_for_run(run_id)?
+        match self.decisions().go_on(run_id, then)? {
+            Some(waits) => Ok(waits),
+            None => self.drive(run_id),
+        }
+    }
+}
+
+impl Decisions<'_> {
+    /// Decisions apply only to a run that is waiting for the person.
+    pub(super) fn waiting(&self, run_id: &str) -> HostResult<RunRecord> {
+        let run = self.runs.record(run_id)?;
+        match run.state {
+            RunState::Suspended => Ok(run),
+            RunState::Ended => Err(HostError::NotWaiting(format!(
+                "run {run_id} has already ended; there is nothing to decide (see `vouch receipt {run_id}`)"
+            ))),
+            _ => Err(HostError::NotWaiting(format!(
+                "run {run_id} is not waiting for a decision (it is {}); see `vouch approvals`",
+                run.state.as_str()
+            ))),
+        }
+    }
+
+    /// Record an approval of exactly the card's payload (§7).
+    fn approve(
+        &self,
+        run_id: &str,
+        delivery: &str,
+        hash: &str,
+        by: Option<&Principal>,
+    ) -> HostResult<()> {
+        self.waiting(run_id)?;
+        let hash = &self.cards.resolve_hash(run_id, delivery, hash)?;
+        self.runs.lease(run_id)?;
+        self.cards
+            .decide(run_id, delivery, hash, Decision::Approve)?;
+        // From here the run is ours and running: a crash leaves it interrupted, and the
+        // continuation carries the approval over (it is never lost).
+        self.runs.set_state(run_id, RunState::Running)?;
+        self.journal.append_for(
+            run_id,
+            delivery,
+            j::ApprovalGranted {
+                payload_hash: hash.to_string(),
+                from_card: false,
+                carried_from: None,
+                by: by.cloned(),
+            },
+        )?;
+        self.resumed(run_id, "approval", Some(delivery))?;
+        self.journal
+            .say(&format!("✓ approved {delivery} of run {run_id}"));
+        Ok(())
+    }
+
+    /// Record a denial of the open card of `delivery` (§7).
+    fn deny(&self, run_id: &str, delivery: &str, by: Option<&Principal>) -> HostResult<()> {
+        self.waiting(run_id)?;
+        let cards = self.cards.of_run(run_id)?;
+        let Some(card) = cards
             .iter()
-            .any(|c| c.state == CardState::Open);
-        if open {
+            .find(|c| c.state == CardState::Open && c.delivery.as_deref() == Some(delivery))
+        else {
+            return Err(HostError::NotWaiting(format!(
+                "run {run_id} has no open approval for `{delivery}`; see `vouch approvals`"
+            )));
+        };
+        // As for an approval: the run is ours before the decision commits, and running once it
+        // has, so a crash in between leaves an orphan that start-up finishes with the denied
+        // card as its instruction (§7.1), never a suspended run with nothing left to decide.
+        self.runs.lease(run_id)?;
+        self.cards
+            .decide(run_id, delivery, &card.payload_hash, Decision::Deny)?;
+        self.runs.set_state(run_id, RunState::Running)?;
+        self.journal.append_for(
+            run_id,
+            delivery,
+            j::ApprovalDenied {
+                payload_hash: card.payload_hash.clone(),
+                by: by.cloned(),
+            },
+        )?;
+        self.resumed(run_id, "denial", Some(delivery))
+    }
+
+    /// Record the answer to the run's one question (§5.3).
+    fn answer(&self, run_id: &str, text: &str, by: Option<&Principal>) -> HostResult<()> {
+        self.waiting(run_id)?;
+        // As for an approval: the run is leased before the answer commits and marked running
+        // right after, so a crash anywhere before the run goes on leaves a run whose owner is
+        // gone — reconciled at start-up — never a suspended run with nothing to wake it.
+        self.runs.lease(run_id)?;
+        self.cards.answer(run_id, text)?;
+        self.runs.set_state(run_id, RunState::Running)?;
+        self.journal.append(
+            run_id,
+            j::ClarifyAnswered {
+                answer: text.to_string(),
+                by: by.cloned(),
+            },
+        )
+    }
+
+    /// The run goes on after the person's decision `by`.
+    fn resumed(&self, run_id: &str, by: &str, delivery: Option<&str>) -> HostResult<()> {
+        self.journal.append(
+            run_id,
+            j::Resumed {
+                by: by.into(),
+                delivery: delivery.map(String::from),
+                parent: None,
+                start_turn: None,
+            },
+        )
+    }
+
+    /// Whether the run goes on here now (`None`), or waits, unowned: for other decisions
+    /// still open, or for the board's next claimant (`Then::Park`).
+    fn go_on(&self, run_id: &str, then: Then) -> HostResult<Option<RunEnd>> {
+        if self.cards.any_open(run_id)? {
             // The decision is journaled; the run waits, unowned, for the others (a decision
             // applies only to a suspended run, §9.2.4).
-            self.store.set_run_state(run_id, RunState::Suspended)?;
-            self.store.release_run(run_id, &self.owner)?;
-            return Ok(RunEnd::Suspended {
+            self.runs.park(run_id)?;
+            return Ok(Some(RunEnd::Suspended {
                 reason: "other decisions are still open".into(),
-            });
+            }));
         }
         if then == Then::Park {
             // A task attempt's run goes on wherever the board's next claimant is (§13.3):
             // the decision is durable in the journal, the run waits unowned for that worker.
-            self.store.set_run_state(run_id, RunState::Suspended)?;
-            self.store.release_run(run_id, &self.owner)?;
-            return Ok(RunEnd::Suspended {
+            self.runs.park(run_id)?;
+            return Ok(Some(RunEnd::Suspended {
                 reason: "decided; the task's next claimant continues this run".into(),
-            });
+            }));
         }
-        self.drive(run_id)
+        Ok(None)
     }
 }

@@ -213,7 +213,18 @@ impl Host {
                 result: res.text.clone(),
             }),
         )?;
-        let end = if res.end.is_some() {
+        let end = self.after_external_call(run_id, &res)?;
+        Ok(ExternalReply {
+            ok: res.ok,
+            text: res.text,
+            end,
+        })
+    }
+
+    /// After an outside agent's call: the run ends (the call ended it), waits for the person,
+    /// or waits, unowned, for the agent's next call.
+    fn after_external_call(&self, run_id: &str, res: &CallResult) -> HostResult<Option<RunEnd>> {
+        Ok(if res.end.is_some() {
             let end = self.end_loop(run_id, None)?;
             self.store.flush()?;
             Some(end)
@@ -231,11 +242,6 @@ impl Host {
         } else {
             self.idle(run_id)?;
             None
-        };
-        Ok(ExternalReply {
-            ok: res.ok,
-            text: res.text,
-            end,
         })
     }
 

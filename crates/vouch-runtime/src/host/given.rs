@@ -123,41 +123,7 @@ pub(super) fn given_from(
         Some(b) => b.task(&job.task_id)?,
         None => None,
     };
-    let mut cids: Vec<String> = task
-        .as_ref()
-        .map(|t| t.spec.context.clone())
-        .unwrap_or_default();
-    let defaults = job
-        .profile
-        .as_ref()
-        .and_then(|p| p.policy.get("context"))
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    for d in defaults.iter().filter_map(Value::as_str) {
-        if !cids.iter().any(|c| c == d) {
-            cids.push(d.to_string());
-        }
-    }
-    let mut inputs: Vec<String> = task
-        .as_ref()
-        .map(|t| t.spec.input_artifacts.clone())
-        .unwrap_or_default();
-    // A judge sees the input artifacts of the task it judges (§13.1.3).
-    if let (Some(board), Some(target)) = (
-        board,
-        (job.kind == "judge")
-            .then(|| job.input.get("target").and_then(Value::as_str))
-            .flatten(),
-    ) {
-        if let Some(t) = board.task(target)? {
-            for c in t.spec.input_artifacts {
-                if !inputs.contains(&c) {
-                    inputs.push(c);
-                }
-            }
-        }
-    }
+    let (cids, inputs) = pinned(board, task.as_ref(), job)?;
     if cids.is_empty() && inputs.is_empty() {
         return Ok(Given {
             context: vec![],
@@ -198,6 +164,47 @@ pub(super) fn given_from(
         placement,
         inputs,
     })
+}
+
+/// The content ids an attempt is given: the task's context, then its profile's default
+/// context; the task's input artifacts, and a judge's also those of the task it judges.
+fn pinned(
+    board: Option<&dyn vouch_store::board::BoardStore>,
+    task: Option<&vouch_store::board::TaskRecord>,
+    job: &AttemptJob,
+) -> HostResult<(Vec<String>, Vec<String>)> {
+    let mut cids: Vec<String> = task.map(|t| t.spec.context.clone()).unwrap_or_default();
+    let defaults = job
+        .profile
+        .as_ref()
+        .and_then(|p| p.policy.get("context"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for d in defaults.iter().filter_map(Value::as_str) {
+        if !cids.iter().any(|c| c == d) {
+            cids.push(d.to_string());
+        }
+    }
+    let mut inputs: Vec<String> = task
+        .map(|t| t.spec.input_artifacts.clone())
+        .unwrap_or_default();
+    // A judge sees the input artifacts of the task it judges (§13.1.3).
+    if let (Some(board), Some(target)) = (
+        board,
+        (job.kind == "judge")
+            .then(|| job.input.get("target").and_then(Value::as_str))
+            .flatten(),
+    ) {
+        if let Some(t) = board.task(target)? {
+            for c in t.spec.input_artifacts {
+                if !inputs.contains(&c) {
+                    inputs.push(c);
+                }
+            }
+        }
+    }
+    Ok((cids, inputs))
 }
 
 fn context_text(store: &dyn vouch_artifacts::ArtifactStore, cid: &str) -> HostResult<String> {

@@ -7,27 +7,9 @@ impl Host {
     // ------------------------------------------------------------------ manifest (§3)
 
     pub(super) fn declare(&self, run: &RunRecord, args: &Value) -> HostResult<CallResult> {
-        let args = crate::schemas::without_nulls(args);
-        let m: Manifest = match serde_json::from_value(args.clone()) {
+        let m = match self.parsed_manifest(run, args)? {
             Ok(m) => m,
-            Err(e) if !outside_vocabulary(&args) => {
-                // Not a vocabulary problem: a malformed call the model can repair.
-                return Ok(CallResult::repair(format!(
-                    "invalid arguments for `declare`: {e}; send {{\"deliveries\": [{{\"id\", \"verb\", \"destination\": {{\"kind\", \"address\"}}}}]}}"
-                )));
-            }
-            Err(e) => {
-                // Outside the closed vocabulary (§3.3): the run asks.
-                self.journal(
-                    &run.id,
-                    self.ev(j::ManifestRejected {
-                        errors: vec![e.to_string()],
-                        declined: vec![],
-                        reason: None,
-                    }),
-                )?;
-                return self.clarify(run, &format!("I could not map the request onto what I can deliver ({e}). What exactly should I deliver, and where?"), None);
-            }
+            Err(res) => return Ok(res),
         };
         // §3.2: ids in the closed alphabet and a bounded manifest, before anything is
         // journaled — a malformed call the model repairs, never a name on disk.
@@ -49,73 +31,120 @@ impl Host {
             return Ok(CallResult::repair(format!("invalid `declare`: {e}")));
         }
         if let Err(errors) = combined.validate() {
-            let texts: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
-            let mut ids: Vec<String> = vec![];
-            for e in &errors {
-                match e {
-                    vouch_core::ManifestError::ContradictsForbid { id, .. }
-                    | vouch_core::ManifestError::DuplicateId { id } => ids.push(id.clone()),
-                    vouch_core::ManifestError::UnknownOrderId { .. }
-                    | vouch_core::ManifestError::OrderCycle { .. }
-                    | vouch_core::ManifestError::EmptyId { .. } => {}
-                }
+            return self.contradiction(run, &view, &combined, amendment, &errors);
+        }
+        self.declared(run, &view, &m, &combined, amendment)
+    }
+
+    /// The manifest a `declare` call holds; otherwise what the model is answered (a repair
+    /// for a malformed call; the run's question when it is outside the vocabulary, §3.3).
+    fn parsed_manifest(
+        &self,
+        run: &RunRecord,
+        args: &Value,
+    ) -> HostResult<Result<Manifest, CallResult>> {
+        let args = crate::schemas::without_nulls(args);
+        Ok(match serde_json::from_value(args.clone()) {
+            Ok(m) => Ok(m),
+            Err(e) if !outside_vocabulary(&args) => {
+                // Not a vocabulary problem: a malformed call the model can repair.
+                Err(CallResult::repair(format!(
+                    "invalid arguments for `declare`: {e}; send {{\"deliveries\": [{{\"id\", \"verb\", \"destination\": {{\"kind\", \"address\"}}}}]}}"
+                )))
             }
-            ids.dedup();
-            if !view.clarify_used {
+            Err(e) => {
+                // Outside the closed vocabulary (§3.3): the run asks.
                 self.journal(
                     &run.id,
                     self.ev(j::ManifestRejected {
-                        errors: texts.clone(),
+                        errors: vec![e.to_string()],
                         declined: vec![],
                         reason: None,
                     }),
                 )?;
-                return self.clarify(
-                    run,
-                    &format!(
-                        "Your request contradicts itself: {}. What should I do?",
-                        texts.join("; ")
-                    ),
-                    None,
-                );
+                Err(self.clarify(run, &format!("I could not map the request onto what I can deliver ({e}). What exactly should I deliver, and where?"), None)?)
             }
-            // §5.3: the one question is spent. Keep the manifest, decline the contradicting items, end.
-            let keep: Manifest = Manifest {
-                forbid: combined.forbid.clone(),
-                order: vec![],
-                deliveries: dedup_items(&combined),
-            };
-            self.journal(
-                &run.id,
-                self.ev(j::ManifestDeclared {
-                    manifest: keep.clone(),
-                    amendment,
-                    carried_from: None,
-                }),
-            )?;
+        })
+    }
+
+    /// A manifest that contradicts itself (§5.3): the run asks its one question, or, with it
+    /// spent, keeps the manifest, declines the contradicting items and ends.
+    fn contradiction(
+        &self,
+        run: &RunRecord,
+        view: &RunView,
+        combined: &Manifest,
+        amendment: bool,
+        errors: &[vouch_core::ManifestError],
+    ) -> HostResult<CallResult> {
+        let texts: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+        let ids = contradicting_ids(errors);
+        if !view.clarify_used {
             self.journal(
                 &run.id,
                 self.ev(j::ManifestRejected {
                     errors: texts.clone(),
-                    declined: ids.clone(),
-                    reason: Some(format!(
-                        "the request contradicts itself: {}",
-                        texts.join("; ")
-                    )),
+                    declined: vec![],
+                    reason: None,
                 }),
             )?;
-            let why = format!(
-                "the request contradicts itself and its one question was already asked: {}",
-                texts.join("; ")
+            return self.clarify(
+                run,
+                &format!(
+                    "Your request contradicts itself: {}. What should I do?",
+                    texts.join("; ")
+                ),
+                None,
             );
-            return Ok(CallResult {
-                ok: false,
-                text: format!("manifest rejected: {why}; the run ends"),
-                suspend: None,
-                end: Some(why),
-                repair: false,
-            });
         }
+        // §5.3: the one question is spent. Keep the manifest, decline the contradicting items, end.
+        let keep: Manifest = Manifest {
+            forbid: combined.forbid.clone(),
+            order: vec![],
+            deliveries: dedup_items(combined),
+        };
+        self.journal(
+            &run.id,
+            self.ev(j::ManifestDeclared {
+                manifest: keep.clone(),
+                amendment,
+                carried_from: None,
+            }),
+        )?;
+        self.journal(
+            &run.id,
+            self.ev(j::ManifestRejected {
+                errors: texts.clone(),
+                declined: ids.clone(),
+                reason: Some(format!(
+                    "the request contradicts itself: {}",
+                    texts.join("; ")
+                )),
+            }),
+        )?;
+        let why = format!(
+            "the request contradicts itself and its one question was already asked: {}",
+            texts.join("; ")
+        );
+        Ok(CallResult {
+            ok: false,
+            text: format!("manifest rejected: {why}; the run ends"),
+            suspend: None,
+            end: Some(why),
+            repair: false,
+        })
+    }
+
+    /// Journal a manifest that holds together, then pre-flight its new items (§4); the first
+    /// that needs the person's word asks it.
+    fn declared(
+        &self,
+        run: &RunRecord,
+        view: &RunView,
+        m: &Manifest,
+        combined: &Manifest,
+        amendment: bool,
+    ) -> HostResult<CallResult> {
         self.journal(
             &run.id,
             self.ev(j::ManifestDeclared {
@@ -124,7 +153,7 @@ impl Host {
                 carried_from: None,
             }),
         )?;
-        self.say(&format!("  manifest: {}", summary(&combined)));
+        self.say(&format!("  manifest: {}", summary(combined)));
         let mut lines = vec![];
         let new_ids: Vec<String> = m.deliveries.iter().map(|d| d.id.clone()).collect();
         let mut suspend = None;
@@ -141,7 +170,7 @@ impl Host {
             {
                 continue; // already pre-flighted (replayed declare)
             }
-            let p = self.preflight(run, &combined, d)?;
+            let p = self.preflight(run, combined, d)?;
             lines.push(format!("{}: {}", d.id, p));
             if p == Posture::Clarify && suspend.is_none() {
                 let res = self.clarify(
@@ -314,6 +343,22 @@ fn outside_vocabulary(args: &Value) -> bool {
     }) || list("forbid")
         .iter()
         .any(|f| unknown::<Verb>(f.get("verb")) || unknown::<DestinationKind>(f.get("kind")))
+}
+
+/// The items a contradiction names (declined when the one question is spent).
+fn contradicting_ids(errors: &[vouch_core::ManifestError]) -> Vec<String> {
+    let mut ids: Vec<String> = vec![];
+    for e in errors {
+        match e {
+            vouch_core::ManifestError::ContradictsForbid { id, .. }
+            | vouch_core::ManifestError::DuplicateId { id } => ids.push(id.clone()),
+            vouch_core::ManifestError::UnknownOrderId { .. }
+            | vouch_core::ManifestError::OrderCycle { .. }
+            | vouch_core::ManifestError::EmptyId { .. } => {}
+        }
+    }
+    ids.dedup();
+    ids
 }
 
 #[cfg(test)]

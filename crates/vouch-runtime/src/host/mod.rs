@@ -36,6 +36,7 @@ mod patch;
 mod proposal;
 mod reconcile;
 mod recovery;
+mod rooms;
 mod submission;
 mod task;
 mod turn;
@@ -572,6 +573,22 @@ impl Host {
 pub const RUNS_SCAN_MAX: usize = 100_000;
 
 impl Host {
+    /// A run's record as the store holds it now.
+    pub(super) fn record(&self, run_id: &str) -> HostResult<RunRecord> {
+        self.store.run(run_id)?.ok_or_else(|| HostError::NotFound {
+            what: "run",
+            id: run_id.to_string(),
+        })
+    }
+
+    /// A run's view: the drive's own while this process drives it, else folded from the store.
+    pub(super) fn view(&self, run_id: &str) -> HostResult<RunView> {
+        if let Some(v) = self.drives.view(run_id) {
+            return Ok(v);
+        }
+        Ok(RunView::from_journal(&self.store.journal(run_id)?))
+    }
+
     /// True when `owner` is a process known to be running (this one included).
     pub(super) fn owner_is_alive(&self, owner: Option<&str>) -> bool {
         owner.and_then(|o| self.liveness.of(o)) == Some(true)

@@ -55,6 +55,20 @@ impl PatchWork {
             .cloned()
     }
 
+    /// Run `f` with the worktree open to the run's tools, and closed again after.
+    fn in_session<T>(&self, run_id: &str, ws: &Arc<Workspace>, f: impl FnOnce() -> T) -> T {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(run_id.to_string(), ws.clone());
+        let out = f();
+        self.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(run_id);
+        out
+    }
+
     pub fn specs(&self) -> Vec<ToolSpec> {
         let path =
             json!({"type": "string", "description": "a path relative to the worktree's top"});
@@ -305,17 +319,6 @@ fn keys_of(policy: Option<&Value>) -> (Vec<(String, vouch_repo::egress::Key)>, V
     (keys, problems)
 }
 
-/// The host's message to the model about its worktree (from the `workspace` event).
-pub(super) fn workspace_message(w: &j::Workspace) -> String {
-    format!(
-        "This is a patch attempt. Your worktree is at base commit {}; work in it with repo_list, repo_read_file, repo_write_file and repo_run (paths relative to its top). Change: {}. You may change only: {}. After the run the host diffs the worktree and runs its checks ({}); what you say about tests does not count.",
-        w.base,
-        w.targets.join(", "),
-        w.allow.join(", "),
-        w.checks.join(", "),
-    )
-}
-
 /// The policy the attempt's commands ran under, as the receipt and the evidence name it.
 fn sandbox_record(profile: Option<&RuntimeProfile>, c: &Confinement) -> Value {
     json!({
@@ -401,28 +404,7 @@ impl Host {
         work: &TaskWork,
         job: &AttemptJob,
     ) -> HostResult<AttemptOutcome> {
-        let patch = work.patch.as_ref().ok_or_else(|| {
-            HostError::BadInput(
-                "this worker does not take patch tasks (no worktrees folder configured)".into(),
-            )
-        })?;
-        let input =
-            PatchInput::from_value(&job.input).map_err(|e| HostError::BadInput(e.to_string()))?;
-        let mut ws = Workspace::create(&input, &patch.worktrees_dir, &job.task_id, job.attempt)
-            .map_err(|e| {
-                let m = format!("patch worktree: {e}");
-                match e {
-                    RepoError::Input(_) => HostError::BadInput(m),
-                    // Another attempt holds the worktree path or the branch.
-                    RepoError::Conflict(_) => HostError::OwnedElsewhere(m),
-                    RepoError::Git(_) | RepoError::Io(_) => HostError::Internal(m),
-                }
-            })?;
-        let (confinement, problems) = patch.confinement(job.profile.as_ref());
-        ws.confine(confinement);
-        for p in problems {
-            ws.refused(p);
-        }
+        let (patch, input, ws) = open_workspace(work, job)?;
         let run_id = new_id(self.clock.as_ref());
         let spec = RunSpec {
             trigger: TriggerKind::Task,
@@ -434,38 +416,14 @@ impl Host {
             // irreversible act an earlier attempt did.
             scope: Some(format!("task:{}", job.task_id)),
         };
-        let record = ws.record.clone();
+        let body = workspace_event(&ws, &input);
         let ws = Arc::new(ws);
-        let body = j::Workspace {
-            repo: record.repo.clone(),
-            path: record.path.clone(),
-            base: record.base.clone(),
-            head: record.head.clone(),
-            identity: record.identity.clone(),
-            branch: record.branch.clone(),
-            allow: input.allow.clone(),
-            targets: input.targets.clone(),
-            checks: input.checks.iter().map(|c| c.name.clone()).collect(),
-            trace: input.trace,
-        };
         // The model's own submission, if it makes one, is advisory only (a self-assessment).
         work.open_advisory(&run_id, job.profile.as_ref());
         let driven = self
             .create(&run_id, &spec, None, None)
             .and_then(|_| self.journal(&run_id, self.ev(body)))
-            .and_then(|()| {
-                patch
-                    .sessions
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(run_id.clone(), ws.clone());
-                self.drive(&run_id)
-            });
-        patch
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&run_id);
+            .and_then(|()| patch.in_session(&run_id, &ws, || self.drive(&run_id)));
         let claimed = work.take_advisory(&run_id);
         let ws = Arc::try_unwrap(ws).map_err(|_| {
             HostError::Internal("the worktree is still in use by a tool call".into())
@@ -477,8 +435,7 @@ impl Host {
                 return Err(e);
             }
         };
-        let journal = self.store.journal(&run_id)?;
-        let usage = super::task::usage_of(&journal);
+        let usage = super::task::usage_of(&self.store.journal(&run_id)?);
         let run_receipt = self.store.receipt(&run_id)?;
         if let RunEnd::Suspended { .. } = end {
             // The worktree stays for the resumption; it is observed when the run ends.
@@ -491,65 +448,12 @@ impl Host {
             });
         }
         let (observed, ws) = ws.observe();
-        let e = &observed.evaluation;
         let refused = ws.refusals();
         let sandbox = sandbox_record(job.profile.as_ref(), ws.confinement());
-        let lines: Vec<String> = vouch_repo::receipt_lines(e)
-            .into_iter()
-            .chain(sandbox_lines(&sandbox, &refused))
-            .map(|l| vouch_core::escape_line(&l).into_owned())
-            .collect();
-        let mut receipt = run_receipt.unwrap_or_default();
-        if !receipt.is_empty() && !receipt.ends_with('\n') {
-            receipt.push('\n');
-        }
-        for l in &lines {
-            receipt.push_str(l);
-            receipt.push('\n');
-        }
-        if let Some(c) = &observed.commit {
-            receipt.push_str(&format!(
-                "Committed by the host: {c} on {}\n",
-                observed.workspace.branch
-            ));
-        }
-        let report = match (e.verdict, e.attribution, &observed.commit) {
-            (Verdict::Accepted, _, Some(commit)) => ReportKind::Accepted {
-                result: json!({
-                    "commit": commit,
-                    "branch": observed.workspace.branch,
-                    "base": observed.workspace.base,
-                    "repo": observed.workspace.repo,
-                    "evidence": evidence(&observed, &sandbox, &refused),
-                }),
-                self_assessment: claimed,
-                verdict: None,
-            },
-            (Verdict::Accepted, _, None) => ReportKind::Failed {
-                retryable: false,
-                reason: format!(
-                    "the host could not commit the accepted diff: {}",
-                    observed.commit_error.as_deref().unwrap_or("unknown error")
-                ),
-                class: None,
-            },
-            (_, Attribution::Unknown, _) => ReportKind::Failed {
-                retryable: false,
-                reason: format!(
-                    "attribution unknown: {}; the worktree is kept at {} — check it before retrying",
-                    e.reasons.join("; "),
-                    observed.workspace.path
-                ),
-                class: None,
-            },
-            (Verdict::Rejected, Attribution::Attributed, _) => ReportKind::Failed {
-                retryable: true,
-                reason: format!("patch rejected: {}", e.reasons.join("; ")),
-                class: None,
-            },
-        };
+        let mut receipt = patch_receipt(run_receipt, &observed, &sandbox, &refused);
+        let report = patch_report(&observed, claimed, &sandbox, &refused);
         // Only a worktree this attempt still holds is removed; an unknown one is kept.
-        if e.attribution == Attribution::Attributed {
+        if observed.evaluation.attribution == Attribution::Attributed {
             if let Err(err) = ws.remove() {
                 receipt.push_str(&format!(
                     "The worktree could not be removed: {}\n",
@@ -564,6 +468,130 @@ impl Host {
             usage,
             evidence: Some(evidence(&observed, &sandbox, &refused)),
         })
+    }
+}
+
+/// The `workspace` event a patch attempt's run opens with: where the model works and what the
+/// host will check.
+fn workspace_event(ws: &Workspace, input: &PatchInput) -> j::Workspace {
+    let record = &ws.record;
+    j::Workspace {
+        repo: record.repo.clone(),
+        path: record.path.clone(),
+        base: record.base.clone(),
+        head: record.head.clone(),
+        identity: record.identity.clone(),
+        branch: record.branch.clone(),
+        allow: input.allow.clone(),
+        targets: input.targets.clone(),
+        checks: input.checks.iter().map(|c| c.name.clone()).collect(),
+        trace: input.trace,
+    }
+}
+
+/// The attempt's own worktree, confined by its runtime profile, with the patch input it was
+/// made from.
+fn open_workspace<'w>(
+    work: &'w TaskWork,
+    job: &AttemptJob,
+) -> HostResult<(&'w PatchWork, PatchInput, Workspace)> {
+    let patch = work.patch.as_ref().ok_or_else(|| {
+        HostError::BadInput(
+            "this worker does not take patch tasks (no worktrees folder configured)".into(),
+        )
+    })?;
+    let input =
+        PatchInput::from_value(&job.input).map_err(|e| HostError::BadInput(e.to_string()))?;
+    let mut ws = Workspace::create(&input, &patch.worktrees_dir, &job.task_id, job.attempt)
+        .map_err(|e| {
+            let m = format!("patch worktree: {e}");
+            match e {
+                RepoError::Input(_) => HostError::BadInput(m),
+                // Another attempt holds the worktree path or the branch.
+                RepoError::Conflict(_) => HostError::OwnedElsewhere(m),
+                RepoError::Git(_) | RepoError::Io(_) => HostError::Internal(m),
+            }
+        })?;
+    let (confinement, problems) = patch.confinement(job.profile.as_ref());
+    ws.confine(confinement);
+    for p in problems {
+        ws.refused(p);
+    }
+    Ok((patch, input, ws))
+}
+
+/// The run's receipt with the evaluation's lines, the sandbox's and the host's commit.
+fn patch_receipt(
+    run_receipt: Option<String>,
+    observed: &Observed,
+    sandbox: &Value,
+    refused: &[String],
+) -> String {
+    let e = &observed.evaluation;
+    let lines: Vec<String> = vouch_repo::receipt_lines(e)
+        .into_iter()
+        .chain(sandbox_lines(sandbox, refused))
+        .map(|l| vouch_core::escape_line(&l).into_owned())
+        .collect();
+    let mut receipt = run_receipt.unwrap_or_default();
+    if !receipt.is_empty() && !receipt.ends_with('\n') {
+        receipt.push('\n');
+    }
+    for l in &lines {
+        receipt.push_str(l);
+        receipt.push('\n');
+    }
+    if let Some(c) = &observed.commit {
+        receipt.push_str(&format!(
+            "Committed by the host: {c} on {}\n",
+            observed.workspace.branch
+        ));
+    }
+    receipt
+}
+
+/// The report the board hears: the evaluator's verdict, never the model's (§14).
+fn patch_report(
+    observed: &Observed,
+    claimed: Option<Value>,
+    sandbox: &Value,
+    refused: &[String],
+) -> ReportKind {
+    let e = &observed.evaluation;
+    match (e.verdict, e.attribution, &observed.commit) {
+        (Verdict::Accepted, _, Some(commit)) => ReportKind::Accepted {
+            result: json!({
+                "commit": commit,
+                "branch": observed.workspace.branch,
+                "base": observed.workspace.base,
+                "repo": observed.workspace.repo,
+                "evidence": evidence(observed, sandbox, refused),
+            }),
+            self_assessment: claimed,
+            verdict: None,
+        },
+        (Verdict::Accepted, _, None) => ReportKind::Failed {
+            retryable: false,
+            reason: format!(
+                "the host could not commit the accepted diff: {}",
+                observed.commit_error.as_deref().unwrap_or("unknown error")
+            ),
+            class: None,
+        },
+        (_, Attribution::Unknown, _) => ReportKind::Failed {
+            retryable: false,
+            reason: format!(
+                "attribution unknown: {}; the worktree is kept at {} — check it before retrying",
+                e.reasons.join("; "),
+                observed.workspace.path
+            ),
+            class: None,
+        },
+        (Verdict::Rejected, Attribution::Attributed, _) => ReportKind::Failed {
+            retryable: true,
+            reason: format!("patch rejected: {}", e.reasons.join("; ")),
+            class: None,
+        },
     }
 }
 

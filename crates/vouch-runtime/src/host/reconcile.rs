@@ -1,6 +1,7 @@
 //! The reconciler (§9.2): the one terminal path, missed schedule slots, and dispatch of
 //! the outbox.
 
+use super::rooms::Cards;
 use super::*;
 
 /// The duty the outbox dispatcher holds across processes (`Store::with_duty`).
@@ -12,53 +13,72 @@ impl Host {
         self.reconcile_with(run_id, ended_by, None)
     }
 
-    /// §12.3: a slot past its grace with no run. The slot is consumed by a run created
-    /// directly as ended, outcome `missed`, through the same terminal path. With catch-up
-    /// `latest` one late run starts for it (same ledger scope: the slot).
-    pub fn missed_slot(
+    /// End a run a schedule slot created as `missed` (§12.3), through the one terminal path;
+    /// `why` names what it waited on when the slot was skipped for an overlap (§12.1.2).
+    pub(crate) fn end_missed(
         &self,
-        schedule: &str,
-        slot_ms: i64,
-        spec: &RunSpec,
-        catch_up_latest: bool,
-    ) -> HostResult<(String, Option<String>)> {
-        let id = new_id(self.clock.as_ref());
-        self.create(&id, spec, None, Some((schedule, slot_ms)))?;
-        self.reconcile_with(&id, EndedBy::Schedule, Some(vouch_core::Outcome::Missed))?;
-        if !catch_up_latest {
-            return Ok((id, None));
+        run_id: &str,
+        why: Option<&str>,
+    ) -> HostResult<vouch_core::Outcome> {
+        if let Some(why) = why {
+            self.journal(
+                run_id,
+                self.ev(j::LoopEnded {
+                    cause: "overlap_skip".into(),
+                    reason: why.to_string(),
+                }),
+            )?;
         }
-        let late = new_id(self.clock.as_ref());
-        let late_spec = RunSpec {
-            title: format!("{} (late run for a missed slot)", spec.title),
-            ..spec.clone()
-        };
-        self.create(&late, &late_spec, None, None)?;
-        self.drive(&late)?;
-        Ok((id, Some(late)))
+        self.reconcile_with(run_id, EndedBy::Schedule, Some(vouch_core::Outcome::Missed))
     }
 
-    /// §12.1.2: a slot that comes due while an earlier run of its schedule has not ended is
-    /// consumed as `missed`, and its receipt says why in `why` — which run it waits on — never
-    /// that the machine was off (issue 22 #8).
-    pub fn skipped_slot(
+    /// The cancel of a run this process holds (§9.4): close its cards, withdraw what is not
+    /// yet attempted or decided, and end it `cancel`.
+    pub(super) fn cancel_owned(&self, run_id: &str) -> HostResult<vouch_core::Outcome> {
+        self.withdraw_and_end(run_id, "cancelled at your request")
+    }
+
+    /// End a run this process holds the way a cancel does, each withdrawn item saying `why`.
+    pub(super) fn withdraw_and_end(
         &self,
-        schedule: &str,
-        slot_ms: i64,
-        spec: &RunSpec,
+        run_id: &str,
         why: &str,
-    ) -> HostResult<String> {
-        let id = new_id(self.clock.as_ref());
-        self.create(&id, spec, None, Some((schedule, slot_ms)))?;
-        self.journal(
-            &id,
-            self.ev(j::LoopEnded {
-                cause: "overlap_skip".into(),
-                reason: why.to_string(),
-            }),
-        )?;
-        self.reconcile_with(&id, EndedBy::Schedule, Some(vouch_core::Outcome::Missed))?;
-        Ok(id)
+    ) -> HostResult<vouch_core::Outcome> {
+        self.settle_unsettled_and_end(run_id, DeliveryStatus::Denied, why, EndedBy::Cancel)
+    }
+
+    /// Close the run's cards, give every item not yet attempted or decided `status` with
+    /// `why`, and end the run `ended_by`: a cancel withdraws them (`denied`, "at your
+    /// request"); a run whose attempt ended leaves them `not_attempted`, saying why.
+    pub(super) fn settle_unsettled_and_end(
+        &self,
+        run_id: &str,
+        status: DeliveryStatus,
+        why: &str,
+        ended_by: EndedBy,
+    ) -> HostResult<vouch_core::Outcome> {
+        // Every open card closes — approvals and the run's question alike (issue 21): an
+        // ended run leaves nothing to decide in the inbox.
+        Cards::of(self).close_all(run_id)?;
+        let view = self.view(run_id)?;
+        if let Some(m) = &view.manifest {
+            for d in &m.deliveries {
+                let unsettled = matches!(
+                    view.final_status(&d.id),
+                    DeliveryStatus::NotAttempted
+                        | DeliveryStatus::Awaiting
+                        | DeliveryStatus::Blocked
+                ) && view
+                    .items
+                    .get(&d.id)
+                    .map(|i| i.open_attempt.is_none())
+                    .unwrap_or(true);
+                if unsettled {
+                    self.journal(run_id, self.evd(&d.id, j::Evidence::of(status, "", why)))?;
+                }
+            }
+        }
+        self.reconcile(run_id, ended_by)
     }
 
     pub(super) fn reconcile_with(
@@ -94,39 +114,7 @@ impl Host {
         if run.state == RunState::Ended {
             return Ok((run.outcome.unwrap_or(vouch_core::Outcome::Failed), false));
         }
-        let mut view = self.view(run_id)?;
-        let open: Vec<String> = view
-            .items
-            .iter()
-            .filter(|(_, i)| i.open_attempt.is_some())
-            .map(|(k, _)| k.clone())
-            .collect();
-        for id in &open {
-            self.settle_open_attempt(&run, &view, id)?;
-        }
-        // The view is read again only when something was journaled since.
-        if !open.is_empty() {
-            view = self.view(run_id)?;
-        }
-        // Items the run never pre-flighted (it died right after the manifest) get their
-        // posture now, so the receipt can say what would have happened.
-        let mut flighted = false;
-        if let Some(m) = view.manifest.clone() {
-            for d in &m.deliveries {
-                let unflighted = view
-                    .items
-                    .get(&d.id)
-                    .map(|i| i.posture.is_none() && i.status.is_none())
-                    .unwrap_or(true);
-                if unflighted {
-                    self.preflight(&run, &m, d)?;
-                    flighted = true;
-                }
-            }
-        }
-        if flighted {
-            view = self.view(run_id)?;
-        }
+        let view = self.settle_for_end(&run)?;
         let (spec_presence, quiet) = presence_of(&run);
         let presence = self
             .presence
@@ -171,6 +159,47 @@ impl Host {
         Ok((outcome, terminal.outbox.is_some()))
     }
 
+    /// Before the terminal record: settle every attempt a crash left open, and give items the
+    /// run never pre-flighted (it died right after the manifest) their posture, so the
+    /// receipt can say what would have happened. Returns the view to end from.
+    fn settle_for_end(&self, run: &RunRecord) -> HostResult<RunView> {
+        let run_id = run.id.as_str();
+        let mut view = self.view(run_id)?;
+        let open: Vec<String> = view
+            .items
+            .iter()
+            .filter(|(_, i)| i.open_attempt.is_some())
+            .map(|(k, _)| k.clone())
+            .collect();
+        for id in &open {
+            self.settle_open_attempt(run, &view, id)?;
+        }
+        // The view is read again only when something was journaled since.
+        if !open.is_empty() {
+            view = self.view(run_id)?;
+        }
+        // Items the run never pre-flighted (it died right after the manifest) get their
+        // posture now, so the receipt can say what would have happened.
+        let mut flighted = false;
+        if let Some(m) = view.manifest.clone() {
+            for d in &m.deliveries {
+                let unflighted = view
+                    .items
+                    .get(&d.id)
+                    .map(|i| i.posture.is_none() && i.status.is_none())
+                    .unwrap_or(true);
+                if unflighted {
+                    self.preflight(run, &m, d)?;
+                    flighted = true;
+                }
+            }
+        }
+        if flighted {
+            view = self.view(run_id)?;
+        }
+        Ok(view)
+    }
+
     /// The outbox dispatcher: deliver every pending row once, then mark it (§11.4). A row the
     /// route cannot take now stays pending and the next row is tried; a misconfigured route
     /// ends the pass (the rest would fail alike), leaving every undelivered row pending for
@@ -187,13 +216,36 @@ impl Host {
         // One dispatcher across every process on the store: rows are read and marked sent
         // while the duty is held, so no row is delivered by two hosts. A duty held elsewhere
         // for longer than a lock wait leaves the rows to that holder and the next pass.
+        let outbox = Outbox {
+            store: self.store.as_ref(),
+            notifier: self.notifier.as_ref(),
+            clock: self.clock.as_ref(),
+            progress: self.progress.as_ref(),
+        };
         let mut sent = Ok(0);
         self.store
-            .with_duty(DUTY_OUTBOX, true, &mut || sent = self.dispatch_pending())?;
+            .with_duty(DUTY_OUTBOX, true, &mut || sent = outbox.pending())?;
         sent
     }
+}
 
-    fn dispatch_pending(&self) -> HostResult<usize> {
+/// What the outbox dispatcher may touch: the outbox table, the notifier and the clock —
+/// never a run, its journal or a provider.
+struct Outbox<'h> {
+    store: &'h dyn Store,
+    notifier: &'h dyn Notifier,
+    clock: &'h dyn Clock,
+    progress: Option<&'h Progress>,
+}
+
+impl Outbox<'_> {
+    fn say(&self, line: &str) {
+        if let Some(p) = self.progress {
+            p(line);
+        }
+    }
+
+    fn pending(&self) -> HostResult<usize> {
         let pending = self.store.outbox_pending()?;
         let total = pending.len();
         let mut n = 0;
@@ -204,7 +256,7 @@ impl Host {
             }
             match result {
                 Ok(()) => {
-                    self.store.outbox_mark_sent(row.id, self.now())?;
+                    self.store.outbox_mark_sent(row.id, self.clock.now_ms())?;
                     n += 1;
                 }
                 Err(e @ NotifyError::Retry(_)) => self.say(&format!(
@@ -238,7 +290,7 @@ impl Host {
         }
         let _ = self
             .store
-            .outbox_failed(row.id, &error[..end], misconfigured, self.now());
+            .outbox_failed(row.id, &error[..end], misconfigured, self.clock.now_ms());
     }
 }
 
@@ -276,6 +328,70 @@ pub(crate) struct TerminalRecord {
 /// (statuses, outcome, needs_you, significance, route, receipt). Kept free of the store so it
 /// can be tested on hand-built views and so there is exactly one place that decides these.
 pub(crate) fn terminal_record(view: &RunView, f: &TerminalFacts<'_>) -> TerminalRecord {
+    let (statuses, outcome, needs_you, sig) = decide(view, f);
+    let route = vouch_core::route(sig, f.presence, f.quiet);
+    let view = with_missed_note(view, f);
+    let receipt = crate::receipt::render(
+        f.run_id,
+        f.trigger,
+        &view,
+        &statuses,
+        Some(outcome),
+        Some(f.ended_by.as_str()),
+        &needs_you,
+    );
+    let body = Event::from(j::Terminal {
+        outcome,
+        ended_by: f.ended_by,
+        statuses: statuses.iter().cloned().collect(),
+        needs_you: needs_you.clone(),
+        significance: sig,
+        route,
+        presence: f.presence,
+        quiet: f.quiet,
+        loop_end: view.loop_end.as_ref().map(|l| j::LoopEnded {
+            cause: l.cause.clone(),
+            reason: l.reason.clone(),
+        }),
+        reasons: statuses
+            .iter()
+            .filter(|(_, s)| *s != DeliveryStatus::Verified)
+            .map(|(k, s)| (k.clone(), crate::receipt::reason_for(&view, k, *s)))
+            .collect(),
+        corrupt: view.corrupt.clone(),
+        receipt_sha256: Some(vouch_core::sha256_hex(receipt.as_bytes())),
+    })
+    .body();
+    let outbox = (route == vouch_core::Route::Notify).then(|| NewOutbox {
+        dedup_key: format!("{}:terminal", f.run_id),
+        run_id: f.run_id.to_string(),
+        route: route.as_str().to_string(),
+        body: json!({"title": format!("vouch: {} — {}", outcome, view.title), "outcome": outcome, "significance": sig}),
+    });
+    TerminalRecord {
+        statuses,
+        outcome,
+        needs_you,
+        significance: sig,
+        route,
+        receipt,
+        body,
+        outbox,
+    }
+}
+
+/// The run's final statuses (`awaiting` at the end is `not_attempted`), its outcome, the
+/// items that need the person, and its significance (§9.2, §9.3).
+#[allow(clippy::type_complexity)]
+fn decide(
+    view: &RunView,
+    f: &TerminalFacts<'_>,
+) -> (
+    Vec<(String, DeliveryStatus)>,
+    vouch_core::Outcome,
+    Vec<String>,
+    vouch_core::Significance,
+) {
     let ids: Vec<String> = view
         .manifest
         .as_ref()
@@ -334,7 +450,12 @@ pub(crate) fn terminal_record(view: &RunView, f: &TerminalFacts<'_>) -> Terminal
         irreversible_verified,
         false,
     );
-    let route = vouch_core::route(sig, f.presence, f.quiet);
+    (statuses, outcome, needs_you, sig)
+}
+
+/// The view the receipt renders: a slot missed while nothing ran says which slot passed
+/// (a slot skipped for an overlap says why itself, in its loop end).
+fn with_missed_note(view: &RunView, f: &TerminalFacts<'_>) -> RunView {
     let mut view = view.clone();
     let skipped = view
         .loop_end
@@ -351,53 +472,7 @@ pub(crate) fn terminal_record(view: &RunView, f: &TerminalFacts<'_>) -> Terminal
         view.rejections.clear();
         view.missed_note = Some(format!("The slot of {slot} passed its grace with nothing running (the machine was off, or `vouch serve` was not running)."));
     }
-    let receipt = crate::receipt::render(
-        f.run_id,
-        f.trigger,
-        &view,
-        &statuses,
-        Some(outcome),
-        Some(f.ended_by.as_str()),
-        &needs_you,
-    );
-    let body = Event::from(j::Terminal {
-        outcome,
-        ended_by: f.ended_by,
-        statuses: statuses.iter().cloned().collect(),
-        needs_you: needs_you.clone(),
-        significance: sig,
-        route,
-        presence: f.presence,
-        quiet: f.quiet,
-        loop_end: view.loop_end.as_ref().map(|l| j::LoopEnded {
-            cause: l.cause.clone(),
-            reason: l.reason.clone(),
-        }),
-        reasons: statuses
-            .iter()
-            .filter(|(_, s)| *s != DeliveryStatus::Verified)
-            .map(|(k, s)| (k.clone(), crate::receipt::reason_for(&view, k, *s)))
-            .collect(),
-        corrupt: view.corrupt.clone(),
-        receipt_sha256: Some(vouch_core::sha256_hex(receipt.as_bytes())),
-    })
-    .body();
-    let outbox = (route == vouch_core::Route::Notify).then(|| NewOutbox {
-        dedup_key: format!("{}:terminal", f.run_id),
-        run_id: f.run_id.to_string(),
-        route: route.as_str().to_string(),
-        body: json!({"title": format!("vouch: {} — {}", outcome, view.title), "outcome": outcome, "significance": sig}),
-    });
-    TerminalRecord {
-        statuses,
-        outcome,
-        needs_you,
-        significance: sig,
-        route,
-        receipt,
-        body,
-        outbox,
-    }
+    view
 }
 
 #[cfg(test)]

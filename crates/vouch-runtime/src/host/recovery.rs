@@ -233,6 +233,55 @@ impl Host {
     /// §9.2: a continuation run with the same manifest and ledger scope; settled deliveries
     /// carry over as they are, the others are attempted again.
     pub fn resume(&self, parent_id: &str) -> HostResult<(String, RunEnd)> {
+        let (parent, pview) = self.resumable(parent_id)?;
+        let id = new_id(self.clock.as_ref());
+        let (presence, quiet) = presence_of(&parent);
+        let spec = RunSpec {
+            trigger: parent.trigger,
+            title: parent.title.clone(),
+            presence: Some(presence),
+            quiet,
+            model: parent.spec.get("model").cloned().unwrap_or(Value::Null),
+            scope: Some(parent.scope.clone()),
+        };
+        // The continuation as the store holds it now: its row does not change until it is
+        // driven, so it is not read back.
+        let created = self.create(&id, &spec, Some(&parent), None)?;
+        self.carry_over(&id, parent_id, &pview)?;
+        // The script continues from the first turn the parent did not complete.
+        self.journal(
+            &id,
+            self.ev(j::Resumed {
+                by: "resume".into(),
+                delivery: None,
+                parent: Some(parent_id.to_string()),
+                start_turn: Some((pview.turn_offset + pview.turns_complete) as u64),
+            }),
+        )?;
+        // §9.5: drafts the parent left because their destination was not ready are finished
+        // from their stored payload, never re-asked of the model.
+        let mut suspend = None;
+        if let Some(m) = &pview.manifest {
+            for d in &m.deliveries {
+                let item = pview.items.get(&d.id).cloned().unwrap_or_default();
+                if item.status == Some(DeliveryStatus::Drafted) {
+                    if let Some(reason) = self.finish_draft(&created, m, d, &item)? {
+                        suspend.get_or_insert(reason);
+                    }
+                }
+            }
+        }
+        if let Some(reason) = suspend {
+            let end = self.suspend_drive(&id, reason)?;
+            return Ok((id, end));
+        }
+        let end = self.drive_run(created)?;
+        Ok((id, end))
+    }
+
+    /// The ended run `parent_id` and its view, if a continuation may go on from it: not a
+    /// task's run, ended, not resumed before, with something left to do.
+    fn resumable(&self, parent_id: &str) -> HostResult<(RunRecord, RunView)> {
         let parent = self.record(parent_id)?;
         if parent.trigger == TriggerKind::Task {
             // A task's run goes on through the board (§13.3), never beside it (issue 22 #6).
@@ -271,22 +320,15 @@ impl Host {
                 "run {parent_id} has nothing left to do: every delivery is settled (see `vouch receipt {parent_id}`)"
             )));
         }
-        let id = new_id(self.clock.as_ref());
-        let (presence, quiet) = presence_of(&parent);
-        let spec = RunSpec {
-            trigger: parent.trigger,
-            title: parent.title.clone(),
-            presence: Some(presence),
-            quiet,
-            model: parent.spec.get("model").cloned().unwrap_or(Value::Null),
-            scope: Some(parent.scope.clone()),
-        };
-        // The continuation as the store holds it now: its row does not change until it is
-        // driven, so it is not read back.
-        let created = self.create(&id, &spec, Some(&parent), None)?;
+        Ok((parent, pview))
+    }
+
+    /// What a continuation carries over from its parent (§9.2): the manifest, each item's
+    /// posture, approvals of payloads not yet settled, and settled statuses.
+    fn carry_over(&self, id: &str, parent_id: &str, pview: &RunView) -> HostResult<()> {
         if let Some(m) = &pview.manifest {
             self.journal(
-                &id,
+                id,
                 self.ev(j::ManifestDeclared {
                     manifest: m.clone(),
                     amendment: false,
@@ -297,7 +339,7 @@ impl Host {
                 let item = pview.items.get(&d.id).cloned().unwrap_or_default();
                 if let Some(p) = item.posture {
                     self.journal(
-                        &id,
+                        id,
                         self.evd(
                             &d.id,
                             j::Preflight {
@@ -321,7 +363,7 @@ impl Host {
                     // Approved in the parent and not settled there (never attempted, or definitely
                     // failed): the approval of this exact hash carries over (§7, §8.2).
                     self.journal(
-                        &id,
+                        id,
                         self.evd(
                             &d.id,
                             j::ApprovalGranted {
@@ -339,7 +381,7 @@ impl Host {
                 }
                 if let Some(s) = item.status.filter(|s| s.is_settled()) {
                     self.journal(
-                        &id,
+                        id,
                         self.evd(
                             &d.id,
                             j::Evidence {
@@ -351,44 +393,7 @@ impl Host {
                 }
             }
         }
-        // The script continues from the first turn the parent did not complete.
-        self.journal(
-            &id,
-            self.ev(j::Resumed {
-                by: "resume".into(),
-                delivery: None,
-                parent: Some(parent_id.to_string()),
-                start_turn: Some((pview.turn_offset + pview.turns_complete) as u64),
-            }),
-        )?;
-        // §9.5: drafts the parent left because their destination was not ready are finished
-        // from their stored payload, never re-asked of the model.
-        let mut suspend = None;
-        if let Some(m) = &pview.manifest {
-            for d in &m.deliveries {
-                let item = pview.items.get(&d.id).cloned().unwrap_or_default();
-                if item.status == Some(DeliveryStatus::Drafted) {
-                    if let Some(reason) = self.finish_draft(&created, m, d, &item)? {
-                        suspend.get_or_insert(reason);
-                    }
-                }
-            }
-        }
-        if let Some(reason) = suspend {
-            self.journal(
-                &id,
-                self.ev(j::Suspended {
-                    reason: reason.to_string(),
-                    at_boot: false,
-                }),
-            )?;
-            self.store.set_run_state(&id, RunState::Suspended)?;
-            self.store.release_run(&id, &self.owner)?;
-            self.say(&format!("⏸ run {id} is waiting for you: {reason}"));
-            return Ok((id, RunEnd::Suspended { reason }));
-        }
-        let end = self.drive_run(created)?;
-        Ok((id, end))
+        Ok(())
     }
 }
 

@@ -645,18 +645,24 @@ impl WorkTools for TaskWork {
             }
             return self.inner.call(run_id, spec, call, args);
         }
+        Some(self.submit(run_id, args))
+    }
+}
+
+impl TaskWork {
+    /// The `submit` tool (§13.4): the one submission rule, counted against the attempt's
+    /// repairs on the board (or in its slot when there is none).
+    fn submit(&self, run_id: &str, args: &Value) -> Result<String, String> {
         let Ok(mut slots) = self.slots.lock() else {
-            return Some(Err("the board is unavailable; try again".into()));
+            return Err("the board is unavailable; try again".into());
         };
         let Some(slot) = slots.get_mut(run_id) else {
-            return Some(Err(
-                "this run is not a task attempt: nothing to submit".into()
-            ));
+            return Err("this run is not a task attempt: nothing to submit".into());
         };
         if slot.accepted.is_some() {
-            return Some(Err(
+            return Err(
                 "a result was already accepted for this attempt; it cannot be replaced".into(),
-            ));
+            );
         }
         let result = args.get("result").cloned().unwrap_or(Value::Null);
         let rules = SubmitRules {
@@ -681,13 +687,13 @@ impl WorkTools for TaskWork {
             _ => accept_submission(&rules, &counted, &result, assessment),
         };
         slot.invalid = counted.0.get();
-        Some(match out {
+        match out {
             Ok(a) => {
                 slot.accepted = Some((a.result, a.self_assessment));
                 Ok("accepted: the result is valid and handed to the board".into())
             }
             Err(e) => Err(e.to_string()),
-        })
+        }
     }
 }
 
@@ -1043,34 +1049,14 @@ impl Host {
             }
             return self.run_patch_attempt(work, job);
         }
-        let ty = types.get(&job.kind).ok_or_else(|| {
-            HostError::BadInput(format!(
-                "task type `{}` is not registered here; known: {}",
-                job.kind,
-                types.names().join(", ")
-            ))
-        })?;
+        let ty = registered(types, &job.kind)?;
         let run_id = match resume {
             Some(r) => r.to_string(),
             None => new_id(self.clock.as_ref()),
         };
         let given = super::given::given(work, job)?;
         let spec = self.attempt_spec(job, Some(ty), &given, resume.is_none())?;
-        let mut slot = Slot {
-            allowed_tools: job.profile.as_ref().and_then(RuntimeProfile::allowed_tools),
-            profile: job
-                .profile
-                .as_ref()
-                .map(|p| format!("`{}` ({})", p.name, p.fingerprint))
-                .unwrap_or_default(),
-            output_schema: ty.output_schema.clone(),
-            needs_assessment: job.criteria.is_some(),
-            rules: Some((job.kind.clone(), job.input.clone())),
-            repairs_max: job.repairs_max,
-            invalid: 0,
-            lease: job.lease.clone(),
-            accepted: None,
-        };
+        let mut slot = new_slot(job, ty);
         if resume.is_some() {
             slot_from_journal(&self.store.journal(&run_id)?, &mut slot);
         }
@@ -1110,6 +1096,35 @@ impl Host {
             usage,
             evidence: None,
         })
+    }
+}
+
+/// The task type `kind` as this worker registered it; the error names the ones it has.
+fn registered<'t>(types: &'t TaskTypes, kind: &str) -> HostResult<&'t TaskType> {
+    types.get(kind).ok_or_else(|| {
+        HostError::BadInput(format!(
+            "task type `{kind}` is not registered here; known: {}",
+            types.names().join(", ")
+        ))
+    })
+}
+
+/// The slot an attempt's run opens with: what its `submit` checks against (§13.4).
+fn new_slot(job: &AttemptJob, ty: &TaskType) -> Slot {
+    Slot {
+        allowed_tools: job.profile.as_ref().and_then(RuntimeProfile::allowed_tools),
+        profile: job
+            .profile
+            .as_ref()
+            .map(|p| format!("`{}` ({})", p.name, p.fingerprint))
+            .unwrap_or_default(),
+        output_schema: ty.output_schema.clone(),
+        needs_assessment: job.criteria.is_some(),
+        rules: Some((job.kind.clone(), job.input.clone())),
+        repairs_max: job.repairs_max,
+        invalid: 0,
+        lease: job.lease.clone(),
+        accepted: None,
     }
 }
 

@@ -6,6 +6,31 @@ use super::*;
 /// Findings a refused run names (the rest are in `vouch journal verify`).
 const FINDINGS_NAMED_MAX: usize = 5;
 
+/// What a drive keeps between its turns.
+struct Drive {
+    model: Box<dyn Model>,
+    tools: Arc<[ToolSpec]>,
+    turns: usize,
+    tokens: u64,
+    /// Malformed calls so far, against `Limits::repairs_max`.
+    repairs: u32,
+    /// When this drive last took the run's lease.
+    leased_at_ms: i64,
+}
+
+/// What one turn leads to: the loop routes on it, so no transition calls back into the loop.
+enum Step {
+    /// Another turn.
+    Next,
+    /// The loop is over; `Some((cause, reason))` when it stopped without the work (a budget,
+    /// a model error, too many repairs).
+    Stop(Option<(&'static str, String)>),
+    /// The run's work was cancelled (its stop probe said so).
+    Cancelled,
+    /// The run waits for the person (an approval, the question).
+    Suspend(String),
+}
+
 impl Host {
     // ------------------------------------------------------------------ starting runs
 
@@ -85,22 +110,7 @@ impl Host {
             }),
         )?;
         self.say(&format!("▶ run {id} started: {}", spec.title));
-        Ok(RunRecord {
-            id: run.id,
-            trigger: run.trigger,
-            title: run.title,
-            chain_root: run.chain_root,
-            parent: run.parent,
-            scope: run.scope,
-            spec: run.spec,
-            state: run.state,
-            outcome: None,
-            ended_by: None,
-            created_ms: run.created_ms,
-            ended_ms: None,
-            owner: run.lease.as_ref().map(|l| l.owner.clone()),
-            lease_until_ms: run.lease.as_ref().map(|l| l.until_ms),
-        })
+        Ok(created_record(run))
     }
 
     /// The store refuses new runs while damage found by verification is open (§10.2): the
@@ -136,20 +146,6 @@ impl Host {
             "{m}{found}. Keep a copy of the store, read `vouch journal verify`, then repair it from a backup or acknowledge the damage"
         ))
         .into()
-    }
-
-    pub(super) fn record(&self, run_id: &str) -> HostResult<RunRecord> {
-        self.store.run(run_id)?.ok_or_else(|| HostError::NotFound {
-            what: "run",
-            id: run_id.to_string(),
-        })
-    }
-
-    pub(super) fn view(&self, run_id: &str) -> HostResult<RunView> {
-        if let Some(v) = self.drives.view(run_id) {
-            return Ok(v);
-        }
-        Ok(RunView::from_journal(&self.store.journal(run_id)?))
     }
 
     // ------------------------------------------------------------------ the loop
@@ -250,33 +246,7 @@ impl Host {
                 "run {run_id} has already ended; see `vouch receipt {run_id}`"
             )));
         }
-        // A run this process created a moment ago already holds a fresh lease: taking it again
-        // would be a commit for nothing.
-        let now = self.now();
-        let fresh = run.owner.as_deref() == Some(self.owner.as_str())
-            && run
-                .lease_until_ms
-                .is_some_and(|until| until - now >= self.limits.lease_ms * 2 / 3);
-        if !fresh {
-            self.lease(run_id)?;
-        }
-        // The lease is renewed by elapsed time, not per turn: a renewal is a store commit, and
-        // renewing once a third of the lease has passed keeps it alive with room to spare.
-        let mut leased_at_ms = if fresh {
-            run.lease_until_ms.unwrap_or(now) - self.limits.lease_ms
-        } else {
-            self.now()
-        };
-        if run.state != RunState::Running {
-            self.store.set_run_state(run_id, RunState::Running)?;
-        }
-        // One read of the journal opens both the view and the conversation.
-        let journal = self.store.journal(run_id)?;
-        self.drives.open(
-            &run,
-            RunView::from_journal(&journal),
-            self.messages_of(&run, &journal)?,
-        );
+        let leased_at_ms = self.open_drive(&run)?;
         let view = self.view(run_id)?;
         if self.drives.stop_requested(run_id) {
             return self.stop_cancelled(run_id, view.turns);
@@ -298,7 +268,7 @@ impl Host {
             });
         }
         let view = self.view(run_id)?;
-        let mut model = match self
+        let model = match self
             .models
             .model(&run.spec, view.turn_offset + view.turns_complete)
         {
@@ -315,174 +285,253 @@ impl Host {
                 );
             }
         };
-        let tools = super::task::tools_for_run(&self.tool_specs(), &run.spec);
-        let mut turns = view.turns;
-        let mut tokens = view.prompt_tokens + view.completion_tokens;
-        let mut repairs = 0u32;
-        // Why the loop stopped without the work, if it did (model error, budget, repairs).
-        let stopped: Option<(&str, String)>;
+        let mut drive = Drive {
+            tools: super::task::tools_for_run(&self.tool_specs(), &run.spec),
+            model,
+            turns: view.turns,
+            tokens: view.prompt_tokens + view.completion_tokens,
+            repairs: 0,
+            leased_at_ms,
+        };
         loop {
-            // A turn boundary: a cancelled run asks the model nothing more (issue 22 #5).
-            if self.drives.stop_requested(run_id) {
-                return self.stop_cancelled(run_id, turns);
-            }
-            if turns >= self.limits.turns_max {
-                stopped = Some((
-                    "turn_budget",
-                    format!(
-                        "the model used its whole turn budget ({} turns)",
-                        self.limits.turns_max
-                    ),
-                ));
-                break;
-            }
-            if tokens >= self.limits.tokens_max {
-                stopped = Some((
-                    "token_budget",
-                    format!(
-                        "the model used its whole token budget ({} tokens)",
-                        self.limits.tokens_max
-                    ),
-                ));
-                break;
-            }
-            if self.now() - leased_at_ms >= self.limits.lease_ms / 3 {
-                self.lease(run_id)?;
-                leased_at_ms = self.now();
-            }
-            let next = self
-                .drives
-                .with_messages(run_id, |messages| model.next_turn(messages, &tools));
-            let next = match next {
-                Some(n) => n,
-                None => model.next_turn(&self.messages(&run)?, &tools),
-            };
-            let next = next.and_then(|t| {
-                let bytes = turn_bytes(t.content.as_deref(), &t.tool_calls);
-                if bytes > TURN_BYTES_MAX {
-                    // Refused before it is journaled: a turn larger than an event would leave
-                    // the run unable to record anything, read as interrupted.
-                    return Err(ModelError::Protocol(format!(
-                        "the model's turn is {bytes} bytes, more than the limit of {TURN_BYTES_MAX}"
-                    )));
-                }
-                Ok(t)
-            });
-            let turn: ModelTurn = match next {
-                Ok(t) => t,
-                Err(ModelError::ScriptExhausted) => {
-                    self.say("  loop ended: the model made its last call");
-                    stopped = None;
-                    break;
-                }
-                Err(e) => {
-                    self.journal(
-                        run_id,
-                        self.ev(j::Turn {
-                            index: turns as u64,
-                            content: None,
-                            tool_calls: vec![],
-                            usage: None,
-                            error: Some(e.to_string()),
-                        }),
-                    )?;
-                    stopped = Some(("model_error", e.to_string()));
-                    break;
-                }
-            };
-            turns += 1;
-            tokens += turn.usage.prompt_tokens + turn.usage.completion_tokens;
-            self.journal(
-                run_id,
-                self.ev(j::Turn {
-                    index: (turns - 1) as u64,
-                    content: turn.content.clone(),
-                    tool_calls: turn.tool_calls.iter().map(Into::into).collect(),
-                    usage: Some(turn.usage.into()),
-                    error: None,
-                }),
-            )?;
-            if turn.tool_calls.is_empty() && self.drives.stop_requested(run_id) {
-                // The final text is not delivered either.
-                return self.stop_cancelled(run_id, turns);
-            }
-            if turn.tool_calls.is_empty() {
-                let text = turn.content.clone().unwrap_or_default();
-                self.say(&format!(
-                    "  model: {}",
-                    if text.is_empty() {
-                        "(no final text)".to_string()
-                    } else {
-                        text.clone()
-                    }
-                ));
-                self.final_text_to_surface(&run, &text)?;
-                self.say("  loop ended: the model gave its final text");
-                stopped = None;
-                break;
-            }
-            let mut suspended = None;
-            let mut ended: Option<String> = None;
-            let mut cancelled = false;
-            for call in &turn.tool_calls {
-                // Asked before each call: nothing is attempted once the cancel is durable.
-                cancelled = cancelled || self.drives.stop_requested(run_id);
-                let res = if cancelled {
-                    CallResult::err("not run: the task was cancelled")
-                } else if suspended.is_some() || ended.is_some() {
-                    CallResult::err("not run: the run is suspended; call again after it resumes")
-                } else {
-                    self.handle_call(&run, call)?
-                };
-                if res.repair {
-                    repairs += 1;
-                }
-                self.journal(
-                    run_id,
-                    self.ev(j::ToolCalled {
-                        call_id: call.id.clone(),
-                        name: call.name.clone(),
-                        ok: res.ok,
-                        result: res.text.clone(),
-                    }),
-                )?;
-                if res.suspend.is_some() && suspended.is_none() {
-                    suspended = res.suspend;
-                }
-                if res.end.is_some() && ended.is_none() {
-                    ended = res.end;
-                }
-            }
-            if cancelled {
-                return self.stop_cancelled(run_id, turns);
-            }
-            if let Some(reason) = ended {
-                self.say(&format!("  loop ended: {reason}"));
-                stopped = None;
-                break;
-            }
-            if let Some(reason) = suspended {
-                self.journal(
-                    run_id,
-                    self.ev(j::Suspended {
-                        reason: reason.to_string(),
-                        at_boot: false,
-                    }),
-                )?;
-                self.store.set_run_state(run_id, RunState::Suspended)?;
-                self.store.release_run(run_id, &self.owner)?;
-                self.say(&format!("⏸ run {run_id} is waiting for you: {reason}"));
-                return Ok(RunEnd::Suspended { reason });
-            }
-            if repairs > self.limits.repairs_max {
-                stopped = Some((
-                    "repair_limit",
-                    format!("the model gave invalid tool arguments {repairs} times"),
-                ));
-                break;
+            match self.turn(&run, &mut drive)? {
+                Step::Next => continue,
+                Step::Stop(stopped) => return self.end_loop(run_id, stopped),
+                Step::Cancelled => return self.stop_cancelled(run_id, drive.turns),
+                Step::Suspend(reason) => return self.suspend_drive(run_id, reason),
             }
         }
-        self.end_loop(run_id, stopped)
+    }
+
+    /// Take the run for this drive (lease, state `running`) and open its view and
+    /// conversation from one read of the journal. Returns when the lease was last taken.
+    fn open_drive(&self, run: &Arc<RunRecord>) -> HostResult<i64> {
+        let run_id = run.id.as_str();
+        // A run this process created a moment ago already holds a fresh lease: taking it again
+        // would be a commit for nothing.
+        let now = self.now();
+        let fresh = run.owner.as_deref() == Some(self.owner.as_str())
+            && run
+                .lease_until_ms
+                .is_some_and(|until| until - now >= self.limits.lease_ms * 2 / 3);
+        if !fresh {
+            self.lease(run_id)?;
+        }
+        // The lease is renewed by elapsed time, not per turn: a renewal is a store commit, and
+        // renewing once a third of the lease has passed keeps it alive with room to spare.
+        let leased_at_ms = if fresh {
+            run.lease_until_ms.unwrap_or(now) - self.limits.lease_ms
+        } else {
+            self.now()
+        };
+        if run.state != RunState::Running {
+            self.store.set_run_state(run_id, RunState::Running)?;
+        }
+        // One read of the journal opens both the view and the conversation.
+        let journal = self.store.journal(run_id)?;
+        self.drives.open(
+            run,
+            RunView::from_journal(&journal),
+            self.messages_of(run, &journal)?,
+        );
+        Ok(leased_at_ms)
+    }
+
+    /// One turn: the budgets, the lease, the model's answer, then its final text or its calls.
+    /// Says what the loop does next; never calls back into the loop.
+    fn turn(&self, run: &RunRecord, drive: &mut Drive) -> HostResult<Step> {
+        let run_id = run.id.as_str();
+        // A turn boundary: a cancelled run asks the model nothing more (issue 22 #5).
+        if self.drives.stop_requested(run_id) {
+            return Ok(Step::Cancelled);
+        }
+        if let Some(spent) = self.budget_spent(drive) {
+            return Ok(Step::Stop(Some(spent)));
+        }
+        if self.now() - drive.leased_at_ms >= self.limits.lease_ms / 3 {
+            self.lease(run_id)?;
+            drive.leased_at_ms = self.now();
+        }
+        let turn: ModelTurn = match self.ask_model(run, drive)? {
+            Ok(t) => t,
+            Err(ModelError::ScriptExhausted) => {
+                self.say("  loop ended: the model made its last call");
+                return Ok(Step::Stop(None));
+            }
+            Err(e) => {
+                self.journal(
+                    run_id,
+                    self.ev(j::Turn {
+                        index: drive.turns as u64,
+                        content: None,
+                        tool_calls: vec![],
+                        usage: None,
+                        error: Some(e.to_string()),
+                    }),
+                )?;
+                return Ok(Step::Stop(Some(("model_error", e.to_string()))));
+            }
+        };
+        drive.turns += 1;
+        drive.tokens += turn.usage.prompt_tokens + turn.usage.completion_tokens;
+        self.journal(
+            run_id,
+            self.ev(j::Turn {
+                index: (drive.turns - 1) as u64,
+                content: turn.content.clone(),
+                tool_calls: turn.tool_calls.iter().map(Into::into).collect(),
+                usage: Some(turn.usage.into()),
+                error: None,
+            }),
+        )?;
+        if turn.tool_calls.is_empty() {
+            return self.final_turn(run, &turn);
+        }
+        self.calls(run, &turn, drive)
+    }
+
+    /// The turn or token budget the drive has used up, as (cause, reason).
+    fn budget_spent(&self, drive: &Drive) -> Option<(&'static str, String)> {
+        if drive.turns >= self.limits.turns_max {
+            return Some((
+                "turn_budget",
+                format!(
+                    "the model used its whole turn budget ({} turns)",
+                    self.limits.turns_max
+                ),
+            ));
+        }
+        if drive.tokens >= self.limits.tokens_max {
+            return Some((
+                "token_budget",
+                format!(
+                    "the model used its whole token budget ({} tokens)",
+                    self.limits.tokens_max
+                ),
+            ));
+        }
+        None
+    }
+
+    /// The model's next turn over the drive's conversation, refused when larger than a turn
+    /// may be.
+    fn ask_model(
+        &self,
+        run: &RunRecord,
+        drive: &mut Drive,
+    ) -> HostResult<Result<ModelTurn, ModelError>> {
+        let (model, tools) = (&mut drive.model, &drive.tools);
+        let next = self
+            .drives
+            .with_messages(&run.id, |messages| model.next_turn(messages, tools));
+        let next = match next {
+            Some(n) => n,
+            None => model.next_turn(&self.messages(run)?, tools),
+        };
+        Ok(next.and_then(|t| {
+            let bytes = turn_bytes(t.content.as_deref(), &t.tool_calls);
+            if bytes > TURN_BYTES_MAX {
+                // Refused before it is journaled: a turn larger than an event would leave
+                // the run unable to record anything, read as interrupted.
+                return Err(ModelError::Protocol(format!(
+                    "the model's turn is {bytes} bytes, more than the limit of {TURN_BYTES_MAX}"
+                )));
+            }
+            Ok(t)
+        }))
+    }
+
+    /// A turn with no calls: the model's final text, delivered to the surface if it may be.
+    fn final_turn(&self, run: &RunRecord, turn: &ModelTurn) -> HostResult<Step> {
+        if self.drives.stop_requested(&run.id) {
+            // The final text is not delivered either.
+            return Ok(Step::Cancelled);
+        }
+        let text = turn.content.clone().unwrap_or_default();
+        self.say(&format!(
+            "  model: {}",
+            if text.is_empty() {
+                "(no final text)".to_string()
+            } else {
+                text.clone()
+            }
+        ));
+        self.final_text_to_surface(run, &text)?;
+        self.say("  loop ended: the model gave its final text");
+        Ok(Step::Stop(None))
+    }
+
+    /// Route each of a turn's calls to its transition and journal its result; after the first
+    /// call that suspends or ends the run, the rest are answered "not run".
+    fn calls(&self, run: &RunRecord, turn: &ModelTurn, drive: &mut Drive) -> HostResult<Step> {
+        let run_id = run.id.as_str();
+        let mut suspended = None;
+        let mut ended: Option<String> = None;
+        let mut cancelled = false;
+        for call in &turn.tool_calls {
+            // Asked before each call: nothing is attempted once the cancel is durable.
+            cancelled = cancelled || self.drives.stop_requested(run_id);
+            let res = if cancelled {
+                CallResult::err("not run: the task was cancelled")
+            } else if suspended.is_some() || ended.is_some() {
+                CallResult::err("not run: the run is suspended; call again after it resumes")
+            } else {
+                self.handle_call(run, call)?
+            };
+            if res.repair {
+                drive.repairs += 1;
+            }
+            self.journal(
+                run_id,
+                self.ev(j::ToolCalled {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    ok: res.ok,
+                    result: res.text.clone(),
+                }),
+            )?;
+            if res.suspend.is_some() && suspended.is_none() {
+                suspended = res.suspend;
+            }
+            if res.end.is_some() && ended.is_none() {
+                ended = res.end;
+            }
+        }
+        if cancelled {
+            return Ok(Step::Cancelled);
+        }
+        if let Some(reason) = ended {
+            self.say(&format!("  loop ended: {reason}"));
+            return Ok(Step::Stop(None));
+        }
+        if let Some(reason) = suspended {
+            return Ok(Step::Suspend(reason));
+        }
+        if drive.repairs > self.limits.repairs_max {
+            return Ok(Step::Stop(Some((
+                "repair_limit",
+                format!(
+                    "the model gave invalid tool arguments {} times",
+                    drive.repairs
+                ),
+            ))));
+        }
+        Ok(Step::Next)
+    }
+
+    /// The run waits for the person: say why in the journal, then let it go unowned.
+    pub(super) fn suspend_drive(&self, run_id: &str, reason: String) -> HostResult<RunEnd> {
+        self.journal(
+            run_id,
+            self.ev(j::Suspended {
+                reason: reason.to_string(),
+                at_boot: false,
+            }),
+        )?;
+        self.store.set_run_state(run_id, RunState::Suspended)?;
+        self.store.release_run(run_id, &self.owner)?;
+        self.say(&format!("⏸ run {run_id} is waiting for you: {reason}"));
+        Ok(RunEnd::Suspended { reason })
     }
 
     /// The run's work was cancelled (its stop probe said so): the loop stops here, says why
@@ -634,7 +683,7 @@ impl Host {
         // §3.4: no tool with an effect before the manifest. Work tools without effect may
         // read, but we still require the manifest so intent is durable before work starts.
         if view.manifest.is_none() {
-            self.reject(
+            self.proposals().reject(
                 run,
                 None,
                 "no_manifest",
@@ -649,28 +698,25 @@ impl Host {
             None => Ok(CallResult::err(format!("unknown tool `{}`", call.name))),
         }
     }
+}
 
-    pub(super) fn reject(
-        &self,
-        run: &RunRecord,
-        delivery: Option<&str>,
-        code: &str,
-        reason: &str,
-        call: &ToolCall,
-    ) -> HostResult<()> {
-        self.say(&format!("  ✗ proposal rejected ({code}): {reason}"));
-        let body = j::ProposalRejected {
-            code: code.to_string(),
-            reason: reason.to_string(),
-            call_id: call.id.clone(),
-            tool: Some(call.name.clone()),
-            dependency: None,
-        };
-        let ev = match delivery {
-            Some(d) => self.evd(d, body),
-            None => self.ev(body),
-        };
-        self.journal(&run.id, ev)
+/// The record of a run just created, as the store now holds it (no need to read it back).
+fn created_record(run: NewRun) -> RunRecord {
+    RunRecord {
+        id: run.id,
+        trigger: run.trigger,
+        title: run.title,
+        chain_root: run.chain_root,
+        parent: run.parent,
+        scope: run.scope,
+        spec: run.spec,
+        state: run.state,
+        outcome: None,
+        ended_by: None,
+        created_ms: run.created_ms,
+        ended_ms: None,
+        owner: run.lease.as_ref().map(|l| l.owner.clone()),
+        lease_until_ms: run.lease.as_ref().map(|l| l.until_ms),
     }
 }
 
@@ -724,7 +770,7 @@ pub(super) fn chat_message(event: &Event, delivery: Option<&str>) -> Option<Chat
             tool_calls: b.tool_calls.iter().map(Into::into).collect(),
         }),
         // A patch attempt: the model is told where it works and what the host will check.
-        Event::Workspace(b) => host(super::patch::workspace_message(b)),
+        Event::Workspace(b) => host(workspace_message(b)),
         Event::ToolCalled(b) => Some(ChatMessage::Tool {
             tool_call_id: b.call_id.clone(),
             content: b.result.clone(),
@@ -749,6 +795,18 @@ fn run_spec_record(model: Value, presence: Presence, spec: &RunSpec) -> Value {
     );
     m.insert("quiet".into(), Value::Bool(spec.quiet));
     Value::Object(m)
+}
+
+/// The host's message to the model in a patch attempt about its worktree (from the
+/// `workspace` event).
+pub(super) fn workspace_message(w: &j::Workspace) -> String {
+    format!(
+        "This is a patch attempt. Your worktree is at base commit {}; work in it with repo_list, repo_read_file, repo_write_file and repo_run (paths relative to its top). Change: {}. You may change only: {}. After the run the host diffs the worktree and runs its checks ({}); what you say about tests does not count.",
+        w.base,
+        w.targets.join(", "),
+        w.allow.join(", "),
+        w.checks.join(", "),
+    )
 }
 
 #[cfg(test)]

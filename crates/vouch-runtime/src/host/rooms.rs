@@ -1,0 +1,212 @@
+//! The narrow contexts transitions take instead of the whole host. Each holds only the parts
+//! of the host its transitions may touch, behind fields private to this file, so a transition
+//! handed one cannot reach anything else: what a file may touch is a type, not prose.
+//! `Host` builds them (`Journal::of(host)` …); the transition files compose them into their
+//! own room (`proposal::Proposals`, `decisions::Decisions`).
+
+use super::*;
+
+/// A run's journal and the host's voice: append typed events through the host's one append
+/// path (buffered to the next durability point, folded into the drive, crash points), say a
+/// progress line, read the clock.
+#[derive(Clone, Copy)]
+pub(super) struct Journal<'h> {
+    host: &'h Host,
+}
+
+impl<'h> Journal<'h> {
+    pub(super) fn of(host: &'h Host) -> Self {
+        Journal { host }
+    }
+
+    /// Append a run-level event.
+    pub(super) fn append(&self, run_id: &str, event: impl Into<Event>) -> HostResult<()> {
+        self.host.journal(run_id, self.host.ev(event))
+    }
+
+    /// Append an event about one delivery.
+    pub(super) fn append_for(
+        &self,
+        run_id: &str,
+        delivery: &str,
+        event: impl Into<Event>,
+    ) -> HostResult<()> {
+        self.host.journal(run_id, self.host.evd(delivery, event))
+    }
+
+    pub(super) fn say(&self, line: &str) {
+        self.host.say(line)
+    }
+
+    pub(super) fn now(&self) -> i64 {
+        self.host.now()
+    }
+}
+
+/// A run's row: its record, its lease and its state. Taking the lease may take over a run
+/// whose holder is known to have exited (§9.2.5); releasing lets go of this host's own.
+#[derive(Clone, Copy)]
+pub(super) struct Runs<'h> {
+    host: &'h Host,
+}
+
+impl<'h> Runs<'h> {
+    pub(super) fn of(host: &'h Host) -> Self {
+        Runs { host }
+    }
+
+    pub(super) fn record(&self, run_id: &str) -> HostResult<RunRecord> {
+        self.host.record(run_id)
+    }
+
+    pub(super) fn lease(&self, run_id: &str) -> HostResult<()> {
+        self.host.lease(run_id)
+    }
+
+    pub(super) fn set_state(&self, run_id: &str, state: RunState) -> HostResult<()> {
+        Ok(self.host.store.set_run_state(run_id, state)?)
+    }
+
+    /// Leave the run waiting, unowned: suspended, and this host's lease let go.
+    pub(super) fn park(&self, run_id: &str) -> HostResult<()> {
+        self.host.store.set_run_state(run_id, RunState::Suspended)?;
+        Ok(self.host.store.release_run(run_id, &self.host.owner)?)
+    }
+}
+
+/// The approval cards (§7) and the question's card: open, read, decide, answer, close.
+/// Nothing else of the store.
+#[derive(Clone, Copy)]
+pub(super) struct Cards<'h> {
+    store: &'h dyn Store,
+    clock: &'h dyn Clock,
+}
+
+impl<'h> Cards<'h> {
+    pub(super) fn of(host: &'h Host) -> Self {
+        Cards {
+            store: host.store.as_ref(),
+            clock: host.clock.as_ref(),
+        }
+    }
+
+    pub(super) fn open(&self, card: &Card) -> HostResult<()> {
+        Ok(self.store.open_card(card)?)
+    }
+
+    pub(super) fn of_run(&self, run_id: &str) -> HostResult<Vec<Card>> {
+        Ok(self.store.cards_for_run(run_id)?)
+    }
+
+    /// Whether any card of the run still waits for the person.
+    pub(super) fn any_open(&self, run_id: &str) -> HostResult<bool> {
+        Ok(self
+            .of_run(run_id)?
+            .iter()
+            .any(|c| c.state == CardState::Open))
+    }
+
+    pub(super) fn decide(
+        &self,
+        run_id: &str,
+        delivery: &str,
+        hash: &str,
+        decision: Decision,
+    ) -> HostResult<()> {
+        self.store
+            .decide_card(run_id, delivery, hash, decision, self.clock.now_ms())?;
+        Ok(())
+    }
+
+    pub(super) fn answer(&self, run_id: &str, text: &str) -> HostResult<()> {
+        self.store
+            .answer_clarify(run_id, text, self.clock.now_ms())?;
+        Ok(())
+    }
+
+    /// Close every open card of the run: an ended run leaves nothing to decide.
+    pub(super) fn close_all(&self, run_id: &str) -> HostResult<()> {
+        self.store.close_cards(run_id, self.clock.now_ms())?;
+        Ok(())
+    }
+
+    /// The card hash a person gave back (§7): the full hash or a unique prefix of at least
+    /// 12 hex digits, among the cards of (run, delivery). A delivery without cards and a hash
+    /// that matches none get different messages, each saying what to do next.
+    pub(super) fn resolve_hash(
+        &self,
+        run_id: &str,
+        delivery: &str,
+        given: &str,
+    ) -> HostResult<String> {
+        let cards = self.of_run(run_id)?;
+        let mine: Vec<&Card> = cards
+            .iter()
+            .filter(|c| c.delivery.as_deref() == Some(delivery))
+            .collect();
+        if mine.is_empty() {
+            let open: Vec<&str> = cards
+                .iter()
+                .filter(|c| c.state == CardState::Open)
+                .filter_map(|c| c.delivery.as_deref())
+                .collect();
+            return Err(HostError::NotWaiting(if open.is_empty() {
+                format!("run {run_id} has no delivery `{delivery}` waiting for approval; see `vouch approvals`")
+            } else {
+                format!(
+                    "run {run_id} has no delivery `{delivery}` waiting for approval; check the delivery id: it waits for {} (see `vouch approvals`)",
+                    open.join(", ")
+                )
+            }));
+        }
+        let hashes: Vec<&str> = mine.iter().map(|c| c.payload_hash.as_str()).collect();
+        vouch_core::approval::match_hash(given, &hashes)
+            .map(str::to_string)
+            .map_err(|e| {
+                let open = mine
+                    .iter()
+                    .rev()
+                    .find(|c| c.state == CardState::Open)
+                    .map(|c| {
+                        format!(
+                            "; the card of {delivery} waiting for you has hash {} (copy it from `vouch approvals`)",
+                            &c.payload_hash[..c.payload_hash.len().min(vouch_core::approval::HASH_PREFIX_MIN_DIGITS)]
+                        )
+                    })
+                    .unwrap_or_else(|| format!("; {delivery} has no open card (see `vouch approvals`)"));
+                HostError::WrongHash(format!("hash for {delivery} of run {run_id}: {e}{open}"))
+            })
+    }
+}
+
+/// Payloads kept by their hash (§9.5, I4): the exact bytes a draft or an approval card stands
+/// for, so finishing or approving it acts on exactly them.
+#[derive(Clone, Copy)]
+pub(super) struct Payloads<'h> {
+    store: &'h dyn Store,
+}
+
+impl<'h> Payloads<'h> {
+    pub(super) fn of(host: &'h Host) -> Self {
+        Payloads {
+            store: host.store.as_ref(),
+        }
+    }
+
+    /// Keep `payload` under `hash`, in its canonical form.
+    pub(super) fn keep(&self, hash: &str, payload: &Value) -> HostResult<()> {
+        let canonical = canonical_json(payload).map_err(|e| HostError::Internal(e.to_string()))?;
+        Ok(self.store.put_payload(hash, &canonical)?)
+    }
+
+    /// The payload kept under `hash`, only if it still hashes to it.
+    pub(super) fn read(&self, hash: &str) -> HostResult<Option<Value>> {
+        let Some(text) = self.store.payload(hash)? else {
+            return Ok(None);
+        };
+        let Ok(v) = serde_json::from_str::<Value>(&text) else {
+            return Ok(None);
+        };
+        Ok((payload_hash(&v).ok().as_deref() == Some(hash)).then_some(v))
+    }
+}
