@@ -22,6 +22,7 @@ pub mod identity;
 #[cfg(feature = "conformance")]
 pub mod identity_conformance;
 pub mod journal;
+pub mod spec;
 
 pub use events::EventKind;
 pub use identity::{DiaryEntry, IdentityRecord, IdentityStore, PutIdentity};
