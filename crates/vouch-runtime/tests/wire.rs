@@ -72,7 +72,7 @@ fn start(h: &Host, title: &str) -> (String, RunEnd) {
         title: title.into(),
         presence: Some(Presence::Away),
         quiet: true,
-        model: json!({"kind": "openai"}),
+        model: json!({"kind": "openai"}).into(),
         scope: None,
     })
     .unwrap()
@@ -222,7 +222,7 @@ fn task_job(
         brief: brief.into(),
         input,
         criteria,
-        model: json!({"kind": "openai"}),
+        model: json!({"kind": "openai"}).into(),
         repairs_max: 3,
         profile: None,
         lease: None,

@@ -156,7 +156,7 @@ fn new_run_spec(body: NewRun) -> ApiResult<vouch_runtime::RunSpec> {
                 title,
                 presence: None,
                 quiet: false,
-                model: serde_json::json!({"kind": "script", "turns": turns}),
+                model: vouch_runtime::host::ModelSpec::script_of(turns),
                 scope: None,
             }
         }

@@ -27,7 +27,7 @@ use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use vouch_core::{ContentId, Presence, RunId, TriggerKind, Verb};
 use vouch_identity::Identity;
-use vouch_runtime::host::{external_model, ExternalReply};
+use vouch_runtime::host::ExternalReply;
 use vouch_runtime::{RunEnd, RunSpec};
 use vouch_store::board::{
     artifact_statement, claim_statement, fresh_nonce, heartbeat_statement, report_statement,
@@ -329,7 +329,7 @@ impl VouchMcp {
             title,
             presence: task.is_some().then_some(Presence::Away),
             quiet: false,
-            model: external_model(self.via),
+            model: vouch_runtime::host::ModelSpec::external(self.via),
             scope: None,
         })
     }

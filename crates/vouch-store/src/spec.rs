@@ -30,7 +30,7 @@ impl StoredSpec {
     /// Reads a stored spec. A spec that is not one (a store written by hand, a test's
     /// placeholder) reads as a model of no kind the host can drive, with the defaults.
     pub fn read(spec: &Value) -> StoredSpec {
-        serde_json::from_value(spec.clone()).unwrap_or_else(|_| StoredSpec {
+        StoredSpec::deserialize(spec).unwrap_or_else(|_| StoredSpec {
             model: ModelSpec::Unknown(spec.get("model").cloned().unwrap_or(Value::Null)),
             presence: None,
             presence_explicit: false,
@@ -46,6 +46,20 @@ impl StoredSpec {
             } else {
                 Presence::Away
             })
+    }
+
+    /// Whether an agent outside the host drives the run of this stored spec, read without
+    /// copying the rest of it (a script's turns).
+    pub fn is_external(spec: &Value) -> bool {
+        #[derive(Deserialize)]
+        struct Head {
+            model: Kind,
+        }
+        #[derive(Deserialize)]
+        struct Kind {
+            kind: String,
+        }
+        Head::deserialize(spec).is_ok_and(|h| h.model.kind == "external")
     }
 
     /// The stored form (its text is what the store keeps and the journal hashes).
@@ -114,6 +128,15 @@ impl ModelSpec {
         }
     }
 
+    /// A script given as JSON (a scenario's, a file's): its array of turns; anything else is
+    /// a script of no turns, as it always read.
+    pub fn script_of(turns: Value) -> ModelSpec {
+        match turns {
+            Value::Array(turns) => ModelSpec::script(turns),
+            _ => ModelSpec::script(vec![]),
+        }
+    }
+
     /// The configured OpenAI-compatible model (its profile recorded when the run starts).
     pub fn openai() -> ModelSpec {
         ModelSpec::OpenAi {
@@ -172,6 +195,11 @@ impl ModelSpec {
         }
     }
 
+    /// What a task attempt's model is told (§13.4.3); none for any other run.
+    pub fn told_task(&self) -> Option<&Value> {
+        self.attempt()?.task.as_ref()
+    }
+
     /// What the attempt's model is told, member `key` (`system`, `message`, `target`, …).
     pub fn told(&self, key: &str) -> Option<&Value> {
         self.attempt()?.task.as_ref()?.get(key)
@@ -182,7 +210,7 @@ impl ModelSpec {
 /// other kept as given.
 impl From<Value> for ModelSpec {
     fn from(v: Value) -> ModelSpec {
-        serde_json::from_value(v.clone()).unwrap_or(ModelSpec::Unknown(v))
+        ModelSpec::deserialize(&v).unwrap_or(ModelSpec::Unknown(v))
     }
 }
 
@@ -228,6 +256,12 @@ mod tests {
                 .model
                 .is_external()
         );
+        assert!(StoredSpec::is_external(
+            &json!({"model": {"kind": "external", "via": "http"}})
+        ));
+        assert!(!StoredSpec::is_external(
+            &json!({"model": {"kind": "script"}})
+        ));
         let odd = ModelSpec::from(json!({"kind": "anthropic"}));
         assert_eq!(odd.kind(), Some("anthropic"));
         assert_eq!(StoredSpec::read(&json!({"k": 1})).model.kind(), None);

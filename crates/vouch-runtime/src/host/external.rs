@@ -16,7 +16,7 @@ pub fn external_model(via: &str) -> Value {
 
 /// True when an agent outside the host drives this run (its spec's model kind).
 pub fn is_external(spec: &Value) -> bool {
-    spec.pointer("/model/kind").and_then(Value::as_str) == Some("external")
+    StoredSpec::is_external(spec)
 }
 
 /// What one outside call did.
