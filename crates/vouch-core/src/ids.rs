@@ -66,6 +66,14 @@ macro_rules! text_id {
             }
         }
 
+        /// Reads as the text it is, so a checked id passes wherever `&str` is taken.
+        impl std::ops::Deref for $name {
+            type Target = str;
+            fn deref(&self) -> &str {
+                &self.0
+            }
+        }
+
         impl AsRef<str> for $name {
             fn as_ref(&self) -> &str {
                 &self.0

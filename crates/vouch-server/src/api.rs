@@ -10,6 +10,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, Uri};
 use axum::Extension;
 use axum::Json;
+use vouch_core::RunId;
 use vouch_runtime::host::TaskDecision;
 use vouch_runtime::RunEnd;
 use vouch_store::{CardState, RunRecord, Store, StoreError};
@@ -184,7 +185,7 @@ fn new_run_spec(body: NewRun) -> ApiResult<vouch_runtime::RunSpec> {
     ))]
 pub async fn get_run(
     State(s): State<AppState>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<RunId>,
 ) -> ApiResult<Json<RunDetailBody>> {
     let store = s.store.clone();
     blocking(move || {
@@ -209,7 +210,7 @@ pub async fn get_run(
     ))]
 pub async fn get_journal(
     State(s): State<AppState>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<RunId>,
     q: QueryMap,
 ) -> ApiResult<Json<Vec<Event>>> {
     let after = q.number("after", 0, 0, i64::MAX as usize)? as i64;
@@ -238,7 +239,7 @@ pub async fn get_journal(
     ))]
 pub async fn get_receipt(
     State(s): State<AppState>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<RunId>,
     q: QueryMap,
 ) -> ApiResult<axum::response::Response> {
     use axum::response::IntoResponse;
@@ -286,7 +287,7 @@ pub async fn get_receipt(
 pub async fn approve(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
-    ApiPath((id, delivery)): ApiPath<(String, String)>,
+    ApiPath((id, delivery)): ApiPath<(RunId, String)>,
     ApiJson(body): ApiJson<ApproveBody>,
 ) -> ApiResult<Json<RunResult>> {
     if body.hash.trim().is_empty() {
@@ -338,7 +339,7 @@ fn card_error(e: vouch_runtime::HostError) -> ApiError {
 pub async fn deny(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
-    ApiPath((id, delivery)): ApiPath<(String, String)>,
+    ApiPath((id, delivery)): ApiPath<(RunId, String)>,
 ) -> ApiResult<Json<RunResult>> {
     let host = s.host.clone();
     let store = s.store.clone();
@@ -375,7 +376,7 @@ pub async fn deny(
 pub async fn edit(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
-    ApiPath((id, delivery)): ApiPath<(String, String)>,
+    ApiPath((id, delivery)): ApiPath<(RunId, String)>,
     ApiJson(body): ApiJson<EditBody>,
 ) -> ApiResult<Json<EditResult>> {
     let host = s.host.clone();
@@ -392,7 +393,7 @@ pub async fn edit(
             })?;
         metrics.decision("edit");
         Ok(Json(EditResult {
-            run: id,
+            run: id.into_string(),
             delivery,
             payload_hash: hash,
         }))
@@ -415,7 +416,7 @@ pub async fn edit(
 pub async fn answer(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<RunId>,
     ApiJson(body): ApiJson<AnswerBody>,
 ) -> ApiResult<Json<RunResult>> {
     if body.text.trim().is_empty() {
@@ -456,7 +457,7 @@ pub async fn answer(
     ))]
 pub async fn cancel(
     State(s): State<AppState>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<RunId>,
 ) -> ApiResult<Json<RunResult>> {
     let host = s.host.clone();
     let store = s.store.clone();
@@ -481,7 +482,7 @@ pub async fn cancel(
     ))]
 pub async fn resume(
     State(s): State<AppState>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<RunId>,
 ) -> ApiResult<Json<RunResult>> {
     let host = s.host.clone();
     let store = s.store.clone();

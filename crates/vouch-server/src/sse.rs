@@ -17,7 +17,7 @@ use futures_util::stream::{self, Stream};
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::time::Duration;
-use vouch_core::RunState;
+use vouch_core::{RunId, RunState};
 use vouch_store::EventKind;
 
 /// Events read from the store per poll at most.
@@ -88,7 +88,7 @@ fn last_event_id(headers: &HeaderMap, q: &QueryMap) -> ApiResult<i64> {
 pub async fn run_events(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<RunId>,
     headers: HeaderMap,
     q: QueryMap,
 ) -> ApiResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>> {
@@ -107,7 +107,7 @@ pub async fn run_events(
         woken: s.wakeups.subscribe(),
         state: s,
         token: caller.token_hash,
-        run: id,
+        run: id.into_string(),
         after,
         buf: VecDeque::new(),
         done: false,

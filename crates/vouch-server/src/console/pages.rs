@@ -21,6 +21,7 @@ use maud::{html, Markup};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use vouch_core::board::{AttemptState, TaskState};
+use vouch_core::RunId;
 use vouch_core::{Outcome, RunState};
 use vouch_runtime::inbox::Todo;
 use vouch_store::board::{AttemptRecord, TaskFilter, TaskRecord, TASK_LIST_MAX};
@@ -651,7 +652,7 @@ pub async fn card(
 pub async fn approve(
     State(s): State<AppState>,
     signed: Signed,
-    ApiPath((id, delivery)): ApiPath<(String, String)>,
+    ApiPath((id, delivery)): ApiPath<(RunId, String)>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -674,7 +675,7 @@ pub async fn approve(
 pub async fn deny(
     State(s): State<AppState>,
     signed: Signed,
-    ApiPath((id, delivery)): ApiPath<(String, String)>,
+    ApiPath((id, delivery)): ApiPath<(RunId, String)>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -691,7 +692,7 @@ pub async fn deny(
 pub async fn edit(
     State(s): State<AppState>,
     signed: Signed,
-    ApiPath((id, delivery)): ApiPath<(String, String)>,
+    ApiPath((id, delivery)): ApiPath<(RunId, String)>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -791,7 +792,7 @@ async fn payload_hash_of(s: &AppState, id: &str, delivery: &str) -> String {
 pub async fn answer(
     State(s): State<AppState>,
     signed: Signed,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<RunId>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
