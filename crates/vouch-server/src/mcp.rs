@@ -69,7 +69,17 @@ fn obj(props: Value, required: &[&str]) -> Value {
 
 /// Every tool, with its input schema.
 pub fn tools() -> Vec<Tool> {
-    let attempt = json!({
+    board_tools()
+        .into_iter()
+        .chain(run_tools())
+        .chain(verb_tools())
+        .collect()
+}
+
+/// The input schema of a tool on a live attempt: the attempt, the statement's signature,
+/// and the tool's own `extra` properties.
+fn with_attempt(extra: Value, required: &[&str]) -> Value {
+    let mut p = json!({
         "task": {"type": "string", "description": "task id"},
         "attempt": {"type": "integer", "minimum": 1, "description": "attempt number (from the claim)"},
         "epoch": {"type": "integer", "description": "lease epoch (from the claim)"},
@@ -78,17 +88,24 @@ pub fn tools() -> Vec<Tool> {
         "nonce": {"type": "string", "pattern": "^[A-Za-z0-9_-]{16,64}$", "description": "fresh per statement (needed with your own signature); a nonce used before is refused"},
         "signature": {"type": "string", "description": "Ed25519 signature of the statement (§13.6.2): the heartbeat, report or artifact statement of the tool; signed for you when this server holds the worker's key"},
     });
-    let usage = json!({"type": "object", "description": "without `run`: what the attempt cost, by your own count", "properties": {
+    if let (Value::Object(p), Value::Object(e)) = (&mut p, extra) {
+        p.extend(e);
+    }
+    obj(p, required)
+}
+
+/// A report's `usage`: the worker's own count when it names no run.
+fn usage_schema() -> Value {
+    json!({"type": "object", "description": "without `run`: what the attempt cost, by your own count", "properties": {
         "turns": {"type": "integer", "minimum": 0}, "tokens": {"type": "integer", "minimum": 0},
         "tool_calls": {"type": "integer", "minimum": 0}, "failed_tool_calls": {"type": "integer", "minimum": 0},
-    }, "required": ["turns", "tokens", "tool_calls", "failed_tool_calls"], "additionalProperties": false});
-    let with = |extra: Value, required: &[&str]| {
-        let mut p = attempt.clone();
-        if let (Value::Object(p), Value::Object(e)) = (&mut p, extra) {
-            p.extend(e);
-        }
-        obj(p, required)
-    };
+    }, "required": ["turns", "tokens", "tool_calls", "failed_tool_calls"], "additionalProperties": false})
+}
+
+/// The board's tools (§13), for workers and for whoever offers tasks.
+fn board_tools() -> Vec<Tool> {
+    let usage = usage_schema();
+    let with = with_attempt;
     vec![
         tool("task_list", "List tasks on the board, oldest first.", obj(json!({
             "state": {"type": "string", "enum": ["waiting", "queued", "dispatched", "running", "completed", "failed", "cancelled", "expired"]},
@@ -153,6 +170,12 @@ pub fn tools() -> Vec<Tool> {
         tool("artifact_get", "Read an artifact by content id (text when it is UTF-8, else hex).", obj(json!({
             "cid": {"type": "string"},
         }), &["cid"])),
+    ]
+}
+
+/// The host's own tools of a run an agent drives (§17), beside the verbs.
+fn run_tools() -> Vec<Tool> {
+    vec![
         tool("declare", "Declare the manifest of what you will deliver. Without `run`, opens a new run and answers its id; with `run`, amends that run's manifest.", obj(json!({
             "run": {"type": "string"},
             "title": {"type": "string", "description": "what the person asked for (a new run's title)"},
@@ -177,9 +200,6 @@ pub fn tools() -> Vec<Tool> {
             "signed": {"type": "boolean"},
         }), &["run"])),
     ]
-    .into_iter()
-    .chain(verb_tools())
-    .collect()
 }
 
 /// One tool per verb, as the host's own model loop offers them (one vocabulary, §17.2): the
