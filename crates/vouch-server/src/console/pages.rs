@@ -870,37 +870,47 @@ pub async fn schedules(State(s): State<AppState>, signed: Signed) -> Response {
                     dt { "Catch-up · overlap · grace" } dd { (sc.catch_up.as_str()) " · " (sc.overlap.as_str()) " · " (sc.grace_ms / 1000) " s" }
                     dt { "Slots so far" } dd { (total) }
                 }
-                @let missed: Vec<_> = rows.iter().filter(|r| r.2.as_ref().and_then(|x| x.outcome) == Some(Outcome::Missed)).collect();
-                h3 { "Missed slots" }
-                @if missed.is_empty() {
-                    p.empty { "No slot was missed." }
-                } @else {
-                    ul.runs {
-                        @for (t, run, _, receipt) in &missed {
-                            li.missed {
-                                (when(*t, tz)) " — " a href=(run_link(run)) { "receipt of run " (inert(run)) }
-                                @if let Some(r) = receipt { pre.receipt { (inert_text(r)) } }
-                            }
-                        }
+                (slot_lists(rows, tz))
+            }
+        }
+    };
+    show(&s, &signed, "Schedules", None, body).await
+}
+
+/// A schedule's recent slots: when each ran, as which run; a missed one with its receipt.
+type SlotRow = (i64, String, Option<RunRecord>, Option<String>);
+
+/// A schedule's missed slots with their receipts, then its recent slots.
+fn slot_lists(rows: &[SlotRow], tz: chrono_tz::Tz) -> Markup {
+    html! {
+        @let missed: Vec<_> = rows.iter().filter(|r| r.2.as_ref().and_then(|x| x.outcome) == Some(Outcome::Missed)).collect();
+        h3 { "Missed slots" }
+        @if missed.is_empty() {
+            p.empty { "No slot was missed." }
+        } @else {
+            ul.runs {
+                @for (t, run, _, receipt) in &missed {
+                    li.missed {
+                        (when(*t, tz)) " — " a href=(run_link(run)) { "receipt of run " (inert(run)) }
+                        @if let Some(r) = receipt { pre.receipt { (inert_text(r)) } }
                     }
                 }
-                @if !rows.is_empty() {
-                    details {
-                        summary { "Recent slots" }
-                        ul.runs {
-                            @for (t, run, rec, _) in rows {
-                                li {
-                                    (when(*t, tz)) " — " a href=(run_link(run)) { (inert(run)) }
-                                    @if let Some(r) = rec { " " span.(outcome_class(r.outcome)) { (outcome_word(r)) } }
-                                }
-                            }
+            }
+        }
+        @if !rows.is_empty() {
+            details {
+                summary { "Recent slots" }
+                ul.runs {
+                    @for (t, run, rec, _) in rows {
+                        li {
+                            (when(*t, tz)) " — " a href=(run_link(run)) { (inert(run)) }
+                            @if let Some(r) = rec { " " span.(outcome_class(r.outcome)) { (outcome_word(r)) } }
                         }
                     }
                 }
             }
         }
-    };
-    show(&s, &signed, "Schedules", None, body).await
+    }
 }
 
 /// The board's lanes, in the order a person reads them (§13.3).
@@ -964,22 +974,7 @@ pub async fn board(State(s): State<AppState>, signed: Signed) -> Response {
     let key = s.host.clock.now_ms();
     let body = html! {
         h1 { "Board" }
-        details.offer {
-            summary { "Offer a task" }
-            form method="post" action={(BASE) "/board/offer"} {
-                input type="hidden" name="csrf" value=(signed.session.csrf);
-                input type="hidden" name="key" value=(key);
-                label for="offer-type" { "Type" }
-                input #offer-type type="text" name="type" value="freeform" required;
-                label for="offer-brief" { "Brief: what the task asks for, in words" }
-                textarea #offer-brief name="brief" rows="3" required {}
-                label for="offer-tags" { "Tags (comma-separated)" }
-                input #offer-tags type="text" name="tags";
-                label for="offer-attempts" { "Attempts (1–20)" }
-                input #offer-attempts type="text" name="max_attempts" value="1" inputmode="numeric";
-                p { button.primary #offer-submit type="submit" { "Offer it" } }
-            }
-        }
+        (offer_form(&signed.session.csrf, key))
         @if empty {
             p.empty { "No task yet. Offer one with " code { "vouch task offer --type freeform --brief \"…\"" } " and start a worker with " code { "vouch worker --name NAME --script FILE --drain" } "." }
         }
@@ -1010,6 +1005,28 @@ pub async fn board(State(s): State<AppState>, signed: Signed) -> Response {
         }
     };
     show(&s, &signed, "Board", None, body).await
+}
+
+/// The board's form to offer a task; `key` makes a double submit one offer.
+fn offer_form(csrf: &str, key: i64) -> Markup {
+    html! {
+        details.offer {
+            summary { "Offer a task" }
+            form method="post" action={(BASE) "/board/offer"} {
+                input type="hidden" name="csrf" value=(csrf);
+                input type="hidden" name="key" value=(key);
+                label for="offer-type" { "Type" }
+                input #offer-type type="text" name="type" value="freeform" required;
+                label for="offer-brief" { "Brief: what the task asks for, in words" }
+                textarea #offer-brief name="brief" rows="3" required {}
+                label for="offer-tags" { "Tags (comma-separated)" }
+                input #offer-tags type="text" name="tags";
+                label for="offer-attempts" { "Attempts (1–20)" }
+                input #offer-attempts type="text" name="max_attempts" value="1" inputmode="numeric";
+                p { button.primary #offer-submit type="submit" { "Offer it" } }
+            }
+        }
+    }
 }
 
 /// A patch attempt's sandbox as its receipt names it (§14.0.5): the policy line and each
@@ -1280,6 +1297,14 @@ pub async fn doctor(State(s): State<AppState>, signed: Signed) -> Response {
                 p.muted { "Save the file, then reload this page: the row turns to " em { "can do it" } ". A run that drafted such a delivery finishes it with " code { "vouch resume RUN" } " (or its page's Resume). Credentials are written by reference only: " code { "{ env = \"NAME\" }" } " or " code { "{ file = \"/path\" }" } ", never the secret itself." }
             }
         }
+        (doctor_notes(&d))
+    };
+    show(&s, &signed, "Doctor", None, body).await
+}
+
+/// The doctor page's notes below the table: overrides, automation, stuck notifications.
+fn doctor_notes(d: &crate::dto::DoctorBody) -> Markup {
+    html! {
         @if !d.overrides.is_empty() {
             h2 { "Overrides from vouch.toml" }
             ul { @for (k, v) in &d.overrides { li { code { (inert(k)) } " → " (v) } } }
@@ -1301,8 +1326,7 @@ pub async fn doctor(State(s): State<AppState>, signed: Signed) -> Response {
                 }
             }
         }
-    };
-    show(&s, &signed, "Doctor", None, body).await
+    }
 }
 
 #[cfg(test)]
