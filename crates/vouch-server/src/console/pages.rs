@@ -151,13 +151,91 @@ pub async fn inbox(State(s): State<AppState>, signed: Signed) -> Response {
             @else if inbox.waiting == 1 { "1 thing waits for you." }
             @else { (inbox.waiting) " things wait for you." }
         }
+        (waiting_cards(&cards, &titles, tz))
+        (needs_a_look(&attention))
+        (in_progress(&active, tz))
+        (receipts_list(&receipts, tz))
+    };
+    show(&s, &signed, "Inbox", Some(Live::Inbox), body).await
+}
+
+/// The inbox's receipts: ended runs with nothing more to do but read what they did.
+fn receipts_list(receipts: &[&vouch_runtime::inbox::InboxEntry], tz: chrono_tz::Tz) -> Markup {
+    html! {
+        section aria-labelledby="h-receipts" {
+            h2 #h-receipts { "Receipts" }
+            @if receipts.is_empty() {
+                p.empty { "No receipt yet. " a href={(BASE) "/runs/new"} { "Start a run" } " (or " code { "vouch run \"…\" --script FILE" } ", or offer a task to the board); what it really did lands here." }
+            } @else {
+                ul.runs {
+                    @for e in receipts {
+                        li {
+                            a href=(run_link(&e.run.id)) { (inert(&e.run.title)) }
+                            " " span.(outcome_class(e.run.outcome)) { (outcome_word(&e.run)) }
+                            " " span.muted { (when(e.run.ended_ms.unwrap_or(e.run.created_ms), tz)) }
+                            p.todo { (todo_text(&e.todo)) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The inbox's ended runs that need a look (needs you, failed, interrupted).
+fn needs_a_look(attention: &[&vouch_runtime::inbox::InboxEntry]) -> Markup {
+    html! {
+        @if !attention.is_empty() {
+            section aria-labelledby="h-attention" {
+                h2 #h-attention { "Needs a look" }
+                ul.runs {
+                    @for e in attention {
+                        li {
+                            a href=(run_link(&e.run.id)) { (inert(&e.run.title)) }
+                            " " span.(outcome_class(e.run.outcome)) { (outcome_word(&e.run)) }
+                            p.todo { (todo_text(&e.todo)) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The inbox's runs that have not ended.
+fn in_progress(active: &[&RunRecord], tz: chrono_tz::Tz) -> Markup {
+    html! {
+        @if !active.is_empty() {
+            section aria-labelledby="h-active" {
+                h2 #h-active { "In progress" }
+                ul.runs {
+                    @for r in active {
+                        li {
+                            a href=(run_link(&r.id)) { (inert(&r.title)) }
+                            " " span.muted { (super::plain::state(r.state)) " since " (when(r.created_ms, tz)) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The inbox's open cards: each approval and question with its run's title and a link to
+/// decide or answer it.
+fn waiting_cards(
+    cards: &[vouch_runtime::approvals::OpenCard],
+    titles: &BTreeMap<String, String>,
+    tz: chrono_tz::Tz,
+) -> Markup {
+    html! {
         section aria-labelledby="h-cards" {
             h2 #h-cards { "Waiting for you" }
             @if cards.is_empty() {
                 p.empty { "No card waits for a decision. When a run needs your approval or asks a question, it appears here." }
             } @else {
                 ul.cards {
-                    @for c in &cards {
+                    @for c in cards {
                         li.card {
                             @match &c.delivery {
                                 Some(d) => {
@@ -179,52 +257,7 @@ pub async fn inbox(State(s): State<AppState>, signed: Signed) -> Response {
                 }
             }
         }
-        @if !attention.is_empty() {
-            section aria-labelledby="h-attention" {
-                h2 #h-attention { "Needs a look" }
-                ul.runs {
-                    @for e in &attention {
-                        li {
-                            a href=(run_link(&e.run.id)) { (inert(&e.run.title)) }
-                            " " span.(outcome_class(e.run.outcome)) { (outcome_word(&e.run)) }
-                            p.todo { (todo_text(&e.todo)) }
-                        }
-                    }
-                }
-            }
-        }
-        @if !active.is_empty() {
-            section aria-labelledby="h-active" {
-                h2 #h-active { "In progress" }
-                ul.runs {
-                    @for r in &active {
-                        li {
-                            a href=(run_link(&r.id)) { (inert(&r.title)) }
-                            " " span.muted { (super::plain::state(r.state)) " since " (when(r.created_ms, tz)) }
-                        }
-                    }
-                }
-            }
-        }
-        section aria-labelledby="h-receipts" {
-            h2 #h-receipts { "Receipts" }
-            @if receipts.is_empty() {
-                p.empty { "No receipt yet. " a href={(BASE) "/runs/new"} { "Start a run" } " (or " code { "vouch run \"…\" --script FILE" } ", or offer a task to the board); what it really did lands here." }
-            } @else {
-                ul.runs {
-                    @for e in &receipts {
-                        li {
-                            a href=(run_link(&e.run.id)) { (inert(&e.run.title)) }
-                            " " span.(outcome_class(e.run.outcome)) { (outcome_word(&e.run)) }
-                            " " span.muted { (when(e.run.ended_ms.unwrap_or(e.run.created_ms), tz)) }
-                            p.todo { (todo_text(&e.todo)) }
-                        }
-                    }
-                }
-            }
-        }
-    };
-    show(&s, &signed, "Inbox", Some(Live::Inbox), body).await
+    }
 }
 
 /// A short description of a journal event for the timeline (the whole body is beside it).
