@@ -1101,36 +1101,7 @@ pub async fn task(
     };
     let store = s.store.clone();
     let tid = id.clone();
-    let read = blocking(move || {
-        let t = board.task(&tid)?.ok_or_else(|| {
-            ApiError::not_found(format!(
-                "There is no task `{tid}`. Open the board to see the tasks there are."
-            ))
-        })?;
-        let attempts = board.attempts(&tid)?;
-        let mut results = BTreeMap::new();
-        for a in &attempts {
-            if let Some(r) = &a.result_id {
-                if let Some(v) = board.result(r)? {
-                    results.insert(r.clone(), v);
-                }
-            }
-        }
-        let verdicts = board.verdicts(&tid)?;
-        // Lineage: the runs of the attempts and the runs they continue.
-        let mut parents = BTreeMap::new();
-        for a in &attempts {
-            if let Some(r) = &a.run_id {
-                if let Some(rec) = store.run(r)? {
-                    if let Some(p) = rec.parent {
-                        parents.insert(r.clone(), p);
-                    }
-                }
-            }
-        }
-        Ok((t, attempts, results, verdicts, parents))
-    })
-    .await;
+    let read = blocking(move || task_page_data(board.as_ref(), store.as_ref(), &tid)).await;
     let (t, attempts, results, verdicts, parents) = match read {
         Ok(x) => x,
         Err(e) => return failed(&signed, e),
@@ -1169,50 +1140,7 @@ pub async fn task(
             h2 #h-attempts { "Attempts" }
             @if attempts.is_empty() { p.empty { "No attempt yet: no worker has claimed this task. Start one with " code { "vouch worker --name NAME --script FILE --drain" } "." } }
             @for a in &attempts {
-                article.attempt data-attempt=(a.n) {
-                    h3 { "Attempt " (a.n) " · " span.status { (a.state.as_str()) } }
-                    dl.facts {
-                        dt { "Claimant" } dd.claimant { (inert(&a.claimant)) }
-                        dt { "Profile" } dd { (inert(&a.profile)) @if let Some(m) = &a.model { " · model " (inert(m)) } }
-                        dt { "Profile fingerprint" } dd { (hash(&a.policy_fingerprint)) }
-                        @let sandbox = sandbox_lines(&a.detail);
-                        @if !sandbox.is_empty() {
-                            dt { "Sandbox" } dd.sandbox { @for l in &sandbox { (inert(l)) br; } }
-                        }
-                        dt { "Claimed" } dd { (when(a.claimed_ms, tz)) " (lease epoch " (a.epoch) ")" }
-                        dt { "Lease" } dd {
-                            @match a.lease_until_ms { Some(l) => { "until " (when(l, tz)) } None => "released" }
-                        }
-                        @if let Some(e) = a.ended_ms { dt { "Ended" } dd { (when(e, tz)) @if let Some(r) = &a.end_reason { " — " (inert(r)) } } }
-                        dt { "Usage" } dd { (a.usage.turns) " turns · " (a.usage.tool_calls) " tool calls (" (a.usage.failed_tool_calls) " failed) · " (a.usage.tokens) " tokens" }
-                        @if let Some(r) = &a.run_id {
-                            dt { "Run" } dd {
-                                a href=(run_link(r)) { (inert(r)) }
-                                @if let Some(p) = parents.get(r) { " — continues " a href=(run_link(p)) { (inert(p)) } }
-                            }
-                        }
-                    }
-                    @if let Some(rid) = &a.result_id {
-                        h4 { "Result " (hash(rid)) }
-                        @if let Some(v) = results.get(rid) {
-                            (json_view(v))
-                            @let arts = cids(v);
-                            @if !arts.is_empty() {
-                                h4 { "Artifacts" }
-                                ul.artifacts {
-                                    @for c in &arts {
-                                        li { a href={(BASE) "/artifacts/" (seg(c))} download { code { (c) } } }
-                                    }
-                                }
-                            }
-                        }
-                    }
-                    h4 { "Self-assessment (advisory)" }
-                    @match a.detail.get("self_assessment").filter(|v| !v.is_null()) {
-                        Some(sa) => div.self-assessment { (json_view(sa)) },
-                        None => p.muted.self-assessment { "The worker gave none." },
-                    }
-                }
+                (attempt_article(a, &results, &parents, tz))
             }
         }
         section aria-labelledby="h-verdicts" {
@@ -1230,6 +1158,106 @@ pub async fn task(
         }
     };
     show(&s, &signed, "Task", None, body).await
+}
+
+/// What the task page shows: the task, its attempts, their results by id, its verdicts,
+/// and the run each attempt's run continues.
+type TaskPageData = (
+    TaskRecord,
+    Vec<AttemptRecord>,
+    BTreeMap<String, Value>,
+    Vec<(String, vouch_store::board::Verdict)>,
+    BTreeMap<String, String>,
+);
+
+fn task_page_data(
+    board: &dyn vouch_store::board::BoardStore,
+    store: &dyn vouch_store::Store,
+    tid: &str,
+) -> crate::problem::ApiResult<TaskPageData> {
+    let t = board.task(&tid)?.ok_or_else(|| {
+        ApiError::not_found(format!(
+            "There is no task `{tid}`. Open the board to see the tasks there are."
+        ))
+    })?;
+    let attempts = board.attempts(&tid)?;
+    let mut results = BTreeMap::new();
+    for a in &attempts {
+        if let Some(r) = &a.result_id {
+            if let Some(v) = board.result(r)? {
+                results.insert(r.clone(), v);
+            }
+        }
+    }
+    let verdicts = board.verdicts(&tid)?;
+    // Lineage: the runs of the attempts and the runs they continue.
+    let mut parents = BTreeMap::new();
+    for a in &attempts {
+        if let Some(r) = &a.run_id {
+            if let Some(rec) = store.run(r)? {
+                if let Some(p) = rec.parent {
+                    parents.insert(r.clone(), p);
+                }
+            }
+        }
+    }
+    Ok((t, attempts, results, verdicts, parents))
+}
+
+/// One attempt of a task: who claimed it, its lease, usage and run, its result with the
+/// artifacts it names, and its self-assessment.
+fn attempt_article(
+    a: &AttemptRecord,
+    results: &BTreeMap<String, Value>,
+    parents: &BTreeMap<String, String>,
+    tz: chrono_tz::Tz,
+) -> Markup {
+    html! {
+        article.attempt data-attempt=(a.n) {
+            h3 { "Attempt " (a.n) " · " span.status { (a.state.as_str()) } }
+            dl.facts {
+                dt { "Claimant" } dd.claimant { (inert(&a.claimant)) }
+                dt { "Profile" } dd { (inert(&a.profile)) @if let Some(m) = &a.model { " · model " (inert(m)) } }
+                dt { "Profile fingerprint" } dd { (hash(&a.policy_fingerprint)) }
+                @let sandbox = sandbox_lines(&a.detail);
+                @if !sandbox.is_empty() {
+                    dt { "Sandbox" } dd.sandbox { @for l in &sandbox { (inert(l)) br; } }
+                }
+                dt { "Claimed" } dd { (when(a.claimed_ms, tz)) " (lease epoch " (a.epoch) ")" }
+                dt { "Lease" } dd {
+                    @match a.lease_until_ms { Some(l) => { "until " (when(l, tz)) } None => "released" }
+                }
+                @if let Some(e) = a.ended_ms { dt { "Ended" } dd { (when(e, tz)) @if let Some(r) = &a.end_reason { " — " (inert(r)) } } }
+                dt { "Usage" } dd { (a.usage.turns) " turns · " (a.usage.tool_calls) " tool calls (" (a.usage.failed_tool_calls) " failed) · " (a.usage.tokens) " tokens" }
+                @if let Some(r) = &a.run_id {
+                    dt { "Run" } dd {
+                        a href=(run_link(r)) { (inert(r)) }
+                        @if let Some(p) = parents.get(r) { " — continues " a href=(run_link(p)) { (inert(p)) } }
+                    }
+                }
+            }
+            @if let Some(rid) = &a.result_id {
+                h4 { "Result " (hash(rid)) }
+                @if let Some(v) = results.get(rid) {
+                    (json_view(v))
+                    @let arts = cids(v);
+                    @if !arts.is_empty() {
+                        h4 { "Artifacts" }
+                        ul.artifacts {
+                            @for c in &arts {
+                                li { a href={(BASE) "/artifacts/" (seg(c))} download { code { (c) } } }
+                            }
+                        }
+                    }
+                }
+            }
+            h4 { "Self-assessment (advisory)" }
+            @match a.detail.get("self_assessment").filter(|v| !v.is_null()) {
+                Some(sa) => div.self-assessment { (json_view(sa)) },
+                None => p.muted.self-assessment { "The worker gave none." },
+            }
+        }
+    }
 }
 
 pub async fn artifact(
