@@ -361,24 +361,7 @@ pub async fn run(
 ) -> Response {
     let store = s.store.clone();
     let rid = id.clone();
-    let read = blocking(move || {
-        let rec = store.run(&rid)?.ok_or_else(|| {
-            ApiError::not_found(format!(
-                "There is no run `{rid}`. Open the inbox to see the runs there are."
-            ))
-        })?;
-        let detail = vouch_runtime::runs::detail(store.as_ref(), rec.clone())?;
-        let journal = store.journal(&rid)?;
-        let receipt = store.receipt(&rid)?;
-        let cards = store.cards_for_run(&rid)?;
-        let children: Vec<RunRecord> = store
-            .runs(vouch_runtime::inbox::INBOX_RUNS_MAX)?
-            .into_iter()
-            .filter(|r| r.parent.as_deref() == Some(rid.as_str()))
-            .collect();
-        Ok((rec, detail, journal, receipt, cards, children))
-    })
-    .await;
+    let read = blocking(move || run_page_data(store.as_ref(), &rid)).await;
     let (rec, detail, journal, receipt, cards, children) = match read {
         Ok(x) => x,
         Err(e) => return failed(&signed, e),
@@ -399,8 +382,41 @@ pub async fn run(
     let last_seq = journal.last().map(|e| e.seq).unwrap_or(0);
     let body = html! {
         h1 { (inert(&rec.title)) }
+        (run_facts(&rec, &children, tz))
+        (run_actions(&rec, children.is_empty(), &signed.session.csrf))
+        (open_cards_section(&rec.id, &open, &signed.session.csrf))
+        (deliveries_table(&detail, &fold))
+        section aria-labelledby="h-receipt" #receipt-section {
+            h2 #h-receipt { "Receipt" }
+            @match &receipt {
+                Some(r) => { pre #receipt.receipt { (inert_text(r)) } }
+                None => {
+                    p #receipt-waiting.empty aria-live="polite" { "The run has not ended; its receipt appears here as soon as it does, without reloading." }
+                    pre #receipt.receipt hidden {}
+                }
+            }
+        }
+        section aria-labelledby="h-journal" {
+            h2 #h-journal { "Journal" }
+            @match &chain {
+                Ok(()) => p.ok #chain { (super::live::chain_words(journal.len())) }
+                Err(b) => p.bad #chain role="alert" { "Chain broken at event " (b.seq) ": " (inert(&b.reason)) ". Run " code { "vouch journal verify" } "." }
+            }
+            ol.timeline #timeline data-after=(last_seq) {
+                @for e in &journal { (timeline_entry(e, tz, false)) }
+            }
+        }
+    };
+    let live = (!ended).then_some(Live::Run(rec.id.as_str()));
+    show(&s, &signed, &inert(&rec.title), live, body).await
+}
+
+/// The run's facts: outcome, trigger, when it started and ended, what it continues and what
+/// continues it.
+fn run_facts(rec: &RunRecord, children: &[RunRecord], tz: chrono_tz::Tz) -> Markup {
+    html! {
         dl.facts {
-            dt { "Outcome" } dd #outcome.(outcome_class(rec.outcome)) { (outcome_word(&rec)) }
+            dt { "Outcome" } dd #outcome.(outcome_class(rec.outcome)) { (outcome_word(rec)) }
             dt { "Started by" } dd { (super::plain::with_term(super::plain::trigger(rec.trigger), rec.trigger.as_str())) }
             dt { "Started" } dd { (when(rec.created_ms, tz)) }
             dt { "Ended" }
@@ -413,27 +429,64 @@ pub async fn run(
             @if let Some(p) = &rec.parent {
                 dt { "Continues" } dd { a href=(run_link(p)) { "run " (inert(p)) } }
             }
-            @for c in &children {
+            @for c in children {
                 dt { "Continued as" } dd { a href=(run_link(&c.id)) { "run " (inert(&c.id)) } }
             }
             dt { "Run id" } dd { code { (inert(&rec.id)) } }
         }
-        (run_actions(&rec, children.is_empty(), &signed.session.csrf))
+    }
+}
+
+/// What the run page shows: the run, its detail, journal, receipt, cards and the runs that
+/// continue it.
+type RunPageData = (
+    RunRecord,
+    vouch_runtime::runs::RunDetail,
+    Vec<JournalEntry>,
+    Option<String>,
+    Vec<vouch_store::Card>,
+    Vec<RunRecord>,
+);
+
+fn run_page_data(
+    store: &dyn vouch_store::Store,
+    rid: &str,
+) -> crate::problem::ApiResult<RunPageData> {
+    let rec = store.run(&rid)?.ok_or_else(|| {
+        ApiError::not_found(format!(
+            "There is no run `{rid}`. Open the inbox to see the runs there are."
+        ))
+    })?;
+    let detail = vouch_runtime::runs::detail(store, rec.clone())?;
+    let journal = store.journal(&rid)?;
+    let receipt = store.receipt(&rid)?;
+    let cards = store.cards_for_run(&rid)?;
+    let children: Vec<RunRecord> = store
+        .runs(vouch_runtime::inbox::INBOX_RUNS_MAX)?
+        .into_iter()
+        .filter(|r| r.parent.as_deref() == Some(rid))
+        .collect();
+    Ok((rec, detail, journal, receipt, cards, children))
+}
+
+/// The run's open cards: an approval links to its card, a question is answered here.
+fn open_cards_section(run: &str, open: &[&vouch_store::Card], csrf: &str) -> Markup {
+    html! {
         @if !open.is_empty() {
             section #open-cards aria-labelledby="h-open" {
                 h2 #h-open { "Waiting for you" }
                 ul.cards {
-                    @for c in &open {
+                    @for c in open {
                         li.card {
                             p.summary { (inert(&c.summary)) }
                             @match &c.delivery {
                                 Some(d) => {
                                     p.reason { "Why you are asked: " (inert(&c.reason)) }
-                                    a.button href=(card_link(&rec.id, d, &c.payload_hash)) { "Review and decide" }
+                                    a.button href=(card_link(run, d, &c.payload_hash)) { "Review and decide" }
                                 }
                                 None => {
-                                    form #answer method="post" action={(run_link(&rec.id)) "/answer"} {
-                                        input type="hidden" name="csrf" value=(signed.session.csrf);
+                                    form #answer method="post" action={(run_link(run)) "/answer"} {
+                                        input type="hidden" name="csrf" value=(csrf);
                                         label for="answer-text" { "Your answer" }
                                         textarea #answer-text name="text" rows="3" required {}
                                         button type="submit" { "Answer" }
@@ -445,6 +498,15 @@ pub async fn run(
                 }
             }
         }
+    }
+}
+
+/// Each declared item: its verb, destination, the host's decision, status and evidence.
+fn deliveries_table(
+    detail: &vouch_runtime::runs::RunDetail,
+    fold: &vouch_runtime::view::RunView,
+) -> Markup {
+    html! {
         section aria-labelledby="h-deliveries" {
             h2 #h-deliveries { "Deliveries" }
             @if detail.deliveries.is_empty() {
@@ -479,29 +541,7 @@ pub async fn run(
                 }
             }
         }
-        section aria-labelledby="h-receipt" #receipt-section {
-            h2 #h-receipt { "Receipt" }
-            @match &receipt {
-                Some(r) => { pre #receipt.receipt { (inert_text(r)) } }
-                None => {
-                    p #receipt-waiting.empty aria-live="polite" { "The run has not ended; its receipt appears here as soon as it does, without reloading." }
-                    pre #receipt.receipt hidden {}
-                }
-            }
-        }
-        section aria-labelledby="h-journal" {
-            h2 #h-journal { "Journal" }
-            @match &chain {
-                Ok(()) => p.ok #chain { (super::live::chain_words(journal.len())) }
-                Err(b) => p.bad #chain role="alert" { "Chain broken at event " (b.seq) ": " (inert(&b.reason)) ". Run " code { "vouch journal verify" } "." }
-            }
-            ol.timeline #timeline data-after=(last_seq) {
-                @for e in &journal { (timeline_entry(e, tz, false)) }
-            }
-        }
-    };
-    let live = (!ended).then_some(Live::Run(rec.id.as_str()));
-    show(&s, &signed, &inert(&rec.title), live, body).await
+    }
 }
 
 /// A decision the API refused, said for a card: a card that is not there (404) was decided
