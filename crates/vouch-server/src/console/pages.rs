@@ -564,51 +564,7 @@ pub async fn card(
     let store = s.store.clone();
     let host = s.host.clone();
     let (rid, did) = (id.clone(), delivery.clone());
-    let read = blocking(move || {
-        let rec = store.run(&rid)?.ok_or_else(|| {
-            ApiError::not_found(format!(
-                "There is no run `{rid}`. Open the inbox to see what waits."
-            ))
-        })?;
-        let cards: Vec<_> = store
-            .cards_for_run(&rid)?
-            .into_iter()
-            .filter(|c| c.delivery.as_deref() == Some(did.as_str()))
-            .collect();
-        let card = if want.is_empty() {
-            cards.iter().find(|c| c.state == CardState::Open).cloned()
-        } else {
-            let w = want.to_ascii_lowercase();
-            cards
-                .iter()
-                .find(|c| c.payload_hash == w || (w.len() >= 12 && c.payload_hash.starts_with(&w)))
-                .cloned()
-        };
-        let card = card.ok_or_else(|| {
-            ApiError::not_found(format!(
-                "Run {rid} has no card for {did} with that hash. Open the run to see its cards."
-            ))
-        })?;
-        let current = cards.iter().find(|c| c.state == CardState::Open).cloned();
-        let payload = store.payload(&card.payload_hash)?;
-        // What an open card's delivery would replace, read by its provider (issue 28).
-        let replaced = match card.state {
-            CardState::Open => vouch_runtime::approvals::replaced(&host, &rid, &did)?,
-            _ => None,
-        };
-        // The change the payload makes as its provider shows it (a patch's diff).
-        let parsed: Option<Value> = payload
-            .as_deref()
-            .and_then(|p| serde_json::from_str(p).ok());
-        let preview = match (card.state, &parsed) {
-            (CardState::Open, Some(v)) => {
-                vouch_runtime::approvals::previewed(&host, &rid, &did, v)?
-            }
-            _ => None,
-        };
-        Ok((rec, card, current, payload, (replaced, preview)))
-    })
-    .await;
+    let read = blocking(move || card_page_data(store.as_ref(), &host, &rid, &did, &want)).await;
     let (rec, card, current, payload, (replaced, preview)) = match read {
         Ok(x) => x,
         Err(e) => return failed(&signed, e),
@@ -636,24 +592,7 @@ pub async fn card(
                 ". The card with hash " (hash(old)) " is superseded. Check the payload below, then approve exactly this hash."
             }
         }
-        @match card.state {
-            CardState::Open => {}
-            CardState::Superseded => {
-                p.bad role="alert" #superseded {
-                    "This card was superseded by an edit; it can no longer be approved."
-                    @if let Some(c) = &current {
-                        " " a href=(card_link(&rec.id, &delivery, &c.payload_hash)) { "Open the current card (" (c.payload_hash.get(..12).unwrap_or("")) ")" }
-                    }
-                }
-            }
-            other => {
-                p.muted role="status" #decided {
-                    "Decided: " (other.as_str())
-                    @if let Some(t) = card.decided_ms { " at " (when(t, tz)) }
-                    ". " a href=(run_link(&rec.id)) { "See the run and its receipt." }
-                }
-            }
-        }
+        (card_state_notice(&card, current.as_ref(), &rec.id, &delivery, tz))
         dl.facts {
             dt { "What" } dd.summary { (inert_text(&card.summary)) }
             dt { "Why you are asked" } dd.reason { (inert(&card.reason)) }
@@ -661,17 +600,7 @@ pub async fn card(
             dt { "Payload hash" } dd { code.fullhash #payload-hash { (card.payload_hash) } }
             dt { "Opened" } dd { (when(card.created_ms, tz)) }
         }
-        section aria-labelledby="h-payload" {
-            h2 #h-payload { "The exact payload" }
-            @match &parsed {
-                Some(v) => div #payload-rendered { (json_view(v)) }
-                None => p.bad { "The payload with this hash is not in the store; do not approve." }
-            }
-            details {
-                summary { "Raw canonical JSON (what the hash is over)" }
-                (raw_json(payload.as_deref().unwrap_or("")))
-            }
-        }
+        (payload_section(parsed.as_ref(), payload.as_deref()))
         @if let Some((diff, cut)) = &preview {
             section aria-labelledby="h-preview" {
                 h2 #h-preview { "The change it applies" }
@@ -687,39 +616,161 @@ pub async fn card(
             }
         }
         @if card.state == CardState::Open {
-            section.decide aria-labelledby="h-decide" {
-                h2 #h-decide { "Decide" }
-                form method="post" action=(action("approve")) {
-                    input type="hidden" name="csrf" value=(signed.session.csrf);
-                    input type="hidden" name="hash" value=(card.payload_hash);
-                    button.primary #approve type="submit" { "Approve exactly this payload (" (card.payload_hash.get(..12).unwrap_or("")) ")" }
-                }
-                form method="post" action=(action("deny")) {
-                    input type="hidden" name="csrf" value=(signed.session.csrf);
-                    button.danger #deny type="submit" { "Deny: do not do it" }
-                }
-                @if let Some(t) = parsed.as_ref().and_then(|v| v.get("text")).and_then(Value::as_str).filter(|t| view::plain_text(t)) {
-                    form.edit method="post" action=(action("edit")) {
-                        input type="hidden" name="csrf" value=(signed.session.csrf);
-                        input type="hidden" name="from" value=(card.payload_hash);
-                        label for="text" { "Edit the text. Saving makes a new card with a new hash, shown before you can approve it." }
-                        textarea #text name="text" rows="10" { (t) }
-                        button #save-text type="submit" { "Save the text" }
-                    }
-                }
-                details.edit-json {
-                    summary { "Edit the payload as JSON" }
-                    form.edit method="post" action=(action("edit")) {
-                        input type="hidden" name="csrf" value=(signed.session.csrf);
-                        label for="payload" { "The payload (JSON). Saving makes a new card with a new hash, shown before you can approve it." }
-                        textarea #payload name="payload" rows="10" spellcheck="false" { (pretty) }
-                        button #save-edit type="submit" { "Save the edit" }
-                    }
-                }
-            }
+            (decide_forms(&card, parsed.as_ref(), &pretty, &signed.session.csrf, &action))
         }
     };
     show(&s, &signed, "Approval card", None, body).await
+}
+
+/// Whether the card can still be decided: superseded (with a link to the current card) or
+/// already decided; nothing for an open card.
+fn card_state_notice(
+    card: &vouch_store::Card,
+    current: Option<&vouch_store::Card>,
+    run: &str,
+    delivery: &str,
+    tz: chrono_tz::Tz,
+) -> Markup {
+    html! {
+        @match card.state {
+            CardState::Open => {}
+            CardState::Superseded => {
+                p.bad role="alert" #superseded {
+                    "This card was superseded by an edit; it can no longer be approved."
+                    @if let Some(c) = current {
+                        " " a href=(card_link(run, delivery, &c.payload_hash)) { "Open the current card (" (c.payload_hash.get(..12).unwrap_or("")) ")" }
+                    }
+                }
+            }
+            other => {
+                p.muted role="status" #decided {
+                    "Decided: " (other.as_str())
+                    @if let Some(t) = card.decided_ms { " at " (when(t, tz)) }
+                    ". " a href=(run_link(run)) { "See the run and its receipt." }
+                }
+            }
+        }
+    }
+}
+
+/// The exact payload the hash is over, rendered and raw.
+fn payload_section(parsed: Option<&Value>, payload: Option<&str>) -> Markup {
+    html! {
+        section aria-labelledby="h-payload" {
+            h2 #h-payload { "The exact payload" }
+            @match parsed {
+                Some(v) => div #payload-rendered { (json_view(v)) }
+                None => p.bad { "The payload with this hash is not in the store; do not approve." }
+            }
+            details {
+                summary { "Raw canonical JSON (what the hash is over)" }
+                (raw_json(payload.unwrap_or("")))
+            }
+        }
+    }
+}
+
+/// What the card page shows: the run, the card asked for (by hash, else the open one), the
+/// card open now, its payload, and (for an open card) what it replaces and the change it
+/// applies as its provider shows them.
+type CardPageData = (
+    RunRecord,
+    vouch_store::Card,
+    Option<vouch_store::Card>,
+    Option<String>,
+    (Option<(String, bool)>, Option<(String, bool)>),
+);
+
+fn card_page_data(
+    store: &dyn vouch_store::Store,
+    host: &vouch_runtime::Host,
+    rid: &str,
+    did: &str,
+    want: &str,
+) -> crate::problem::ApiResult<CardPageData> {
+    let rec = store.run(&rid)?.ok_or_else(|| {
+        ApiError::not_found(format!(
+            "There is no run `{rid}`. Open the inbox to see what waits."
+        ))
+    })?;
+    let cards: Vec<_> = store
+        .cards_for_run(&rid)?
+        .into_iter()
+        .filter(|c| c.delivery.as_deref() == Some(did))
+        .collect();
+    let card = if want.is_empty() {
+        cards.iter().find(|c| c.state == CardState::Open).cloned()
+    } else {
+        let w = want.to_ascii_lowercase();
+        cards
+            .iter()
+            .find(|c| c.payload_hash == w || (w.len() >= 12 && c.payload_hash.starts_with(&w)))
+            .cloned()
+    };
+    let card = card.ok_or_else(|| {
+        ApiError::not_found(format!(
+            "Run {rid} has no card for {did} with that hash. Open the run to see its cards."
+        ))
+    })?;
+    let current = cards.iter().find(|c| c.state == CardState::Open).cloned();
+    let payload = store.payload(&card.payload_hash)?;
+    // What an open card's delivery would replace, read by its provider (issue 28).
+    let replaced = match card.state {
+        CardState::Open => vouch_runtime::approvals::replaced(&host, &rid, &did)?,
+        _ => None,
+    };
+    // The change the payload makes as its provider shows it (a patch's diff).
+    let parsed: Option<Value> = payload
+        .as_deref()
+        .and_then(|p| serde_json::from_str(p).ok());
+    let preview = match (card.state, &parsed) {
+        (CardState::Open, Some(v)) => vouch_runtime::approvals::previewed(&host, &rid, &did, v)?,
+        _ => None,
+    };
+    Ok((rec, card, current, payload, (replaced, preview)))
+}
+
+/// An open card's decisions: approve exactly its hash, deny, or edit the text or the JSON
+/// (a new card with a new hash).
+fn decide_forms(
+    card: &vouch_store::Card,
+    parsed: Option<&Value>,
+    pretty: &str,
+    csrf: &str,
+    action: &dyn Fn(&str) -> String,
+) -> Markup {
+    html! {
+        section.decide aria-labelledby="h-decide" {
+            h2 #h-decide { "Decide" }
+            form method="post" action=(action("approve")) {
+                input type="hidden" name="csrf" value=(csrf);
+                input type="hidden" name="hash" value=(card.payload_hash);
+                button.primary #approve type="submit" { "Approve exactly this payload (" (card.payload_hash.get(..12).unwrap_or("")) ")" }
+            }
+            form method="post" action=(action("deny")) {
+                input type="hidden" name="csrf" value=(csrf);
+                button.danger #deny type="submit" { "Deny: do not do it" }
+            }
+            @if let Some(t) = parsed.and_then(|v| v.get("text")).and_then(Value::as_str).filter(|t| view::plain_text(t)) {
+                form.edit method="post" action=(action("edit")) {
+                    input type="hidden" name="csrf" value=(csrf);
+                    input type="hidden" name="from" value=(card.payload_hash);
+                    label for="text" { "Edit the text. Saving makes a new card with a new hash, shown before you can approve it." }
+                    textarea #text name="text" rows="10" { (t) }
+                    button #save-text type="submit" { "Save the text" }
+                }
+            }
+            details.edit-json {
+                summary { "Edit the payload as JSON" }
+                form.edit method="post" action=(action("edit")) {
+                    input type="hidden" name="csrf" value=(csrf);
+                    label for="payload" { "The payload (JSON). Saving makes a new card with a new hash, shown before you can approve it." }
+                    textarea #payload name="payload" rows="10" spellcheck="false" { (pretty) }
+                    button #save-edit type="submit" { "Save the edit" }
+                }
+            }
+        }
+    }
 }
 
 pub async fn approve(
