@@ -222,7 +222,7 @@ fn task_job(
         brief: brief.into(),
         input,
         criteria,
-        model: json!({"kind": "openai"}).into(),
+        model: json!({"kind": "openai"}),
         repairs_max: 3,
         profile: None,
         lease: None,

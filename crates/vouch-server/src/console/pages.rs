@@ -452,15 +452,15 @@ fn run_page_data(
     store: &dyn vouch_store::Store,
     rid: &str,
 ) -> crate::problem::ApiResult<RunPageData> {
-    let rec = store.run(&rid)?.ok_or_else(|| {
+    let rec = store.run(rid)?.ok_or_else(|| {
         ApiError::not_found(format!(
             "There is no run `{rid}`. Open the inbox to see the runs there are."
         ))
     })?;
     let detail = vouch_runtime::runs::detail(store, rec.clone())?;
-    let journal = store.journal(&rid)?;
-    let receipt = store.receipt(&rid)?;
-    let cards = store.cards_for_run(&rid)?;
+    let journal = store.journal(rid)?;
+    let receipt = store.receipt(rid)?;
+    let cards = store.cards_for_run(rid)?;
     let children: Vec<RunRecord> = store
         .runs(vouch_runtime::inbox::INBOX_RUNS_MAX)?
         .into_iter()
@@ -688,13 +688,13 @@ fn card_page_data(
     did: &str,
     want: &str,
 ) -> crate::problem::ApiResult<CardPageData> {
-    let rec = store.run(&rid)?.ok_or_else(|| {
+    let rec = store.run(rid)?.ok_or_else(|| {
         ApiError::not_found(format!(
             "There is no run `{rid}`. Open the inbox to see what waits."
         ))
     })?;
     let cards: Vec<_> = store
-        .cards_for_run(&rid)?
+        .cards_for_run(rid)?
         .into_iter()
         .filter(|c| c.delivery.as_deref() == Some(did))
         .collect();
@@ -716,7 +716,7 @@ fn card_page_data(
     let payload = store.payload(&card.payload_hash)?;
     // What an open card's delivery would replace, read by its provider (issue 28).
     let replaced = match card.state {
-        CardState::Open => vouch_runtime::approvals::replaced(&host, &rid, &did)?,
+        CardState::Open => vouch_runtime::approvals::replaced(host, rid, did)?,
         _ => None,
     };
     // The change the payload makes as its provider shows it (a patch's diff).
@@ -724,7 +724,7 @@ fn card_page_data(
         .as_deref()
         .and_then(|p| serde_json::from_str(p).ok());
     let preview = match (card.state, &parsed) {
-        (CardState::Open, Some(v)) => vouch_runtime::approvals::previewed(&host, &rid, &did, v)?,
+        (CardState::Open, Some(v)) => vouch_runtime::approvals::previewed(host, rid, did, v)?,
         _ => None,
     };
     Ok((rec, card, current, payload, (replaced, preview)))
@@ -1266,12 +1266,12 @@ fn task_page_data(
     store: &dyn vouch_store::Store,
     tid: &str,
 ) -> crate::problem::ApiResult<TaskPageData> {
-    let t = board.task(&tid)?.ok_or_else(|| {
+    let t = board.task(tid)?.ok_or_else(|| {
         ApiError::not_found(format!(
             "There is no task `{tid}`. Open the board to see the tasks there are."
         ))
     })?;
-    let attempts = board.attempts(&tid)?;
+    let attempts = board.attempts(tid)?;
     let mut results = BTreeMap::new();
     for a in &attempts {
         if let Some(r) = &a.result_id {
@@ -1280,7 +1280,7 @@ fn task_page_data(
             }
         }
     }
-    let verdicts = board.verdicts(&tid)?;
+    let verdicts = board.verdicts(tid)?;
     // Lineage: the runs of the attempts and the runs they continue.
     let mut parents = BTreeMap::new();
     for a in &attempts {
