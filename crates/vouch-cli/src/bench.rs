@@ -19,7 +19,7 @@ fn spec(i: usize) -> RunSpec {
         model: json!({"kind": "script", "turns": [
             {"declare": {"deliveries": [{"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": format!("bench/{i}.md")}}]}},
             {"deliver": "d1", "payload": {"text": format!("run {i}\n")}}
-        ]}),
+        ]}).into(),
         scope: None,
     }
 }
@@ -675,7 +675,7 @@ pub fn turns(sizes: &[usize], json_out: bool) -> Result<i32> {
             title: format!("bench {n} turns"),
             presence: None,
             quiet: false,
-            model: json!({"kind": "script", "turns": script}),
+            model: json!({"kind": "script", "turns": script}).into(),
             scope: None,
         };
         if !json_out {
@@ -752,7 +752,7 @@ fn two_saves(i: usize) -> RunSpec {
             {"deliver": "d1", "payload": {"text": "first\n"}},
             {"deliver": "d2", "payload": {"text": "second\n"}},
             {"final": "Saved both."}
-        ]}),
+        ]}).into(),
         scope: None,
     }
 }
@@ -957,7 +957,7 @@ pub fn approval(runs: usize, json_out: bool) -> Result<i32> {
                 {"deliver": "d1", "payload": {"text": format!("step one {i}\n")}},
                 {"deliver": "d2", "payload": {"text": format!("approved text {i}\n")}},
                 {"final": "Done."}
-            ]}),
+            ]}).into(),
             scope: None,
         };
         if i == 0 {

@@ -28,7 +28,7 @@ fn spec(title: &str, turns: Value) -> RunSpec {
         title: title.to_string(),
         presence: None,
         quiet: false,
-        model: json!({"kind": "script", "turns": turns}),
+        model: vouch_runtime::host::ModelSpec::script_of(turns),
         scope: None,
     }
 }

@@ -368,7 +368,7 @@ impl vouch_runtime::host::PresenceSource for FilePresence {
         {
             return Some(vouch_core::Presence::Watching);
         }
-        if run.spec.get("presence_explicit").and_then(|v| v.as_bool()) == Some(true) {
+        if vouch_store::spec::StoredSpec::read(&run.spec).presence_explicit {
             return None;
         }
         if run.trigger != vouch_core::TriggerKind::Interactive

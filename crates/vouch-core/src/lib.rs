@@ -10,6 +10,7 @@ pub mod board;
 pub mod canon;
 pub mod capability;
 pub mod escape;
+pub mod ids;
 pub mod input;
 pub mod manifest;
 pub mod posture;
@@ -26,6 +27,7 @@ pub use canon::{
 };
 pub use capability::{is_irreversible, ActFacts, Capability};
 pub use escape::{escape_line, escape_text};
+pub use ids::{ContentId, PayloadHash, RunId, TaskId};
 pub use manifest::{
     is_plain_id, shown_id, Confidence, Delivery, Destination, DestinationKind, Forbid, Manifest,
     ManifestError, Order, ShapeError, Verb, DELIVERIES_MAX, ID_CHARS_MAX,

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 use std::sync::Arc;
-use vouch_runtime::host::ModelFactory;
+use vouch_runtime::host::{ModelFactory, ModelSpec};
 use vouch_runtime::model::{ChatMessage, Model, ModelError, ModelTurn, ToolSpec};
 use vouch_store::board::BoardStore;
 use vouch_store_sqlite::SqliteStore;
@@ -29,7 +29,7 @@ impl ModelFactory for CancelWhileAnswering {
             now_ms: self.now_ms,
         }))
     }
-    fn record(&self, model: &Value) -> Value {
+    fn record(&self, model: &ModelSpec) -> ModelSpec {
         self.inner.record(model)
     }
 }

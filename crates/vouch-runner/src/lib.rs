@@ -209,7 +209,7 @@ fn spec_of(s: &Scenario) -> Result<RunSpec, String> {
         title: s.prompt.clone(),
         presence: s.presence,
         quiet: s.quiet,
-        model: json!({"kind": "script", "turns": turns}),
+        model: vouch_runtime::host::ModelSpec::script_of(turns),
         scope: None,
     })
 }

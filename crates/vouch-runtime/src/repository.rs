@@ -173,12 +173,12 @@ pub fn apply_run(task_id: &str, result: &Value, branch: &str) -> Result<RunSpec,
         title: format!("apply task {task_id}'s patch to {branch}"),
         presence: None,
         quiet: false,
-        model: json!({"kind": "script", "turns": [
-            {"declare": {"deliveries": [{"id": "apply", "verb": "save",
-                "destination": {"kind": "repository", "address": address}}]}},
-            {"deliver": "apply", "payload": {"commit": commit, "task": task_id, "diff": diff}},
-            {"final": format!("apply {commit} to {branch}")}
-        ]}),
+        model: crate::host::ModelSpec::script(vec![
+            json!({"declare": {"deliveries": [{"id": "apply", "verb": "save",
+                "destination": {"kind": "repository", "address": address}}]}}),
+            json!({"deliver": "apply", "payload": {"commit": commit, "task": task_id, "diff": diff}}),
+            json!({"final": format!("apply {commit} to {branch}")}),
+        ]),
         scope: None,
     })
 }

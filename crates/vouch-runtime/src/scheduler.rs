@@ -5,7 +5,7 @@
 //! valid instant after it; a local time that repeats in the fall-back hour runs once, at its
 //! first occurrence (the cron crate's rules, tested below).
 
-use crate::host::{Host, HostError, HostResult, RunSpec};
+use crate::host::{Host, HostError, HostResult, ModelSpec, RunSpec};
 use chrono::{TimeZone, Utc};
 use chrono_tz::Tz;
 use croner::Cron;
@@ -169,7 +169,7 @@ pub fn routine_run_spec(routine: &Value, title: Option<&str>) -> RunSpec {
             .get("quiet")
             .and_then(Value::as_bool)
             .unwrap_or(false),
-        model: routine.get("model").cloned().unwrap_or(Value::Null),
+        model: ModelSpec::from(routine.get("model").cloned().unwrap_or(Value::Null)),
         scope: None,
     }
 }
@@ -187,7 +187,7 @@ pub fn routine_spec(s: &Schedule, slot_ms: i64) -> RunSpec {
             .get("presence")
             .and_then(|p| serde_json::from_value::<Presence>(p.clone()).ok()),
         quiet: r.get("quiet").and_then(Value::as_bool).unwrap_or(false),
-        model: r.get("model").cloned().unwrap_or(Value::Null),
+        model: ModelSpec::from(r.get("model").cloned().unwrap_or(Value::Null)),
         scope: Some(format!("{}@{slot_ms}", s.name)),
     }
 }

@@ -113,8 +113,9 @@ impl<T: WorkTools> WorkTools for ScriptWorkTools<T> {
         args: &Value,
     ) -> Option<Result<String, String>> {
         let index: Option<usize> = call.id.strip_prefix("call_").and_then(|i| i.parse().ok());
-        let scripted = spec.pointer("/model/kind").and_then(Value::as_str) == Some("script");
-        let turn = index.and_then(|i| spec.pointer("/model/turns").and_then(|t| t.get(i)));
+        let spec_t = vouch_store::spec::StoredSpec::read(spec);
+        let scripted = matches!(spec_t.model, vouch_store::spec::ModelSpec::Script { .. });
+        let turn = index.and_then(|i| spec_t.model.turns().get(i));
         if turn.and_then(|t| t.get("fails")).and_then(Value::as_bool) == Some(true) {
             return Some(Err(format!("{} failed", call.name)));
         }

@@ -68,7 +68,7 @@ fn event_run(h: &Host, turns: Value) -> (String, Outcome, String) {
             title: "nightly export".into(),
             presence: Some(Presence::Away),
             quiet: true,
-            model: json!({"kind": "script", "turns": turns}),
+            model: json!({"kind": "script", "turns": turns}).into(),
             scope: None,
         })
         .unwrap();
@@ -320,7 +320,7 @@ fn start_up_ends_fifty_orphans_each_exactly_once_with_their_files_as_left() {
                     {"deliver": "d1", "payload": {"text": "first\n"}},
                     {"deliver": "d2", "payload": {"text": "second\n"}},
                     {"final": "Saved both."}
-                ]}),
+                ]}).into(),
                 scope: None,
             };
             let before = h.store.open_runs().unwrap().len();
@@ -443,7 +443,7 @@ fn an_outside_agents_reported_tokens_count_against_the_token_budget() {
             title: "remote export".into(),
             presence: Some(Presence::Away),
             quiet: true,
-            model: vouch_runtime::host::external_model("http"),
+            model: vouch_runtime::host::ModelSpec::external("http"),
             scope: None,
         })
         .unwrap();

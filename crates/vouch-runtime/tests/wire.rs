@@ -72,7 +72,7 @@ fn start(h: &Host, title: &str) -> (String, RunEnd) {
         title: title.into(),
         presence: Some(Presence::Away),
         quiet: true,
-        model: json!({"kind": "openai"}),
+        model: json!({"kind": "openai"}).into(),
         scope: None,
     })
     .unwrap()

@@ -10,6 +10,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, Uri};
 use axum::Extension;
 use axum::Json;
+use vouch_core::RunId;
 use vouch_runtime::host::TaskDecision;
 use vouch_runtime::RunEnd;
 use vouch_store::{CardState, RunRecord, Store, StoreError};
@@ -212,7 +213,7 @@ fn new_run_spec(body: NewRun) -> ApiResult<vouch_runtime::RunSpec> {
                 title,
                 presence: None,
                 quiet: false,
-                model: serde_json::json!({"kind": "script", "turns": turns}),
+                model: vouch_runtime::host::ModelSpec::script_of(turns),
                 scope: None,
             }
         }
@@ -240,7 +241,7 @@ fn new_run_spec(body: NewRun) -> ApiResult<vouch_runtime::RunSpec> {
     ))]
 pub async fn get_run(
     State(s): State<AppState>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<RunId>,
 ) -> ApiResult<Json<RunDetailBody>> {
     let store = s.store.clone();
     blocking(move || {
@@ -265,7 +266,7 @@ pub async fn get_run(
     ))]
 pub async fn get_journal(
     State(s): State<AppState>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<RunId>,
     q: QueryMap,
 ) -> ApiResult<Json<Vec<Event>>> {
     let after = q.number("after", 0, 0, i64::MAX as usize)? as i64;
@@ -294,7 +295,7 @@ pub async fn get_journal(
     ))]
 pub async fn get_receipt(
     State(s): State<AppState>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<RunId>,
     q: QueryMap,
 ) -> ApiResult<axum::response::Response> {
     use axum::response::IntoResponse;
@@ -342,7 +343,7 @@ pub async fn get_receipt(
 pub async fn approve(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
-    ApiPath((id, delivery)): ApiPath<(String, String)>,
+    ApiPath((id, delivery)): ApiPath<(RunId, String)>,
     ApiJson(body): ApiJson<ApproveBody>,
 ) -> ApiResult<Json<RunResult>> {
     if body.hash.trim().is_empty() {
@@ -394,7 +395,7 @@ fn card_error(e: vouch_runtime::HostError) -> ApiError {
 pub async fn deny(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
-    ApiPath((id, delivery)): ApiPath<(String, String)>,
+    ApiPath((id, delivery)): ApiPath<(RunId, String)>,
 ) -> ApiResult<Json<RunResult>> {
     let host = s.host.clone();
     let store = s.store.clone();
@@ -431,7 +432,7 @@ pub async fn deny(
 pub async fn edit(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
-    ApiPath((id, delivery)): ApiPath<(String, String)>,
+    ApiPath((id, delivery)): ApiPath<(RunId, String)>,
     ApiJson(body): ApiJson<EditBody>,
 ) -> ApiResult<Json<EditResult>> {
     let host = s.host.clone();
@@ -448,7 +449,7 @@ pub async fn edit(
             })?;
         metrics.decision("edit");
         Ok(Json(EditResult {
-            run: id,
+            run: id.into_string(),
             delivery,
             payload_hash: hash,
         }))
@@ -471,7 +472,7 @@ pub async fn edit(
 pub async fn answer(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<RunId>,
     ApiJson(body): ApiJson<AnswerBody>,
 ) -> ApiResult<Json<RunResult>> {
     if body.text.trim().is_empty() {
@@ -512,7 +513,7 @@ pub async fn answer(
     ))]
 pub async fn cancel(
     State(s): State<AppState>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<RunId>,
 ) -> ApiResult<Json<RunResult>> {
     let host = s.host.clone();
     let store = s.store.clone();
@@ -537,7 +538,7 @@ pub async fn cancel(
     ))]
 pub async fn resume(
     State(s): State<AppState>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<RunId>,
 ) -> ApiResult<Json<RunResult>> {
     let host = s.host.clone();
     let store = s.store.clone();

@@ -121,9 +121,9 @@ pub(crate) async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(f).await?
 }
 
-/// Every route, behind authentication.
-pub fn router(state: AppState) -> Router {
-    let api = Router::new()
+/// The runs, their cards, schedules, the host's own routes and identities.
+fn run_routes() -> Router<AppState> {
+    Router::new()
         .route("/api/runs", get(api::list_runs).post(api::start_run))
         .route("/api/runs/{id}", get(api::get_run))
         .route("/api/runs/{id}/journal", get(api::get_journal))
@@ -156,9 +156,13 @@ pub fn router(state: AppState) -> Router {
             "/api/identities",
             get(identities::list).post(identities::enrol),
         )
+}
+
+/// The board's tasks, workers and artifacts (§13).
+fn board_routes() -> Router<AppState> {
+    Router::new()
         .route("/api/tasks/{id}", get(tasks::get_task))
         .route("/api/tasks/{id}/cancel", post(tasks::cancel_task))
-        // The board's workers and artifacts (§13), and MCP: one block.
         .route("/api/tasks", get(tasks::list_tasks).post(tasks::offer_task))
         .route("/api/tasks/claim-next", post(tasks::claim_next))
         .route(
@@ -175,6 +179,12 @@ pub fn router(state: AppState) -> Router {
             "/api/artifacts/{cid}",
             get(tasks::get_artifact).put(tasks::put_artifact),
         )
+}
+
+/// Every route, behind authentication.
+pub fn router(state: AppState) -> Router {
+    let api = run_routes()
+        .merge(board_routes())
         .nest_service("/mcp", mcp::http_service(state.clone()))
         .route("/api/openapi.json", get(openapi::document))
         .route("/api/measures", get(console::measures::api))

@@ -11,21 +11,23 @@
 //!   agent drives (`Host::external_call`), through the same code as the host's own model
 //!   loop, so posture, approvals, the ledger and evidence all apply.
 
+mod args;
+
 use crate::problem::{ApiError, ApiResult};
 use crate::work::{self, AbortBody, ClaimBody, FailBody, HeartbeatBody, SubmitBody};
 use crate::AppState;
+use args::{Abort, ArtifactPut, Attempt, Claim, Declare, Fail, Signed, Submit, TaskList, ToolCall};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
-use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
-use vouch_core::{Presence, TriggerKind, Verb};
+use vouch_core::{ContentId, Presence, RunId, TriggerKind, Verb};
 use vouch_identity::Identity;
-use vouch_runtime::host::{external_model, ExternalReply};
+use vouch_runtime::host::ExternalReply;
 use vouch_runtime::{RunEnd, RunSpec};
 use vouch_store::board::{
     artifact_statement, claim_statement, fresh_nonce, heartbeat_statement, report_statement,
@@ -67,7 +69,17 @@ fn obj(props: Value, required: &[&str]) -> Value {
 
 /// Every tool, with its input schema.
 pub fn tools() -> Vec<Tool> {
-    let attempt = json!({
+    board_tools()
+        .into_iter()
+        .chain(run_tools())
+        .chain(verb_tools())
+        .collect()
+}
+
+/// The input schema of a tool on a live attempt: the attempt, the statement's signature,
+/// and the tool's own `extra` properties.
+fn with_attempt(extra: Value, required: &[&str]) -> Value {
+    let mut p = json!({
         "task": {"type": "string", "description": "task id"},
         "attempt": {"type": "integer", "minimum": 1, "description": "attempt number (from the claim)"},
         "epoch": {"type": "integer", "description": "lease epoch (from the claim)"},
@@ -76,17 +88,24 @@ pub fn tools() -> Vec<Tool> {
         "nonce": {"type": "string", "pattern": "^[A-Za-z0-9_-]{16,64}$", "description": "fresh per statement (needed with your own signature); a nonce used before is refused"},
         "signature": {"type": "string", "description": "Ed25519 signature of the statement (§13.6.2): the heartbeat, report or artifact statement of the tool; signed for you when this server holds the worker's key"},
     });
-    let usage = json!({"type": "object", "description": "without `run`: what the attempt cost, by your own count", "properties": {
+    if let (Value::Object(p), Value::Object(e)) = (&mut p, extra) {
+        p.extend(e);
+    }
+    obj(p, required)
+}
+
+/// A report's `usage`: the worker's own count when it names no run.
+fn usage_schema() -> Value {
+    json!({"type": "object", "description": "without `run`: what the attempt cost, by your own count", "properties": {
         "turns": {"type": "integer", "minimum": 0}, "tokens": {"type": "integer", "minimum": 0},
         "tool_calls": {"type": "integer", "minimum": 0}, "failed_tool_calls": {"type": "integer", "minimum": 0},
-    }, "required": ["turns", "tokens", "tool_calls", "failed_tool_calls"], "additionalProperties": false});
-    let with = |extra: Value, required: &[&str]| {
-        let mut p = attempt.clone();
-        if let (Value::Object(p), Value::Object(e)) = (&mut p, extra) {
-            p.extend(e);
-        }
-        obj(p, required)
-    };
+    }, "required": ["turns", "tokens", "tool_calls", "failed_tool_calls"], "additionalProperties": false})
+}
+
+/// The board's tools (§13), for workers and for whoever offers tasks.
+fn board_tools() -> Vec<Tool> {
+    let usage = usage_schema();
+    let with = with_attempt;
     vec![
         tool("task_list", "List tasks on the board, oldest first.", obj(json!({
             "state": {"type": "string", "enum": ["waiting", "queued", "dispatched", "running", "completed", "failed", "cancelled", "expired"]},
@@ -151,6 +170,12 @@ pub fn tools() -> Vec<Tool> {
         tool("artifact_get", "Read an artifact by content id (text when it is UTF-8, else hex).", obj(json!({
             "cid": {"type": "string"},
         }), &["cid"])),
+    ]
+}
+
+/// The host's own tools of a run an agent drives (§17), beside the verbs.
+fn run_tools() -> Vec<Tool> {
+    vec![
         tool("declare", "Declare the manifest of what you will deliver. Without `run`, opens a new run and answers its id; with `run`, amends that run's manifest.", obj(json!({
             "run": {"type": "string"},
             "title": {"type": "string", "description": "what the person asked for (a new run's title)"},
@@ -175,9 +200,6 @@ pub fn tools() -> Vec<Tool> {
             "signed": {"type": "boolean"},
         }), &["run"])),
     ]
-    .into_iter()
-    .chain(verb_tools())
-    .collect()
 }
 
 /// One tool per verb, as the host's own model loop offers them (one vocabulary, §17.2): the
@@ -201,64 +223,28 @@ fn verb_tools() -> Vec<Tool> {
         .collect()
 }
 
-fn args_of<T: DeserializeOwned>(args: &Value) -> ApiResult<T> {
-    crate::extract::parse_json(args.to_string().as_bytes())
-}
-
-fn text(args: &Value, k: &'static str) -> ApiResult<String> {
-    args.get(k)
-        .and_then(Value::as_str)
-        .filter(|v| !v.trim().is_empty())
-        .map(String::from)
-        .ok_or_else(|| ApiError::field(k, format!("`{k}` is required")))
-}
-
-/// An id to look up (run, task, content id): printable text, refused like a path id.
-fn id(args: &Value, k: &'static str) -> ApiResult<String> {
-    let v = text(args, k)?;
-    vouch_core::input::check_id(&v).map_err(|e| ApiError::field(k, format!("`{k}` {e}")))?;
-    Ok(v)
-}
-
-/// A report's `usage` (a worker's own count, §13.7.2), when given.
-fn usage_arg(args: &Value) -> ApiResult<Option<vouch_store::board::Usage>> {
-    match args.get("usage") {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => serde_json::from_value(v.clone()).map(Some).map_err(|e| {
-            ApiError::field(
-                "usage",
-                format!("`usage` is {{turns, tokens, tool_calls, failed_tool_calls}}: {e}"),
-            )
-        }),
-    }
-}
-
-fn opt_text(args: &Value, k: &str) -> Option<String> {
-    args.get(k).and_then(Value::as_str).map(String::from)
-}
-
-fn int(args: &Value, k: &'static str) -> ApiResult<i64> {
-    args.get(k)
-        .and_then(Value::as_i64)
-        .ok_or_else(|| ApiError::field(k, format!("`{k}` must be a whole number")))
-}
-
 fn to_value<T: serde::Serialize>(v: &T) -> ApiResult<Value> {
     serde_json::to_value(v).map_err(|e| ApiError::internal(format!("encode: {e}")))
 }
 
+/// The receipt tool's answer without a signature: the run's state, outcome and receipt.
+fn receipt_of(run: &RunId, st: &Value) -> Value {
+    json!({"run": run, "state": st["state"], "outcome": st["outcome"], "receipt": st["receipt"]})
+}
+
 impl VouchMcp {
-    fn claimant(&self, args: &Value) -> ApiResult<String> {
+    fn claimant(&self, given: Option<&str>) -> ApiResult<String> {
         if let Some(c) = &self.caller {
             // A worker token's claimant is its identity, given or not.
-            let name = opt_text(args, "claimant")
+            let name = given
+                .map(String::from)
                 .or_else(|| c.identity.clone())
                 .unwrap_or_default();
             c.acts_as(&name)?;
             return Ok(name);
         }
-        match (opt_text(args, "claimant"), &self.signer) {
-            (Some(c), _) => Ok(c),
+        match (given, &self.signer) {
+            (Some(c), _) => Ok(c.to_string()),
             (None, Some(id)) => Ok(id.name().to_string()),
             (None, None) => Err(ApiError::field(
                 "claimant",
@@ -268,9 +254,9 @@ impl VouchMcp {
     }
 
     /// The signature given, or this server's when it holds the claimant's key.
-    fn signature(&self, args: &Value, claimant: &str, statement: &str) -> ApiResult<String> {
-        if let Some(s) = opt_text(args, "signature") {
-            return Ok(s);
+    fn signature(&self, signed: &Signed, claimant: &str, statement: &str) -> ApiResult<String> {
+        if let Some(s) = &signed.signature {
+            return Ok(s.clone());
         }
         match &self.signer {
             Some(id) if id.name() == claimant => {
@@ -284,22 +270,21 @@ impl VouchMcp {
         }
     }
 
-    fn attempt(&self, args: &Value) -> ApiResult<AttemptRef> {
+    fn attempt(&self, a: &Attempt) -> ApiResult<AttemptRef> {
         Ok(AttemptRef {
-            task_id: id(args, "task")?,
-            n: u32::try_from(int(args, "attempt")?)
-                .map_err(|_| ApiError::field("attempt", "`attempt` must be 1 or more"))?,
-            claimant: self.claimant(args)?,
-            epoch: int(args, "epoch")?,
+            task_id: a.task.to_string(),
+            n: a.attempt,
+            claimant: self.claimant(a.claimant.as_deref())?,
+            epoch: a.epoch,
         })
     }
 
     /// The statement's clock and nonce: given with the caller's own signature, else this
     /// server's clock and a fresh nonce when it signs for the caller.
-    fn stamp(&self, args: &Value) -> ApiResult<Stamp> {
-        let own = opt_text(args, "signature").is_some();
+    fn stamp(&self, signed: &Signed) -> ApiResult<Stamp> {
+        let own = signed.signature.is_some();
         let at_ms =
-            match (args.get("at_ms").and_then(Value::as_i64), own) {
+            match (signed.at_ms, own) {
                 (Some(t), _) => t,
                 (None, false) => self.state.host.clock.now_ms(),
                 (None, true) => return Err(ApiError::field(
@@ -307,8 +292,8 @@ impl VouchMcp {
                     "`at_ms` (your clock, ms since the epoch) is required with your own signature",
                 )),
             };
-        let nonce = match (opt_text(args, "nonce"), own) {
-            (Some(n), _) => n,
+        let nonce = match (&signed.nonce, own) {
+            (Some(n), _) => n.clone(),
             (None, false) => fresh_nonce()?,
             (None, true) => {
                 return Err(ApiError::field(
@@ -320,31 +305,33 @@ impl VouchMcp {
         Ok(Stamp { at_ms, nonce })
     }
 
-    fn report_signature(
+    /// A report's attempt, stamp and signature: the signature is over the report statement
+    /// of `kind`, given by the caller or made by this server for its own worker.
+    fn signed_report(
         &self,
-        args: &Value,
-        at: &AttemptRef,
+        a: &Attempt,
         kind: ReportKind,
-        run: Option<String>,
-        stamp: &Stamp,
-    ) -> ApiResult<String> {
+        run: Option<&RunId>,
+    ) -> ApiResult<(AttemptRef, Stamp, String)> {
+        let at = self.attempt(a)?;
+        let stamp = self.stamp(&a.signed)?;
         let statement = report_statement(&Report {
             attempt: at.clone(),
             kind,
-            run_id: run,
+            run_id: run.map(RunId::to_string),
             receipt: None,
             usage: Usage::default(),
             signature: None,
             now_ms: 0,
             stamp: Some(stamp.clone()),
         })?;
-        self.signature(args, &at.claimant, &statement)
+        let signature = self.signature(&a.signed, &at.claimant, &statement)?;
+        Ok((at, stamp, signature))
     }
 
-    fn run_spec(&self, args: &Value) -> ApiResult<RunSpec> {
-        let task = opt_text(args, "task");
-        let title = match (opt_text(args, "title"), &task) {
-            (Some(t), _) if !t.trim().is_empty() => t,
+    fn run_spec(&self, title: Option<&str>, task: Option<&str>) -> ApiResult<RunSpec> {
+        let title = match (title, task) {
+            (Some(t), _) if !t.trim().is_empty() => t.to_string(),
             (_, Some(task)) => format!("task {task}"),
             _ => {
                 return Err(ApiError::field(
@@ -362,7 +349,7 @@ impl VouchMcp {
             title,
             presence: task.is_some().then_some(Presence::Away),
             quiet: false,
-            model: external_model(self.via),
+            model: vouch_runtime::host::ModelSpec::external(self.via),
             scope: None,
         })
     }
@@ -424,22 +411,17 @@ impl VouchMcp {
             (Some(run), Some(board)) => board.attempt_of_run(run)?,
             _ => None,
         };
-        let live = found.filter(|a| a.state.is_leased());
+        let live = found.filter(|a| a.state.is_leased()).map(|a| AttemptRef {
+            task_id: a.task_id,
+            n: a.n,
+            claimant: a.claimant,
+            epoch: a.epoch,
+        });
         let Some(w) = worker else {
-            return Ok(live.map(|a| AttemptRef {
-                task_id: a.task_id,
-                n: a.n,
-                claimant: a.claimant,
-                epoch: a.epoch,
-            }));
+            return Ok(live);
         };
         match live {
-            Some(a) if w.identity.as_deref() == Some(a.claimant.as_str()) => Ok(Some(AttemptRef {
-                task_id: a.task_id,
-                n: a.n,
-                claimant: a.claimant,
-                epoch: a.epoch,
-            })),
+            Some(a) if w.identity.as_deref() == Some(a.claimant.as_str()) => Ok(Some(a)),
             _ => Err(ApiError::forbidden(match run {
                 None => "a worker token drives only its attempts' runs: its claim opened the run; pass it as `run`".to_string(),
                 Some(r) => format!(
@@ -460,17 +442,29 @@ impl VouchMcp {
     }
 
     /// A run named by the agent, which must exist.
-    fn run_arg(&self, args: &Value) -> ApiResult<String> {
-        let run = id(args, "run")?;
-        if self.state.store.run(&run)?.is_none() {
+    fn existing_run(&self, run: &RunId) -> ApiResult<()> {
+        if self.state.store.run(run.as_str())?.is_none() {
             return Err(ApiError::not_found(format!(
                 "no run `{run}`; `declare` without `run` opens one"
             )));
         }
-        Ok(run)
+        Ok(())
     }
 
-    /// One tool call, synchronously (on a blocking thread).
+    /// One of the host's own tools on an existing run: through the live attempt whose run it
+    /// is, else as one turn of the run the agent drives.
+    fn host_tool(&self, run: &RunId, tool: &str, args: &Value) -> ApiResult<Value> {
+        self.existing_run(run)?;
+        let s = &self.state;
+        if let Some(at) = self.own_attempt(Some(run.as_str()))? {
+            return self.attempt_reply(crate::attempt::exec(s, &at, tool, args)?);
+        }
+        let r = s.host.external_call(run.as_str(), tool, args)?;
+        self.reply(run.as_str(), r)
+    }
+
+    /// One tool call, synchronously (on a blocking thread): the caller's scope admits the
+    /// tool, the arguments are decoded once, and the call goes to its handler.
     pub fn call(&self, name: &str, args: &Value) -> ApiResult<Value> {
         // §17.1: no argument's text holds NUL, whichever backend; the agent can send it again.
         if let Some((path, e)) = vouch_core::input::nul_in_json(args) {
@@ -487,338 +481,258 @@ impl VouchMcp {
                 ));
             }
         }
+        self.dispatch(ToolCall::decode(name, args)?)
+    }
+
+    fn dispatch(&self, call: ToolCall) -> ApiResult<Value> {
         let s = &self.state;
-        match name {
-            "task_list" => {
-                let board = work::board_of(s)?;
-                let state = match opt_text(args, "state") {
-                    None => None,
-                    Some(v) => Some(serde_json::from_value(Value::String(v.clone())).map_err(
-                        |_| ApiError::field("state", format!("`{v}` is not a task state")),
-                    )?),
-                };
-                let limit = args.get("limit").and_then(Value::as_u64).unwrap_or(100);
-                let tasks = board.tasks(&TaskFilter {
-                    state,
-                    tag: opt_text(args, "tag"),
-                    limit: limit.clamp(1, crate::tasks::PAGE_TASKS_MAX as u64) as usize,
-                    correlation: opt_text(args, "correlation"),
-                })?;
-                Ok(json!({"tasks": to_value(&tasks)?}))
-            }
-            "task_offer" => {
-                let mut a = args.clone();
-                let key = a
-                    .as_object_mut()
-                    .and_then(|m| m.remove("idempotency_key"))
-                    .and_then(|v| v.as_str().map(String::from));
-                let req: vouch_runtime::offer::TaskOffer = args_of(&a)?;
-                let (created, task) = work::offer(s, &req, key)?;
+        match call {
+            ToolCall::TaskList(a) => self.task_list(a),
+            ToolCall::TaskOffer(a) => {
+                let (created, task) = work::offer(s, &a.offer, a.idempotency_key)?;
                 Ok(json!({"created": created, "task": task}))
             }
-            "task_claim" => {
-                let claimant = self.claimant(args)?;
-                let profile = opt_text(args, "profile").unwrap_or_else(|| "default".into());
-                let stamp = self.stamp(args)?;
-                let types: Vec<String> = args_of(args.get("types").unwrap_or(&json!([])))?;
-                let tags: Vec<String> = args_of(args.get("tags").unwrap_or(&json!([])))?;
-                let policy = json!({"profile": profile, "context": "autonomous"});
-                let statement = claim_statement(&ClaimRequest {
-                    claimant: claimant.clone(),
-                    profile: profile.clone(),
-                    model: None,
-                    policy_fingerprint: vouch_store::board::content_id(&policy)?,
-                    types: vec![],
-                    tags: vec![],
-                    task_id: None,
-                    signature: None,
-                    policy: policy.clone(),
-                    now_ms: stamp.at_ms,
-                    nonce: Some(stamp.nonce.clone()),
-                    run_id: None,
-                })?;
-                let signature = self.signature(args, &claimant, &statement)?;
-                let r = work::claim_next(
-                    s,
-                    &ClaimBody {
-                        claimant,
-                        profile,
-                        model: opt_text(args, "model"),
-                        types,
-                        tags,
-                        policy: Some(policy),
-                        at_ms: stamp.at_ms,
-                        nonce: stamp.nonce,
-                        signature,
-                    },
-                    "mcp",
-                )?;
-                to_value(&r)
-            }
-            "task_heartbeat" => {
-                let at = self.attempt(args)?;
-                let stamp = self.stamp(args)?;
-                let statement = heartbeat_statement(&at, &stamp)?;
-                let signature = self.signature(args, &at.claimant, &statement)?;
-                let r = work::heartbeat(
-                    s,
-                    &at.task_id,
-                    at.n,
-                    &HeartbeatBody {
-                        claimant: at.claimant.clone(),
-                        epoch: at.epoch,
-                        at_ms: stamp.at_ms,
-                        nonce: stamp.nonce,
-                        signature,
-                    },
-                )?;
-                to_value(&r)
-            }
-            "task_submit" => {
-                let at = self.attempt(args)?;
-                let stamp = self.stamp(args)?;
-                let result = args.get("result").cloned().unwrap_or(Value::Null);
-                let run = opt_text(args, "run");
-                let signature = self.report_signature(
-                    args,
-                    &at,
-                    ReportKind::Accepted {
-                        result: result.clone(),
-                        self_assessment: None,
-                        verdict: None,
-                    },
-                    run.clone(),
-                    &stamp,
-                )?;
-                let r = work::submit(
-                    s,
-                    &at.task_id,
-                    at.n,
-                    &SubmitBody {
-                        claimant: at.claimant.clone(),
-                        epoch: at.epoch,
-                        result,
-                        self_assessment: args.get("self_assessment").cloned(),
-                        run,
-                        usage: usage_arg(args)?,
-                        at_ms: stamp.at_ms,
-                        nonce: stamp.nonce,
-                        signature,
-                    },
-                )?;
-                to_value(&r)
-            }
-            "task_fail" => {
-                let at = self.attempt(args)?;
-                let stamp = self.stamp(args)?;
-                let run = opt_text(args, "run");
-                let retryable = args
-                    .get("retryable")
-                    .and_then(Value::as_bool)
-                    .ok_or_else(|| ApiError::field("retryable", "`retryable` is true or false"))?;
-                let reason = text(args, "reason")?;
-                let signature = self.report_signature(
-                    args,
-                    &at,
-                    ReportKind::Failed {
-                        retryable,
-                        reason: reason.clone(),
-                        class: None,
-                    },
-                    run.clone(),
-                    &stamp,
-                )?;
-                let r = work::fail(
-                    s,
-                    &at.task_id,
-                    at.n,
-                    &FailBody {
-                        claimant: at.claimant.clone(),
-                        epoch: at.epoch,
-                        retryable,
-                        reason,
-                        run,
-                        usage: usage_arg(args)?,
-                        class: match args.get("class") {
-                            None | Some(Value::Null) => None,
-                            Some(v) => Some(serde_json::from_value(v.clone()).map_err(|_| {
-                                ApiError::field(
-                                    "class",
-                                    "`class` is model_outage, tool_error, malformed_output, policy_refusal or worker_crash",
-                                )
-                            })?),
-                        },
-                        at_ms: stamp.at_ms,
-                        nonce: stamp.nonce,
-                        signature,
-                    },
-                )?;
-                to_value(&r)
-            }
-            "task_abort" => {
-                let at = self.attempt(args)?;
-                let stamp = self.stamp(args)?;
-                let reason = text(args, "reason")?;
-                let signature = self.report_signature(
-                    args,
-                    &at,
-                    ReportKind::Aborted {
-                        reason: reason.clone(),
-                    },
-                    None,
-                    &stamp,
-                )?;
-                let r = work::abort(
-                    s,
-                    &at.task_id,
-                    at.n,
-                    &AbortBody {
-                        claimant: at.claimant.clone(),
-                        epoch: at.epoch,
-                        reason,
-                        at_ms: stamp.at_ms,
-                        nonce: stamp.nonce,
-                        signature,
-                    },
-                )?;
-                to_value(&r)
-            }
-            "task_continue" => {
+            ToolCall::TaskClaim(a) => self.task_claim(a),
+            ToolCall::TaskHeartbeat(a) => self.task_heartbeat(a),
+            ToolCall::TaskSubmit(a, b) => self.task_submit(a, b),
+            ToolCall::TaskFail(a, b) => self.task_fail(a, b),
+            ToolCall::TaskAbort(a, b) => self.task_abort(a, b),
+            ToolCall::TaskContinue(a) => {
                 let body = crate::attempt::ContinueBody {
-                    brief: text(args, "instructions")?,
-                    mode: opt_text(args, "mode").unwrap_or_else(|| "extend".into()),
+                    brief: a.instructions.0,
+                    mode: a.mode.unwrap_or_else(|| "extend".into()),
                 };
-                let (created, task) = crate::attempt::continue_task(s, &id(args, "task")?, &body)?;
+                let (created, task) = crate::attempt::continue_task(s, a.task.as_str(), &body)?;
                 Ok(json!({"created": created, "task": task}))
             }
-            "task_result" => to_value(&crate::attempt::result(s, &id(args, "task")?)?),
-            "task_cancel" => {
-                let task = id(args, "task")?;
+            ToolCall::TaskResult(a) => to_value(&crate::attempt::result(s, a.task.as_str())?),
+            ToolCall::TaskCancel(a) => {
                 let board = work::board_of(s)?;
-                let t = board.cancel(&task, s.host.clock.now_ms())?;
+                let t = board.cancel(a.task.as_str(), s.host.clock.now_ms())?;
                 Ok(json!({"task": to_value(&t)?}))
             }
-            "artifact_put" => {
-                let at = self.attempt(args)?;
-                let bytes = match (opt_text(args, "text"), opt_text(args, "hex")) {
-                    (Some(t), None) => t.into_bytes(),
-                    (None, Some(h)) => hex::decode(h.trim())
-                        .map_err(|e| ApiError::field("hex", format!("`hex` is not hex: {e}")))?,
-                    _ => {
-                        return Err(ApiError::field(
-                            "text",
-                            "give exactly one of `text` or `hex`",
-                        ))
-                    }
-                };
-                if bytes.len() as u64 > work::artifact_bytes_max(s) {
-                    return Err(ApiError::new(
-                        axum::http::StatusCode::PAYLOAD_TOO_LARGE,
-                        "too_large",
-                        format!(
-                            "the artifact is {} bytes, more than the limit of {}",
-                            bytes.len(),
-                            work::artifact_bytes_max(s)
-                        ),
-                    ));
-                }
-                let cid = vouch_artifacts::content_id(&bytes);
-                let stamp = self.stamp(args)?;
-                let statement = artifact_statement(&cid, &at, &stamp)?;
-                let signature = self.signature(args, &at.claimant, &statement)?;
-                to_value(&work::put_artifact(
-                    s,
-                    &cid,
-                    &at,
-                    (&stamp, &signature),
-                    &bytes,
-                )?)
+            ToolCall::ArtifactPut(a, b) => self.artifact_put(a, b),
+            ToolCall::ArtifactGet(a) => self.artifact_get(&a.cid),
+            ToolCall::Declare(a) => self.declare(a),
+            ToolCall::Perform(verb, a) => {
+                let call = json!({"delivery": a.delivery.0, "payload": a.payload});
+                self.host_tool(&a.run, verb.as_str(), &call)
             }
-            "artifact_get" => {
-                let cid = id(args, "cid")?;
-                let bytes = work::get_artifact(s, &cid)?;
-                let size = bytes.len();
-                Ok(match String::from_utf8(bytes) {
-                    Ok(t) => json!({"cid": cid, "size_bytes": size, "text": t}),
-                    Err(e) => {
-                        json!({"cid": cid, "size_bytes": size, "hex": hex::encode(e.into_bytes())})
-                    }
-                })
+            ToolCall::Clarify(a) => {
+                self.host_tool(&a.run, "clarify", &json!({"question": a.question.0}))
             }
-            "declare" => {
-                let mut manifest = args.clone();
-                if let Some(m) = manifest.as_object_mut() {
-                    for k in ["run", "title", "task"] {
-                        m.remove(k);
-                    }
-                }
-                // Refused before a run exists (§3.2.1): a hostile id or an oversized call.
-                s.host.check_external_call("declare", &manifest)?;
-                if let Some(at) = self.own_attempt(opt_text(args, "run").as_deref())? {
-                    return self.attempt_reply(crate::attempt::exec(s, &at, "declare", &manifest)?);
-                }
-                let run = match opt_text(args, "run") {
-                    Some(_) => self.run_arg(args)?,
-                    None => s.host.open_external(&self.run_spec(args)?)?,
-                };
-                let r = s.host.external_call(&run, "declare", &manifest)?;
-                self.reply(&run, r)
-            }
-            verb if Verb::parse(verb).is_some() => {
-                let run = self.run_arg(args)?;
-                let call = json!({"delivery": text(args, "delivery")?, "payload": args.get("payload").cloned().unwrap_or(Value::Null)});
-                if let Some(at) = self.own_attempt(Some(&run))? {
-                    return self.attempt_reply(crate::attempt::exec(s, &at, verb, &call)?);
-                }
-                let r = s.host.external_call(&run, verb, &call)?;
-                self.reply(&run, r)
-            }
-            "clarify" => {
-                let run = self.run_arg(args)?;
-                if let Some(at) = self.own_attempt(Some(&run))? {
-                    let q = json!({"question": text(args, "question")?});
-                    return self.attempt_reply(crate::attempt::exec(s, &at, "clarify", &q)?);
-                }
-                let r = s.host.external_call(
-                    &run,
-                    "clarify",
-                    &json!({"question": text(args, "question")?}),
-                )?;
-                self.reply(&run, r)
-            }
-            "finish" => {
-                let run = self.run_arg(args)?;
-                if let Some(at) = self.own_attempt(Some(&run))? {
-                    let t = json!({"text": opt_text(args, "text").unwrap_or_default()});
-                    return self.attempt_reply(crate::attempt::exec(s, &at, "finish", &t)?);
-                }
-                let end = s
-                    .host
-                    .external_finish(&run, &opt_text(args, "text").unwrap_or_default())?;
-                self.reply(
-                    &run,
-                    ExternalReply {
-                        ok: true,
-                        text: "the run has ended".into(),
-                        end: Some(end),
-                    },
-                )
-            }
-            "run_status" => self.status(&id(args, "run")?),
-            "receipt" => {
-                let run = id(args, "run")?;
-                if args.get("signed").and_then(Value::as_bool) == Some(true) {
-                    return work::signed_receipt(s, &run);
-                }
-                let st = self.status(&run)?;
-                Ok(
-                    json!({"run": run, "state": st["state"], "outcome": st["outcome"], "receipt": st["receipt"]}),
-                )
-            }
-            other => Err(ApiError::not_found(format!(
-                "no tool `{other}`; list the tools"
-            ))),
+            ToolCall::Finish(a) => self.finish(&a.run, &a.text),
+            ToolCall::RunStatus(a) => self.status(a.run.as_str()),
+            ToolCall::Receipt(a) if a.signed => work::signed_receipt(s, a.run.as_str()),
+            ToolCall::Receipt(a) => Ok(receipt_of(&a.run, &self.status(a.run.as_str())?)),
         }
+    }
+
+    fn task_list(&self, a: TaskList) -> ApiResult<Value> {
+        let board = work::board_of(&self.state)?;
+        let tasks = board.tasks(&TaskFilter {
+            state: a.state,
+            tag: a.tag,
+            limit: a
+                .limit
+                .unwrap_or(100)
+                .clamp(1, crate::tasks::PAGE_TASKS_MAX as u64) as usize,
+            correlation: a.correlation,
+        })?;
+        Ok(json!({"tasks": to_value(&tasks)?}))
+    }
+
+    fn task_claim(&self, a: Claim) -> ApiResult<Value> {
+        let claimant = self.claimant(a.claimant.as_deref())?;
+        let profile = a.profile.unwrap_or_else(|| "default".into());
+        let stamp = self.stamp(&a.signed)?;
+        let policy = json!({"profile": profile, "context": "autonomous"});
+        let statement = claim_statement(&ClaimRequest {
+            claimant: claimant.clone(),
+            profile: profile.clone(),
+            model: None,
+            policy_fingerprint: vouch_store::board::content_id(&policy)?,
+            types: vec![],
+            tags: vec![],
+            task_id: None,
+            signature: None,
+            policy: policy.clone(),
+            now_ms: stamp.at_ms,
+            nonce: Some(stamp.nonce.clone()),
+            run_id: None,
+        })?;
+        let signature = self.signature(&a.signed, &claimant, &statement)?;
+        let body = ClaimBody {
+            claimant,
+            profile,
+            model: a.model,
+            types: a.types,
+            tags: a.tags,
+            policy: Some(policy),
+            at_ms: stamp.at_ms,
+            nonce: stamp.nonce,
+            signature,
+        };
+        to_value(&work::claim_next(&self.state, &body, "mcp")?)
+    }
+
+    fn task_heartbeat(&self, a: Attempt) -> ApiResult<Value> {
+        let at = self.attempt(&a)?;
+        let stamp = self.stamp(&a.signed)?;
+        let statement = heartbeat_statement(&at, &stamp)?;
+        let signature = self.signature(&a.signed, &at.claimant, &statement)?;
+        let body = HeartbeatBody {
+            claimant: at.claimant.clone(),
+            epoch: at.epoch,
+            at_ms: stamp.at_ms,
+            nonce: stamp.nonce,
+            signature,
+        };
+        to_value(&work::heartbeat(&self.state, &at.task_id, at.n, &body)?)
+    }
+
+    fn task_submit(&self, a: Attempt, b: Submit) -> ApiResult<Value> {
+        let kind = ReportKind::Accepted {
+            result: b.result.clone(),
+            self_assessment: None,
+            verdict: None,
+        };
+        let (at, stamp, signature) = self.signed_report(&a, kind, b.run.as_ref())?;
+        let body = SubmitBody {
+            claimant: at.claimant.clone(),
+            epoch: at.epoch,
+            result: b.result,
+            self_assessment: b.self_assessment,
+            run: b.run.map(String::from),
+            usage: b.usage,
+            at_ms: stamp.at_ms,
+            nonce: stamp.nonce,
+            signature,
+        };
+        to_value(&work::submit(&self.state, &at.task_id, at.n, &body)?)
+    }
+
+    fn task_fail(&self, a: Attempt, b: Fail) -> ApiResult<Value> {
+        let kind = ReportKind::Failed {
+            retryable: b.retryable,
+            reason: b.reason.0.clone(),
+            class: None,
+        };
+        let (at, stamp, signature) = self.signed_report(&a, kind, b.run.as_ref())?;
+        let body = FailBody {
+            claimant: at.claimant.clone(),
+            epoch: at.epoch,
+            retryable: b.retryable,
+            reason: b.reason.0,
+            run: b.run.map(String::from),
+            usage: b.usage,
+            class: b.class,
+            at_ms: stamp.at_ms,
+            nonce: stamp.nonce,
+            signature,
+        };
+        to_value(&work::fail(&self.state, &at.task_id, at.n, &body)?)
+    }
+
+    fn task_abort(&self, a: Attempt, b: Abort) -> ApiResult<Value> {
+        let kind = ReportKind::Aborted {
+            reason: b.reason.0.clone(),
+        };
+        let (at, stamp, signature) = self.signed_report(&a, kind, None)?;
+        let body = AbortBody {
+            claimant: at.claimant.clone(),
+            epoch: at.epoch,
+            reason: b.reason.0,
+            at_ms: stamp.at_ms,
+            nonce: stamp.nonce,
+            signature,
+        };
+        to_value(&work::abort(&self.state, &at.task_id, at.n, &body)?)
+    }
+
+    fn artifact_put(&self, a: Attempt, b: ArtifactPut) -> ApiResult<Value> {
+        let s = &self.state;
+        let at = self.attempt(&a)?;
+        let bytes = match (b.text, b.hex) {
+            (Some(t), None) => t.into_bytes(),
+            (None, Some(h)) => hex::decode(h.trim())
+                .map_err(|e| ApiError::field("hex", format!("`hex` is not hex: {e}")))?,
+            _ => {
+                return Err(ApiError::field(
+                    "text",
+                    "give exactly one of `text` or `hex`",
+                ))
+            }
+        };
+        let max = work::artifact_bytes_max(s);
+        if bytes.len() as u64 > max {
+            return Err(ApiError::new(
+                axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+                "too_large",
+                format!(
+                    "the artifact is {} bytes, more than the limit of {max}",
+                    bytes.len()
+                ),
+            ));
+        }
+        let cid = vouch_artifacts::content_id(&bytes);
+        let stamp = self.stamp(&a.signed)?;
+        let statement = artifact_statement(&cid, &at, &stamp)?;
+        let signature = self.signature(&a.signed, &at.claimant, &statement)?;
+        to_value(&work::put_artifact(
+            s,
+            &cid,
+            &at,
+            (&stamp, &signature),
+            &bytes,
+        )?)
+    }
+
+    fn artifact_get(&self, cid: &ContentId) -> ApiResult<Value> {
+        let bytes = work::get_artifact(&self.state, cid.as_str())?;
+        let size = bytes.len();
+        Ok(match String::from_utf8(bytes) {
+            Ok(t) => json!({"cid": cid, "size_bytes": size, "text": t}),
+            Err(e) => {
+                json!({"cid": cid, "size_bytes": size, "hex": hex::encode(e.into_bytes())})
+            }
+        })
+    }
+
+    fn declare(&self, a: Declare) -> ApiResult<Value> {
+        let s = &self.state;
+        // Refused before a run exists (§3.2.1): a hostile id or an oversized call.
+        s.host.check_external_call("declare", &a.manifest)?;
+        if let Some(at) = self.own_attempt(a.run.as_ref().map(RunId::as_str))? {
+            return self.attempt_reply(crate::attempt::exec(s, &at, "declare", &a.manifest)?);
+        }
+        let run = match a.run {
+            Some(run) => {
+                self.existing_run(&run)?;
+                run.into_string()
+            }
+            None => s
+                .host
+                .open_external(&self.run_spec(a.title.as_deref(), a.task.as_deref())?)?,
+        };
+        let r = s.host.external_call(&run, "declare", &a.manifest)?;
+        self.reply(&run, r)
+    }
+
+    fn finish(&self, run: &RunId, text: &str) -> ApiResult<Value> {
+        self.existing_run(run)?;
+        let s = &self.state;
+        if let Some(at) = self.own_attempt(Some(run.as_str()))? {
+            let t = json!({"text": text});
+            return self.attempt_reply(crate::attempt::exec(s, &at, "finish", &t)?);
+        }
+        let end = s.host.external_finish(run.as_str(), text)?;
+        let done = ExternalReply {
+            ok: true,
+            text: "the run has ended".into(),
+            end: Some(end),
+        };
+        self.reply(run.as_str(), done)
     }
 }
 

@@ -17,7 +17,7 @@ use futures_util::stream::{self, Stream};
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::time::Duration;
-use vouch_core::RunState;
+use vouch_core::{RunId, RunState};
 use vouch_store::EventKind;
 
 /// Events read from the store per poll at most.
@@ -48,6 +48,85 @@ struct RunStream {
     done: bool,
     first: bool,
     woken: tokio::sync::watch::Receiver<u64>,
+}
+
+/// An `error` event carrying the problem; the client reconnects.
+fn error_event(e: &ApiError) -> SseEvent {
+    SseEvent::default()
+        .event("error")
+        .json_data(e.problem())
+        .unwrap_or_else(|_| SseEvent::default().comment("error"))
+}
+
+impl RunStream {
+    /// The stream's next event: one read, or the next read after a wake-up, until the
+    /// terminal event (or a failed read) ends it.
+    async fn next(mut self) -> Option<(Result<SseEvent, Infallible>, Self)> {
+        loop {
+            if let Some(ev) = self.pop() {
+                return Some((Ok(ev), self));
+            }
+            if self.done {
+                return None;
+            }
+            if !self.first {
+                let fallback = Duration::from_millis(self.state.poll_ms);
+                let _woken = self.state.woken_or(&mut self.woken, fallback).await;
+            }
+            self.first = false;
+            match self.read().await {
+                Ok((entries, ended)) => {
+                    for e in entries.iter().take(SSE_BATCH_MAX) {
+                        self.after = e.seq;
+                        self.buf.push_back(Event::from(e));
+                    }
+                    self.done |= ended;
+                }
+                Err(e) => {
+                    // Logged where handled; the client sees an `error` event and reconnects.
+                    tracing::warn!(run = %self.run, detail = %e.detail, "run event stream: store read failed");
+                    self.done = true;
+                    return Some((Ok(error_event(&e)), self));
+                }
+            }
+        }
+    }
+
+    /// The next buffered event; the terminal one ends the stream after it.
+    fn pop(&mut self) -> Option<SseEvent> {
+        let e = self.buf.pop_front()?;
+        if e.kind == EventKind::Terminal.as_str() {
+            self.done = true;
+            self.buf.clear();
+        }
+        Some(
+            SseEvent::default()
+                .id(e.seq.to_string())
+                .event(e.kind.clone())
+                .json_data(&e)
+                .unwrap_or_else(|_| SseEvent::default().comment("unencodable event")),
+        )
+    }
+
+    /// The journal after the last event sent, and whether the run has ended with nothing
+    /// more to send; refused once the caller's token is removed.
+    async fn read(&self) -> ApiResult<(Vec<vouch_store::JournalEntry>, bool)> {
+        let store = self.state.store.clone();
+        let (run, after, token) = (self.run.clone(), self.after, self.token.clone());
+        blocking(move || {
+            if revoked(store.as_ref(), &token)? {
+                return Err(revoked_problem());
+            }
+            let entries = store.journal_since(&run, after)?;
+            let ended = entries.is_empty()
+                && store
+                    .run(&run)?
+                    .map(|r| r.state == RunState::Ended)
+                    .unwrap_or(true);
+            Ok((entries, ended))
+        })
+        .await
+    }
 }
 
 fn last_event_id(headers: &HeaderMap, q: &QueryMap) -> ApiResult<i64> {
@@ -88,7 +167,7 @@ fn last_event_id(headers: &HeaderMap, q: &QueryMap) -> ApiResult<i64> {
 pub async fn run_events(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<RunId>,
     headers: HeaderMap,
     q: QueryMap,
 ) -> ApiResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>> {
@@ -107,72 +186,13 @@ pub async fn run_events(
         woken: s.wakeups.subscribe(),
         state: s,
         token: caller.token_hash,
-        run: id,
+        run: id.into_string(),
         after,
         buf: VecDeque::new(),
         done: false,
         first: true,
     };
-    let events = stream::unfold(st, |mut st| async move {
-        loop {
-            if let Some(e) = st.buf.pop_front() {
-                if e.kind == EventKind::Terminal.as_str() {
-                    st.done = true;
-                    st.buf.clear();
-                }
-                let ev = SseEvent::default()
-                    .id(e.seq.to_string())
-                    .event(e.kind.clone())
-                    .json_data(&e)
-                    .unwrap_or_else(|_| SseEvent::default().comment("unencodable event"));
-                return Some((Ok(ev), st));
-            }
-            if st.done {
-                return None;
-            }
-            if !st.first {
-                let fallback = Duration::from_millis(st.state.poll_ms);
-                let _woken = st.state.woken_or(&mut st.woken, fallback).await;
-            }
-            st.first = false;
-            let store = st.state.store.clone();
-            let (run, after, token) = (st.run.clone(), st.after, st.token.clone());
-            let read = blocking(move || {
-                if revoked(store.as_ref(), &token)? {
-                    return Err(revoked_problem());
-                }
-                let entries = store.journal_since(&run, after)?;
-                let ended = entries.is_empty()
-                    && store
-                        .run(&run)?
-                        .map(|r| r.state == RunState::Ended)
-                        .unwrap_or(true);
-                Ok((entries, ended))
-            })
-            .await;
-            match read {
-                Ok((entries, ended)) => {
-                    for e in entries.iter().take(SSE_BATCH_MAX) {
-                        st.after = e.seq;
-                        st.buf.push_back(Event::from(e));
-                    }
-                    if ended {
-                        st.done = true;
-                    }
-                }
-                Err(e) => {
-                    // Logged where handled; the client sees an `error` event and reconnects.
-                    tracing::warn!(run = %st.run, detail = %e.detail, "run event stream: store read failed");
-                    st.done = true;
-                    let ev = SseEvent::default()
-                        .event("error")
-                        .json_data(e.problem())
-                        .unwrap_or_else(|_| SseEvent::default().comment("error"));
-                    return Some((Ok(ev), st));
-                }
-            }
-        }
-    });
+    let events = stream::unfold(st, RunStream::next);
     Ok(Sse::new(events).keep_alive(KeepAlive::default()))
 }
 
@@ -185,6 +205,75 @@ struct InboxStream {
     n: u64,
     done: bool,
     woken: tokio::sync::watch::Receiver<u64>,
+}
+
+impl InboxStream {
+    /// The inbox when it changed since the last event sent; an `error` event when a read
+    /// failed (the stream ends after it only when the caller's token was removed).
+    async fn next(mut self) -> Option<(Result<SseEvent, Infallible>, Self)> {
+        loop {
+            if self.done {
+                return None;
+            }
+            if self.seen.is_some() {
+                let fallback = Duration::from_millis(self.state.poll_ms);
+                let _woken = self.state.woken_or(&mut self.woken, fallback).await;
+            }
+            let store = self.state.store.clone();
+            let (seen, token) = (self.seen.clone(), self.token.clone());
+            match blocking(move || inbox_if_changed(store.as_ref(), &token, seen)).await {
+                Ok(None) => continue,
+                Ok(Some((print, body))) => {
+                    self.seen = Some(print);
+                    self.n += 1;
+                    let ev = SseEvent::default()
+                        .id(self.n.to_string())
+                        .event("inbox")
+                        .json_data(&body)
+                        .unwrap_or_else(|_| SseEvent::default().comment("unencodable inbox"));
+                    return Some((Ok(ev), self));
+                }
+                Err(e) => {
+                    // A removed token ends the stream after this event; a failed read does not.
+                    self.done = e.status == axum::http::StatusCode::UNAUTHORIZED;
+                    if !self.done {
+                        tracing::warn!(detail = %e.detail, "inbox event stream: store read failed");
+                    }
+                    self.seen = Some(String::new());
+                    return Some((Ok(error_event(&e)), self));
+                }
+            }
+        }
+    }
+}
+
+/// The inbox and its fingerprint, or `None` when the fingerprint is `seen`: a cheap
+/// fingerprint first (open cards, ended runs), the whole inbox only when it changed.
+fn inbox_if_changed(
+    store: &dyn vouch_store::Store,
+    token: &str,
+    seen: Option<String>,
+) -> ApiResult<Option<(String, InboxBody)>> {
+    if revoked(store, token)? {
+        return Err(revoked_problem());
+    }
+    let cards = store.open_cards()?;
+    let runs = store.runs(vouch_runtime::inbox::INBOX_RUNS_MAX)?;
+    let mut print = String::new();
+    for c in &cards {
+        print.push_str(&format!(
+            "c{}/{:?}/{};",
+            c.run_id, c.delivery, c.payload_hash
+        ));
+    }
+    for r in runs.iter().filter(|r| r.state == RunState::Ended) {
+        print.push_str(&format!("r{};", r.id));
+    }
+    if seen.as_deref() == Some(print.as_str()) {
+        return Ok(None);
+    }
+    let inbox = vouch_runtime::inbox::inbox(store)?;
+    Ok(Some((print, InboxBody::from(&inbox))))
 }
 
 /// The inbox (as GET /api/inbox) now, then again whenever an open card or an ended run changes.
@@ -207,69 +296,6 @@ pub async fn inbox_events(
         n: 0,
         done: false,
     };
-    let events = stream::unfold(st, |mut st| async move {
-        loop {
-            if st.done {
-                return None;
-            }
-            if st.seen.is_some() {
-                let fallback = Duration::from_millis(st.state.poll_ms);
-                let _woken = st.state.woken_or(&mut st.woken, fallback).await;
-            }
-            let store = st.state.store.clone();
-            let seen = st.seen.clone();
-            let token = st.token.clone();
-            let read = blocking(move || {
-                if revoked(store.as_ref(), &token)? {
-                    return Err(revoked_problem());
-                }
-                // A cheap fingerprint first; the whole inbox only when it changed.
-                let cards = store.open_cards()?;
-                let runs = store.runs(vouch_runtime::inbox::INBOX_RUNS_MAX)?;
-                let mut print = String::new();
-                for c in &cards {
-                    print.push_str(&format!(
-                        "c{}/{:?}/{};",
-                        c.run_id, c.delivery, c.payload_hash
-                    ));
-                }
-                for r in runs.iter().filter(|r| r.state == RunState::Ended) {
-                    print.push_str(&format!("r{};", r.id));
-                }
-                if seen.as_deref() == Some(print.as_str()) {
-                    return Ok(None);
-                }
-                let inbox = vouch_runtime::inbox::inbox(store.as_ref())?;
-                Ok(Some((print, InboxBody::from(&inbox))))
-            })
-            .await;
-            match read {
-                Ok(None) => continue,
-                Ok(Some((print, body))) => {
-                    st.seen = Some(print);
-                    st.n += 1;
-                    let ev = SseEvent::default()
-                        .id(st.n.to_string())
-                        .event("inbox")
-                        .json_data(&body)
-                        .unwrap_or_else(|_| SseEvent::default().comment("unencodable inbox"));
-                    return Some((Ok(ev), st));
-                }
-                Err(e) => {
-                    // A removed token ends the stream after this event; a failed read does not.
-                    st.done = e.status == axum::http::StatusCode::UNAUTHORIZED;
-                    if !st.done {
-                        tracing::warn!(detail = %e.detail, "inbox event stream: store read failed");
-                    }
-                    let ev = SseEvent::default()
-                        .event("error")
-                        .json_data(e.problem())
-                        .unwrap_or_else(|_| SseEvent::default().comment("error"));
-                    st.seen = Some(String::new());
-                    return Some((Ok(ev), st));
-                }
-            }
-        }
-    });
+    let events = stream::unfold(st, InboxStream::next);
     Ok(Sse::new(events).keep_alive(KeepAlive::default()))
 }

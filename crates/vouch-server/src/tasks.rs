@@ -22,6 +22,7 @@ use serde_json::Value;
 use std::sync::Arc;
 use utoipa::ToSchema;
 use vouch_core::board::TaskState;
+use vouch_core::TaskId;
 use vouch_runtime::offer::TaskOffer;
 use vouch_store::board::{AttemptRef, Stamp};
 use vouch_store::board::{BoardStore, TaskFilter};
@@ -106,7 +107,7 @@ pub async fn list_tasks(State(s): State<AppState>, q: QueryMap) -> ApiResult<Jso
     ))]
 pub async fn get_task(
     State(s): State<AppState>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<TaskId>,
 ) -> ApiResult<Json<TaskDetail>> {
     let board = board(&s)?;
     blocking(move || detail(board.as_ref(), &id).map(Json)).await
@@ -137,7 +138,7 @@ fn detail(board: &dyn BoardStore, id: &str) -> ApiResult<TaskDetail> {
     ))]
 pub async fn cancel_task(
     State(s): State<AppState>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<TaskId>,
 ) -> ApiResult<Json<TaskDetail>> {
     let board = board(&s)?;
     let host = s.host.clone();
@@ -313,7 +314,7 @@ pub async fn claim_next(
 pub async fn heartbeat(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
-    ApiPath((id, n)): ApiPath<(String, u32)>,
+    ApiPath((id, n)): ApiPath<(TaskId, u32)>,
     ApiJson(body): ApiJson<HeartbeatBody>,
 ) -> ApiResult<Json<HeartbeatResult>> {
     caller.acts_as(&body.claimant)?;
@@ -336,7 +337,7 @@ pub async fn heartbeat(
 pub async fn submit(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
-    ApiPath((id, n)): ApiPath<(String, u32)>,
+    ApiPath((id, n)): ApiPath<(TaskId, u32)>,
     ApiJson(body): ApiJson<SubmitBody>,
 ) -> ApiResult<Json<ReportResult>> {
     caller.acts_as(&body.claimant)?;
@@ -358,7 +359,7 @@ pub async fn submit(
 pub async fn fail(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
-    ApiPath((id, n)): ApiPath<(String, u32)>,
+    ApiPath((id, n)): ApiPath<(TaskId, u32)>,
     ApiJson(body): ApiJson<FailBody>,
 ) -> ApiResult<Json<ReportResult>> {
     caller.acts_as(&body.claimant)?;
@@ -380,7 +381,7 @@ pub async fn fail(
 pub async fn abort(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
-    ApiPath((id, n)): ApiPath<(String, u32)>,
+    ApiPath((id, n)): ApiPath<(TaskId, u32)>,
     ApiJson(body): ApiJson<AbortBody>,
 ) -> ApiResult<Json<ReportResult>> {
     caller.acts_as(&body.claimant)?;
@@ -406,7 +407,7 @@ pub async fn abort(
 pub async fn call(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
-    ApiPath((id, n)): ApiPath<(String, u32)>,
+    ApiPath((id, n)): ApiPath<(TaskId, u32)>,
     ApiJson(body): ApiJson<CallBody>,
 ) -> ApiResult<Json<CallAnswer>> {
     caller.acts_as(&body.claimant)?;
@@ -425,7 +426,7 @@ pub async fn call(
     ))]
 pub async fn task_result(
     State(s): State<AppState>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<TaskId>,
 ) -> ApiResult<Json<TaskResult>> {
     blocking(move || attempt::result(&s, &id).map(Json)).await
 }
@@ -444,7 +445,7 @@ pub async fn task_result(
     ))]
 pub async fn continue_task(
     State(s): State<AppState>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<TaskId>,
     ApiJson(body): ApiJson<ContinueBody>,
 ) -> ApiResult<Response> {
     blocking(move || {

@@ -341,7 +341,7 @@ impl Server {
                 title: title.into(),
                 presence: None,
                 quiet: false,
-                model: json!({"kind": "script", "turns": turns}),
+                model: json!({"kind": "script", "turns": turns}).into(),
                 scope: None,
             })
             .unwrap()

@@ -6,6 +6,7 @@ use crate::{story, Sim};
 use serde_json::json;
 use vouch_core::{EndedBy, RunState, TriggerKind};
 use vouch_runtime::clock::Clock;
+use vouch_runtime::host::ModelSpec;
 use vouch_runtime::RunSpec;
 use vouch_store::CardState;
 
@@ -23,14 +24,11 @@ impl Sim<'_> {
             title: format!("simulated run {id}"),
             presence: None,
             quiet: self.rng.chance(20),
-            model,
+            model: ModelSpec::from(model.clone()),
             scope: None,
         };
         self.runs += 1;
-        self.note(format!(
-            "start interactive run {id}: {}",
-            spec.model["turns"]
-        ));
+        self.note(format!("start interactive run {id}: {}", model["turns"]));
         self.touched.insert(id.clone());
         let created = self.host.create(&id, &spec, None, None);
         if self.outcome("create", created)?.is_none() {
@@ -186,7 +184,7 @@ impl Sim<'_> {
             title: format!("routine {schedule}"),
             presence: None,
             quiet: false,
-            model,
+            model: ModelSpec::from(model),
             scope: Some(slot.clone()),
         };
         if !again {

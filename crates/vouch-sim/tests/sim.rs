@@ -74,7 +74,8 @@ fn an_outcome_in_the_ledger_whose_evidence_was_lost_is_settled_from_the_ledger()
         model: json!({"kind": "script", "turns": [
             {"declare": {"deliveries": [d1]}},
             {"deliver": "d1", "payload": {"text": "review"}},
-            {"final": "Booked."}]}),
+            {"final": "Booked."}]})
+        .into(),
         scope: None,
     };
     h.create("run1", &spec, None, None).unwrap();

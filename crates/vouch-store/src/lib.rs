@@ -23,6 +23,7 @@ pub mod identity;
 pub mod identity_conformance;
 pub mod journal;
 pub mod request_keys;
+pub mod spec;
 
 pub use events::EventKind;
 pub use identity::{DiaryEntry, IdentityRecord, IdentityStore, PutIdentity};

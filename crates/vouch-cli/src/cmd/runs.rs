@@ -5,6 +5,7 @@ use crate::{bad, home, host_err, open_host};
 use anyhow::{anyhow, Result};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
+use vouch_runtime::host::ModelSpec;
 use vouch_runtime::host::RunEnd;
 use vouch_runtime::{Host, RunSpec};
 use vouch_store::{CardState, Store};
@@ -258,7 +259,7 @@ pub fn run(
 ) -> Result<i32> {
     let host = open_host(dir, watch)?;
     let model = match &script {
-        Some(path) => json!({"kind": "script", "turns": read_script(path)?}),
+        Some(path) => ModelSpec::script_of(read_script(path)?),
         None => {
             // Settings are checked before a run exists: a missing or malformed model
             // setting is bad input and leaves no run behind.
@@ -270,8 +271,12 @@ pub fn run(
                     return Err(bad(format!("no model is configured: {e}")));
                 }
             }
-            let model = host.models.record(&json!({"kind": "openai"}));
-            let checked = match model.get("profile") {
+            let model = host.models.record(&ModelSpec::openai());
+            let profile = match &model {
+                ModelSpec::OpenAi { profile, .. } => profile.as_ref(),
+                _ => None,
+            };
+            let checked = match profile {
                 Some(p) => vouch_runtime::model::openai::OpenAiConfig::from_profile(p, |v| {
                     std::env::var(v).ok()
                 })
@@ -279,7 +284,7 @@ pub fn run(
                 None => vouch_runtime::model::openai::OpenAiConfig::from_env().map(|_| ()),
             };
             if let Err(e) = checked {
-                return Err(bad(match model.get("profile") {
+                return Err(bad(match profile {
                     Some(_) => format!("the model profile cannot be used: {e}"),
                     None => format!(
                         "no model is configured: {e} (or give vouch.toml a [model] with url and model)"

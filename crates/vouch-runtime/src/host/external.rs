@@ -16,7 +16,7 @@ pub fn external_model(via: &str) -> Value {
 
 /// True when an agent outside the host drives this run (its spec's model kind).
 pub fn is_external(spec: &Value) -> bool {
-    spec.pointer("/model/kind").and_then(Value::as_str) == Some("external")
+    StoredSpec::is_external(spec)
 }
 
 /// What one outside call did.
@@ -178,7 +178,7 @@ impl Host {
         let run = self.take_external(run_id)?;
         check_call_bytes(args)?;
         let view = self.view(run_id)?;
-        if let Some((cause, reason)) = self.budget_spent(&view) {
+        if let Some((cause, reason)) = self.external_budget_spent(&view) {
             let text = format!("the run ended: {reason}");
             let end = self.end_loop(run_id, Some((cause, reason)))?;
             self.store.flush()?;
@@ -264,7 +264,7 @@ impl Host {
 
     /// The budget an outside agent's run has spent, if it has: its turns, or the tokens its
     /// agent reported (§13.7.2) — the cause and the reason its end says.
-    fn budget_spent(&self, view: &RunView) -> Option<(&'static str, String)> {
+    fn external_budget_spent(&self, view: &RunView) -> Option<(&'static str, String)> {
         if view.turns >= self.limits.turns_max {
             return Some((
                 "turn_budget",

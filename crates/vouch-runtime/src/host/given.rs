@@ -352,15 +352,15 @@ pub(super) fn read(
     key: &str,
     args: &Value,
 ) -> Result<String, String> {
+    let spec = StoredSpec::read(spec);
     let listed: Vec<&str> = spec
-        .pointer(&format!("/model/task/{key}"))
+        .model
+        .told(key)
         .and_then(Value::as_array)
         .map(|a| a.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
     if key == "context"
-        && spec
-            .pointer("/model/task/context_placement")
-            .and_then(Value::as_str)
+        && spec.model.told("context_placement").and_then(Value::as_str)
             != Some(Placement::File.as_str())
     {
         return Err("this attempt's pinned context is in its messages, not files to read".into());
@@ -479,7 +479,7 @@ mod tests {
         let store = vouch_artifacts::LocalStore::in_home(tmp.path());
         let mine = store.put(b"mine").unwrap();
         let other = store.put(b"another task's").unwrap();
-        let spec = json!({"model": {"task": {"input_artifacts": [mine]}}});
+        let spec = json!({"model": {"kind": "script", "task": {"input_artifacts": [mine]}}});
         let got = read(
             Some(&store),
             &spec,
@@ -506,7 +506,7 @@ mod tests {
         assert!(e.contains("not an input artifact"), "{e}");
         let e = read(Some(&store), &spec, "context", &json!({"cid": mine})).unwrap_err();
         assert!(e.contains("in its messages"), "{e}");
-        let files = json!({"model": {"task": {"context": [other], "context_placement": "file"}}});
+        let files = json!({"model": {"kind": "script", "task": {"context": [other], "context_placement": "file"}}});
         let e = read(Some(&store), &files, "context", &json!({"cid": mine})).unwrap_err();
         assert!(e.contains("not a pinned context file"), "{e}");
         let got = read(Some(&store), &files, "context", &json!({"cid": other})).unwrap();

@@ -17,6 +17,7 @@ use vouch_core::{
     DeliveryStatus, Destination, DestinationKind, EndedBy, Manifest, Posture, PostureInput,
     Presence, RunState, TriggerKind, Verb,
 };
+pub use vouch_store::spec::{ModelSpec, StoredSpec};
 use vouch_store::{journal as j, Event};
 use vouch_store::{
     Card, CardState, Decision, EndResult, LedgerEntry, LedgerIntent, LedgerState, NewEvent,
@@ -183,7 +184,7 @@ pub trait ModelFactory: Send + Sync {
     fn model(&self, spec: &Value, start_turn: usize) -> Result<Box<dyn Model>, ModelError>;
     /// The model spec a new run records: what any process needs to continue it (an
     /// `openai` run's profile, never its key). As given by default.
-    fn record(&self, model: &Value) -> Value {
+    fn record(&self, model: &ModelSpec) -> ModelSpec {
         model.clone()
     }
 }
@@ -415,8 +416,8 @@ pub struct RunSpec {
     pub title: String,
     pub presence: Option<Presence>,
     pub quiet: bool,
-    /// `{"kind":"script","turns":[...]}` or `{"kind":"openai"}`.
-    pub model: Value,
+    /// The model that drives the run (stored typed in the run's spec).
+    pub model: ModelSpec,
     /// Ledger scope for scheduled runs (the slot); otherwise the chain root.
     pub scope: Option<String>,
 }
@@ -610,21 +611,8 @@ fn dedup_items(m: &Manifest) -> Vec<vouch_core::Delivery> {
 }
 
 pub fn presence_of(run: &RunRecord) -> (Presence, bool) {
-    let presence = run
-        .spec
-        .get("presence")
-        .and_then(|p| serde_json::from_value(p.clone()).ok())
-        .unwrap_or(if run.trigger == TriggerKind::Interactive {
-            Presence::Watching
-        } else {
-            Presence::Away
-        });
-    let quiet = run
-        .spec
-        .get("quiet")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    (presence, quiet)
+    let spec = StoredSpec::read(&run.spec);
+    (spec.presence_or_default(run.trigger), spec.quiet)
 }
 
 fn summary(m: &Manifest) -> String {

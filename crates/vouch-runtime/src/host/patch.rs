@@ -411,7 +411,7 @@ impl Host {
             title: format!("task {} ({}): {}", job.task_id, job.kind, job.brief),
             presence: Some(Presence::Away),
             quiet: false,
-            model: job.model.clone(),
+            model: ModelSpec::from(job.model.clone()),
             // Every attempt of a task shares one ledger scope (§8.1): a retry never repeats an
             // irreversible act an earlier attempt did.
             scope: Some(format!("task:{}", job.task_id)),

@@ -241,7 +241,7 @@ impl Host {
             title: parent.title.clone(),
             presence: Some(presence),
             quiet,
-            model: parent.spec.get("model").cloned().unwrap_or(Value::Null),
+            model: StoredSpec::read(&parent.spec).model,
             scope: Some(parent.scope.clone()),
         };
         // The continuation as the store holds it now: its row does not change until it is
@@ -424,7 +424,7 @@ fn waits_on(run: &RunRecord, cards: &[Card], view: &RunView) -> bool {
         return true;
     }
     let carrying = cards.iter().any(|c| decided_unjournaled(view, c));
-    let parks =
-        super::external::is_external(&run.spec) || run.spec.pointer("/model/task").is_some();
+    let parks = super::external::is_external(&run.spec)
+        || StoredSpec::read(&run.spec).model.told_task().is_some();
     !carrying && parks
 }

@@ -447,8 +447,10 @@ impl TaskWork {
     /// `read_target`: the judged task's brief, criteria-free, and its accepted output with
     /// the artifacts it names, read from the board (the host never pastes it into the brief).
     fn read_target(&self, spec: &Value) -> Result<String, String> {
+        let spec = StoredSpec::read(spec);
         let target = spec
-            .pointer("/model/task/target")
+            .model
+            .told("target")
             .and_then(Value::as_str)
             .ok_or("only a judge attempt has a target to read")?;
         let board = self
@@ -541,7 +543,8 @@ fn read_target_spec() -> ToolSpec {
 /// `result` (what the model must produce, told by the schema itself), and only a judge is
 /// offered `read_target`. Other runs get the tools as they are.
 pub(super) fn tools_for_run(tools: &Arc<[ToolSpec]>, spec: &Value) -> Arc<[ToolSpec]> {
-    let Some(task) = spec.pointer("/model/task") else {
+    let spec = StoredSpec::read(spec);
+    let Some(task) = spec.model.told_task() else {
         return tools.clone();
     };
     let judge = task.get("target").is_some();
@@ -707,7 +710,8 @@ pub struct AttemptJob {
     pub brief: String,
     pub input: Value,
     pub criteria: Option<Value>,
-    /// The model of the run: `{"kind":"script","turns":[…]}` or `{"kind":"openai"}`.
+    /// The model of the run: `{"kind":"script","turns":[…]}` or `{"kind":"openai"}` (read
+    /// into a `ModelSpec` when the attempt's run is made).
     pub model: Value,
     pub repairs_max: u32,
     /// The runtime profile snapshot recorded at claim, enforced by the run (`None`: any).
@@ -987,7 +991,7 @@ impl Host {
         fresh: bool,
     ) -> HostResult<RunSpec> {
         let title = format!("task {} ({}): {}", job.task_id, job.kind, job.brief);
-        let mut model = job.model.clone();
+        let mut model = ModelSpec::from(job.model.clone());
         if let (true, Some(c)) = (fresh, job.input.get("continuation")) {
             // A continuation starts from the pinned conversation of the run it continues; a
             // conversation that is no longer the pinned one (its content id differs) is not
@@ -1006,17 +1010,17 @@ impl Host {
                     "the conversation of run {prior} is {cid}, not the pinned {pinned}"
                 )));
             }
-            if let Some(m) = model.as_object_mut() {
-                m.insert(
-                    "prior".into(),
-                    json!({"run": prior, "conversation": pinned}),
-                );
+            if let Some(a) = model.attempt_mut() {
+                a.prior = Some(vouch_store::spec::Prior {
+                    run: prior.to_string(),
+                    conversation: pinned.to_string(),
+                });
             }
         }
         // What the model is told (§13.4.3): durable in the run's spec, so any process that
         // rebuilds the conversation tells it the same.
-        if let (Some(m), Some(ty)) = (model.as_object_mut(), ty) {
-            m.insert("task".into(), task_told(job, ty, given));
+        if let (Some(a), Some(ty)) = (model.attempt_mut(), ty) {
+            a.task = Some(task_told(job, ty, given));
         }
         let spec = RunSpec {
             trigger: TriggerKind::Task,

@@ -189,17 +189,15 @@ impl Host {
     ) -> HostResult<Vec<ChatMessage>> {
         let mut system = String::from("You are an agent hosted by vouch. First call `declare` with the manifest of what you will deliver; then do the work with tools and perform each delivery with its verb tool. The host decides what may run and reports what really happened.");
         // Pinned context the attempt's profile places in the system message (§13.1.2).
-        if let Some(s) = run
-            .spec
-            .pointer("/model/task/system")
-            .and_then(Value::as_str)
-        {
+        let spec = StoredSpec::read(&run.spec);
+        if let Some(s) = spec.model.told("system").and_then(Value::as_str) {
             system.push_str(s);
         }
         let mut msgs = vec![ChatMessage::System { content: system }];
         // A task continuation (§13.5) goes on from the conversation of the run it continues,
         // read from that run's durable journal (so any worker can rebuild it).
-        if let Some(prior) = run.spec.pointer("/model/prior/run").and_then(Value::as_str) {
+        let prior = spec.model.attempt().and_then(|a| a.prior.as_ref());
+        if let Some(prior) = prior.map(|p| p.run.as_str()) {
             if prior != run.id {
                 if let Some(p) = self.store.run(prior)? {
                     msgs.extend(self.messages(&p)?.into_iter().skip(1));
@@ -207,9 +205,9 @@ impl Host {
             }
         }
         // A task attempt is told its task (§13.4.3); any other run, the person's request.
-        let first = run
-            .spec
-            .pointer("/model/task/message")
+        let first = spec
+            .model
+            .told("message")
             .and_then(Value::as_str)
             .map_or_else(|| run.title.clone(), String::from);
         msgs.push(ChatMessage::User { content: first });
@@ -785,16 +783,14 @@ pub(super) fn chat_message(event: &Event, delivery: Option<&str>) -> Option<Chat
 /// The spec a run records: its model (moved in, not copied as `json!` would copy it), its
 /// presence, and whether the presence and quietness were asked for. The members' order is
 /// the stored order.
-fn run_spec_record(model: Value, presence: Presence, spec: &RunSpec) -> Value {
-    let mut m = serde_json::Map::with_capacity(4);
-    m.insert("model".into(), model);
-    m.insert("presence".into(), json!(presence));
-    m.insert(
-        "presence_explicit".into(),
-        Value::Bool(spec.presence.is_some()),
-    );
-    m.insert("quiet".into(), Value::Bool(spec.quiet));
-    Value::Object(m)
+fn run_spec_record(model: ModelSpec, presence: Presence, spec: &RunSpec) -> Value {
+    StoredSpec {
+        model,
+        presence: Some(presence),
+        presence_explicit: spec.presence.is_some(),
+        quiet: spec.quiet,
+    }
+    .to_value()
 }
 
 /// The host's message to the model in a patch attempt about its worktree (from the
@@ -828,11 +824,11 @@ mod tests {
                 title: "t".into(),
                 presence: asked,
                 quiet,
-                model: model.clone(),
+                model: ModelSpec::from(model.clone()),
                 scope: None,
             };
             let before = json!({"model": model.clone(), "presence": presence, "presence_explicit": spec.presence.is_some(), "quiet": spec.quiet});
-            let now = run_spec_record(model.clone(), presence, &spec);
+            let now = run_spec_record(spec.model.clone(), presence, &spec);
             assert_eq!(now.to_string(), before.to_string());
             assert_eq!(now, before);
         }

@@ -7,6 +7,7 @@ pub mod openai;
 
 use serde::{Deserialize, Serialize};
 use vouch_store::journal::{TokenUsage, ToolCallRecord};
+use vouch_store::spec::{ModelSpec, StoredSpec};
 
 /// A tool offered to the model: name, description, JSON Schema of its arguments.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -228,25 +229,18 @@ impl crate::host::ModelFactory for DefaultModels {
         spec: &serde_json::Value,
         start_turn: usize,
     ) -> Result<Box<dyn Model>, ModelError> {
-        match spec.pointer("/model/kind").and_then(|k| k.as_str()) {
-            Some("script") => {
-                let turns = spec
-                    .pointer("/model/turns")
-                    .and_then(|t| t.as_array())
-                    .cloned()
-                    .unwrap_or_default();
-                Ok(Box::new(crate::scripted::ScriptedModel::new(
-                    turns, start_turn,
-                )))
-            }
-            Some("openai") => openai_model(spec),
+        match StoredSpec::read(spec).model {
+            ModelSpec::Script { turns, .. } => Ok(Box::new(crate::scripted::ScriptedModel::new(
+                turns, start_turn,
+            ))),
+            ModelSpec::OpenAi { profile, .. } => openai_model(profile.as_ref()),
             other => Err(ModelError::NoModel {
-                kind: other.map(str::to_string),
+                kind: other.kind().map(str::to_string),
             }),
         }
     }
 
-    fn record(&self, model: &serde_json::Value) -> serde_json::Value {
+    fn record(&self, model: &ModelSpec) -> ModelSpec {
         record(None, model)
     }
 }
@@ -266,29 +260,27 @@ impl crate::host::ModelFactory for ConfiguredModels {
         DefaultModels.model(spec, start_turn)
     }
 
-    fn record(&self, model: &serde_json::Value) -> serde_json::Value {
+    fn record(&self, model: &ModelSpec) -> ModelSpec {
         record(self.profile.as_ref(), model)
     }
 }
 
 /// An `openai` model spec with the profile it starts with (issue 22 #3): any process then
 /// continues the run with it, whatever its own environment says.
-fn record(
-    file: Option<&crate::config::ModelConfig>,
-    model: &serde_json::Value,
-) -> serde_json::Value {
+fn record(file: Option<&crate::config::ModelConfig>, model: &ModelSpec) -> ModelSpec {
     let mut model = model.clone();
-    let openai = model.get("kind").and_then(|k| k.as_str()) == Some("openai");
-    if openai && model.get("profile").is_none() {
-        if let Some(p) = openai::OpenAiConfig::record_profile(file, |v| std::env::var(v).ok()) {
-            model["profile"] = p;
-        }
+    if let ModelSpec::OpenAi {
+        profile: profile @ None,
+        ..
+    } = &mut model
+    {
+        *profile = openai::OpenAiConfig::record_profile(file, |v| std::env::var(v).ok());
     }
     model
 }
 
-fn openai_model(spec: &serde_json::Value) -> Result<Box<dyn Model>, ModelError> {
-    let config = match spec.pointer("/model/profile") {
+fn openai_model(profile: Option<&serde_json::Value>) -> Result<Box<dyn Model>, ModelError> {
+    let config = match profile {
         Some(p) => {
             let env = |v: &str| std::env::var(v).ok();
             openai::OpenAiConfig::from_profile(&openai::OpenAiConfig::overlay(p, env), env)?

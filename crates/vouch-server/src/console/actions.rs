@@ -19,6 +19,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde_json::{json, Value};
 use std::future::Future;
+use vouch_core::{RunId, TaskId};
 use vouch_runtime::offer::TaskOffer;
 
 /// A console action: check the signed form (same origin, the session's CSRF token), then
@@ -46,7 +47,7 @@ where
 pub async fn cancel(
     State(s): State<AppState>,
     signed: Signed,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<RunId>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -60,7 +61,7 @@ pub async fn cancel(
 pub async fn resume(
     State(s): State<AppState>,
     signed: Signed,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<RunId>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -229,7 +230,7 @@ pub async fn offer_task(
 pub async fn retry_task(
     State(s): State<AppState>,
     signed: Signed,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<TaskId>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {

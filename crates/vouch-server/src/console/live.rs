@@ -58,6 +58,132 @@ fn stamp(ms: i64, tz: chrono_tz::Tz) -> String {
         .unwrap_or_default()
 }
 
+/// What one poll of a live run page read: the journal after the last event sent, the run,
+/// whether it ended, and (when it did) what its page shows at the end.
+type LiveRead = (
+    Vec<vouch_store::JournalEntry>,
+    Option<vouch_store::RunRecord>,
+    bool,
+    Option<Ended>,
+);
+
+impl Live {
+    /// The page's next event: buffered events first, then another read after the poll
+    /// interval, until the receipt (or a removed token, or a failed read) ends it.
+    async fn next(mut self) -> Option<(Result<Event, Infallible>, Self)> {
+        loop {
+            if let Some(e) = self.buf.pop_front() {
+                return Some((Ok(e), self));
+            }
+            if self.done {
+                return None;
+            }
+            let s = self.watch.s.clone();
+            if !self.first {
+                tokio::time::sleep(Duration::from_millis(s.poll_ms)).await;
+            }
+            self.first = false;
+            let now = s.host.clock.now_ms();
+            if now - self.renewed_ms > WATCH_LEASE_MS / 3 {
+                s.console.watch(&self.watch.run, now);
+                self.renewed_ms = now;
+            }
+            match self.read().await {
+                // The token was removed: signed out, the page stops watching (§17.1).
+                Ok(None) => self.stop("the token you signed in with was removed; sign in again"),
+                Ok(Some((entries, rec, ended, end))) => {
+                    self.push_entries(&entries);
+                    // The receipt once every event before it has been sent.
+                    if ended && entries.len() <= LIVE_BATCH_MAX {
+                        self.push_receipt(rec.as_ref(), end.unwrap_or_default());
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(run = %self.watch.run, detail = %e.detail, "console live stream: store read failed");
+                    self.stop("reading the run failed; reload the page");
+                }
+            }
+        }
+    }
+
+    /// Ends the stream after a `failed` event saying why.
+    fn stop(&mut self, why: &'static str) {
+        self.buf
+            .push_back(Event::default().event("failed").data(why));
+        self.done = true;
+    }
+
+    /// One poll's read; `None` once the signed-in token is removed.
+    async fn read(&self) -> crate::ApiResult<Option<LiveRead>> {
+        let store = self.watch.s.store.clone();
+        let (run, after, token) = (self.watch.run.clone(), self.after, self.token.clone());
+        blocking(move || {
+            if crate::auth::revoked(store.as_ref(), &token)? {
+                return Ok(None);
+            }
+            let entries = store.journal_since(&run, after)?;
+            let rec = store.run(&run)?;
+            let ended = rec
+                .as_ref()
+                .map(|r| r.state == RunState::Ended)
+                .unwrap_or(true);
+            let end = match (&rec, ended) {
+                (Some(r), true) => Some(ended_view(store.as_ref(), r)?),
+                _ => None,
+            };
+            Ok(Some((entries, rec, ended, end)))
+        })
+        .await
+    }
+
+    /// A `journal` event per new step, drawn as the page draws it.
+    fn push_entries(&mut self, entries: &[vouch_store::JournalEntry]) {
+        for e in entries.iter().take(LIVE_BATCH_MAX) {
+            self.after = e.seq;
+            let data = json!({
+                "seq": e.seq,
+                "kind": e.kind.as_str(),
+                "delivery": e.delivery.as_deref().map(inert),
+                "what": super::pages::event_line(e.kind, &e.body),
+                "at": stamp(e.at_ms, self.tz),
+                "hash": e.hash,
+                // The step in full, drawn as the page draws it (every string
+                // inert), so a step that arrives live shows what a reload shows.
+                "html": super::pages::timeline_entry(e, self.tz, true).into_string(),
+            });
+            self.buf.push_back(
+                Event::default()
+                    .id(e.seq.to_string())
+                    .event("journal")
+                    .data(data.to_string()),
+            );
+        }
+    }
+
+    /// The `receipt` event that ends the stream: outcome, end time, chain, receipt, items.
+    fn push_receipt(&mut self, rec: Option<&vouch_store::RunRecord>, end: Ended) {
+        let outcome = rec
+            .and_then(|r| r.outcome)
+            .map(crate::dto::word)
+            .unwrap_or_default();
+        let ended_at = rec
+            .and_then(|r| r.ended_ms)
+            .map(|t| stamp(t, self.tz))
+            .unwrap_or_default();
+        let data = json!({
+            "outcome": outcome,
+            "ended_at": ended_at,
+            "chain": end.chain,
+            "receipt": vouch_core::escape::escape_text(&end.receipt.unwrap_or_default()),
+            "deliveries": end.deliveries,
+            "waiting": end.waiting,
+        });
+        self.buf
+            .push_back(Event::default().event("receipt").data(data.to_string()));
+        self.done = true;
+    }
+}
+
 pub async fn run_live(
     State(s): State<AppState>,
     signed: Signed,
@@ -99,112 +225,7 @@ pub async fn run_live(
         first: true,
         renewed_ms: now,
     };
-    let events = stream::unfold(st, |mut st| async move {
-        loop {
-            if let Some(e) = st.buf.pop_front() {
-                return Some((Ok::<_, Infallible>(e), st));
-            }
-            if st.done {
-                return None;
-            }
-            let s = st.watch.s.clone();
-            if !st.first {
-                tokio::time::sleep(Duration::from_millis(s.poll_ms)).await;
-            }
-            st.first = false;
-            let now = s.host.clock.now_ms();
-            if now - st.renewed_ms > WATCH_LEASE_MS / 3 {
-                s.console.watch(&st.watch.run, now);
-                st.renewed_ms = now;
-            }
-            let store = s.store.clone();
-            let (run, after, token) = (st.watch.run.clone(), st.after, st.token.clone());
-            let read = blocking(move || {
-                if crate::auth::revoked(store.as_ref(), &token)? {
-                    return Ok(None);
-                }
-                let entries = store.journal_since(&run, after)?;
-                let rec = store.run(&run)?;
-                let ended = rec
-                    .as_ref()
-                    .map(|r| r.state == RunState::Ended)
-                    .unwrap_or(true);
-                let end = match (&rec, ended) {
-                    (Some(r), true) => Some(ended_view(store.as_ref(), r)?),
-                    _ => None,
-                };
-                Ok(Some((entries, rec, ended, end)))
-            })
-            .await;
-            match read {
-                // The token was removed: signed out, the page stops watching (§17.1).
-                Ok(None) => {
-                    st.buf.push_back(
-                        Event::default()
-                            .event("failed")
-                            .data("the token you signed in with was removed; sign in again"),
-                    );
-                    st.done = true;
-                }
-                Ok(Some((entries, rec, ended, end))) => {
-                    for e in entries.iter().take(LIVE_BATCH_MAX) {
-                        st.after = e.seq;
-                        let data = json!({
-                            "seq": e.seq,
-                            "kind": e.kind.as_str(),
-                            "delivery": e.delivery.as_deref().map(inert),
-                            "what": super::pages::event_line(e.kind, &e.body),
-                            "at": stamp(e.at_ms, st.tz),
-                            "hash": e.hash,
-                            // The step in full, drawn as the page draws it (every string
-                            // inert), so a step that arrives live shows what a reload shows.
-                            "html": super::pages::timeline_entry(e, st.tz, true).into_string(),
-                        });
-                        st.buf.push_back(
-                            Event::default()
-                                .id(e.seq.to_string())
-                                .event("journal")
-                                .data(data.to_string()),
-                        );
-                    }
-                    // The receipt once every event before it has been sent.
-                    if ended && entries.len() <= LIVE_BATCH_MAX {
-                        let outcome = rec
-                            .as_ref()
-                            .and_then(|r| r.outcome)
-                            .map(crate::dto::word)
-                            .unwrap_or_default();
-                        let ended_at = rec
-                            .as_ref()
-                            .and_then(|r| r.ended_ms)
-                            .map(|t| stamp(t, st.tz))
-                            .unwrap_or_default();
-                        let end = end.unwrap_or_default();
-                        let data = json!({
-                            "outcome": outcome,
-                            "ended_at": ended_at,
-                            "chain": end.chain,
-                            "receipt": vouch_core::escape::escape_text(&end.receipt.unwrap_or_default()),
-                            "deliveries": end.deliveries,
-                            "waiting": end.waiting,
-                        });
-                        st.buf
-                            .push_back(Event::default().event("receipt").data(data.to_string()));
-                        st.done = true;
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(run = %st.watch.run, detail = %e.detail, "console live stream: store read failed");
-                    st.buf.push_back(
-                        Event::default()
-                            .event("failed")
-                            .data("reading the run failed; reload the page"),
-                    );
-                    st.done = true;
-                }
-            }
-        }
-    });
+    let events = stream::unfold(st, Live::next);
     Sse::new(events)
         .keep_alive(KeepAlive::default())
         .into_response()

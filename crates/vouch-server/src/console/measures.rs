@@ -375,40 +375,10 @@ pub async fn page(State(s): State<AppState>, signed: Signed, q: QueryMap) -> Res
         Ok(x) => x,
         Err(e) => return view::error_page(Some(&signed), e.status, &e.detail),
     };
-    // Over time: every task's figures per day over the last SERIES_DAYS days, each day the
-    // difference of two windows the store computes (tasks queued since the day's start minus
-    // those queued since the next day's start).
-    // Day boundaries in UTC: day0 starts the oldest day; the last boundary is tomorrow's start.
-    let day0 = now - now.rem_euclid(DAY_MS) - (SERIES_DAYS - 1) * DAY_MS;
-    let mut since = vec![];
-    for j in 0..=SERIES_DAYS {
-        let wp = Params {
-            by: Cohort::All,
-            by_word: "all".into(),
-            since: Some((String::new(), now - (day0 + j * DAY_MS))),
-            friction_turns: p.friction_turns,
-            friction_failed_tools: p.friction_failed_tools,
-            correlation: p.correlation.clone(),
-        };
-        match compute(&s, &wp, now).await {
-            Ok((_, r)) => since.push(r.into_iter().next().unwrap_or_default()),
-            Err(e) => return view::error_page(Some(&signed), e.status, &e.detail),
-        }
-    }
-    let over_time: Vec<(String, MeasureRow)> = since
-        .windows(2)
-        .enumerate()
-        .map(|(i, w)| {
-            let start = day0 + i as i64 * DAY_MS;
-            let label = chrono::Utc
-                .timestamp_millis_opt(start)
-                .single()
-                .map(|t| t.format("%m-%d").to_string())
-                .unwrap_or_default();
-            (label, w[0].between(&w[1]))
-        })
-        .collect();
-    let cohorts = ["all", "type", "tag", "claimant", "profile", "model"];
+    let over_time = match over_time(&s, &p, now).await {
+        Ok(x) => x,
+        Err(e) => return view::error_page(Some(&signed), e.status, &e.detail),
+    };
     let window = p
         .since
         .as_ref()
@@ -438,72 +408,13 @@ pub async fn page(State(s): State<AppState>, signed: Signed, q: QueryMap) -> Res
                 a href={(BASE) "/measures?by=" (p.by_word)} { "every task" }
             }
         }
-        nav.filters aria-label="Cohort and window" {
-            p { "By: "
-                @for c in cohorts {
-                    @if c == p.by_word { strong aria-current="true" { (c) } } @else { a href=(link(c, &window)) { (c) } }
-                    " "
-                }
-            }
-            p { "Window: "
-                @for (label, w) in WINDOWS {
-                    @let key = match w { Some(ms) => format!("{}h", ms / 3_600_000), None => "all".into() };
-                    @if key == window { strong aria-current="true" { (label) } } @else { a href=(link(&p.by_word, &key)) { (label) } }
-                    " "
-                }
-            }
-        }
-        p.thresholds #thresholds {
-            "Thresholds: an attempt is high-friction at ≥ " (p.friction_turns) " turns or ≥ "
-            (p.friction_failed_tools) " failed tool calls; a cohort with fewer than "
-            (SMALL_SAMPLE_TASKS) " tasks (or a figure with a denominator under " (SMALL_SAMPLE_TASKS) ") is marked "
-            em { "small" } " — read it as an anecdote, not a rate."
-        }
+        (filters(&p.by_word, &window, &link))
+        (thresholds(&p))
         @if rows.is_empty() {
             p.empty { "No task in this window yet. Offer tasks with " code { "vouch task offer" } " and run a worker (" code { "vouch worker --name NAME --script FILE --drain" } "); their figures appear here." }
         } @else {
-            div.scroll {
-                table #cohorts {
-                    thead { tr { th { "Cohort" } th { "Tasks" } th { "Accepted" } th { "Cancelled (apart)" } th { "Attempts" } th { "Failures by class" } th { "Reads (context · input · diary)" } th { "Sample" } } }
-                    tbody {
-                        @for (r, j) in rows.iter().zip(&body.cohorts) {
-                            tr {
-                                td { (inert(&r.cohort)) }
-                                td { (r.tasks) }
-                                td { (r.accepted) }
-                                td { (r.cancelled) }
-                                td { (r.attempts) }
-                                td.classes {
-                                    "outage " (r.failed_model_outage) " · tool " (r.failed_tool_error)
-                                    " · malformed " (r.failed_malformed_output) " · policy " (r.failed_policy_refusal)
-                                    " · crash " (r.failed_worker_crash)
-                                }
-                                td.reads { (r.context_reads) " · " (r.input_reads) " · " (r.diary_reads) }
-                                td { @if j["small_sample"] == true { span.warn { "small sample" } } @else { "ok" } }
-                            }
-                        }
-                    }
-                }
-            }
-            div.charts {
-                @for fig in &FIGURES {
-                    @let bars: Vec<_> = rows.iter().map(|r| {
-                        let rr = rates(r);
-                        (inert(&r.cohort), (fig.value)(r, &rr), (fig.n)(r))
-                    }).collect();
-                    @let times: Vec<_> = over_time.iter().map(|(label, r)| {
-                        let rr = rates(r);
-                        (label.clone(), (fig.value)(r, &rr), (fig.n)(r))
-                    }).collect();
-                    figure.figure {
-                        figcaption { strong { (fig.label) } }
-                        p.sub { "by " (p.by_word) }
-                        (chart(fig, &bars))
-                        p.sub { "all tasks, by the day they were queued (last " (SERIES_DAYS) " days, UTC)" }
-                        (series(fig, &times))
-                    }
-                }
-            }
+            (cohort_table(&rows, &body))
+            (figure_charts(&rows, &over_time, &p.by_word))
         }
     };
     let b = {
@@ -521,4 +432,127 @@ pub async fn page(State(s): State<AppState>, signed: Signed, q: QueryMap) -> Res
         },
         html_body,
     )
+}
+
+/// When an attempt counts as high-friction and when a sample is too small to read as a rate.
+fn thresholds(p: &Params) -> Markup {
+    html! {
+        p.thresholds #thresholds {
+            "Thresholds: an attempt is high-friction at ≥ " (p.friction_turns) " turns or ≥ "
+            (p.friction_failed_tools) " failed tool calls; a cohort with fewer than "
+            (SMALL_SAMPLE_TASKS) " tasks (or a figure with a denominator under " (SMALL_SAMPLE_TASKS) ") is marked "
+            em { "small" } " — read it as an anecdote, not a rate."
+        }
+    }
+}
+
+/// The cohort and window links: the one shown is marked, every other is a link.
+fn filters(by_word: &str, window: &str, link: &dyn Fn(&str, &str) -> String) -> Markup {
+    let cohorts = ["all", "type", "tag", "claimant", "profile", "model"];
+    html! {
+        nav.filters aria-label="Cohort and window" {
+            p { "By: "
+                @for c in cohorts {
+                    @if c == by_word { strong aria-current="true" { (c) } } @else { a href=(link(c, window)) { (c) } }
+                    " "
+                }
+            }
+            p { "Window: "
+                @for (label, w) in WINDOWS {
+                    @let key = match w { Some(ms) => format!("{}h", ms / 3_600_000), None => "all".into() };
+                    @if key == window { strong aria-current="true" { (label) } } @else { a href=(link(by_word, &key)) { (label) } }
+                    " "
+                }
+            }
+        }
+    }
+}
+
+/// One figure each: its bars by cohort and its series by day.
+fn figure_charts(rows: &[MeasureRow], over_time: &[(String, MeasureRow)], by_word: &str) -> Markup {
+    html! {
+        div.charts {
+            @for fig in &FIGURES {
+                @let bars: Vec<_> = rows.iter().map(|r| {
+                    let rr = rates(r);
+                    (inert(&r.cohort), (fig.value)(r, &rr), (fig.n)(r))
+                }).collect();
+                @let times: Vec<_> = over_time.iter().map(|(label, r)| {
+                    let rr = rates(r);
+                    (label.clone(), (fig.value)(r, &rr), (fig.n)(r))
+                }).collect();
+                figure.figure {
+                    figcaption { strong { (fig.label) } }
+                    p.sub { "by " (by_word) }
+                    (chart(fig, &bars))
+                    p.sub { "all tasks, by the day they were queued (last " (SERIES_DAYS) " days, UTC)" }
+                    (series(fig, &times))
+                }
+            }
+        }
+    }
+}
+
+/// Every task's figures per day over the last `SERIES_DAYS` days, labelled by day.
+async fn over_time(s: &AppState, p: &Params, now: i64) -> ApiResult<Vec<(String, MeasureRow)>> {
+    // Over time: every task's figures per day over the last SERIES_DAYS days, each day the
+    // difference of two windows the store computes (tasks queued since the day's start minus
+    // those queued since the next day's start).
+    // Day boundaries in UTC: day0 starts the oldest day; the last boundary is tomorrow's start.
+    let day0 = now - now.rem_euclid(DAY_MS) - (SERIES_DAYS - 1) * DAY_MS;
+    let mut since = vec![];
+    for j in 0..=SERIES_DAYS {
+        let wp = Params {
+            by: Cohort::All,
+            by_word: "all".into(),
+            since: Some((String::new(), now - (day0 + j * DAY_MS))),
+            friction_turns: p.friction_turns,
+            friction_failed_tools: p.friction_failed_tools,
+            correlation: p.correlation.clone(),
+        };
+        let (_, r) = compute(s, &wp, now).await?;
+        since.push(r.into_iter().next().unwrap_or_default());
+    }
+    Ok(since
+        .windows(2)
+        .enumerate()
+        .map(|(i, w)| {
+            let start = day0 + i as i64 * DAY_MS;
+            let label = chrono::Utc
+                .timestamp_millis_opt(start)
+                .single()
+                .map(|t| t.format("%m-%d").to_string())
+                .unwrap_or_default();
+            (label, w[0].between(&w[1]))
+        })
+        .collect())
+}
+
+/// The cohorts' counts: tasks, outcomes, attempts, failures by class, reads, sample size.
+fn cohort_table(rows: &[MeasureRow], body: &MeasuresBody) -> Markup {
+    html! {
+        div.scroll {
+            table #cohorts {
+                thead { tr { th { "Cohort" } th { "Tasks" } th { "Accepted" } th { "Cancelled (apart)" } th { "Attempts" } th { "Failures by class" } th { "Reads (context · input · diary)" } th { "Sample" } } }
+                tbody {
+                    @for (r, j) in rows.iter().zip(&body.cohorts) {
+                        tr {
+                            td { (inert(&r.cohort)) }
+                            td { (r.tasks) }
+                            td { (r.accepted) }
+                            td { (r.cancelled) }
+                            td { (r.attempts) }
+                            td.classes {
+                                "outage " (r.failed_model_outage) " · tool " (r.failed_tool_error)
+                                " · malformed " (r.failed_malformed_output) " · policy " (r.failed_policy_refusal)
+                                " · crash " (r.failed_worker_crash)
+                            }
+                            td.reads { (r.context_reads) " · " (r.input_reads) " · " (r.diary_reads) }
+                            td { @if j["small_sample"] == true { span.warn { "small sample" } } @else { "ok" } }
+                        }
+                    }
+                }
+            }
+        }
+    }
 }

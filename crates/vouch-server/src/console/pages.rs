@@ -21,6 +21,7 @@ use maud::{html, Markup};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use vouch_core::board::{AttemptState, TaskState};
+use vouch_core::RunId;
 use vouch_core::{Outcome, RunState};
 use vouch_runtime::inbox::Todo;
 use vouch_store::board::{AttemptRecord, TaskFilter, TaskRecord, TASK_LIST_MAX};
@@ -150,13 +151,91 @@ pub async fn inbox(State(s): State<AppState>, signed: Signed) -> Response {
             @else if inbox.waiting == 1 { "1 thing waits for you." }
             @else { (inbox.waiting) " things wait for you." }
         }
+        (waiting_cards(&cards, &titles, tz))
+        (needs_a_look(&attention))
+        (in_progress(&active, tz))
+        (receipts_list(&receipts, tz))
+    };
+    show(&s, &signed, "Inbox", Some(Live::Inbox), body).await
+}
+
+/// The inbox's receipts: ended runs with nothing more to do but read what they did.
+fn receipts_list(receipts: &[&vouch_runtime::inbox::InboxEntry], tz: chrono_tz::Tz) -> Markup {
+    html! {
+        section aria-labelledby="h-receipts" {
+            h2 #h-receipts { "Receipts" }
+            @if receipts.is_empty() {
+                p.empty { "No receipt yet. " a href={(BASE) "/runs/new"} { "Start a run" } " (or " code { "vouch run \"…\" --script FILE" } ", or offer a task to the board); what it really did lands here." }
+            } @else {
+                ul.runs {
+                    @for e in receipts {
+                        li {
+                            a href=(run_link(&e.run.id)) { (inert(&e.run.title)) }
+                            " " span.(outcome_class(e.run.outcome)) { (outcome_word(&e.run)) }
+                            " " span.muted { (when(e.run.ended_ms.unwrap_or(e.run.created_ms), tz)) }
+                            p.todo { (todo_text(&e.todo)) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The inbox's ended runs that need a look (needs you, failed, interrupted).
+fn needs_a_look(attention: &[&vouch_runtime::inbox::InboxEntry]) -> Markup {
+    html! {
+        @if !attention.is_empty() {
+            section aria-labelledby="h-attention" {
+                h2 #h-attention { "Needs a look" }
+                ul.runs {
+                    @for e in attention {
+                        li {
+                            a href=(run_link(&e.run.id)) { (inert(&e.run.title)) }
+                            " " span.(outcome_class(e.run.outcome)) { (outcome_word(&e.run)) }
+                            p.todo { (todo_text(&e.todo)) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The inbox's runs that have not ended.
+fn in_progress(active: &[&RunRecord], tz: chrono_tz::Tz) -> Markup {
+    html! {
+        @if !active.is_empty() {
+            section aria-labelledby="h-active" {
+                h2 #h-active { "In progress" }
+                ul.runs {
+                    @for r in active {
+                        li {
+                            a href=(run_link(&r.id)) { (inert(&r.title)) }
+                            " " span.muted { (super::plain::state(r.state)) " since " (when(r.created_ms, tz)) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The inbox's open cards: each approval and question with its run's title and a link to
+/// decide or answer it.
+fn waiting_cards(
+    cards: &[vouch_runtime::approvals::OpenCard],
+    titles: &BTreeMap<String, String>,
+    tz: chrono_tz::Tz,
+) -> Markup {
+    html! {
         section aria-labelledby="h-cards" {
             h2 #h-cards { "Waiting for you" }
             @if cards.is_empty() {
                 p.empty { "No card waits for a decision. When a run needs your approval or asks a question, it appears here." }
             } @else {
                 ul.cards {
-                    @for c in &cards {
+                    @for c in cards {
                         li.card {
                             @match &c.delivery {
                                 Some(d) => {
@@ -178,52 +257,7 @@ pub async fn inbox(State(s): State<AppState>, signed: Signed) -> Response {
                 }
             }
         }
-        @if !attention.is_empty() {
-            section aria-labelledby="h-attention" {
-                h2 #h-attention { "Needs a look" }
-                ul.runs {
-                    @for e in &attention {
-                        li {
-                            a href=(run_link(&e.run.id)) { (inert(&e.run.title)) }
-                            " " span.(outcome_class(e.run.outcome)) { (outcome_word(&e.run)) }
-                            p.todo { (todo_text(&e.todo)) }
-                        }
-                    }
-                }
-            }
-        }
-        @if !active.is_empty() {
-            section aria-labelledby="h-active" {
-                h2 #h-active { "In progress" }
-                ul.runs {
-                    @for r in &active {
-                        li {
-                            a href=(run_link(&r.id)) { (inert(&r.title)) }
-                            " " span.muted { (super::plain::state(r.state)) " since " (when(r.created_ms, tz)) }
-                        }
-                    }
-                }
-            }
-        }
-        section aria-labelledby="h-receipts" {
-            h2 #h-receipts { "Receipts" }
-            @if receipts.is_empty() {
-                p.empty { "No receipt yet. " a href={(BASE) "/runs/new"} { "Start a run" } " (or " code { "vouch run \"…\" --script FILE" } ", or offer a task to the board); what it really did lands here." }
-            } @else {
-                ul.runs {
-                    @for e in &receipts {
-                        li {
-                            a href=(run_link(&e.run.id)) { (inert(&e.run.title)) }
-                            " " span.(outcome_class(e.run.outcome)) { (outcome_word(&e.run)) }
-                            " " span.muted { (when(e.run.ended_ms.unwrap_or(e.run.created_ms), tz)) }
-                            p.todo { (todo_text(&e.todo)) }
-                        }
-                    }
-                }
-            }
-        }
-    };
-    show(&s, &signed, "Inbox", Some(Live::Inbox), body).await
+    }
 }
 
 /// A short description of a journal event for the timeline (the whole body is beside it).
@@ -327,24 +361,7 @@ pub async fn run(
 ) -> Response {
     let store = s.store.clone();
     let rid = id.clone();
-    let read = blocking(move || {
-        let rec = store.run(&rid)?.ok_or_else(|| {
-            ApiError::not_found(format!(
-                "There is no run `{rid}`. Open the inbox to see the runs there are."
-            ))
-        })?;
-        let detail = vouch_runtime::runs::detail(store.as_ref(), rec.clone())?;
-        let journal = store.journal(&rid)?;
-        let receipt = store.receipt(&rid)?;
-        let cards = store.cards_for_run(&rid)?;
-        let children: Vec<RunRecord> = store
-            .runs(vouch_runtime::inbox::INBOX_RUNS_MAX)?
-            .into_iter()
-            .filter(|r| r.parent.as_deref() == Some(rid.as_str()))
-            .collect();
-        Ok((rec, detail, journal, receipt, cards, children))
-    })
-    .await;
+    let read = blocking(move || run_page_data(store.as_ref(), &rid)).await;
     let (rec, detail, journal, receipt, cards, children) = match read {
         Ok(x) => x,
         Err(e) => return failed(&signed, e),
@@ -365,8 +382,41 @@ pub async fn run(
     let last_seq = journal.last().map(|e| e.seq).unwrap_or(0);
     let body = html! {
         h1 { (inert(&rec.title)) }
+        (run_facts(&rec, &children, tz))
+        (run_actions(&rec, children.is_empty(), &signed.session.csrf))
+        (open_cards_section(&rec.id, &open, &signed.session.csrf))
+        (deliveries_table(&detail, &fold))
+        section aria-labelledby="h-receipt" #receipt-section {
+            h2 #h-receipt { "Receipt" }
+            @match &receipt {
+                Some(r) => { pre #receipt.receipt { (inert_text(r)) } }
+                None => {
+                    p #receipt-waiting.empty aria-live="polite" { "The run has not ended; its receipt appears here as soon as it does, without reloading." }
+                    pre #receipt.receipt hidden {}
+                }
+            }
+        }
+        section aria-labelledby="h-journal" {
+            h2 #h-journal { "Journal" }
+            @match &chain {
+                Ok(()) => p.ok #chain { (super::live::chain_words(journal.len())) }
+                Err(b) => p.bad #chain role="alert" { "Chain broken at event " (b.seq) ": " (inert(&b.reason)) ". Run " code { "vouch journal verify" } "." }
+            }
+            ol.timeline #timeline data-after=(last_seq) {
+                @for e in &journal { (timeline_entry(e, tz, false)) }
+            }
+        }
+    };
+    let live = (!ended).then_some(Live::Run(rec.id.as_str()));
+    show(&s, &signed, &inert(&rec.title), live, body).await
+}
+
+/// The run's facts: outcome, trigger, when it started and ended, what it continues and what
+/// continues it.
+fn run_facts(rec: &RunRecord, children: &[RunRecord], tz: chrono_tz::Tz) -> Markup {
+    html! {
         dl.facts {
-            dt { "Outcome" } dd #outcome.(outcome_class(rec.outcome)) { (outcome_word(&rec)) }
+            dt { "Outcome" } dd #outcome.(outcome_class(rec.outcome)) { (outcome_word(rec)) }
             dt { "Started by" } dd { (super::plain::with_term(super::plain::trigger(rec.trigger), rec.trigger.as_str())) }
             dt { "Started" } dd { (when(rec.created_ms, tz)) }
             dt { "Ended" }
@@ -379,27 +429,64 @@ pub async fn run(
             @if let Some(p) = &rec.parent {
                 dt { "Continues" } dd { a href=(run_link(p)) { "run " (inert(p)) } }
             }
-            @for c in &children {
+            @for c in children {
                 dt { "Continued as" } dd { a href=(run_link(&c.id)) { "run " (inert(&c.id)) } }
             }
             dt { "Run id" } dd { code { (inert(&rec.id)) } }
         }
-        (run_actions(&rec, children.is_empty(), &signed.session.csrf))
+    }
+}
+
+/// What the run page shows: the run, its detail, journal, receipt, cards and the runs that
+/// continue it.
+type RunPageData = (
+    RunRecord,
+    vouch_runtime::runs::RunDetail,
+    Vec<JournalEntry>,
+    Option<String>,
+    Vec<vouch_store::Card>,
+    Vec<RunRecord>,
+);
+
+fn run_page_data(
+    store: &dyn vouch_store::Store,
+    rid: &str,
+) -> crate::problem::ApiResult<RunPageData> {
+    let rec = store.run(rid)?.ok_or_else(|| {
+        ApiError::not_found(format!(
+            "There is no run `{rid}`. Open the inbox to see the runs there are."
+        ))
+    })?;
+    let detail = vouch_runtime::runs::detail(store, rec.clone())?;
+    let journal = store.journal(rid)?;
+    let receipt = store.receipt(rid)?;
+    let cards = store.cards_for_run(rid)?;
+    let children: Vec<RunRecord> = store
+        .runs(vouch_runtime::inbox::INBOX_RUNS_MAX)?
+        .into_iter()
+        .filter(|r| r.parent.as_deref() == Some(rid))
+        .collect();
+    Ok((rec, detail, journal, receipt, cards, children))
+}
+
+/// The run's open cards: an approval links to its card, a question is answered here.
+fn open_cards_section(run: &str, open: &[&vouch_store::Card], csrf: &str) -> Markup {
+    html! {
         @if !open.is_empty() {
             section #open-cards aria-labelledby="h-open" {
                 h2 #h-open { "Waiting for you" }
                 ul.cards {
-                    @for c in &open {
+                    @for c in open {
                         li.card {
                             p.summary { (inert(&c.summary)) }
                             @match &c.delivery {
                                 Some(d) => {
                                     p.reason { "Why you are asked: " (inert(&c.reason)) }
-                                    a.button href=(card_link(&rec.id, d, &c.payload_hash)) { "Review and decide" }
+                                    a.button href=(card_link(run, d, &c.payload_hash)) { "Review and decide" }
                                 }
                                 None => {
-                                    form #answer method="post" action={(run_link(&rec.id)) "/answer"} {
-                                        input type="hidden" name="csrf" value=(signed.session.csrf);
+                                    form #answer method="post" action={(run_link(run)) "/answer"} {
+                                        input type="hidden" name="csrf" value=(csrf);
                                         label for="answer-text" { "Your answer" }
                                         textarea #answer-text name="text" rows="3" required {}
                                         button type="submit" { "Answer" }
@@ -411,6 +498,15 @@ pub async fn run(
                 }
             }
         }
+    }
+}
+
+/// Each declared item: its verb, destination, the host's decision, status and evidence.
+fn deliveries_table(
+    detail: &vouch_runtime::runs::RunDetail,
+    fold: &vouch_runtime::view::RunView,
+) -> Markup {
+    html! {
         section aria-labelledby="h-deliveries" {
             h2 #h-deliveries { "Deliveries" }
             @if detail.deliveries.is_empty() {
@@ -445,29 +541,7 @@ pub async fn run(
                 }
             }
         }
-        section aria-labelledby="h-receipt" #receipt-section {
-            h2 #h-receipt { "Receipt" }
-            @match &receipt {
-                Some(r) => { pre #receipt.receipt { (inert_text(r)) } }
-                None => {
-                    p #receipt-waiting.empty aria-live="polite" { "The run has not ended; its receipt appears here as soon as it does, without reloading." }
-                    pre #receipt.receipt hidden {}
-                }
-            }
-        }
-        section aria-labelledby="h-journal" {
-            h2 #h-journal { "Journal" }
-            @match &chain {
-                Ok(()) => p.ok #chain { (super::live::chain_words(journal.len())) }
-                Err(b) => p.bad #chain role="alert" { "Chain broken at event " (b.seq) ": " (inert(&b.reason)) ". Run " code { "vouch journal verify" } "." }
-            }
-            ol.timeline #timeline data-after=(last_seq) {
-                @for e in &journal { (timeline_entry(e, tz, false)) }
-            }
-        }
-    };
-    let live = (!ended).then_some(Live::Run(rec.id.as_str()));
-    show(&s, &signed, &inert(&rec.title), live, body).await
+    }
 }
 
 /// A decision the API refused, said for a card: a card that is not there (404) was decided
@@ -490,51 +564,7 @@ pub async fn card(
     let store = s.store.clone();
     let host = s.host.clone();
     let (rid, did) = (id.clone(), delivery.clone());
-    let read = blocking(move || {
-        let rec = store.run(&rid)?.ok_or_else(|| {
-            ApiError::not_found(format!(
-                "There is no run `{rid}`. Open the inbox to see what waits."
-            ))
-        })?;
-        let cards: Vec<_> = store
-            .cards_for_run(&rid)?
-            .into_iter()
-            .filter(|c| c.delivery.as_deref() == Some(did.as_str()))
-            .collect();
-        let card = if want.is_empty() {
-            cards.iter().find(|c| c.state == CardState::Open).cloned()
-        } else {
-            let w = want.to_ascii_lowercase();
-            cards
-                .iter()
-                .find(|c| c.payload_hash == w || (w.len() >= 12 && c.payload_hash.starts_with(&w)))
-                .cloned()
-        };
-        let card = card.ok_or_else(|| {
-            ApiError::not_found(format!(
-                "Run {rid} has no card for {did} with that hash. Open the run to see its cards."
-            ))
-        })?;
-        let current = cards.iter().find(|c| c.state == CardState::Open).cloned();
-        let payload = store.payload(&card.payload_hash)?;
-        // What an open card's delivery would replace, read by its provider (issue 28).
-        let replaced = match card.state {
-            CardState::Open => vouch_runtime::approvals::replaced(&host, &rid, &did)?,
-            _ => None,
-        };
-        // The change the payload makes as its provider shows it (a patch's diff).
-        let parsed: Option<Value> = payload
-            .as_deref()
-            .and_then(|p| serde_json::from_str(p).ok());
-        let preview = match (card.state, &parsed) {
-            (CardState::Open, Some(v)) => {
-                vouch_runtime::approvals::previewed(&host, &rid, &did, v)?
-            }
-            _ => None,
-        };
-        Ok((rec, card, current, payload, (replaced, preview)))
-    })
-    .await;
+    let read = blocking(move || card_page_data(store.as_ref(), &host, &rid, &did, &want)).await;
     let (rec, card, current, payload, (replaced, preview)) = match read {
         Ok(x) => x,
         Err(e) => return failed(&signed, e),
@@ -562,24 +592,7 @@ pub async fn card(
                 ". The card with hash " (hash(old)) " is superseded. Check the payload below, then approve exactly this hash."
             }
         }
-        @match card.state {
-            CardState::Open => {}
-            CardState::Superseded => {
-                p.bad role="alert" #superseded {
-                    "This card was superseded by an edit; it can no longer be approved."
-                    @if let Some(c) = &current {
-                        " " a href=(card_link(&rec.id, &delivery, &c.payload_hash)) { "Open the current card (" (c.payload_hash.get(..12).unwrap_or("")) ")" }
-                    }
-                }
-            }
-            other => {
-                p.muted role="status" #decided {
-                    "Decided: " (other.as_str())
-                    @if let Some(t) = card.decided_ms { " at " (when(t, tz)) }
-                    ". " a href=(run_link(&rec.id)) { "See the run and its receipt." }
-                }
-            }
-        }
+        (card_state_notice(&card, current.as_ref(), &rec.id, &delivery, tz))
         dl.facts {
             dt { "What" } dd.summary { (inert_text(&card.summary)) }
             dt { "Why you are asked" } dd.reason { (inert(&card.reason)) }
@@ -587,17 +600,7 @@ pub async fn card(
             dt { "Payload hash" } dd { code.fullhash #payload-hash { (card.payload_hash) } }
             dt { "Opened" } dd { (when(card.created_ms, tz)) }
         }
-        section aria-labelledby="h-payload" {
-            h2 #h-payload { "The exact payload" }
-            @match &parsed {
-                Some(v) => div #payload-rendered { (json_view(v)) }
-                None => p.bad { "The payload with this hash is not in the store; do not approve." }
-            }
-            details {
-                summary { "Raw canonical JSON (what the hash is over)" }
-                (raw_json(payload.as_deref().unwrap_or("")))
-            }
-        }
+        (payload_section(parsed.as_ref(), payload.as_deref()))
         @if let Some((diff, cut)) = &preview {
             section aria-labelledby="h-preview" {
                 h2 #h-preview { "The change it applies" }
@@ -613,45 +616,167 @@ pub async fn card(
             }
         }
         @if card.state == CardState::Open {
-            section.decide aria-labelledby="h-decide" {
-                h2 #h-decide { "Decide" }
-                form method="post" action=(action("approve")) {
-                    input type="hidden" name="csrf" value=(signed.session.csrf);
-                    input type="hidden" name="hash" value=(card.payload_hash);
-                    button.primary #approve type="submit" { "Approve exactly this payload (" (card.payload_hash.get(..12).unwrap_or("")) ")" }
-                }
-                form method="post" action=(action("deny")) {
-                    input type="hidden" name="csrf" value=(signed.session.csrf);
-                    button.danger #deny type="submit" { "Deny: do not do it" }
-                }
-                @if let Some(t) = parsed.as_ref().and_then(|v| v.get("text")).and_then(Value::as_str).filter(|t| view::plain_text(t)) {
-                    form.edit method="post" action=(action("edit")) {
-                        input type="hidden" name="csrf" value=(signed.session.csrf);
-                        input type="hidden" name="from" value=(card.payload_hash);
-                        label for="text" { "Edit the text. Saving makes a new card with a new hash, shown before you can approve it." }
-                        textarea #text name="text" rows="10" { (t) }
-                        button #save-text type="submit" { "Save the text" }
-                    }
-                }
-                details.edit-json {
-                    summary { "Edit the payload as JSON" }
-                    form.edit method="post" action=(action("edit")) {
-                        input type="hidden" name="csrf" value=(signed.session.csrf);
-                        label for="payload" { "The payload (JSON). Saving makes a new card with a new hash, shown before you can approve it." }
-                        textarea #payload name="payload" rows="10" spellcheck="false" { (pretty) }
-                        button #save-edit type="submit" { "Save the edit" }
-                    }
-                }
-            }
+            (decide_forms(&card, parsed.as_ref(), &pretty, &signed.session.csrf, &action))
         }
     };
     show(&s, &signed, "Approval card", None, body).await
 }
 
+/// Whether the card can still be decided: superseded (with a link to the current card) or
+/// already decided; nothing for an open card.
+fn card_state_notice(
+    card: &vouch_store::Card,
+    current: Option<&vouch_store::Card>,
+    run: &str,
+    delivery: &str,
+    tz: chrono_tz::Tz,
+) -> Markup {
+    html! {
+        @match card.state {
+            CardState::Open => {}
+            CardState::Superseded => {
+                p.bad role="alert" #superseded {
+                    "This card was superseded by an edit; it can no longer be approved."
+                    @if let Some(c) = current {
+                        " " a href=(card_link(run, delivery, &c.payload_hash)) { "Open the current card (" (c.payload_hash.get(..12).unwrap_or("")) ")" }
+                    }
+                }
+            }
+            other => {
+                p.muted role="status" #decided {
+                    "Decided: " (other.as_str())
+                    @if let Some(t) = card.decided_ms { " at " (when(t, tz)) }
+                    ". " a href=(run_link(run)) { "See the run and its receipt." }
+                }
+            }
+        }
+    }
+}
+
+/// The exact payload the hash is over, rendered and raw.
+fn payload_section(parsed: Option<&Value>, payload: Option<&str>) -> Markup {
+    html! {
+        section aria-labelledby="h-payload" {
+            h2 #h-payload { "The exact payload" }
+            @match parsed {
+                Some(v) => div #payload-rendered { (json_view(v)) }
+                None => p.bad { "The payload with this hash is not in the store; do not approve." }
+            }
+            details {
+                summary { "Raw canonical JSON (what the hash is over)" }
+                (raw_json(payload.unwrap_or("")))
+            }
+        }
+    }
+}
+
+/// What the card page shows: the run, the card asked for (by hash, else the open one), the
+/// card open now, its payload, and (for an open card) what it replaces and the change it
+/// applies as its provider shows them.
+type CardPageData = (
+    RunRecord,
+    vouch_store::Card,
+    Option<vouch_store::Card>,
+    Option<String>,
+    (Option<(String, bool)>, Option<(String, bool)>),
+);
+
+fn card_page_data(
+    store: &dyn vouch_store::Store,
+    host: &vouch_runtime::Host,
+    rid: &str,
+    did: &str,
+    want: &str,
+) -> crate::problem::ApiResult<CardPageData> {
+    let rec = store.run(rid)?.ok_or_else(|| {
+        ApiError::not_found(format!(
+            "There is no run `{rid}`. Open the inbox to see what waits."
+        ))
+    })?;
+    let cards: Vec<_> = store
+        .cards_for_run(rid)?
+        .into_iter()
+        .filter(|c| c.delivery.as_deref() == Some(did))
+        .collect();
+    let card = if want.is_empty() {
+        cards.iter().find(|c| c.state == CardState::Open).cloned()
+    } else {
+        let w = want.to_ascii_lowercase();
+        cards
+            .iter()
+            .find(|c| c.payload_hash == w || (w.len() >= 12 && c.payload_hash.starts_with(&w)))
+            .cloned()
+    };
+    let card = card.ok_or_else(|| {
+        ApiError::not_found(format!(
+            "Run {rid} has no card for {did} with that hash. Open the run to see its cards."
+        ))
+    })?;
+    let current = cards.iter().find(|c| c.state == CardState::Open).cloned();
+    let payload = store.payload(&card.payload_hash)?;
+    // What an open card's delivery would replace, read by its provider (issue 28).
+    let replaced = match card.state {
+        CardState::Open => vouch_runtime::approvals::replaced(host, rid, did)?,
+        _ => None,
+    };
+    // The change the payload makes as its provider shows it (a patch's diff).
+    let parsed: Option<Value> = payload
+        .as_deref()
+        .and_then(|p| serde_json::from_str(p).ok());
+    let preview = match (card.state, &parsed) {
+        (CardState::Open, Some(v)) => vouch_runtime::approvals::previewed(host, rid, did, v)?,
+        _ => None,
+    };
+    Ok((rec, card, current, payload, (replaced, preview)))
+}
+
+/// An open card's decisions: approve exactly its hash, deny, or edit the text or the JSON
+/// (a new card with a new hash).
+fn decide_forms(
+    card: &vouch_store::Card,
+    parsed: Option<&Value>,
+    pretty: &str,
+    csrf: &str,
+    action: &dyn Fn(&str) -> String,
+) -> Markup {
+    html! {
+        section.decide aria-labelledby="h-decide" {
+            h2 #h-decide { "Decide" }
+            form method="post" action=(action("approve")) {
+                input type="hidden" name="csrf" value=(csrf);
+                input type="hidden" name="hash" value=(card.payload_hash);
+                button.primary #approve type="submit" { "Approve exactly this payload (" (card.payload_hash.get(..12).unwrap_or("")) ")" }
+            }
+            form method="post" action=(action("deny")) {
+                input type="hidden" name="csrf" value=(csrf);
+                button.danger #deny type="submit" { "Deny: do not do it" }
+            }
+            @if let Some(t) = parsed.and_then(|v| v.get("text")).and_then(Value::as_str).filter(|t| view::plain_text(t)) {
+                form.edit method="post" action=(action("edit")) {
+                    input type="hidden" name="csrf" value=(csrf);
+                    input type="hidden" name="from" value=(card.payload_hash);
+                    label for="text" { "Edit the text. Saving makes a new card with a new hash, shown before you can approve it." }
+                    textarea #text name="text" rows="10" { (t) }
+                    button #save-text type="submit" { "Save the text" }
+                }
+            }
+            details.edit-json {
+                summary { "Edit the payload as JSON" }
+                form.edit method="post" action=(action("edit")) {
+                    input type="hidden" name="csrf" value=(csrf);
+                    label for="payload" { "The payload (JSON). Saving makes a new card with a new hash, shown before you can approve it." }
+                    textarea #payload name="payload" rows="10" spellcheck="false" { (pretty) }
+                    button #save-edit type="submit" { "Save the edit" }
+                }
+            }
+        }
+    }
+}
+
 pub async fn approve(
     State(s): State<AppState>,
     signed: Signed,
-    ApiPath((id, delivery)): ApiPath<(String, String)>,
+    ApiPath((id, delivery)): ApiPath<(RunId, String)>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -674,7 +799,7 @@ pub async fn approve(
 pub async fn deny(
     State(s): State<AppState>,
     signed: Signed,
-    ApiPath((id, delivery)): ApiPath<(String, String)>,
+    ApiPath((id, delivery)): ApiPath<(RunId, String)>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -691,7 +816,7 @@ pub async fn deny(
 pub async fn edit(
     State(s): State<AppState>,
     signed: Signed,
-    ApiPath((id, delivery)): ApiPath<(String, String)>,
+    ApiPath((id, delivery)): ApiPath<(RunId, String)>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -791,7 +916,7 @@ async fn payload_hash_of(s: &AppState, id: &str, delivery: &str) -> String {
 pub async fn answer(
     State(s): State<AppState>,
     signed: Signed,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<RunId>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -869,37 +994,47 @@ pub async fn schedules(State(s): State<AppState>, signed: Signed) -> Response {
                     dt { "Catch-up · overlap · grace" } dd { (sc.catch_up.as_str()) " · " (sc.overlap.as_str()) " · " (sc.grace_ms / 1000) " s" }
                     dt { "Slots so far" } dd { (total) }
                 }
-                @let missed: Vec<_> = rows.iter().filter(|r| r.2.as_ref().and_then(|x| x.outcome) == Some(Outcome::Missed)).collect();
-                h3 { "Missed slots" }
-                @if missed.is_empty() {
-                    p.empty { "No slot was missed." }
-                } @else {
-                    ul.runs {
-                        @for (t, run, _, receipt) in &missed {
-                            li.missed {
-                                (when(*t, tz)) " — " a href=(run_link(run)) { "receipt of run " (inert(run)) }
-                                @if let Some(r) = receipt { pre.receipt { (inert_text(r)) } }
-                            }
-                        }
+                (slot_lists(rows, tz))
+            }
+        }
+    };
+    show(&s, &signed, "Schedules", None, body).await
+}
+
+/// A schedule's recent slots: when each ran, as which run; a missed one with its receipt.
+type SlotRow = (i64, String, Option<RunRecord>, Option<String>);
+
+/// A schedule's missed slots with their receipts, then its recent slots.
+fn slot_lists(rows: &[SlotRow], tz: chrono_tz::Tz) -> Markup {
+    html! {
+        @let missed: Vec<_> = rows.iter().filter(|r| r.2.as_ref().and_then(|x| x.outcome) == Some(Outcome::Missed)).collect();
+        h3 { "Missed slots" }
+        @if missed.is_empty() {
+            p.empty { "No slot was missed." }
+        } @else {
+            ul.runs {
+                @for (t, run, _, receipt) in &missed {
+                    li.missed {
+                        (when(*t, tz)) " — " a href=(run_link(run)) { "receipt of run " (inert(run)) }
+                        @if let Some(r) = receipt { pre.receipt { (inert_text(r)) } }
                     }
                 }
-                @if !rows.is_empty() {
-                    details {
-                        summary { "Recent slots" }
-                        ul.runs {
-                            @for (t, run, rec, _) in rows {
-                                li {
-                                    (when(*t, tz)) " — " a href=(run_link(run)) { (inert(run)) }
-                                    @if let Some(r) = rec { " " span.(outcome_class(r.outcome)) { (outcome_word(r)) } }
-                                }
-                            }
+            }
+        }
+        @if !rows.is_empty() {
+            details {
+                summary { "Recent slots" }
+                ul.runs {
+                    @for (t, run, rec, _) in rows {
+                        li {
+                            (when(*t, tz)) " — " a href=(run_link(run)) { (inert(run)) }
+                            @if let Some(r) = rec { " " span.(outcome_class(r.outcome)) { (outcome_word(r)) } }
                         }
                     }
                 }
             }
         }
-    };
-    show(&s, &signed, "Schedules", None, body).await
+    }
 }
 
 /// The board's lanes, in the order a person reads them (§13.3).
@@ -963,22 +1098,7 @@ pub async fn board(State(s): State<AppState>, signed: Signed) -> Response {
     let key = s.host.clock.now_ms();
     let body = html! {
         h1 { "Board" }
-        details.offer {
-            summary { "Offer a task" }
-            form method="post" action={(BASE) "/board/offer"} {
-                input type="hidden" name="csrf" value=(signed.session.csrf);
-                input type="hidden" name="key" value=(key);
-                label for="offer-type" { "Type" }
-                input #offer-type type="text" name="type" value="freeform" required;
-                label for="offer-brief" { "Brief: what the task asks for, in words" }
-                textarea #offer-brief name="brief" rows="3" required {}
-                label for="offer-tags" { "Tags (comma-separated)" }
-                input #offer-tags type="text" name="tags";
-                label for="offer-attempts" { "Attempts (1–20)" }
-                input #offer-attempts type="text" name="max_attempts" value="1" inputmode="numeric";
-                p { button.primary #offer-submit type="submit" { "Offer it" } }
-            }
-        }
+        (offer_form(&signed.session.csrf, key))
         @if empty {
             p.empty { "No task yet. Offer one with " code { "vouch task offer --type freeform --brief \"…\"" } " and start a worker with " code { "vouch worker --name NAME --script FILE --drain" } "." }
         }
@@ -1009,6 +1129,28 @@ pub async fn board(State(s): State<AppState>, signed: Signed) -> Response {
         }
     };
     show(&s, &signed, "Board", None, body).await
+}
+
+/// The board's form to offer a task; `key` makes a double submit one offer.
+fn offer_form(csrf: &str, key: i64) -> Markup {
+    html! {
+        details.offer {
+            summary { "Offer a task" }
+            form method="post" action={(BASE) "/board/offer"} {
+                input type="hidden" name="csrf" value=(csrf);
+                input type="hidden" name="key" value=(key);
+                label for="offer-type" { "Type" }
+                input #offer-type type="text" name="type" value="freeform" required;
+                label for="offer-brief" { "Brief: what the task asks for, in words" }
+                textarea #offer-brief name="brief" rows="3" required {}
+                label for="offer-tags" { "Tags (comma-separated)" }
+                input #offer-tags type="text" name="tags";
+                label for="offer-attempts" { "Attempts (1–20)" }
+                input #offer-attempts type="text" name="max_attempts" value="1" inputmode="numeric";
+                p { button.primary #offer-submit type="submit" { "Offer it" } }
+            }
+        }
+    }
 }
 
 /// A patch attempt's sandbox as its receipt names it (§14.0.5): the policy line and each
@@ -1050,36 +1192,7 @@ pub async fn task(
     };
     let store = s.store.clone();
     let tid = id.clone();
-    let read = blocking(move || {
-        let t = board.task(&tid)?.ok_or_else(|| {
-            ApiError::not_found(format!(
-                "There is no task `{tid}`. Open the board to see the tasks there are."
-            ))
-        })?;
-        let attempts = board.attempts(&tid)?;
-        let mut results = BTreeMap::new();
-        for a in &attempts {
-            if let Some(r) = &a.result_id {
-                if let Some(v) = board.result(r)? {
-                    results.insert(r.clone(), v);
-                }
-            }
-        }
-        let verdicts = board.verdicts(&tid)?;
-        // Lineage: the runs of the attempts and the runs they continue.
-        let mut parents = BTreeMap::new();
-        for a in &attempts {
-            if let Some(r) = &a.run_id {
-                if let Some(rec) = store.run(r)? {
-                    if let Some(p) = rec.parent {
-                        parents.insert(r.clone(), p);
-                    }
-                }
-            }
-        }
-        Ok((t, attempts, results, verdicts, parents))
-    })
-    .await;
+    let read = blocking(move || task_page_data(board.as_ref(), store.as_ref(), &tid)).await;
     let (t, attempts, results, verdicts, parents) = match read {
         Ok(x) => x,
         Err(e) => return failed(&signed, e),
@@ -1118,50 +1231,7 @@ pub async fn task(
             h2 #h-attempts { "Attempts" }
             @if attempts.is_empty() { p.empty { "No attempt yet: no worker has claimed this task. Start one with " code { "vouch worker --name NAME --script FILE --drain" } "." } }
             @for a in &attempts {
-                article.attempt data-attempt=(a.n) {
-                    h3 { "Attempt " (a.n) " · " span.status { (a.state.as_str()) } }
-                    dl.facts {
-                        dt { "Claimant" } dd.claimant { (inert(&a.claimant)) }
-                        dt { "Profile" } dd { (inert(&a.profile)) @if let Some(m) = &a.model { " · model " (inert(m)) } }
-                        dt { "Profile fingerprint" } dd { (hash(&a.policy_fingerprint)) }
-                        @let sandbox = sandbox_lines(&a.detail);
-                        @if !sandbox.is_empty() {
-                            dt { "Sandbox" } dd.sandbox { @for l in &sandbox { (inert(l)) br; } }
-                        }
-                        dt { "Claimed" } dd { (when(a.claimed_ms, tz)) " (lease epoch " (a.epoch) ")" }
-                        dt { "Lease" } dd {
-                            @match a.lease_until_ms { Some(l) => { "until " (when(l, tz)) } None => "released" }
-                        }
-                        @if let Some(e) = a.ended_ms { dt { "Ended" } dd { (when(e, tz)) @if let Some(r) = &a.end_reason { " — " (inert(r)) } } }
-                        dt { "Usage" } dd { (a.usage.turns) " turns · " (a.usage.tool_calls) " tool calls (" (a.usage.failed_tool_calls) " failed) · " (a.usage.tokens) " tokens" }
-                        @if let Some(r) = &a.run_id {
-                            dt { "Run" } dd {
-                                a href=(run_link(r)) { (inert(r)) }
-                                @if let Some(p) = parents.get(r) { " — continues " a href=(run_link(p)) { (inert(p)) } }
-                            }
-                        }
-                    }
-                    @if let Some(rid) = &a.result_id {
-                        h4 { "Result " (hash(rid)) }
-                        @if let Some(v) = results.get(rid) {
-                            (json_view(v))
-                            @let arts = cids(v);
-                            @if !arts.is_empty() {
-                                h4 { "Artifacts" }
-                                ul.artifacts {
-                                    @for c in &arts {
-                                        li { a href={(BASE) "/artifacts/" (seg(c))} download { code { (c) } } }
-                                    }
-                                }
-                            }
-                        }
-                    }
-                    h4 { "Self-assessment (advisory)" }
-                    @match a.detail.get("self_assessment").filter(|v| !v.is_null()) {
-                        Some(sa) => div.self-assessment { (json_view(sa)) },
-                        None => p.muted.self-assessment { "The worker gave none." },
-                    }
-                }
+                (attempt_article(a, &results, &parents, tz))
             }
         }
         section aria-labelledby="h-verdicts" {
@@ -1179,6 +1249,106 @@ pub async fn task(
         }
     };
     show(&s, &signed, "Task", None, body).await
+}
+
+/// What the task page shows: the task, its attempts, their results by id, its verdicts,
+/// and the run each attempt's run continues.
+type TaskPageData = (
+    TaskRecord,
+    Vec<AttemptRecord>,
+    BTreeMap<String, Value>,
+    Vec<(String, vouch_store::board::Verdict)>,
+    BTreeMap<String, String>,
+);
+
+fn task_page_data(
+    board: &dyn vouch_store::board::BoardStore,
+    store: &dyn vouch_store::Store,
+    tid: &str,
+) -> crate::problem::ApiResult<TaskPageData> {
+    let t = board.task(tid)?.ok_or_else(|| {
+        ApiError::not_found(format!(
+            "There is no task `{tid}`. Open the board to see the tasks there are."
+        ))
+    })?;
+    let attempts = board.attempts(tid)?;
+    let mut results = BTreeMap::new();
+    for a in &attempts {
+        if let Some(r) = &a.result_id {
+            if let Some(v) = board.result(r)? {
+                results.insert(r.clone(), v);
+            }
+        }
+    }
+    let verdicts = board.verdicts(tid)?;
+    // Lineage: the runs of the attempts and the runs they continue.
+    let mut parents = BTreeMap::new();
+    for a in &attempts {
+        if let Some(r) = &a.run_id {
+            if let Some(rec) = store.run(r)? {
+                if let Some(p) = rec.parent {
+                    parents.insert(r.clone(), p);
+                }
+            }
+        }
+    }
+    Ok((t, attempts, results, verdicts, parents))
+}
+
+/// One attempt of a task: who claimed it, its lease, usage and run, its result with the
+/// artifacts it names, and its self-assessment.
+fn attempt_article(
+    a: &AttemptRecord,
+    results: &BTreeMap<String, Value>,
+    parents: &BTreeMap<String, String>,
+    tz: chrono_tz::Tz,
+) -> Markup {
+    html! {
+        article.attempt data-attempt=(a.n) {
+            h3 { "Attempt " (a.n) " · " span.status { (a.state.as_str()) } }
+            dl.facts {
+                dt { "Claimant" } dd.claimant { (inert(&a.claimant)) }
+                dt { "Profile" } dd { (inert(&a.profile)) @if let Some(m) = &a.model { " · model " (inert(m)) } }
+                dt { "Profile fingerprint" } dd { (hash(&a.policy_fingerprint)) }
+                @let sandbox = sandbox_lines(&a.detail);
+                @if !sandbox.is_empty() {
+                    dt { "Sandbox" } dd.sandbox { @for l in &sandbox { (inert(l)) br; } }
+                }
+                dt { "Claimed" } dd { (when(a.claimed_ms, tz)) " (lease epoch " (a.epoch) ")" }
+                dt { "Lease" } dd {
+                    @match a.lease_until_ms { Some(l) => { "until " (when(l, tz)) } None => "released" }
+                }
+                @if let Some(e) = a.ended_ms { dt { "Ended" } dd { (when(e, tz)) @if let Some(r) = &a.end_reason { " — " (inert(r)) } } }
+                dt { "Usage" } dd { (a.usage.turns) " turns · " (a.usage.tool_calls) " tool calls (" (a.usage.failed_tool_calls) " failed) · " (a.usage.tokens) " tokens" }
+                @if let Some(r) = &a.run_id {
+                    dt { "Run" } dd {
+                        a href=(run_link(r)) { (inert(r)) }
+                        @if let Some(p) = parents.get(r) { " — continues " a href=(run_link(p)) { (inert(p)) } }
+                    }
+                }
+            }
+            @if let Some(rid) = &a.result_id {
+                h4 { "Result " (hash(rid)) }
+                @if let Some(v) = results.get(rid) {
+                    (json_view(v))
+                    @let arts = cids(v);
+                    @if !arts.is_empty() {
+                        h4 { "Artifacts" }
+                        ul.artifacts {
+                            @for c in &arts {
+                                li { a href={(BASE) "/artifacts/" (seg(c))} download { code { (c) } } }
+                            }
+                        }
+                    }
+                }
+            }
+            h4 { "Self-assessment (advisory)" }
+            @match a.detail.get("self_assessment").filter(|v| !v.is_null()) {
+                Some(sa) => div.self-assessment { (json_view(sa)) },
+                None => p.muted.self-assessment { "The worker gave none." },
+            }
+        }
+    }
 }
 
 pub async fn artifact(
@@ -1279,6 +1449,14 @@ pub async fn doctor(State(s): State<AppState>, signed: Signed) -> Response {
                 p.muted { "Save the file, then reload this page: the row turns to " em { "can do it" } ". A run that drafted such a delivery finishes it with " code { "vouch resume RUN" } " (or its page's Resume). Credentials are written by reference only: " code { "{ env = \"NAME\" }" } " or " code { "{ file = \"/path\" }" } ", never the secret itself." }
             }
         }
+        (doctor_notes(&d))
+    };
+    show(&s, &signed, "Doctor", None, body).await
+}
+
+/// The doctor page's notes below the table: overrides, automation, stuck notifications.
+fn doctor_notes(d: &crate::dto::DoctorBody) -> Markup {
+    html! {
         @if !d.overrides.is_empty() {
             h2 { "Overrides from vouch.toml" }
             ul { @for (k, v) in &d.overrides { li { code { (inert(k)) } " → " (v) } } }
@@ -1300,8 +1478,7 @@ pub async fn doctor(State(s): State<AppState>, signed: Signed) -> Response {
                 }
             }
         }
-    };
-    show(&s, &signed, "Doctor", None, body).await
+    }
 }
 
 #[cfg(test)]

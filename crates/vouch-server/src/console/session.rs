@@ -302,91 +302,119 @@ pub async fn signin(State(s): State<AppState>, headers: HeaderMap, body: Bytes) 
         Err(e) => return signin_form(BASE, Some(&e), StatusCode::BAD_REQUEST),
     };
     let next = safe_next(form.get("next"));
-    let secret = form.get("token").trim().to_string();
-    let tz = match form.get("tz").trim() {
-        "" => chrono_tz::UTC,
-        z => match z.parse::<chrono_tz::Tz>() {
-            Ok(tz) => tz,
-            Err(_) => {
-                return signin_form(
-                    &next,
-                    Some(&format!(
-                        "Time zone `{z}` is unknown; use an IANA name such as Europe/Berlin or UTC."
-                    )),
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                )
-            }
-        },
+    let opened = match signin_tz(form.get("tz")) {
+        Ok(tz) => open_session(&s, form.get("token").trim(), tz).await,
+        Err(e) => Err(e),
     };
-    if secret.is_empty() {
-        return signin_form(
-            &next,
-            Some("Paste an API token; create one with `vouch token new NAME`."),
-            StatusCode::UNPROCESSABLE_ENTITY,
-        );
-    }
-    let store = s.store.clone();
-    let hash = token_hash(&secret);
-    let h = hash.clone();
-    let token = match blocking(move || Ok(store.token_by_hash(&h)?)).await {
-        Ok(t) => t,
+    let id = match opened {
+        Ok(id) => id,
         Err(e) => return signin_form(&next, Some(&e.detail), e.status),
     };
-    let Some(token) = token else {
-        return signin_form(
-            &next,
-            Some("This token is not known to this vouch home. Create one with `vouch token new NAME`."),
-            StatusCode::UNAUTHORIZED,
-        );
-    };
-    // The console is the person's: a worker, reader or admin token does not sign in (§17.3).
-    if token.scope != vouch_core::Scope::Person {
-        return signin_form(
-            &next,
-            Some(&format!(
-                "This is a {} token; the console takes a person token. Create one with `vouch token new NAME --scope person`.",
-                token.scope
-            )),
-            StatusCode::FORBIDDEN,
-        );
-    }
-    let (id, csrf) = match (random_hex(), random_hex()) {
-        (Ok(a), Ok(b)) => (a, b),
-        (Err(e), _) | (_, Err(e)) => {
-            return signin_form(&next, Some(&e), StatusCode::INTERNAL_SERVER_ERROR)
-        }
-    };
-    {
-        let mut map = s.console.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        let now = now_ms();
-        map.retain(|_, x| now - x.created_ms < SESSION_TTL_MS);
-        while map.len() >= SESSIONS_MAX {
-            let oldest = map
-                .iter()
-                .min_by_key(|(_, x)| x.created_ms)
-                .map(|(k, _)| k.clone());
-            match oldest {
-                Some(k) => map.remove(&k),
-                None => break,
-            };
-        }
-        map.insert(
-            id.clone(),
-            Session {
-                name: token.name,
-                token_hash: hash,
-                csrf,
-                tz,
-                created_ms: now,
-            },
-        );
-    }
     let mut resp = Redirect::to(&next).into_response();
     resp.headers_mut().insert(
         SET_COOKIE,
         session_cookie(&id, SESSION_TTL_MS / 1000, behind_tls(&headers)),
     );
     resp
+}
+
+/// Why a sign-in was refused: the sign-in form shows `detail`, answered with `status`.
+struct Refused {
+    status: StatusCode,
+    detail: String,
+}
+
+impl Refused {
+    fn new(status: StatusCode, detail: impl Into<String>) -> Self {
+        Refused {
+            status,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// The time zone the person's browser sent (UTC when none).
+fn signin_tz(z: &str) -> Result<chrono_tz::Tz, Refused> {
+    match z.trim() {
+        "" => Ok(chrono_tz::UTC),
+        z => z.parse::<chrono_tz::Tz>().map_err(|_| {
+            Refused::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!(
+                    "Time zone `{z}` is unknown; use an IANA name such as Europe/Berlin or UTC."
+                ),
+            )
+        }),
+    }
+}
+
+/// A new session for the person token `secret`: refused unless the token is known and a
+/// person's (§17.3); answers the session's id.
+async fn open_session(s: &AppState, secret: &str, tz: chrono_tz::Tz) -> Result<String, Refused> {
+    if secret.is_empty() {
+        return Err(Refused::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Paste an API token; create one with `vouch token new NAME`.",
+        ));
+    }
+    let store = s.store.clone();
+    let hash = token_hash(secret);
+    let h = hash.clone();
+    let token = blocking(move || Ok(store.token_by_hash(&h)?))
+        .await
+        .map_err(|e| Refused::new(e.status, e.detail))?
+        .ok_or_else(|| {
+            Refused::new(
+                StatusCode::UNAUTHORIZED,
+                "This token is not known to this vouch home. Create one with `vouch token new NAME`.",
+            )
+        })?;
+    // The console is the person's: a worker, reader or admin token does not sign in (§17.3).
+    if token.scope != vouch_core::Scope::Person {
+        return Err(Refused::new(
+            StatusCode::FORBIDDEN,
+            format!(
+                "This is a {} token; the console takes a person token. Create one with `vouch token new NAME --scope person`.",
+                token.scope
+            ),
+        ));
+    }
+    let (id, csrf) = match (random_hex(), random_hex()) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => {
+            return Err(Refused::new(StatusCode::INTERNAL_SERVER_ERROR, e))
+        }
+    };
+    keep_session(
+        s,
+        id.clone(),
+        Session {
+            name: token.name,
+            token_hash: hash,
+            csrf,
+            tz,
+            created_ms: now_ms(),
+        },
+    );
+    Ok(id)
+}
+
+/// Keeps a session: expired ones are dropped, and the oldest while `SESSIONS_MAX` are kept.
+fn keep_session(s: &AppState, id: String, session: Session) {
+    let mut map = s.console.sessions.lock().unwrap_or_else(|p| p.into_inner());
+    let now = session.created_ms;
+    map.retain(|_, x| now - x.created_ms < SESSION_TTL_MS);
+    while map.len() >= SESSIONS_MAX {
+        let oldest = map
+            .iter()
+            .min_by_key(|(_, x)| x.created_ms)
+            .map(|(k, _)| k.clone());
+        match oldest {
+            Some(k) => map.remove(&k),
+            None => break,
+        };
+    }
+    map.insert(id, session);
 }
 
 pub async fn signout(

@@ -1,0 +1,269 @@
+//! A run's spec as the store keeps it (`RunRecord::spec`): its model, its presence, and
+//! whether the presence and quietness were asked for. Written once when the run is created
+//! and read back typed, never with `.get("…")`.
+//!
+//! The stored text is hashed into the run's first event (`spec_sha256`), so these types
+//! write exactly the members, in the order, that the spec has always had: `model`,
+//! `presence`, `presence_explicit`, `quiet`; and in a model, `kind`, its own members, then
+//! `prior` and `task` when an attempt has them (an `openai` model's `profile` last, as it
+//! is recorded when the run starts).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use vouch_core::{Presence, TriggerKind};
+
+/// A run's stored spec.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredSpec {
+    pub model: ModelSpec,
+    /// The presence the run started with (asked for, or the trigger's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub presence: Option<Presence>,
+    /// The presence was asked for (a flag, a routine), not the trigger's default.
+    #[serde(default)]
+    pub presence_explicit: bool,
+    #[serde(default)]
+    pub quiet: bool,
+}
+
+impl StoredSpec {
+    /// Reads a stored spec. A spec that is not one (a store written by hand, a test's
+    /// placeholder) reads as a model of no kind the host can drive, with the defaults.
+    pub fn read(spec: &Value) -> StoredSpec {
+        StoredSpec::deserialize(spec).unwrap_or_else(|_| StoredSpec {
+            model: ModelSpec::Unknown(spec.get("model").cloned().unwrap_or(Value::Null)),
+            presence: None,
+            presence_explicit: false,
+            quiet: false,
+        })
+    }
+
+    /// The presence a run's decisions use: recorded, else its trigger's default.
+    pub fn presence_or_default(&self, trigger: TriggerKind) -> Presence {
+        self.presence
+            .unwrap_or(if trigger == TriggerKind::Interactive {
+                Presence::Watching
+            } else {
+                Presence::Away
+            })
+    }
+
+    /// Whether an agent outside the host drives the run of this stored spec, read without
+    /// copying the rest of it (a script's turns).
+    pub fn is_external(spec: &Value) -> bool {
+        #[derive(Deserialize)]
+        struct Head {
+            model: Kind,
+        }
+        #[derive(Deserialize)]
+        struct Kind {
+            kind: String,
+        }
+        Head::deserialize(spec).is_ok_and(|h| h.model.kind == "external")
+    }
+
+    /// The stored form (its text is what the store keeps and the journal hashes).
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+/// The model that drives a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind")]
+pub enum ModelSpec {
+    /// A script of turns replayed in order (scenarios, demos, benches, tests).
+    #[serde(rename = "script")]
+    Script {
+        #[serde(default)]
+        turns: Vec<Value>,
+        #[serde(flatten)]
+        attempt: AttemptTold,
+    },
+    /// The OpenAI-compatible model; `profile` is the one the run started with (recorded
+    /// then, so any process continues the run with it).
+    #[serde(rename = "openai")]
+    OpenAi {
+        #[serde(flatten)]
+        attempt: AttemptTold,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        profile: Option<Value>,
+    },
+    /// An agent outside the host (MCP, §17) is the model; `via` is how it called.
+    #[serde(rename = "external")]
+    External {
+        via: String,
+        #[serde(flatten)]
+        attempt: AttemptTold,
+    },
+    /// A kind this host does not know (kept as given, so its spec is stored unchanged);
+    /// driving it answers "no model".
+    #[serde(untagged)]
+    Unknown(Value),
+}
+
+/// What a task attempt's run carries beside its model: the run it continues and what the
+/// model is told (§13.4.3), both durable so any process rebuilds the same conversation.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AttemptTold {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prior: Option<Prior>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<Value>,
+}
+
+/// The run a continuation goes on from, and its pinned conversation's content id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Prior {
+    pub run: String,
+    pub conversation: String,
+}
+
+impl ModelSpec {
+    /// A script of turns.
+    pub fn script(turns: Vec<Value>) -> ModelSpec {
+        ModelSpec::Script {
+            turns,
+            attempt: AttemptTold::default(),
+        }
+    }
+
+    /// A script given as JSON (a scenario's, a file's): its array of turns; anything else is
+    /// a script of no turns, as it always read.
+    pub fn script_of(turns: Value) -> ModelSpec {
+        match turns {
+            Value::Array(turns) => ModelSpec::script(turns),
+            _ => ModelSpec::script(vec![]),
+        }
+    }
+
+    /// The configured OpenAI-compatible model (its profile recorded when the run starts).
+    pub fn openai() -> ModelSpec {
+        ModelSpec::OpenAi {
+            attempt: AttemptTold::default(),
+            profile: None,
+        }
+    }
+
+    /// The model of a run an outside agent drives.
+    pub fn external(via: &str) -> ModelSpec {
+        ModelSpec::External {
+            via: via.to_string(),
+            attempt: AttemptTold::default(),
+        }
+    }
+
+    /// The kind's stored name (`script`, `openai`, `external`, or the unknown one given).
+    pub fn kind(&self) -> Option<&str> {
+        match self {
+            ModelSpec::Script { .. } => Some("script"),
+            ModelSpec::OpenAi { .. } => Some("openai"),
+            ModelSpec::External { .. } => Some("external"),
+            ModelSpec::Unknown(v) => v.get("kind").and_then(Value::as_str),
+        }
+    }
+
+    pub fn is_external(&self) -> bool {
+        matches!(self, ModelSpec::External { .. })
+    }
+
+    /// A script's turns; none for any other kind.
+    pub fn turns(&self) -> &[Value] {
+        match self {
+            ModelSpec::Script { turns, .. } => turns,
+            _ => &[],
+        }
+    }
+
+    /// What a task attempt's model is told and the run it continues (none otherwise).
+    pub fn attempt(&self) -> Option<&AttemptTold> {
+        match self {
+            ModelSpec::Script { attempt, .. }
+            | ModelSpec::OpenAi { attempt, .. }
+            | ModelSpec::External { attempt, .. } => Some(attempt),
+            ModelSpec::Unknown(_) => None,
+        }
+    }
+
+    /// As [`attempt`](Self::attempt), to set; `None` for an unknown kind.
+    pub fn attempt_mut(&mut self) -> Option<&mut AttemptTold> {
+        match self {
+            ModelSpec::Script { attempt, .. }
+            | ModelSpec::OpenAi { attempt, .. }
+            | ModelSpec::External { attempt, .. } => Some(attempt),
+            ModelSpec::Unknown(_) => None,
+        }
+    }
+
+    /// What a task attempt's model is told (§13.4.3); none for any other run.
+    pub fn told_task(&self) -> Option<&Value> {
+        self.attempt()?.task.as_ref()
+    }
+
+    /// What the attempt's model is told, member `key` (`system`, `message`, `target`, …).
+    pub fn told(&self, key: &str) -> Option<&Value> {
+        self.attempt()?.task.as_ref()?.get(key)
+    }
+}
+
+/// A model given as JSON (a routine's `model`, a worker's setting): a known kind typed, any
+/// other kept as given.
+impl From<Value> for ModelSpec {
+    fn from(v: Value) -> ModelSpec {
+        ModelSpec::deserialize(&v).unwrap_or(ModelSpec::Unknown(v))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Each form a spec has been stored in reads typed and writes back byte for byte.
+    #[test]
+    fn a_stored_spec_round_trips_byte_for_byte() {
+        for text in [
+            r#"{"model":{"kind":"script","turns":[{"final":"é\n\"x\""},{"n":1.5}]},"presence":"watching","presence_explicit":false,"quiet":false}"#,
+            r#"{"model":{"kind":"openai","profile":{"url":"http://x","model":"m"}},"presence":"away","presence_explicit":true,"quiet":true}"#,
+            r#"{"model":{"kind":"openai"},"presence":"nearby","presence_explicit":false,"quiet":false}"#,
+            r#"{"model":{"kind":"external","via":"stdio","task":{"message":"m"}},"presence":"away","presence_explicit":true,"quiet":false}"#,
+            r#"{"model":{"kind":"script","turns":[],"prior":{"run":"r1","conversation":"sha256:ab"},"task":{"system":"s","target":{"a":1}}},"presence":"away","presence_explicit":true,"quiet":false}"#,
+            r#"{"model":{"kind":"openai","prior":{"run":"r1","conversation":"c"},"task":{"message":"m"},"profile":{"url":"u"}},"presence":"away","presence_explicit":true,"quiet":false}"#,
+            r#"{"model":{"kind":"anthropic","x":1},"presence":"away","presence_explicit":false,"quiet":false}"#,
+            r#"{"model":null,"presence":"away","presence_explicit":false,"quiet":false}"#,
+        ] {
+            let v: Value = serde_json::from_str(text).unwrap();
+            let spec = StoredSpec::read(&v);
+            assert_eq!(spec.to_value().to_string(), text, "{spec:?}");
+        }
+    }
+
+    #[test]
+    fn the_model_reads_typed() {
+        let s = StoredSpec::read(
+            &json!({"model": {"kind": "script", "turns": [{"final": "x"}], "task": {"message": "m"}}}),
+        );
+        assert_eq!(s.model.kind(), Some("script"));
+        assert_eq!(s.model.turns().len(), 1);
+        assert_eq!(s.model.told("message"), Some(&json!("m")));
+        assert_eq!(
+            s.presence_or_default(TriggerKind::Interactive),
+            Presence::Watching
+        );
+        assert!(!s.presence_explicit);
+        assert!(
+            StoredSpec::read(&json!({"model": {"kind": "external", "via": "http"}}))
+                .model
+                .is_external()
+        );
+        assert!(StoredSpec::is_external(
+            &json!({"model": {"kind": "external", "via": "http"}})
+        ));
+        assert!(!StoredSpec::is_external(
+            &json!({"model": {"kind": "script"}})
+        ));
+        let odd = ModelSpec::from(json!({"kind": "anthropic"}));
+        assert_eq!(odd.kind(), Some("anthropic"));
+        assert_eq!(StoredSpec::read(&json!({"k": 1})).model.kind(), None);
+    }
+}
