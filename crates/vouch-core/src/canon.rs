@@ -93,7 +93,7 @@ pub fn write_canonical_str(s: &str, out: &mut String) {
 /// RFC 8785 §3.2.3: member names sorted by their UTF-16 code units. UTF-8 byte order is the
 /// same except between astral characters and U+E000..U+FFFF, so compare bytes unless both
 /// names hold a byte of a 4-byte (astral) sequence.
-fn utf16_order(a: &str, b: &str) -> std::cmp::Ordering {
+pub(crate) fn utf16_order(a: &str, b: &str) -> std::cmp::Ordering {
     let astral = |s: &str| s.bytes().any(|c| c >= 0xF0);
     if astral(a) || astral(b) {
         a.encode_utf16().cmp(b.encode_utf16())

@@ -383,7 +383,7 @@ pub(super) fn append_batch(
         .into_iter()
         .zip(chained)
         .zip(events)
-        .map(|((ev, (seq, prev, hash)), given)| ev.entry(seq, prev, hash, &given.body))
+        .map(|((ev, (seq, prev, hash)), given)| ev.entry_of(seq, prev, hash, &given.body))
         .collect())
 }
 

@@ -265,7 +265,7 @@ pub(super) fn append(
         let (seq, prev, hash) = insert_event(c, &ev)?;
         Ok((seq, prev, hash, ev))
     })?;
-    Ok(ev.entry(seq, prev, hash, &event.body))
+    Ok(ev.entry_of(seq, prev, hash, &event.body))
 }
 
 pub(super) fn append_batch(
@@ -287,7 +287,7 @@ pub(super) fn append_batch(
         .into_iter()
         .zip(chained)
         .zip(events)
-        .map(|((ev, (seq, prev, hash)), given)| ev.entry(seq, prev, hash, &given.body))
+        .map(|((ev, (seq, prev, hash)), given)| ev.entry_of(seq, prev, hash, &given.body))
         .collect())
 }
 
