@@ -178,10 +178,20 @@ pub struct PreparedEvent {
 impl PreparedEvent {
     /// Prepare one event; a body larger than [`BODY_BYTES_MAX`] is refused.
     pub fn new(run_id: &str, ev: &NewEvent) -> StoreResult<PreparedEvent> {
-        let delivery = ev.delivery.as_deref();
-        match &ev.body {
-            EventBody::Value(body) => Self::of(run_id, ev.kind, delivery, ev.at_ms, body),
-            EventBody::Encoded(body) => Self::encoded(run_id, ev.kind, delivery, ev.at_ms, body),
+        Self::of_body(run_id, ev.kind, ev.delivery.as_deref(), ev.at_ms, &ev.body)
+    }
+
+    /// Prepare one event from its parts, its body in either form (borrowed, not copied).
+    pub fn of_body(
+        run_id: &str,
+        kind: EventKind,
+        delivery: Option<&str>,
+        at_ms: i64,
+        body: &EventBody,
+    ) -> StoreResult<PreparedEvent> {
+        match body {
+            EventBody::Value(body) => Self::of(run_id, kind, delivery, at_ms, body),
+            EventBody::Encoded(body) => Self::encoded(run_id, kind, delivery, at_ms, body),
         }
     }
 

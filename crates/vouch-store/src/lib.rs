@@ -238,6 +238,23 @@ impl EventBody {
     }
 }
 
+/// Serialized as the JSON value it is (a terminal record is written out whole by tests and
+/// tools); read back as a value.
+impl Serialize for EventBody {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            EventBody::Value(v) => v.serialize(s),
+            EventBody::Encoded(_) => self.to_value().serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for EventBody {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        serde_json::Value::deserialize(d).map(EventBody::Value)
+    }
+}
+
 impl From<serde_json::Value> for EventBody {
     fn from(v: serde_json::Value) -> Self {
         EventBody::Value(v)
@@ -530,7 +547,7 @@ pub struct Terminal {
     pub ended_by: EndedBy,
     pub receipt: String,
     /// The terminal event's body (statuses, needs_you, significance, route…).
-    pub body: serde_json::Value,
+    pub body: EventBody,
     pub at_ms: i64,
     /// The notification to dispatch, if the route calls for one (§11.4).
     pub outbox: Option<NewOutbox>,
