@@ -59,6 +59,10 @@ impl Durable {
 
     fn buffer(&self, run_id: &str) -> Arc<Mutex<RunBuffer>> {
         let mut runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
+        // Looked up before the id is copied: every append of a run finds its buffer there.
+        if let Some(b) = runs.get(run_id) {
+            return b.clone();
+        }
         runs.entry(run_id.to_string()).or_default().clone()
     }
 
