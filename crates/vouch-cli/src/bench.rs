@@ -588,7 +588,7 @@ fn seed(dir: &std::path::Path, n: usize) -> Result<()> {
                         outcome: vouch_core::Outcome::Succeeded,
                         ended_by: vouch_core::EndedBy::Loop,
                         receipt: format!("Receipt — seeded run {i}\n"),
-                        body: json!({"outcome": "succeeded"}),
+                        body: json!({"outcome": "succeeded"}).into(),
                         at_ms: at + 10,
                         // Steady state: every notification has gone out.
                         outbox: None,

@@ -93,7 +93,7 @@ pub fn write_canonical_str(s: &str, out: &mut String) {
 /// RFC 8785 §3.2.3: member names sorted by their UTF-16 code units. UTF-8 byte order is the
 /// same except between astral characters and U+E000..U+FFFF, so compare bytes unless both
 /// names hold a byte of a 4-byte (astral) sequence.
-fn utf16_order(a: &str, b: &str) -> std::cmp::Ordering {
+pub(crate) fn utf16_order(a: &str, b: &str) -> std::cmp::Ordering {
     let astral = |s: &str| s.bytes().any(|c| c >= 0xF0);
     if astral(a) || astral(b) {
         a.encode_utf16().cmp(b.encode_utf16())
@@ -138,8 +138,18 @@ fn write_digits(mut n: u64, out: &mut String) {
 fn write_string(s: &str, out: &mut String) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     out.push('"');
-    let mut start = 0;
-    for (i, b) in s.bytes().enumerate() {
+    let bytes = s.as_bytes();
+    let mut start = 0; // the first byte not yet copied to `out`
+    let mut i = 0;
+    while i < bytes.len() {
+        // Eight bytes at a time while none of them needs escaping (most text).
+        if let Some(chunk) = bytes.get(i..i + 8) {
+            if !needs_escape(chunk) {
+                i += 8;
+                continue;
+            }
+        }
+        let b = bytes[i];
         let escape: &str = match b {
             b'"' => "\\\"",
             b'\\' => "\\\\",
@@ -149,8 +159,12 @@ fn write_string(s: &str, out: &mut String) {
             0x08 => "\\b",
             0x0c => "\\f",
             0x00..=0x1f => "",
-            _ => continue,
+            _ => {
+                i += 1;
+                continue;
+            }
         };
+        // `b` is ASCII, so both ends are character boundaries.
         out.push_str(&s[start..i]);
         if escape.is_empty() {
             out.push_str("\\u00");
@@ -159,10 +173,23 @@ fn write_string(s: &str, out: &mut String) {
         } else {
             out.push_str(escape);
         }
-        start = i + 1;
+        i += 1;
+        start = i;
     }
     out.push_str(&s[start..]);
     out.push('"');
+}
+
+/// Whether any of eight bytes is a control character, `"` or `\\`. A byte that is one is never
+/// missed (the word tests can only err the other way, which costs a byte-by-byte look).
+fn needs_escape(chunk: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut word = [0u8; 8];
+    word.copy_from_slice(chunk);
+    let x = u64::from_le_bytes(word);
+    let below = |v: u64, n: u64| v.wrapping_sub(ONES * n) & !v & HIGH;
+    (below(x, 0x20) | below(x ^ (ONES * 0x22), 1) | below(x ^ (ONES * 0x5c), 1)) != 0
 }
 
 /// Bytes as lower-case hexadecimal, as `hex::encode` writes them, without building the text one
@@ -284,6 +311,19 @@ mod tests {
             );
             let independent = serde_json_canonicalizer::to_string(&v).unwrap();
             prop_assert_eq!(canonical_json(&v).unwrap(), independent);
+        }
+
+        /// Strings long enough for the eight-byte scan, escapes anywhere in them.
+        #[test]
+        fn long_strings_equal_an_independent_implementation(
+            s in "[a-z \"\\\\\u{0}-\u{1f}\u{7f}é€\u{e000}😀]{0,64}",
+            clean in "[a-z ]{0,24}",
+        ) {
+            for text in [s.clone(), format!("{clean}{s}"), format!("{s}{clean}{clean}")] {
+                let v = serde_json::Value::String(text);
+                let independent = serde_json_canonicalizer::to_string(&v).unwrap();
+                prop_assert_eq!(canonical_json(&v).unwrap(), independent);
+            }
         }
 
         #[test]

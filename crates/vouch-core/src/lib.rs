@@ -8,6 +8,7 @@ pub mod approval;
 pub mod attention;
 pub mod board;
 pub mod canon;
+pub mod canon_typed;
 pub mod capability;
 pub mod escape;
 pub mod ids;
@@ -25,6 +26,7 @@ pub use canon::{
     canonical_json, hex_lower, ledger_key, payload_hash, sha256_hex, write_canonical,
     write_canonical_str, CanonError,
 };
+pub use canon_typed::{canonical_typed, TypedCanonError};
 pub use capability::{is_irreversible, ActFacts, Capability};
 pub use escape::{escape_line, escape_text};
 pub use ids::{ContentId, PayloadHash, RunId, TaskId};

@@ -59,6 +59,10 @@ impl Durable {
 
     fn buffer(&self, run_id: &str) -> Arc<Mutex<RunBuffer>> {
         let mut runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
+        // Looked up before the id is copied: every append of a run finds its buffer there.
+        if let Some(b) = runs.get(run_id) {
+            return b.clone();
+        }
         runs.entry(run_id.to_string()).or_default().clone()
     }
 
@@ -159,7 +163,7 @@ impl Durable {
                 seq,
                 kind: e.kind,
                 delivery: e.delivery.clone(),
-                body: e.body.clone(),
+                body: e.body.to_value(),
                 at_ms: e.at_ms,
                 prev_hash: String::new(),
                 hash: String::new(),
@@ -208,7 +212,7 @@ impl Store for Durable {
             seq,
             kind: event.kind,
             delivery: event.delivery.clone(),
-            body: event.body.clone(),
+            body: event.body.to_value(),
             at_ms: event.at_ms,
             prev_hash: String::new(),
             hash: String::new(),

@@ -137,7 +137,7 @@ mod tests {
                 outcome,
                 ended_by: by,
                 receipt: String::new(),
-                body: typed_terminal(outcome, by, body),
+                body: typed_terminal(outcome, by, body).into(),
                 at_ms: at,
                 outbox: None,
             },

@@ -383,7 +383,7 @@ pub(super) fn append_batch(
         .into_iter()
         .zip(chained)
         .zip(events)
-        .map(|((ev, (seq, prev, hash)), given)| ev.entry(seq, prev, hash, &given.body))
+        .map(|((ev, (seq, prev, hash)), given)| ev.entry_of(seq, prev, hash, &given.body))
         .collect())
 }
 
@@ -420,7 +420,7 @@ pub(super) fn end_run_after(
     terminal: &Terminal,
 ) -> StoreResult<EndResult> {
     let before = PreparedEvent::all(run_id, events)?;
-    let ev = PreparedEvent::of(
+    let ev = PreparedEvent::of_body(
         run_id,
         EventKind::Terminal,
         None,
@@ -437,7 +437,12 @@ pub(super) fn end_run_after(
     // The run ends here, or had ended: its tail is not needed again either way.
     store.tails.forget(run_id);
     if let Some((seq, prev, hash)) = fast? {
-        return Ok(EndResult::Ended(ev.entry(seq, prev, hash, &terminal.body)));
+        return Ok(EndResult::Ended(ev.entry_of(
+            seq,
+            prev,
+            hash,
+            &terminal.body,
+        )));
     }
     let ended = store.tx(|t| {
         match lock_run(t, run_id)?.as_deref() {
@@ -471,7 +476,7 @@ pub(super) fn end_run_after(
         Ok(Some((seq, prev, hash)))
     })?;
     Ok(match ended {
-        Some((seq, prev, hash)) => EndResult::Ended(ev.entry(seq, prev, hash, &terminal.body)),
+        Some((seq, prev, hash)) => EndResult::Ended(ev.entry_of(seq, prev, hash, &terminal.body)),
         None => EndResult::AlreadyEnded,
     })
 }

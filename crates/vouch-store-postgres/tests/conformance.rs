@@ -106,7 +106,7 @@ fn terminal() -> Terminal {
         outcome: Outcome::Succeeded,
         ended_by: EndedBy::Loop,
         receipt: "r".into(),
-        body: json!({}),
+        body: json!({}).into(),
         at_ms: 9,
         outbox: None,
     }
@@ -585,7 +585,7 @@ fn two_writers_with_stale_tails_keep_one_chain() {
         outcome: Outcome::Succeeded,
         ended_by: EndedBy::Loop,
         receipt: "done".into(),
-        body: json!({}),
+        body: json!({}).into(),
         at_ms: 99,
         outbox: None,
     };

@@ -265,7 +265,7 @@ pub(super) fn append(
         let (seq, prev, hash) = insert_event(c, &ev)?;
         Ok((seq, prev, hash, ev))
     })?;
-    Ok(ev.entry(seq, prev, hash, &event.body))
+    Ok(ev.entry_of(seq, prev, hash, &event.body))
 }
 
 pub(super) fn append_batch(
@@ -287,7 +287,7 @@ pub(super) fn append_batch(
         .into_iter()
         .zip(chained)
         .zip(events)
-        .map(|((ev, (seq, prev, hash)), given)| ev.entry(seq, prev, hash, &given.body))
+        .map(|((ev, (seq, prev, hash)), given)| ev.entry_of(seq, prev, hash, &given.body))
         .collect())
 }
 
@@ -346,7 +346,7 @@ pub(super) fn end_run_after(
 ) -> StoreResult<EndResult> {
     let before = PreparedEvent::all(run_id, events)?;
     let (run_id, t) = (run_id.to_string(), terminal.clone());
-    let ev = PreparedEvent::of(&run_id, EventKind::Terminal, None, t.at_ms, &t.body)?;
+    let ev = PreparedEvent::of_body(&run_id, EventKind::Terminal, None, t.at_ms, &t.body)?;
     store.write(move |c| {
         let state: Option<String> = query_row_cached(c, "SELECT state FROM runs WHERE id = ?1", [&run_id], |r| r.get(0)).optional().map_err(db_err)?;
         match state.as_deref() {
@@ -357,7 +357,7 @@ pub(super) fn end_run_after(
         let (seq, prev, hash) = insert_events(c, &run_id, before.iter().chain([&ev]))?
             .pop()
             .ok_or_else(|| StoreError::Fatal("the terminal event was not inserted".into()))?;
-        let entry = ev.entry(seq, prev, hash, &t.body);
+        let entry = ev.entry_of(seq, prev, hash, &t.body);
         execute_cached(c,
             "UPDATE runs SET state = 'ended', outcome = ?2, ended_by = ?3, ended_ms = ?4, owner = NULL, lease_until_ms = NULL WHERE id = ?1",
             params![run_id, enum_text(&t.outcome), enum_text(&t.ended_by), t.at_ms],

@@ -197,7 +197,7 @@ fn the_schema_itself_keeps_one_terminal_and_closes_the_chain() {
             outcome: vouch_core::Outcome::Succeeded,
             ended_by: vouch_core::EndedBy::Loop,
             receipt: "done".into(),
-            body: json!({}),
+            body: json!({}).into(),
             at_ms: 2,
             outbox: None,
         };

@@ -5,7 +5,10 @@
 //! What differs stays in each backend: placeholders (`?1` or `$1`), column types, how a row is
 //! read, and how the database's own error codes become a [`StoreError`].
 
-use crate::{EventContent, EventKind, JournalEntry, NewEvent, StoreError, StoreResult};
+use crate::{
+    EncodedBody, EventBody, EventContent, EventKind, JournalEntry, NewEvent, StoreError,
+    StoreResult,
+};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
@@ -175,7 +178,42 @@ pub struct PreparedEvent {
 impl PreparedEvent {
     /// Prepare one event; a body larger than [`BODY_BYTES_MAX`] is refused.
     pub fn new(run_id: &str, ev: &NewEvent) -> StoreResult<PreparedEvent> {
-        Self::of(run_id, ev.kind, ev.delivery.as_deref(), ev.at_ms, &ev.body)
+        Self::of_body(run_id, ev.kind, ev.delivery.as_deref(), ev.at_ms, &ev.body)
+    }
+
+    /// Prepare one event from its parts, its body in either form (borrowed, not copied).
+    pub fn of_body(
+        run_id: &str,
+        kind: EventKind,
+        delivery: Option<&str>,
+        at_ms: i64,
+        body: &EventBody,
+    ) -> StoreResult<PreparedEvent> {
+        match body {
+            EventBody::Value(body) => Self::of(run_id, kind, delivery, at_ms, body),
+            EventBody::Encoded(body) => Self::encoded(run_id, kind, delivery, at_ms, body),
+        }
+    }
+
+    /// Prepare one event whose body is already written as its two texts: nothing is
+    /// serialized again, and (no floating-point number in it) it reads back as it is.
+    fn encoded(
+        run_id: &str,
+        kind: EventKind,
+        delivery: Option<&str>,
+        at_ms: i64,
+        body: &EncodedBody,
+    ) -> StoreResult<PreparedEvent> {
+        check_body_bytes(body.text().len())?;
+        Ok(PreparedEvent {
+            run_id: run_id.to_string(),
+            kind,
+            delivery: delivery.map(str::to_string),
+            at_ms,
+            body_text: body.text().to_string(),
+            read_back: None,
+            content: EventContent::of_canonical(run_id, kind, delivery, at_ms, body.canonical()),
+        })
     }
 
     /// Prepare one event from its parts (the body borrowed, not copied).
@@ -187,12 +225,7 @@ impl PreparedEvent {
         body: &Value,
     ) -> StoreResult<PreparedEvent> {
         let body_text = json_text(body)?;
-        if body_text.len() > BODY_BYTES_MAX {
-            return Err(StoreError::Conflict(format!(
-                "event body of {} bytes exceeds {BODY_BYTES_MAX}; store large content as a payload and journal its hash",
-                body_text.len()
-            )));
-        }
+        check_body_bytes(body_text.len())?;
         // Hash what will be read back: the body parsed from its stored text. Text, integers,
         // booleans and null come back exactly as they went in, so only a body with a
         // floating-point number needs the round trip (a parser may land one ULP away).
@@ -235,18 +268,57 @@ impl PreparedEvent {
 
     /// The journal entry once the event has its place in the chain; `body` is the body this
     /// event was prepared from.
-    pub fn entry(self, seq: i64, prev_hash: String, hash: String, body: &Value) -> JournalEntry {
+    pub fn entry(
+        mut self,
+        seq: i64,
+        prev_hash: String,
+        hash: String,
+        body: &Value,
+    ) -> JournalEntry {
+        let body = self.read_back.take().unwrap_or_else(|| body.clone());
+        self.entry_with(seq, prev_hash, hash, body)
+    }
+
+    /// [`PreparedEvent::entry`] of an event prepared from `body`, in either form.
+    pub fn entry_of(
+        self,
+        seq: i64,
+        prev_hash: String,
+        hash: String,
+        body: &EventBody,
+    ) -> JournalEntry {
+        match body {
+            EventBody::Value(v) => self.entry(seq, prev_hash, hash, v),
+            EventBody::Encoded(_) => {
+                // What a read of the stored event answers: its text, parsed.
+                let read = serde_json::from_str(&self.body_text).unwrap_or(Value::Null);
+                self.entry_with(seq, prev_hash, hash, read)
+            }
+        }
+    }
+
+    fn entry_with(self, seq: i64, prev_hash: String, hash: String, body: Value) -> JournalEntry {
         JournalEntry {
             run_id: self.run_id,
             seq,
             kind: self.kind,
             delivery: self.delivery,
-            body: self.read_back.unwrap_or_else(|| body.clone()),
+            body,
             at_ms: self.at_ms,
             prev_hash,
             hash,
         }
     }
+}
+
+/// An event body larger than [`BODY_BYTES_MAX`] is refused before anything is written.
+fn check_body_bytes(bytes: usize) -> StoreResult<()> {
+    if bytes > BODY_BYTES_MAX {
+        return Err(StoreError::Conflict(format!(
+            "event body of {bytes} bytes exceeds {BODY_BYTES_MAX}; store large content as a payload and journal its hash"
+        )));
+    }
+    Ok(())
 }
 
 /// Whether any number in `v` is a float (the only JSON values whose text form may not parse
@@ -298,7 +370,7 @@ mod tests {
         let read_back: Value = serde_json::from_str(&p.body_text).expect("stored text parses");
         assert_eq!(p.read_back.as_ref(), Some(&read_back));
         let hash = p.content.hash(GENESIS_HASH, 1);
-        let entry = p.entry(1, GENESIS_HASH.into(), hash.clone(), &ev.body);
+        let entry = p.entry_of(1, GENESIS_HASH.into(), hash.clone(), &ev.body);
         assert_eq!(entry.body, read_back);
         assert_eq!(
             hash,
@@ -313,6 +385,69 @@ mod tests {
             )
         );
         assert_eq!(entry.delivery.as_deref(), Some("d"));
+    }
+
+    /// An event prepared from its typed body (written once) and the same event prepared from
+    /// its `Value` store the same text, read back the same body and hash the same.
+    fn same_as_the_value_path(ev: &crate::Event) {
+        let encoded = ev.clone().for_delivery("d\u{1}é", 9);
+        let by_value = NewEvent::for_delivery(ev.kind(), "d\u{1}é", 9, ev.body());
+        let (a, b) = (
+            PreparedEvent::new("r😀", &encoded).expect("prepares"),
+            PreparedEvent::new("r😀", &by_value).expect("prepares"),
+        );
+        assert_eq!(a.body_text, b.body_text, "{}", ev.kind());
+        assert_eq!(
+            a.content.hash(GENESIS_HASH, 3),
+            b.content.hash(GENESIS_HASH, 3)
+        );
+        let (ea, eb) = (
+            a.entry_of(3, String::new(), String::new(), &encoded.body),
+            b.entry_of(3, String::new(), String::new(), &by_value.body),
+        );
+        assert_eq!(ea, eb);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn typed_bodies_store_and_hash_as_their_values(
+            text in "[a-z\"\\\\\u{0}-\u{1f}é€\u{e000}😀]{0,10}",
+            n in proptest::prelude::any::<u32>(),
+            payload in proptest::collection::btree_map("[a-zé😀\u{e000}]{0,3}", proptest::prelude::any::<i32>(), 0..20),
+        ) {
+            use crate::journal::*;
+            let payload = serde_json::to_value(&payload).expect("payload");
+            let events: Vec<crate::Event> = vec![
+                Turn { index: n.into(), content: Some(text.clone()), tool_calls: vec![ToolCallRecord { id: text.clone(), name: "save".into(), arguments: text.clone() }], usage: Some(TokenUsage { prompt_tokens: n.into(), completion_tokens: 1 }), error: None }.into(),
+                ToolCalled { call_id: text.clone(), name: "t".into(), ok: n % 2 == 0, result: text.clone() }.into(),
+                ApprovalRequested { payload_hash: text.clone(), payload: payload.clone(), summary: text.clone(), reason: String::new() }.into(),
+                AttemptStarted { payload_hash: "h".into(), payload: payload.clone(), key: Some(text.clone()), posture: None, retry_same_key: true }.into(),
+                AttemptFinished { reply: ProviderReply::Accepted { reference: text.clone() }, retrying_same_key: false }.into(),
+                Evidence::of(vouch_core::DeliveryStatus::Verified, text.clone(), "").into(),
+                Terminal { outcome: Outcome::Succeeded, ended_by: EndedBy::Loop, statuses: [(text.clone(), vouch_core::DeliveryStatus::Failed), ("a".to_string(), vouch_core::DeliveryStatus::Verified)].into_iter().collect(), needs_you: vec![text.clone()], significance: vouch_core::Significance::Routine, route: vouch_core::Route::Badge, presence: vouch_core::Presence::Away, quiet: false, loop_end: None, reasons: [(text.clone(), text.clone())].into_iter().collect(), corrupt: vec![-1, 7], receipt_sha256: Some(text.clone()) }.into(),
+            ];
+            for ev in &events {
+                same_as_the_value_path(ev);
+            }
+        }
+    }
+
+    #[test]
+    fn a_typed_body_with_a_float_takes_the_value_path() {
+        let ev: crate::Event = crate::journal::LedgerIntent {
+            key: "k".into(),
+            payload_hash: "h".into(),
+            payload: json!({"amount": 0.1, "n": 3}),
+        }
+        .into();
+        assert!(matches!(ev.encode(), EventBody::Value(_)));
+        same_as_the_value_path(&ev);
+        let plain: crate::Event = crate::journal::Suspended {
+            reason: "r".into(),
+            at_boot: false,
+        }
+        .into();
+        assert!(matches!(plain.encode(), EventBody::Encoded(_)));
     }
 
     #[test]

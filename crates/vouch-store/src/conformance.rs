@@ -80,7 +80,7 @@ fn terminal(route_notify: bool, run: &str) -> Terminal {
         outcome: Outcome::Succeeded,
         ended_by: EndedBy::Loop,
         receipt: format!("Receipt for {run}"),
-        body: json!({"outcome": "succeeded"}),
+        body: json!({"outcome": "succeeded"}).into(),
         at_ms: 99,
         outbox: route_notify.then(|| NewOutbox {
             dedup_key: format!("{run}:terminal"),
@@ -1238,7 +1238,7 @@ pub fn counts_are_aggregates_of_what_is_stored(open: Opener<'_>) {
         s.create_run(&new_run(id)).unwrap();
         let t = Terminal {
             outcome,
-            body: json!({"outcome": outcome.as_str(), "statuses": statuses}),
+            body: json!({"outcome": outcome.as_str(), "statuses": statuses}).into(),
             ..terminal(notify, id)
         };
         assert!(matches!(s.end_run(id, &t).unwrap(), EndResult::Ended(_)));

@@ -6,6 +6,7 @@
 //! struct of [`crate::journal`]), so adding a kind is one line here and its body struct there.
 
 use crate::journal::*;
+use crate::{EncodedBody, EventBody};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -53,6 +54,13 @@ macro_rules! event_kinds {
                 v.unwrap_or(Value::Null)
             }
 
+            /// The body written once, as its stored text and its canonical text, straight
+            /// from the typed body (the `Value` form when the typed path refuses it: a
+            /// floating-point number in a payload).
+            pub fn encode(&self) -> EventBody {
+                match self { $(Event::$v(b) => encode_body(b, self),)* }
+            }
+
             /// Read a stored body as its kind's type.
             pub fn parse(kind: EventKind, body: &Value) -> Result<Event, BodyError> {
                 match kind { $(EventKind::$v => typed::<$body>(kind, body).map(|b| Event::$v(b.into())),)* }
@@ -90,6 +98,30 @@ event_kinds! {
     /// A patch attempt's worktree, recorded before the model's first turn (§14).
     Workspace = "workspace" => Workspace,
     Terminal = "terminal" => Terminal in Box,
+}
+
+/// `body` (the body `event` holds) as an [`EncodedBody`], or `event`'s `Value` when the typed
+/// path refuses it. Debug builds prove both texts equal to the `Value` path's on every event
+/// written, so every test and scenario checks the encoder.
+fn encode_body<T: Serialize + ?Sized>(body: &T, event: &Event) -> EventBody {
+    let Ok(canonical) = vouch_core::canonical_typed(body) else {
+        return EventBody::Value(event.body());
+    };
+    let Ok(text) = serde_json::to_string(body) else {
+        return EventBody::Value(event.body());
+    };
+    #[cfg(debug_assertions)]
+    {
+        let value = event.body();
+        assert_eq!(text, value.to_string(), "stored text of a {}", event.kind());
+        assert_eq!(
+            Some(&canonical),
+            vouch_core::canonical_json(&value).ok().as_ref(),
+            "canonical text of a {}",
+            event.kind()
+        );
+    }
+    EventBody::Encoded(EncodedBody::new(text, canonical))
 }
 
 fn typed<T: serde::de::DeserializeOwned>(kind: EventKind, body: &Value) -> Result<T, BodyError> {

@@ -423,12 +423,12 @@ pub struct BodyError {
 impl Event {
     /// The event as a journal append (run-level).
     pub fn at(self, at_ms: i64) -> NewEvent {
-        NewEvent::new(self.kind(), at_ms, self.body())
+        NewEvent::new(self.kind(), at_ms, self.encode())
     }
 
     /// The event as a journal append about one delivery.
     pub fn for_delivery(self, delivery: &str, at_ms: i64) -> NewEvent {
-        NewEvent::for_delivery(self.kind(), delivery, at_ms, self.body())
+        NewEvent::for_delivery(self.kind(), delivery, at_ms, self.encode())
     }
 }
 

@@ -187,20 +187,88 @@ impl RunFilter {
 }
 
 /// An event to append. `seq`, `prev_hash` and `hash` are assigned by the store.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct NewEvent {
     pub kind: EventKind,
     pub delivery: Option<String>,
-    pub body: serde_json::Value,
+    pub body: EventBody,
     pub at_ms: i64,
 }
 
+/// An event's body as given to the store: a JSON value, or a typed event's body already
+/// written as the two texts an append needs (`Event::encode`), so it is serialized once.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EventBody {
+    Value(serde_json::Value),
+    Encoded(EncodedBody),
+}
+
+/// A body written once as its stored text and its RFC 8785 canonical text, both of the same
+/// value, with no floating-point number in it (so the stored text reads back as exactly the
+/// value the canonical text is of).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EncodedBody {
+    text: String,
+    canonical: String,
+}
+
+impl EncodedBody {
+    /// Only the typed path (`Event::encode`) makes one, and it proves the two texts agree.
+    pub(crate) fn new(text: String, canonical: String) -> Self {
+        EncodedBody { text, canonical }
+    }
+    /// The body as stored.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+    /// The body's canonical JSON (what the chain's hash covers).
+    pub fn canonical(&self) -> &str {
+        &self.canonical
+    }
+}
+
+impl EventBody {
+    /// The body as a JSON value (an encoded one parsed back from its stored text: what a read
+    /// of the stored event answers).
+    pub fn to_value(&self) -> serde_json::Value {
+        match self {
+            EventBody::Value(v) => v.clone(),
+            EventBody::Encoded(e) => {
+                serde_json::from_str(&e.text).unwrap_or(serde_json::Value::Null)
+            }
+        }
+    }
+}
+
+/// Serialized as the JSON value it is (a terminal record is written out whole by tests and
+/// tools); read back as a value.
+impl Serialize for EventBody {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            EventBody::Value(v) => v.serialize(s),
+            EventBody::Encoded(_) => self.to_value().serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for EventBody {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        serde_json::Value::deserialize(d).map(EventBody::Value)
+    }
+}
+
+impl From<serde_json::Value> for EventBody {
+    fn from(v: serde_json::Value) -> Self {
+        EventBody::Value(v)
+    }
+}
+
 impl NewEvent {
-    pub fn new(kind: EventKind, at_ms: i64, body: serde_json::Value) -> Self {
+    pub fn new(kind: EventKind, at_ms: i64, body: impl Into<EventBody>) -> Self {
         NewEvent {
             kind,
             delivery: None,
-            body,
+            body: body.into(),
             at_ms,
         }
     }
@@ -208,12 +276,12 @@ impl NewEvent {
         kind: EventKind,
         delivery: &str,
         at_ms: i64,
-        body: serde_json::Value,
+        body: impl Into<EventBody>,
     ) -> Self {
         NewEvent {
             kind,
             delivery: Some(delivery.to_string()),
-            body,
+            body: body.into(),
             at_ms,
         }
     }
@@ -275,14 +343,43 @@ impl EventContent {
         at_ms: i64,
         body: &serde_json::Value,
     ) -> Self {
-        use serde_json::Value;
+        let mut c = Self::open(run_id, kind, delivery, at_ms, 128);
+        vouch_core::write_canonical(body, &mut c.tail);
+        c.tail.push(']');
+        c
+    }
+
+    /// The same content from the body's canonical text, already written (an
+    /// [`EncodedBody`]'s).
+    pub fn of_canonical(
+        run_id: &str,
+        kind: EventKind,
+        delivery: Option<&str>,
+        at_ms: i64,
+        canonical_body: &str,
+    ) -> Self {
+        let mut c = Self::open(run_id, kind, delivery, at_ms, canonical_body.len() + 1);
+        c.tail.push_str(canonical_body);
+        c.tail.push(']');
+        c
+    }
+
+    /// Everything but the body and the closing `]`, with room for `body_bytes` more.
+    fn open(
+        run_id: &str,
+        kind: EventKind,
+        delivery: Option<&str>,
+        at_ms: i64,
+        body_bytes: usize,
+    ) -> Self {
         use vouch_core::{write_canonical, write_canonical_str};
         // Each part written once, straight into its buffer (no intermediate values).
         let mut head = String::with_capacity(run_id.len() + 4);
         head.push('[');
         write_canonical_str(run_id, &mut head);
         head.push(',');
-        let mut tail = String::with_capacity(128);
+        let delivery_bytes = delivery.map_or(4, |d| d.len() + 2);
+        let mut tail = String::with_capacity(48 + delivery_bytes + body_bytes);
         tail.push(',');
         tail.push('"');
         tail.push_str(kind.as_str()); // a fixed snake_case name: nothing to escape
@@ -292,10 +389,8 @@ impl EventContent {
             None => tail.push_str("null"),
         }
         tail.push(',');
-        write_canonical(&Value::from(at_ms), &mut tail);
+        write_canonical(&serde_json::Value::from(at_ms), &mut tail);
         tail.push(',');
-        write_canonical(body, &mut tail);
-        tail.push(']');
         EventContent { head, tail }
     }
 
@@ -454,7 +549,7 @@ pub struct Terminal {
     pub ended_by: EndedBy,
     pub receipt: String,
     /// The terminal event's body (statuses, needs_you, significance, route…).
-    pub body: serde_json::Value,
+    pub body: EventBody,
     pub at_ms: i64,
     /// The notification to dispatch, if the route calls for one (§11.4).
     pub outbox: Option<NewOutbox>,

@@ -488,7 +488,7 @@ impl Host {
         let new = NewEvent {
             kind,
             delivery: ev.delivery.clone(),
-            body: ev.event.body(),
+            body: ev.event.encode(),
             at_ms,
         };
         self.store.append_owned(run_id, new)?;

@@ -320,7 +320,7 @@ pub(crate) struct TerminalRecord {
     pub significance: vouch_core::Significance,
     pub route: vouch_core::Route,
     pub receipt: String,
-    pub body: Value,
+    pub body: vouch_store::EventBody,
     pub outbox: Option<NewOutbox>,
 }
 
@@ -361,7 +361,7 @@ pub(crate) fn terminal_record(view: &RunView, f: &TerminalFacts<'_>) -> Terminal
         corrupt: view.corrupt.clone(),
         receipt_sha256: Some(vouch_core::sha256_hex(receipt.as_bytes())),
     })
-    .body();
+    .encode();
     let outbox = (route == vouch_core::Route::Notify).then(|| NewOutbox {
         dedup_key: format!("{}:terminal", f.run_id),
         run_id: f.run_id.to_string(),
@@ -545,7 +545,7 @@ mod tests {
         assert!(rec.needs_you.is_empty());
         let ids: Vec<&str> = rec.statuses.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(ids, ["a", "b"], "statuses follow the manifest's order");
-        assert_eq!(rec.body["statuses"]["a"], json!("verified"));
+        assert_eq!(rec.body.to_value()["statuses"]["a"], json!("verified"));
     }
 
     #[test]
@@ -557,8 +557,8 @@ mod tests {
         let rec = terminal_record(&v, &facts(None, Presence::Away));
         assert_eq!(rec.needs_you, ["m"]);
         assert_ne!(rec.outcome, Outcome::Succeeded);
-        assert_eq!(rec.body["significance"], json!(rec.significance));
-        assert_eq!(rec.body["needs_you"], json!(["m"]));
+        assert_eq!(rec.body.to_value()["significance"], json!(rec.significance));
+        assert_eq!(rec.body.to_value()["needs_you"], json!(["m"]));
     }
 
     #[test]
