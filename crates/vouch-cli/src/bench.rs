@@ -36,8 +36,13 @@ fn succeeded(end: &vouch_runtime::RunEnd) -> bool {
 
 /// Seconds of the SQLite one-row commit loop measured beside the runs.
 const COMMIT_LOOP_SECONDS: f64 = 2.0;
-/// Seconds of the floor loop (`vouch_bench::floor_runs_per_s`) measured beside the runs.
+/// Seconds of the floor loop (`vouch_bench::floor_runs_per_s`) measured beside the runs, in
+/// all: split between the rounds of the sequential phase.
 const FLOOR_SECONDS: f64 = 2.0;
+/// Rounds of the sequential phase on SQLite: each a floor loop then a share of the runs, so
+/// that the floor and the runs meet the same disk (a shared disk's rate drifts by 2–3× within
+/// a minute, which made one floor loop after the runs a poor yardstick).
+const FLOOR_ROUNDS: usize = 5;
 
 /// `vouch bench floor`: the durable operations of a one-save run with no host logic, looped
 /// for `seconds` in the temporary folder (where `bench runs` keeps its home).
@@ -277,6 +282,63 @@ fn cpu_runs(tmp: &std::path::Path, count: usize) -> Result<usize> {
     Ok(ok)
 }
 
+/// The sequential phase of `bench runs`.
+struct Sequential {
+    /// Seconds the runs took (the floor loops left out).
+    seconds: f64,
+    /// The floor loops' mean rate (0 when not measured).
+    floor_runs_per_s: f64,
+    /// Each round's runs per second ÷ the floor measured just before them, and their median.
+    vs_floor_rounds: Vec<f64>,
+    vs_floor: f64,
+}
+
+/// `count` runs one after another in `rounds` rounds, each after a floor loop when `floor`.
+fn sequential_rounds(
+    host: &vouch_runtime::Host,
+    tmp: &std::path::Path,
+    count: usize,
+    rounds: usize,
+    floor: bool,
+    json_out: bool,
+) -> Result<Sequential> {
+    let (mut seconds, mut floors, mut ratios) = (0.0, vec![], vec![]);
+    for r in 0..rounds {
+        let floor_rate = if floor {
+            vouch_bench::floor_runs_per_s(tmp, FLOOR_SECONDS / rounds as f64)?
+        } else {
+            0.0
+        };
+        let (from, to) = (count * r / rounds, count * (r + 1) / rounds);
+        let t = Instant::now();
+        for i in from..to {
+            let (_, end) = host.start(&spec(i)).map_err(|e| anyhow!("{e}"))?;
+            if !succeeded(&end) {
+                return Err(anyhow!("bench run {i} did not succeed: {end:?}"));
+            }
+        }
+        let s = t.elapsed().as_secs_f64();
+        seconds += s;
+        if floor {
+            floors.push(floor_rate);
+            ratios.push((to - from) as f64 / s / floor_rate);
+        }
+        if !json_out {
+            errln!("  sequential: {to}/{count}");
+        }
+    }
+    let floor_runs_per_s = floors.iter().sum::<f64>() / floors.len().max(1) as f64;
+    let mut sorted = ratios.clone();
+    sorted.sort_by(f64::total_cmp);
+    let vs_floor = sorted.get(sorted.len() / 2).copied().unwrap_or(0.0);
+    Ok(Sequential {
+        seconds,
+        floor_runs_per_s,
+        vs_floor_rounds: ratios,
+        vs_floor,
+    })
+}
+
 fn measure_runs(
     tmp: &std::path::Path,
     count: usize,
@@ -307,19 +369,11 @@ fn measure_runs(
             tmp.display()
         );
     }
-    // Sequential.
+    // Sequential, in rounds that each begin with a floor loop (SQLite: the runs' own disk).
     let before = sqlite.as_ref().map(|s| s.write_stats());
-    let t = Instant::now();
-    for i in 0..count {
-        let (_, end) = host.start(&spec(i)).map_err(|e| anyhow!("{e}"))?;
-        if !succeeded(&end) {
-            return Err(anyhow!("bench run {i} did not succeed: {end:?}"));
-        }
-        if !json_out && (i + 1) % (count / 4).max(1) == 0 {
-            errln!("  sequential: {}/{count}", i + 1);
-        }
-    }
-    let seq_s = t.elapsed().as_secs_f64();
+    let rounds = if pg { 1 } else { FLOOR_ROUNDS.min(count) };
+    let seq = sequential_rounds(&host, &tmp, count, rounds, !pg, json_out)?;
+    let seq_s = seq.seconds;
     let after = sqlite.as_ref().map(|s| s.write_stats());
     let per_run = |f: fn(&vouch_store_sqlite::WriteStats) -> u64| match (&before, &after) {
         (Some(b), Some(a)) => Some((f(a) - f(b)) as f64 / count as f64),
@@ -360,10 +414,7 @@ fn measure_runs(
         errln!("  SQLite's own 1-row FULL commit loop on the same disk ({COMMIT_LOOP_SECONDS} s)");
     }
     let sqlite_rate = vouch_bench::sqlite_commits_per_s(&tmp, COMMIT_LOOP_SECONDS)?;
-    if !json_out {
-        errln!("  the floor of a one-save run on the same disk ({FLOOR_SECONDS} s)");
-    }
-    let floor_rate = vouch_bench::floor_runs_per_s(&tmp, FLOOR_SECONDS)?;
+    let floor_rate = seq.floor_runs_per_s;
     drop(host);
     if json_out {
         outln!(
@@ -383,7 +434,9 @@ fn measure_runs(
                 // Only where the runs went to that SQLite disk.
                 "sequential_vs_sqlite_commits": (!pg).then(|| seq_rate / sqlite_rate),
                 "floor_runs_per_s": floor_rate,
-                "sequential_vs_floor": (!pg).then(|| seq_rate / floor_rate),
+                // The median of the rounds' ratios (each round's runs ÷ the floor just before).
+                "sequential_vs_floor": (!pg).then_some(seq.vs_floor),
+                "sequential_vs_floor_rounds": (!pg).then_some(&seq.vs_floor_rounds),
                 "concurrent_vs_sequential": par_rate / seq_rate,
                 "journal_events": events.events,
                 "chains_intact": events.breaks.is_empty(),
@@ -408,8 +461,9 @@ fn measure_runs(
                 seq_rate / sqlite_rate
             );
             outln!(
-                "floor of a one-save run    {floor_rate:>8.1}/s  (sequential runs are {:.2}× of it)",
-                seq_rate / floor_rate
+                "floor of a one-save run    {floor_rate:>8.1}/s  (sequential runs are {:.2}× of it, the median of {} rounds)",
+                seq.vs_floor,
+                seq.vs_floor_rounds.len()
             );
         }
         outln!(

@@ -78,6 +78,12 @@ fn runs(pg: bool) {
         // The floor was measured beside the runs, and the ratio taken against it.
         assert!(v["floor_runs_per_s"].as_f64().unwrap() > 0.0, "{v}");
         assert!(v["sequential_vs_floor"].as_f64().unwrap() > 0.0, "{v}");
+        // In five rounds, each after a floor loop of its own.
+        assert_eq!(
+            v["sequential_vs_floor_rounds"].as_array().map(Vec::len),
+            Some(5),
+            "{v}"
+        );
     }
 }
 

@@ -184,10 +184,11 @@ impl FolderRoot {
         // The new name is on disk only once its folder is: without this a machine crash could
         // lose a file whose save the receipt already reported.
         // (The folder handle itself may be a path-only descriptor, which cannot be synced.)
+        // Saves landing in the same folder at once share one fsync of it (`folder_sync`).
         let mut read = cap_std::fs::OpenOptions::new();
         read.read(true);
         dir.open_with(".", &read)
-            .and_then(|d| d.sync_all())
+            .and_then(|d| folder_sync::sync(&d))
             .map_err(|e| Self::io(name, e))
     }
 
@@ -202,6 +203,199 @@ impl FolderRoot {
         match self.parent(name, false) {
             Ok((dir, file)) => dir.exists(&file),
             Err(_) => false,
+        }
+    }
+}
+
+/// Group commit for folders: saves that land in the same folder at once share one fsync of
+/// it instead of paying one each (each is a journal commit and a flush of the disk's cache).
+///
+/// Each caller takes a ticket after its rename. An fsync of the folder started after a ticket
+/// was taken makes that ticket's rename durable, whoever's descriptor it goes through (fsync
+/// acts on the inode, and the folder is keyed by device and inode). So one caller at a time
+/// leads: it syncs for every ticket taken so far, and the callers whose tickets that covers
+/// return when it is done — none before. A ticket taken while an fsync is under way waits for
+/// the next one. A failed fsync fails every caller it covered.
+mod folder_sync {
+    use std::collections::HashMap;
+    use std::io;
+    use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+
+    /// Folders with saves syncing at once, at most; a save beyond it syncs its folder alone.
+    pub const FOLDERS_SYNCING_MAX: usize = 1024;
+
+    type Key = (u64, u64);
+
+    #[derive(Default)]
+    struct Group {
+        state: Mutex<State>,
+        done: Condvar,
+    }
+
+    #[derive(Default)]
+    struct State {
+        /// Tickets taken; each is taken after its caller's rename.
+        taken: u64,
+        /// Every ticket up to this one is covered by an fsync that succeeded.
+        synced: u64,
+        /// An fsync is under way.
+        syncing: bool,
+        /// The last fsync that failed: the highest ticket it covered and its error.
+        failed: Option<(u64, io::ErrorKind, String)>,
+        /// Callers inside; the group leaves the table with the last of them.
+        users: usize,
+    }
+
+    fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+        // The state is counters updated in single steps: a panic elsewhere leaves it whole.
+        m.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn table() -> &'static Mutex<HashMap<Key, Arc<Group>>> {
+        static TABLE: OnceLock<Mutex<HashMap<Key, Arc<Group>>>> = OnceLock::new();
+        TABLE.get_or_init(Default::default)
+    }
+
+    /// Make the folder's entries durable: returns once an fsync of it that started after this
+    /// call began has succeeded (or has failed: its error).
+    pub fn sync(folder: &cap_std::fs::File) -> io::Result<()> {
+        use cap_std::fs::MetadataExt;
+        let meta = folder.metadata()?;
+        let key = (meta.dev(), meta.ino());
+        let Some(group) = enter(key) else {
+            return folder.sync_all();
+        };
+        let out = wait_or_lead(&group, folder);
+        leave(key, &group);
+        out
+    }
+
+    fn enter(key: Key) -> Option<Arc<Group>> {
+        let mut t = lock(table());
+        if t.len() >= FOLDERS_SYNCING_MAX && !t.contains_key(&key) {
+            return None;
+        }
+        let group = t.entry(key).or_default().clone();
+        lock(&group.state).users += 1;
+        Some(group)
+    }
+
+    fn leave(key: Key, group: &Arc<Group>) {
+        let mut t = lock(table());
+        let mut s = lock(&group.state);
+        s.users -= 1;
+        if s.users == 0 {
+            t.remove(&key);
+        }
+    }
+
+    fn wait_or_lead(group: &Group, folder: &cap_std::fs::File) -> io::Result<()> {
+        let mut s = lock(&group.state);
+        s.taken += 1;
+        let ticket = s.taken;
+        loop {
+            if s.synced >= ticket {
+                return Ok(());
+            }
+            if let Some((upto, kind, why)) = &s.failed {
+                if *upto >= ticket {
+                    return Err(io::Error::new(*kind, format!("sync the folder: {why}")));
+                }
+            }
+            if !s.syncing {
+                break;
+            }
+            s = group.done.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+        // Lead: every ticket taken so far was taken after its rename, so this fsync covers it.
+        let upto = s.taken;
+        s.syncing = true;
+        drop(s);
+        let r = folder.sync_all();
+        let mut s = lock(&group.state);
+        s.syncing = false;
+        match &r {
+            Ok(()) => s.synced = s.synced.max(upto),
+            Err(e) => s.failed = Some((upto, e.kind(), e.to_string())),
+        }
+        group.done.notify_all();
+        r
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn saves_landing_together_share_the_folder_sync_and_each_returns_synced() {
+            let tmp = tempfile::tempdir().expect("tempdir");
+            let dir = cap_std::fs::Dir::open_ambient_dir(tmp.path(), cap_std::ambient_authority())
+                .expect("open");
+            let mut read = cap_std::fs::OpenOptions::new();
+            read.read(true);
+            std::thread::scope(|sc| {
+                for _ in 0..8 {
+                    let f = dir.open_with(".", &read).expect("open folder");
+                    sc.spawn(move || {
+                        for _ in 0..20 {
+                            sync(&f).expect("sync");
+                        }
+                    });
+                }
+            });
+            // Every caller has left: the folder's group is gone from the table.
+            let meta = dir.dir_metadata().expect("metadata");
+            use cap_std::fs::MetadataExt;
+            assert!(!lock(table()).contains_key(&(meta.dev(), meta.ino())));
+        }
+
+        #[test]
+        fn a_ticket_is_answered_only_by_an_fsync_that_started_after_it() {
+            let g = Group::default();
+            {
+                let mut s = lock(&g.state);
+                // An fsync covering tickets 1–2 is under way; ticket 3 must wait for another.
+                s.taken = 2;
+                s.syncing = true;
+            }
+            let tmp = tempfile::tempdir().expect("tempdir");
+            let dir = cap_std::fs::Dir::open_ambient_dir(tmp.path(), cap_std::ambient_authority())
+                .expect("open");
+            let mut read = cap_std::fs::OpenOptions::new();
+            read.read(true);
+            let f = dir.open_with(".", &read).expect("open folder");
+            std::thread::scope(|sc| {
+                let waiter = sc.spawn(|| wait_or_lead(&g, &f));
+                // Wait until the waiter holds ticket 3, then end the first fsync.
+                while lock(&g.state).taken < 3 {
+                    std::thread::yield_now();
+                }
+                {
+                    let mut s = lock(&g.state);
+                    s.syncing = false;
+                    s.synced = 2;
+                    g.done.notify_all();
+                }
+                waiter.join().expect("join").expect("sync");
+            });
+            // The waiter led an fsync of its own for ticket 3.
+            assert_eq!(lock(&g.state).synced, 3);
+        }
+
+        #[test]
+        fn a_failed_fsync_fails_every_ticket_it_covered() {
+            let g = Group::default();
+            {
+                let mut s = lock(&g.state);
+                s.taken = 4;
+                s.failed = Some((5, io::ErrorKind::Other, "EIO".into()));
+                s.synced = 1;
+            }
+            let tmp = tempfile::tempdir().expect("tempdir");
+            let f = cap_std::fs::File::from_std(std::fs::File::open(tmp.path()).expect("open"));
+            // Ticket 5 was covered by the failed fsync: its caller gets the error.
+            let err = wait_or_lead(&g, &f).expect_err("covered by the failure");
+            assert!(err.to_string().contains("EIO"), "{err}");
         }
     }
 }
