@@ -39,7 +39,7 @@ fn terminal(id: &str) -> Terminal {
         outcome: Outcome::Succeeded,
         ended_by: EndedBy::Loop,
         receipt: format!("Receipt for {id}"),
-        body: json!({"outcome": "succeeded"}),
+        body: json!({"outcome": "succeeded"}).into(),
         at_ms: 2,
         outbox: None,
     }
