@@ -266,17 +266,17 @@ pub fn run(
             // variable that is set is checked as itself, so the error names it.
             let set = |v: &str| std::env::var(v).is_ok_and(|v| !v.trim().is_empty());
             if set("VOUCH_MODEL_URL") && set("VOUCH_MODEL") {
-                if let Err(e) = vouch_runtime::model::openai::OpenAiConfig::from_env() {
+                if let Err(e) = vouch_adapters::openai::OpenAiConfig::from_env() {
                     return Err(bad(format!("no model is configured: {e}")));
                 }
             }
             let model = host.models.record(&json!({"kind": "openai"}));
             let checked = match model.get("profile") {
-                Some(p) => vouch_runtime::model::openai::OpenAiConfig::from_profile(p, |v| {
-                    std::env::var(v).ok()
-                })
-                .map(|_| ()),
-                None => vouch_runtime::model::openai::OpenAiConfig::from_env().map(|_| ()),
+                Some(p) => {
+                    vouch_adapters::openai::OpenAiConfig::from_profile(p, |v| std::env::var(v).ok())
+                        .map(|_| ())
+                }
+                None => vouch_adapters::openai::OpenAiConfig::from_env().map(|_| ()),
             };
             if let Err(e) = checked {
                 return Err(bad(match model.get("profile") {
