@@ -8,7 +8,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    if let Ok(cfg) = vouch_runtime::config::Config::parse(text, Path::new("/home/fuzz")) {
+    if let Ok(cfg) = vouch_adapters::config::Config::parse(text, Path::new("/home/fuzz")) {
         for k in DestinationKind::ALL {
             let _ = cfg.kind_level(k);
         }

@@ -6,16 +6,18 @@ use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use vouch_adapters::config::{Config, ConfigCapabilities};
+use vouch_adapters::folder::{FolderProvider, SurfaceProvider};
+use vouch_adapters::models::ConfiguredModels;
+use vouch_adapters::notify::DesktopNotifier;
+use vouch_adapters::outbound::{CalendarProvider, EmailProvider, PaymentProvider, WebhookProvider};
+use vouch_adapters::tools::StandardTools;
 use vouch_core::DestinationKind;
 use vouch_runtime::clock::SystemClock;
-use vouch_runtime::config::{Config, ConfigCapabilities};
 use vouch_runtime::crash::{CrashMode, CrashPlan};
 use vouch_runtime::host::{Notifier, NotifyError, Progress};
-use vouch_runtime::model::ConfiguredModels;
-use vouch_runtime::notify::DesktopNotifier;
-use vouch_runtime::outbound::{CalendarProvider, EmailProvider, PaymentProvider};
-use vouch_runtime::provider::{FolderProvider, Provider, SurfaceProvider, WebhookProvider};
-use vouch_runtime::tools::{ScriptWorkTools, StandardTools};
+use vouch_runtime::provider::Provider;
+use vouch_runtime::tools::ScriptWorkTools;
 use vouch_runtime::{Host, Limits};
 use vouch_store::{IdentityStore, OutboxRow, Store};
 use vouch_store_sqlite::SqliteStore;
@@ -183,7 +185,7 @@ pub fn open_artifacts(dir: &Path) -> Result<Arc<dyn vouch_artifacts::ArtifactSto
     let Some(st) = cfg.storage.filter(|s| s.artifacts.is_some()) else {
         return Ok(Arc::new(vouch_artifacts::LocalStore::in_home(dir)));
     };
-    let secret = |what: &str, r: &Option<vouch_runtime::config::SecretRef>| {
+    let secret = |what: &str, r: &Option<vouch_runtime::secret::SecretRef>| {
         r.as_ref()
             .map(|r| {
                 r.resolve()
@@ -222,7 +224,7 @@ pub fn providers(dir: &Path, cfg: &Config) -> BTreeMap<DestinationKind, Arc<dyn 
     );
     providers.insert(
         DestinationKind::Repository,
-        Arc::new(vouch_runtime::repository::RepositoryProvider),
+        Arc::new(vouch_adapters::repository::RepositoryProvider),
     );
     let wh = cfg.webhook.clone().unwrap_or_default();
     providers.insert(

@@ -205,7 +205,7 @@ fn doctor_fn(dir: &Path, store: Arc<dyn vouch_store::Store>) -> vouch_server::Do
         let cfg = home::config(&home).map_err(|e| format!("{e:#}"))?;
         let pending = store.outbox_pending().map_err(|e| e.to_string())?;
         let mut report =
-            vouch_runtime::doctor::doctor(&cfg, &home::providers(&home, &cfg), &pending);
+            vouch_adapters::doctor::doctor(&cfg, &home::providers(&home, &cfg), &pending);
         report.config_path = Some(home.join("vouch.toml").display().to_string());
         Ok(report)
     })

@@ -561,7 +561,7 @@ pub fn task(dir: &Path, cmd: TaskCmd, json: bool) -> Result<i32> {
                     t.state
                 ))
             })?;
-            let spec = vouch_runtime::repository::apply_run(&id, &result, &branch).map_err(bad)?;
+            let spec = vouch_adapters::repository::apply_run(&id, &result, &branch).map_err(bad)?;
             let host = crate::open_host(dir, !json)?;
             let (run, end) = host.start(&spec).map_err(crate::host_err)?;
             crate::cmd::runs::finish(&host, &run, &end, json)
@@ -1080,7 +1080,7 @@ fn remote_board(
     name: &str,
     url: &str,
     token: &str,
-) -> Result<Arc<vouch_runtime::remote::RemoteBoard>> {
+) -> Result<Arc<vouch_adapters::remote::RemoteBoard>> {
     if !(url.starts_with("http://") || url.starts_with("https://")) {
         return Err(bad(format!(
             "--server `{}` is not an http:// or https:// URL",
@@ -1092,10 +1092,10 @@ fn remote_board(
             "worker identity `{name}`: {e}; make it with `vouch identity new {name}` and register its public key on the host"
         ))
     })?;
-    let models = Arc::new(vouch_runtime::model::ConfiguredModels {
+    let models = Arc::new(vouch_adapters::models::ConfiguredModels {
         profile: home::config(dir)?.model,
     });
-    Ok(Arc::new(vouch_runtime::remote::RemoteBoard::new(
+    Ok(Arc::new(vouch_adapters::remote::RemoteBoard::new(
         url,
         token,
         Arc::new(IdentitySigner(identity)),

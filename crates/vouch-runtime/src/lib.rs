@@ -1,12 +1,14 @@
-//! The vouch host runtime: the agent loop, providers, the ledger in front of irreversible
-//! acts, approvals, the one reconciler, receipts. Everything it decides comes from
-//! `vouch-core`; everything it remembers goes through a `vouch_store::Store`.
+//! The vouch host runtime: the agent loop, the ledger in front of irreversible acts,
+//! approvals, the one reconciler, receipts. Everything it decides comes from `vouch-core`;
+//! everything it remembers goes through a `vouch_store::Store`; everything it does outside
+//! goes through a trait (`Provider`, `ModelFactory`, `Notifier`, `WorkTools`,
+//! `CapabilityRegistry`, `BoardClient`) whose real implementations live in `vouch-adapters`,
+//! so this crate links no HTTP, SMTP or D-Bus client and parses no `vouch.toml`.
 
 pub mod approvals;
 pub mod bounded;
 pub mod capability;
 pub mod clock;
-pub mod config;
 pub mod cost;
 pub mod crash;
 pub mod doctor;
@@ -16,17 +18,14 @@ pub mod host;
 pub mod inbox;
 pub mod latency;
 pub mod model;
-pub mod notify;
 pub mod offer;
-pub mod outbound;
 pub mod provider;
 pub mod receipt;
-pub mod remote;
-pub mod repository;
 pub mod runs;
 pub mod scheduler;
 pub mod schemas;
 pub mod scripted;
+pub mod secret;
 pub mod tools;
 pub mod verify;
 pub mod view;

@@ -6,9 +6,10 @@ use std::os::unix::fs::symlink;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use vouch_adapters::folder::FolderProvider;
 use vouch_core::{sha256_hex, Destination, DestinationKind, Verb};
 use vouch_runtime::fsroot::{FolderRoot, RootError};
-use vouch_runtime::provider::{AttemptReply, AttemptRequest, FolderProvider, Provider};
+use vouch_runtime::provider::{AttemptReply, AttemptRequest, Provider};
 
 fn req(verb: Verb, address: &str, text: &str) -> AttemptRequest {
     let payload = serde_json::json!({ "text": text });

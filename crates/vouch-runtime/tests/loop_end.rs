@@ -6,13 +6,14 @@
 
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
+use vouch_adapters::folder::FolderProvider;
+use vouch_adapters::models::DefaultModels;
+use vouch_adapters::tools::StandardTools;
 use vouch_core::{Outcome, Presence, TriggerKind};
 use vouch_runtime::capability::PatternCapabilities;
 use vouch_runtime::clock::ManualClock;
 use vouch_runtime::host::{Notifier, NotifyError, RunEnd, RunSpec};
-use vouch_runtime::model::DefaultModels;
-use vouch_runtime::provider::FolderProvider;
-use vouch_runtime::tools::{ScriptWorkTools, StandardTools};
+use vouch_runtime::tools::ScriptWorkTools;
 use vouch_runtime::{Host, Limits};
 use vouch_store::OutboxRow;
 use vouch_store_sqlite::SqliteStore;

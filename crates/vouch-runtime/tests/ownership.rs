@@ -7,12 +7,13 @@
 
 use serde_json::json;
 use std::sync::Arc;
+use vouch_adapters::folder::FolderProvider;
+use vouch_adapters::models::DefaultModels;
+use vouch_adapters::tools::StandardTools;
 use vouch_core::{RunState, TriggerKind};
 use vouch_runtime::clock::ManualClock;
 use vouch_runtime::host::{Liveness, Notifier, NotifyError};
-use vouch_runtime::model::DefaultModels;
-use vouch_runtime::provider::FolderProvider;
-use vouch_runtime::tools::{ScriptWorkTools, StandardTools};
+use vouch_runtime::tools::ScriptWorkTools;
 use vouch_runtime::{Host, Limits};
 use vouch_store::{NewRun, OutboxRow, RunLease, Store};
 

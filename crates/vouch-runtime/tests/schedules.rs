@@ -4,14 +4,15 @@
 
 use serde_json::json;
 use std::sync::{Arc, Mutex};
+use vouch_adapters::folder::FolderProvider;
+use vouch_adapters::models::DefaultModels;
+use vouch_adapters::tools::StandardTools;
 use vouch_core::{CatchUp, Outcome, Overlap, RunState};
 use vouch_runtime::capability::PatternCapabilities;
 use vouch_runtime::clock::{Clock, ManualClock};
 use vouch_runtime::crash::{CrashMode, CrashPlan};
 use vouch_runtime::host::Notifier;
-use vouch_runtime::model::DefaultModels;
-use vouch_runtime::provider::FolderProvider;
-use vouch_runtime::tools::{ScriptWorkTools, StandardTools};
+use vouch_runtime::tools::ScriptWorkTools;
 use vouch_runtime::{Host, HostError, Limits};
 use vouch_store::{OutboxRow, Schedule};
 use vouch_store_sqlite::SqliteStore;

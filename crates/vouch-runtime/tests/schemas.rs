@@ -5,11 +5,11 @@
 
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
+use vouch_adapters::folder::FolderProvider;
+use vouch_adapters::tools::StandardTools;
 use vouch_runtime::host::WorkTools;
 use vouch_runtime::model::ToolSpec;
-use vouch_runtime::provider::FolderProvider;
 use vouch_runtime::schemas;
-use vouch_runtime::tools::StandardTools;
 
 fn advertised() -> Vec<(String, Value)> {
     let tools = StandardTools {

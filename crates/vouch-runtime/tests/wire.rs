@@ -6,14 +6,14 @@
 
 use serde_json::{json, Value};
 use std::sync::Arc;
+use vouch_adapters::folder::FolderProvider;
+use vouch_adapters::openai::{OpenAiConfig, OpenAiModel};
+use vouch_adapters::tools::StandardTools;
 use vouch_core::{Presence, TriggerKind};
 use vouch_runtime::capability::PatternCapabilities;
 use vouch_runtime::clock::ManualClock;
 use vouch_runtime::host::{AttemptJob, ModelFactory, RunEnd, RunSpec, TaskTypes, TaskWork};
-use vouch_runtime::model::openai::{OpenAiConfig, OpenAiModel};
 use vouch_runtime::model::{Model, ModelError};
-use vouch_runtime::provider::FolderProvider;
-use vouch_runtime::tools::StandardTools;
 use vouch_runtime::{schemas, Host, Limits};
 use vouch_store::board::{
     AttemptRef, BoardStore, ClaimRequest, NewTask, Report, ReportKind, TaskSpec,
@@ -610,12 +610,12 @@ fn a_run_records_its_model_profile_so_another_process_without_model_settings_con
     ]);
     // The process that starts the run has `[model]` (vouch.toml) with its key by reference.
     let mut a = host(dir.path(), &wire.base_url);
-    a.models = Arc::new(vouch_runtime::model::ConfiguredModels {
-        profile: Some(vouch_runtime::config::ModelConfig {
+    a.models = Arc::new(vouch_adapters::models::ConfiguredModels {
+        profile: Some(vouch_adapters::config::ModelConfig {
             name: Some("work".into()),
             url: Some(wire.base_url.clone()),
             model: Some("wire-model".into()),
-            key: Some(vouch_runtime::config::SecretRef {
+            key: Some(vouch_runtime::secret::SecretRef {
                 env: None,
                 file: Some(key.clone()),
             }),
@@ -637,7 +637,7 @@ fn a_run_records_its_model_profile_so_another_process_without_model_settings_con
     // Another process of the home — no `[model]`, no VOUCH_MODEL_* — approves: the run goes
     // on with the profile it recorded instead of ending "the model could not be started".
     let mut b = host(dir.path(), &wire.base_url);
-    b.models = Arc::new(vouch_runtime::model::DefaultModels);
+    b.models = Arc::new(vouch_adapters::models::DefaultModels);
     let card = b.store.cards_for_run(&id).unwrap().remove(0);
     let end = b.approve(&id, "d1", &card.payload_hash).unwrap();
     assert!(

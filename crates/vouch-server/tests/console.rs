@@ -8,13 +8,15 @@
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use vouch_adapters::config::{Config, ConfigCapabilities};
+use vouch_adapters::folder::{FolderProvider, SurfaceProvider};
+use vouch_adapters::models::DefaultModels;
+use vouch_adapters::tools::StandardTools;
 use vouch_core::DestinationKind;
 use vouch_runtime::clock::ManualClock;
-use vouch_runtime::config::{Config, ConfigCapabilities};
 use vouch_runtime::host::Notifier;
-use vouch_runtime::model::DefaultModels;
-use vouch_runtime::provider::{FolderProvider, Provider, SurfaceProvider};
-use vouch_runtime::tools::{ScriptWorkTools, StandardTools};
+use vouch_runtime::provider::Provider;
+use vouch_runtime::tools::ScriptWorkTools;
 use vouch_runtime::{Host, Limits};
 use vouch_store::{ApiToken, OutboxRow, Schedule, Store};
 use vouch_store_sqlite::SqliteStore;
@@ -91,7 +93,7 @@ fn start() -> Server {
     });
     let doctor: vouch_server::DoctorFn = Arc::new(|| {
         let p: BTreeMap<DestinationKind, Arc<dyn Provider>> = BTreeMap::new();
-        Ok(vouch_runtime::doctor::doctor(&Config::default(), &p, &[]))
+        Ok(vouch_adapters::doctor::doctor(&Config::default(), &p, &[]))
     });
     let mut state = vouch_server::AppState::new(host.clone(), store, doctor);
     state.board = Some(board.clone());

@@ -7,13 +7,16 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
+use vouch_adapters::config::{Config, ConfigCapabilities};
+use vouch_adapters::folder::{FolderProvider, SurfaceProvider};
+use vouch_adapters::models::DefaultModels;
+use vouch_adapters::outbound::WebhookProvider;
+use vouch_adapters::tools::StandardTools;
 use vouch_core::DestinationKind;
 use vouch_runtime::clock::SystemClock;
-use vouch_runtime::config::{Config, ConfigCapabilities};
 use vouch_runtime::host::Notifier;
-use vouch_runtime::model::DefaultModels;
-use vouch_runtime::provider::{FolderProvider, Provider, SurfaceProvider, WebhookProvider};
-use vouch_runtime::tools::{ScriptWorkTools, StandardTools};
+use vouch_runtime::provider::Provider;
+use vouch_runtime::tools::ScriptWorkTools;
 use vouch_runtime::{Host, Limits, RunEnd, RunSpec};
 use vouch_store::{ApiToken, OutboxRow, Store};
 use vouch_store_sqlite::SqliteStore;
@@ -219,7 +222,7 @@ fn start_work(
             DestinationKind::Folder,
             Arc::new(FolderProvider::new(std::env::temp_dir())),
         );
-        Ok(vouch_runtime::doctor::doctor(&cfg, &p, &[]))
+        Ok(vouch_adapters::doctor::doctor(&cfg, &p, &[]))
     });
     let mut state = vouch_server::AppState::new(host.clone(), store, doctor);
     state.board = board;

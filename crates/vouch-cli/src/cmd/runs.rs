@@ -267,7 +267,7 @@ pub fn run(
             // variable that is set is checked as itself, so the error names it.
             let set = |v: &str| std::env::var(v).is_ok_and(|v| !v.trim().is_empty());
             if set("VOUCH_MODEL_URL") && set("VOUCH_MODEL") {
-                if let Err(e) = vouch_runtime::model::openai::OpenAiConfig::from_env() {
+                if let Err(e) = vouch_adapters::openai::OpenAiConfig::from_env() {
                     return Err(bad(format!("no model is configured: {e}")));
                 }
             }
@@ -277,11 +277,11 @@ pub fn run(
                 _ => None,
             };
             let checked = match profile {
-                Some(p) => vouch_runtime::model::openai::OpenAiConfig::from_profile(p, |v| {
-                    std::env::var(v).ok()
-                })
-                .map(|_| ()),
-                None => vouch_runtime::model::openai::OpenAiConfig::from_env().map(|_| ()),
+                Some(p) => {
+                    vouch_adapters::openai::OpenAiConfig::from_profile(p, |v| std::env::var(v).ok())
+                        .map(|_| ())
+                }
+                None => vouch_adapters::openai::OpenAiConfig::from_env().map(|_| ()),
             };
             if let Err(e) = checked {
                 return Err(bad(match profile {

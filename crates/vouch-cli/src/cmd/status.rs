@@ -24,7 +24,7 @@ pub fn init(dir: &Path, json: bool) -> Result<i32> {
 pub fn doctor(dir: &Path, json: bool) -> Result<i32> {
     let cfg = home::config(dir)?;
     let pending = home::open_store(dir)?.outbox_pending()?;
-    let report = vouch_runtime::doctor::doctor(&cfg, &home::providers(dir, &cfg), &pending);
+    let report = vouch_adapters::doctor::doctor(&cfg, &home::providers(dir, &cfg), &pending);
     // Patch attempts run their commands only in a bubblewrap sandbox (§14.0.5).
     let sandbox = vouch_repo::sandbox::probe();
     if json {

@@ -210,6 +210,9 @@ pub enum NotifyError {
     Misconfigured(String),
 }
 
+/// The longest route error kept on an outbox row, in bytes (the rest is cut at a character).
+pub const FAILURE_TEXT_BYTES_MAX: usize = 1_000;
+
 /// Where progress lines go (`--watch`), or nowhere.
 pub type Progress = Arc<dyn Fn(&str) + Send + Sync>;
 

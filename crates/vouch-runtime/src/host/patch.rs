@@ -261,7 +261,7 @@ pub fn check_sandbox_policy(name: &str, o: &serde_json::Map<String, Value>) -> R
                 && var.len() <= 64
                 && var.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
             let secret_ok = k.get("secret").is_some_and(|v| {
-                serde_json::from_value::<crate::config::SecretRef>(v.clone()).is_ok()
+                serde_json::from_value::<crate::secret::SecretRef>(v.clone()).is_ok()
             });
             if !var_ok || s("host").is_empty() || !secret_ok {
                 return bad(format!(
@@ -301,7 +301,7 @@ fn keys_of(policy: Option<&Value>) -> (Vec<(String, vouch_repo::egress::Key)>, V
             .cloned()
             .ok_or_else(|| "no `secret`".to_string())
             .and_then(|v| {
-                serde_json::from_value::<crate::config::SecretRef>(v).map_err(|e| e.to_string())
+                serde_json::from_value::<crate::secret::SecretRef>(v).map_err(|e| e.to_string())
             })
             .and_then(|r| r.resolve());
         match secret {

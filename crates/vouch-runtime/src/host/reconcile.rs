@@ -284,7 +284,7 @@ impl Outbox<'_> {
             NotifyError::Retry(m) => (m.as_str(), false),
             NotifyError::Misconfigured(m) => (m.as_str(), true),
         };
-        let mut end = error.len().min(crate::notify::FAILURE_TEXT_BYTES_MAX);
+        let mut end = error.len().min(crate::host::FAILURE_TEXT_BYTES_MAX);
         while !error.is_char_boundary(end) {
             end -= 1;
         }

@@ -1,13 +1,11 @@
 //! The model behind the agent loop. Each turn the model either calls tools or gives final text.
 //!
-//! Two implementations: [`scripted`] replays a scenario script (deterministic), and
-//! [`openai`] speaks the OpenAI-compatible chat-completions wire format with tool calling.
-
-pub mod openai;
+//! Two implementations: `crate::scripted` replays a scenario script (deterministic), and
+//! `vouch_adapters::openai` speaks the OpenAI-compatible chat-completions wire format with
+//! tool calling. The host knows only the [`Model`] trait and what a model's errors mean.
 
 use serde::{Deserialize, Serialize};
 use vouch_store::journal::{TokenUsage, ToolCallRecord};
-use vouch_store::spec::{ModelSpec, StoredSpec};
 
 /// A tool offered to the model: name, description, JSON Schema of its arguments.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -131,7 +129,24 @@ pub enum ModelError {
     NoModel { kind: Option<String> },
     /// The OpenAI-compatible model's settings are missing or unusable: fix the one named.
     #[error(transparent)]
-    Config(#[from] openai::OpenAiConfigError),
+    Config(#[from] OpenAiConfigError),
+}
+
+/// A missing or unusable setting of the OpenAI-compatible model (`vouch_adapters::openai`),
+/// naming the variable and what to set it to.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OpenAiConfigError {
+    #[error("{var} is not set: {hint}")]
+    Missing {
+        var: &'static str,
+        hint: &'static str,
+    },
+    #[error("{var}={value:?} is not valid: {reason}")]
+    Invalid {
+        var: &'static str,
+        value: String,
+        reason: String,
+    },
 }
 
 /// What kind of outage stopped a model, read from the reason the loop journaled (the
@@ -219,95 +234,9 @@ pub trait Model: Send {
     ) -> Result<ModelTurn, ModelError>;
 }
 
-/// Builds models from a run's stored spec: `{"kind":"script","turns":[…]}` replays a script;
-/// `{"kind":"openai"}` uses the OpenAI-compatible provider configured by environment.
-pub struct DefaultModels;
-
-impl crate::host::ModelFactory for DefaultModels {
-    fn model(
-        &self,
-        spec: &serde_json::Value,
-        start_turn: usize,
-    ) -> Result<Box<dyn Model>, ModelError> {
-        match StoredSpec::read(spec).model {
-            ModelSpec::Script { turns, .. } => Ok(Box::new(crate::scripted::ScriptedModel::new(
-                turns, start_turn,
-            ))),
-            ModelSpec::OpenAi { profile, .. } => openai_model(profile.as_ref()),
-            other => Err(ModelError::NoModel {
-                kind: other.kind().map(str::to_string),
-            }),
-        }
-    }
-
-    fn record(&self, model: &ModelSpec) -> ModelSpec {
-        record(None, model)
-    }
-}
-
-/// The models of a home with a `[model]` profile in vouch.toml: as [`DefaultModels`], and a
-/// run records that profile (under the `VOUCH_MODEL_*` overrides) when it starts.
-pub struct ConfiguredModels {
-    pub profile: Option<crate::config::ModelConfig>,
-}
-
-impl crate::host::ModelFactory for ConfiguredModels {
-    fn model(
-        &self,
-        spec: &serde_json::Value,
-        start_turn: usize,
-    ) -> Result<Box<dyn Model>, ModelError> {
-        DefaultModels.model(spec, start_turn)
-    }
-
-    fn record(&self, model: &ModelSpec) -> ModelSpec {
-        record(self.profile.as_ref(), model)
-    }
-}
-
-/// An `openai` model spec with the profile it starts with (issue 22 #3): any process then
-/// continues the run with it, whatever its own environment says.
-fn record(file: Option<&crate::config::ModelConfig>, model: &ModelSpec) -> ModelSpec {
-    let mut model = model.clone();
-    if let ModelSpec::OpenAi {
-        profile: profile @ None,
-        ..
-    } = &mut model
-    {
-        *profile = openai::OpenAiConfig::record_profile(file, |v| std::env::var(v).ok());
-    }
-    model
-}
-
-fn openai_model(profile: Option<&serde_json::Value>) -> Result<Box<dyn Model>, ModelError> {
-    let config = match profile {
-        Some(p) => {
-            let env = |v: &str| std::env::var(v).ok();
-            openai::OpenAiConfig::from_profile(&openai::OpenAiConfig::overlay(p, env), env)?
-        }
-        None => openai::OpenAiConfig::from_env()?,
-    };
-    Ok(Box::new(openai::OpenAiModel::new(config)))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::ModelFactory;
-    use serde_json::json;
-
-    /// A run that names no model the host can build says so by a typed cause.
-    #[test]
-    fn a_run_without_a_usable_model_gets_a_typed_cause() {
-        let err = |spec| DefaultModels.model(&spec, 0).err().unwrap();
-        assert!(matches!(err(json!({})), ModelError::NoModel { kind: None }));
-        let e = err(json!({"model": {"kind": "mystery"}}));
-        assert!(
-            matches!(&e, ModelError::NoModel { kind: Some(k) } if k == "mystery"),
-            "{e:?}"
-        );
-        assert!(e.to_string().contains("pass --script FILE"), "{e}");
-    }
 
     #[test]
     fn a_tool_call_survives_the_journal_verbatim() {

@@ -2,7 +2,7 @@
 //! (org.freedesktop.Notifications, which honours do-not-disturb) when a session bus is
 //! present; otherwise a configured push webhook; the inbox always keeps the receipt.
 
-use crate::host::{Notifier, NotifyError};
+use vouch_runtime::host::{Notifier, NotifyError};
 use vouch_store::OutboxRow;
 
 fn title_and_body(row: &OutboxRow) -> (String, String) {
@@ -74,9 +74,6 @@ impl Notifier for DesktopNotifier {
         Ok(())
     }
 }
-
-/// The longest route error kept on an outbox row, in bytes (the rest is cut at a character).
-pub const FAILURE_TEXT_BYTES_MAX: usize = 1_000;
 
 /// What a failed push means for the dispatcher, from ureq's typed error: a server that is down,
 /// busy or unreachable now is tried again; a URL that is not one, or a server that refuses the

@@ -11,11 +11,13 @@
 //! other 4xx become [`ModelError::Rejected`] (retrying will not help); a body that is not a
 //! chat completion becomes [`ModelError::Protocol`].
 
-use super::{ChatMessage, Model, ModelError, ModelTurn, ToolCall, ToolSpec, Usage};
 use serde_json::{json, Map, Value};
 use std::fmt;
 use std::io::Read;
 use std::time::Duration;
+use vouch_runtime::model::{
+    ChatMessage, Model, ModelError, ModelTurn, OpenAiConfigError, ToolCall, ToolSpec, Usage,
+};
 
 /// Largest response body read from the provider; a larger one is a protocol error.
 pub const RESPONSE_BYTES_MAX: u64 = 16 * 1024 * 1024;
@@ -63,22 +65,6 @@ impl fmt::Debug for OpenAiConfig {
             .field("max_tokens", &self.max_tokens)
             .finish()
     }
-}
-
-/// A missing or unusable setting, naming the variable and what to set it to.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum OpenAiConfigError {
-    #[error("{var} is not set: {hint}")]
-    Missing {
-        var: &'static str,
-        hint: &'static str,
-    },
-    #[error("{var}={value:?} is not valid: {reason}")]
-    Invalid {
-        var: &'static str,
-        value: String,
-        reason: String,
-    },
 }
 
 pub const ENV_URL: &str = "VOUCH_MODEL_URL";
@@ -274,10 +260,10 @@ impl OpenAiConfig {
                     })?,
             );
         } else if let Some(path) = text("key_file") {
-            let key = crate::bounded::read_text(
+            let key = vouch_runtime::bounded::read_text(
                 std::path::Path::new(&path),
                 "model key file",
-                crate::bounded::SECRET_FILE_BYTES_MAX,
+                vouch_runtime::bounded::SECRET_FILE_BYTES_MAX,
             )
             .map_err(|e| OpenAiConfigError::Invalid {
                 var: "the model key's file",
@@ -582,7 +568,7 @@ fn request_body(config: &OpenAiConfig, messages: &[ChatMessage], tools: &[ToolSp
                         "name": t.name,
                         "description": t.description,
                         "parameters": t.parameters,
-                        "strict": crate::schemas::strict_violations(&t.parameters).is_empty(),
+                        "strict": vouch_runtime::schemas::strict_violations(&t.parameters).is_empty(),
                     }
                 })
             })

@@ -3,12 +3,12 @@
 //! save overwrites what others share (§5.4) and waits for approval; the provider only
 //! fast-forwards (`vouch_repo::apply`) and the host reads the branch back as the observation.
 
-use crate::host::RunSpec;
-use crate::provider::{AttemptReply, AttemptRequest, Confirms, Observation, Provider};
 use serde_json::{json, Value};
 use std::path::Path;
 use vouch_core::{Destination, DestinationKind, TriggerKind, Verb};
 use vouch_repo::git::Git;
+use vouch_runtime::host::RunSpec;
+use vouch_runtime::provider::{AttemptReply, AttemptRequest, Confirms, Observation, Provider};
 
 /// `PATH#BRANCH` → (path, branch).
 pub fn parse_address(address: &str) -> Result<(&str, &str), String> {
@@ -173,7 +173,7 @@ pub fn apply_run(task_id: &str, result: &Value, branch: &str) -> Result<RunSpec,
         title: format!("apply task {task_id}'s patch to {branch}"),
         presence: None,
         quiet: false,
-        model: crate::host::ModelSpec::script(vec![
+        model: vouch_runtime::host::ModelSpec::script(vec![
             json!({"declare": {"deliveries": [{"id": "apply", "verb": "save",
                 "destination": {"kind": "repository", "address": address}}]}}),
             json!({"deliver": "apply", "payload": {"commit": commit, "task": task_id, "diff": diff}}),

@@ -1,17 +1,17 @@
-//! Real outbound providers (§6.2): e-mail over SMTP, calendar events as iCalendar files,
-//! and a webhook-shaped payment provider. Timeouts are bounded; a timeout after the request
-//! went out is a lost result (`AttemptReply::Lost`), never a blind retry.
+//! Real outbound providers (§6.2): webhooks over HTTP, e-mail over SMTP, calendar events as
+//! iCalendar files, and a webhook-shaped payment provider. Timeouts are bounded; a timeout
+//! after the request went out is a lost result (`AttemptReply::Lost`), never a blind retry.
 
 use crate::config::{CalendarConfig, EmailConfig, PaymentConfig};
-use crate::fsroot::{host_name, FolderRoot};
-use crate::provider::{
-    payload_text, AttemptReply, AttemptRequest, Confirms, Observation, Provider,
-};
 use lettre::message::header::{HeaderName, HeaderValue};
 use lettre::transport::smtp::client::{Tls, TlsParameters};
 use lettre::{Message, SmtpTransport, Transport};
 use serde_json::Value;
 use vouch_core::{sha256_hex, Destination, DestinationKind, Verb};
+use vouch_runtime::fsroot::{host_name, FolderRoot};
+use vouch_runtime::provider::{
+    payload_text, AttemptReply, AttemptRequest, Confirms, Observation, Provider,
+};
 
 fn field(payload: &Value, k: &str) -> Option<String> {
     payload
@@ -460,6 +460,122 @@ pub fn read_back(
             reason: format!("the status URL {url} answered HTTP {code}: the effect is not there"),
         }),
         Err(_) => None,
+    }
+}
+
+/// The request body of a webhook payload: its `json` text (the object the model wrote, as
+/// the schema carries it), else the payload itself.
+pub fn webhook_body(payload: &serde_json::Value) -> String {
+    match payload.get("json").and_then(|j| j.as_str()) {
+        Some(text) => text.to_string(),
+        None => payload.to_string(),
+    }
+}
+
+/// `webhook`: POST the payload as JSON with an `Idempotency-Key` header (§6.2).
+/// 2xx with a body → accepted (the response is the evidence); 202 → unverifiable;
+/// other statuses → rejected; a timeout after sending → lost.
+pub struct WebhookProvider {
+    pub timeout_ms: u64,
+    /// Destination patterns known to deduplicate by key.
+    pub idempotent: Vec<String>,
+    /// A configured read-back (§6.3), see `WebhookConfig::status_url`.
+    pub status_url: Option<String>,
+}
+
+impl Provider for WebhookProvider {
+    fn kind(&self) -> DestinationKind {
+        DestinationKind::Webhook
+    }
+    fn idempotent_by_key(&self, dest: &Destination) -> bool {
+        let key = dest.key();
+        self.idempotent
+            .iter()
+            .any(|p| vouch_runtime::capability::pattern_matches(p, &key))
+    }
+    fn exists(&self, _dest: &Destination) -> bool {
+        false
+    }
+    fn attempt(&self, req: &AttemptRequest) -> AttemptReply {
+        let agent = ureq::AgentBuilder::new()
+            .timeout(std::time::Duration::from_millis(self.timeout_ms))
+            .build();
+        let mut r = agent
+            .post(&req.destination.address)
+            .set("Content-Type", "application/json");
+        if let Some(k) = &req.idempotency_key {
+            r = r.set("Idempotency-Key", k);
+        }
+        match r.send_string(&webhook_body(&req.payload)) {
+            Ok(resp) => {
+                let status = resp.status();
+                let body = resp.into_string().unwrap_or_default();
+                if status == 202 {
+                    AttemptReply::AcceptedUnverifiable {
+                        reference: "HTTP 202".into(),
+                    }
+                } else if body.trim().is_empty() {
+                    AttemptReply::AcceptedUnverifiable {
+                        reference: format!("HTTP {status}, empty response"),
+                    }
+                } else {
+                    let id = serde_json::from_str::<serde_json::Value>(&body)
+                        .ok()
+                        .and_then(|v| v.get("id").and_then(|i| i.as_str()).map(String::from));
+                    let named = id
+                        .clone()
+                        .unwrap_or_else(|| format!("{} bytes", body.len()));
+                    AttemptReply::Accepted {
+                        reference: format!("HTTP {status}, response {named}"),
+                        confirms: Confirms::Http { status, id },
+                    }
+                }
+            }
+            Err(ureq::Error::Status(code, resp)) => {
+                let text = resp.into_string().unwrap_or_default();
+                AttemptReply::Rejected {
+                    reason: format!("HTTP {code} {}", text.chars().take(120).collect::<String>()),
+                }
+            }
+            Err(ureq::Error::Transport(t)) => match t.kind() {
+                ureq::ErrorKind::Io => AttemptReply::Lost {
+                    reason: format!("no answer: {t}"),
+                },
+                _ => AttemptReply::Rejected {
+                    reason: format!("could not reach {}: {t}", req.destination.address),
+                },
+            },
+        }
+    }
+    fn observe(&self, req: &AttemptRequest, reply: Option<&AttemptReply>) -> Observation {
+        // §6.3: a configured read-back decides; otherwise the reply is the observation and
+        // the evidence names exactly that.
+        // `{id}` is the response's own id as the attempt read it; a response without one
+        // leaves a `{id}` read-back nothing to ask, and the reply stands.
+        let id = match reply {
+            Some(AttemptReply::Accepted {
+                confirms: Confirms::Http { id, .. },
+                ..
+            }) => id.as_deref(),
+            _ => None,
+        };
+        if let Some(o) = read_back(
+            self.status_url.as_deref(),
+            id,
+            req.idempotency_key.as_deref(),
+            self.timeout_ms,
+        ) {
+            return o;
+        }
+        match reply {
+            Some(AttemptReply::Accepted {
+                reference,
+                confirms: Confirms::Http { .. },
+            }) => Observation::Present {
+                evidence: format!("accepted by the server: {reference}"),
+            },
+            _ => Observation::Unobservable,
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use vouch_runtime::model::openai::{OpenAiConfig, OpenAiModel};
+use vouch_adapters::openai::{OpenAiConfig, OpenAiModel};
 use vouch_runtime::model::{ChatMessage, Model, ModelError};
 
 /// Bound on the proxy's start-up (it imports a lot); a readiness wait, not an assertion.

@@ -6,14 +6,14 @@
 //! cycle itself (claim, heartbeat, run, report, the failure classes) is `WorkerLoop`'s, the
 //! same as against the local board.
 
-use crate::clock::Clock;
-use crate::host::{AttemptJob, AttemptOutcome, HostError, ModelFactory, StopProbe};
-use crate::model::{ChatMessage, ModelError, ToolSpec};
-use crate::worker::{BoardClient, Signer, WorkerError};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use vouch_runtime::clock::Clock;
+use vouch_runtime::host::{AttemptJob, AttemptOutcome, HostError, ModelFactory, StopProbe};
+use vouch_runtime::model::{ChatMessage, ModelError, ToolSpec};
+use vouch_runtime::worker::{BoardClient, Signer, WorkerError};
 use vouch_store::board::{
     call_statement, claim_statement, content_id, fresh_nonce, heartbeat_statement,
     report_statement, AttemptCall, AttemptRecord, AttemptRef, Claim, ClaimRequest, Heartbeat,

@@ -2,11 +2,12 @@
 //! settings, credentials by reference (an environment variable or a file, never the secret
 //! itself, never journaled), per-destination overrides and trusted-automation opt-ins.
 
-use crate::capability::{pattern_matches, CapabilityAnswer, CapabilityRegistry};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use vouch_core::{Capability, Context, Destination, DestinationKind, Verb};
+use vouch_runtime::capability::{pattern_matches, CapabilityAnswer, CapabilityRegistry};
+use vouch_runtime::secret::SecretRef;
 
 /// Bytes `vouch.toml` holds at most.
 pub const CONFIG_BYTES_MAX: u64 = 1 << 20;
@@ -95,37 +96,6 @@ pub struct FolderConfig {
     pub root: PathBuf,
 }
 
-/// A secret by reference: `env = "NAME"` or `file = "/path"`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SecretRef {
-    pub env: Option<String>,
-    pub file: Option<PathBuf>,
-}
-
-impl SecretRef {
-    /// The secret, or why it is not available (naming the variable or file, not the value).
-    pub fn resolve(&self) -> Result<String, String> {
-        if let Some(name) = &self.env {
-            return std::env::var(name).map_err(|_| format!("set the environment variable {name}"));
-        }
-        if let Some(path) = &self.file {
-            use crate::bounded::{read_text, ReadError, SECRET_FILE_BYTES_MAX};
-            return match read_text(path, "secret file", SECRET_FILE_BYTES_MAX) {
-                Ok(s) => Ok(s.trim().to_string()),
-                Err(e @ ReadError::TooLarge { .. }) => Err(e.to_string()),
-                Err(ReadError::Io { source, .. }) => {
-                    Err(format!("make {} readable ({source})", path.display()))
-                }
-            };
-        }
-        Err("give `env` or `file`".into())
-    }
-    fn present(&self) -> Result<(), String> {
-        self.resolve().map(|_| ())
-    }
-}
-
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EmailConfig {
@@ -200,9 +170,10 @@ impl Config {
     /// Read `vouch.toml` (at most [`CONFIG_BYTES_MAX`]) from the home; a missing file is the empty configuration.
     pub fn load(home: &Path) -> Result<Config, String> {
         let path = home.join("vouch.toml");
-        let text = match crate::bounded::read_text(&path, "configuration", CONFIG_BYTES_MAX) {
+        let text = match vouch_runtime::bounded::read_text(&path, "configuration", CONFIG_BYTES_MAX)
+        {
             Ok(t) => t,
-            Err(crate::bounded::ReadError::Io { source, .. })
+            Err(vouch_runtime::bounded::ReadError::Io { source, .. })
                 if source.kind() == std::io::ErrorKind::NotFound =>
             {
                 return Ok(Config::default())
@@ -312,8 +283,14 @@ impl CapabilityRegistry for ConfigCapabilities {
             .as_ref()
             .map(|a| a.routines.as_slice())
             .unwrap_or(&[]);
-        let level =
-            crate::capability::with_automation(level, verb, dest, context, irreversible, opt_ins);
+        let level = vouch_runtime::capability::with_automation(
+            level,
+            verb,
+            dest,
+            context,
+            irreversible,
+            opt_ins,
+        );
         CapabilityAnswer {
             level,
             connect_step,

@@ -10,7 +10,8 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
-use vouch_runtime::model::openai::{OpenAiConfig, OpenAiConfigError, OpenAiModel};
+use vouch_adapters::openai::{OpenAiConfig, OpenAiModel};
+use vouch_runtime::model::OpenAiConfigError;
 use vouch_runtime::model::{ChatMessage, Model, ModelError, ToolCall, ToolSpec};
 
 /// What the stand-in does with one connection.
