@@ -27,14 +27,20 @@ pub struct StoredSpec {
 }
 
 impl StoredSpec {
-    /// Reads a stored spec. A spec that is not one (a store written by hand, a test's
-    /// placeholder) reads as a model of no kind the host can drive, with the defaults.
+    /// Reads a stored spec. A spec that is not one whole (a store written by hand, a test's
+    /// placeholder) reads as a model of no kind the host can drive, keeping each member it
+    /// does hold that reads (an explicit presence stays explicit), the defaults for the rest.
     pub fn read(spec: &Value) -> StoredSpec {
-        StoredSpec::deserialize(spec).unwrap_or_else(|_| StoredSpec {
-            model: ModelSpec::Unknown(spec.get("model").cloned().unwrap_or(Value::Null)),
-            presence: None,
-            presence_explicit: false,
-            quiet: false,
+        StoredSpec::deserialize(spec).unwrap_or_else(|_| {
+            let flag = |k: &str| spec.get(k).and_then(Value::as_bool).unwrap_or(false);
+            StoredSpec {
+                model: ModelSpec::Unknown(spec.get("model").cloned().unwrap_or(Value::Null)),
+                presence: spec
+                    .get("presence")
+                    .and_then(|p| Presence::deserialize(p).ok()),
+                presence_explicit: flag("presence_explicit"),
+                quiet: flag("quiet"),
+            }
         })
     }
 
