@@ -437,12 +437,11 @@ pub(super) fn end_run_after(
     // The run ends here, or had ended: its tail is not needed again either way.
     store.tails.forget(run_id);
     if let Some((seq, prev, hash)) = fast? {
-        return Ok(EndResult::Ended(ev.entry_of(
+        return Ok(EndResult::Ended(TerminalPlace {
             seq,
-            prev,
+            prev_hash: prev,
             hash,
-            &terminal.body,
-        )));
+        }));
     }
     let ended = store.tx(|t| {
         match lock_run(t, run_id)?.as_deref() {
@@ -476,7 +475,11 @@ pub(super) fn end_run_after(
         Ok(Some((seq, prev, hash)))
     })?;
     Ok(match ended {
-        Some((seq, prev, hash)) => EndResult::Ended(ev.entry_of(seq, prev, hash, &terminal.body)),
+        Some((seq, prev, hash)) => EndResult::Ended(TerminalPlace {
+            seq,
+            prev_hash: prev,
+            hash,
+        }),
         None => EndResult::AlreadyEnded,
     })
 }

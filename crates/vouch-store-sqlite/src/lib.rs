@@ -49,7 +49,7 @@ use vouch_store::codec::{
 use vouch_store::{
     verify_chain, Card, CardState, Decision, EndResult, EventKind, JournalEntry, LedgerEntry,
     LedgerIntent, LedgerState, NewEvent, NewRun, OutboxFailure, OutboxRow, RunRecord, Schedule,
-    Store, StoreError, StoreResult, Terminal, VerifyReport, GENESIS_HASH,
+    Store, StoreError, StoreResult, Terminal, TerminalPlace, VerifyReport, GENESIS_HASH,
 };
 use vouch_store::{ApiToken, TamperForTests};
 

@@ -357,7 +357,6 @@ pub(super) fn end_run_after(
         let (seq, prev, hash) = insert_events(c, &run_id, before.iter().chain([&ev]))?
             .pop()
             .ok_or_else(|| StoreError::Fatal("the terminal event was not inserted".into()))?;
-        let entry = ev.entry_of(seq, prev, hash, &t.body);
         execute_cached(c,
             "UPDATE runs SET state = 'ended', outcome = ?2, ended_by = ?3, ended_ms = ?4, owner = NULL, lease_until_ms = NULL WHERE id = ?1",
             params![run_id, enum_text(&t.outcome), enum_text(&t.ended_by), t.at_ms],
@@ -372,7 +371,7 @@ pub(super) fn end_run_after(
             )
             .map_err(db_err)?;
         }
-        Ok(EndResult::Ended(entry))
+        Ok(EndResult::Ended(TerminalPlace { seq, prev_hash: prev, hash }))
     })
 }
 

@@ -555,9 +555,20 @@ pub struct Terminal {
     pub outbox: Option<NewOutbox>,
 }
 
+/// The place of a run's terminal event in its chain. The event's body is the caller's own
+/// [`Terminal::body`], stored as given: the store does not parse it back from the stored text
+/// (nothing that ends a run reads it; [`Store::journal`] answers it like any other event).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TerminalPlace {
+    pub seq: i64,
+    pub prev_hash: String,
+    pub hash: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum EndResult {
-    Ended(JournalEntry),
+    /// The run ended now: where its terminal event took its place in the chain.
+    Ended(TerminalPlace),
     /// The run already had its terminal record; nothing changed (the reconciler is idempotent).
     AlreadyEnded,
 }
