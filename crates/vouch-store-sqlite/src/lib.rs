@@ -247,6 +247,22 @@ fn writer_loop(conn: Connection, rx: Receiver<Job>, counters: Arc<Counters>) {
     let mut last_batch = 1usize;
     // The connection's `synchronous` setting now (it is opened FULL).
     let mut synchronous = "FULL";
+    // The two statements of every batch, prepared once: through the statement cache each
+    // use hashed its SQL text. (`PRAGMA synchronous` cannot be held: SQLite runs a PRAGMA
+    // once and re-prepares it on its next use, two re-prepares a run as the mode changes.)
+    let held = conn
+        .prepare("BEGIN IMMEDIATE")
+        .and_then(|begin| Ok((begin, conn.prepare("COMMIT")?)));
+    let (mut begin, mut commit) = match held {
+        Ok(held) => held,
+        Err(e) => {
+            let msg = format!("the store's writer could not prepare its transaction: {e}");
+            for job in rx {
+                (job.work)(Err(&msg))(None);
+            }
+            return;
+        }
+    };
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         let deadline =
@@ -280,7 +296,7 @@ fn writer_loop(conn: Connection, rx: Receiver<Job>, counters: Arc<Counters>) {
         } else {
             Ok(())
         }
-        .and_then(|()| execute_cached(&conn, "BEGIN IMMEDIATE", []).map(|_| ()));
+        .and_then(|()| begin.execute([]).map(|_| ()));
         if let Err(e) = begun {
             // Run nothing; answer every caller with the reason.
             let msg = e.to_string();
@@ -306,7 +322,7 @@ fn writer_loop(conn: Connection, rx: Receiver<Job>, counters: Arc<Counters>) {
         let commit_err = if conn.is_autocommit() {
             Some("the transaction was rolled back by an earlier error".to_string())
         } else {
-            match execute_cached(&conn, "COMMIT", []) {
+            match commit.execute([]) {
                 Ok(_) => None,
                 Err(e) => {
                     let _ = conn.execute_batch("ROLLBACK");
