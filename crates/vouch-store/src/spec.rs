@@ -213,6 +213,85 @@ impl ModelSpec {
 }
 
 /// A model given as JSON (a routine's `model`, a worker's setting): a known kind typed, any
+/// What the hot readers of a stored spec need — its presence and quietness, the model's kind
+/// and what a task attempt's model is told — read without the rest: a script's turns and a
+/// profile are skipped, not copied, and no tagged-enum buffering happens (reading the whole
+/// [`StoredSpec`] copied the spec once more for each of several reads a run).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct SpecHead {
+    #[serde(default)]
+    pub model: ModelHead,
+    #[serde(default)]
+    pub presence: Option<Presence>,
+    #[serde(default)]
+    pub presence_explicit: bool,
+    #[serde(default)]
+    pub quiet: bool,
+}
+
+/// A model's kind and what its attempt carries, without its other members.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct ModelHead {
+    #[serde(default)]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub prior: Option<Prior>,
+    #[serde(default)]
+    pub task: Option<Value>,
+}
+
+impl SpecHead {
+    /// Reads a stored spec's head; a spec that does not read (by hand, a placeholder) reads
+    /// as the whole [`StoredSpec::read`] reads it.
+    pub fn read(spec: &Value) -> SpecHead {
+        SpecHead::deserialize(spec).unwrap_or_else(|_| {
+            let s = StoredSpec::read(spec);
+            SpecHead {
+                model: ModelHead {
+                    kind: s.model.kind().map(str::to_string),
+                    prior: s.model.attempt().and_then(|a| a.prior.clone()),
+                    task: s.model.told_task().cloned(),
+                },
+                presence: s.presence,
+                presence_explicit: s.presence_explicit,
+                quiet: s.quiet,
+            }
+        })
+    }
+
+    /// As [`StoredSpec::presence_or_default`].
+    pub fn presence_or_default(&self, trigger: TriggerKind) -> Presence {
+        self.presence
+            .unwrap_or(if trigger == TriggerKind::Interactive {
+                Presence::Watching
+            } else {
+                Presence::Away
+            })
+    }
+
+    /// What a task attempt's model is told (§13.4.3); none for any other run (nor for a
+    /// model of a kind the host does not know, as [`ModelSpec::told_task`]).
+    pub fn told_task(&self) -> Option<&Value> {
+        match self.model.kind.as_deref() {
+            Some("script" | "openai" | "external") => self.model.task.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// What the attempt's model is told, member `key`.
+    pub fn told(&self, key: &str) -> Option<&Value> {
+        self.told_task()?.get(key)
+    }
+
+    /// The run a task continuation goes on from.
+    pub fn prior(&self) -> Option<&Prior> {
+        match self.model.kind.as_deref() {
+            Some("script" | "openai" | "external") => self.model.prior.as_ref(),
+            _ => None,
+        }
+    }
+}
+
 /// other kept as given.
 impl From<Value> for ModelSpec {
     fn from(v: Value) -> ModelSpec {
@@ -224,6 +303,31 @@ impl From<Value> for ModelSpec {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The head reads what the whole read reads, for every stored form.
+    #[test]
+    fn the_head_agrees_with_the_whole_spec() {
+        for v in [
+            json!({"model":{"kind":"script","turns":[{"final":"x"}],"prior":{"run":"r1","conversation":"c"},"task":{"system":"s"}},"presence":"away","presence_explicit":true,"quiet":true}),
+            json!({"model":{"kind":"openai","profile":{"url":"u"}},"presence":"nearby","presence_explicit":false,"quiet":false}),
+            json!({"model":{"kind":"external","via":"http","task":{"message":"m"}}}),
+            json!({"model":{"kind":"anthropic","task":{"message":"m"}},"presence":"watching"}),
+            json!({"presence": "away", "presence_explicit": true}),
+            json!({"model": null}),
+            json!("not a spec"),
+        ] {
+            let (h, s) = (SpecHead::read(&v), StoredSpec::read(&v));
+            assert_eq!(h.presence, s.presence, "{v}");
+            assert_eq!(h.presence_explicit, s.presence_explicit, "{v}");
+            assert_eq!(h.quiet, s.quiet, "{v}");
+            assert_eq!(h.told_task(), s.model.told_task(), "{v}");
+            assert_eq!(
+                h.prior(),
+                s.model.attempt().and_then(|a| a.prior.as_ref()),
+                "{v}"
+            );
+        }
+    }
 
     /// Each form a spec has been stored in reads typed and writes back byte for byte.
     #[test]

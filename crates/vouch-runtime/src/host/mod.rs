@@ -614,7 +614,7 @@ fn dedup_items(m: &Manifest) -> Vec<vouch_core::Delivery> {
 }
 
 pub fn presence_of(run: &RunRecord) -> (Presence, bool) {
-    let spec = StoredSpec::read(&run.spec);
+    let spec = vouch_store::spec::SpecHead::read(&run.spec);
     (spec.presence_or_default(run.trigger), spec.quiet)
 }
 

@@ -425,6 +425,8 @@ fn waits_on(run: &RunRecord, cards: &[Card], view: &RunView) -> bool {
     }
     let carrying = cards.iter().any(|c| decided_unjournaled(view, c));
     let parks = super::external::is_external(&run.spec)
-        || StoredSpec::read(&run.spec).model.told_task().is_some();
+        || vouch_store::spec::SpecHead::read(&run.spec)
+            .told_task()
+            .is_some();
     !carrying && parks
 }

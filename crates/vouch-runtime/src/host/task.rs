@@ -543,8 +543,8 @@ fn read_target_spec() -> ToolSpec {
 /// `result` (what the model must produce, told by the schema itself), and only a judge is
 /// offered `read_target`. Other runs get the tools as they are.
 pub(super) fn tools_for_run(tools: &Arc<[ToolSpec]>, spec: &Value) -> Arc<[ToolSpec]> {
-    let spec = StoredSpec::read(spec);
-    let Some(task) = spec.model.told_task() else {
+    let spec = vouch_store::spec::SpecHead::read(spec);
+    let Some(task) = spec.told_task() else {
         return tools.clone();
     };
     let judge = task.get("target").is_some();

@@ -189,14 +189,14 @@ impl Host {
     ) -> HostResult<Vec<ChatMessage>> {
         let mut system = String::from("You are an agent hosted by vouch. First call `declare` with the manifest of what you will deliver; then do the work with tools and perform each delivery with its verb tool. The host decides what may run and reports what really happened.");
         // Pinned context the attempt's profile places in the system message (§13.1.2).
-        let spec = StoredSpec::read(&run.spec);
-        if let Some(s) = spec.model.told("system").and_then(Value::as_str) {
+        let spec = vouch_store::spec::SpecHead::read(&run.spec);
+        if let Some(s) = spec.told("system").and_then(Value::as_str) {
             system.push_str(s);
         }
         let mut msgs = vec![ChatMessage::System { content: system }];
         // A task continuation (§13.5) goes on from the conversation of the run it continues,
         // read from that run's durable journal (so any worker can rebuild it).
-        let prior = spec.model.attempt().and_then(|a| a.prior.as_ref());
+        let prior = spec.prior();
         if let Some(prior) = prior.map(|p| p.run.as_str()) {
             if prior != run.id {
                 if let Some(p) = self.store.run(prior)? {
@@ -206,7 +206,6 @@ impl Host {
         }
         // A task attempt is told its task (§13.4.3); any other run, the person's request.
         let first = spec
-            .model
             .told("message")
             .and_then(Value::as_str)
             .map_or_else(|| run.title.clone(), String::from);
