@@ -265,24 +265,8 @@ impl Host {
     /// The budget an outside agent's run has spent, if it has: its turns, or the tokens its
     /// agent reported (§13.7.2) — the cause and the reason its end says.
     fn external_budget_spent(&self, view: &RunView) -> Option<(&'static str, String)> {
-        if view.turns >= self.limits.turns_max {
-            return Some((
-                "turn_budget",
-                format!(
-                    "the agent used its whole turn budget ({} turns)",
-                    self.limits.turns_max
-                ),
-            ));
-        }
-        (view.prompt_tokens + view.completion_tokens >= self.limits.tokens_max).then(|| {
-            (
-                "token_budget",
-                format!(
-                    "the agent used its whole token budget ({} tokens)",
-                    self.limits.tokens_max
-                ),
-            )
-        })
+        let tokens = view.prompt_tokens + view.completion_tokens;
+        self.limits.spent("agent", view.turns, tokens)
     }
 
     fn external_finish_open(

@@ -110,6 +110,36 @@ pub struct Limits {
     pub boot_threads_max: usize,
 }
 
+impl Limits {
+    /// The turn or token budget `who` (the model, the agent) has used up after `turns` turns
+    /// and `tokens` tokens, as the loop end's (cause, reason).
+    pub(crate) fn spent(
+        &self,
+        who: &str,
+        turns: usize,
+        tokens: u64,
+    ) -> Option<(&'static str, String)> {
+        if turns >= self.turns_max {
+            return Some((
+                "turn_budget",
+                format!(
+                    "the {who} used its whole turn budget ({} turns)",
+                    self.turns_max
+                ),
+            ));
+        }
+        (tokens >= self.tokens_max).then(|| {
+            (
+                "token_budget",
+                format!(
+                    "the {who} used its whole token budget ({} tokens)",
+                    self.tokens_max
+                ),
+            )
+        })
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {

@@ -389,25 +389,7 @@ impl Host {
 
     /// The turn or token budget the drive has used up, as (cause, reason).
     fn budget_spent(&self, drive: &Drive) -> Option<(&'static str, String)> {
-        if drive.turns >= self.limits.turns_max {
-            return Some((
-                "turn_budget",
-                format!(
-                    "the model used its whole turn budget ({} turns)",
-                    self.limits.turns_max
-                ),
-            ));
-        }
-        if drive.tokens >= self.limits.tokens_max {
-            return Some((
-                "token_budget",
-                format!(
-                    "the model used its whole token budget ({} tokens)",
-                    self.limits.tokens_max
-                ),
-            ));
-        }
-        None
+        self.limits.spent("model", drive.turns, drive.tokens)
     }
 
     /// The model's next turn over the drive's conversation, refused when larger than a turn
