@@ -280,11 +280,16 @@ impl Setup {
     }
 }
 
-/// A webhook that answers 200 and keeps every body it was sent.
-fn receiver() -> (String, Arc<Mutex<Vec<String>>>) {
+/// A loopback HTTP server at `path`: each request's body is kept in `kept` as `keep` reads
+/// it, and answered with `answer`'s (status line and content type, body) for it.
+fn loopback<T: Send + 'static>(
+    path: &str,
+    keep: impl Fn(&[u8]) -> T + Send + 'static,
+    mut answer: impl FnMut() -> (&'static str, String) + Send + 'static,
+) -> (String, Arc<Mutex<Vec<T>>>) {
     use std::io::{BufReader, Read, Write};
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/hook", l.local_addr().unwrap());
+    let url = format!("http://{}{path}", l.local_addr().unwrap());
     let got = Arc::new(Mutex::new(vec![]));
     let seen = got.clone();
     std::thread::spawn(move || {
@@ -303,15 +308,25 @@ fn receiver() -> (String, Arc<Mutex<Vec<String>>>) {
             }
             let mut body = vec![0u8; len];
             let _ = r.read_exact(&mut body);
-            seen.lock()
-                .unwrap()
-                .push(String::from_utf8_lossy(&body).into_owned());
-            let _ = r
-                .get_mut()
-                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+            seen.lock().unwrap().push(keep(&body));
+            let (head, body) = answer();
+            let _ = write!(
+                r.get_mut(),
+                "HTTP/1.1 {head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
         }
     });
     (url, got)
+}
+
+/// A webhook that answers 200 and keeps every body it was sent.
+fn receiver() -> (String, Arc<Mutex<Vec<String>>>) {
+    loopback(
+        "/hook",
+        |b| String::from_utf8_lossy(b).into_owned(),
+        || ("200 OK", String::new()),
+    )
 }
 
 fn remote_worker_drains_the_hosts_board(pg: bool) {
@@ -683,43 +698,20 @@ fn a_dead_remote_workers_run_is_ended_with_its_attempt_on_postgres() {
 /// An OpenAI-compatible server on loopback that answers from a queue and keeps every request
 /// body it was sent: what the remote worker's model is told, read off the wire.
 fn recording_model(answers: Vec<Value>) -> (String, Arc<Mutex<Vec<Value>>>) {
-    use std::io::{BufReader, Read, Write};
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/v1", l.local_addr().unwrap());
-    let got = Arc::new(Mutex::new(vec![]));
-    let seen = got.clone();
-    std::thread::spawn(move || {
-        let mut queue = answers.into_iter();
-        for conn in l.incoming().flatten() {
-            let mut r = BufReader::new(conn);
-            let mut len = 0usize;
-            loop {
-                let mut line = String::new();
-                if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                let lower = line.to_ascii_lowercase();
-                if let Some(v) = lower.strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0u8; len];
-            let _ = r.read_exact(&mut body);
-            seen.lock()
-                .unwrap()
-                .push(serde_json::from_slice(&body).unwrap_or(Value::Null));
+    let mut queue = answers.into_iter();
+    loopback(
+        "/v1",
+        |b| serde_json::from_slice(b).unwrap_or(Value::Null),
+        move || {
             let answer = queue.next().unwrap_or_else(|| {
                 json!({"choices": [{"message": {"role": "assistant", "content": "out of answers"}}]})
             });
-            let body = answer.to_string();
-            let _ = write!(
-                r.get_mut(),
-                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    (url, got)
+            (
+                "200 OK\r\nContent-Type: application/json",
+                answer.to_string(),
+            )
+        },
+    )
 }
 
 /// A model answer that makes the given tool calls, spending 10 + 5 tokens.
