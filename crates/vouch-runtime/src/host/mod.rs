@@ -280,9 +280,29 @@ pub struct Host {
 
 /// The host's tools and its work tools, built once: their JSON Schemas are the same for
 /// every run, and building and cloning them was a tenth of a short run's CPU. Keyed by the
-/// `work` tools they came from, so a host given other work tools builds them again.
+/// `work` tools they came from, so a host given other work tools builds them again. A task
+/// attempt's tools (its type's output schema in `submit`, the readers its task has) are kept
+/// too, a few shapes at most: cloning every schema for each attempt was a third of a board
+/// task's CPU.
 #[derive(Default)]
-pub struct ToolCache(std::sync::Mutex<Option<(usize, Arc<[ToolSpec]>)>>);
+pub struct ToolCache {
+    base: std::sync::Mutex<Option<(usize, Arc<[ToolSpec]>)>>,
+    shaped: std::sync::Mutex<Vec<(ToolShape, Arc<[ToolSpec]>)>>,
+}
+
+/// What makes one task attempt's tools differ from another's: the tools they came from,
+/// which readers the task has, and its output schema.
+#[derive(PartialEq)]
+pub(super) struct ToolShape {
+    pub base: usize,
+    pub judge: bool,
+    pub inputs: bool,
+    pub files: bool,
+    pub output_schema: Option<Value>,
+}
+
+/// Shapes of task tools kept at most (a home has a few task types).
+const TOOL_SHAPES_MAX: usize = 32;
 
 impl ToolCache {
     fn get(
@@ -291,15 +311,38 @@ impl ToolCache {
         build: impl FnOnce() -> Vec<ToolSpec>,
     ) -> Arc<[ToolSpec]> {
         let key = Arc::as_ptr(work) as *const () as usize;
-        let mut c = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut c = self.base.lock().unwrap_or_else(|p| p.into_inner());
         match &*c {
             Some((k, specs)) if *k == key => specs.clone(),
             _ => {
                 let specs: Arc<[ToolSpec]> = build().into();
+                // Shapes built from the old tools go with them (an address can be reused).
+                self.shaped
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clear();
                 *c = Some((key, specs.clone()));
                 specs
             }
         }
+    }
+
+    /// The tools of one shape, built by `build` the first time it is asked for.
+    pub(super) fn shaped(
+        &self,
+        shape: ToolShape,
+        build: impl FnOnce(&ToolShape) -> Arc<[ToolSpec]>,
+    ) -> Arc<[ToolSpec]> {
+        let mut c = self.shaped.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, specs)) = c.iter().find(|(s, _)| *s == shape) {
+            return specs.clone();
+        }
+        let specs = build(&shape);
+        if c.len() >= TOOL_SHAPES_MAX {
+            c.clear();
+        }
+        c.push((shape, specs.clone()));
+        specs
     }
 }
 

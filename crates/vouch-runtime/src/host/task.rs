@@ -543,22 +543,36 @@ fn read_target_spec() -> ToolSpec {
 /// `result` (what the model must produce, told by the schema itself), and only a judge is
 /// offered `read_target`. Other runs get the tools as they are.
 pub(super) fn tools_for_run(tools: &Arc<[ToolSpec]>, spec: &Value) -> Arc<[ToolSpec]> {
+    match tool_shape(tools, spec) {
+        Some(shape) => shaped_tools(tools, &shape),
+        None => tools.clone(),
+    }
+}
+
+/// The shape of a task attempt's tools from its spec; `None` for a run that is no attempt.
+pub(super) fn tool_shape(tools: &Arc<[ToolSpec]>, spec: &Value) -> Option<super::ToolShape> {
     let spec = vouch_store::spec::SpecHead::read(spec);
-    let Some(task) = spec.told_task() else {
-        return tools.clone();
-    };
-    let judge = task.get("target").is_some();
-    let inputs = task.get("input_artifacts").is_some();
-    let files = task.get("context_placement").and_then(Value::as_str) == Some("file");
+    let task = spec.told_task()?;
+    Some(super::ToolShape {
+        base: Arc::as_ptr(tools) as *const () as usize,
+        judge: task.get("target").is_some(),
+        inputs: task.get("input_artifacts").is_some(),
+        files: task.get("context_placement").and_then(Value::as_str) == Some("file"),
+        output_schema: task.get("output_schema").cloned(),
+    })
+}
+
+/// The tools of one shape, built from the base tools.
+pub(super) fn shaped_tools(tools: &[ToolSpec], shape: &super::ToolShape) -> Arc<[ToolSpec]> {
     tools
         .iter()
-        .filter(|t| judge || t.name != "read_target")
-        .filter(|t| inputs || t.name != super::given::READ_INPUT)
-        .filter(|t| files || t.name != super::given::READ_CONTEXT)
+        .filter(|t| shape.judge || t.name != "read_target")
+        .filter(|t| shape.inputs || t.name != super::given::READ_INPUT)
+        .filter(|t| shape.files || t.name != super::given::READ_CONTEXT)
         .cloned()
         .map(|mut t| {
             if t.name == "submit" {
-                if let Some(schema) = task.get("output_schema") {
+                if let Some(schema) = &shape.output_schema {
                     t.parameters["properties"]["result"] = schema.clone();
                 }
             }

@@ -150,6 +150,17 @@ impl Host {
 
     // ------------------------------------------------------------------ the loop
 
+    /// The tools offered to one run's model: a task attempt's built once per shape.
+    fn run_tools(&self, spec: &Value) -> Arc<[ToolSpec]> {
+        let base = self.tool_specs();
+        match super::task::tool_shape(&base, spec) {
+            Some(shape) => self
+                .tools
+                .shaped(shape, |shape| super::task::shaped_tools(&base, shape)),
+            None => base,
+        }
+    }
+
     pub(super) fn tool_specs(&self) -> Arc<[ToolSpec]> {
         self.tools.get(&self.work, || {
             let mut specs = vec![
@@ -283,7 +294,7 @@ impl Host {
             }
         };
         let mut drive = Drive {
-            tools: super::task::tools_for_run(&self.tool_specs(), &run.spec),
+            tools: self.run_tools(&run.spec),
             model,
             turns: view.turns,
             tokens: view.prompt_tokens + view.completion_tokens,
