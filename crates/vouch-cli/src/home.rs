@@ -370,7 +370,7 @@ impl vouch_runtime::host::PresenceSource for FilePresence {
         {
             return Some(vouch_core::Presence::Watching);
         }
-        if vouch_store::spec::StoredSpec::read(&run.spec).presence_explicit {
+        if vouch_store::spec::SpecHead::read(&run.spec).presence_explicit {
             return None;
         }
         if run.trigger != vouch_core::TriggerKind::Interactive

@@ -74,8 +74,10 @@ impl StoredSpec {
     }
 }
 
-/// The model that drives a run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// The model that drives a run. Read by [`ModelSpec::from_value`] (the derive's tagged,
+/// flattened read buffered the whole model twice, a tenth of a short run's CPU); written by
+/// the derive, so the stored text is as it always was.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind")]
 pub enum ModelSpec {
     /// A script of turns replayed in order (scenarios, demos, benches, tests).
@@ -212,7 +214,6 @@ impl ModelSpec {
     }
 }
 
-/// A model given as JSON (a routine's `model`, a worker's setting): a known kind typed, any
 /// What the hot readers of a stored spec need — its presence and quietness, the model's kind
 /// and what a task attempt's model is told — read without the rest: a script's turns and a
 /// profile are skipped, not copied, and no tagged-enum buffering happens (reading the whole
@@ -292,10 +293,86 @@ impl SpecHead {
     }
 }
 
+/// A model given as JSON (a routine's `model`, a worker's setting): a known kind typed, any
 /// other kept as given.
 impl From<Value> for ModelSpec {
     fn from(v: Value) -> ModelSpec {
-        ModelSpec::deserialize(&v).unwrap_or(ModelSpec::Unknown(v))
+        ModelSpec::from_value(v)
+    }
+}
+
+impl<'de> Deserialize<'de> for ModelSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ModelSpec, D::Error> {
+        Value::deserialize(d).map(ModelSpec::from_value)
+    }
+}
+
+impl ModelSpec {
+    /// A model from its stored JSON, its members moved, not copied: a known kind whose
+    /// members read (a script's `turns` an array, an attempt's `prior` a run and a
+    /// conversation, an outside agent's `via` a string) is typed; anything else is kept as
+    /// given, [`ModelSpec::Unknown`]. Members a kind does not have are dropped.
+    pub fn from_value(v: Value) -> ModelSpec {
+        let Some(kind) = known_kind(&v) else {
+            return ModelSpec::Unknown(v);
+        };
+        let Value::Object(mut m) = v else {
+            unreachable!("known_kind accepts objects only")
+        };
+        let mut take = |k: &str| m.remove(k).filter(|v| !v.is_null());
+        let attempt = AttemptTold {
+            prior: take("prior").and_then(|p| Prior::deserialize(p).ok()),
+            task: take("task"),
+        };
+        match kind {
+            Kind::Script => ModelSpec::Script {
+                turns: match take("turns") {
+                    Some(Value::Array(turns)) => turns,
+                    _ => vec![],
+                },
+                attempt,
+            },
+            Kind::OpenAi => ModelSpec::OpenAi {
+                attempt,
+                profile: take("profile"),
+            },
+            Kind::External => ModelSpec::External {
+                via: match take("via") {
+                    Some(Value::String(via)) => via,
+                    _ => String::new(),
+                },
+                attempt,
+            },
+        }
+    }
+}
+
+/// The kinds a stored model can be typed as.
+enum Kind {
+    Script,
+    OpenAi,
+    External,
+}
+
+/// The kind `v` reads as, checked whole before anything is moved out of it: `None` keeps
+/// it as given.
+fn known_kind(v: &Value) -> Option<Kind> {
+    let m = v.as_object()?;
+    let prior_reads = match m.get("prior") {
+        None | Some(Value::Null) => true,
+        Some(p) => Prior::deserialize(p).is_ok(),
+    };
+    if !prior_reads {
+        return None;
+    }
+    match m.get("kind")?.as_str()? {
+        "script" => match m.get("turns") {
+            None | Some(Value::Array(_)) => Some(Kind::Script),
+            _ => None,
+        },
+        "openai" => Some(Kind::OpenAi),
+        "external" => m.get("via").and_then(Value::as_str).map(|_| Kind::External),
+        _ => None,
     }
 }
 
@@ -375,5 +452,34 @@ mod tests {
         let odd = ModelSpec::from(json!({"kind": "anthropic"}));
         assert_eq!(odd.kind(), Some("anthropic"));
         assert_eq!(StoredSpec::read(&json!({"k": 1})).model.kind(), None);
+    }
+
+    /// A model whose members do not read stays as given; nulls read as absent.
+    #[test]
+    fn a_model_whose_members_do_not_read_is_kept_as_given() {
+        for odd in [
+            json!({"kind": "script", "turns": null}),
+            json!({"kind": "script", "turns": {"a": 1}}),
+            json!({"kind": "external"}),
+            json!({"kind": "external", "via": 3}),
+            json!({"kind": "openai", "prior": {"run": "r"}}),
+            json!({"kind": 7}),
+            json!(["script"]),
+        ] {
+            assert_eq!(
+                ModelSpec::from(odd.clone()),
+                ModelSpec::Unknown(odd.clone())
+            );
+            let back: ModelSpec = serde_json::from_value(odd.clone()).unwrap();
+            assert_eq!(back, ModelSpec::Unknown(odd));
+        }
+        let m = ModelSpec::from(
+            json!({"kind": "openai", "prior": null, "task": null, "profile": null, "x": 1}),
+        );
+        assert_eq!(m, ModelSpec::openai());
+        assert_eq!(
+            ModelSpec::from(json!({"kind": "script"})),
+            ModelSpec::script(vec![])
+        );
     }
 }
