@@ -1,7 +1,5 @@
 //! Canonical JSON (RFC 8785, JCS) and SHA-256 hashes of payloads; the ledger key (§7, §8.1).
 
-use sha2::{Digest, Sha256};
-
 #[derive(Debug, thiserror::Error)]
 #[error("cannot canonicalize payload: {0}")]
 pub struct CanonError(String);
@@ -205,7 +203,34 @@ pub fn hex_lower(bytes: &[u8]) -> String {
 }
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex_lower(&Sha256::digest(bytes))
+    hex_lower(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref())
+}
+
+/// SHA-256 over several parts, as one text: every hash of the journal's chain and the ledger
+/// goes through here. ring's implementation (assembly using the CPU's SHA or vector
+/// instructions) takes about a third fewer instructions a block than a portable one where
+/// those are absent, and the same hash.
+pub struct Sha256(ring::digest::Context);
+
+impl Sha256 {
+    pub fn new() -> Sha256 {
+        Sha256(ring::digest::Context::new(&ring::digest::SHA256))
+    }
+
+    pub fn update(&mut self, bytes: impl AsRef<[u8]>) {
+        self.0.update(bytes.as_ref());
+    }
+
+    /// The hash, as lower-case hexadecimal.
+    pub fn hex(self) -> String {
+        hex_lower(self.0.finish().as_ref())
+    }
+}
+
+impl Default for Sha256 {
+    fn default() -> Sha256 {
+        Sha256::new()
+    }
 }
 
 /// The hash an approval binds to: SHA-256 of the canonical JSON of the payload.
@@ -221,7 +246,7 @@ pub fn ledger_key(scope: &str, delivery_id: &str, payload_hash: &str) -> String 
         h.update((part.len() as u64).to_be_bytes());
         h.update(part.as_bytes());
     }
-    hex_lower(&h.finalize())
+    h.hex()
 }
 
 #[cfg(test)]
@@ -229,6 +254,17 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use serde_json::json;
+
+    /// FIPS 180-2's vector, whole and in parts.
+    #[test]
+    fn sha256_is_sha256() {
+        let abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+        assert_eq!(sha256_hex(b"abc"), abc);
+        let mut h = Sha256::new();
+        h.update("a");
+        h.update(b"bc");
+        assert_eq!(h.hex(), abc);
+    }
 
     #[test]
     fn rfc8785_examples() {

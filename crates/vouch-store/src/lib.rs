@@ -6,8 +6,8 @@
 //! (the store never reads a clock), so tests and simulations control time.
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
+use vouch_core::canon::Sha256;
 pub use vouch_core::{CatchUp, Overlap};
 use vouch_core::{EndedBy, Outcome, RunState, TriggerKind};
 
@@ -316,7 +316,7 @@ pub fn event_hash(
     let mut h = Sha256::new();
     h.update(prev_hash.as_bytes());
     h.update(canonical.as_bytes());
-    vouch_core::hex_lower(&h.finalize())
+    h.hex()
 }
 
 /// Integers up to this magnitude are written by RFC 8785 exactly as their decimal digits.
@@ -407,7 +407,7 @@ impl EventContent {
         h.update(self.head.as_bytes());
         h.update(seq_text.as_bytes());
         h.update(self.tail.as_bytes());
-        vouch_core::hex_lower(&h.finalize())
+        h.hex()
     }
 }
 
@@ -539,7 +539,7 @@ pub fn damage_fingerprint(found: &[String]) -> String {
         h.update(f.as_bytes());
         h.update(b"\n");
     }
-    vouch_core::hex_lower(&h.finalize())
+    h.hex()
 }
 
 /// The terminal record (§9.2), committed with the receipt and the outbox row in one transaction.
