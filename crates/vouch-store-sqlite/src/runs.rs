@@ -62,7 +62,8 @@ pub(super) fn journal_row(r: &Row) -> rusqlite::Result<JournalEntry> {
 /// `(seq, prev_hash, hash)`.
 fn insert_event(conn: &Connection, ev: &PreparedEvent) -> StoreResult<(i64, String, String)> {
     let tail = tail(conn, &ev.run_id)?;
-    insert_after(conn, ev, tail)
+    let mut insert = conn.prepare_cached(INSERT_EVENT_SQL).map_err(db_err)?;
+    insert_after(&mut insert, ev, tail)
 }
 
 /// Append a run's events in order inside the writer's transaction, reading its tail once
@@ -75,13 +76,17 @@ fn insert_events<'e>(
 ) -> StoreResult<Vec<(i64, String, String)>> {
     let mut last = tail(conn, run_id)?;
     let mut out = vec![];
+    // One statement for the batch: a lookup in the statement cache hashes the SQL's text.
+    let mut insert = conn.prepare_cached(INSERT_EVENT_SQL).map_err(db_err)?;
     for ev in evs {
-        let (seq, prev, hash) = insert_after(conn, ev, last)?;
+        let (seq, prev, hash) = insert_after(&mut insert, ev, last)?;
         last = Some((seq, hash.clone()));
         out.push((seq, prev, hash));
     }
     Ok(out)
 }
+
+const INSERT_EVENT_SQL: &str = "INSERT INTO journal (run_id, seq, kind, delivery, body, at_ms, prev_hash, hash) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)";
 
 /// The seq and hash of a run's last event, if any.
 fn tail(conn: &Connection, run_id: &str) -> StoreResult<Option<(i64, String)>> {
@@ -93,9 +98,10 @@ fn tail(conn: &Connection, run_id: &str) -> StoreResult<Option<(i64, String)>> {
         .map_err(db_err)
 }
 
-/// Insert `ev` after the run's `last` event (its seq and hash).
+/// Insert `ev` after the run's `last` event (its seq and hash) with `insert`
+/// ([`INSERT_EVENT_SQL`]).
 fn insert_after(
-    conn: &Connection,
+    insert: &mut rusqlite::CachedStatement<'_>,
     ev: &PreparedEvent,
     last: Option<(i64, String)>,
 ) -> StoreResult<(i64, String, String)> {
@@ -105,30 +111,42 @@ fn insert_after(
         None => (1, GENESIS_HASH.to_string()),
     };
     let hash = ev.content.hash(&prev, seq);
-    conn.prepare_cached(
-        "INSERT INTO journal (run_id, seq, kind, delivery, body, at_ms, prev_hash, hash) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)",
-    )
-    .and_then(|mut st| st.execute(params![run_id, seq, ev.kind.as_str(), ev.delivery, ev.body_text, ev.at_ms, prev, hash]))
-    .map_err(|e| {
-        use rusqlite::ffi;
-        // By SQLite's extended code, never by the wording: the only trigger on an insert into
-        // the journal closes it after the terminal event, and its only unique index is the one
-        // terminal per run (the key (run_id, seq) is a primary-key violation, not this one).
-        let extended = match &e {
-            rusqlite::Error::SqliteFailure(f, _) => Some(f.extended_code),
-            _ => None,
-        };
-        match extended {
-            // The foreign key stands for "the run exists" (one query less per append).
-            Some(ffi::SQLITE_CONSTRAINT_FOREIGNKEY) => StoreError::NotFound {
-                what: "run",
-                id: run_id.to_string(),
-            },
-            Some(ffi::SQLITE_CONSTRAINT_TRIGGER | ffi::SQLITE_CONSTRAINT_UNIQUE) => codec::run_ended(run_id),
-            _ => db_err(e),
-        }
-    })?;
+    insert
+        .execute(params![
+            run_id,
+            seq,
+            ev.kind.as_str(),
+            ev.delivery,
+            ev.body_text,
+            ev.at_ms,
+            prev,
+            hash
+        ])
+        .map_err(|e| insert_refused(run_id, e))?;
     Ok((seq, prev, hash))
+}
+
+/// Why SQLite refused an event's insert, as the store says it.
+fn insert_refused(run_id: &str, e: rusqlite::Error) -> StoreError {
+    use rusqlite::ffi;
+    // By SQLite's extended code, never by the wording: the only trigger on an insert into
+    // the journal closes it after the terminal event, and its only unique index is the one
+    // terminal per run (the key (run_id, seq) is a primary-key violation, not this one).
+    let extended = match &e {
+        rusqlite::Error::SqliteFailure(f, _) => Some(f.extended_code),
+        _ => None,
+    };
+    match extended {
+        // The foreign key stands for "the run exists" (one query less per append).
+        Some(ffi::SQLITE_CONSTRAINT_FOREIGNKEY) => StoreError::NotFound {
+            what: "run",
+            id: run_id.to_string(),
+        },
+        Some(ffi::SQLITE_CONSTRAINT_TRIGGER | ffi::SQLITE_CONSTRAINT_UNIQUE) => {
+            codec::run_ended(run_id)
+        }
+        _ => db_err(e),
+    }
 }
 
 pub(super) fn insert_run(conn: &Connection, run: &NewRun) -> StoreResult<()> {
