@@ -194,12 +194,12 @@ fn needs_escape(chunk: &[u8]) -> bool {
 /// `char` at a time (every chained event's hash goes through here).
 pub fn hex_lower(bytes: &[u8]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
+    let mut out = Vec::with_capacity(bytes.len() * 2);
     for b in bytes {
-        out.push(char::from(HEX[usize::from(b >> 4)]));
-        out.push(char::from(HEX[usize::from(b & 0xf)]));
+        out.extend_from_slice(&[HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]]);
     }
-    out
+    // Only ASCII hexadecimal digits were written.
+    String::from_utf8(out).unwrap_or_default()
 }
 
 pub fn sha256_hex(bytes: &[u8]) -> String {

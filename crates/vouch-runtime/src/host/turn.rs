@@ -74,6 +74,8 @@ impl Host {
             } else {
                 Presence::Away
             });
+        let (stored_spec, spec_sha256) =
+            run_spec_record(self.models.record(&spec.model), presence, spec);
         let run = NewRun {
             state: RunState::Running,
             id: id.to_string(),
@@ -82,7 +84,7 @@ impl Host {
             chain_root,
             parent: parent.map(|p| p.id.clone()),
             scope,
-            spec: run_spec_record(self.models.record(&spec.model), presence, spec),
+            spec: stored_spec,
             created_ms: self.now(),
             // Born owned: another process's start-up reconciliation must never take a run
             // that is being created for an orphan (issue 11 #10).
@@ -106,7 +108,7 @@ impl Host {
                 trigger: spec.trigger,
                 parent: run.parent.clone(),
                 scope: run.scope.clone(),
-                spec_sha256: vouch_core::payload_hash(&run.spec).ok(),
+                spec_sha256,
             }),
         )?;
         self.say(&format!("▶ run {id} started: {}", spec.title));
@@ -775,14 +777,25 @@ pub(super) fn chat_message(event: &Event, delivery: Option<&str>) -> Option<Chat
 /// The spec a run records: its model (moved in, not copied as `json!` would copy it), its
 /// presence, and whether the presence and quietness were asked for. The members' order is
 /// the stored order.
-fn run_spec_record(model: ModelSpec, presence: Presence, spec: &RunSpec) -> Value {
-    StoredSpec {
+fn run_spec_record(
+    model: ModelSpec,
+    presence: Presence,
+    spec: &RunSpec,
+) -> (Value, Option<String>) {
+    let stored = StoredSpec {
         model,
         presence: Some(presence),
         presence_explicit: spec.presence.is_some(),
         quiet: spec.quiet,
-    }
-    .to_value()
+    };
+    let value = stored.to_value();
+    // Its hash for `run_created` from the typed form (the `Value`'s canonical form sorts
+    // every object's members again); the `Value` form when the typed one refuses (a float).
+    let hash = match vouch_core::canonical_typed(&stored) {
+        Ok(text) => Some(vouch_core::sha256_hex(text.as_bytes())),
+        Err(_) => vouch_core::payload_hash(&value).ok(),
+    };
+    (value, hash)
 }
 
 /// The host's message to the model in a patch attempt about its worktree (from the
@@ -820,7 +833,8 @@ mod tests {
                 scope: None,
             };
             let before = json!({"model": model.clone(), "presence": presence, "presence_explicit": spec.presence.is_some(), "quiet": spec.quiet});
-            let now = run_spec_record(spec.model.clone(), presence, &spec);
+            let (now, hash) = run_spec_record(spec.model.clone(), presence, &spec);
+            assert_eq!(hash, vouch_core::payload_hash(&now).ok());
             assert_eq!(now.to_string(), before.to_string());
             assert_eq!(now, before);
         }
