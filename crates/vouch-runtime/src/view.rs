@@ -68,6 +68,8 @@ pub struct RunView {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub failed_tool_calls: usize,
+    /// Tool calls with a journaled result, failed or not.
+    pub tool_calls: usize,
     pub final_text: Option<String>,
     pub first_ms: i64,
     pub last_ms: i64,
@@ -177,6 +179,7 @@ impl RunView {
                 if self.pending_calls.is_empty() {
                     self.turns_complete = self.turns;
                 }
+                self.tool_calls += 1;
                 if !b.ok {
                     self.failed_tool_calls += 1;
                 }

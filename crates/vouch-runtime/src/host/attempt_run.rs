@@ -100,7 +100,7 @@ impl Host {
             ended_report(
                 kind,
                 input,
-                &journal,
+                super::task::model_outage(&journal),
                 cancelled,
                 Some((accepted, invalid > repairs_max)),
             )

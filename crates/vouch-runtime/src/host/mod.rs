@@ -441,11 +441,16 @@ impl Drives {
         true
     }
 
-    fn close(&self, run_id: &str) {
-        self.0
+    /// The drive of `run_id` is over: its state goes, and its view comes back when nothing
+    /// else holds it.
+    fn close(&self, run_id: &str) -> Option<RunView> {
+        let state = self
+            .0
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .remove(run_id);
+            .remove(run_id)?;
+        let state = Arc::into_inner(state)?;
+        Some(state.into_inner().unwrap_or_else(|p| p.into_inner()).view)
     }
 
     fn apply(&self, run_id: &str, at_ms: i64, delivery: Option<&str>, event: &Event) {

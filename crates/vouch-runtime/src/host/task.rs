@@ -1082,31 +1082,31 @@ impl Host {
         if let Some(stop) = stop {
             self.drives.watch(&run_id, stop);
         }
-        let driven = match resume {
-            Some(_) => self.drive(&run_id),
-            None => self
-                .create(&run_id, &spec, None, None)
-                .and_then(|run| self.drive_run(run)),
+        let (driven, view) = match resume {
+            Some(_) => self
+                .record(&run_id)
+                .map_or_else(|e| (Err(e), None), |run| self.drive_run_viewed(run)),
+            None => match self.create(&run_id, &spec, None, None) {
+                Ok(run) => self.drive_run_viewed(run),
+                Err(e) => (Err(e), None),
+            },
         };
         self.drives.unwatch(&run_id);
         let slot = work.take(&run_id);
         let end = driven?;
-        let journal = self.store.journal(&run_id)?;
-        let usage = usage_of(&journal);
+        let facts = self.ended_facts(&run_id, view)?;
         let receipt = self.store.receipt(&run_id)?;
-        let cancelled = RunView::from_journal(&journal)
-            .loop_end
-            .is_some_and(|l| l.cause == "cancelled");
         let report = match end {
             RunEnd::Suspended { .. } => None,
             RunEnd::Ended { .. } => Some(ended_report(
                 &job.kind,
                 &job.input,
-                &journal,
-                cancelled,
+                facts.outage,
+                facts.cancelled,
                 slot.map(|s| (s.accepted, s.invalid > s.repairs_max)),
             )),
         };
+        let usage = facts.usage;
         Ok(AttemptOutcome {
             run_id,
             report,
@@ -1114,6 +1114,79 @@ impl Host {
             usage,
             evidence: None,
         })
+    }
+}
+
+/// What an attempt's report and cost are decided from once its run has ended.
+struct EndedFacts {
+    usage: Usage,
+    cancelled: bool,
+    outage: Option<(crate::model::Outage, String)>,
+}
+
+impl EndedFacts {
+    fn of_journal(journal: &[vouch_store::JournalEntry]) -> EndedFacts {
+        EndedFacts {
+            usage: usage_of(journal),
+            cancelled: cancelled_in(&RunView::from_journal(journal)),
+            outage: model_outage(journal),
+        }
+    }
+
+    fn of_view(view: &RunView) -> EndedFacts {
+        let usage = Usage {
+            turns: view.turns as i64,
+            tokens: (view.prompt_tokens + view.completion_tokens) as i64,
+            tool_calls: view.tool_calls as i64,
+            failed_tool_calls: view.failed_tool_calls as i64,
+        };
+        let outage = view
+            .loop_end
+            .as_ref()
+            .filter(|l| l.cause == "model_error")
+            .and_then(|l| crate::model::Outage::of(&l.reason).map(|o| (o, l.reason.clone())));
+        EndedFacts {
+            usage,
+            cancelled: cancelled_in(view),
+            outage,
+        }
+    }
+}
+
+/// The run's loop was stopped by a cancel (§13.3).
+fn cancelled_in(view: &RunView) -> bool {
+    view.loop_end
+        .as_ref()
+        .is_some_and(|l| l.cause == "cancelled")
+}
+
+impl Host {
+    /// The facts of an ended attempt's run: from the view its drive kept (every event it
+    /// journaled applied), so the journal is not read back and replayed; from the journal
+    /// when the drive never opened. Debug builds check the two agree on every attempt.
+    fn ended_facts(&self, run_id: &str, view: Option<RunView>) -> HostResult<EndedFacts> {
+        let Some(view) = view else {
+            return Ok(EndedFacts::of_journal(&self.store.journal(run_id)?));
+        };
+        let facts = EndedFacts::of_view(&view);
+        #[cfg(debug_assertions)]
+        {
+            let read = EndedFacts::of_journal(&self.store.journal(run_id)?);
+            debug_assert_eq!(
+                (
+                    &facts.usage,
+                    facts.cancelled,
+                    facts.outage.as_ref().map(|o| &o.1)
+                ),
+                (
+                    &read.usage,
+                    read.cancelled,
+                    read.outage.as_ref().map(|o| &o.1)
+                ),
+                "run {run_id}: the drive's view and its journal disagree"
+            );
+        }
+        Ok(facts)
     }
 }
 
@@ -1156,7 +1229,7 @@ pub(super) type Submitted = (Value, Option<Value>);
 pub(super) fn ended_report(
     kind: &str,
     input: &Value,
-    journal: &[vouch_store::JournalEntry],
+    outage: Option<(crate::model::Outage, String)>,
     cancelled: bool,
     slot: Option<(Option<Submitted>, bool)>,
 ) -> ReportKind {
@@ -1180,7 +1253,7 @@ pub(super) fn ended_report(
         }
         // The host notices the missing handoff (§13.1): a run may fail for reasons
         // another try can fix, so it is retryable while attempts remain.
-        not_accepted => match model_outage(journal) {
+        not_accepted => match outage {
             // The attempt's end names the outage; a refusal is not retried.
             Some((outage, why)) => ReportKind::Failed {
                 retryable: outage.retryable(),
@@ -1200,7 +1273,9 @@ pub(super) fn ended_report(
 }
 
 /// The model outage that stopped the run's loop, if one did, with the journaled reason.
-fn model_outage(journal: &[vouch_store::JournalEntry]) -> Option<(crate::model::Outage, String)> {
+pub(super) fn model_outage(
+    journal: &[vouch_store::JournalEntry],
+) -> Option<(crate::model::Outage, String)> {
     journal
         .iter()
         .rev()

@@ -242,10 +242,16 @@ impl Host {
 
     /// Drive a run from its record as the store holds it now (as `create` returns it).
     pub(super) fn drive_run(&self, run: RunRecord) -> HostResult<RunEnd> {
+        self.drive_run_viewed(run).0
+    }
+
+    /// [`Host::drive_run`], with the run's view as the drive left it (every event it
+    /// journaled applied; not the terminal), when the drive got as far as opening it.
+    pub(super) fn drive_run_viewed(&self, run: RunRecord) -> (HostResult<RunEnd>, Option<RunView>) {
         let id = run.id.clone();
         let result = self.drive_open(run);
-        self.drives.close(&id);
-        result
+        let view = self.drives.close(&id);
+        (result, view)
     }
 
     fn drive_open(&self, run: RunRecord) -> HostResult<RunEnd> {
