@@ -409,7 +409,7 @@ fn measure_runs(
     let par_s = t.elapsed().as_secs_f64();
     let seq_rate = count as f64 / seq_s;
     let par_rate = done as f64 / par_s;
-    let events = host.store.verify()?;
+    let events = host.verify_store()?;
     if !json_out {
         errln!("  SQLite's own 1-row FULL commit loop on the same disk ({COMMIT_LOOP_SECONDS} s)");
     }
@@ -540,8 +540,8 @@ pub fn scale(sizes: &[usize], json_out: bool) -> Result<i32> {
             host.boot().map_err(|e| anyhow!("{e}"))?;
             startup.push(t.elapsed().as_secs_f64() * 1e3);
             let t = Instant::now();
-            let cards = host.store.open_cards()?;
-            let runs = host.store.runs(50)?;
+            let cards = host.open_cards()?;
+            let runs = host.runs(50)?;
             list.push(t.elapsed().as_secs_f64() * 1e3);
             if cards.len() != 3 || runs.len() != (n + 3).min(50) {
                 return Err(anyhow!(
@@ -1025,7 +1025,7 @@ pub fn approval(runs: usize, json_out: bool) -> Result<i32> {
         }
         waiting.push(id);
     }
-    let cards = host.store.open_cards()?;
+    let cards = host.open_cards()?;
     let mut ms = vec![];
     let mut ended_ok = 0;
     for id in &waiting {
@@ -1050,8 +1050,7 @@ pub fn approval(runs: usize, json_out: bool) -> Result<i32> {
     let mut reexecuted = 0usize;
     for id in &waiting {
         let starts = host
-            .store
-            .journal(id)?
+            .events(id)?
             .iter()
             .filter(|e| {
                 e.kind == vouch_store::EventKind::AttemptStarted

@@ -143,7 +143,7 @@ pub fn run(keep: bool) -> Result<i32> {
             turns,
         ))
         .map_err(|e| anyhow!("{e}"))?;
-    hout!("{}", indent(&host.store.receipt(&id1)?.unwrap_or_default()));
+    hout!("{}", indent(&host.receipt(&id1)?.unwrap_or_default()));
     let on_disk = std::fs::read_to_string(files.join("Reports/q4-brief.md")).unwrap_or_default();
     houtln!(
         "    The file is really there: {} bytes in Reports/q4-brief.md.",
@@ -166,8 +166,7 @@ pub fn run(keep: bool) -> Result<i32> {
         .start(&spec("Tell the team channel the Q4 brief is ready", turns))
         .map_err(|e| anyhow!("{e}"))?;
     let card = host
-        .store
-        .cards_for_run(&id2)?
+        .run_cards(&id2)?
         .into_iter()
         .find(|c| c.state == CardState::Open);
     let Some(card) = card else {
@@ -176,10 +175,9 @@ pub fn run(keep: bool) -> Result<i32> {
     houtln!("    The person approves the exact payload (hash {}…), as `vouch approve {id2} d1 --hash …` would.", &card.payload_hash[..12]);
     host.approve(&id2, "d1", &card.payload_hash)
         .map_err(|e| anyhow!("{e}"))?;
-    hout!("{}", indent(&host.store.receipt(&id2)?.unwrap_or_default()));
+    hout!("{}", indent(&host.receipt(&id2)?.unwrap_or_default()));
     let rec2 = host
-        .store
-        .run(&id2)?
+        .run_record(&id2)?
         .ok_or_else(|| anyhow!("run 2 missing"))?;
     houtln!(
         "    The server saw {} request(s); the receipt follows its answer, not the model's words.",
@@ -225,17 +223,15 @@ pub fn run(keep: bool) -> Result<i32> {
         bail!("start-up reconciliation found no interrupted run")
     };
     houtln!("    Start-up reconciliation ended run {id3}:");
-    hout!("{}", indent(&host.store.receipt(&id3)?.unwrap_or_default()));
+    hout!("{}", indent(&host.receipt(&id3)?.unwrap_or_default()));
     houtln!("    `vouch resume {id3}` finishes what is left:");
     let (id4, _) = host.resume(&id3).map_err(|e| anyhow!("{e}"))?;
-    hout!("{}", indent(&host.store.receipt(&id4)?.unwrap_or_default()));
+    hout!("{}", indent(&host.receipt(&id4)?.unwrap_or_default()));
     let rec3 = host
-        .store
-        .run(&id3)?
+        .run_record(&id3)?
         .ok_or_else(|| anyhow!("run 3 missing"))?;
     let rec4 = host
-        .store
-        .run(&id4)?
+        .run_record(&id4)?
         .ok_or_else(|| anyhow!("run 4 missing"))?;
     ok &= rec3.outcome == Some(Outcome::Partial) && rec4.outcome == Some(Outcome::Succeeded);
     ok &= files.join("Reports/q4-summary.md").exists();
@@ -261,8 +257,7 @@ pub fn run(keep: bool) -> Result<i32> {
         .start(&spec("E-mail the board the Q4 headline", turns))
         .map_err(|e| anyhow!("{e}"))?;
     let card = host
-        .store
-        .cards_for_run(&id5)?
+        .run_cards(&id5)?
         .into_iter()
         .find(|c| c.state == CardState::Open);
     let Some(card) = card else {
@@ -274,7 +269,7 @@ pub fn run(keep: bool) -> Result<i32> {
     );
     host.approve(&id5, "d1", &card.payload_hash)
         .map_err(|e| anyhow!("{e}"))?;
-    hout!("{}", indent(&host.store.receipt(&id5)?.unwrap_or_default()));
+    hout!("{}", indent(&host.receipt(&id5)?.unwrap_or_default()));
     let received = inbox.lock().map(|v| v.clone()).unwrap_or_default();
     houtln!("    The mail server received {} message(s); the approved text: {}; the regenerated one: {}.",
         received.len(),
@@ -289,10 +284,10 @@ pub fn run(keep: bool) -> Result<i32> {
         5,
         "The daily brief. The machine was off for yesterday's slot; today's runs.",
     );
-    let now = host.clock.now_ms();
+    let now = host.now_ms();
     let slot_min = (now / 60_000 - 5).rem_euclid(24 * 60);
     let cron = format!("{} {} * * *", slot_min % 60, slot_min / 60);
-    host.store.put_schedule(&vouch_store::Schedule {
+    host.put_schedule(&vouch_store::Schedule {
         name: "daily-brief".into(),
         cron: cron.clone(),
         tz: "UTC".into(),
@@ -311,7 +306,7 @@ pub fn run(keep: bool) -> Result<i32> {
     );
     let tick = host.tick().map_err(|e| anyhow!("{e}"))?;
     for (_, _, run) in tick.missed.iter().chain(tick.started.iter()) {
-        hout!("{}", indent(&host.store.receipt(run)?.unwrap_or_default()));
+        hout!("{}", indent(&host.receipt(run)?.unwrap_or_default()));
     }
     let notes = std::fs::read_to_string(dir.join("notifications.jsonl")).unwrap_or_default();
     houtln!(
@@ -337,7 +332,7 @@ pub fn run(keep: bool) -> Result<i32> {
     );
     ok &= board_story(&dir)?;
 
-    let report = host.store.verify()?;
+    let report = host.verify_store()?;
     houtln!(
         "\nJournal: {} runs, {} events, {} broken chains.",
         report.runs,

@@ -93,7 +93,7 @@ pub fn serve(
             }
         })
         .context("start the scheduler thread")?;
-    let doctor = doctor_fn(dir, host.store.clone());
+    let doctor = doctor_fn(dir, host.clone());
     let mut state = app_state(dir, host, doctor)?;
     // The console's run pages hold `watching` in the home's presence leases (§11.1), which
     // this host reads when it routes a terminal record; artifacts download from the home's
@@ -199,11 +199,11 @@ pub fn app_state(
 
 /// The doctor's report, computed on each request (vouch.toml may change while serving, and
 /// the outbox with every run that ends).
-fn doctor_fn(dir: &Path, store: Arc<dyn vouch_store::Store>) -> vouch_server::DoctorFn {
+fn doctor_fn(dir: &Path, host: Arc<Host>) -> vouch_server::DoctorFn {
     let home = dir.to_path_buf();
     Arc::new(move || {
         let cfg = home::config(&home).map_err(|e| format!("{e:#}"))?;
-        let pending = store.outbox_pending().map_err(|e| e.to_string())?;
+        let pending = host.outbox_pending().map_err(|e| e.to_string())?;
         let mut report =
             vouch_adapters::doctor::doctor(&cfg, &home::providers(&home, &cfg), &pending);
         report.config_path = Some(home.join("vouch.toml").display().to_string());
@@ -222,7 +222,7 @@ pub fn mcp(dir: &Path, host: Arc<Host>, name: Option<&str>) -> Result<i32> {
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .try_init();
-    let doctor = doctor_fn(dir, host.store.clone());
+    let doctor = doctor_fn(dir, host.clone());
     let state = app_state(dir, host, doctor)?;
     let signer = match name {
         None => None,

@@ -158,13 +158,13 @@ pub(crate) fn host_err(e: vouch_runtime::HostError) -> anyhow::Error {
 
 pub(crate) fn open_host(dir: &Path, watch: bool) -> Result<Host> {
     let host = home::host(dir, progress(watch))?;
-    if let Some(why) = host.store.read_only() {
+    if let Some(why) = host.read_only() {
         // Reading a read-only home changes nothing there: no presence, no reconciliation.
         errln!("vouch: this home is read-only ({why}); showing what is stored, changing nothing.");
         return Ok(host);
     }
     // The person is using vouch now: `nearby` for the attention table (§11.1).
-    home::FilePresence::new(dir).touch_active(host.clock.now_ms());
+    home::FilePresence::new(dir).touch_active(host.now_ms());
     // Start-up reconciliation: every run whose owner is gone ends here (§9.1 b).
     let ended = host.boot().map_err(host_err)?;
     for id in ended {

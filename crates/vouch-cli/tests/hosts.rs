@@ -6,6 +6,8 @@
 //! judges processes only of its own host and boot, and any other owner by its lease alone.
 //! Real processes, real namespaces (`unshare`), on both backends.
 
+mod support;
+
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -282,20 +284,6 @@ fn another_hosts_live_lease_is_never_ended_on_postgresql() {
     another_hosts_live_lease_is_never_ended(true);
 }
 
-/// Whether this machine lets us make PID namespaces (root, or user namespaces).
-fn namespaces() -> bool {
-    let ok = Command::new("unshare")
-        .args(["--pid", "--fork", "--mount-proc", "true"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    // CI runs as root on the same kind of machine: a refusal there is a failure, not a skip.
-    assert!(
-        ok || std::env::var("CI").is_err(),
-        "unshare --pid is refused on CI"
-    );
-    ok
-}
-
 const NAMESPACE: [&str; 4] = ["unshare", "--pid", "--fork", "--mount-proc"];
 
 /// A worker in its own PID namespace is pid 1 there, and pid 1 exists in every namespace:
@@ -305,7 +293,7 @@ const NAMESPACE: [&str; 4] = ["unshare", "--pid", "--fork", "--mount-proc"];
 /// number may be given again once it is gone: then the pid's start time tells the restarted
 /// pid 1 from the one that died.)
 fn a_worker_in_its_own_pid_namespace(pg: bool) {
-    if !namespaces() {
+    if !support::namespaces() {
         return;
     }
     let site = Site::new(pg);

@@ -5,6 +5,8 @@
 //! signing their own claims and calls. Each test checks the host's stored world (task and
 //! attempt rows, runs, cards, receipts, what the webhook received), never timing.
 
+mod support;
+
 use serde_json::{json, Value};
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -890,20 +892,6 @@ fn a_remote_workers_model_is_told_the_task_and_acts_on_the_host_on_postgres() {
     a_remote_workers_model_is_told_the_task_and_acts_on_the_host(true);
 }
 
-/// Whether this machine lets us make PID namespaces (root, or user namespaces); on CI a
-/// refusal is a failure, not a skip.
-fn namespaces() -> bool {
-    let ok = Command::new("unshare")
-        .args(["--pid", "--fork", "--mount-proc", "true"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok || std::env::var("CI").is_err(),
-        "unshare --pid is refused on CI"
-    );
-    ok
-}
-
 /// A second host on the first one's PostgreSQL schema: its own home (so its own host id),
 /// serving HTTP from a PID namespace of its own when the machine allows, as another machine
 /// would — no pid it sees means anything to the first host.
@@ -928,7 +916,7 @@ fn second_host(first: &Home) -> (Home, Server) {
     let out = init.output().unwrap();
     assert!(out.status.success(), "init: {}", err(&out));
     let vouch = env!("CARGO_BIN_EXE_vouch");
-    let mut c = if namespaces() {
+    let mut c = if support::namespaces() {
         let mut c = Command::new("unshare");
         c.args(["--pid", "--fork", "--mount-proc", "--kill-child", vouch]);
         c

@@ -47,6 +47,61 @@ pub fn detail(store: &dyn Store, run: RunRecord) -> StoreResult<RunDetail> {
     })
 }
 
+/// The run a person named (§10.1): by its id, by `last` (the newest run), or by the start of
+/// an id that only one run has.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Named {
+    Run(Box<RunRecord>),
+    /// `last`, and there is no run yet.
+    NoRunYet,
+    /// No run's id is or starts with the name.
+    NoMatch,
+    /// More than one run's id starts with the name.
+    Ambiguous,
+    /// `last` for an answer, and no run waits for one.
+    NothingWaits,
+}
+
+/// Which run `name` means: an exact id first, then `last`, then a unique prefix.
+pub fn named(store: &dyn Store, name: &str) -> StoreResult<Named> {
+    if let Some(r) = store.run(name)? {
+        return Ok(Named::Run(Box::new(r)));
+    }
+    if name == "last" {
+        let newest = store.runs(1)?.into_iter().next();
+        return Ok(newest.map_or(Named::NoRunYet, |r| Named::Run(Box::new(r))));
+    }
+    // Two are enough to tell "unique" from "ambiguous".
+    let mut matches = if name.is_empty() {
+        vec![]
+    } else {
+        store.runs_by_prefix(name, 2)?
+    };
+    Ok(match matches.len() {
+        1 => Named::Run(Box::new(matches.remove(0))),
+        0 => Named::NoMatch,
+        _ => Named::Ambiguous,
+    })
+}
+
+/// Which run `name` means when the person answers a card: `last` is the run of the newest
+/// open card of that kind — an approval of `delivery`, or a question when `delivery` is
+/// `None` — unless a run is called `last`; any other name as [`named`].
+pub fn named_waiting(store: &dyn Store, name: &str, delivery: Option<&str>) -> StoreResult<Named> {
+    if name != "last" || store.run(name)?.is_some() {
+        return named(store, name);
+    }
+    let newest = store
+        .open_cards()?
+        .into_iter()
+        .filter(|c| c.delivery.as_deref() == delivery)
+        .max_by_key(|c| c.created_ms);
+    match newest {
+        Some(c) => named(store, &c.run_id),
+        None => Ok(Named::NothingWaits),
+    }
+}
+
 /// Bytes an `Idempotency-Key` holds at most (visible ASCII).
 pub const REQUEST_KEY_BYTES_MAX: usize = 255;
 

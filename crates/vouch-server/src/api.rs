@@ -687,7 +687,7 @@ pub async fn add_schedule(
             body.overlap.unwrap_or_default(),
             body.grace_ms
                 .unwrap_or(vouch_runtime::scheduler::GRACE_MS_DEFAULT),
-            host.clock.now_ms(),
+            host.now_ms(),
         )
         .map_err(|e| ApiError::field(e.field, e.message))?;
         store.put_schedule(&sched)?;

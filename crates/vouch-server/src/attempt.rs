@@ -205,7 +205,7 @@ pub fn open_run(s: &AppState, c: &Claim, via: &str) -> ApiResult<String> {
             receipt: None,
             usage: Usage::default(),
             signature: None,
-            now_ms: s.host.clock.now_ms(),
+            now_ms: s.host.now_ms(),
             stamp: None,
         };
         if let Err(r) = board.report(&report) {
@@ -399,7 +399,7 @@ fn settle(
     run: &str,
     reply: &ExternalReply,
 ) -> ApiResult<Option<Value>> {
-    let now = s.host.clock.now_ms();
+    let now = s.host.now_ms();
     match &reply.end {
         None => Ok(None),
         Some(RunEnd::Suspended { reason }) => {

@@ -67,7 +67,7 @@ pub async fn enrol(
 ) -> ApiResult<(StatusCode, Json<IdentityBody>)> {
     blocking(move || {
         let store = identity_store(&s)?;
-        let now = s.host.clock.now_ms();
+        let now = s.host.now_ms();
         let record = vouch_identity::enrol(store.as_ref(), &body.name, &body.public_key, now)
             .map_err(|e| match e {
                 EnrolError::Name(e) => ApiError::field("name", e.to_string()),

@@ -286,7 +286,7 @@ impl VouchMcp {
         let at_ms =
             match (signed.at_ms, own) {
                 (Some(t), _) => t,
-                (None, false) => self.state.host.clock.now_ms(),
+                (None, false) => self.state.host.now_ms(),
                 (None, true) => return Err(ApiError::field(
                     "at_ms",
                     "`at_ms` (your clock, ms since the epoch) is required with your own signature",
@@ -508,7 +508,7 @@ impl VouchMcp {
             ToolCall::TaskResult(a) => to_value(&crate::attempt::result(s, a.task.as_str())?),
             ToolCall::TaskCancel(a) => {
                 let board = work::board_of(s)?;
-                let t = board.cancel(a.task.as_str(), s.host.clock.now_ms())?;
+                let t = board.cancel(a.task.as_str(), s.host.now_ms())?;
                 Ok(json!({"task": to_value(&t)?}))
             }
             ToolCall::ArtifactPut(a, b) => self.artifact_put(a, b),

@@ -248,7 +248,8 @@ impl InboxStream {
 }
 
 /// The inbox and its fingerprint, or `None` when the fingerprint is `seen`: a cheap
-/// fingerprint first (open cards, ended runs), the whole inbox only when it changed.
+/// fingerprint first (the console's `inbox_version`: open cards, ended runs), the whole inbox
+/// only when it changed.
 fn inbox_if_changed(
     store: &dyn vouch_store::Store,
     token: &str,
@@ -257,18 +258,7 @@ fn inbox_if_changed(
     if revoked(store, token)? {
         return Err(revoked_problem());
     }
-    let cards = store.open_cards()?;
-    let runs = store.runs(vouch_runtime::inbox::INBOX_RUNS_MAX)?;
-    let mut print = String::new();
-    for c in &cards {
-        print.push_str(&format!(
-            "c{}/{:?}/{};",
-            c.run_id, c.delivery, c.payload_hash
-        ));
-    }
-    for r in runs.iter().filter(|r| r.state == RunState::Ended) {
-        print.push_str(&format!("r{};", r.id));
-    }
+    let (_, print) = crate::console::live::inbox_version(store)?;
     if seen.as_deref() == Some(print.as_str()) {
         return Ok(None);
     }

@@ -285,7 +285,7 @@ pub fn fresh(s: &AppState, identity: &str, at_ms: i64, nonce: &str) -> ApiResult
         at_ms,
         nonce: nonce.to_string(),
     };
-    let now = s.host.clock.now_ms();
+    let now = s.host.now_ms();
     vouch_store::board::spend_stamp(&*board_of(s)?, identity, &stamp, now).map_err(stamp_err)
 }
 
@@ -311,7 +311,7 @@ pub(crate) fn signed_fresh(
     signature: &str,
     stamp: &Stamp,
 ) -> ApiResult<()> {
-    vouch_store::board::check_stamp(stamp, s.host.clock.now_ms()).map_err(stamp_err)?;
+    vouch_store::board::check_stamp(stamp, s.host.now_ms()).map_err(stamp_err)?;
     check_signature(verifier, who, statement, signature)?;
     fresh(s, who, stamp.at_ms, &stamp.nonce)
 }
@@ -427,8 +427,8 @@ pub fn offer(
     key: Option<String>,
 ) -> ApiResult<(bool, Value)> {
     let board = board_of(s)?;
-    let now = s.host.clock.now_ms();
-    let id = format!("t{}", vouch_runtime::host::new_id(s.host.clock.as_ref()));
+    let now = s.host.now_ms();
+    let id = format!("t{}", s.host.new_id());
     let offered = vouch_runtime::offer::offer(
         board.as_ref(),
         &s.work.types,
@@ -503,10 +503,10 @@ pub fn signed_claim(s: &AppState, b: &ClaimBody) -> ApiResult<ClaimRequest> {
 /// Claim with a checked request (`signed_claim`); the claim opens the attempt's run (`via`).
 pub fn claim_checked(s: &AppState, req: &ClaimRequest, via: &str) -> ApiResult<ClaimResult> {
     let board = board_of(s)?;
-    let now = s.host.clock.now_ms();
+    let now = s.host.now_ms();
     // The run's id is named before the claim, so the attempt's row holds it from the start.
     let mut req = req.clone();
-    req.run_id = Some(vouch_runtime::host::new_id(s.host.clock.as_ref()));
+    req.run_id = Some(s.host.new_id());
     let req = &req;
     // Orphaned attempts, passed deadlines and satisfied conditions first, as every worker does;
     // a sweep that loses a race is done by the next one, and one running elsewhere (fenced
@@ -573,9 +573,7 @@ pub fn heartbeat(
         &b.signature,
         &stamp,
     )?;
-    let h = board
-        .heartbeat(&at, s.host.clock.now_ms())
-        .map_err(board_err)?;
+    let h = board.heartbeat(&at, s.host.now_ms()).map_err(board_err)?;
     Ok(HeartbeatResult {
         cancelled: h.cancelled,
         lease_until_ms: h.lease_until_ms,
@@ -664,7 +662,7 @@ pub fn submit(s: &AppState, task: &str, n: u32, b: &SubmitBody) -> ApiResult<Rep
         receipt,
         usage,
         signature: Some(b.signature.clone()),
-        now_ms: s.host.clock.now_ms(),
+        now_ms: s.host.now_ms(),
         stamp: Some(stamp),
     };
     let done = board.report(&report).map_err(board_err)?;
@@ -757,7 +755,7 @@ pub fn fail(s: &AppState, task: &str, n: u32, b: &FailBody) -> ApiResult<ReportR
         receipt,
         usage,
         signature: Some(b.signature.clone()),
-        now_ms: s.host.clock.now_ms(),
+        now_ms: s.host.now_ms(),
         stamp: Some(Stamp {
             at_ms: b.at_ms,
             nonce: b.nonce.clone(),
@@ -777,7 +775,7 @@ pub fn abort(s: &AppState, task: &str, n: u32, b: &AbortBody) -> ApiResult<Repor
         receipt: None,
         usage: Usage::default(),
         signature: Some(b.signature.clone()),
-        now_ms: s.host.clock.now_ms(),
+        now_ms: s.host.now_ms(),
         stamp: Some(Stamp {
             at_ms: b.at_ms,
             nonce: b.nonce.clone(),
@@ -882,7 +880,7 @@ pub fn host_identity(s: &AppState) -> ApiResult<vouch_identity::Identity> {
     vouch_identity::host(
         &vouch_identity::KeyDir::in_home(&home),
         identities(s)?.as_ref(),
-        s.host.clock.now_ms(),
+        s.host.now_ms(),
     )
     .map_err(|e| ApiError::internal(format!("the host's identity: {e}")))
 }

@@ -1,12 +1,13 @@
 //! The person's decisions (§7, §9.4): approvals listed, approve, deny, edit, answer, cancel, resume.
 
-use crate::cmd::runs::{find_run, finish};
+use crate::cmd::runs::{finish, host_run, the_run};
 use crate::out;
 use crate::{bad, host_err, open_host};
 use anyhow::Result;
 use serde_json::{json, Value};
 use std::path::Path;
 use vouch_runtime::host::{RunEnd, TaskDecision};
+use vouch_runtime::runs::Named;
 
 /// The person at this command line, named on each decision it journals (§17.1.1).
 pub fn local_user() -> vouch_core::Principal {
@@ -15,14 +16,14 @@ pub fn local_user() -> vouch_core::Principal {
 
 pub fn resume(dir: &Path, run: &str, json: bool) -> Result<i32> {
     let host = open_host(dir, !json)?;
-    let rec = find_run(host.store.as_ref(), run)?;
+    let rec = host_run(&host, run)?;
     let (id, end) = host.resume(&rec.id).map_err(host_err)?;
     finish(&host, &id, &end, json)
 }
 
 pub fn approvals(dir: &Path, json: bool) -> Result<i32> {
     let host = open_host(dir, false)?;
-    let cards = vouch_runtime::approvals::open_cards(host.store.as_ref())?;
+    let cards = host.approvals()?;
     if json {
         outln!("{}", serde_json::to_string(&cards)?);
     } else if cards.is_empty() {
@@ -75,35 +76,28 @@ enum Waits<'a> {
 /// open card of that delivery, or a question), not the newest run — the newest run is often
 /// one that already ended. Anything else is a run id or a unique prefix, as everywhere.
 fn find_waiting(
-    store: &dyn vouch_store::Store,
+    host: &vouch_runtime::Host,
     run: &str,
     waits: Waits<'_>,
 ) -> Result<vouch_store::RunRecord> {
-    if run != "last" || store.run(run)?.is_some() {
-        return find_run(store, run);
-    }
-    let newest = store
-        .open_cards()?
-        .into_iter()
-        .filter(|c| match waits {
-            Waits::Approval(d) => c.delivery.as_deref() == Some(d),
-            Waits::Question => c.delivery.is_none(),
-        })
-        .max_by_key(|c| c.created_ms);
-    match newest {
-        Some(c) => find_run(store, &c.run_id),
-        None => Err(bad(match waits {
+    let delivery = match waits {
+        Waits::Approval(d) => Some(d),
+        Waits::Question => None,
+    };
+    match host.named_waiting(run, delivery)? {
+        Named::NothingWaits => Err(bad(match waits {
             Waits::Approval(d) => format!(
                 "no run waits for your approval of {d}, so there is no `last` one; `vouch approvals` lists what waits"
             ),
             Waits::Question => "no run waits for an answer, so there is no `last` one; `vouch approvals` lists what waits".to_string(),
         })),
+        named => the_run(run, named),
     }
 }
 
 pub fn approve(dir: &Path, run: &str, delivery: &str, hash: &str, json: bool) -> Result<i32> {
     let host = open_host(dir, !json)?;
-    let rec = find_waiting(host.store.as_ref(), run, Waits::Approval(delivery))?;
+    let rec = find_waiting(&host, run, Waits::Approval(delivery))?;
     let d = TaskDecision::Approve {
         delivery: delivery.to_string(),
         hash: hash.to_string(),
@@ -113,7 +107,7 @@ pub fn approve(dir: &Path, run: &str, delivery: &str, hash: &str, json: bool) ->
 
 pub fn deny(dir: &Path, run: &str, delivery: &str, json: bool) -> Result<i32> {
     let host = open_host(dir, !json)?;
-    let rec = find_waiting(host.store.as_ref(), run, Waits::Approval(delivery))?;
+    let rec = find_waiting(&host, run, Waits::Approval(delivery))?;
     let d = TaskDecision::Deny {
         delivery: delivery.to_string(),
     };
@@ -122,7 +116,7 @@ pub fn deny(dir: &Path, run: &str, delivery: &str, json: bool) -> Result<i32> {
 
 pub fn edit(dir: &Path, run: &str, delivery: &str, payload: &Path, json: bool) -> Result<i32> {
     let host = open_host(dir, false)?;
-    let rec = find_waiting(host.store.as_ref(), run, Waits::Approval(delivery))?;
+    let rec = find_waiting(&host, run, Waits::Approval(delivery))?;
     let text = vouch_runtime::bounded::read_text(
         payload,
         "payload file",
@@ -152,7 +146,7 @@ pub fn edit(dir: &Path, run: &str, delivery: &str, payload: &Path, json: bool) -
 
 pub fn answer(dir: &Path, run: &str, text: &str, json: bool) -> Result<i32> {
     let host = open_host(dir, !json)?;
-    let rec = find_waiting(host.store.as_ref(), run, Waits::Question)?;
+    let rec = find_waiting(&host, run, Waits::Question)?;
     let d = TaskDecision::Answer {
         text: text.to_string(),
     };
@@ -161,7 +155,7 @@ pub fn answer(dir: &Path, run: &str, text: &str, json: bool) -> Result<i32> {
 
 pub fn cancel(dir: &Path, run: &str, json: bool) -> Result<i32> {
     let host = open_host(dir, false)?;
-    let rec = find_run(host.store.as_ref(), run)?;
+    let rec = host_run(&host, run)?;
     host.cancel(&rec.id).map_err(host_err)?;
     finish(
         &host,

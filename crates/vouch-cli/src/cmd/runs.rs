@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use vouch_runtime::host::ModelSpec;
 use vouch_runtime::host::RunEnd;
+use vouch_runtime::runs::Named;
 use vouch_runtime::{Host, RunSpec};
 use vouch_store::{CardState, Store};
 
@@ -57,9 +58,9 @@ pub fn took(from_ms: i64, to_ms: i64) -> String {
 
 pub fn list(dir: &Path, a: &crate::args::RunsListArgs, json: bool) -> Result<i32> {
     let host = open_host(dir, false)?;
-    let now = host.clock.now_ms();
+    let now = host.now_ms();
     let filter = run_filter(a, now)?;
-    let runs = host.store.runs_filtered(&filter, 0, a.limit)?;
+    let runs = host.runs_filtered(&filter, 0, a.limit)?;
     if json {
         outln!("{}", serde_json::to_string(&runs)?);
     } else if runs.is_empty() && filter == vouch_store::RunFilter::default() {
@@ -96,9 +97,10 @@ pub fn list(dir: &Path, a: &crate::args::RunsListArgs, json: bool) -> Result<i32
 
 pub fn show(dir: &Path, run: &str, json: bool) -> Result<i32> {
     let host = open_host(dir, false)?;
-    let rec = find_run(host.store.as_ref(), run)?;
-    let view = vouch_runtime::view::RunView::from_journal(&host.store.journal(&rec.id)?);
-    let cards = host.store.cards_for_run(&rec.id)?;
+    let rec = host_run(&host, run)?;
+    let journal = host.events(&rec.id)?;
+    let view = vouch_runtime::view::RunView::from_journal(&journal);
+    let cards = host.run_cards(&rec.id)?;
     let items: Vec<Value> = view
         .manifest
         .iter()
@@ -158,7 +160,7 @@ pub fn show(dir: &Path, run: &str, json: bool) -> Result<i32> {
         houtln!(
             "{}, {}. Receipt: `vouch receipt {}`; journal: `vouch journal {}`",
             out::count(view.turns, "turn", "turns"),
-            out::count(host.store.journal(&rec.id)?.len(), "event", "events"),
+            out::count(journal.len(), "event", "events"),
             rec.id,
             rec.id
         );
@@ -308,8 +310,8 @@ pub fn run(
 
 pub fn receipt(dir: &Path, run: &str, json: bool) -> Result<i32> {
     let host = open_host(dir, false)?;
-    let rec = find_run(host.store.as_ref(), run)?;
-    let text = match host.store.receipt(&rec.id)? {
+    let rec = host_run(&host, run)?;
+    let text = match host.receipt(&rec.id)? {
         Some(t) => t,
         None => format!(
             "Run {} has not ended yet ({}); no receipt. Open cards: `vouch approvals`.\n",
@@ -330,13 +332,11 @@ pub fn receipt(dir: &Path, run: &str, json: bool) -> Result<i32> {
 
 pub fn finish(host: &Host, id: &str, end: &RunEnd, json: bool) -> Result<i32> {
     let rec = host
-        .store
-        .run(id)?
+        .run_record(id)?
         .ok_or_else(|| anyhow!("run {id} vanished"))?;
-    let receipt = host.store.receipt(id)?;
+    let receipt = host.receipt(id)?;
     let cards: Vec<_> = host
-        .store
-        .cards_for_run(id)?
+        .run_cards(id)?
         .into_iter()
         .filter(|c| c.state == CardState::Open)
         .collect();
@@ -378,8 +378,7 @@ pub fn exit_for(rec: &vouch_store::RunRecord, waits_for_you: bool) -> i32 {
 /// stopped without the work) and the reason of every delivery that is not verified.
 pub fn run_why(host: &Host, id: &str) -> Result<Value> {
     let terminal = host
-        .store
-        .journal(id)?
+        .events(id)?
         .into_iter()
         .rev()
         .find(|e| e.kind == vouch_store::EventKind::Terminal);
@@ -394,31 +393,28 @@ pub fn run_why(host: &Host, id: &str) -> Result<Value> {
     )
 }
 
-/// Resolve a run id, a unique prefix of one, or `last` (the newest run).
+/// Resolve a run id, a unique prefix of one, or `last` (the newest run), in a store opened
+/// without a host.
 pub fn find_run(store: &dyn Store, id: &str) -> Result<vouch_store::RunRecord> {
-    if let Some(r) = store.run(id)? {
-        return Ok(r);
-    }
-    if id == "last" {
-        return store.runs(1)?.into_iter().next().ok_or_else(|| {
-            bad("there is no run yet, so no `last` one; start one with `vouch run \"PROMPT\" --script FILE`")
-        });
-    }
-    // Two are enough to tell "unique" from "ambiguous".
-    let matches = if id.is_empty() {
-        vec![]
-    } else {
-        store.runs_by_prefix(id, 2)?
-    };
-    match matches.len() {
-        1 => Ok(matches
-            .into_iter()
-            .next()
-            .ok_or_else(|| anyhow!("unreachable"))?),
-        0 => Err(bad(format!(
+    the_run(id, vouch_runtime::runs::named(store, id)?)
+}
+
+/// [`find_run`] through the host, for commands that go on to drive or render the run.
+pub fn host_run(host: &Host, id: &str) -> Result<vouch_store::RunRecord> {
+    the_run(id, host.named_run(id)?)
+}
+
+/// The run the host found for the name `id`, or why there is none in the person's words.
+pub fn the_run(id: &str, named: Named) -> Result<vouch_store::RunRecord> {
+    match named {
+        Named::Run(r) => Ok(*r),
+        Named::NoRunYet => Err(bad(
+            "there is no run yet, so no `last` one; start one with `vouch run \"PROMPT\" --script FILE`",
+        )),
+        Named::NoMatch | Named::NothingWaits => Err(bad(format!(
             "no run `{id}` in this home; list runs with `vouch runs list`"
         ))),
-        _ => Err(bad(format!(
+        Named::Ambiguous => Err(bad(format!(
             "`{id}` matches more than one run; give more of the id"
         ))),
     }
@@ -445,7 +441,7 @@ pub fn describe(body: &Value) -> String {
 
 pub fn watch(dir: &Path, run: &str, json: bool) -> Result<i32> {
     let host = open_host(dir, false)?;
-    let rec = find_run(host.store.as_ref(), run)?;
+    let rec = host_run(&host, run)?;
     let presence = home::FilePresence::new(dir);
     // The last seq shown: each poll reads only what became durable after it.
     let mut seen = 0i64;
@@ -458,9 +454,9 @@ pub fn watch(dir: &Path, run: &str, json: bool) -> Result<i32> {
         );
     }
     loop {
-        let now = host.clock.now_ms();
+        let now = host.now_ms();
         presence.hold_watch(&rec.id, now + 5_000);
-        let entries = host.store.journal_since(&rec.id, seen)?;
+        let entries = host.events_since(&rec.id, seen)?;
         for e in &entries {
             if json {
                 outln!("{}", serde_json::to_string(e)?);
@@ -478,14 +474,13 @@ pub fn watch(dir: &Path, run: &str, json: bool) -> Result<i32> {
             seen = last.seq;
         }
         let cur = host
-            .store
-            .run(&rec.id)?
+            .run_record(&rec.id)?
             .ok_or_else(|| anyhow!("run vanished"))?;
         match cur.state {
             vouch_core::RunState::Ended => {
                 presence.release_watch(&rec.id);
                 if !json {
-                    hout!("\n{}", host.store.receipt(&rec.id)?.unwrap_or_default());
+                    hout!("\n{}", host.receipt(&rec.id)?.unwrap_or_default());
                 }
                 // Like `vouch run`: 1 when the work did not succeed (§17.0).
                 return Ok(exit_for(&cur, false));

@@ -211,7 +211,6 @@ pub(crate) fn scheduler_pass(
     let report = host.tick().map_err(host_err)?;
     // Slots are shown as times in their schedule's zone, never as epoch milliseconds.
     let zones: std::collections::BTreeMap<String, String> = host
-        .store
         .schedules()?
         .into_iter()
         .map(|s| (s.name, s.tz))

@@ -70,7 +70,7 @@ pub fn doctor(dir: &Path, json: bool) -> Result<i32> {
 
 pub fn ledger(dir: &Path, json: bool) -> Result<i32> {
     let host = open_host(dir, false)?;
-    let entries = host.store.ledger_list()?;
+    let entries = host.ledger()?;
     if json {
         outln!("{}", serde_json::to_string(&entries)?);
     } else if entries.is_empty() {
@@ -101,7 +101,7 @@ pub fn inbox(dir: &Path, count: bool, json: bool) -> Result<i32> {
     let host = open_host(dir, false)?;
     if count {
         // Computed from openable items now (§11.4), never stored.
-        let waiting = vouch_runtime::inbox::badge(host.store.as_ref())?;
+        let waiting = host.badge()?;
         if json {
             outln!("{}", json!({"waiting": waiting}));
         } else {
@@ -109,7 +109,7 @@ pub fn inbox(dir: &Path, count: bool, json: bool) -> Result<i32> {
         }
         return Ok(0);
     }
-    let inbox = vouch_runtime::inbox::inbox(host.store.as_ref())?;
+    let inbox = host.inbox()?;
     if json {
         outln!("{}", json!({"cards": inbox.cards, "runs": inbox.runs}));
         return Ok(0);

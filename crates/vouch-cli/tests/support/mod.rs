@@ -280,3 +280,18 @@ pub fn header(request: &str, name: &str) -> Option<String> {
             .then(|| v.trim().to_string())
     })
 }
+
+/// Whether this machine lets us make PID namespaces (root, or user namespaces), for the tests
+/// that start a host or a worker in one of its own.
+pub fn namespaces() -> bool {
+    let ok = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "true"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    // CI runs as root on the same kind of machine: a refusal there is a failure, not a skip.
+    assert!(
+        ok || std::env::var("CI").is_err(),
+        "unshare --pid is refused on CI"
+    );
+    ok
+}

@@ -159,18 +159,9 @@ impl Host {
             LedgerIntent::Recorded(_) if planted_ledger_defect() => {}
             LedgerIntent::Recorded(prev) => {
                 // Never executed again: return the recorded outcome (§8.2).
-                let (status, evidence, reason) = recorded(&prev);
-                self.journal(
-                    &run.id,
-                    self.evd(
-                        &d.id,
-                        j::Evidence {
-                            posture: Some(posture),
-                            ledger: Some(prev.state.as_str().to_string()),
-                            ..j::Evidence::of(status, evidence.clone(), reason.clone())
-                        },
-                    ),
-                )?;
+                let outcome = recorded(&prev);
+                let status = outcome.0;
+                self.journal_recorded(&run.id, &d.id, posture, &prev, outcome)?;
                 return Ok(Some(status));
             }
         }
@@ -318,12 +309,7 @@ impl Host {
         let Some(prev) = self.store.ledger_get(key)? else {
             return Ok(false);
         };
-        let recorded = prev
-            .detail
-            .get("status")
-            .cloned()
-            .and_then(|s| serde_json::from_value::<DeliveryStatus>(s).ok());
-        let status = match (prev.state, recorded) {
+        let status = match (prev.state, recorded_status(&prev.detail)) {
             (LedgerState::Intended, _) => return Ok(false),
             (_, Some(s)) => s,
             (LedgerState::Done, None) => DeliveryStatus::Unconfirmed,
@@ -344,18 +330,32 @@ impl Host {
                 prev.state.as_str()
             )
         };
+        self.journal_recorded(&run.id, &d.id, posture, &prev, (status, evidence, reason))?;
+        Ok(true)
+    }
+
+    /// Journal the evidence of an act whose outcome the ledger already holds (`prev`), as
+    /// `outcome` (status, evidence, reason) reads it, with the ledger's state beside it: the
+    /// act is neither observed nor attempted again.
+    fn journal_recorded(
+        &self,
+        run_id: &str,
+        delivery: &str,
+        posture: Posture,
+        prev: &LedgerEntry,
+        (status, evidence, reason): (DeliveryStatus, String, String),
+    ) -> HostResult<()> {
         self.journal(
-            &run.id,
+            run_id,
             self.evd(
-                &d.id,
+                delivery,
                 j::Evidence {
                     posture: Some(posture),
                     ledger: Some(prev.state.as_str().to_string()),
                     ..j::Evidence::of(status, evidence, reason)
                 },
             ),
-        )?;
-        Ok(true)
+        )
     }
 
     /// Settle an attempt whose result was lost to a crash (§8.3, §9.2).
@@ -535,11 +535,7 @@ fn recorded(prev: &LedgerEntry) -> (DeliveryStatus, String, String) {
 /// `verified` without new evidence (§6.2.1, I2), and a record that does not say is read as
 /// the weaker one.
 fn recorded_done(detail: &Value) -> (DeliveryStatus, String) {
-    let recorded = detail
-        .get("status")
-        .cloned()
-        .and_then(|s| serde_json::from_value::<DeliveryStatus>(s).ok());
-    match recorded {
+    match recorded_status(detail) {
         Some(DeliveryStatus::Verified) => (DeliveryStatus::Verified, String::new()),
         _ => (
             DeliveryStatus::Unconfirmed,
@@ -547,6 +543,14 @@ fn recorded_done(detail: &Value) -> (DeliveryStatus, String) {
                 .into(),
         ),
     }
+}
+
+/// The status a ledger row's detail recorded, if it says one it can be read as.
+fn recorded_status(detail: &Value) -> Option<DeliveryStatus> {
+    detail
+        .get("status")
+        .cloned()
+        .and_then(|s| serde_json::from_value::<DeliveryStatus>(s).ok())
 }
 
 /// Is the planted ledger defect switched on (`VOUCH_PLANTED_DEFECT=ledger`)? Compiled only

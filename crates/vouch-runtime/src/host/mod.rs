@@ -35,6 +35,7 @@ mod orphans;
 mod owner;
 mod patch;
 mod proposal;
+mod reads;
 mod reconcile;
 mod recovery;
 mod rooms;

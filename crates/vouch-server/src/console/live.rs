@@ -83,7 +83,7 @@ impl Live {
                 tokio::time::sleep(Duration::from_millis(s.poll_ms)).await;
             }
             self.first = false;
-            let now = s.host.clock.now_ms();
+            let now = s.host.now_ms();
             if now - self.renewed_ms > WATCH_LEASE_MS / 3 {
                 s.console.watch(&self.watch.run, now);
                 self.renewed_ms = now;
@@ -209,7 +209,7 @@ pub async fn run_live(
         Err(e) => return e.into_response(),
     }
     s.console.stream_opened(&id);
-    let now = s.host.clock.now_ms();
+    let now = s.host.now_ms();
     s.console.watch(&id, now);
     let st = Live {
         _permit: permit,

@@ -151,7 +151,7 @@ async fn compute(
     ))]
 pub async fn api(State(s): State<AppState>, q: QueryMap) -> ApiResult<Json<MeasuresBody>> {
     let p = params(&q)?;
-    let now = s.host.clock.now_ms();
+    let now = s.host.now_ms();
     Ok(Json(compute(&s, &p, now).await?.0))
 }
 
@@ -370,7 +370,7 @@ pub async fn page(State(s): State<AppState>, signed: Signed, q: QueryMap) -> Res
         Ok(p) => p,
         Err(e) => return view::error_page(Some(&signed), e.status, &e.detail),
     };
-    let now = s.host.clock.now_ms();
+    let now = s.host.now_ms();
     let (body, rows) = match compute(&s, &p, now).await {
         Ok(x) => x,
         Err(e) => return view::error_page(Some(&signed), e.status, &e.detail),

@@ -9,7 +9,7 @@
 
 mod actions;
 mod diff;
-mod live;
+pub(crate) mod live;
 pub mod measures;
 mod pages;
 mod plain;

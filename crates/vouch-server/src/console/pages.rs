@@ -369,7 +369,7 @@ pub async fn run(
     let ended = rec.state == RunState::Ended;
     if !ended {
         // The page is the run's surface: while it is open the person is watching (§11.1).
-        s.console.watch(&rec.id, s.host.clock.now_ms());
+        s.console.watch(&rec.id, s.host.now_ms());
     }
     let tz = signed.session.tz;
     let chain = vouch_store::verify_chain(&journal);
@@ -970,7 +970,7 @@ pub async fn schedules(State(s): State<AppState>, signed: Signed) -> Response {
         Err(e) => return failed(&signed, e),
     };
     let tz = signed.session.tz;
-    let now = s.host.clock.now_ms();
+    let now = s.host.now_ms();
     let body = html! {
         h1 { "Schedules" }
         @if all.is_empty() {
@@ -1095,7 +1095,7 @@ pub async fn board(State(s): State<AppState>, signed: Signed) -> Response {
     };
     let tz = signed.session.tz;
     let empty = lanes.values().all(Vec::is_empty);
-    let key = s.host.clock.now_ms();
+    let key = s.host.now_ms();
     let body = html! {
         h1 { "Board" }
         (offer_form(&signed.session.csrf, key))
@@ -1202,7 +1202,7 @@ pub async fn task(
         t.state,
         TaskState::Failed | TaskState::Expired | TaskState::Cancelled
     );
-    let key = s.host.clock.now_ms();
+    let key = s.host.now_ms();
     let body = html! {
         p.crumbs { a href={(BASE) "/board"} { "← Board" } }
         h1 { "Task " code { (inert(&t.id)) } }

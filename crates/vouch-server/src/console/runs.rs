@@ -209,7 +209,7 @@ pub async fn page(
         Ok(q) => q,
         Err(e) => return view::error_page(Some(&signed), e.status, &e.detail),
     };
-    let now = s.host.clock.now_ms();
+    let now = s.host.now_ms();
     let read = filter(&q, now).and_then(|f| Ok((f, q.number("offset", 0, 0, RUNS_OFFSET_MAX)?)));
     let (f, offset) = match read {
         Ok(x) => x,
