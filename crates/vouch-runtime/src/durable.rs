@@ -182,6 +182,9 @@ impl Store for Durable {
     fn run(&self, id: &str) -> StoreResult<Option<RunRecord>> {
         self.inner.run(id)
     }
+    fn run_state(&self, id: &str) -> StoreResult<Option<vouch_core::RunState>> {
+        self.inner.run_state(id)
+    }
     fn runs(&self, limit: usize) -> StoreResult<Vec<RunRecord>> {
         self.inner.runs(limit)
     }
@@ -233,6 +236,18 @@ impl Store for Durable {
         };
         self.provisional(run_id, &mut j);
         Ok(j)
+    }
+    fn journal_events(&self, run_id: &str) -> StoreResult<Vec<vouch_store::EventEntry>> {
+        // Events of the run buffered here are read with the durable ones, as `journal` does.
+        let buffered = self.existing(run_id).is_some_and(|b| {
+            let b = b.lock().unwrap_or_else(|p| p.into_inner());
+            b.durable_seq == Some(0) || !b.events.is_empty()
+        });
+        if buffered {
+            let entries = self.journal(run_id)?;
+            return Ok(entries.iter().map(vouch_store::EventEntry::of).collect());
+        }
+        self.inner.journal_events(run_id)
     }
     fn journal_since(&self, run_id: &str, after_seq: i64) -> StoreResult<Vec<JournalEntry>> {
         let buffered = self.existing(run_id).is_some_and(|b| {

@@ -122,18 +122,39 @@ impl RunView {
     /// recorded in `corrupt`, and what it could have settled becomes `unknown` — never
     /// "not attempted".
     pub fn apply(&mut self, e: &JournalEntry) {
-        match Event::parse(e.kind, &e.body) {
-            Ok(ev) => self.apply_event(e.at_ms, e.delivery.as_deref(), &ev),
+        let parsed = Event::parse(e.kind, &e.body);
+        self.apply_parsed(e.seq, e.at_ms, e.delivery.as_deref(), parsed.as_ref());
+    }
+
+    /// A run's view from its journal read as typed events ([`vouch_store::Store::journal_events`]);
+    /// the same view as [`RunView::from_journal`] of the same journal.
+    pub fn from_events(entries: &[vouch_store::EventEntry]) -> RunView {
+        let mut v = RunView::default();
+        for e in entries {
+            v.apply_parsed(e.seq, e.at_ms, e.delivery.as_deref(), e.event.as_ref());
+        }
+        v
+    }
+
+    fn apply_parsed(
+        &mut self,
+        seq: i64,
+        at_ms: i64,
+        delivery: Option<&str>,
+        parsed: Result<&Event, &vouch_store::BodyError>,
+    ) {
+        match parsed {
+            Ok(ev) => self.apply_event(at_ms, delivery, ev),
             Err(err) => {
-                self.touch(e.at_ms);
-                self.corrupt.push(e.seq);
-                if let Some(d) = &e.delivery {
+                self.touch(at_ms);
+                self.corrupt.push(seq);
+                if let Some(d) = delivery {
                     let it = self.item(d);
                     it.open_attempt = None;
                     it.awaiting = false;
                     it.granted = None;
                     it.status = Some(DeliveryStatus::Unknown);
-                    it.reason = format!("journal entry {} does not parse ({err})", e.seq);
+                    it.reason = format!("journal entry {seq} does not parse ({err})");
                 }
             }
         }

@@ -47,9 +47,9 @@ use vouch_store::codec::{
     RUN_COLS, SCHEDULE_COLS, TOKEN_COLS,
 };
 use vouch_store::{
-    verify_chain, Card, CardState, Decision, EndResult, EventKind, JournalEntry, LedgerEntry,
-    LedgerIntent, LedgerState, NewEvent, NewRun, OutboxFailure, OutboxRow, RunRecord, Schedule,
-    Store, StoreError, StoreResult, Terminal, TerminalPlace, VerifyReport, GENESIS_HASH,
+    verify_chain, Card, CardState, Decision, EndResult, EventEntry, EventKind, JournalEntry,
+    LedgerEntry, LedgerIntent, LedgerState, NewEvent, NewRun, OutboxFailure, OutboxRow, RunRecord,
+    Schedule, Store, StoreError, StoreResult, Terminal, TerminalPlace, VerifyReport, GENESIS_HASH,
 };
 use vouch_store::{ApiToken, TamperForTests};
 
@@ -873,6 +873,10 @@ impl Store for SqliteStore {
         runs::run(self, id)
     }
 
+    fn run_state(&self, id: &str) -> StoreResult<Option<RunState>> {
+        runs::run_state(self, id)
+    }
+
     fn with_duty(&self, duty: &str, wait: bool, work: &mut dyn FnMut()) -> StoreResult<bool> {
         let Some(lock) = self.duty_lock(duty, wait)? else {
             return Ok(false);
@@ -913,6 +917,10 @@ impl Store for SqliteStore {
 
     fn journal(&self, run_id: &str) -> StoreResult<Vec<JournalEntry>> {
         runs::journal(self, run_id)
+    }
+
+    fn journal_events(&self, run_id: &str) -> StoreResult<Vec<EventEntry>> {
+        runs::journal_events(self, run_id)
     }
 
     fn journal_since(&self, run_id: &str, after_seq: i64) -> StoreResult<Vec<JournalEntry>> {

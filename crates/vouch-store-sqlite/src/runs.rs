@@ -181,6 +181,17 @@ pub(super) fn run(store: &SqliteStore, id: &str) -> StoreResult<Option<RunRecord
     })
 }
 
+/// A run's state, without its spec and the rest of its row.
+pub(super) fn run_state(store: &SqliteStore, id: &str) -> StoreResult<Option<RunState>> {
+    store.read(|c| {
+        query_row_cached(c, "SELECT state FROM runs WHERE id = ?1", [id], |r| {
+            parse::<RunState>(r.get_ref(0)?.as_str()?, "state")
+        })
+        .optional()
+        .map_err(read_err)
+    })
+}
+
 pub(super) fn runs(store: &SqliteStore, limit: usize) -> StoreResult<Vec<RunRecord>> {
     store.read(|c| {
         let mut st = c
@@ -335,6 +346,35 @@ pub(super) fn journal(store: &SqliteStore, run_id: &str) -> StoreResult<Vec<Jour
             .map_err(db_err)?;
         let rows = st.query_map([run_id], journal_row).map_err(db_err)?;
         rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
+    })
+}
+
+/// A run's journal as typed events: each body's text read straight into its kind's type
+/// (no `Value` between, no hashes read).
+pub(super) fn journal_events(store: &SqliteStore, run_id: &str) -> StoreResult<Vec<EventEntry>> {
+    store.read(|c| {
+        let mut st = c
+            .prepare_cached(
+                "SELECT seq, kind, delivery, body, at_ms FROM journal WHERE run_id = ?1 ORDER BY seq",
+            )
+            .map_err(db_err)?;
+        let rows = st.query_map([run_id], event_row).map_err(db_err)?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read_err)
+    })
+}
+
+fn event_row(r: &Row) -> rusqlite::Result<EventEntry> {
+    let kind = r.get_ref(1)?.as_str()?;
+    let kind = EventKind::parse(kind).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(
+            1,
+            rusqlite::types::Type::Text,
+            format!("event kind {kind}").into(),
+        )
+    })?;
+    let (seq, delivery, at_ms) = (r.get(0)?, r.get(2)?, r.get(4)?);
+    EventEntry::of_text(seq, kind, delivery, at_ms, r.get_ref(3)?.as_str()?).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(3, rusqlite::types::Type::Text, Box::new(e))
     })
 }
 

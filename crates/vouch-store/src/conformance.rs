@@ -1063,6 +1063,30 @@ pub fn journal_since_reads_the_tail(open: Opener<'_>) {
         assert_eq!(tail, expected, "after {after}");
     }
     assert!(s.journal_since("no-such-run", 0).unwrap().is_empty());
+    // The typed read reads what the entries read: a body of its kind's type, and bodies that
+    // are not (the error the same words).
+    s.create_run(&new_run("typed")).unwrap();
+    let ended = crate::journal::LoopEnded {
+        cause: "turn_budget".into(),
+        reason: "é \"x\"\n".into(),
+    };
+    s.append("typed", &Event::from(ended).at(1)).unwrap();
+    s.append(
+        "typed",
+        &NewEvent::for_delivery(EventKind::Evidence, "d1", 2, json!({"n": 1.5})),
+    )
+    .unwrap();
+    s.append("typed", &ev(3)).unwrap();
+    let typed = s.journal_events("typed").unwrap();
+    let read: Vec<_> = s
+        .journal("typed")
+        .unwrap()
+        .iter()
+        .map(crate::EventEntry::of)
+        .collect();
+    assert_eq!(typed, read);
+    assert!(typed[0].event.is_ok() && typed[1].event.is_err() && typed[2].event.is_err());
+    assert!(s.journal_events("no-such-run").unwrap().is_empty());
 }
 
 /// Every field of a [`RunFilter`] selects in the backend exactly what [`RunFilter::matches`]

@@ -542,6 +542,52 @@ pub fn damage_fingerprint(found: &[String]) -> String {
     h.hex()
 }
 
+/// A journal entry read as its kind's typed event, without its hashes; `event` is why its
+/// body does not parse when it does not (§3.4.2).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventEntry {
+    pub seq: i64,
+    pub kind: EventKind,
+    pub delivery: Option<String>,
+    pub at_ms: i64,
+    pub event: Result<Event, BodyError>,
+}
+
+impl EventEntry {
+    pub fn of(e: &JournalEntry) -> EventEntry {
+        EventEntry {
+            seq: e.seq,
+            kind: e.kind,
+            delivery: e.delivery.clone(),
+            at_ms: e.at_ms,
+            event: Event::parse(e.kind, &e.body),
+        }
+    }
+
+    /// An entry from its stored body's text: typed straight from the text, or, when that
+    /// fails, from its `Value` so the error is [`Event::parse`]'s; `Err` when the
+    /// text is not JSON at all.
+    pub fn of_text(
+        seq: i64,
+        kind: EventKind,
+        delivery: Option<String>,
+        at_ms: i64,
+        text: &str,
+    ) -> Result<EventEntry, serde_json::Error> {
+        let event = match Event::parse_text(kind, text) {
+            Some(ev) => Ok(ev),
+            None => Event::parse(kind, &serde_json::from_str(text)?),
+        };
+        Ok(EventEntry {
+            seq,
+            kind,
+            delivery,
+            at_ms,
+            event,
+        })
+    }
+}
+
 /// The terminal record (§9.2), committed with the receipt and the outbox row in one transaction.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Terminal {
@@ -773,6 +819,11 @@ pub trait Store: Send + Sync {
     // ---- runs ----
     fn create_run(&self, run: &NewRun) -> StoreResult<()>;
     fn run(&self, id: &str) -> StoreResult<Option<RunRecord>>;
+    /// A run's state alone (start-up re-reads it once a run is leased); this default reads
+    /// the whole record.
+    fn run_state(&self, id: &str) -> StoreResult<Option<RunState>> {
+        Ok(self.run(id)?.map(|r| r.state))
+    }
     /// Newest first, at most `limit`.
     fn runs(&self, limit: usize) -> StoreResult<Vec<RunRecord>>;
     /// The runs `filter` lets through, newest first, skipping `offset`, at most `limit`.
@@ -789,6 +840,12 @@ pub trait Store: Send + Sync {
     /// Append one event to a run's chain. Fails with `Conflict` after the terminal event.
     fn append(&self, run_id: &str, event: &NewEvent) -> StoreResult<JournalEntry>;
     fn journal(&self, run_id: &str) -> StoreResult<Vec<JournalEntry>>;
+    /// A run's journal read as typed events, in order: what a run's view and conversation
+    /// are built from. A backend reads each body straight into its kind's type; this default
+    /// reads the entries and parses each body.
+    fn journal_events(&self, run_id: &str) -> StoreResult<Vec<EventEntry>> {
+        Ok(self.journal(run_id)?.iter().map(EventEntry::of).collect())
+    }
     /// Journal entries of a run with `seq > after_seq`, in order.
     fn journal_since(&self, run_id: &str, after_seq: i64) -> StoreResult<Vec<JournalEntry>> {
         Ok(self

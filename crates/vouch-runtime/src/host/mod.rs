@@ -669,7 +669,22 @@ impl Host {
         if let Some(v) = self.drives.view(run_id) {
             return Ok(v);
         }
-        Ok(RunView::from_journal(&self.store.journal(run_id)?))
+        let events = self.store.journal_events(run_id)?;
+        let view = RunView::from_events(&events);
+        // Debug builds check the typed read builds the view the entries build, on every view
+        // every test and scenario reads (unless the journal grew in between).
+        #[cfg(debug_assertions)]
+        {
+            let entries = self.store.journal(run_id)?;
+            if entries.len() == events.len() {
+                assert_eq!(
+                    view,
+                    RunView::from_journal(&entries),
+                    "run {run_id}: the view from typed events differs from the journal's"
+                );
+            }
+        }
+        Ok(view)
     }
 
     /// True when `owner` is a process known to be running (this one included).

@@ -130,7 +130,13 @@ impl Host {
         }
         // Held now: its state is read again, since it may have been suspended since it was
         // listed (ended runs are never leased).
-        let state = self.record(&run.id)?.state;
+        let state = self
+            .store
+            .run_state(&run.id)?
+            .ok_or_else(|| HostError::NotFound {
+                what: "run",
+                id: run.id.clone(),
+            })?;
         let cards = self.store.cards_for_run(&run.id)?;
         if state == RunState::Suspended && waits_on(run, &cards, &self.view(&run.id)?) {
             self.store.release_run(&run.id, &self.owner)?;

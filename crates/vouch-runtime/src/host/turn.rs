@@ -191,14 +191,14 @@ impl Host {
     }
 
     pub(super) fn messages(&self, run: &RunRecord) -> HostResult<Vec<ChatMessage>> {
-        self.messages_of(run, &self.store.journal(&run.id)?)
+        self.messages_of(run, &self.store.journal_events(&run.id)?)
     }
 
     /// The conversation of `run` from its journal `entries` (read once by the caller).
     fn messages_of(
         &self,
         run: &RunRecord,
-        entries: &[vouch_store::JournalEntry],
+        entries: &[vouch_store::EventEntry],
     ) -> HostResult<Vec<ChatMessage>> {
         let mut system = String::from("You are an agent hosted by vouch. First call `declare` with the manifest of what you will deliver; then do the work with tools and perform each delivery with its verb tool. The host decides what may run and reports what really happened.");
         // Pinned context the attempt's profile places in the system message (§13.1.2).
@@ -226,8 +226,7 @@ impl Host {
         msgs.extend(entries.iter().filter_map(|e| {
             // A body that does not parse is not part of the conversation; the view
             // marks it corrupt and the receipt says so.
-            let ev = Event::parse(e.kind, &e.body).ok()?;
-            chat_message(&ev, e.delivery.as_deref())
+            chat_message(e.event.as_ref().ok()?, e.delivery.as_deref())
         }));
         Ok(msgs)
     }
@@ -344,10 +343,10 @@ impl Host {
             self.store.set_run_state(run_id, RunState::Running)?;
         }
         // One read of the journal opens both the view and the conversation.
-        let journal = self.store.journal(run_id)?;
+        let journal = self.store.journal_events(run_id)?;
         self.drives.open(
             run,
-            RunView::from_journal(&journal),
+            RunView::from_events(&journal),
             self.messages_of(run, &journal)?,
         );
         Ok(leased_at_ms)
