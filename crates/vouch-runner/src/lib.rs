@@ -23,11 +23,11 @@ use vouch_core::{DestinationKind, RunState, TriggerKind};
 use vouch_runtime::capability::PatternCapabilities;
 use vouch_runtime::clock::ManualClock;
 use vouch_runtime::crash::{CrashMode, CrashPlan};
-use vouch_runtime::host::{Notifier, NotifyError};
+use vouch_runtime::host::{HostParts, Notifier, NotifyError};
 use vouch_runtime::provider::Provider;
 use vouch_runtime::tools::ScriptWorkTools;
 use vouch_runtime::view::RunView;
-use vouch_runtime::{Host, HostError, Limits, RunSpec};
+use vouch_runtime::{Host, HostError, RunSpec};
 use vouch_scenario::{CatchUp, Decision, Fault, Scenario, World};
 use vouch_store::{CardState, OutboxRow, Store, TamperForTests};
 use vouch_store_sqlite::SqliteStore;
@@ -162,9 +162,7 @@ impl Ctx {
             _ => None,
         };
         let files = self.dir.join("files");
-        Ok(Host {
-            store: Arc::new(vouch_runtime::durable::Durable::new(store)),
-            clock: Arc::new(self.clock.clone()),
+        let parts = HostParts {
             caps: self.caps.clone(),
             providers,
             notifier: self.notifier.clone(),
@@ -175,17 +173,15 @@ impl Ctx {
                     artifacts_dir: self.dir.join("artifacts"),
                 },
             }),
-            crash,
-            owner: format!("runner-boot-{}", self.boots),
-            drafts_dir: self.dir.join("drafts"),
-            limits: Limits::default(),
-            progress: None,
-            policy_forbid: vec![],
-            presence: None,
-            drives: Default::default(),
-            tools: Default::default(),
-            liveness: std::sync::Arc::new(vouch_runtime::host::LocalProcesses),
-        })
+        };
+        Ok(Host::new(
+            Arc::new(vouch_runtime::durable::Durable::new(store)),
+            Arc::new(self.clock.clone()),
+            format!("runner-boot-{}", self.boots),
+            self.dir.join("drafts"),
+            parts,
+        )
+        .with_crash(crash))
     }
 
     fn tampered(&self, delivery: &str) -> bool {

@@ -12,7 +12,7 @@ use vouch_adapters::tools::StandardTools;
 use vouch_core::{Outcome, Presence, TriggerKind};
 use vouch_runtime::capability::PatternCapabilities;
 use vouch_runtime::clock::ManualClock;
-use vouch_runtime::host::{Notifier, NotifyError, RunEnd, RunSpec};
+use vouch_runtime::host::{HostParts, Notifier, NotifyError, RunEnd, RunSpec};
 use vouch_runtime::tools::ScriptWorkTools;
 use vouch_runtime::{Host, Limits};
 use vouch_store::OutboxRow;
@@ -36,9 +36,7 @@ fn host(
     limits: Limits,
     world: Arc<common::FakeWorld>,
 ) -> Host {
-    Host {
-        store: Arc::new(SqliteStore::open(&dir.join("vouch.db")).unwrap()),
-        clock: Arc::new(ManualClock::new(1_796_083_200_000, 1)),
+    let parts = HostParts {
         caps: Arc::new(PatternCapabilities::default()),
         providers: world.providers(),
         notifier: notes,
@@ -49,17 +47,15 @@ fn host(
                 artifacts_dir: dir.join("a"),
             },
         }),
-        crash: None,
-        owner: "test".into(),
-        drafts_dir: dir.join("drafts"),
-        limits,
-        progress: None,
-        policy_forbid: vec![],
-        presence: None,
-        drives: Default::default(),
-        tools: Default::default(),
-        liveness: std::sync::Arc::new(vouch_runtime::host::LocalProcesses),
-    }
+    };
+    Host::new(
+        Arc::new(SqliteStore::open(&dir.join("vouch.db")).unwrap()),
+        Arc::new(ManualClock::new(1_796_083_200_000, 1)),
+        "test",
+        dir.join("drafts"),
+        parts,
+    )
+    .with_limits(limits)
 }
 
 fn event_run(h: &Host, turns: Value) -> (String, Outcome, String) {

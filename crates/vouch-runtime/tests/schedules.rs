@@ -8,12 +8,12 @@ use vouch_adapters::folder::FolderProvider;
 use vouch_adapters::models::DefaultModels;
 use vouch_adapters::tools::StandardTools;
 use vouch_core::{CatchUp, Outcome, Overlap, RunState};
-use vouch_runtime::capability::PatternCapabilities;
+use vouch_runtime::capability::{CapabilityRegistry, PatternCapabilities};
 use vouch_runtime::clock::{Clock, ManualClock};
 use vouch_runtime::crash::{CrashMode, CrashPlan};
-use vouch_runtime::host::Notifier;
+use vouch_runtime::host::{HostParts, Notifier};
 use vouch_runtime::tools::ScriptWorkTools;
-use vouch_runtime::{Host, HostError, Limits};
+use vouch_runtime::{Host, HostError};
 use vouch_store::{OutboxRow, Schedule};
 use vouch_store_sqlite::SqliteStore;
 
@@ -51,11 +51,13 @@ impl World {
         }
     }
     fn host(&self, crash: Option<&str>) -> Host {
+        self.host_with(crash, Arc::new(PatternCapabilities::default()))
+    }
+    /// A host whose capabilities the test sets.
+    fn host_with(&self, crash: Option<&str>, caps: Arc<dyn CapabilityRegistry>) -> Host {
         let store = SqliteStore::open(&self.dir.path().join("vouch.db")).unwrap();
-        Host {
-            store: Arc::new(store),
-            clock: Arc::new(self.clock.clone()),
-            caps: Arc::new(PatternCapabilities::default()),
+        let parts = HostParts {
+            caps,
             providers: self.sim.providers(),
             notifier: self.notes.clone(),
             models: Arc::new(DefaultModels),
@@ -65,17 +67,15 @@ impl World {
                     artifacts_dir: self.dir.path().join("a"),
                 },
             }),
-            crash: crash.and_then(|c| CrashPlan::parse(c, CrashMode::Simulate)),
-            owner: format!("test-{}", self.clock.now_ms()),
-            drafts_dir: self.dir.path().join("drafts"),
-            limits: Limits::default(),
-            progress: None,
-            policy_forbid: vec![],
-            presence: None,
-            drives: Default::default(),
-            tools: Default::default(),
-            liveness: std::sync::Arc::new(vouch_runtime::host::LocalProcesses),
-        }
+        };
+        Host::new(
+            Arc::new(store),
+            Arc::new(self.clock.clone()),
+            format!("test-{}", self.clock.now_ms()),
+            self.dir.path().join("drafts"),
+            parts,
+        )
+        .with_crash(crash.and_then(|c| CrashPlan::parse(c, CrashMode::Simulate)))
     }
     fn schedule(
         &self,
@@ -295,15 +295,14 @@ fn quiet_never_lowers_a_failure() {
 #[test]
 fn quiet_caps_notable_news_at_the_inbox() {
     let w = World::new(FakeWorld::accepting());
-    let host = w.host(None);
     // Trusted automation: an irreversible verified send in an autonomous run is notable.
-    let host = Host {
-        caps: Arc::new(PatternCapabilities {
+    let host = w.host_with(
+        None,
+        Arc::new(PatternCapabilities {
             automation: vec!["send:webhook:*".into()],
             ..Default::default()
         }),
-        ..host
-    };
+    );
     w.schedule(&host, "quiet-ok", CatchUp::Skip, Overlap::Skip, true, json!([
         {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "webhook", "address": "https://h"}}]}},
         {"deliver": "d1", "payload": {"text": "x"}}

@@ -12,9 +12,11 @@ use vouch_adapters::tools::StandardTools;
 use vouch_core::{Presence, TriggerKind};
 use vouch_runtime::capability::PatternCapabilities;
 use vouch_runtime::clock::ManualClock;
-use vouch_runtime::host::{AttemptJob, ModelFactory, RunEnd, RunSpec, TaskTypes, TaskWork};
+use vouch_runtime::host::{
+    AttemptJob, HostParts, ModelFactory, RunEnd, RunSpec, TaskTypes, TaskWork,
+};
 use vouch_runtime::model::{Model, ModelError};
-use vouch_runtime::{schemas, Host, Limits};
+use vouch_runtime::{schemas, Host};
 use vouch_store::board::{
     AttemptRef, BoardStore, ClaimRequest, NewTask, Report, ReportKind, TaskSpec,
 };
@@ -42,9 +44,7 @@ impl ModelFactory for Wire {
 }
 
 fn host(dir: &std::path::Path, base_url: &str) -> Host {
-    Host {
-        store: Arc::new(SqliteStore::open(&dir.join("vouch.db")).unwrap()),
-        clock: Arc::new(ManualClock::new(1_796_083_200_000, 1)),
+    let parts = HostParts {
         caps: Arc::new(PatternCapabilities::default()),
         providers: common::FakeWorld::accepting().providers(),
         notifier: Arc::new(Quiet),
@@ -53,17 +53,14 @@ fn host(dir: &std::path::Path, base_url: &str) -> Host {
             folder: FolderProvider::new(dir.join("files")),
             artifacts_dir: dir.join("a"),
         }),
-        crash: None,
-        owner: "test".into(),
-        drafts_dir: dir.join("drafts"),
-        limits: Limits::default(),
-        progress: None,
-        policy_forbid: vec![],
-        presence: None,
-        drives: Default::default(),
-        tools: Default::default(),
-        liveness: Arc::new(vouch_runtime::host::LocalProcesses),
-    }
+    };
+    Host::new(
+        Arc::new(SqliteStore::open(&dir.join("vouch.db")).unwrap()),
+        Arc::new(ManualClock::new(1_796_083_200_000, 1)),
+        "test",
+        dir.join("drafts"),
+        parts,
+    )
 }
 
 fn start(h: &Host, title: &str) -> (String, RunEnd) {

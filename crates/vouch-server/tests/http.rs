@@ -14,10 +14,10 @@ use vouch_adapters::outbound::WebhookProvider;
 use vouch_adapters::tools::StandardTools;
 use vouch_core::DestinationKind;
 use vouch_runtime::clock::SystemClock;
-use vouch_runtime::host::Notifier;
+use vouch_runtime::host::{HostParts, Notifier};
 use vouch_runtime::provider::Provider;
 use vouch_runtime::tools::ScriptWorkTools;
-use vouch_runtime::{Host, Limits, RunEnd, RunSpec};
+use vouch_runtime::{Host, RunEnd, RunSpec};
 use vouch_store::{ApiToken, OutboxRow, Store};
 use vouch_store_sqlite::SqliteStore;
 
@@ -124,9 +124,7 @@ fn host_on(store: Arc<dyn Store>, dir: &std::path::Path) -> Host {
             status_url: None,
         }),
     );
-    Host {
-        store,
-        clock: Arc::new(SystemClock),
+    let parts = HostParts {
         caps: Arc::new(ConfigCapabilities {
             config: Config::default(),
         }),
@@ -139,17 +137,15 @@ fn host_on(store: Arc<dyn Store>, dir: &std::path::Path) -> Host {
                 artifacts_dir: dir.join("artifacts"),
             },
         }),
-        crash: None,
-        owner: vouch_runtime::host::process_owner(),
-        drafts_dir: dir.join("drafts"),
-        limits: Limits::default(),
-        progress: None,
-        policy_forbid: vec![],
-        presence: None,
-        drives: Default::default(),
-        tools: Default::default(),
-        liveness: std::sync::Arc::new(vouch_runtime::host::LocalProcesses),
-    }
+    };
+    let owner = vouch_runtime::host::process_owner();
+    Host::new(
+        store,
+        Arc::new(SystemClock),
+        owner,
+        dir.join("drafts"),
+        parts,
+    )
 }
 
 fn start_with(store: Arc<dyn Store>, tmp: tempfile::TempDir, streams: usize) -> Server {

@@ -29,7 +29,7 @@ use vouch_adapters::models::DefaultModels;
 use vouch_adapters::tools::StandardTools;
 use vouch_runtime::capability::PatternCapabilities;
 use vouch_runtime::clock::ManualClock;
-use vouch_runtime::host::{Notifier, NotifyError};
+use vouch_runtime::host::{HostParts, Notifier, NotifyError};
 use vouch_runtime::tools::ScriptWorkTools;
 use vouch_runtime::{Host, HostError, Limits};
 use vouch_store::board::BoardStore;
@@ -588,9 +588,7 @@ pub fn host(
     store: Arc<dyn Store>,
     boot: u64,
 ) -> Host {
-    Host {
-        store: Arc::new(vouch_runtime::durable::Durable::new(store)),
-        clock: Arc::new(clock.clone()),
+    let parts = HostParts {
         caps: Arc::new(PatternCapabilities {
             levels: vec![],
             automation: vec![format!("send:webhook:{}*", world::DEDUP_WEBHOOK)],
@@ -605,19 +603,17 @@ pub fn host(
                 artifacts_dir: dir.join("artifacts"),
             },
         }),
-        crash: None,
-        owner: format!("sim-boot-{boot}"),
-        drafts_dir: dir.join("drafts"),
-        // One orphan after another at start-up: threads would interleave the clock's reads.
-        limits: Limits {
-            boot_threads_max: 1,
-            ..Limits::default()
-        },
-        progress: None,
-        policy_forbid: vec![],
-        presence: None,
-        drives: Default::default(),
-        tools: Default::default(),
-        liveness: Arc::new(vouch_runtime::host::LocalProcesses),
-    }
+    };
+    Host::new(
+        Arc::new(vouch_runtime::durable::Durable::new(store)),
+        Arc::new(clock.clone()),
+        format!("sim-boot-{boot}"),
+        dir.join("drafts"),
+        parts,
+    )
+    // One orphan after another at start-up: threads would interleave the clock's reads.
+    .with_limits(Limits {
+        boot_threads_max: 1,
+        ..Limits::default()
+    })
 }

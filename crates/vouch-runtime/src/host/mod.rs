@@ -27,6 +27,7 @@ use vouch_store::{
 // One file per transition; each says what it may touch (docs/architecture.md).
 mod attempt;
 mod attempt_run;
+mod build;
 mod decisions;
 mod external;
 mod given;
@@ -43,6 +44,7 @@ mod submission;
 mod task;
 mod turn;
 
+pub use build::HostParts;
 pub use decisions::Then;
 pub use external::{external_model, is_external, ExternalReply};
 pub use given::{Placement, READ_BYTES_MAX, READ_CONTEXT, READ_INPUT};
