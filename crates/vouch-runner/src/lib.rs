@@ -241,7 +241,7 @@ pub fn run_scenario(s: &Scenario, dir: &Path) -> Result<Value, String> {
         let host = ctx.host()?;
         if crashes > 0 {
             // Every in-memory state is gone; the leases of the dead boot have lapsed.
-            ctx.clock.advance(host.limits.lease_ms + 1);
+            ctx.clock.advance(host.limits().lease_ms + 1);
             match host.boot() {
                 Ok(_) => {}
                 Err(HostError::Crashed(_)) => {
@@ -288,15 +288,14 @@ pub fn run_scenario(s: &Scenario, dir: &Path) -> Result<Value, String> {
                 }
                 let id = match &run_id {
                     Some(id) => id.clone(),
-                    None => match host.store.runs(1)?.first() {
+                    None => match host.runs(1)?.first() {
                         Some(r) => r.id.clone(),
                         None => return Ok(Next::Done),
                     },
                 };
                 run_id = Some(id.clone());
                 let rec = host
-                    .store
-                    .run(&id)?
+                    .run_record(&id)?
                     .ok_or_else(|| HostError::Internal(format!("run {id} vanished")))?;
                 match rec.state {
                     RunState::Ended => {
@@ -312,8 +311,7 @@ pub fn run_scenario(s: &Scenario, dir: &Path) -> Result<Value, String> {
                     }
                     RunState::Suspended => {
                         let cards: Vec<_> = host
-                            .store
-                            .cards_for_run(&id)?
+                            .run_cards(&id)?
                             .into_iter()
                             .filter(|c| c.state == CardState::Open)
                             .collect();
@@ -372,7 +370,7 @@ pub fn run_scenario(s: &Scenario, dir: &Path) -> Result<Value, String> {
                         // Not ended, not suspended, owner gone: start-up reconciliation ends it.
                         let ended = host.boot()?;
                         if !ended.contains(&id) {
-                            let r = host.store.run(&id)?;
+                            let r = host.run_record(&id)?;
                             if r.map(|r| r.state != RunState::Suspended).unwrap_or(true) {
                                 host.drive(&id).map(|_| ())?;
                             }
@@ -406,7 +404,6 @@ pub fn run_scenario(s: &Scenario, dir: &Path) -> Result<Value, String> {
     let id = match run_id.clone() {
         Some(id) => id,
         None => host
-            .store
             .runs(1)
             .map_err(|e| e.to_string())?
             .first()
@@ -418,11 +415,10 @@ pub fn run_scenario(s: &Scenario, dir: &Path) -> Result<Value, String> {
 
 fn report(s: &Scenario, host: &Host, id: &str, ctx: &Ctx) -> Result<Value, String> {
     let rec = host
-        .store
-        .run(id)
+        .run_record(id)
         .map_err(|e| e.to_string())?
         .ok_or("run vanished")?;
-    let view = RunView::from_journal(&host.store.journal(id).map_err(|e| e.to_string())?);
+    let view = RunView::from_journal(&host.events(id).map_err(|e| e.to_string())?);
     let ended = rec.state == RunState::Ended;
     let terminal = view.terminal.as_ref();
     let mut deliveries = Map::new();
@@ -484,7 +480,6 @@ fn report(s: &Scenario, host: &Host, id: &str, ctx: &Ctx) -> Result<Value, Strin
         })
         .unwrap_or(0);
     let receipt = host
-        .store
         .receipt(id)
         .map_err(|e| e.to_string())?
         .unwrap_or_default();
@@ -556,7 +551,7 @@ fn script_payload(
     delivery: &str,
     payload: &serde_json::Value,
 ) -> Result<serde_json::Value, HostError> {
-    let view = vouch_runtime::view::RunView::from_journal(&host.store.journal(run)?);
+    let view = vouch_runtime::view::RunView::from_journal(&host.events(run)?);
     Ok(
         match view.manifest.as_ref().and_then(|m| m.delivery(delivery)) {
             Some(d) => vouch_runtime::schemas::expand_script_text(d, payload),

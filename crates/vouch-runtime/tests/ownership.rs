@@ -87,13 +87,12 @@ fn a_lost_take_over_leaves_the_run_to_the_winner(store: Arc<dyn Store>) {
             }),
         })
         .unwrap();
-    let mut b = host(store.clone(), dir.path(), "host-b");
-    b.liveness = Arc::new(LostRace {
+    let b = host(store.clone(), dir.path(), "host-b").with_liveness(Arc::new(LostRace {
         store: store.clone(),
         run: "orphan",
         gone: "gone:1",
         winner: "host-a",
-    });
+    }));
     let ended = b.boot().expect("a lost race is not an error");
     assert!(
         ended.is_empty(),

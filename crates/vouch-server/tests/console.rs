@@ -37,6 +37,8 @@ struct Server {
     tmp: tempfile::TempDir,
     base: String,
     host: Arc<Host>,
+    /// The store the host writes through, for what the test does behind the console's back.
+    store: Arc<dyn Store>,
     board: Arc<dyn vouch_store::board::BoardStore>,
 }
 
@@ -57,9 +59,10 @@ fn start() -> Server {
             identity: None,
         })
         .unwrap();
+    let durable: Arc<dyn Store> = Arc::new(vouch_runtime::durable::Durable::new(store.clone()));
     let host = Arc::new(host_on(
         tmp.path(),
-        Arc::new(vouch_runtime::durable::Durable::new(store.clone())),
+        durable.clone(),
         ManualClock::new(T0, 1),
         vouch_runtime::host::process_owner(),
     ));
@@ -88,6 +91,7 @@ fn start() -> Server {
         tmp,
         base: format!("http://{}", rx.recv().unwrap()),
         host,
+        store: durable,
         board,
     }
 }
@@ -252,7 +256,7 @@ fn sign_in_sets_a_strict_http_only_session_and_every_form_is_checked() {
         .contains("value=\"Asia/Tokyo\""));
 
     // Revoking the token signs its sessions out.
-    assert!(s.host.store.remove_token("person").unwrap());
+    assert!(s.store.remove_token("person").unwrap());
     let (code, _) = s.page(&cookie, "/console/");
     assert_eq!(code, 303);
 }
@@ -261,7 +265,6 @@ fn sign_in_sets_a_strict_http_only_session_and_every_form_is_checked() {
 fn schedules_show_the_next_slot_in_the_persons_zone_and_every_missed_slot_with_its_receipt() {
     let s = start();
     s.host
-        .store
         .put_schedule(&Schedule {
             name: "brief".into(),
             cron: "0 7 * * *".into(),
@@ -277,7 +280,7 @@ fn schedules_show_the_next_slot_in_the_persons_zone_and_every_missed_slot_with_i
     let clock = ManualClock::new(T0 + 3 * 86_400_000 + 6 * 3_600_000, 1);
     // Another host on the same store, with the clock three days on.
     let owner = format!("{}-ticker", vouch_runtime::host::process_owner());
-    let host = host_on(s.tmp.path(), s.host.store.clone(), clock, owner);
+    let host = host_on(s.tmp.path(), s.store.clone(), clock, owner);
     let report = host.tick().unwrap();
     assert_eq!(report.missed.len(), 3, "{report:?}");
     let cookie = s.sign_in("America/New_York");
@@ -364,8 +367,7 @@ fn only_a_person_token_signs_in_and_the_cookie_is_secure_behind_tls() {
         ("r", "vouch_r", vouch_core::Scope::Reader, None),
         ("a", "vouch_a", vouch_core::Scope::Admin, None),
     ] {
-        s.host
-            .store
+        s.store
             .put_token(&ApiToken {
                 name: name.into(),
                 hash: vouch_server::token_hash(secret),
@@ -519,7 +521,7 @@ fn the_start_form_refuses_bad_input_in_words_and_starts_nothing() {
         assert!(body.contains(words), "{fields:?}: {body}");
     }
     assert!(
-        s.host.store.runs(10).unwrap().is_empty(),
+        s.host.runs(10).unwrap().is_empty(),
         "a refusal started a run"
     );
     // A form without the session's token is refused before anything is read.
@@ -534,7 +536,7 @@ fn the_start_form_refuses_bad_input_in_words_and_starts_nothing() {
     let (code, _, r) = post(&[("title", "Nothing to do"), ("json", turns)]);
     assert_eq!(code, 303);
     let to = r.unwrap().header("location").unwrap().to_string();
-    let run = s.host.store.runs(10).unwrap()[0].id.clone();
+    let run = s.host.runs(10).unwrap()[0].id.clone();
     assert_eq!(to, format!("/console/runs/{run}"));
     // The form carries a key of its own: sent twice (a double click), it starts one run and
     // both land on its page; the same form with another script is refused in words.
@@ -553,7 +555,6 @@ fn the_start_form_refuses_bad_input_in_words_and_starts_nothing() {
     assert!(body.contains("already started a run"), "{body}");
     let titles: Vec<String> = s
         .host
-        .store
         .runs(10)
         .unwrap()
         .into_iter()

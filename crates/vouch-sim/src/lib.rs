@@ -387,7 +387,7 @@ impl<'a> Sim<'a> {
         self.store = store.clone();
         self.board = board;
         self.host = host(&self.clock, &self.world, self.dir.path(), store, self.boots);
-        self.clock.advance(self.host.limits.lease_ms + 1);
+        self.clock.advance(self.host.limits().lease_ms + 1);
         let ended = self
             .host
             .boot()
@@ -406,7 +406,7 @@ impl<'a> Sim<'a> {
         what: &str,
         r: Result<T, HostError>,
     ) -> Result<Option<T>, Violation> {
-        self.host.crash = None;
+        self.host.arm_crash(None);
         match r {
             Ok(v) => Ok(Some(v)),
             Err(HostError::Crashed(point)) => {
@@ -461,7 +461,7 @@ impl<'a> Sim<'a> {
         plan.volatile = self.rng.chance(30);
         let tilde = if plan.volatile { "~" } else { "" };
         self.note(format!("a crash is armed after {tilde}{point}@{nth}"));
-        self.host.crash = Some(plan);
+        self.host.arm_crash(Some(plan));
     }
 
     /// One store: `want` simulated runs, then drained and checked whole.
