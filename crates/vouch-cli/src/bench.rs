@@ -713,8 +713,12 @@ pub fn turns(sizes: &[usize], json_out: bool) -> Result<i32> {
             .map_err(|e| anyhow!("{e}"))?,
     );
     let store: Arc<dyn vouch_store::Store> = sqlite.clone();
-    let mut host = home::host_on(&tmp, store, None)?;
-    host.limits.turns_max = TURNS_MAX + 10;
+    let host = home::host_on(&tmp, store, None)?;
+    let limits = vouch_runtime::Limits {
+        turns_max: TURNS_MAX + 10,
+        ..host.limits().clone()
+    };
+    let host = host.with_limits(limits);
     let mut rows = vec![];
     for (k, &n) in sizes.iter().enumerate() {
         let mut script = vec![
@@ -845,14 +849,14 @@ fn measure_recovery(
     }
     for i in 0..runs {
         // A fresh host per run: each crash drops everything the process held in memory.
-        let mut host = home::host(tmp, None)?;
-        host.owner = owner.clone();
-        host.crash = Some(vouch_runtime::crash::CrashPlan::new(
-            "evidence",
-            Some("d1"),
-            1,
-            vouch_runtime::crash::CrashMode::Simulate,
-        ));
+        let host = home::host(tmp, None)?
+            .with_owner(owner.clone())
+            .with_crash(Some(vouch_runtime::crash::CrashPlan::new(
+                "evidence",
+                Some("d1"),
+                1,
+                vouch_runtime::crash::CrashMode::Simulate,
+            )));
         match host.start(&two_saves(i)) {
             Err(vouch_runtime::HostError::Crashed(_)) => {}
             other => return Err(anyhow!("run {i} was not interrupted: {other:?}")),

@@ -261,10 +261,9 @@ fn work(
     workers: usize,
 ) -> Result<Worked> {
     // The host writes through the durability points, as `vouch worker`'s does.
-    let mut host = home::host_on(dir, store, None)?;
-    let work = Arc::new(TaskWork::new(host.work.clone()));
-    host.work = work.clone();
-    let host = Arc::new(host);
+    let host = home::host_on(dir, store, None)?;
+    let work = Arc::new(TaskWork::new(host.work().clone()));
+    let host = Arc::new(host.with_work(work.clone()));
     let types = Arc::new(TaskTypes::builtin());
     let model = json!({"kind": "script", "turns": [
         {"declare": {"deliveries": []}}, {"submit": {"summary": "done"}}, {"final": "ok"}

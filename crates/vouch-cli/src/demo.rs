@@ -366,13 +366,13 @@ fn patch_story(dir: &Path) -> Result<bool> {
     git(&["add", "-A"])?;
     git(&["commit", "--quiet", "-m", "client"])?;
     let base = git(&["rev-parse", "HEAD"])?;
-    let mut host = home::host(dir, Some(progress()))?;
+    let host = home::host(dir, Some(progress()))?;
     let work = Arc::new(
-        vouch_runtime::host::TaskWork::new(host.work.clone()).with_patch(
+        vouch_runtime::host::TaskWork::new(host.work().clone()).with_patch(
             vouch_runtime::host::PatchWork::new(dir.join("worktrees"), vec![]),
         ),
     );
-    host.work = work.clone();
+    let host = host.with_work(work.clone());
     let job = vouch_runtime::host::AttemptJob {
         task_id: "demo-patch".into(),
         attempt: 1,

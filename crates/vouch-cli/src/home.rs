@@ -15,10 +15,10 @@ use vouch_adapters::tools::StandardTools;
 use vouch_core::DestinationKind;
 use vouch_runtime::clock::SystemClock;
 use vouch_runtime::crash::{CrashMode, CrashPlan};
-use vouch_runtime::host::{Notifier, NotifyError, Progress};
+use vouch_runtime::host::{HostParts, Notifier, NotifyError, Progress};
 use vouch_runtime::provider::Provider;
 use vouch_runtime::tools::ScriptWorkTools;
-use vouch_runtime::{Host, Limits};
+use vouch_runtime::Host;
 use vouch_store::{IdentityStore, OutboxRow, Store};
 use vouch_store_sqlite::SqliteStore;
 
@@ -287,9 +287,7 @@ pub fn host_on(dir: &Path, store: Arc<dyn Store>, progress: Option<Progress>) ->
     let store_dyn: Arc<dyn Store> = Arc::new(vouch_runtime::durable::Durable::new(store));
     // `[model]`: the profile a run records when it starts (issue 22 #3).
     let profile = cfg.model.clone();
-    Ok(Host {
-        store: store_dyn,
-        clock: Arc::new(SystemClock),
+    let parts = HostParts {
         caps: Arc::new(ConfigCapabilities { config: cfg }),
         providers,
         notifier: Arc::new(notifier),
@@ -300,17 +298,18 @@ pub fn host_on(dir: &Path, store: Arc<dyn Store>, progress: Option<Progress>) ->
                 artifacts_dir: dir.join("artifacts"),
             },
         }),
-        crash,
-        owner: vouch_runtime::host::process_owner(),
-        drafts_dir: dir.join("drafts"),
-        limits: Limits::default(),
-        progress,
-        policy_forbid: vec![],
-        presence: Some(Arc::new(FilePresence::new(dir))),
-        drives: Default::default(),
-        tools: Default::default(),
-        liveness: std::sync::Arc::new(vouch_runtime::host::LocalProcesses),
-    })
+    };
+    let owner = vouch_runtime::host::process_owner();
+    Ok(Host::new(
+        store_dyn,
+        Arc::new(SystemClock),
+        owner,
+        dir.join("drafts"),
+        parts,
+    )
+    .with_crash(crash)
+    .with_progress(progress)
+    .with_presence(Arc::new(FilePresence::new(dir))))
 }
 
 /// Presence from the home's `presence/` folder: `watch-<run>` holds the expiry of a watching

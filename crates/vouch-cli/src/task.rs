@@ -1042,19 +1042,18 @@ fn local_board(dir: &Path, a: &WorkerArgs, name: &str) -> Result<Arc<dyn BoardCl
         inner: board,
         verifier: Arc::new(IdentityVerifier { store: ids.clone() }),
     });
-    let mut host = home::host_on(dir, store, None)?;
+    let host = home::host_on(dir, store, None)?;
     let worktrees = a.worktrees.clone().unwrap_or_else(|| dir.join("worktrees"));
     let work = Arc::new(
-        TaskWork::new(host.work.clone())
+        TaskWork::new(host.work().clone())
             .with_patch(relayed(PatchWork::new(worktrees, a.allow_commands.clone())))
             .with_artifacts(crate::home::open_artifacts(dir)?)
             .with_board(board.clone())
             .with_diary(ids.clone(), name),
     );
-    host.work = work.clone();
     Ok(Arc::new(LocalBoard {
         board,
-        host: Arc::new(host),
+        host: Arc::new(host.with_work(work.clone())),
         work,
         types,
         signer: Some(Arc::new(IdentitySigner(identity))),

@@ -27,7 +27,7 @@ use vouch_store::board::{
     content_id, AttemptRef, BoardStore, Claim, ClaimRequest, NewTask, Offered, Report, ReportKind,
     TaskSpec, Usage,
 };
-use vouch_store::{Store, StoreError};
+use vouch_store::StoreError;
 use vouch_store_sqlite::SqliteStore;
 
 const MAIN: &str = "task-main";
@@ -361,15 +361,13 @@ impl Board {
 
     /// A host of this worker: the scenario's providers, the board's `submit` tool.
     fn host(&self, ctx: &mut Ctx, worker: &str) -> Result<(Host, Arc<TaskWork>), String> {
-        let mut host = ctx.host()?;
-        host.owner = format!("worker-{worker}");
+        let host = ctx.host()?.with_owner(format!("worker-{worker}"));
         let work = Arc::new(
-            TaskWork::new(host.work.clone())
+            TaskWork::new(host.work().clone())
                 .with_artifacts(self.artifacts.clone())
                 .with_board(self.store.clone()),
         );
-        host.work = work.clone();
-        Ok((host, work))
+        Ok((host.with_work(work.clone()), work))
     }
 
     fn worker(&mut self, ctx: &mut Ctx, w: &WorkerStep) -> Result<(), String> {
@@ -526,13 +524,14 @@ impl Board {
         let task_id = claim.task.id.clone();
         let (mut host, work) = self.host(ctx, worker)?;
         if let Some(n) = self.cancel_at_turn {
-            host.models = Arc::new(crate::cancel::CancelWhileAnswering {
-                inner: host.models.clone(),
+            let models = Arc::new(crate::cancel::CancelWhileAnswering {
+                inner: host.models().clone(),
                 turn: n.saturating_sub(1),
                 board: self.store.clone(),
                 task_id: task_id.clone(),
                 now_ms: ctx.clock.now_ms(),
             });
+            host = host.with_models(models);
         }
         let host = Arc::new(host);
         let lp = self.worker_loop(ctx, host.clone(), work, worker, script, cancel, stall_ms);
@@ -547,7 +546,7 @@ impl Board {
             AttemptEnd::Cancelled { .. } => "failed",
             // §13.4.2: an accepted submission waits in the run's journal for the resumption.
             AttemptEnd::Suspended { .. } => {
-                if submission_accepted(host.store.as_ref(), &run_id)? {
+                if submission_accepted(&host, &run_id)? {
                     "awaiting"
                 } else {
                     "not_attempted"
@@ -555,7 +554,7 @@ impl Board {
             }
             AttemptEnd::Reported { accepted: true, .. } => "verified",
             AttemptEnd::Reported { .. } | AttemptEnd::Refused { .. } => {
-                if submitted(host.store.as_ref(), &run_id)? {
+                if submitted(&host, &run_id)? {
                     "failed"
                 } else {
                     "not_attempted"
@@ -645,8 +644,8 @@ impl Board {
             .task(&at.task_id)
             .map_err(err)?
             .ok_or("the claimed task vanished")?;
-        let (mut host, work) = self.host(ctx, worker)?;
-        host.crash = Some(plan);
+        let (host, work) = self.host(ctx, worker)?;
+        let host = host.with_crash(Some(plan));
         let job = AttemptJob {
             task_id: task.id.clone(),
             kind: task.kind.clone(),
@@ -662,7 +661,6 @@ impl Board {
         let run_id = match host.run_task_attempt(&work, &self.types, &job) {
             Ok(o) => o.run_id,
             Err(HostError::Crashed(_)) => host
-                .store
                 .runs(1)
                 .map_err(err)?
                 .first()
@@ -673,18 +671,17 @@ impl Board {
         // Read what became durable, as the next process will (the dead one's buffer is gone).
         let fresh = ctx.host()?;
         let suspended = fresh
-            .store
-            .run(&run_id)
+            .run_record(&run_id)
             .map_err(err)?
             .is_some_and(|r| r.state == vouch_core::RunState::Suspended);
         let status = if suspended {
             // The sweep suspends the attempt with its run (§13.3): a submission kept waits.
-            if submission_accepted(fresh.store.as_ref(), &run_id)? {
+            if submission_accepted(&fresh, &run_id)? {
                 "awaiting"
             } else {
                 "not_attempted"
             }
-        } else if submitted(fresh.store.as_ref(), &run_id)? {
+        } else if submitted(&fresh, &run_id)? {
             "failed"
         } else {
             "not_attempted"
@@ -812,8 +809,8 @@ fn attempt_ref(c: &Claim) -> AttemptRef {
 /// Did the run hand a result to its `submit` tool? A call rejected before the manifest
 /// (§3.4) never reached the tool.
 /// The run's `submit` tool took a result (the host's answer to the call was `ok`).
-fn submission_accepted(store: &dyn Store, run_id: &str) -> Result<bool, String> {
-    Ok(store.journal(run_id).map_err(err)?.iter().any(|e| {
+fn submission_accepted(host: &Host, run_id: &str) -> Result<bool, String> {
+    Ok(host.events(run_id).map_err(err)?.iter().any(|e| {
         matches!(
             vouch_store::Event::parse(e.kind, &e.body),
             Ok(vouch_store::Event::ToolCalled(c)) if c.name == "submit" && c.ok
@@ -821,10 +818,10 @@ fn submission_accepted(store: &dyn Store, run_id: &str) -> Result<bool, String> 
     }))
 }
 
-fn submitted(store: &dyn Store, run_id: &str) -> Result<bool, String> {
+fn submitted(host: &Host, run_id: &str) -> Result<bool, String> {
     use vouch_store::Event;
-    let events: Vec<Event> = store
-        .journal(run_id)
+    let events: Vec<Event> = host
+        .events(run_id)
         .map_err(err)?
         .iter()
         .filter_map(|e| Event::parse(e.kind, &e.body).ok())

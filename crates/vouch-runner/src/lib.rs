@@ -23,11 +23,11 @@ use vouch_core::{DestinationKind, RunState, TriggerKind};
 use vouch_runtime::capability::PatternCapabilities;
 use vouch_runtime::clock::ManualClock;
 use vouch_runtime::crash::{CrashMode, CrashPlan};
-use vouch_runtime::host::{Notifier, NotifyError};
+use vouch_runtime::host::{HostParts, Notifier, NotifyError};
 use vouch_runtime::provider::Provider;
 use vouch_runtime::tools::ScriptWorkTools;
 use vouch_runtime::view::RunView;
-use vouch_runtime::{Host, HostError, Limits, RunSpec};
+use vouch_runtime::{Host, HostError, RunSpec};
 use vouch_scenario::{CatchUp, Decision, Fault, Scenario, World};
 use vouch_store::{CardState, OutboxRow, Store, TamperForTests};
 use vouch_store_sqlite::SqliteStore;
@@ -162,9 +162,7 @@ impl Ctx {
             _ => None,
         };
         let files = self.dir.join("files");
-        Ok(Host {
-            store: Arc::new(vouch_runtime::durable::Durable::new(store)),
-            clock: Arc::new(self.clock.clone()),
+        let parts = HostParts {
             caps: self.caps.clone(),
             providers,
             notifier: self.notifier.clone(),
@@ -175,17 +173,15 @@ impl Ctx {
                     artifacts_dir: self.dir.join("artifacts"),
                 },
             }),
-            crash,
-            owner: format!("runner-boot-{}", self.boots),
-            drafts_dir: self.dir.join("drafts"),
-            limits: Limits::default(),
-            progress: None,
-            policy_forbid: vec![],
-            presence: None,
-            drives: Default::default(),
-            tools: Default::default(),
-            liveness: std::sync::Arc::new(vouch_runtime::host::LocalProcesses),
-        })
+        };
+        Ok(Host::new(
+            Arc::new(vouch_runtime::durable::Durable::new(store)),
+            Arc::new(self.clock.clone()),
+            format!("runner-boot-{}", self.boots),
+            self.dir.join("drafts"),
+            parts,
+        )
+        .with_crash(crash))
     }
 
     fn tampered(&self, delivery: &str) -> bool {
@@ -245,7 +241,7 @@ pub fn run_scenario(s: &Scenario, dir: &Path) -> Result<Value, String> {
         let host = ctx.host()?;
         if crashes > 0 {
             // Every in-memory state is gone; the leases of the dead boot have lapsed.
-            ctx.clock.advance(host.limits.lease_ms + 1);
+            ctx.clock.advance(host.limits().lease_ms + 1);
             match host.boot() {
                 Ok(_) => {}
                 Err(HostError::Crashed(_)) => {
@@ -292,15 +288,14 @@ pub fn run_scenario(s: &Scenario, dir: &Path) -> Result<Value, String> {
                 }
                 let id = match &run_id {
                     Some(id) => id.clone(),
-                    None => match host.store.runs(1)?.first() {
+                    None => match host.runs(1)?.first() {
                         Some(r) => r.id.clone(),
                         None => return Ok(Next::Done),
                     },
                 };
                 run_id = Some(id.clone());
                 let rec = host
-                    .store
-                    .run(&id)?
+                    .run_record(&id)?
                     .ok_or_else(|| HostError::Internal(format!("run {id} vanished")))?;
                 match rec.state {
                     RunState::Ended => {
@@ -316,8 +311,7 @@ pub fn run_scenario(s: &Scenario, dir: &Path) -> Result<Value, String> {
                     }
                     RunState::Suspended => {
                         let cards: Vec<_> = host
-                            .store
-                            .cards_for_run(&id)?
+                            .run_cards(&id)?
                             .into_iter()
                             .filter(|c| c.state == CardState::Open)
                             .collect();
@@ -376,7 +370,7 @@ pub fn run_scenario(s: &Scenario, dir: &Path) -> Result<Value, String> {
                         // Not ended, not suspended, owner gone: start-up reconciliation ends it.
                         let ended = host.boot()?;
                         if !ended.contains(&id) {
-                            let r = host.store.run(&id)?;
+                            let r = host.run_record(&id)?;
                             if r.map(|r| r.state != RunState::Suspended).unwrap_or(true) {
                                 host.drive(&id).map(|_| ())?;
                             }
@@ -410,7 +404,6 @@ pub fn run_scenario(s: &Scenario, dir: &Path) -> Result<Value, String> {
     let id = match run_id.clone() {
         Some(id) => id,
         None => host
-            .store
             .runs(1)
             .map_err(|e| e.to_string())?
             .first()
@@ -422,11 +415,10 @@ pub fn run_scenario(s: &Scenario, dir: &Path) -> Result<Value, String> {
 
 fn report(s: &Scenario, host: &Host, id: &str, ctx: &Ctx) -> Result<Value, String> {
     let rec = host
-        .store
-        .run(id)
+        .run_record(id)
         .map_err(|e| e.to_string())?
         .ok_or("run vanished")?;
-    let view = RunView::from_journal(&host.store.journal(id).map_err(|e| e.to_string())?);
+    let view = RunView::from_journal(&host.events(id).map_err(|e| e.to_string())?);
     let ended = rec.state == RunState::Ended;
     let terminal = view.terminal.as_ref();
     let mut deliveries = Map::new();
@@ -488,7 +480,6 @@ fn report(s: &Scenario, host: &Host, id: &str, ctx: &Ctx) -> Result<Value, Strin
         })
         .unwrap_or(0);
     let receipt = host
-        .store
         .receipt(id)
         .map_err(|e| e.to_string())?
         .unwrap_or_default();
@@ -560,7 +551,7 @@ fn script_payload(
     delivery: &str,
     payload: &serde_json::Value,
 ) -> Result<serde_json::Value, HostError> {
-    let view = vouch_runtime::view::RunView::from_journal(&host.store.journal(run)?);
+    let view = vouch_runtime::view::RunView::from_journal(&host.events(run)?);
     Ok(
         match view.manifest.as_ref().and_then(|m| m.delivery(delivery)) {
             Some(d) => vouch_runtime::schemas::expand_script_text(d, payload),

@@ -136,15 +136,15 @@ pub fn run_patch(s: &PatchScenario) -> Result<PatchReport, String> {
             PatchTurn::Final(text) => json!({"final": text}),
         });
     }
-    let mut host = crate::scenario_host(dir)?;
+    let host = crate::scenario_host(dir)?;
     // The fault turns are the only commands: the second writer, played by the runner.
     let second = Arc::new(SecondWriter {
-        inner: host.work.clone(),
+        inner: host.work().clone(),
         worktree: dir.join("worktrees").join("scenario-1"),
     });
     let work =
         Arc::new(TaskWork::new(second).with_patch(PatchWork::new(dir.join("worktrees"), vec![])));
-    host.work = work.clone();
+    let host = host.with_work(work.clone());
     let job = AttemptJob {
         task_id: "scenario".into(),
         attempt: 1,

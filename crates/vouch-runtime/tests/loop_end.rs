@@ -5,17 +5,19 @@
 //! store, the scripted model, a counting notifier.
 
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use vouch_adapters::folder::FolderProvider;
 use vouch_adapters::models::DefaultModels;
 use vouch_adapters::tools::StandardTools;
-use vouch_core::{Outcome, Presence, TriggerKind};
+use vouch_core::{DestinationKind, Outcome, Presence, TriggerKind};
 use vouch_runtime::capability::PatternCapabilities;
 use vouch_runtime::clock::ManualClock;
-use vouch_runtime::host::{Notifier, NotifyError, RunEnd, RunSpec};
+use vouch_runtime::host::{HostParts, Notifier, NotifyError, RunEnd, RunSpec};
+use vouch_runtime::provider::Provider;
 use vouch_runtime::tools::ScriptWorkTools;
 use vouch_runtime::{Host, Limits};
-use vouch_store::OutboxRow;
+use vouch_store::{OutboxRow, Store};
 use vouch_store_sqlite::SqliteStore;
 
 #[allow(dead_code)] // each test file uses part of the fake world
@@ -30,17 +32,30 @@ impl Notifier for Count {
     }
 }
 
+const NOW_MS: i64 = 1_796_083_200_000;
+
 fn host(
     dir: &std::path::Path,
     notes: Arc<dyn Notifier>,
     limits: Limits,
     world: Arc<common::FakeWorld>,
 ) -> Host {
-    Host {
-        store: Arc::new(SqliteStore::open(&dir.join("vouch.db")).unwrap()),
-        clock: Arc::new(ManualClock::new(1_796_083_200_000, 1)),
+    let store = Arc::new(SqliteStore::open(&dir.join("vouch.db")).unwrap());
+    let clock = ManualClock::new(NOW_MS, 1);
+    host_on(store, clock, dir, notes, world.providers()).with_limits(limits)
+}
+
+/// A host over the test's own `store` and `clock`, with the given providers.
+fn host_on(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+    dir: &std::path::Path,
+    notes: Arc<dyn Notifier>,
+    providers: BTreeMap<DestinationKind, Arc<dyn Provider>>,
+) -> Host {
+    let parts = HostParts {
         caps: Arc::new(PatternCapabilities::default()),
-        providers: world.providers(),
+        providers,
         notifier: notes,
         models: Arc::new(DefaultModels),
         work: Arc::new(ScriptWorkTools {
@@ -49,17 +64,8 @@ fn host(
                 artifacts_dir: dir.join("a"),
             },
         }),
-        crash: None,
-        owner: "test".into(),
-        drafts_dir: dir.join("drafts"),
-        limits,
-        progress: None,
-        policy_forbid: vec![],
-        presence: None,
-        drives: Default::default(),
-        tools: Default::default(),
-        liveness: std::sync::Arc::new(vouch_runtime::host::LocalProcesses),
-    }
+    };
+    Host::new(store, Arc::new(clock), "test", dir.join("drafts"), parts)
 }
 
 fn event_run(h: &Host, turns: Value) -> (String, Outcome, String) {
@@ -76,7 +82,7 @@ fn event_run(h: &Host, turns: Value) -> (String, Outcome, String) {
     let RunEnd::Ended { outcome } = end else {
         panic!("the run did not end: {end:?}");
     };
-    let receipt = h.store.receipt(&id).unwrap().unwrap();
+    let receipt = h.receipt(&id).unwrap().unwrap();
     (id, outcome, receipt)
 }
 
@@ -138,7 +144,7 @@ fn the_turn_budget_is_named_on_the_receipt_and_on_each_unreached_item() {
         ),
         "{receipt}"
     );
-    let journal = h.store.journal(&id).unwrap();
+    let journal = h.events(&id).unwrap();
     let end = journal
         .iter()
         .find(|e| e.kind == vouch_store::EventKind::LoopEnded)
@@ -181,7 +187,7 @@ fn the_dispatcher_retries_what_could_not_go_and_stops_at_a_misconfigured_route_l
     let never_declares = json!([{"final": "All done."}]);
     event_run(&h, never_declares.clone());
     event_run(&h, never_declares);
-    let pending = || h.store.outbox_pending().unwrap().len();
+    let pending = || h.outbox_pending().unwrap().len();
     // Each run's end dispatched once; the second pass stopped at its first row.
     assert_eq!(*route.calls.lock().unwrap(), 2);
     assert_eq!(pending(), 2, "a failure is never dropped");
@@ -218,14 +224,16 @@ impl vouch_runtime::host::Liveness for Owners {
 fn start_up_reconciles_by_the_owner_it_is_told_is_gone_not_by_the_lease_alone() {
     use vouch_store::{NewRun, RunLease};
     let dir = tempfile::tempdir().unwrap();
-    let mut h = host(
-        dir.path(),
-        Arc::new(Count::default()),
-        Limits::default(),
-        Arc::new(common::FakeWorld::default()),
-    );
-    h.liveness = Arc::new(Owners(vec![("gone:1", false), ("busy:2", true)]));
-    let now = 1_796_083_200_000i64;
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("vouch.db")).unwrap());
+    let host = |owners: Owners| {
+        let world = Arc::new(common::FakeWorld::default());
+        let notes = Arc::new(Count::default());
+        let clock = ManualClock::new(NOW_MS, 1);
+        host_on(store.clone(), clock, dir.path(), notes, world.providers())
+            .with_liveness(Arc::new(owners))
+    };
+    let h = host(Owners(vec![("gone:1", false), ("busy:2", true)]));
+    let now = NOW_MS;
     let run = |id: &str, owner: &str, until_ms: i64| NewRun {
         state: vouch_core::RunState::Running,
         id: id.into(),
@@ -242,11 +250,11 @@ fn start_up_reconciles_by_the_owner_it_is_told_is_gone_not_by_the_lease_alone() 
         }),
     };
     // Lease with an hour left, owner exited.
-    h.store
+    store
         .create_run(&run("dead-owner", "gone:1", now + 3_600_000))
         .unwrap();
     // Lease lapsed a minute ago, owner still running.
-    h.store
+    store
         .create_run(&run("slow-owner", "busy:2", now - 60_000))
         .unwrap();
     let ended = h.boot().unwrap();
@@ -255,11 +263,11 @@ fn start_up_reconciles_by_the_owner_it_is_told_is_gone_not_by_the_lease_alone() 
         vec!["dead-owner".to_string()],
         "only the run whose owner is gone"
     );
-    let state = |id: &str| h.store.run(id).unwrap().unwrap().state;
+    let state = |id: &str| store.run(id).unwrap().unwrap().state;
     assert_eq!(state("dead-owner"), vouch_core::RunState::Ended);
     assert_eq!(state("slow-owner"), vouch_core::RunState::Running);
     // Told the slow owner exited too, the next start-up takes it.
-    h.liveness = Arc::new(Owners(vec![("busy:2", false)]));
+    let h = host(Owners(vec![("busy:2", false)]));
     assert_eq!(h.boot().unwrap(), vec!["slow-owner".to_string()]);
     assert_eq!(state("slow-owner"), vouch_core::RunState::Ended);
 }
@@ -281,33 +289,36 @@ fn start_up_ends_fifty_orphans_each_exactly_once_with_their_files_as_left() {
     let files = dir.path().join("files");
     let clock = ManualClock::new(1_796_083_200_000, 1);
     let notes = Arc::new(Count::default());
+    // The host's real write path over the store on disk, and the test's handle on it.
     let host_on_disk = || {
-        let mut h = host(
-            dir.path(),
-            notes.clone(),
-            Limits::default(),
-            Arc::new(common::FakeWorld::default()),
-        );
-        h.store = Arc::new(Durable::new(h.store.clone()));
-        h.clock = Arc::new(clock.clone());
-        h.providers.insert(
-            vouch_core::DestinationKind::Folder,
+        let sqlite = Arc::new(SqliteStore::open(&dir.path().join("vouch.db")).unwrap());
+        let store: Arc<dyn Store> = Arc::new(Durable::new(sqlite));
+        let mut providers = Arc::new(common::FakeWorld::default()).providers();
+        providers.insert(
+            DestinationKind::Folder,
             Arc::new(FolderProvider::new(&files)),
         );
-        h.liveness = Arc::new(Owners(vec![("gone:1", false)]));
-        h
+        let h = host_on(
+            store.clone(),
+            clock.clone(),
+            dir.path(),
+            notes.clone(),
+            providers,
+        )
+        .with_liveness(Arc::new(Owners(vec![("gone:1", false)])));
+        (h, store)
     };
     let mut ids = vec![];
     {
-        let mut h = host_on_disk();
-        h.owner = "gone:1".into();
+        let (h, store) = host_on_disk();
+        let mut h = h.with_owner("gone:1");
         for i in 0..RUNS {
-            h.crash = Some(CrashPlan::new(
+            h.arm_crash(Some(CrashPlan::new(
                 "evidence",
                 Some("d1"),
                 1,
                 CrashMode::Simulate,
-            ));
+            )));
             let spec = RunSpec {
                 trigger: TriggerKind::Interactive,
                 title: format!("two saves {i}"),
@@ -324,25 +335,25 @@ fn start_up_ends_fifty_orphans_each_exactly_once_with_their_files_as_left() {
                 ]}).into(),
                 scope: None,
             };
-            let before = h.store.open_runs().unwrap().len();
+            let before = store.open_runs().unwrap().len();
             assert!(matches!(
                 h.start(&spec),
                 Err(vouch_runtime::HostError::Crashed(_))
             ));
-            let open = h.store.open_runs().unwrap();
+            let open = store.open_runs().unwrap();
             assert_eq!(open.len(), before + 1);
             ids.push(open.last().unwrap().id.clone());
         }
     }
     // The process is gone; a new one over the reopened store starts up.
-    let h = host_on_disk();
+    let (h, _) = host_on_disk();
     let ended = h.boot().unwrap();
     assert_eq!(
         ended, ids,
         "every orphan ended, in the order they were created"
     );
     for (i, id) in ids.iter().enumerate() {
-        let run = h.store.run(id).unwrap().unwrap();
+        let run = h.run_record(id).unwrap().unwrap();
         assert_eq!(run.state, RunState::Ended);
         assert_eq!(run.ended_by, Some(EndedBy::Boot));
         assert_eq!(run.outcome, Some(Outcome::Partial), "run {i}");
@@ -350,7 +361,7 @@ fn start_up_ends_fifty_orphans_each_exactly_once_with_their_files_as_left() {
             run.owner, None,
             "the terminal transaction lets the lease go"
         );
-        let journal = h.store.journal(id).unwrap();
+        let journal = h.events(id).unwrap();
         let count = |kind: EventKind, d: Option<&str>| {
             journal
                 .iter()
@@ -360,14 +371,14 @@ fn start_up_ends_fifty_orphans_each_exactly_once_with_their_files_as_left() {
         assert_eq!(count(EventKind::Terminal, None), 1, "run {i}");
         assert_eq!(count(EventKind::AttemptStarted, Some("d1")), 1, "run {i}");
         assert_eq!(count(EventKind::AttemptStarted, Some("d2")), 0, "run {i}");
-        assert!(h.store.receipt(id).unwrap().is_some(), "run {i}");
+        assert!(h.receipt(id).unwrap().is_some(), "run {i}");
         assert_eq!(
             std::fs::read_to_string(files.join(format!("rec/{i}-a.md"))).unwrap(),
             "first\n"
         );
         assert!(!files.join(format!("rec/{i}-b.md")).exists(), "run {i}");
     }
-    assert!(h.store.verify().unwrap().breaks.is_empty());
+    assert!(h.verify_store().unwrap().breaks.is_empty());
     // Each ended run that notifies did so once, and nothing waits in the outbox.
     let sent: Vec<String> = notes
         .0
@@ -381,7 +392,7 @@ fn start_up_ends_fifty_orphans_each_exactly_once_with_their_files_as_left() {
     unique.dedup();
     assert_eq!(unique.len(), sent.len(), "no notification sent twice");
     assert_eq!(sent.len(), RUNS, "away: every partial run notifies");
-    assert!(h.store.outbox_pending().unwrap().is_empty());
+    assert!(h.outbox_pending().unwrap().is_empty());
     assert!(h.boot().unwrap().is_empty(), "nothing is ended twice");
 }
 
@@ -418,7 +429,7 @@ fn runs_ending_on_eight_threads_at_once_notify_each_exactly_once() {
     sent.sort();
     sent.dedup();
     assert_eq!(sent.len(), 80, "no run notified twice");
-    assert!(h.store.outbox_pending().unwrap().is_empty());
+    assert!(h.outbox_pending().unwrap().is_empty());
 }
 
 /// An outside agent's run (a remote worker's attempt, §13.7.2) counts the tokens its agent
@@ -462,7 +473,7 @@ fn an_outside_agents_reported_tokens_count_against_the_token_budget() {
     assert!(!r.ok, "{r:?}");
     assert!(matches!(r.end, Some(RunEnd::Ended { .. })), "{r:?}");
     assert_eq!(world.executions("d1"), 0, "nothing past the budget is done");
-    let receipt = h.store.receipt(&id).unwrap().unwrap();
+    let receipt = h.receipt(&id).unwrap().unwrap();
     assert!(
         receipt.contains("the agent used its whole token budget (50 tokens)"),
         "{receipt}"

@@ -12,9 +12,9 @@ use vouch_adapters::models::DefaultModels;
 use vouch_adapters::tools::StandardTools;
 use vouch_core::{RunState, TriggerKind};
 use vouch_runtime::clock::ManualClock;
-use vouch_runtime::host::{Liveness, Notifier, NotifyError};
+use vouch_runtime::host::{HostParts, Liveness, Notifier, NotifyError};
 use vouch_runtime::tools::ScriptWorkTools;
-use vouch_runtime::{Host, Limits};
+use vouch_runtime::Host;
 use vouch_store::{NewRun, OutboxRow, RunLease, Store};
 
 #[allow(dead_code)] // each test file uses part of the fake world
@@ -31,9 +31,7 @@ impl Notifier for Silent {
 }
 
 fn host(store: Arc<dyn Store>, dir: &std::path::Path, owner: &str) -> Host {
-    Host {
-        store,
-        clock: Arc::new(ManualClock::new(NOW_MS, 1)),
+    let parts = HostParts {
         caps: Arc::new(vouch_runtime::capability::PatternCapabilities::default()),
         providers: common::FakeWorld::accepting().providers(),
         notifier: Arc::new(Silent),
@@ -44,17 +42,9 @@ fn host(store: Arc<dyn Store>, dir: &std::path::Path, owner: &str) -> Host {
                 artifacts_dir: dir.join("a"),
             },
         }),
-        crash: None,
-        owner: owner.into(),
-        drafts_dir: dir.join("drafts"),
-        limits: Limits::default(),
-        progress: None,
-        policy_forbid: vec![],
-        presence: None,
-        drives: Default::default(),
-        tools: Default::default(),
-        liveness: Arc::new(vouch_runtime::host::LocalProcesses),
-    }
+    };
+    let clock = Arc::new(ManualClock::new(NOW_MS, 1));
+    Host::new(store, clock, owner, dir.join("drafts"), parts)
 }
 
 /// Liveness that says `gone` has exited, and at that very moment lets `winner` take the run
@@ -97,13 +87,12 @@ fn a_lost_take_over_leaves_the_run_to_the_winner(store: Arc<dyn Store>) {
             }),
         })
         .unwrap();
-    let mut b = host(store.clone(), dir.path(), "host-b");
-    b.liveness = Arc::new(LostRace {
+    let b = host(store.clone(), dir.path(), "host-b").with_liveness(Arc::new(LostRace {
         store: store.clone(),
         run: "orphan",
         gone: "gone:1",
         winner: "host-a",
-    });
+    }));
     let ended = b.boot().expect("a lost race is not an error");
     assert!(
         ended.is_empty(),

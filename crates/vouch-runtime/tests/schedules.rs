@@ -3,18 +3,20 @@
 //! slots that run, crash, never run, overlap; notifications that go out exactly once.
 
 use serde_json::json;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use vouch_adapters::folder::FolderProvider;
 use vouch_adapters::models::DefaultModels;
 use vouch_adapters::tools::StandardTools;
-use vouch_core::{CatchUp, Outcome, Overlap, RunState};
-use vouch_runtime::capability::PatternCapabilities;
+use vouch_core::{CatchUp, DestinationKind, Outcome, Overlap, RunState};
+use vouch_runtime::capability::{CapabilityRegistry, PatternCapabilities};
 use vouch_runtime::clock::{Clock, ManualClock};
 use vouch_runtime::crash::{CrashMode, CrashPlan};
-use vouch_runtime::host::Notifier;
+use vouch_runtime::host::{HostParts, Notifier};
+use vouch_runtime::provider::Provider;
 use vouch_runtime::tools::ScriptWorkTools;
-use vouch_runtime::{Host, HostError, Limits};
-use vouch_store::{OutboxRow, Schedule};
+use vouch_runtime::{Host, HostError};
+use vouch_store::{OutboxRow, Schedule, Store};
 use vouch_store_sqlite::SqliteStore;
 
 mod common;
@@ -51,12 +53,20 @@ impl World {
         }
     }
     fn host(&self, crash: Option<&str>) -> Host {
+        let caps = Arc::new(PatternCapabilities::default());
+        self.host_with(crash, caps, self.sim.providers())
+    }
+    /// A host whose capabilities and providers the test sets.
+    fn host_with(
+        &self,
+        crash: Option<&str>,
+        caps: Arc<dyn CapabilityRegistry>,
+        providers: BTreeMap<DestinationKind, Arc<dyn Provider>>,
+    ) -> Host {
         let store = SqliteStore::open(&self.dir.path().join("vouch.db")).unwrap();
-        Host {
-            store: Arc::new(store),
-            clock: Arc::new(self.clock.clone()),
-            caps: Arc::new(PatternCapabilities::default()),
-            providers: self.sim.providers(),
+        let parts = HostParts {
+            caps,
+            providers,
             notifier: self.notes.clone(),
             models: Arc::new(DefaultModels),
             work: Arc::new(ScriptWorkTools {
@@ -65,17 +75,19 @@ impl World {
                     artifacts_dir: self.dir.path().join("a"),
                 },
             }),
-            crash: crash.and_then(|c| CrashPlan::parse(c, CrashMode::Simulate)),
-            owner: format!("test-{}", self.clock.now_ms()),
-            drafts_dir: self.dir.path().join("drafts"),
-            limits: Limits::default(),
-            progress: None,
-            policy_forbid: vec![],
-            presence: None,
-            drives: Default::default(),
-            tools: Default::default(),
-            liveness: std::sync::Arc::new(vouch_runtime::host::LocalProcesses),
-        }
+        };
+        Host::new(
+            Arc::new(store),
+            Arc::new(self.clock.clone()),
+            format!("test-{}", self.clock.now_ms()),
+            self.dir.path().join("drafts"),
+            parts,
+        )
+        .with_crash(crash.and_then(|c| CrashPlan::parse(c, CrashMode::Simulate)))
+    }
+    /// The test's own handle on the store its hosts share, for what no host offers.
+    fn store(&self) -> SqliteStore {
+        SqliteStore::open(&self.dir.path().join("vouch.db")).unwrap()
     }
     fn schedule(
         &self,
@@ -86,8 +98,7 @@ impl World {
         quiet: bool,
         turns: serde_json::Value,
     ) {
-        host.store
-            .put_schedule(&Schedule {
+        host.put_schedule(&Schedule {
                 name: name.into(),
                 cron: "0 7 * * *".into(),
                 tz: "UTC".into(),
@@ -125,7 +136,7 @@ fn a_slot_runs_once_and_is_never_replayed() {
     w.clock.set(T0 + SEVEN + 5_000);
     let r = host.tick().unwrap();
     assert_eq!(r.started.len(), 1);
-    let run = host.store.run(&r.started[0].2).unwrap().unwrap();
+    let run = host.run_record(&r.started[0].2).unwrap().unwrap();
     assert_eq!(run.outcome, Some(Outcome::Succeeded));
     assert_eq!(host.tick().unwrap(), Default::default());
     drop(host);
@@ -148,11 +159,10 @@ fn a_crash_mid_run_leaves_an_interrupted_receipt_and_no_replay() {
     let host = w.host(None);
     let ended = host.boot().unwrap();
     assert_eq!(ended.len(), 1);
-    let run = host.store.run(&ended[0]).unwrap().unwrap();
+    let run = host.run_record(&ended[0]).unwrap().unwrap();
     assert_eq!(run.state, RunState::Ended);
     assert_eq!(run.ended_by, Some(vouch_core::EndedBy::Boot));
     assert!(host
-        .store
         .receipt(&run.id)
         .unwrap()
         .unwrap()
@@ -162,7 +172,7 @@ fn a_crash_mid_run_leaves_an_interrupted_receipt_and_no_replay() {
         Default::default(),
         "the consumed slot is not replayed"
     );
-    assert_eq!(host.store.slots("brief").unwrap().len(), 1);
+    assert_eq!(w.store().slots("brief").unwrap().len(), 1);
     assert_eq!(
         w.notified(&run.id),
         1,
@@ -180,10 +190,10 @@ fn a_machine_off_across_three_slots_reports_three_missed() {
     assert_eq!(r.missed.len(), 3);
     assert!(r.started.is_empty() && r.late.is_empty());
     for (_, _, run) in &r.missed {
-        let rec = host.store.run(run).unwrap().unwrap();
+        let rec = host.run_record(run).unwrap().unwrap();
         assert_eq!(rec.outcome, Some(Outcome::Missed));
         assert_eq!(rec.ended_by, Some(vouch_core::EndedBy::Schedule));
-        assert!(host.store.receipt(run).unwrap().unwrap().contains("Missed"));
+        assert!(host.receipt(run).unwrap().unwrap().contains("Missed"));
         assert_eq!(w.notified(run), 1);
     }
     assert_eq!(w.sim.executions("d1"), 0);
@@ -210,7 +220,7 @@ fn catch_up_latest_starts_one_late_run_for_the_newest_missed_slot() {
         T0 + 2 * DAY + SEVEN,
         "the late run is for the newest slot"
     );
-    let late = host.store.run(&r.late[0].2).unwrap().unwrap();
+    let late = host.run_record(&r.late[0].2).unwrap().unwrap();
     assert_eq!(late.outcome, Some(Outcome::Succeeded));
     assert_eq!(w.sim.executions("d1"), 1);
     assert_eq!(host.tick().unwrap(), Default::default());
@@ -228,7 +238,7 @@ fn overlap_skip_does_not_start_a_slot_while_the_previous_run_waits() {
     let r = host.tick().unwrap();
     assert_eq!(r.started.len(), 1);
     assert_eq!(
-        host.store.run(&r.started[0].2).unwrap().unwrap().state,
+        host.run_record(&r.started[0].2).unwrap().unwrap().state,
         RunState::Suspended
     );
     w.clock.set(T0 + DAY + SEVEN + 1_000);
@@ -249,9 +259,9 @@ fn a_crash_between_terminal_and_dispatch_notifies_exactly_once() {
     w.schedule(&host, "brief", CatchUp::Skip, Overlap::Skip, false, brief());
     w.clock.set(T0 + SEVEN + 1_000);
     assert!(matches!(host.tick(), Err(HostError::Crashed(_))));
-    let run = host.store.slots("brief").unwrap()[0].1.clone();
+    let run = w.store().slots("brief").unwrap()[0].1.clone();
     assert_eq!(
-        host.store.run(&run).unwrap().unwrap().state,
+        host.run_record(&run).unwrap().unwrap().state,
         RunState::Ended
     );
     assert_eq!(w.notified(&run), 0);
@@ -279,14 +289,7 @@ fn quiet_never_lowers_a_failure() {
     w.clock.set(T0 + SEVEN + 1_000);
     let r = host.tick().unwrap();
     let run = &r.started[0].2;
-    let term = host
-        .store
-        .journal(run)
-        .unwrap()
-        .last()
-        .unwrap()
-        .body
-        .clone();
+    let term = host.events(run).unwrap().last().unwrap().body.clone();
     assert_eq!(term["significance"], "failure");
     assert_eq!(term["route"], "notify");
     assert_eq!(w.notified(run), 1);
@@ -295,15 +298,12 @@ fn quiet_never_lowers_a_failure() {
 #[test]
 fn quiet_caps_notable_news_at_the_inbox() {
     let w = World::new(FakeWorld::accepting());
-    let host = w.host(None);
     // Trusted automation: an irreversible verified send in an autonomous run is notable.
-    let host = Host {
-        caps: Arc::new(PatternCapabilities {
-            automation: vec!["send:webhook:*".into()],
-            ..Default::default()
-        }),
-        ..host
-    };
+    let caps = Arc::new(PatternCapabilities {
+        automation: vec!["send:webhook:*".into()],
+        ..Default::default()
+    });
+    let host = w.host_with(None, caps, w.sim.providers());
     w.schedule(&host, "quiet-ok", CatchUp::Skip, Overlap::Skip, true, json!([
         {"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "webhook", "address": "https://h"}}]}},
         {"deliver": "d1", "payload": {"text": "x"}}
@@ -311,14 +311,7 @@ fn quiet_caps_notable_news_at_the_inbox() {
     w.clock.set(T0 + SEVEN + 1_000);
     let r = host.tick().unwrap();
     let run = &r.started[0].2;
-    let term = host
-        .store
-        .journal(run)
-        .unwrap()
-        .last()
-        .unwrap()
-        .body
-        .clone();
+    let term = host.events(run).unwrap().last().unwrap().body.clone();
     assert_eq!(term["significance"], "notable");
     assert_eq!(term["route"], "inbox");
     assert_eq!(w.notified(run), 0);
@@ -350,8 +343,8 @@ fn two_hosts_on_one_home_never_both_run_a_slot() {
         }
     });
     let host = w.host(None);
-    assert_eq!(host.store.slots("brief").unwrap().len(), 1);
-    assert_eq!(host.store.runs(100).unwrap().len(), 1);
+    assert_eq!(w.store().slots("brief").unwrap().len(), 1);
+    assert_eq!(host.runs(100).unwrap().len(), 1);
     assert_eq!(w.sim.executions("d1"), 1);
 }
 
@@ -370,9 +363,9 @@ fn an_overlap_skip_names_the_run_it_waits_on() {
     w.clock.set(T0 + DAY + SEVEN + 1_000);
     let r = host.tick().unwrap();
     let skipped = &r.missed[0].2;
-    let rec = host.store.run(skipped).unwrap().unwrap();
+    let rec = host.run_record(skipped).unwrap().unwrap();
     assert_eq!(rec.outcome, Some(Outcome::Missed));
-    let receipt = host.store.receipt(skipped).unwrap().unwrap();
+    let receipt = host.receipt(skipped).unwrap().unwrap();
     assert!(
         receipt.contains(&format!(
             "skipped: the 07:00 run waits for your approval (run {first})"
@@ -392,11 +385,13 @@ fn an_overlap_skip_names_the_run_it_waits_on() {
 #[test]
 fn saving_identical_bytes_is_no_change_and_never_stalls_a_schedule() {
     let w = World::new(FakeWorld::accepting());
-    let mut host = w.host(None);
     let files = w.dir.path().join("files");
-    let folder: Arc<dyn vouch_runtime::provider::Provider> = Arc::new(FolderProvider::new(&files));
-    host.providers
-        .insert(vouch_core::DestinationKind::Folder, folder);
+    let mut providers = w.sim.providers();
+    providers.insert(
+        DestinationKind::Folder,
+        Arc::new(FolderProvider::new(&files)),
+    );
+    let host = w.host_with(None, Arc::new(PatternCapabilities::default()), providers);
     w.schedule(&host, "brief", CatchUp::Skip, Overlap::Skip, false, json!([
         {"declare": {"deliveries": [{"id": "d1", "verb": "save", "destination": {"kind": "folder", "address": "brief.md"}}]}},
         {"deliver": "d1", "payload": {"text": "the same brief"}}
@@ -405,14 +400,14 @@ fn saving_identical_bytes_is_no_change_and_never_stalls_a_schedule() {
         w.clock.set(T0 + day * DAY + SEVEN + 1_000);
         let r = host.tick().unwrap();
         assert_eq!(r.started.len(), 1, "day {day}: {r:?}");
-        let rec = host.store.run(&r.started[0].2).unwrap().unwrap();
+        let rec = host.run_record(&r.started[0].2).unwrap().unwrap();
         assert_eq!(
             rec.state,
             RunState::Ended,
             "day {day}: no approval is asked"
         );
         assert_eq!(rec.outcome, Some(Outcome::Succeeded), "day {day}");
-        assert!(host.store.open_cards().unwrap().is_empty());
+        assert!(host.open_cards().unwrap().is_empty());
     }
     assert_eq!(
         std::fs::read_to_string(files.join("brief.md")).unwrap(),
@@ -422,6 +417,6 @@ fn saving_identical_bytes_is_no_change_and_never_stalls_a_schedule() {
     std::fs::write(files.join("brief.md"), "yesterday's brief").unwrap();
     w.clock.set(T0 + 3 * DAY + SEVEN + 1_000);
     let r = host.tick().unwrap();
-    let rec = host.store.run(&r.started[0].2).unwrap().unwrap();
+    let rec = host.run_record(&r.started[0].2).unwrap().unwrap();
     assert_eq!(rec.state, RunState::Suspended);
 }

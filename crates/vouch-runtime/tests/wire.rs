@@ -12,12 +12,15 @@ use vouch_adapters::tools::StandardTools;
 use vouch_core::{Presence, TriggerKind};
 use vouch_runtime::capability::PatternCapabilities;
 use vouch_runtime::clock::ManualClock;
-use vouch_runtime::host::{AttemptJob, ModelFactory, RunEnd, RunSpec, TaskTypes, TaskWork};
+use vouch_runtime::host::{
+    AttemptJob, HostParts, ModelFactory, RunEnd, RunSpec, TaskTypes, TaskWork,
+};
 use vouch_runtime::model::{Model, ModelError};
-use vouch_runtime::{schemas, Host, Limits};
+use vouch_runtime::{schemas, Host};
 use vouch_store::board::{
     AttemptRef, BoardStore, ClaimRequest, NewTask, Report, ReportKind, TaskSpec,
 };
+use vouch_store::Store;
 use vouch_store_sqlite::SqliteStore;
 
 #[allow(dead_code)] // each test file uses part of the fake world
@@ -42,9 +45,7 @@ impl ModelFactory for Wire {
 }
 
 fn host(dir: &std::path::Path, base_url: &str) -> Host {
-    Host {
-        store: Arc::new(SqliteStore::open(&dir.join("vouch.db")).unwrap()),
-        clock: Arc::new(ManualClock::new(1_796_083_200_000, 1)),
+    let parts = HostParts {
         caps: Arc::new(PatternCapabilities::default()),
         providers: common::FakeWorld::accepting().providers(),
         notifier: Arc::new(Quiet),
@@ -53,17 +54,14 @@ fn host(dir: &std::path::Path, base_url: &str) -> Host {
             folder: FolderProvider::new(dir.join("files")),
             artifacts_dir: dir.join("a"),
         }),
-        crash: None,
-        owner: "test".into(),
-        drafts_dir: dir.join("drafts"),
-        limits: Limits::default(),
-        progress: None,
-        policy_forbid: vec![],
-        presence: None,
-        drives: Default::default(),
-        tools: Default::default(),
-        liveness: Arc::new(vouch_runtime::host::LocalProcesses),
-    }
+    };
+    Host::new(
+        Arc::new(SqliteStore::open(&dir.join("vouch.db")).unwrap()),
+        Arc::new(ManualClock::new(1_796_083_200_000, 1)),
+        "test",
+        dir.join("drafts"),
+        parts,
+    )
 }
 
 fn start(h: &Host, title: &str) -> (String, RunEnd) {
@@ -186,10 +184,11 @@ fn a_payload_that_breaks_its_schema_is_a_repairable_tool_error_never_stored() {
         "{redirected}"
     );
     // Only the payload that fits is stored, and it is what the card asks about.
-    let cards = h.store.cards_for_run(&id).unwrap();
+    let store = SqliteStore::open(&dir.path().join("vouch.db")).unwrap();
+    let cards = h.run_cards(&id).unwrap();
     assert_eq!(cards.len(), 1, "{cards:?}");
     let stored: Value =
-        serde_json::from_str(&h.store.payload(&cards[0].payload_hash).unwrap().unwrap()).unwrap();
+        serde_json::from_str(&store.payload(&cards[0].payload_hash).unwrap().unwrap()).unwrap();
     assert_eq!(stored["subject"], "Q4 notes");
     assert!(
         stored.get("cc").is_none(),
@@ -201,7 +200,7 @@ fn a_payload_that_breaks_its_schema_is_a_repairable_tool_error_never_stored() {
     ] {
         let hash = vouch_core::payload_hash(&broken).unwrap();
         assert_eq!(
-            h.store.payload(&hash).unwrap(),
+            store.payload(&hash).unwrap(),
             None,
             "never stored: {broken}"
         );
@@ -256,9 +255,9 @@ fn a_task_attempts_model_is_told_its_brief_output_schema_criteria_and_pinned_con
                 "under 100 words": {"met": true, "note": "3 words"}}}),
         ),
     ]);
-    let mut h = host(dir.path(), &wire.base_url);
-    let work = Arc::new(TaskWork::new(h.work.clone()));
-    h.work = work.clone();
+    let h = host(dir.path(), &wire.base_url);
+    let work = Arc::new(TaskWork::new(h.work().clone()));
+    let h = h.with_work(work.clone());
     let types = TaskTypes::builtin();
     let job = task_job(
         "t1",
@@ -354,13 +353,13 @@ fn a_judge_is_told_the_criteria_and_reads_the_targets_accepted_output_through_a_
                 "self_assessment": null}),
         ),
     ]);
-    let mut h = host(dir.path(), &wire.base_url);
+    let h = host(dir.path(), &wire.base_url);
     let work = Arc::new(
-        TaskWork::new(h.work.clone())
+        TaskWork::new(h.work().clone())
             .with_board(board.clone())
             .with_artifacts(store.clone()),
     );
-    h.work = work.clone();
+    let h = h.with_work(work.clone());
     let job = task_job(
         "j1",
         "judge",
@@ -457,13 +456,13 @@ fn an_attempts_model_is_told_its_context_where_the_profile_places_it_and_reads_i
         submit(),
         Reply::text("submitted"),
     ]);
-    let mut h = host(dir.path(), &wire.base_url);
+    let h = host(dir.path(), &wire.base_url);
     let work = Arc::new(
-        TaskWork::new(h.work.clone())
+        TaskWork::new(h.work().clone())
             .with_artifacts(store.clone())
             .with_board(board.clone()),
     );
-    h.work = work.clone();
+    let h = h.with_work(work.clone());
     let types = TaskTypes::builtin();
     let mut job = task_job(
         "t-kb",
@@ -609,8 +608,8 @@ fn a_run_records_its_model_profile_so_another_process_without_model_settings_con
         Reply::text("Sent."),
     ]);
     // The process that starts the run has `[model]` (vouch.toml) with its key by reference.
-    let mut a = host(dir.path(), &wire.base_url);
-    a.models = Arc::new(vouch_adapters::models::ConfiguredModels {
+    let a = host(dir.path(), &wire.base_url);
+    let a = a.with_models(Arc::new(vouch_adapters::models::ConfiguredModels {
         profile: Some(vouch_adapters::config::ModelConfig {
             name: Some("work".into()),
             url: Some(wire.base_url.clone()),
@@ -623,10 +622,10 @@ fn a_run_records_its_model_profile_so_another_process_without_model_settings_con
             max_retries: Some(0),
             ..Default::default()
         }),
-    });
+    }));
     let (id, end) = start(&a, "Send Dana the Q4 notes");
     assert!(matches!(end, RunEnd::Suspended { .. }), "{end:?}");
-    let spec = a.store.run(&id).unwrap().unwrap().spec;
+    let spec = a.run_record(&id).unwrap().unwrap().spec;
     assert_eq!(spec["model"]["profile"]["name"], "work", "{spec}");
     assert_eq!(spec["model"]["profile"]["url"], wire.base_url.as_str());
     assert!(
@@ -636,9 +635,9 @@ fn a_run_records_its_model_profile_so_another_process_without_model_settings_con
     drop(a);
     // Another process of the home — no `[model]`, no VOUCH_MODEL_* — approves: the run goes
     // on with the profile it recorded instead of ending "the model could not be started".
-    let mut b = host(dir.path(), &wire.base_url);
-    b.models = Arc::new(vouch_adapters::models::DefaultModels);
-    let card = b.store.cards_for_run(&id).unwrap().remove(0);
+    let b = host(dir.path(), &wire.base_url)
+        .with_models(Arc::new(vouch_adapters::models::DefaultModels));
+    let card = b.run_cards(&id).unwrap().remove(0);
     let end = b.approve(&id, "d1", &card.payload_hash).unwrap();
     assert!(
         matches!(
@@ -680,10 +679,10 @@ fn failed_attempt(replies: Vec<Reply>) -> (ReportKind, Vec<std::time::Duration>,
     let dir = tempfile::tempdir().unwrap();
     let wire = Recording::start(replies);
     let waits = Arc::new(std::sync::Mutex::new(vec![]));
-    let mut h = host(dir.path(), &wire.base_url);
-    h.models = Arc::new(Retrying(wire.base_url.clone(), waits.clone()));
-    let work = Arc::new(TaskWork::new(h.work.clone()));
-    h.work = work.clone();
+    let retrying = Arc::new(Retrying(wire.base_url.clone(), waits.clone()));
+    let h = host(dir.path(), &wire.base_url).with_models(retrying);
+    let work = Arc::new(TaskWork::new(h.work().clone()));
+    let h = h.with_work(work.clone());
     let job = task_job(
         "t1",
         "freeform",
@@ -759,9 +758,9 @@ fn a_model_outage_is_classified_and_named_as_the_attempts_end() {
         format!("http://{}/v1", l.local_addr().unwrap())
     };
     let dir = tempfile::tempdir().unwrap();
-    let mut h = host(dir.path(), &closed);
-    let work = Arc::new(TaskWork::new(h.work.clone()));
-    h.work = work.clone();
+    let h = host(dir.path(), &closed);
+    let work = Arc::new(TaskWork::new(h.work().clone()));
+    let h = h.with_work(work.clone());
     let job = task_job(
         "t2",
         "freeform",

@@ -7,6 +7,7 @@
 
 use serde_json::json;
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
 use vouch_adapters::config::{Config, ConfigCapabilities};
 use vouch_adapters::folder::{FolderProvider, SurfaceProvider};
@@ -14,10 +15,10 @@ use vouch_adapters::models::DefaultModels;
 use vouch_adapters::tools::StandardTools;
 use vouch_core::DestinationKind;
 use vouch_runtime::clock::ManualClock;
-use vouch_runtime::host::Notifier;
+use vouch_runtime::host::{HostParts, Notifier};
 use vouch_runtime::provider::Provider;
 use vouch_runtime::tools::ScriptWorkTools;
-use vouch_runtime::{Host, Limits};
+use vouch_runtime::Host;
 use vouch_store::{ApiToken, OutboxRow, Schedule, Store};
 use vouch_store_sqlite::SqliteStore;
 
@@ -33,9 +34,11 @@ impl Notifier for Quiet {
 }
 
 struct Server {
-    _tmp: tempfile::TempDir,
+    tmp: tempfile::TempDir,
     base: String,
     host: Arc<Host>,
+    /// The store the host writes through, for what the test does behind the console's back.
+    store: Arc<dyn Store>,
     board: Arc<dyn vouch_store::board::BoardStore>,
 }
 
@@ -56,41 +59,13 @@ fn start() -> Server {
             identity: None,
         })
         .unwrap();
-    let mut providers: BTreeMap<DestinationKind, Arc<dyn Provider>> = BTreeMap::new();
-    providers.insert(
-        DestinationKind::Surface,
-        Arc::new(SurfaceProvider::new(tmp.path().join("surfaces"))),
-    );
-    providers.insert(
-        DestinationKind::Folder,
-        Arc::new(FolderProvider::new(tmp.path().join("files"))),
-    );
-    let host = Arc::new(Host {
-        store: Arc::new(vouch_runtime::durable::Durable::new(store.clone())),
-        clock: Arc::new(ManualClock::new(T0, 1)),
-        caps: Arc::new(ConfigCapabilities {
-            config: Config::default(),
-        }),
-        providers,
-        notifier: Arc::new(Quiet),
-        models: Arc::new(DefaultModels),
-        work: Arc::new(ScriptWorkTools {
-            inner: StandardTools {
-                folder: FolderProvider::new(tmp.path().join("files")),
-                artifacts_dir: tmp.path().join("artifacts"),
-            },
-        }),
-        crash: None,
-        owner: vouch_runtime::host::process_owner(),
-        drafts_dir: tmp.path().join("drafts"),
-        limits: Limits::default(),
-        progress: None,
-        policy_forbid: vec![],
-        presence: None,
-        drives: Default::default(),
-        tools: Default::default(),
-        liveness: std::sync::Arc::new(vouch_runtime::host::LocalProcesses),
-    });
+    let durable: Arc<dyn Store> = Arc::new(vouch_runtime::durable::Durable::new(store.clone()));
+    let host = Arc::new(host_on(
+        tmp.path(),
+        durable.clone(),
+        ManualClock::new(T0, 1),
+        vouch_runtime::host::process_owner(),
+    ));
     let doctor: vouch_server::DoctorFn = Arc::new(|| {
         let p: BTreeMap<DestinationKind, Arc<dyn Provider>> = BTreeMap::new();
         Ok(vouch_adapters::doctor::doctor(&Config::default(), &p, &[]))
@@ -113,11 +88,40 @@ fn start() -> Server {
         });
     });
     Server {
-        _tmp: tmp,
+        tmp,
         base: format!("http://{}", rx.recv().unwrap()),
         host,
+        store: durable,
         board,
     }
+}
+
+/// The host the console serves, over `store` with the home's folders in `dir`.
+fn host_on(dir: &Path, store: Arc<dyn Store>, clock: ManualClock, owner: String) -> Host {
+    let mut providers: BTreeMap<DestinationKind, Arc<dyn Provider>> = BTreeMap::new();
+    providers.insert(
+        DestinationKind::Surface,
+        Arc::new(SurfaceProvider::new(dir.join("surfaces"))),
+    );
+    providers.insert(
+        DestinationKind::Folder,
+        Arc::new(FolderProvider::new(dir.join("files"))),
+    );
+    let parts = HostParts {
+        caps: Arc::new(ConfigCapabilities {
+            config: Config::default(),
+        }),
+        providers,
+        notifier: Arc::new(Quiet),
+        models: Arc::new(DefaultModels),
+        work: Arc::new(ScriptWorkTools {
+            inner: StandardTools {
+                folder: FolderProvider::new(dir.join("files")),
+                artifacts_dir: dir.join("artifacts"),
+            },
+        }),
+    };
+    Host::new(store, Arc::new(clock), owner, dir.join("drafts"), parts)
 }
 
 fn agent() -> ureq::Agent {
@@ -252,7 +256,7 @@ fn sign_in_sets_a_strict_http_only_session_and_every_form_is_checked() {
         .contains("value=\"Asia/Tokyo\""));
 
     // Revoking the token signs its sessions out.
-    assert!(s.host.store.remove_token("person").unwrap());
+    assert!(s.store.remove_token("person").unwrap());
     let (code, _) = s.page(&cookie, "/console/");
     assert_eq!(code, 303);
 }
@@ -261,7 +265,6 @@ fn sign_in_sets_a_strict_http_only_session_and_every_form_is_checked() {
 fn schedules_show_the_next_slot_in_the_persons_zone_and_every_missed_slot_with_its_receipt() {
     let s = start();
     s.host
-        .store
         .put_schedule(&Schedule {
             name: "brief".into(),
             cron: "0 7 * * *".into(),
@@ -275,10 +278,9 @@ fn schedules_show_the_next_slot_in_the_persons_zone_and_every_missed_slot_with_i
         .unwrap();
     // The machine was off for three mornings: the scheduler consumes them as missed (§12.3).
     let clock = ManualClock::new(T0 + 3 * 86_400_000 + 6 * 3_600_000, 1);
-    let host = Host {
-        clock: Arc::new(clock),
-        ..clone_host(&s.host)
-    };
+    // Another host on the same store, with the clock three days on.
+    let owner = format!("{}-ticker", vouch_runtime::host::process_owner());
+    let host = host_on(s.tmp.path(), s.store.clone(), clock, owner);
     let report = host.tick().unwrap();
     assert_eq!(report.missed.len(), 3, "{report:?}");
     let cookie = s.sign_in("America/New_York");
@@ -295,28 +297,6 @@ fn schedules_show_the_next_slot_in_the_persons_zone_and_every_missed_slot_with_i
     // The next slot is after the server's clock (T0, the manual clock of the served host).
     assert!(page.contains("2026-12-01 02:00:00 EST"), "{page}");
     assert!(page.contains("07:00:00 UTC"), "{page}");
-}
-
-fn clone_host(h: &Host) -> Host {
-    Host {
-        store: h.store.clone(),
-        clock: h.clock.clone(),
-        caps: h.caps.clone(),
-        providers: h.providers.clone(),
-        notifier: h.notifier.clone(),
-        models: h.models.clone(),
-        work: h.work.clone(),
-        crash: None,
-        owner: format!("{}-ticker", h.owner),
-        drafts_dir: h.drafts_dir.clone(),
-        limits: h.limits.clone(),
-        progress: None,
-        policy_forbid: vec![],
-        presence: None,
-        drives: Default::default(),
-        tools: Default::default(),
-        liveness: std::sync::Arc::new(vouch_runtime::host::LocalProcesses),
-    }
 }
 
 #[test]
@@ -387,8 +367,7 @@ fn only_a_person_token_signs_in_and_the_cookie_is_secure_behind_tls() {
         ("r", "vouch_r", vouch_core::Scope::Reader, None),
         ("a", "vouch_a", vouch_core::Scope::Admin, None),
     ] {
-        s.host
-            .store
+        s.store
             .put_token(&ApiToken {
                 name: name.into(),
                 hash: vouch_server::token_hash(secret),
@@ -542,7 +521,7 @@ fn the_start_form_refuses_bad_input_in_words_and_starts_nothing() {
         assert!(body.contains(words), "{fields:?}: {body}");
     }
     assert!(
-        s.host.store.runs(10).unwrap().is_empty(),
+        s.host.runs(10).unwrap().is_empty(),
         "a refusal started a run"
     );
     // A form without the session's token is refused before anything is read.
@@ -557,7 +536,7 @@ fn the_start_form_refuses_bad_input_in_words_and_starts_nothing() {
     let (code, _, r) = post(&[("title", "Nothing to do"), ("json", turns)]);
     assert_eq!(code, 303);
     let to = r.unwrap().header("location").unwrap().to_string();
-    let run = s.host.store.runs(10).unwrap()[0].id.clone();
+    let run = s.host.runs(10).unwrap()[0].id.clone();
     assert_eq!(to, format!("/console/runs/{run}"));
     // The form carries a key of its own: sent twice (a double click), it starts one run and
     // both land on its page; the same form with another script is refused in words.
@@ -576,7 +555,6 @@ fn the_start_form_refuses_bad_input_in_words_and_starts_nothing() {
     assert!(body.contains("already started a run"), "{body}");
     let titles: Vec<String> = s
         .host
-        .store
         .runs(10)
         .unwrap()
         .into_iter()

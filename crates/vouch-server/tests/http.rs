@@ -14,10 +14,10 @@ use vouch_adapters::outbound::WebhookProvider;
 use vouch_adapters::tools::StandardTools;
 use vouch_core::DestinationKind;
 use vouch_runtime::clock::SystemClock;
-use vouch_runtime::host::Notifier;
+use vouch_runtime::host::{HostParts, Notifier};
 use vouch_runtime::provider::Provider;
 use vouch_runtime::tools::ScriptWorkTools;
-use vouch_runtime::{Host, Limits, RunEnd, RunSpec};
+use vouch_runtime::{Host, RunEnd, RunSpec};
 use vouch_store::{ApiToken, OutboxRow, Store};
 use vouch_store_sqlite::SqliteStore;
 
@@ -104,6 +104,8 @@ struct Server {
     _tmp: tempfile::TempDir,
     base: String,
     host: Arc<Host>,
+    /// The store the host writes through, for what the test does behind the API's back.
+    store: Arc<dyn Store>,
 }
 
 fn host_on(store: Arc<dyn Store>, dir: &std::path::Path) -> Host {
@@ -124,9 +126,7 @@ fn host_on(store: Arc<dyn Store>, dir: &std::path::Path) -> Host {
             status_url: None,
         }),
     );
-    Host {
-        store,
-        clock: Arc::new(SystemClock),
+    let parts = HostParts {
         caps: Arc::new(ConfigCapabilities {
             config: Config::default(),
         }),
@@ -139,17 +139,15 @@ fn host_on(store: Arc<dyn Store>, dir: &std::path::Path) -> Host {
                 artifacts_dir: dir.join("artifacts"),
             },
         }),
-        crash: None,
-        owner: vouch_runtime::host::process_owner(),
-        drafts_dir: dir.join("drafts"),
-        limits: Limits::default(),
-        progress: None,
-        policy_forbid: vec![],
-        presence: None,
-        drives: Default::default(),
-        tools: Default::default(),
-        liveness: std::sync::Arc::new(vouch_runtime::host::LocalProcesses),
-    }
+    };
+    let owner = vouch_runtime::host::process_owner();
+    Host::new(
+        store,
+        Arc::new(SystemClock),
+        owner,
+        dir.join("drafts"),
+        parts,
+    )
 }
 
 fn start_with(store: Arc<dyn Store>, tmp: tempfile::TempDir, streams: usize) -> Server {
@@ -211,10 +209,8 @@ fn start_work(
             .unwrap();
     }
     // As in the CLI: the host writes through its durability buffer; the API reads the store.
-    let host = Arc::new(host_on(
-        Arc::new(vouch_runtime::durable::Durable::new(store.clone())),
-        tmp.path(),
-    ));
+    let durable: Arc<dyn Store> = Arc::new(vouch_runtime::durable::Durable::new(store.clone()));
+    let host = Arc::new(host_on(durable.clone(), tmp.path()));
     let doctor: vouch_server::DoctorFn = Arc::new(|| {
         let cfg = Config::default();
         let mut p: BTreeMap<DestinationKind, Arc<dyn Provider>> = BTreeMap::new();
@@ -249,6 +245,7 @@ fn start_work(
         _tmp: tmp,
         base: format!("http://{addr}"),
         host,
+        store: durable,
     }
 }
 
@@ -450,7 +447,7 @@ fn every_route_refuses_a_missing_or_wrong_token_and_changes_nothing() {
     assert_eq!(*hook.hits.lock().unwrap(), 0);
     // A revoked token is refused from then on.
     assert_eq!(s.get("/api/runs").status, 200);
-    assert!(s.host.store.remove_token("test").unwrap());
+    assert!(s.store.remove_token("test").unwrap());
     s.get("/api/runs").problem(401, "unauthorized");
 }
 
@@ -634,9 +631,8 @@ fn refusals_are_coded_by_what_the_caller_should_do() {
         .problem(422, "invalid_field");
     assert_eq!(p["field"], "payload");
     // A run another live process holds: not the caller's fault, and not final.
-    let now = s.host.clock.now_ms();
+    let now = s.host.now_ms();
     assert!(s
-        .host
         .store
         .lease_run(&run, "host-b", now, now + 600_000)
         .unwrap());
@@ -644,7 +640,7 @@ fn refusals_are_coded_by_what_the_caller_should_do() {
         .post(&format!("/api/runs/{run}/cancel"), json!({}))
         .problem(409, "owned_elsewhere");
     assert!(p["detail"].as_str().unwrap().contains("try again"), "{p}");
-    s.host.store.release_run(&run, "host-b").unwrap();
+    s.store.release_run(&run, "host-b").unwrap();
     assert_eq!(
         s.get("/api/approvals").json()[0]["payload_hash"],
         hash.as_str()
@@ -1900,7 +1896,7 @@ fn an_artifact_over_the_limit_is_413_and_nothing_is_stored() {
 fn a_signed_receipt_is_served_once_the_run_has_ended_and_verifies_offline() {
     let (s, _) = start_workers(1 << 20);
     let run = s.save_run(1);
-    s.host.store.flush().unwrap();
+    s.store.flush().unwrap();
     let r = s.get(&format!("/api/runs/{run}/receipt?signed=true"));
     assert_eq!(r.status, 200, "{}", r.body);
     let parsed = vouch_identity::receipt::parse(&r.body).unwrap();

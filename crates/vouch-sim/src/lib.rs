@@ -29,7 +29,7 @@ use vouch_adapters::models::DefaultModels;
 use vouch_adapters::tools::StandardTools;
 use vouch_runtime::capability::PatternCapabilities;
 use vouch_runtime::clock::ManualClock;
-use vouch_runtime::host::{Notifier, NotifyError};
+use vouch_runtime::host::{HostParts, Notifier, NotifyError};
 use vouch_runtime::tools::ScriptWorkTools;
 use vouch_runtime::{Host, HostError, Limits};
 use vouch_store::board::BoardStore;
@@ -387,7 +387,7 @@ impl<'a> Sim<'a> {
         self.store = store.clone();
         self.board = board;
         self.host = host(&self.clock, &self.world, self.dir.path(), store, self.boots);
-        self.clock.advance(self.host.limits.lease_ms + 1);
+        self.clock.advance(self.host.limits().lease_ms + 1);
         let ended = self
             .host
             .boot()
@@ -406,7 +406,7 @@ impl<'a> Sim<'a> {
         what: &str,
         r: Result<T, HostError>,
     ) -> Result<Option<T>, Violation> {
-        self.host.crash = None;
+        self.host.arm_crash(None);
         match r {
             Ok(v) => Ok(Some(v)),
             Err(HostError::Crashed(point)) => {
@@ -461,7 +461,7 @@ impl<'a> Sim<'a> {
         plan.volatile = self.rng.chance(30);
         let tilde = if plan.volatile { "~" } else { "" };
         self.note(format!("a crash is armed after {tilde}{point}@{nth}"));
-        self.host.crash = Some(plan);
+        self.host.arm_crash(Some(plan));
     }
 
     /// One store: `want` simulated runs, then drained and checked whole.
@@ -588,9 +588,7 @@ pub fn host(
     store: Arc<dyn Store>,
     boot: u64,
 ) -> Host {
-    Host {
-        store: Arc::new(vouch_runtime::durable::Durable::new(store)),
-        clock: Arc::new(clock.clone()),
+    let parts = HostParts {
         caps: Arc::new(PatternCapabilities {
             levels: vec![],
             automation: vec![format!("send:webhook:{}*", world::DEDUP_WEBHOOK)],
@@ -605,19 +603,17 @@ pub fn host(
                 artifacts_dir: dir.join("artifacts"),
             },
         }),
-        crash: None,
-        owner: format!("sim-boot-{boot}"),
-        drafts_dir: dir.join("drafts"),
-        // One orphan after another at start-up: threads would interleave the clock's reads.
-        limits: Limits {
-            boot_threads_max: 1,
-            ..Limits::default()
-        },
-        progress: None,
-        policy_forbid: vec![],
-        presence: None,
-        drives: Default::default(),
-        tools: Default::default(),
-        liveness: Arc::new(vouch_runtime::host::LocalProcesses),
-    }
+    };
+    Host::new(
+        Arc::new(vouch_runtime::durable::Durable::new(store)),
+        Arc::new(clock.clone()),
+        format!("sim-boot-{boot}"),
+        dir.join("drafts"),
+        parts,
+    )
+    // One orphan after another at start-up: threads would interleave the clock's reads.
+    .with_limits(Limits {
+        boot_threads_max: 1,
+        ..Limits::default()
+    })
 }

@@ -222,7 +222,7 @@ impl Sim<'_> {
 
     /// Decide every open card and end every task until nothing waits, then reconcile.
     pub(crate) fn drain(&mut self) -> Result<(), Violation> {
-        self.host.crash = None;
+        self.host.arm_crash(None);
         for _ in 0..crate::DRAIN_ROUNDS_MAX {
             self.drain_tasks()?;
             let mut cards = self.store.open_cards()?;
@@ -256,7 +256,7 @@ impl Sim<'_> {
                 self.outcome("drain decision", r)?;
             }
             // Whatever is left (a run whose process died): start-up reconciliation.
-            self.clock.advance(self.host.limits.lease_ms + 1);
+            self.clock.advance(self.host.limits().lease_ms + 1);
             let ended = self.host.boot();
             if let Some(ended) = self.outcome("drain boot", ended)? {
                 self.touched.extend(ended);

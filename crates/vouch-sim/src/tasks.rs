@@ -196,19 +196,20 @@ impl Sim<'_> {
             profile: None,
             lease: Some(at.clone()),
         };
-        let mut wh = host(
+        let wh = host(
             &self.clock,
             &self.world,
             self.dir.path(),
             self.store.clone(),
             self.boots,
-        );
-        wh.owner = format!("worker-{worker}");
-        let work = Arc::new(TaskWork::new(wh.work.clone()));
-        wh.work = work.clone();
-        std::mem::swap(&mut wh.crash, &mut self.host.crash);
+        )
+        .with_owner(format!("worker-{worker}"));
+        let work = Arc::new(TaskWork::new(wh.work().clone()));
+        // The crash `maybe_crash` arms is the worker's: the sim's own host keeps its plan.
+        let kept = self.host.arm_crash(None);
         self.maybe_crash();
-        std::mem::swap(&mut wh.crash, &mut self.host.crash);
+        let armed = self.host.arm_crash(kept);
+        let wh = wh.with_work(work.clone()).with_crash(armed);
         let types = TaskTypes::builtin();
         let out = match (&c.attempt.run_id, c.resumption) {
             (Some(run), true) => wh.resume_task_attempt(&work, &types, &job, run),

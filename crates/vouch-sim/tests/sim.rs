@@ -81,14 +81,14 @@ fn an_outcome_in_the_ledger_whose_evidence_was_lost_is_settled_from_the_ledger()
     h.create("run1", &spec, None, None).unwrap();
     assert!(matches!(h.drive("run1").unwrap(), RunEnd::Suspended { .. }));
     let card = store.open_cards().unwrap().remove(0);
-    h.crash = CrashPlan::parse("~evidence", CrashMode::Simulate);
+    h.arm_crash(CrashPlan::parse("~evidence", CrashMode::Simulate));
     let died = h.approve("run1", "d1", &card.payload_hash);
     assert!(matches!(died, Err(HostError::Crashed(_))), "{died:?}");
     drop((h, store));
 
     let store = open();
     let h = host(&clock, &world, dir.path(), store.clone(), 1);
-    clock.advance(h.limits.lease_ms + 1);
+    clock.advance(h.limits().lease_ms + 1);
     let ended = h.boot().unwrap();
     assert_eq!(ended, vec!["run1".to_string()]);
     check::run(store.as_ref(), "run1").unwrap();

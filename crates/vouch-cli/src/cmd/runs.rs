@@ -273,7 +273,7 @@ pub fn run(
                     return Err(bad(format!("no model is configured: {e}")));
                 }
             }
-            let model = host.models.record(&ModelSpec::openai());
+            let model = host.models().record(&ModelSpec::openai());
             let profile = match &model {
                 ModelSpec::OpenAi { profile, .. } => profile.as_ref(),
                 _ => None,

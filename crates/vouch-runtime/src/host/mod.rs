@@ -27,6 +27,7 @@ use vouch_store::{
 // One file per transition; each says what it may touch (docs/architecture.md).
 mod attempt;
 mod attempt_run;
+mod build;
 mod decisions;
 mod external;
 mod given;
@@ -43,6 +44,7 @@ mod submission;
 mod task;
 mod turn;
 
+pub use build::HostParts;
 pub use decisions::Then;
 pub use external::{external_model, is_external, ExternalReply};
 pub use given::{Placement, READ_BYTES_MAX, READ_CONTEXT, READ_INPUT};
@@ -254,29 +256,32 @@ pub enum RunEnd {
     Suspended { reason: String },
 }
 
+/// The host. Built by [`Host::new`] and its `with_*` methods (`build.rs`); its fields are the
+/// runtime's own, so an interface reaches it through its methods (`reads.rs` for what it
+/// shows) and keeps its own handle on the store it built it from.
 pub struct Host {
-    pub store: Arc<dyn Store>,
-    pub clock: Arc<dyn Clock>,
-    pub caps: Arc<dyn CapabilityRegistry>,
-    pub providers: BTreeMap<DestinationKind, Arc<dyn Provider>>,
-    pub notifier: Arc<dyn Notifier>,
-    pub models: Arc<dyn ModelFactory>,
-    pub work: Arc<dyn WorkTools>,
-    pub crash: Option<CrashPlan>,
-    pub owner: String,
-    pub drafts_dir: PathBuf,
-    pub limits: Limits,
-    pub progress: Option<Progress>,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) caps: Arc<dyn CapabilityRegistry>,
+    pub(crate) providers: BTreeMap<DestinationKind, Arc<dyn Provider>>,
+    pub(crate) notifier: Arc<dyn Notifier>,
+    pub(crate) models: Arc<dyn ModelFactory>,
+    pub(crate) work: Arc<dyn WorkTools>,
+    pub(crate) crash: Option<CrashPlan>,
+    pub(crate) owner: String,
+    pub(crate) drafts_dir: PathBuf,
+    pub(crate) limits: Limits,
+    pub(crate) progress: Option<Progress>,
     /// Runtime policy (§13.6): verbs forbidden per context.
-    pub policy_forbid: Vec<(Context, Verb)>,
+    pub(crate) policy_forbid: Vec<(Context, Verb)>,
     /// Where the person is right now (§11.1); `None` uses the run's own setting.
-    pub presence: Option<Arc<dyn PresenceSource>>,
+    pub(crate) presence: Option<Arc<dyn PresenceSource>>,
     /// Whether a lease holder's process still runs (§9.2.5), injected like the clock.
-    pub liveness: Arc<dyn Liveness>,
+    pub(crate) liveness: Arc<dyn Liveness>,
     /// The runs this host is driving now: their views and conversations in memory.
-    pub drives: Drives,
+    pub(crate) drives: Drives,
     /// The tools offered to models, built once for the `work` tools they were built from.
-    pub tools: ToolCache,
+    pub(crate) tools: ToolCache,
 }
 
 /// The host's tools and its work tools, built once: their JSON Schemas are the same for
@@ -286,7 +291,7 @@ pub struct Host {
 /// too, a few shapes at most: cloning every schema for each attempt was a third of a board
 /// task's CPU.
 #[derive(Default)]
-pub struct ToolCache {
+pub(crate) struct ToolCache {
     base: std::sync::Mutex<Option<(usize, Arc<[ToolSpec]>)>>,
     shaped: std::sync::Mutex<Vec<(ToolShape, Arc<[ToolSpec]>)>>,
 }
@@ -366,7 +371,7 @@ pub type StopProbe = Arc<dyn Fn() -> bool + Send + Sync>;
 /// The runs driven by this host right now (several threads may drive different runs), and the
 /// stop probes of the runs that have one.
 #[derive(Default)]
-pub struct Drives(
+pub(crate) struct Drives(
     std::sync::Mutex<HashMap<String, Arc<std::sync::Mutex<DriveState>>>>,
     std::sync::Mutex<HashMap<String, StopProbe>>,
 );
