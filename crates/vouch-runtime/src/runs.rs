@@ -25,8 +25,8 @@ pub struct RunDetail {
 
 /// One run with its deliveries as the journal's fold states them.
 pub fn detail(store: &dyn Store, run: RunRecord) -> StoreResult<RunDetail> {
-    let journal = store.journal(&run.id)?;
-    let view = RunView::from_journal(&journal);
+    let journal = store.journal_events(&run.id)?;
+    let view = RunView::from_events(&journal);
     let deliveries = view
         .manifest
         .iter()

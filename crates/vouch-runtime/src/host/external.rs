@@ -105,7 +105,7 @@ impl Host {
         run_id: &str,
         step: impl FnOnce() -> HostResult<T>,
     ) -> HostResult<T> {
-        let view = RunView::from_journal(&self.store.journal(run_id)?);
+        let view = RunView::from_events(&self.store.journal_events(run_id)?);
         if !self.drives.try_open(run_id, view) {
             return Err(HostError::OwnedElsewhere(format!(
                 "another call on run {run_id} is in progress; call again when it has answered"
