@@ -46,12 +46,7 @@ impl StoredSpec {
 
     /// The presence a run's decisions use: recorded, else its trigger's default.
     pub fn presence_or_default(&self, trigger: TriggerKind) -> Presence {
-        self.presence
-            .unwrap_or(if trigger == TriggerKind::Interactive {
-                Presence::Watching
-            } else {
-                Presence::Away
-            })
+        self.presence.unwrap_or(default_presence(trigger))
     }
 
     /// Whether an agent outside the host drives the run of this stored spec, read without
@@ -71,6 +66,16 @@ impl StoredSpec {
     /// The stored form (its text is what the store keeps and the journal hashes).
     pub fn to_value(&self) -> Value {
         serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+/// The presence a run starts with when none is asked for: `watching` for a run the person
+/// started, `away` for any other trigger.
+pub fn default_presence(trigger: TriggerKind) -> Presence {
+    if trigger == TriggerKind::Interactive {
+        Presence::Watching
+    } else {
+        Presence::Away
     }
 }
 
@@ -262,12 +267,7 @@ impl SpecHead {
 
     /// As [`StoredSpec::presence_or_default`].
     pub fn presence_or_default(&self, trigger: TriggerKind) -> Presence {
-        self.presence
-            .unwrap_or(if trigger == TriggerKind::Interactive {
-                Presence::Watching
-            } else {
-                Presence::Away
-            })
+        self.presence.unwrap_or(default_presence(trigger))
     }
 
     /// What a task attempt's model is told (§13.4.3); none for any other run (nor for a

@@ -69,11 +69,7 @@ impl Host {
             .unwrap_or_else(|| chain_root.clone());
         let presence = spec
             .presence
-            .unwrap_or(if spec.trigger == TriggerKind::Interactive {
-                Presence::Watching
-            } else {
-                Presence::Away
-            });
+            .unwrap_or(vouch_store::spec::default_presence(spec.trigger));
         let (stored_spec, spec_sha256) =
             run_spec_record(self.models.record(&spec.model), presence, spec);
         let run = NewRun {
