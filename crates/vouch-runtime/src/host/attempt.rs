@@ -2,6 +2,7 @@
 //! including settling an attempt whose result was lost to a crash. The only file that
 //! calls a provider.
 
+use super::rooms::Gate;
 use super::*;
 
 impl Host {
@@ -25,7 +26,7 @@ impl Host {
             == Some(hash);
         match (ok, parsed) {
             (true, Some(payload)) => {
-                let irreversible = is_irreversible(self.facts(&d));
+                let irreversible = is_irreversible(Gate::of(self).facts(&d));
                 self.perform(run, &d, &payload, hash, irreversible, Posture::Confirm)?;
             }
             _ => {

@@ -1,7 +1,7 @@
 //! The person's decisions (§7): approve, deny, edit, answer, cancel. Each applies only to a
 //! waiting run and then continues it.
 
-use super::rooms::{Cards, Journal, Runs};
+use super::rooms::{Cards, Gate, Journal, Runs};
 use super::*;
 use vouch_core::Principal;
 
@@ -142,7 +142,7 @@ impl Host {
             return Ok(hash);
         }
         let old = item.card_hash.as_deref().map(|old| (old, by));
-        let facts = self.facts(&d);
+        let facts = Gate::of(self).facts(&d);
         self.proposals()
             .request_approval(&run, &d, payload, &hash, old, facts)?;
         Ok(hash)

@@ -1,6 +1,7 @@
 //! The manifest (§3): declare, the capability/posture decision, preflight and clarify.
 //! Writes manifest, preflight and clarify events; never calls a provider.
 
+use super::rooms::Gate;
 use super::*;
 
 impl Host {
@@ -193,61 +194,6 @@ impl Host {
         })
     }
 
-    pub(super) fn facts(&self, d: &vouch_core::Delivery) -> ActFacts {
-        let overwrites = d.verb == Verb::Save
-            && self
-                .providers
-                .get(&d.destination.kind)
-                .map(|p| p.exists(&d.destination))
-                .unwrap_or(false);
-        ActFacts {
-            verb: d.verb,
-            kind: d.destination.kind,
-            has_other_attendees: !d.attendees.is_empty(),
-            overwrites_existing: overwrites,
-        }
-    }
-
-    pub(super) fn decide_posture(
-        &self,
-        run: &RunRecord,
-        m: &Manifest,
-        d: &vouch_core::Delivery,
-        clarify_used: bool,
-    ) -> HostResult<(
-        Posture,
-        vouch_core::Rule,
-        crate::capability::CapabilityAnswer,
-        bool,
-    )> {
-        let context = run.trigger.context();
-        let act = self.facts(d);
-        let irreversible = is_irreversible(act);
-        let mut cap = self
-            .caps
-            .probe(d.verb, &d.destination, context, irreversible);
-        if cap.level >= vouch_core::Capability::Executable
-            && !self.providers.contains_key(&d.destination.kind)
-        {
-            // Configured as executable but nothing here can carry it out.
-            cap = crate::capability::CapabilityAnswer {
-                level: vouch_core::Capability::Unavailable,
-                connect_step: None,
-            };
-        }
-        let forbidden = m.is_forbidden(d.verb, &d.destination)
-            || self.policy_forbid.contains(&(context, d.verb));
-        let (p, rule) = posture(PostureInput {
-            act,
-            capability: cap.level,
-            confidence: d.confidence,
-            context,
-            clarify_used,
-            forbidden,
-        });
-        Ok((p, rule, cap, irreversible))
-    }
-
     pub(super) fn preflight(
         &self,
         run: &RunRecord,
@@ -255,7 +201,8 @@ impl Host {
         d: &vouch_core::Delivery,
     ) -> HostResult<Posture> {
         let clarify_used = self.view(&run.id)?.clarify_used;
-        let (p, rule, cap, irreversible) = self.decide_posture(run, m, d, clarify_used)?;
+        let (p, rule, cap, irreversible) =
+            Gate::of(self).decide_posture(run, m, d, clarify_used)?;
         let reason = match rule {
             vouch_core::Rule::R1 => "forbidden for this run".to_string(),
             vouch_core::Rule::R2 => format!("{} is not available here", d.destination.kind),

@@ -1,18 +1,9 @@
 //! Proposals and drafts (§6) and approval requests. Writes proposal, draft and approval
 //! request events and suspends the run; never calls a provider.
 
-use super::rooms::{Cards, Journal, Payloads};
+use super::rooms::{Cards, Gate, Journal, Payloads, PostureAnswer};
 use super::*;
 use crate::fsroot::{host_name, FolderRoot};
-
-/// What the posture decision answers for an item: the posture, the rule that gave it, the
-/// capability's answer, and whether the act is irreversible.
-type PostureAnswer = (
-    Posture,
-    vouch_core::Rule,
-    crate::capability::CapabilityAnswer,
-    bool,
-);
 
 /// What a proposal's own writes may touch: the run's journal, the approval cards, the payloads
 /// kept by hash, and the drafts folder — never a provider, the ledger or the lease. The
@@ -368,7 +359,7 @@ impl Host {
                 &payload,
                 &hash,
                 item.card_hash.as_deref().map(|old| (old, None)),
-                self.facts(&d),
+                Gate::of(self).facts(&d),
             );
         }
         let posture = self.recheck_posture(run, &m, &d, item.posture, view.clarify_used)?;
@@ -446,7 +437,8 @@ impl Host {
         was: Option<Posture>,
         clarify_used: bool,
     ) -> HostResult<PostureAnswer> {
-        let (p, rule, cap, irreversible) = self.decide_posture(run, m, d, clarify_used)?;
+        let (p, rule, cap, irreversible) =
+            Gate::of(self).decide_posture(run, m, d, clarify_used)?;
         if was != Some(p) {
             self.journal(
                 &run.id,
@@ -519,7 +511,7 @@ impl Host {
                 )))
             }
             Posture::Confirm => {
-                let facts = self.facts(d);
+                let facts = Gate::of(self).facts(d);
                 self.proposals()
                     .request_approval(run, d, payload, hash, None, facts)
             }
@@ -587,7 +579,8 @@ impl Host {
             Some(h) => Payloads::of(self).read(h)?.map(|v| (h.to_string(), v)),
             None => None,
         };
-        let (p, rule, cap, irreversible) = self.decide_posture(run, m, d, view.clarify_used)?;
+        let (p, rule, cap, irreversible) =
+            Gate::of(self).decide_posture(run, m, d, view.clarify_used)?;
         let ready = matches!(p, Posture::Execute | Posture::Answer | Posture::Confirm);
         let Some((hash, payload)) = payload.filter(|_| ready) else {
             self.proposals()
@@ -617,7 +610,7 @@ impl Host {
             &hash[..12]
         ));
         if p == Posture::Confirm {
-            let facts = self.facts(d);
+            let facts = Gate::of(self).facts(d);
             let res = self
                 .proposals()
                 .request_approval(run, d, &payload, &hash, None, facts)?;

@@ -210,3 +210,84 @@ impl<'h> Payloads<'h> {
         Ok((payload_hash(&v).ok().as_deref() == Some(hash)).then_some(v))
     }
 }
+
+/// What the posture decision answers for an item: the posture, the rule that gave it, the
+/// capability's answer, and whether the act is irreversible.
+pub(super) type PostureAnswer = (
+    Posture,
+    vouch_core::Rule,
+    crate::capability::CapabilityAnswer,
+    bool,
+);
+
+/// The posture decision's inputs beside the run and its manifest (§4, §5): the capability
+/// registry, which providers exist (and what their destination already holds), the runtime
+/// policy. Pure reads: it answers, it never journals.
+#[derive(Clone, Copy)]
+pub(super) struct Gate<'h> {
+    caps: &'h dyn CapabilityRegistry,
+    providers: &'h BTreeMap<DestinationKind, Arc<dyn Provider>>,
+    policy_forbid: &'h [(Context, Verb)],
+}
+
+impl<'h> Gate<'h> {
+    pub(super) fn of(host: &'h Host) -> Self {
+        Gate {
+            caps: host.caps.as_ref(),
+            providers: &host.providers,
+            policy_forbid: &host.policy_forbid,
+        }
+    }
+
+    /// The facts of an act the posture rules read: a save overwrites when its destination
+    /// already exists.
+    pub(super) fn facts(&self, d: &vouch_core::Delivery) -> ActFacts {
+        let overwrites = d.verb == Verb::Save
+            && self
+                .providers
+                .get(&d.destination.kind)
+                .map(|p| p.exists(&d.destination))
+                .unwrap_or(false);
+        ActFacts {
+            verb: d.verb,
+            kind: d.destination.kind,
+            has_other_attendees: !d.attendees.is_empty(),
+            overwrites_existing: overwrites,
+        }
+    }
+
+    pub(super) fn decide_posture(
+        &self,
+        run: &RunRecord,
+        m: &Manifest,
+        d: &vouch_core::Delivery,
+        clarify_used: bool,
+    ) -> HostResult<PostureAnswer> {
+        let context = run.trigger.context();
+        let act = self.facts(d);
+        let irreversible = is_irreversible(act);
+        let mut cap = self
+            .caps
+            .probe(d.verb, &d.destination, context, irreversible);
+        if cap.level >= vouch_core::Capability::Executable
+            && !self.providers.contains_key(&d.destination.kind)
+        {
+            // Configured as executable but nothing here can carry it out.
+            cap = crate::capability::CapabilityAnswer {
+                level: vouch_core::Capability::Unavailable,
+                connect_step: None,
+            };
+        }
+        let forbidden = m.is_forbidden(d.verb, &d.destination)
+            || self.policy_forbid.contains(&(context, d.verb));
+        let (p, rule) = posture(PostureInput {
+            act,
+            capability: cap.level,
+            confidence: d.confidence,
+            context,
+            clarify_used,
+            forbidden,
+        });
+        Ok((p, rule, cap, irreversible))
+    }
+}
