@@ -179,7 +179,7 @@ impl Host {
         if let Some(m) = view.manifest.clone() {
             for d in &m.deliveries {
                 if view.items.get(&d.id).and_then(|i| i.posture) == Some(Posture::Clarify) {
-                    self.preflight(&run, &m, d)?;
+                    self.preflight().item(&run, &m, d)?;
                 }
             }
         }

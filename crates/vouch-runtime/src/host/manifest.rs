@@ -1,7 +1,7 @@
 //! The manifest (§3): declare, the capability/posture decision, preflight and clarify.
 //! Writes manifest, preflight and clarify events; never calls a provider.
 
-use super::rooms::Gate;
+use super::rooms::{Cards, Gate, Journal, Views};
 use super::*;
 
 impl Host {
@@ -63,7 +63,7 @@ impl Host {
                         reason: None,
                     }),
                 )?;
-                Err(self.clarify(run, &format!("I could not map the request onto what I can deliver ({e}). What exactly should I deliver, and where?"), None)?)
+                Err(self.clarify().ask(run, &format!("I could not map the request onto what I can deliver ({e}). What exactly should I deliver, and where?"), None)?)
             }
         })
     }
@@ -89,7 +89,7 @@ impl Host {
                     reason: None,
                 }),
             )?;
-            return self.clarify(
+            return self.clarify().ask(
                 run,
                 &format!(
                     "Your request contradicts itself: {}. What should I do?",
@@ -171,10 +171,10 @@ impl Host {
             {
                 continue; // already pre-flighted (replayed declare)
             }
-            let p = self.preflight(run, combined, d)?;
+            let p = self.preflight().item(run, combined, d)?;
             lines.push(format!("{}: {}", d.id, p));
             if p == Posture::Clarify && suspend.is_none() {
-                let res = self.clarify(
+                let res = self.clarify().ask(
                     run,
                     &format!(
                         "I am not sure about `{}` ({} → {}). Can you confirm what you want?",
@@ -193,69 +193,106 @@ impl Host {
             repair: false,
         })
     }
+}
 
-    pub(super) fn preflight(
+/// Pre-flighting an item (§4): the posture decision, journaled as the item's `preflight`
+/// event. Reads the run's view and the gate; writes only that event.
+#[derive(Clone, Copy)]
+pub(super) struct Preflight<'h> {
+    views: Views<'h>,
+    gate: Gate<'h>,
+    journal: Journal<'h>,
+}
+
+/// The run's one question (§5.3): whether it was asked, its card and its event. Nothing else
+/// of the host.
+#[derive(Clone, Copy)]
+pub(super) struct Clarify<'h> {
+    views: Views<'h>,
+    cards: Cards<'h>,
+    journal: Journal<'h>,
+}
+
+impl Host {
+    pub(super) fn preflight(&self) -> Preflight<'_> {
+        Preflight {
+            views: Views::of(self),
+            gate: Gate::of(self),
+            journal: Journal::of(self),
+        }
+    }
+
+    pub(super) fn clarify(&self) -> Clarify<'_> {
+        Clarify {
+            views: Views::of(self),
+            cards: Cards::of(self),
+            journal: Journal::of(self),
+        }
+    }
+}
+
+impl Preflight<'_> {
+    pub(super) fn item(
         &self,
         run: &RunRecord,
         m: &Manifest,
         d: &vouch_core::Delivery,
     ) -> HostResult<Posture> {
-        let clarify_used = self.view(&run.id)?.clarify_used;
-        let (p, rule, cap, irreversible) =
-            Gate::of(self).decide_posture(run, m, d, clarify_used)?;
+        let clarify_used = self.views.view(&run.id)?.clarify_used;
+        let (p, rule, cap, irreversible) = self.gate.decide_posture(run, m, d, clarify_used)?;
         let reason = match rule {
             vouch_core::Rule::R1 => "forbidden for this run".to_string(),
             vouch_core::Rule::R2 => format!("{} is not available here", d.destination.kind),
             _ => String::new(),
         };
-        self.journal(
+        self.journal.append_for(
             &run.id,
-            self.evd(
-                &d.id,
-                j::Preflight {
-                    reason: (!reason.is_empty()).then_some(reason),
-                    ..j::Preflight::of(
-                        Some(cap.level),
-                        p,
-                        Some(rule.as_str().to_string()),
-                        irreversible,
-                        cap.connect_step.clone(),
-                    )
-                },
-            ),
+            &d.id,
+            j::Preflight {
+                reason: (!reason.is_empty()).then_some(reason),
+                ..j::Preflight::of(
+                    Some(cap.level),
+                    p,
+                    Some(rule.as_str().to_string()),
+                    irreversible,
+                    cap.connect_step.clone(),
+                )
+            },
         )?;
         Ok(p)
     }
+}
 
-    // ------------------------------------------------------------------ clarify (§5.3)
-
-    pub(super) fn clarify(
+impl Clarify<'_> {
+    /// Ask the run's one question (§5.3), about an item or the whole request, and suspend the
+    /// run for the answer; a second question is refused.
+    pub(super) fn ask(
         &self,
         run: &RunRecord,
         question: &str,
         about: Option<&str>,
     ) -> HostResult<CallResult> {
-        let view = self.view(&run.id)?;
+        let view = self.views.view(&run.id)?;
         if view.clarify_used {
             return Ok(CallResult::err("rejected: the one question of this run was already asked; proceed with what you have (low-confidence items are drafted)"));
         }
-        self.store.open_card(&Card {
+        self.cards.open(&Card {
             run_id: run.id.clone(),
             delivery: None,
             payload_hash: String::new(),
             summary: question.to_string(),
             state: CardState::Open,
-            created_ms: self.now(),
+            created_ms: self.journal.now(),
             decided_ms: None,
             answer: None,
             reason: "the run is not sure enough to go on without you (rule R4)".into(),
         })?;
-        self.journal(
+        self.journal.append(
             &run.id,
-            self.ev(j::ClarifyAsked {
+            j::ClarifyAsked {
                 question: question.to_string(),
                 about: about.map(String::from),
-            }),
+            },
         )?;
         Ok(CallResult {
             ok: true,

@@ -488,7 +488,7 @@ impl Host {
                 Ok(CallResult::err(format!("declined: {reason}")))
             }
             Posture::Clarify => {
-                let res = self.clarify(
+                let res = self.clarify().ask(
                     run,
                     &format!("I am not sure about `{id}`. Can you confirm?"),
                     Some(id),

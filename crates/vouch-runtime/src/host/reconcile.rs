@@ -189,7 +189,7 @@ impl Host {
                     .map(|i| i.posture.is_none() && i.status.is_none())
                     .unwrap_or(true);
                 if unflighted {
-                    self.preflight(run, &m, d)?;
+                    self.preflight().item(run, &m, d)?;
                     flighted = true;
                 }
             }

@@ -291,3 +291,20 @@ impl<'h> Gate<'h> {
         Ok((p, rule, cap, irreversible))
     }
 }
+
+/// A run's view (§6.1): the drive's own while this process drives the run, else folded from
+/// its journal. Reads only.
+#[derive(Clone, Copy)]
+pub(super) struct Views<'h> {
+    host: &'h Host,
+}
+
+impl<'h> Views<'h> {
+    pub(super) fn of(host: &'h Host) -> Self {
+        Views { host }
+    }
+
+    pub(super) fn view(&self, run_id: &str) -> HostResult<RunView> {
+        self.host.view(run_id)
+    }
+}

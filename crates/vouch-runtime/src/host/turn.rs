@@ -595,7 +595,7 @@ impl Host {
                         manifest: m.clone(),
                     }),
                 )?;
-                self.preflight(run, &m, &m.deliveries[0])?;
+                self.preflight().item(run, &m, &m.deliveries[0])?;
                 Some("implied".to_string())
             }
             None => None,
@@ -653,7 +653,7 @@ impl Host {
                     .and_then(Value::as_str)
                     .unwrap_or("")
                     .to_string();
-                self.clarify(run, &q, None)
+                self.clarify().ask(run, &q, None)
             }
             name => {
                 if let Some(verb) = Verb::parse(name).or((name == "deliver").then_some(Verb::Write))
