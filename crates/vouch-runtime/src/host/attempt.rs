@@ -2,49 +2,68 @@
 //! including settling an attempt whose result was lost to a crash. The only file that
 //! calls a provider.
 
-use super::rooms::Gate;
+use super::rooms::{Gate, Journal, Ledger, Payloads, Views};
 use super::*;
 
+/// What an attempt may touch: the providers, the ledger, the payloads kept by hash, the run's
+/// journal (its crash points and progress lines too), the run's view and the gate's facts —
+/// never a card, the lease or the drafts folder. Every call of a provider's `attempt`,
+/// `observe` or `holds` is a method of this room.
+pub(super) struct Attempts<'h> {
+    journal: Journal<'h>,
+    views: Views<'h>,
+    gate: Gate<'h>,
+    ledger: Ledger<'h>,
+    payloads: Payloads<'h>,
+    providers: &'h BTreeMap<DestinationKind, Arc<dyn Provider>>,
+    /// Same-key retries for providers that deduplicate by key (§8.3).
+    key_retries_max: u32,
+}
+
 impl Host {
+    pub(super) fn attempts(&self) -> Attempts<'_> {
+        Attempts {
+            journal: Journal::of(self),
+            views: Views::of(self),
+            gate: Gate::of(self),
+            ledger: Ledger::of(self),
+            payloads: Payloads::of(self),
+            providers: &self.providers,
+            key_retries_max: self.limits.key_retries_max,
+        }
+    }
+}
+
+impl Attempts<'_> {
     /// The approved payload, read back by hash and re-hashed before execution (I4).
     pub(super) fn execute_approved(&self, run: &RunRecord, id: &str, hash: &str) -> HostResult<()> {
-        let view = self.view(&run.id)?;
+        let view = self.views.view(&run.id)?;
         let Some(m) = view.manifest.clone() else {
             return Ok(());
         };
         let Some(d) = m.delivery(id).cloned() else {
             return Ok(());
         };
-        let stored = self.store.payload(hash)?;
-        let parsed = stored
-            .as_deref()
-            .and_then(|s| serde_json::from_str::<Value>(s).ok());
-        let ok = parsed
-            .as_ref()
-            .and_then(|p| payload_hash(p).ok())
-            .as_deref()
-            == Some(hash);
-        match (ok, parsed) {
-            (true, Some(payload)) => {
-                let irreversible = is_irreversible(Gate::of(self).facts(&d));
+        // Kept by its hash, and read back only if it still hashes to it.
+        match self.payloads.read(hash)? {
+            Some(payload) => {
+                let irreversible = is_irreversible(self.gate.facts(&d));
                 self.perform(run, &d, &payload, hash, irreversible, Posture::Confirm)?;
             }
-            _ => {
-                self.journal(
+            None => {
+                self.journal.append_for(
                     &run.id,
-                    self.evd(
-                        id,
-                        j::Evidence {
-                            posture: Some(Posture::Confirm),
-                            ..j::Evidence::of(
-                                DeliveryStatus::RefusedMismatch,
-                                "",
-                                "the stored payload no longer matches the approved hash",
-                            )
-                        },
-                    ),
+                    id,
+                    j::Evidence {
+                        posture: Some(Posture::Confirm),
+                        ..j::Evidence::of(
+                            DeliveryStatus::RefusedMismatch,
+                            "",
+                            "the stored payload no longer matches the approved hash",
+                        )
+                    },
                 )?;
-                self.say(&format!(
+                self.journal.say(&format!(
                     "  ✋ {id} stopped: the content changed after approval"
                 ));
             }
@@ -63,15 +82,13 @@ impl Host {
         posture: Posture,
     ) -> HostResult<DeliveryStatus> {
         let Some(provider) = self.providers.get(&d.destination.kind).cloned() else {
-            self.journal(
+            self.journal.append_for(
                 &run.id,
-                self.evd(
-                    &d.id,
-                    j::Evidence::of(
-                        DeliveryStatus::Declined,
-                        "",
-                        "no provider for this destination",
-                    ),
+                &d.id,
+                j::Evidence::of(
+                    DeliveryStatus::Declined,
+                    "",
+                    "no provider for this destination",
                 ),
             )?;
             return Ok(DeliveryStatus::Declined);
@@ -83,39 +100,69 @@ impl Host {
             }
         }
         let req = attempt_request(&run.id, d, payload, hash, key.clone());
-        self.journal(
+        self.journal.append_for(
             &run.id,
-            self.evd(
-                &d.id,
-                j::AttemptStarted {
-                    payload_hash: hash.to_string(),
-                    payload: payload.clone(),
-                    key: key.clone(),
-                    posture: Some(posture),
-                    retry_same_key: false,
-                },
-            ),
+            &d.id,
+            j::AttemptStarted {
+                payload_hash: hash.to_string(),
+                payload: payload.clone(),
+                key: key.clone(),
+                posture: Some(posture),
+                retry_same_key: false,
+            },
         )?;
-        self.say(&format!("  → {} {} {}", d.id, d.verb, d.destination));
+        self.journal
+            .say(&format!("  → {} {} {}", d.id, d.verb, d.destination));
         let mut reply = provider.attempt(&req);
-        self.crash_point("provider_effect", Some(&d.id))?;
+        self.journal.crash_point("provider_effect", Some(&d.id))?;
         if key.is_some() {
             reply = self.retry_same_key(&run.id, &d.id, provider.as_ref(), &req, reply)?;
         }
-        self.journal(
+        self.journal.append_for(
             &run.id,
-            self.evd(
-                &d.id,
-                j::AttemptFinished {
-                    reply: reply_record(&reply),
-                    retrying_same_key: false,
-                },
-            ),
+            &d.id,
+            j::AttemptFinished {
+                reply: reply_record(&reply),
+                retrying_same_key: false,
+            },
         )?;
         let obs = provider.observe(&req, Some(&reply));
         let (status, evidence, reason) = judge(&reply, &obs);
         self.settle(run, d, key.as_deref(), status, &evidence, &reason, posture)?;
         Ok(status)
+    }
+
+    /// Saving identical bytes over a file is no change (issue 22 #8): when the provider reads
+    /// the destination and finds exactly this payload there, the item is verified by that
+    /// reading — nothing is attempted and no approval is asked — so a routine that rewrites
+    /// the same file does not stall its schedule.
+    pub(super) fn unchanged(
+        &self,
+        run: &RunRecord,
+        d: &vouch_core::Delivery,
+        payload: &Value,
+    ) -> HostResult<bool> {
+        if d.verb != Verb::Save {
+            return Ok(false);
+        }
+        let Some(evidence) = self
+            .providers
+            .get(&d.destination.kind)
+            .and_then(|p| p.holds(&d.destination, payload))
+        else {
+            return Ok(false);
+        };
+        self.journal
+            .say(&format!("  = {} {}: {evidence}", d.id, d.destination));
+        self.journal.append_for(
+            &run.id,
+            &d.id,
+            j::Evidence {
+                posture: Some(Posture::Execute),
+                ..j::Evidence::of(DeliveryStatus::Verified, evidence, "")
+            },
+        )?;
+        Ok(true)
     }
 
     /// The ledger's intent for an irreversible act (§8.2), before it is attempted: `None` to
@@ -138,20 +185,18 @@ impl Host {
             state: LedgerState::Intended,
             attempts: 1,
             detail: json!({}),
-            updated_ms: self.now(),
+            updated_ms: self.journal.now(),
         };
         match self.intend(&run.id, &entry)? {
             LedgerIntent::Proceed(_) => {
-                self.journal(
+                self.journal.append_for(
                     &run.id,
-                    self.evd(
-                        &d.id,
-                        j::LedgerIntent {
-                            key: key.to_string(),
-                            payload_hash: hash.to_string(),
-                            payload: payload.clone(),
-                        },
-                    ),
+                    &d.id,
+                    j::LedgerIntent {
+                        key: key.to_string(),
+                        payload_hash: hash.to_string(),
+                        payload: payload.clone(),
+                    },
                 )?;
             }
             // The planted defect (test builds with the `planted-defect` feature only):
@@ -179,7 +224,7 @@ impl Host {
     /// intent alone a crash left (§8.3.1, §8.1.1). Two runs racing for it: the store's
     /// conditional updates let one proceed; the other reads it recorded.
     fn intend(&self, run_id: &str, entry: &LedgerEntry) -> HostResult<LedgerIntent> {
-        let first = self.store.ledger_intend(entry)?;
+        let first = self.ledger.intend(entry)?;
         let LedgerIntent::Recorded(prev) = &first else {
             return Ok(first);
         };
@@ -187,16 +232,14 @@ impl Host {
             return Ok(first);
         }
         let never_ran = if prev.run_id == run_id {
-            let view = self.view(run_id)?;
+            let view = self.views.view(run_id)?;
             !view.items.get(&entry.delivery).is_some_and(|i| {
                 i.open_attempt
                     .as_ref()
                     .is_some_and(|a| a.key.as_deref() == Some(entry.key.as_str()))
             })
         } else {
-            self.store
-                .run(&prev.run_id)?
-                .is_some_and(|r| r.state == RunState::Ended)
+            self.ledger.holder_ended(&prev.run_id)?
         };
         if !never_ran {
             return Ok(first);
@@ -204,13 +247,13 @@ impl Host {
         let detail = json!({"status": DeliveryStatus::NotAttempted, "evidence": "",
             "reason": format!("run {} ended before the attempt started", prev.run_id)});
         match self
-            .store
-            .ledger_settle(&entry.key, LedgerState::Failed, &detail, self.now())
+            .ledger
+            .settle(&entry.key, LedgerState::Failed, &detail, self.journal.now())
         {
-            Ok(()) | Err(StoreError::Conflict(_)) => {}
-            Err(e) => return Err(e.into()),
+            Ok(()) | Err(HostError::Store(StoreError::Conflict(_))) => {}
+            Err(e) => return Err(e),
         }
-        Ok(self.store.ledger_intend(entry)?)
+        self.ledger.intend(entry)
     }
 
     /// The one same-key retry path (§8.3), used by a live attempt and by settling an attempt
@@ -228,18 +271,16 @@ impl Host {
         let mut retries = 0;
         while matches!(reply, AttemptReply::Lost { .. })
             && provider.idempotent_by_key(&req.destination)
-            && retries < self.limits.key_retries_max
+            && retries < self.key_retries_max
         {
             retries += 1;
-            self.journal(
+            self.journal.append_for(
                 run_id,
-                self.evd(
-                    delivery,
-                    j::AttemptFinished {
-                        reply: reply_record(&reply),
-                        retrying_same_key: true,
-                    },
-                ),
+                delivery,
+                j::AttemptFinished {
+                    reply: reply_record(&reply),
+                    retrying_same_key: true,
+                },
             )?;
             reply = provider.attempt(req);
         }
@@ -263,25 +304,23 @@ impl Host {
                 DeliveryStatus::Failed | DeliveryStatus::NotAttempted => LedgerState::Failed,
                 _ => LedgerState::Unknown,
             };
-            self.store.ledger_settle(
+            self.ledger.settle(
                 key,
                 state,
                 &json!({"status": status, "evidence": evidence}),
-                self.now(),
+                self.journal.now(),
             )?;
         }
-        self.journal(
+        self.journal.append_for(
             &run.id,
-            self.evd(
-                &d.id,
-                j::Evidence {
-                    posture: Some(posture),
-                    ..j::Evidence::of(status, evidence, reason)
-                },
-            ),
+            &d.id,
+            j::Evidence {
+                posture: Some(posture),
+                ..j::Evidence::of(status, evidence, reason)
+            },
         )?;
         let mark = vouch_core::receipt::status_mark(status);
-        self.say(&format!(
+        self.journal.say(&format!(
             "  {mark} {} {status}{}",
             d.id,
             if evidence.is_empty() {
@@ -307,7 +346,7 @@ impl Host {
         let Some(key) = key else {
             return Ok(false);
         };
-        let Some(prev) = self.store.ledger_get(key)? else {
+        let Some(prev) = self.ledger.get(key)? else {
             return Ok(false);
         };
         let status = match (prev.state, recorded_status(&prev.detail)) {
@@ -346,16 +385,14 @@ impl Host {
         prev: &LedgerEntry,
         (status, evidence, reason): (DeliveryStatus, String, String),
     ) -> HostResult<()> {
-        self.journal(
+        self.journal.append_for(
             run_id,
-            self.evd(
-                delivery,
-                j::Evidence {
-                    posture: Some(posture),
-                    ledger: Some(prev.state.as_str().to_string()),
-                    ..j::Evidence::of(status, evidence, reason)
-                },
-            ),
+            delivery,
+            j::Evidence {
+                posture: Some(posture),
+                ledger: Some(prev.state.as_str().to_string()),
+                ..j::Evidence::of(status, evidence, reason)
+            },
         )
     }
 
@@ -461,30 +498,26 @@ impl Host {
         provider: &dyn Provider,
         req: &AttemptRequest,
     ) -> HostResult<(DeliveryStatus, String, String)> {
-        self.journal(
+        self.journal.append_for(
             &run.id,
-            self.evd(
-                id,
-                j::AttemptStarted {
-                    payload_hash: open.payload_hash.clone(),
-                    payload: open.payload.clone(),
-                    key: open.key.clone(),
-                    posture: Some(posture),
-                    retry_same_key: true,
-                },
-            ),
+            id,
+            j::AttemptStarted {
+                payload_hash: open.payload_hash.clone(),
+                payload: open.payload.clone(),
+                key: open.key.clone(),
+                posture: Some(posture),
+                retry_same_key: true,
+            },
         )?;
         let reply = provider.attempt(req);
         let reply = self.retry_same_key(&run.id, id, provider, req, reply)?;
-        self.journal(
+        self.journal.append_for(
             &run.id,
-            self.evd(
-                id,
-                j::AttemptFinished {
-                    reply: reply_record(&reply),
-                    retrying_same_key: false,
-                },
-            ),
+            id,
+            j::AttemptFinished {
+                reply: reply_record(&reply),
+                retrying_same_key: false,
+            },
         )?;
         let obs = provider.observe(req, Some(&reply));
         Ok(judge(&reply, &obs))

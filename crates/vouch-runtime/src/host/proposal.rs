@@ -504,7 +504,7 @@ impl Host {
                     .draft(run, d, payload, hash, cap.connect_step.as_deref())
             }
             Posture::Confirm | Posture::Answer | Posture::Execute
-                if self.unchanged(run, d, payload)? =>
+                if self.attempts().unchanged(run, d, payload)? =>
             {
                 Ok(CallResult::ok(format!(
                     "{id}: verified (no change: the destination already holds exactly this payload)"
@@ -516,7 +516,9 @@ impl Host {
                     .request_approval(run, d, payload, hash, None, facts)
             }
             Posture::Answer | Posture::Execute => {
-                let status = self.perform(run, d, payload, hash, irreversible, p)?;
+                let status = self
+                    .attempts()
+                    .perform(run, d, payload, hash, irreversible, p)?;
                 Ok(CallResult {
                     ok: status == DeliveryStatus::Verified,
                     text: format!("{id}: {status}"),
@@ -526,40 +528,6 @@ impl Host {
                 })
             }
         }
-    }
-
-    /// Saving identical bytes over a file is no change (issue 22 #8): when the provider reads
-    /// the destination and finds exactly this payload there, the item is verified by that
-    /// reading — nothing is attempted and no approval is asked — so a routine that rewrites
-    /// the same file does not stall its schedule.
-    fn unchanged(
-        &self,
-        run: &RunRecord,
-        d: &vouch_core::Delivery,
-        payload: &Value,
-    ) -> HostResult<bool> {
-        if d.verb != Verb::Save {
-            return Ok(false);
-        }
-        let Some(evidence) = self
-            .providers
-            .get(&d.destination.kind)
-            .and_then(|p| p.holds(&d.destination, payload))
-        else {
-            return Ok(false);
-        };
-        self.say(&format!("  = {} {}: {evidence}", d.id, d.destination));
-        self.journal(
-            &run.id,
-            self.evd(
-                &d.id,
-                j::Evidence {
-                    posture: Some(Posture::Execute),
-                    ..j::Evidence::of(DeliveryStatus::Verified, evidence, "")
-                },
-            ),
-        )?;
-        Ok(true)
     }
 
     /// §9.5: finish a delivery its parent run drafted because the destination was not ready.
@@ -616,7 +584,8 @@ impl Host {
                 .request_approval(run, d, &payload, &hash, None, facts)?;
             return Ok(res.suspend);
         }
-        self.perform(run, d, &payload, &hash, irreversible, p)?;
+        self.attempts()
+            .perform(run, d, &payload, &hash, irreversible, p)?;
         Ok(None)
     }
 }

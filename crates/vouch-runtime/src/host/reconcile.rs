@@ -172,7 +172,7 @@ impl Host {
             .map(|(k, _)| k.clone())
             .collect();
         for id in &open {
-            self.settle_open_attempt(run, &view, id)?;
+            self.attempts().settle_open_attempt(run, &view, id)?;
         }
         // The view is read again only when something was journaled since.
         if !open.is_empty() {

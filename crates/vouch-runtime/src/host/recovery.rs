@@ -230,7 +230,7 @@ impl Host {
                     "  ↻ {id} of run {} was approved before the interruption; carrying it out",
                     run.id
                 ));
-                self.execute_approved(run, id, hash)?;
+                self.attempts().execute_approved(run, id, hash)?;
             }
         }
         Ok(())

@@ -41,6 +41,12 @@ impl<'h> Journal<'h> {
     pub(super) fn now(&self) -> i64 {
         self.host.now()
     }
+
+    /// The crash point of an effect that is no event of ours (a provider's call): the plan
+    /// may stop the process right after it, as after an append.
+    pub(super) fn crash_point(&self, point: &str, delivery: Option<&str>) -> HostResult<()> {
+        self.host.crash_point(point, delivery)
+    }
 }
 
 /// A run's row: its record, its lease and its state. Taking the lease may take over a run
@@ -208,6 +214,48 @@ impl<'h> Payloads<'h> {
             return Ok(None);
         };
         Ok((payload_hash(&v).ok().as_deref() == Some(hash)).then_some(v))
+    }
+}
+
+/// The idempotency ledger (§8): an irreversible act's intent and its settled outcome, by key.
+/// Nothing else of the store but whether the run that wrote an intent has ended.
+#[derive(Clone, Copy)]
+pub(super) struct Ledger<'h> {
+    store: &'h dyn Store,
+}
+
+impl<'h> Ledger<'h> {
+    pub(super) fn of(host: &'h Host) -> Self {
+        Ledger {
+            store: host.store.as_ref(),
+        }
+    }
+
+    /// Write an act's intent, or read the entry its key already holds.
+    pub(super) fn intend(&self, entry: &LedgerEntry) -> HostResult<LedgerIntent> {
+        Ok(self.store.ledger_intend(entry)?)
+    }
+
+    pub(super) fn settle(
+        &self,
+        key: &str,
+        state: LedgerState,
+        detail: &Value,
+        at_ms: i64,
+    ) -> HostResult<()> {
+        Ok(self.store.ledger_settle(key, state, detail, at_ms)?)
+    }
+
+    pub(super) fn get(&self, key: &str) -> HostResult<Option<LedgerEntry>> {
+        Ok(self.store.ledger_get(key)?)
+    }
+
+    /// Whether the run that wrote an intent has ended (a run the store lacks has not).
+    pub(super) fn holder_ended(&self, run_id: &str) -> HostResult<bool> {
+        Ok(self
+            .store
+            .run(run_id)?
+            .is_some_and(|r| r.state == RunState::Ended))
     }
 }
 

@@ -265,7 +265,7 @@ impl Host {
         // Resume from the suspended step: execute an approved payload first (§7).
         for (id, item) in &view.items {
             if let Some(hash) = &item.granted {
-                self.execute_approved(&run, id, hash)?;
+                self.attempts().execute_approved(&run, id, hash)?;
             }
         }
         // An agent outside the host drives this run (MCP): the host carried out what the
