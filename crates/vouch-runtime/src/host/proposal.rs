@@ -1,19 +1,36 @@
 //! Proposals and drafts (§6) and approval requests. Writes proposal, draft and approval
 //! request events and suspends the run; never calls a provider.
 
-use super::rooms::{Cards, Gate, Journal, Payloads, PostureAnswer};
+use super::attempt::Attempts;
+use super::manifest::Clarify;
+use super::rooms::{Cards, Gate, Journal, Payloads, PostureAnswer, Views};
 use super::*;
 use crate::fsroot::{host_name, FolderRoot};
 
 /// What a proposal's own writes may touch: the run's journal, the approval cards, the payloads
 /// kept by hash, and the drafts folder — never a provider, the ledger or the lease. The
-/// routing (`Host::propose`) decides the posture and hands an act to `attempt.rs`; everything
-/// a proposal writes itself goes through this room.
+/// routing ([`Route`]) decides the posture and hands an act to `attempt.rs`; everything a
+/// proposal writes itself goes through this room.
 pub(super) struct Proposals<'h> {
     journal: Journal<'h>,
     cards: Cards<'h>,
     payloads: Payloads<'h>,
     drafts_dir: &'h std::path::Path,
+}
+
+/// The routing of a proposal (§6) and of a draft its parent left (§9.5): the posture the
+/// gate decides, then a refusal, the run's question, a draft or an approval card (its
+/// proposals' writes), or an act (its attempts). Its own few writes — a posture that changed
+/// on recheck, a decline's evidence — go through the proposals' journal. Never the lease, the
+/// ledger or a provider but through `Attempts`.
+pub(super) struct Route<'h> {
+    proposals: Proposals<'h>,
+    attempts: Attempts<'h>,
+    gate: Gate<'h>,
+    views: Views<'h>,
+    clarify: Clarify<'h>,
+    /// The largest payload a proposal may carry, canonical JSON bytes.
+    payload_bytes_max: usize,
 }
 
 impl Host {
@@ -23,6 +40,17 @@ impl Host {
             cards: Cards::of(self),
             payloads: Payloads::of(self),
             drafts_dir: &self.drafts_dir,
+        }
+    }
+
+    pub(super) fn route(&self) -> Route<'_> {
+        Route {
+            proposals: self.proposals(),
+            attempts: self.attempts(),
+            gate: Gate::of(self),
+            views: Views::of(self),
+            clarify: self.clarify(),
+            payload_bytes_max: self.limits.payload_bytes_max,
         }
     }
 }
@@ -303,7 +331,7 @@ impl Proposals<'_> {
     }
 }
 
-impl Host {
+impl Route<'_> {
     // ------------------------------------------------------------------ proposals (§6)
 
     pub(super) fn propose(
@@ -314,9 +342,9 @@ impl Host {
         generic: bool,
         args: &Value,
     ) -> HostResult<CallResult> {
-        let view = self.view(&run.id)?;
+        let view = self.views.view(&run.id)?;
         let Some(m) = view.manifest.clone() else {
-            self.proposals().reject(
+            self.proposals.reject(
                 run,
                 None,
                 "no_manifest",
@@ -335,10 +363,10 @@ impl Host {
             Err(res) => return Ok(res),
         };
         let item = view.items.get(id).cloned().unwrap_or_default();
-        if let Some(res) = self.proposals().refused_item(run, call, id, &item)? {
+        if let Some(res) = self.proposals.refused_item(run, call, id, &item)? {
             return Ok(res);
         }
-        if let Some(res) = self.proposals().held_back(run, call, &m, &view, id)? {
+        if let Some(res) = self.proposals.held_back(run, call, &m, &view, id)? {
             return Ok(res);
         }
         let hash = payload_hash(&payload).map_err(|e| HostError::Internal(e.to_string()))?;
@@ -353,13 +381,13 @@ impl Host {
                 });
             }
             // A different payload for an item awaiting approval is an edit (§6, §7).
-            return self.proposals().request_approval(
+            return self.proposals.request_approval(
                 run,
                 &d,
                 &payload,
                 &hash,
                 item.card_hash.as_deref().map(|old| (old, None)),
-                Gate::of(self).facts(&d),
+                self.gate.facts(&d),
             );
         }
         let posture = self.recheck_posture(run, &m, &d, item.posture, view.clarify_used)?;
@@ -378,7 +406,7 @@ impl Host {
         generic: bool,
     ) -> HostResult<Result<vouch_core::Delivery, CallResult>> {
         let Some(d) = m.delivery(id).cloned() else {
-            self.proposals().reject(
+            self.proposals.reject(
                 run,
                 None,
                 "undeclared",
@@ -390,7 +418,7 @@ impl Host {
             )));
         };
         if !generic && d.verb != verb {
-            self.proposals().reject(
+            self.proposals.reject(
                 run,
                 Some(id),
                 "verb_mismatch",
@@ -415,11 +443,11 @@ impl Host {
         if canonical_json(&payload)
             .map(|c| c.len())
             .unwrap_or(usize::MAX)
-            > self.limits.payload_bytes_max
+            > self.payload_bytes_max
         {
             return Err(CallResult::repair(format!(
                 "invalid arguments: payload larger than {} bytes",
-                self.limits.payload_bytes_max
+                self.payload_bytes_max
             )));
         }
         // The payload takes its kind's shape (schemas.rs, the same schema the tools advertise);
@@ -437,24 +465,21 @@ impl Host {
         was: Option<Posture>,
         clarify_used: bool,
     ) -> HostResult<PostureAnswer> {
-        let (p, rule, cap, irreversible) =
-            Gate::of(self).decide_posture(run, m, d, clarify_used)?;
+        let (p, rule, cap, irreversible) = self.gate.decide_posture(run, m, d, clarify_used)?;
         if was != Some(p) {
-            self.journal(
+            self.proposals.journal.append_for(
                 &run.id,
-                self.evd(
-                    &d.id,
-                    j::Preflight {
-                        recheck: true,
-                        ..j::Preflight::of(
-                            Some(cap.level),
-                            p,
-                            Some(rule.as_str().to_string()),
-                            irreversible,
-                            cap.connect_step.clone(),
-                        )
-                    },
-                ),
+                &d.id,
+                j::Preflight {
+                    recheck: true,
+                    ..j::Preflight::of(
+                        Some(cap.level),
+                        p,
+                        Some(rule.as_str().to_string()),
+                        irreversible,
+                        cap.connect_step.clone(),
+                    )
+                },
             )?;
         }
         Ok((p, rule, cap, irreversible))
@@ -479,16 +504,17 @@ impl Host {
                 } else {
                     "not available here"
                 };
-                self.proposals()
+                self.proposals
                     .reject(run, Some(id), "declined", reason, call)?;
-                self.journal(
+                self.proposals.journal.append_for(
                     &run.id,
-                    self.evd(id, j::Evidence::of(DeliveryStatus::Declined, "", reason)),
+                    id,
+                    j::Evidence::of(DeliveryStatus::Declined, "", reason),
                 )?;
                 Ok(CallResult::err(format!("declined: {reason}")))
             }
             Posture::Clarify => {
-                let res = self.clarify().ask(
+                let res = self.clarify.ask(
                     run,
                     &format!("I am not sure about `{id}`. Can you confirm?"),
                     Some(id),
@@ -496,28 +522,28 @@ impl Host {
                 if res.suspend.is_some() {
                     return Ok(res);
                 }
-                self.proposals()
+                self.proposals
                     .draft(run, d, payload, hash, cap.connect_step.as_deref())
             }
             Posture::Draft => {
-                self.proposals()
+                self.proposals
                     .draft(run, d, payload, hash, cap.connect_step.as_deref())
             }
             Posture::Confirm | Posture::Answer | Posture::Execute
-                if self.attempts().unchanged(run, d, payload)? =>
+                if self.attempts.unchanged(run, d, payload)? =>
             {
                 Ok(CallResult::ok(format!(
                     "{id}: verified (no change: the destination already holds exactly this payload)"
                 )))
             }
             Posture::Confirm => {
-                let facts = Gate::of(self).facts(d);
-                self.proposals()
+                let facts = self.gate.facts(d);
+                self.proposals
                     .request_approval(run, d, payload, hash, None, facts)
             }
             Posture::Answer | Posture::Execute => {
                 let status = self
-                    .attempts()
+                    .attempts
                     .perform(run, d, payload, hash, irreversible, p)?;
                 Ok(CallResult {
                     ok: status == DeliveryStatus::Verified,
@@ -542,49 +568,47 @@ impl Host {
         d: &vouch_core::Delivery,
         parent: &crate::view::ItemView,
     ) -> HostResult<Option<String>> {
-        let view = self.view(&run.id)?;
+        let view = self.views.view(&run.id)?;
         let payload = match parent.draft_hash.as_deref() {
-            Some(h) => Payloads::of(self).read(h)?.map(|v| (h.to_string(), v)),
+            Some(h) => self.proposals.payloads.read(h)?.map(|v| (h.to_string(), v)),
             None => None,
         };
         let (p, rule, cap, irreversible) =
-            Gate::of(self).decide_posture(run, m, d, view.clarify_used)?;
+            self.gate.decide_posture(run, m, d, view.clarify_used)?;
         let ready = matches!(p, Posture::Execute | Posture::Answer | Posture::Confirm);
         let Some((hash, payload)) = payload.filter(|_| ready) else {
-            self.proposals()
+            self.proposals
                 .keep_drafted(run, d, parent, cap.connect_step.clone())?;
             return Ok(None);
         };
-        self.journal(
+        self.proposals.journal.append_for(
             &run.id,
-            self.evd(
-                &d.id,
-                j::Preflight {
-                    recheck: true,
-                    finishing_draft: Some(hash.to_string()),
-                    ..j::Preflight::of(
-                        Some(cap.level),
-                        p,
-                        Some(rule.as_str().to_string()),
-                        irreversible,
-                        cap.connect_step.clone(),
-                    )
-                },
-            ),
+            &d.id,
+            j::Preflight {
+                recheck: true,
+                finishing_draft: Some(hash.to_string()),
+                ..j::Preflight::of(
+                    Some(cap.level),
+                    p,
+                    Some(rule.as_str().to_string()),
+                    irreversible,
+                    cap.connect_step.clone(),
+                )
+            },
         )?;
-        self.say(&format!(
+        self.proposals.journal.say(&format!(
             "  ↻ finishing the draft of {} ({})",
             d.id,
             &hash[..12]
         ));
         if p == Posture::Confirm {
-            let facts = Gate::of(self).facts(d);
+            let facts = self.gate.facts(d);
             let res = self
-                .proposals()
+                .proposals
                 .request_approval(run, d, &payload, &hash, None, facts)?;
             return Ok(res.suspend);
         }
-        self.attempts()
+        self.attempts
             .perform(run, d, &payload, &hash, irreversible, p)?;
         Ok(None)
     }

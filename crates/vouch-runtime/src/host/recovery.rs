@@ -271,7 +271,7 @@ impl Host {
             for d in &m.deliveries {
                 let item = pview.items.get(&d.id).cloned().unwrap_or_default();
                 if item.status == Some(DeliveryStatus::Drafted) {
-                    if let Some(reason) = self.finish_draft(&created, m, d, &item)? {
+                    if let Some(reason) = self.route().finish_draft(&created, m, d, &item)? {
                         suspend.get_or_insert(reason);
                     }
                 }

@@ -658,7 +658,8 @@ impl Host {
             name => {
                 if let Some(verb) = Verb::parse(name).or((name == "deliver").then_some(Verb::Write))
                 {
-                    self.propose(run, call, verb, name == "deliver", &args)
+                    self.route()
+                        .propose(run, call, verb, name == "deliver", &args)
                 } else {
                     self.work_tool(run, call, &args)
                 }
