@@ -251,12 +251,37 @@ impl Host {
             scope: Some(parent.scope.clone()),
         };
         // The continuation as the store holds it now: its row does not change until it is
-        // driven, so it is not read back.
-        let created = self.create(&id, &spec, Some(&parent), None)?;
-        self.carry_over(&id, parent_id, &pview)?;
+        // driven, so it is not read back. Its drive is open from its first event.
+        let created = self.create_open(&id, &spec, Some(&parent))?;
+        let end = match self.set_up_continuation(&created, &pview) {
+            Ok(None) => self.drive_born(created).0,
+            Ok(Some(reason)) => {
+                let end = self.suspend_drive(&id, reason);
+                self.drives.close(&id);
+                end
+            }
+            Err(e) => {
+                self.drives.close(&id);
+                Err(e)
+            }
+        }?;
+        Ok((id, end))
+    }
+
+    /// What a continuation carries over from its parent and where its script goes on, then
+    /// the drafts the parent left finished (§9.5). The reason it waits when one of them
+    /// opened a card.
+    fn set_up_continuation(
+        &self,
+        created: &RunRecord,
+        pview: &RunView,
+    ) -> HostResult<Option<String>> {
+        let id = created.id.as_str();
+        let parent_id = created.parent.as_deref().unwrap_or_default();
+        self.carry_over(id, parent_id, pview)?;
         // The script continues from the first turn the parent did not complete.
         self.journal(
-            &id,
+            id,
             self.ev(j::Resumed {
                 by: "resume".into(),
                 delivery: None,
@@ -271,18 +296,13 @@ impl Host {
             for d in &m.deliveries {
                 let item = pview.items.get(&d.id).cloned().unwrap_or_default();
                 if item.status == Some(DeliveryStatus::Drafted) {
-                    if let Some(reason) = self.route().finish_draft(&created, m, d, &item)? {
+                    if let Some(reason) = self.route().finish_draft(created, m, d, &item)? {
                         suspend.get_or_insert(reason);
                     }
                 }
             }
         }
-        if let Some(reason) = suspend {
-            let end = self.suspend_drive(&id, reason)?;
-            return Ok((id, end));
-        }
-        let end = self.drive_run(created)?;
-        Ok((id, end))
+        Ok(suspend)
     }
 
     /// The ended run `parent_id` and its view, if a continuation may go on from it: not a

@@ -1086,8 +1086,8 @@ impl Host {
             Some(_) => self
                 .record(&run_id)
                 .map_or_else(|e| (Err(e), None), |run| self.drive_run_viewed(run)),
-            None => match self.create(&run_id, &spec, None, None) {
-                Ok(run) => self.drive_run_viewed(run),
+            None => match self.create_open(&run_id, &spec, None) {
+                Ok(run) => self.drive_born(run),
                 Err(e) => (Err(e), None),
             },
         };

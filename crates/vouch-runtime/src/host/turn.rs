@@ -38,8 +38,8 @@ impl Host {
     pub fn start(&self, spec: &RunSpec) -> HostResult<(String, RunEnd)> {
         let id = new_id(self.clock.as_ref());
         // The record just written is the run as the store holds it: no need to read it back.
-        let run = self.create(&id, spec, None, None)?;
-        let end = self.drive_run(run)?;
+        let run = self.create_open(&id, spec, None)?;
+        let end = self.drive_born(run).0?;
         Ok((id, end))
     }
 
@@ -58,6 +58,41 @@ impl Host {
         parent: Option<&RunRecord>,
         slot: Option<(&str, i64)>,
     ) -> HostResult<RunRecord> {
+        let (run, spec_sha256) = self.insert_run(id, spec, parent, slot)?;
+        self.announce(&run, spec_sha256)?;
+        Ok(run)
+    }
+
+    /// Create a run this call drives at once ([`Host::drive_born`]): its drive is opened
+    /// before its first event, so every event it journals is folded into the drive's view
+    /// and conversation as it is written, and the drive never reads back the journal it has
+    /// just written. The caller drives it or closes the drive (`drives.close`).
+    pub(super) fn create_open(
+        &self,
+        id: &str,
+        spec: &RunSpec,
+        parent: Option<&RunRecord>,
+    ) -> HostResult<RunRecord> {
+        let (run, spec_sha256) = self.insert_run(id, spec, parent, None)?;
+        let shared = Arc::new(run.clone());
+        let opened = self.messages_of(&run, &[]).map(|messages| {
+            self.drives.open(&shared, RunView::default(), messages);
+        });
+        if let Err(e) = opened.and_then(|()| self.announce(&run, spec_sha256)) {
+            self.drives.close(id);
+            return Err(e);
+        }
+        Ok(run)
+    }
+
+    /// The run's row, born owned; with the hash of the spec it stores.
+    fn insert_run(
+        &self,
+        id: &str,
+        spec: &RunSpec,
+        parent: Option<&RunRecord>,
+        slot: Option<(&str, i64)>,
+    ) -> HostResult<(RunRecord, Option<String>)> {
         // Refused before anything is written: a run no one can name is no run (§2).
         super::check_title(&spec.title).map_err(HostError::BadInput)?;
         let chain_root = parent
@@ -97,18 +132,23 @@ impl Host {
             let (schedule, slot_ms) = slot.unwrap_or_default();
             return Err(HostError::SlotTaken(format!("{schedule}@{slot_ms}")));
         }
+        Ok((created_record(run), spec_sha256))
+    }
+
+    /// The run's first event, `run_created`, and its first line.
+    fn announce(&self, run: &RunRecord, spec_sha256: Option<String>) -> HostResult<()> {
         self.journal(
-            id,
+            &run.id,
             self.ev(j::RunCreated {
-                title: spec.title.clone(),
-                trigger: spec.trigger,
+                title: run.title.clone(),
+                trigger: run.trigger,
                 parent: run.parent.clone(),
                 scope: run.scope.clone(),
                 spec_sha256,
             }),
         )?;
-        self.say(&format!("▶ run {id} started: {}", spec.title));
-        Ok(created_record(run))
+        self.say(&format!("▶ run {} started: {}", run.id, run.title));
+        Ok(())
     }
 
     /// The store refuses new runs while damage found by verification is open (§10.2): the
@@ -243,13 +283,23 @@ impl Host {
     /// [`Host::drive_run`], with the run's view as the drive left it (every event it
     /// journaled applied; not the terminal), when the drive got as far as opening it.
     pub(super) fn drive_run_viewed(&self, run: RunRecord) -> (HostResult<RunEnd>, Option<RunView>) {
+        self.drive_viewed(run, false)
+    }
+
+    /// Drive a run [`Host::create_open`] created, whose drive is open since its first event;
+    /// with its view as the drive left it.
+    pub(super) fn drive_born(&self, run: RunRecord) -> (HostResult<RunEnd>, Option<RunView>) {
+        self.drive_viewed(run, true)
+    }
+
+    fn drive_viewed(&self, run: RunRecord, born: bool) -> (HostResult<RunEnd>, Option<RunView>) {
         let id = run.id.clone();
-        let result = self.drive_open(run);
+        let result = self.drive_open(run, born);
         let view = self.drives.close(&id);
         (result, view)
     }
 
-    fn drive_open(&self, run: RunRecord) -> HostResult<RunEnd> {
+    fn drive_open(&self, run: RunRecord, born: bool) -> HostResult<RunEnd> {
         let run = Arc::new(run);
         let run_id = run.id.as_str();
         if run.state == RunState::Ended {
@@ -257,7 +307,7 @@ impl Host {
                 "run {run_id} has already ended; see `vouch receipt {run_id}`"
             )));
         }
-        let leased_at_ms = self.open_drive(&run)?;
+        let leased_at_ms = self.open_drive(&run, born)?;
         let view = self.view(run_id)?;
         if self.drives.stop_requested(run_id) {
             return self.stop_cancelled(run_id, view.turns);
@@ -316,7 +366,7 @@ impl Host {
 
     /// Take the run for this drive (lease, state `running`) and open its view and
     /// conversation from one read of the journal. Returns when the lease was last taken.
-    fn open_drive(&self, run: &Arc<RunRecord>) -> HostResult<i64> {
+    fn open_drive(&self, run: &Arc<RunRecord>, born: bool) -> HostResult<i64> {
         let run_id = run.id.as_str();
         // A run this process created a moment ago already holds a fresh lease: taking it again
         // would be a commit for nothing.
@@ -338,6 +388,12 @@ impl Host {
         if run.state != RunState::Running {
             self.store.set_run_state(run_id, RunState::Running)?;
         }
+        if born {
+            // Open since the run's first event: its view and conversation are the journal's.
+            #[cfg(debug_assertions)]
+            self.check_born(run)?;
+            return Ok(leased_at_ms);
+        }
         // One read of the journal opens both the view and the conversation.
         let journal = self.store.journal_events(run_id)?;
         self.drives.open(
@@ -346,6 +402,27 @@ impl Host {
             self.messages_of(run, &journal)?,
         );
         Ok(leased_at_ms)
+    }
+
+    /// Debug builds check that a drive open since its run's creation holds what opening it
+    /// from the journal would: the same view and the same conversation.
+    #[cfg(debug_assertions)]
+    fn check_born(&self, run: &RunRecord) -> HostResult<()> {
+        let journal = self.store.journal_events(&run.id)?;
+        let from_journal = RunView::from_events(&journal);
+        let messages = self.messages_of(run, &journal)?;
+        let held = self.drives.view(&run.id);
+        assert_eq!(
+            held.as_ref(),
+            Some(&from_journal),
+            "run {}: born view",
+            run.id
+        );
+        let same = self
+            .drives
+            .with_messages(&run.id, |m| m == messages.as_slice());
+        assert_eq!(same, Some(true), "run {}: born conversation", run.id);
+        Ok(())
     }
 
     /// One turn: the budgets, the lease, the model's answer, then its final text or its calls.
