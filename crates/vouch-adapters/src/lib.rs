@@ -5,14 +5,17 @@
 //! - [`folder`], [`outbound`], [`repository`] — `Provider` (folder and surface files; webhook,
 //!   SMTP e-mail, calendar and payment; a local git repository);
 //! - [`tools`] — `WorkTools` (read a file from the allowed folder, write an artifact);
-//! - [`notify`] — `Notifier` (the desktop over D-Bus, or a push webhook);
+//! - [`notify`] — `Notifier` (the desktop over D-Bus, or a push webhook; `Quiet` sends none);
 //! - [`config`] — `vouch.toml` (toml) and the `CapabilityRegistry` answered from it, with
 //!   [`doctor`] building the doctor's report from them;
-//! - [`remote`] — `BoardClient` over another host's HTTP API.
+//! - [`remote`] — `BoardClient` over another host's HTTP API;
+//! - [`local`] — a local host's parts put together (providers under one directory, work
+//!   tools, models, a quiet notifier), for the simulator, the runner and tests to start from.
 
 pub mod config;
 pub mod doctor;
 pub mod folder;
+pub mod local;
 pub mod models;
 pub mod notify;
 pub mod openai;

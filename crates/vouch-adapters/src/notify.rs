@@ -23,6 +23,15 @@ fn title_and_body(row: &OutboxRow) -> (String, String) {
     (title, body)
 }
 
+/// Sends nothing: the outbox rows stay in the store (a simulated world, a test).
+pub struct Quiet;
+
+impl Notifier for Quiet {
+    fn notify(&self, _row: &OutboxRow) -> Result<(), NotifyError> {
+        Ok(())
+    }
+}
+
 /// Sends through D-Bus when `DBUS_SESSION_BUS_ADDRESS` is set, else POSTs to `push_url`.
 pub struct DesktopNotifier {
     pub push_url: Option<String>,

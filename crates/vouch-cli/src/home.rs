@@ -11,13 +11,11 @@ use vouch_adapters::folder::{FolderProvider, SurfaceProvider};
 use vouch_adapters::models::ConfiguredModels;
 use vouch_adapters::notify::DesktopNotifier;
 use vouch_adapters::outbound::{CalendarProvider, EmailProvider, PaymentProvider, WebhookProvider};
-use vouch_adapters::tools::StandardTools;
 use vouch_core::DestinationKind;
 use vouch_runtime::clock::SystemClock;
 use vouch_runtime::crash::{CrashMode, CrashPlan};
 use vouch_runtime::host::{HostParts, Notifier, NotifyError, Progress};
 use vouch_runtime::provider::Provider;
-use vouch_runtime::tools::ScriptWorkTools;
 use vouch_runtime::Host;
 use vouch_store::{IdentityStore, OutboxRow, Store};
 use vouch_store_sqlite::SqliteStore;
@@ -292,12 +290,7 @@ pub fn host_on(dir: &Path, store: Arc<dyn Store>, progress: Option<Progress>) ->
         providers,
         notifier: Arc::new(notifier),
         models: Arc::new(ConfiguredModels { profile }),
-        work: Arc::new(ScriptWorkTools {
-            inner: StandardTools {
-                folder: FolderProvider::new(root),
-                artifacts_dir: dir.join("artifacts"),
-            },
-        }),
+        work: vouch_adapters::local::work(root, dir.join("artifacts")),
     };
     let owner = vouch_runtime::host::process_owner();
     Ok(Host::new(

@@ -16,16 +16,12 @@ use sim::SimWorld;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use vouch_adapters::folder::FolderProvider;
-use vouch_adapters::models::DefaultModels;
-use vouch_adapters::tools::StandardTools;
 use vouch_core::{DestinationKind, RunState, TriggerKind};
 use vouch_runtime::capability::PatternCapabilities;
 use vouch_runtime::clock::ManualClock;
 use vouch_runtime::crash::{CrashMode, CrashPlan};
 use vouch_runtime::host::{HostParts, Notifier, NotifyError};
 use vouch_runtime::provider::Provider;
-use vouch_runtime::tools::ScriptWorkTools;
 use vouch_runtime::view::RunView;
 use vouch_runtime::{Host, HostError, RunSpec};
 use vouch_scenario::{CatchUp, Decision, Fault, Scenario, World};
@@ -161,18 +157,11 @@ impl Ctx {
             )),
             _ => None,
         };
-        let files = self.dir.join("files");
         let parts = HostParts {
             caps: self.caps.clone(),
             providers,
             notifier: self.notifier.clone(),
-            models: Arc::new(DefaultModels),
-            work: Arc::new(ScriptWorkTools {
-                inner: StandardTools {
-                    folder: FolderProvider::new(files),
-                    artifacts_dir: self.dir.join("artifacts"),
-                },
-            }),
+            ..vouch_adapters::local::parts(&self.dir)
         };
         Ok(Host::new(
             Arc::new(vouch_runtime::durable::Durable::new(store)),

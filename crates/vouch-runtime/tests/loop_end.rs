@@ -8,14 +8,11 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use vouch_adapters::folder::FolderProvider;
-use vouch_adapters::models::DefaultModels;
-use vouch_adapters::tools::StandardTools;
 use vouch_core::{DestinationKind, Outcome, Presence, TriggerKind};
 use vouch_runtime::capability::PatternCapabilities;
 use vouch_runtime::clock::ManualClock;
 use vouch_runtime::host::{HostParts, Notifier, NotifyError, RunEnd, RunSpec};
 use vouch_runtime::provider::Provider;
-use vouch_runtime::tools::ScriptWorkTools;
 use vouch_runtime::{Host, Limits};
 use vouch_store::{OutboxRow, Store};
 use vouch_store_sqlite::SqliteStore;
@@ -57,13 +54,7 @@ fn host_on(
         caps: Arc::new(PatternCapabilities::default()),
         providers,
         notifier: notes,
-        models: Arc::new(DefaultModels),
-        work: Arc::new(ScriptWorkTools {
-            inner: StandardTools {
-                folder: FolderProvider::new(dir.join("files")),
-                artifacts_dir: dir.join("a"),
-            },
-        }),
+        ..vouch_adapters::local::parts(dir)
     };
     Host::new(store, Arc::new(clock), "test", dir.join("drafts"), parts)
 }

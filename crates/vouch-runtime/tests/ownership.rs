@@ -7,15 +7,11 @@
 
 use serde_json::json;
 use std::sync::Arc;
-use vouch_adapters::folder::FolderProvider;
-use vouch_adapters::models::DefaultModels;
-use vouch_adapters::tools::StandardTools;
 use vouch_core::{RunState, TriggerKind};
 use vouch_runtime::clock::ManualClock;
-use vouch_runtime::host::{HostParts, Liveness, Notifier, NotifyError};
-use vouch_runtime::tools::ScriptWorkTools;
+use vouch_runtime::host::{HostParts, Liveness};
 use vouch_runtime::Host;
-use vouch_store::{NewRun, OutboxRow, RunLease, Store};
+use vouch_store::{NewRun, RunLease, Store};
 
 #[allow(dead_code)] // each test file uses part of the fake world
 mod common;
@@ -23,25 +19,11 @@ mod common;
 const NOW_MS: i64 = 1_796_083_200_000;
 const HOUR_MS: i64 = 3_600_000;
 
-struct Silent;
-impl Notifier for Silent {
-    fn notify(&self, _: &OutboxRow) -> Result<(), NotifyError> {
-        Ok(())
-    }
-}
-
 fn host(store: Arc<dyn Store>, dir: &std::path::Path, owner: &str) -> Host {
     let parts = HostParts {
         caps: Arc::new(vouch_runtime::capability::PatternCapabilities::default()),
         providers: common::FakeWorld::accepting().providers(),
-        notifier: Arc::new(Silent),
-        models: Arc::new(DefaultModels),
-        work: Arc::new(ScriptWorkTools {
-            inner: StandardTools {
-                folder: FolderProvider::new(dir.join("files")),
-                artifacts_dir: dir.join("a"),
-            },
-        }),
+        ..vouch_adapters::local::parts(dir)
     };
     let clock = Arc::new(ManualClock::new(NOW_MS, 1));
     Host::new(store, clock, owner, dir.join("drafts"), parts)

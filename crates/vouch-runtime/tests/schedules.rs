@@ -6,15 +6,12 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use vouch_adapters::folder::FolderProvider;
-use vouch_adapters::models::DefaultModels;
-use vouch_adapters::tools::StandardTools;
 use vouch_core::{CatchUp, DestinationKind, Outcome, Overlap, RunState};
 use vouch_runtime::capability::{CapabilityRegistry, PatternCapabilities};
 use vouch_runtime::clock::{Clock, ManualClock};
 use vouch_runtime::crash::{CrashMode, CrashPlan};
 use vouch_runtime::host::{HostParts, Notifier};
 use vouch_runtime::provider::Provider;
-use vouch_runtime::tools::ScriptWorkTools;
 use vouch_runtime::{Host, HostError};
 use vouch_store::{OutboxRow, Schedule, Store};
 use vouch_store_sqlite::SqliteStore;
@@ -68,13 +65,7 @@ impl World {
             caps,
             providers,
             notifier: self.notes.clone(),
-            models: Arc::new(DefaultModels),
-            work: Arc::new(ScriptWorkTools {
-                inner: StandardTools {
-                    folder: FolderProvider::new(self.dir.path().join("files")),
-                    artifacts_dir: self.dir.path().join("a"),
-                },
-            }),
+            ..vouch_adapters::local::parts(self.dir.path())
         };
         Host::new(
             Arc::new(store),

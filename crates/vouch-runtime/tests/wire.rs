@@ -7,6 +7,7 @@
 use serde_json::{json, Value};
 use std::sync::Arc;
 use vouch_adapters::folder::FolderProvider;
+use vouch_adapters::notify::Quiet;
 use vouch_adapters::openai::{OpenAiConfig, OpenAiModel};
 use vouch_adapters::tools::StandardTools;
 use vouch_core::{Presence, TriggerKind};
@@ -26,13 +27,6 @@ use vouch_store_sqlite::SqliteStore;
 #[allow(dead_code)] // each test file uses part of the fake world
 mod common;
 use common::recording::{Recording, Reply};
-
-struct Quiet;
-impl vouch_runtime::host::Notifier for Quiet {
-    fn notify(&self, _: &vouch_store::OutboxRow) -> Result<(), vouch_runtime::host::NotifyError> {
-        Ok(())
-    }
-}
 
 /// The recording server as every run's model, no waiting between retries.
 struct Wire(String);

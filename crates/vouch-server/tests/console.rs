@@ -9,29 +9,17 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use vouch_adapters::config::{Config, ConfigCapabilities};
-use vouch_adapters::folder::{FolderProvider, SurfaceProvider};
-use vouch_adapters::models::DefaultModels;
-use vouch_adapters::tools::StandardTools;
+use vouch_adapters::config::Config;
 use vouch_core::DestinationKind;
 use vouch_runtime::clock::ManualClock;
-use vouch_runtime::host::{HostParts, Notifier};
 use vouch_runtime::provider::Provider;
-use vouch_runtime::tools::ScriptWorkTools;
 use vouch_runtime::Host;
-use vouch_store::{ApiToken, OutboxRow, Schedule, Store};
+use vouch_store::{ApiToken, Schedule, Store};
 use vouch_store_sqlite::SqliteStore;
 
 const SECRET: &str = "vouch_console_secret";
 /// 2026-12-01 00:00 UTC.
 const T0: i64 = 1_796_083_200_000;
-
-struct Quiet;
-impl Notifier for Quiet {
-    fn notify(&self, _: &OutboxRow) -> Result<(), vouch_runtime::host::NotifyError> {
-        Ok(())
-    }
-}
 
 struct Server {
     tmp: tempfile::TempDir,
@@ -98,29 +86,7 @@ fn start() -> Server {
 
 /// The host the console serves, over `store` with the home's folders in `dir`.
 fn host_on(dir: &Path, store: Arc<dyn Store>, clock: ManualClock, owner: String) -> Host {
-    let mut providers: BTreeMap<DestinationKind, Arc<dyn Provider>> = BTreeMap::new();
-    providers.insert(
-        DestinationKind::Surface,
-        Arc::new(SurfaceProvider::new(dir.join("surfaces"))),
-    );
-    providers.insert(
-        DestinationKind::Folder,
-        Arc::new(FolderProvider::new(dir.join("files"))),
-    );
-    let parts = HostParts {
-        caps: Arc::new(ConfigCapabilities {
-            config: Config::default(),
-        }),
-        providers,
-        notifier: Arc::new(Quiet),
-        models: Arc::new(DefaultModels),
-        work: Arc::new(ScriptWorkTools {
-            inner: StandardTools {
-                folder: FolderProvider::new(dir.join("files")),
-                artifacts_dir: dir.join("artifacts"),
-            },
-        }),
-    };
+    let parts = vouch_adapters::local::parts(dir);
     Host::new(store, Arc::new(clock), owner, dir.join("drafts"), parts)
 }
 

@@ -7,18 +7,14 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
-use vouch_adapters::config::{Config, ConfigCapabilities};
-use vouch_adapters::folder::{FolderProvider, SurfaceProvider};
-use vouch_adapters::models::DefaultModels;
+use vouch_adapters::config::Config;
+use vouch_adapters::folder::FolderProvider;
 use vouch_adapters::outbound::WebhookProvider;
-use vouch_adapters::tools::StandardTools;
 use vouch_core::DestinationKind;
 use vouch_runtime::clock::SystemClock;
-use vouch_runtime::host::{HostParts, Notifier};
 use vouch_runtime::provider::Provider;
-use vouch_runtime::tools::ScriptWorkTools;
 use vouch_runtime::{Host, RunEnd, RunSpec};
-use vouch_store::{ApiToken, OutboxRow, Store};
+use vouch_store::{ApiToken, Store};
 use vouch_store_sqlite::SqliteStore;
 
 const SECRET: &str = "vouch_test_secret";
@@ -51,13 +47,6 @@ fn token_for(method: &str, path: &str, token: &str, body: Option<&str>) -> Strin
     match named {
         Some(w) if WORKERS.contains(&w.as_str()) => worker_secret(&w),
         _ => worker_secret("w1"),
-    }
-}
-
-struct Quiet;
-impl Notifier for Quiet {
-    fn notify(&self, _: &OutboxRow) -> Result<(), vouch_runtime::host::NotifyError> {
-        Ok(())
     }
 }
 
@@ -109,16 +98,8 @@ struct Server {
 }
 
 fn host_on(store: Arc<dyn Store>, dir: &std::path::Path) -> Host {
-    let mut providers: BTreeMap<DestinationKind, Arc<dyn Provider>> = BTreeMap::new();
-    providers.insert(
-        DestinationKind::Surface,
-        Arc::new(SurfaceProvider::new(dir.join("surfaces"))),
-    );
-    providers.insert(
-        DestinationKind::Folder,
-        Arc::new(FolderProvider::new(dir.join("files"))),
-    );
-    providers.insert(
+    let mut parts = vouch_adapters::local::parts(dir);
+    parts.providers.insert(
         DestinationKind::Webhook,
         Arc::new(WebhookProvider {
             timeout_ms: 5_000,
@@ -126,20 +107,6 @@ fn host_on(store: Arc<dyn Store>, dir: &std::path::Path) -> Host {
             status_url: None,
         }),
     );
-    let parts = HostParts {
-        caps: Arc::new(ConfigCapabilities {
-            config: Config::default(),
-        }),
-        providers,
-        notifier: Arc::new(Quiet),
-        models: Arc::new(DefaultModels),
-        work: Arc::new(ScriptWorkTools {
-            inner: StandardTools {
-                folder: FolderProvider::new(dir.join("files")),
-                artifacts_dir: dir.join("artifacts"),
-            },
-        }),
-    };
     let owner = vouch_runtime::host::process_owner();
     Host::new(
         store,

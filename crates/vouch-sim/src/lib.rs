@@ -24,16 +24,12 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
-use vouch_adapters::folder::FolderProvider;
-use vouch_adapters::models::DefaultModels;
-use vouch_adapters::tools::StandardTools;
 use vouch_runtime::capability::PatternCapabilities;
 use vouch_runtime::clock::ManualClock;
-use vouch_runtime::host::{HostParts, Notifier, NotifyError};
-use vouch_runtime::tools::ScriptWorkTools;
+use vouch_runtime::host::HostParts;
 use vouch_runtime::{Host, HostError, Limits};
 use vouch_store::board::BoardStore;
-use vouch_store::{OutboxRow, Store};
+use vouch_store::Store;
 use world::World;
 
 /// Simulated runs one store holds before the simulator drains it, checks it whole and starts
@@ -242,15 +238,6 @@ pub fn simulate(cfg: &SimConfig) -> Result<SimReport, SetupError> {
     }
     rep.elapsed_ms = started.elapsed().as_millis();
     Ok(rep)
-}
-
-/// The notifications the host sends go nowhere (the outbox rows stay in the store).
-struct Quiet;
-
-impl Notifier for Quiet {
-    fn notify(&self, _row: &OutboxRow) -> Result<(), NotifyError> {
-        Ok(())
-    }
 }
 
 /// Where a store lives.
@@ -595,14 +582,7 @@ pub fn host(
             default_level: None,
         }),
         providers: world.providers(),
-        notifier: Arc::new(Quiet),
-        models: Arc::new(DefaultModels),
-        work: Arc::new(ScriptWorkTools {
-            inner: StandardTools {
-                folder: FolderProvider::new(dir.join("files")),
-                artifacts_dir: dir.join("artifacts"),
-            },
-        }),
+        ..vouch_adapters::local::parts(dir)
     };
     Host::new(
         Arc::new(vouch_runtime::durable::Durable::new(store)),

@@ -1,13 +1,37 @@
-//! The manifest (§3): declare, the capability/posture decision, preflight and clarify.
-//! Writes manifest, preflight and clarify events; never calls a provider.
+//! The manifest (§3): declare, preflight and clarify, each a room; the capability/posture
+//! decision they read is the `Gate` room. Writes manifest, preflight and clarify events;
+//! never calls a provider.
 
 use super::rooms::{Cards, Gate, Journal, Views};
 use super::*;
 
+/// A `declare` call (§3): parse and check the manifest, journal it or its rejection, then
+/// pre-flight its new items and ask the run's one question where one is needed. Reads the
+/// run's view; writes through the journal, `Preflight` and `Clarify` only.
+#[derive(Clone, Copy)]
+pub(super) struct Declare<'h> {
+    views: Views<'h>,
+    journal: Journal<'h>,
+    preflight: Preflight<'h>,
+    clarify: Clarify<'h>,
+}
+
 impl Host {
+    pub(super) fn declare(&self) -> Declare<'_> {
+        Declare {
+            views: Views::of(self),
+            journal: Journal::of(self),
+            preflight: self.preflight(),
+            clarify: self.clarify(),
+        }
+    }
+}
+
+impl Declare<'_> {
     // ------------------------------------------------------------------ manifest (§3)
 
-    pub(super) fn declare(&self, run: &RunRecord, args: &Value) -> HostResult<CallResult> {
+    /// Answer the model's `declare` call.
+    pub(super) fn call(&self, run: &RunRecord, args: &Value) -> HostResult<CallResult> {
         let m = match self.parsed_manifest(run, args)? {
             Ok(m) => m,
             Err(res) => return Ok(res),
@@ -17,7 +41,7 @@ impl Host {
         if let Err(e) = m.check_shape() {
             return Ok(CallResult::repair(format!("invalid `declare`: {e}")));
         }
-        let view = self.view(&run.id)?;
+        let view = self.views.view(&run.id)?;
         let (combined, amendment) = match &view.manifest {
             Some(existing) => {
                 // A replayed identical item (a resumed run re-declaring) is not a duplicate.
@@ -55,15 +79,15 @@ impl Host {
             }
             Err(e) => {
                 // Outside the closed vocabulary (§3.3): the run asks.
-                self.journal(
+                self.journal.append(
                     &run.id,
-                    self.ev(j::ManifestRejected {
+                    j::ManifestRejected {
                         errors: vec![e.to_string()],
                         declined: vec![],
                         reason: None,
-                    }),
+                    },
                 )?;
-                Err(self.clarify().ask(run, &format!("I could not map the request onto what I can deliver ({e}). What exactly should I deliver, and where?"), None)?)
+                Err(self.clarify.ask(run, &format!("I could not map the request onto what I can deliver ({e}). What exactly should I deliver, and where?"), None)?)
             }
         })
     }
@@ -81,15 +105,15 @@ impl Host {
         let texts: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
         let ids = contradicting_ids(errors);
         if !view.clarify_used {
-            self.journal(
+            self.journal.append(
                 &run.id,
-                self.ev(j::ManifestRejected {
+                j::ManifestRejected {
                     errors: texts.clone(),
                     declined: vec![],
                     reason: None,
-                }),
+                },
             )?;
-            return self.clarify().ask(
+            return self.clarify.ask(
                 run,
                 &format!(
                     "Your request contradicts itself: {}. What should I do?",
@@ -104,24 +128,24 @@ impl Host {
             order: vec![],
             deliveries: dedup_items(combined),
         };
-        self.journal(
+        self.journal.append(
             &run.id,
-            self.ev(j::ManifestDeclared {
+            j::ManifestDeclared {
                 manifest: keep.clone(),
                 amendment,
                 carried_from: None,
-            }),
+            },
         )?;
-        self.journal(
+        self.journal.append(
             &run.id,
-            self.ev(j::ManifestRejected {
+            j::ManifestRejected {
                 errors: texts.clone(),
                 declined: ids.clone(),
                 reason: Some(format!(
                     "the request contradicts itself: {}",
                     texts.join("; ")
                 )),
-            }),
+            },
         )?;
         let why = format!(
             "the request contradicts itself and its one question was already asked: {}",
@@ -146,15 +170,16 @@ impl Host {
         combined: &Manifest,
         amendment: bool,
     ) -> HostResult<CallResult> {
-        self.journal(
+        self.journal.append(
             &run.id,
-            self.ev(j::ManifestDeclared {
+            j::ManifestDeclared {
                 manifest: combined.clone(),
                 amendment,
                 carried_from: None,
-            }),
+            },
         )?;
-        self.say(&format!("  manifest: {}", summary(combined)));
+        self.journal
+            .say(&format!("  manifest: {}", summary(combined)));
         let mut lines = vec![];
         let new_ids: Vec<String> = m.deliveries.iter().map(|d| d.id.clone()).collect();
         let mut suspend = None;
@@ -171,10 +196,10 @@ impl Host {
             {
                 continue; // already pre-flighted (replayed declare)
             }
-            let p = self.preflight().item(run, combined, d)?;
+            let p = self.preflight.item(run, combined, d)?;
             lines.push(format!("{}: {}", d.id, p));
             if p == Posture::Clarify && suspend.is_none() {
-                let res = self.clarify().ask(
+                let res = self.clarify.ask(
                     run,
                     &format!(
                         "I am not sure about `{}` ({} → {}). Can you confirm what you want?",

@@ -2,8 +2,8 @@
 //! of the host its transitions may touch, behind fields private to this file, so a transition
 //! handed one cannot reach anything else: what a file may touch is a type, not prose.
 //! `Host` builds them (`Journal::of(host)` …); the transition files compose them into their
-//! own room (`manifest::Preflight`, `manifest::Clarify`, `attempt::Attempts`,
-//! `proposal::Proposals`, `proposal::Route`, `decisions::Decisions`).
+//! own room (`manifest::Declare`, `manifest::Preflight`, `manifest::Clarify`,
+//! `attempt::Attempts`, `proposal::Proposals`, `proposal::Route`, `decisions::Decisions`).
 
 use super::*;
 

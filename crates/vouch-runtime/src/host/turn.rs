@@ -723,7 +723,7 @@ impl Host {
             )));
         }
         match call.name.as_str() {
-            "declare" => self.declare(run, &args),
+            "declare" => self.declare().call(run, &args),
             "clarify" => {
                 let q = args
                     .get("question")
