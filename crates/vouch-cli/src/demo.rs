@@ -86,10 +86,14 @@ pub fn run(keep: bool) -> Result<i32> {
         let d = dir.clone();
         let _ = ctrlc::set_handler(move || {
             // The stories keep writing into the home while this handler runs (on its own
-            // thread), so one removal can race a file being created: remove until it is gone.
-            for _ in 0..100 {
+            // thread): a removal can race a file being created, and a file saved just after
+            // it brings the home's folders back. Remove until the home has stayed gone for
+            // three looks in a row, however long a loaded machine makes that (up to 20 s).
+            let mut gone = 0;
+            for _ in 0..2_000 {
                 let _ = std::fs::remove_dir_all(&d);
-                if !d.exists() {
+                gone = if d.exists() { 0 } else { gone + 1 };
+                if gone == 3 {
                     break;
                 }
                 std::thread::sleep(std::time::Duration::from_millis(10));
