@@ -64,7 +64,7 @@ pub fn replaced(
     run: &str,
     delivery: &str,
 ) -> StoreResult<Option<(String, bool)>> {
-    let view = crate::view::RunView::from_journal(&host.store.journal(run)?);
+    let view = crate::view::RunView::from_events(&host.store.journal_events(run)?);
     let Some(d) = view
         .manifest
         .iter()
@@ -92,7 +92,7 @@ pub fn previewed(
     delivery: &str,
     payload: &Value,
 ) -> StoreResult<Option<(String, bool)>> {
-    let view = crate::view::RunView::from_journal(&host.store.journal(run)?);
+    let view = crate::view::RunView::from_events(&host.store.journal_events(run)?);
     let Some(d) = view
         .manifest
         .iter()

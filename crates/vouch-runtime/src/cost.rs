@@ -17,7 +17,7 @@ pub fn charge_uncharged(
 ) -> StoreResult<usize> {
     let mut charged = 0;
     for (task_id, n, run_id) in board.uncharged(now_ms)? {
-        let usage = usage_of(&store.journal(&run_id)?);
+        let usage = usage_of(&store.journal_events(&run_id)?);
         let cost = AttemptCost {
             task_id,
             n,

@@ -404,7 +404,7 @@ fn run_facts(s: &AppState, run: Option<&str>) -> ApiResult<(Option<String>, Usag
             format!("no run `{run}`; name the run the attempt ran as, or leave it out"),
         ));
     }
-    let journal = s.store.journal(run)?;
+    let journal = s.store.journal_events(run)?;
     Ok((
         s.store.receipt(run)?,
         vouch_runtime::host::usage_of(&journal),

@@ -62,7 +62,8 @@ impl Host {
         budget: &dyn RepairBudget,
     ) -> HostResult<ExternalReply> {
         self.external_call_with(run_id, "submit", args, spent, |_, _| {
-            if submitted_in(&self.store.journal(run_id)?).0.is_some() {
+            let journal = self.store.journal_events(run_id)?;
+            if submitted_in(&journal).0.is_some() {
                 return Ok(CallResult::err(
                     "a result was already accepted for this attempt; it cannot be replaced",
                 ));
@@ -91,9 +92,9 @@ impl Host {
         repairs_max: u32,
     ) -> HostResult<AttemptOutcome> {
         let run = self.record(run_id)?;
-        let journal = self.store.journal(run_id)?;
+        let journal = self.store.journal_events(run_id)?;
         let report = (run.state == RunState::Ended).then(|| {
-            let cancelled = RunView::from_journal(&journal)
+            let cancelled = RunView::from_events(&journal)
                 .loop_end
                 .is_some_and(|l| l.cause == "cancelled");
             let (accepted, invalid) = submitted_in(&journal);

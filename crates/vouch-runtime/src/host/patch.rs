@@ -435,7 +435,7 @@ impl Host {
                 return Err(e);
             }
         };
-        let usage = super::task::usage_of(&self.store.journal(&run_id)?);
+        let usage = super::task::usage_of(&self.store.journal_events(&run_id)?);
         let run_receipt = self.store.receipt(&run_id)?;
         if let RunEnd::Suspended { .. } = end {
             // The worktree stays for the resumption; it is observed when the run ends.

@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use vouch_core::board::AttemptState;
 use vouch_store::board::{AttemptRef, BoardStore, ReportKind, TaskRecord, Usage, Verdict};
+use vouch_store::EventEntry;
 
 /// A task type (§13.5): JSON Schemas for its input and output. Schemas never fetch remote
 /// references (the validator is built without them).
@@ -766,21 +767,21 @@ pub enum TaskDecision {
 /// What the submit slot of a resumed run already holds, read back from its journal: the
 /// conversation is durable, so the repairs spent and an accepted submission survive the
 /// worker that suspended (§13.5).
-fn slot_from_journal(journal: &[vouch_store::JournalEntry], slot: &mut Slot) {
-    let mut args: HashMap<String, String> = HashMap::new();
+fn slot_from_journal(journal: &[EventEntry], slot: &mut Slot) {
+    let mut args: HashMap<&str, &str> = HashMap::new();
     for e in journal {
         // A body that does not parse tells nothing about the slot; the run's view marks it
         // corrupt and its receipt says so.
-        match Event::parse(e.kind, &e.body) {
+        match &e.event {
             Ok(Event::Turn(t)) => {
-                for c in t.tool_calls.into_iter().filter(|c| c.name == "submit") {
-                    args.insert(c.id, c.arguments);
+                for c in t.tool_calls.iter().filter(|c| c.name == "submit") {
+                    args.insert(&c.id, &c.arguments);
                 }
             }
             Ok(Event::ToolCalled(c)) if c.name == "submit" && slot.accepted.is_none() => {
                 if c.ok {
                     let a: Value = args
-                        .get(&c.call_id)
+                        .get(c.call_id.as_str())
                         .and_then(|a| serde_json::from_str(a).ok())
                         .unwrap_or(Value::Null);
                     let result = a.get("result").cloned().unwrap_or(Value::Null);
@@ -797,7 +798,7 @@ fn slot_from_journal(journal: &[vouch_store::JournalEntry], slot: &mut Slot) {
 
 /// What a run's journal says its `submit` calls did: the accepted submission, if one was,
 /// and the malformed ones counted.
-pub(super) fn submitted_in(journal: &[vouch_store::JournalEntry]) -> (Option<Submitted>, u32) {
+pub(super) fn submitted_in(journal: &[EventEntry]) -> (Option<Submitted>, u32) {
     let mut slot = Slot {
         allowed_tools: None,
         profile: String::new(),
@@ -1076,7 +1077,7 @@ impl Host {
         let spec = self.attempt_spec(job, Some(ty), &given, resume.is_none())?;
         let mut slot = new_slot(job, ty);
         if resume.is_some() {
-            slot_from_journal(&self.store.journal(&run_id)?, &mut slot);
+            slot_from_journal(&self.store.journal_events(&run_id)?, &mut slot);
         }
         work.open(&run_id, slot);
         if let Some(stop) = stop {
@@ -1125,10 +1126,10 @@ struct EndedFacts {
 }
 
 impl EndedFacts {
-    fn of_journal(journal: &[vouch_store::JournalEntry]) -> EndedFacts {
+    fn of_journal(journal: &[EventEntry]) -> EndedFacts {
         EndedFacts {
             usage: usage_of(journal),
-            cancelled: cancelled_in(&RunView::from_journal(journal)),
+            cancelled: cancelled_in(&RunView::from_events(journal)),
             outage: model_outage(journal),
         }
     }
@@ -1166,12 +1167,12 @@ impl Host {
     /// when the drive never opened. Debug builds check the two agree on every attempt.
     fn ended_facts(&self, run_id: &str, view: Option<RunView>) -> HostResult<EndedFacts> {
         let Some(view) = view else {
-            return Ok(EndedFacts::of_journal(&self.store.journal(run_id)?));
+            return Ok(EndedFacts::of_journal(&self.store.journal_events(run_id)?));
         };
         let facts = EndedFacts::of_view(&view);
         #[cfg(debug_assertions)]
         {
-            let read = EndedFacts::of_journal(&self.store.journal(run_id)?);
+            let read = EndedFacts::of_journal(&self.store.journal_events(run_id)?);
             debug_assert_eq!(
                 (
                     &facts.usage,
@@ -1273,18 +1274,13 @@ pub(super) fn ended_report(
 }
 
 /// The model outage that stopped the run's loop, if one did, with the journaled reason.
-pub(super) fn model_outage(
-    journal: &[vouch_store::JournalEntry],
-) -> Option<(crate::model::Outage, String)> {
-    journal
-        .iter()
-        .rev()
-        .find_map(|e| match Event::parse(e.kind, &e.body) {
-            Ok(Event::LoopEnded(l)) if l.cause == "model_error" => {
-                crate::model::Outage::of(&l.reason).map(|o| (o, l.reason))
-            }
-            _ => None,
-        })
+pub(super) fn model_outage(journal: &[EventEntry]) -> Option<(crate::model::Outage, String)> {
+    journal.iter().rev().find_map(|e| match &e.event {
+        Ok(Event::LoopEnded(l)) if l.cause == "model_error" => {
+            crate::model::Outage::of(&l.reason).map(|o| (o, l.reason.clone()))
+        }
+        _ => None,
+    })
 }
 
 /// What a task attempt's model is told, kept in its run's spec: the first message (brief,
@@ -1390,14 +1386,14 @@ pub fn verdict_of(kind: &str, input: &Value, result: &Value) -> Option<Box<Verdi
 }
 
 /// Turns, tokens and tool calls from the host's own journal of the run (§13.7).
-pub fn usage_of(journal: &[vouch_store::JournalEntry]) -> Usage {
+pub fn usage_of(journal: &[EventEntry]) -> Usage {
     let mut u = Usage::default();
     for e in journal {
         // A body that does not parse counts as nothing here; the run's view marks it corrupt.
-        match Event::parse(e.kind, &e.body) {
+        match &e.event {
             Ok(Event::Turn(t)) => {
                 u.turns += 1;
-                if let Some(use_) = t.usage {
+                if let Some(use_) = &t.usage {
                     u.tokens += (use_.prompt_tokens + use_.completion_tokens) as i64;
                 }
             }
@@ -1553,5 +1549,71 @@ mod tests {
             err.contains("bad.json") && err.contains("output_schema"),
             "{err}"
         );
+    }
+
+    fn entry(seq: i64, kind: vouch_store::EventKind, body: Value) -> EventEntry {
+        EventEntry::of(&vouch_store::JournalEntry {
+            run_id: "r".into(),
+            seq,
+            kind,
+            delivery: None,
+            body,
+            at_ms: seq,
+            prev_hash: String::new(),
+            hash: String::new(),
+        })
+    }
+
+    /// A body that does not parse tells nothing about an attempt: no turn, no call, no
+    /// submission, no cancel; the outage is the last loop end that reads. A body read by
+    /// its fields instead would take the corrupt `submit` answer as an accepted result.
+    #[test]
+    fn a_corrupt_entry_counts_as_nothing_in_an_attempts_facts() {
+        use vouch_store::EventKind as K;
+        let submit = |id: &str, result: i64| {
+            json!({"index": 0, "tool_calls": [{"id": id, "name": "submit",
+                "arguments": format!("{{\"result\": {result}}}")}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 4}})
+        };
+        let answer =
+            |id: &str, ok: bool| json!({"call_id": id, "name": "submit", "ok": ok, "result": ""});
+        let mut corrupt_ok = answer("c2", true);
+        corrupt_ok["extra"] = json!(1);
+        let outage = "the model could not be reached after 4 attempts: refused";
+        let journal = [
+            entry(1, K::Turn, submit("c1", 1)),
+            entry(2, K::ToolCalled, answer("c1", false)),
+            entry(3, K::Turn, json!({"index": "one"})),
+            entry(4, K::Turn, submit("c2", 2)),
+            entry(5, K::ToolCalled, corrupt_ok),
+            entry(
+                6,
+                K::LoopEnded,
+                json!({"cause": "model_error", "reason": outage}),
+            ),
+            entry(
+                7,
+                K::LoopEnded,
+                json!({"cause": "cancelled", "reason": "", "x": 1}),
+            ),
+        ];
+        assert!(journal
+            .iter()
+            .filter(|e| e.event.is_err())
+            .map(|e| e.seq)
+            .eq([3, 5, 7]));
+        let u = usage_of(&journal);
+        let counts = (u.turns, u.tokens, u.tool_calls, u.failed_tool_calls);
+        assert_eq!(counts, (2, 14, 1, 1));
+        assert_eq!(submitted_in(&journal), (None, 1));
+        let facts = EndedFacts::of_journal(&journal);
+        assert!(!facts.cancelled, "a corrupt cancel is not a cancel");
+        assert_eq!(facts.outage.map(|o| o.1).as_deref(), Some(outage));
+        let accepted = [
+            entry(8, K::Turn, submit("c3", 3)),
+            entry(9, K::ToolCalled, answer("c3", true)),
+        ];
+        let journal: Vec<EventEntry> = journal.into_iter().chain(accepted).collect();
+        assert_eq!(submitted_in(&journal), (Some((json!(3), None)), 1));
     }
 }
