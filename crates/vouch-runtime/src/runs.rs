@@ -21,6 +21,8 @@ pub struct RunDetail {
     pub deliveries: Vec<DeliveryRow>,
     pub turns: usize,
     pub events: usize,
+    /// The person's answer to the run's question (§5.3), as the journal's fold states it.
+    pub answer: Option<String>,
 }
 
 /// One run with its deliveries as the journal's fold states them.
@@ -44,6 +46,7 @@ pub fn detail(store: &dyn Store, run: RunRecord) -> StoreResult<RunDetail> {
         deliveries,
         turns: view.turns,
         events: journal.len(),
+        answer: view.clarify_answer,
     })
 }
 

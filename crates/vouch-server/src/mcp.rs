@@ -374,13 +374,8 @@ impl VouchMcp {
         let rec = store
             .run(run)?
             .ok_or_else(|| ApiError::not_found(format!("no run `{run}`; `declare` opens one")))?;
+        // The run's answer as the typed journal's fold states it, read with its deliveries.
         let d = vouch_runtime::runs::detail(store, rec.clone())?;
-        let answer = store
-            .journal(run)?
-            .iter()
-            .rev()
-            .find(|e| e.kind == vouch_store::EventKind::ClarifyAnswered)
-            .and_then(|e| e.body.get("answer").cloned());
         let cards: Vec<Value> = store
             .cards_for_run(run)?
             .iter()
@@ -393,7 +388,7 @@ impl VouchMcp {
             "outcome": rec.outcome.map(crate::dto::word),
             "deliveries": d.deliveries.iter().map(|x| json!({"id": x.id, "status": crate::dto::word(x.status), "posture": x.posture.map(crate::dto::word)})).collect::<Vec<_>>(),
             "open_cards": cards,
-            "answer": answer,
+            "answer": d.answer,
             "receipt": store.receipt(run)?,
         }))
     }
