@@ -102,11 +102,16 @@ impl FolderRoot {
             root: self.root.clone(),
             source,
         };
-        if create {
-            // The root is configuration, not model input: creating it by path is fine.
-            std::fs::create_dir_all(&self.root).map_err(err)?;
+        // Opened first: the root is there on every save but the first, and creating what
+        // exists would cost a `mkdir` and a `stat` each time.
+        match Dir::open_ambient_dir(&self.root, ambient_authority()) {
+            Err(e) if create && e.kind() == io::ErrorKind::NotFound => {
+                // The root is configuration, not model input: creating it by path is fine.
+                std::fs::create_dir_all(&self.root).map_err(err)?;
+                Dir::open_ambient_dir(&self.root, ambient_authority()).map_err(err)
+            }
+            opened => opened.map_err(err),
         }
-        Dir::open_ambient_dir(&self.root, ambient_authority()).map_err(err)
     }
 
     fn io(name: &str, source: io::Error) -> RootError {
@@ -129,12 +134,14 @@ impl FolderRoot {
         );
         let root = self.open_root(create)?;
         let parent = match rel.parent() {
-            Some(p) if !p.as_os_str().is_empty() => {
-                if create {
+            // Opened first, created beneath the root only when it is not there.
+            Some(p) if !p.as_os_str().is_empty() => match root.open_dir(p) {
+                Err(e) if create && e.kind() == io::ErrorKind::NotFound => {
                     root.create_dir_all(p).map_err(|e| Self::io(name, e))?;
+                    root.open_dir(p).map_err(|e| Self::io(name, e))?
                 }
-                root.open_dir(p).map_err(|e| Self::io(name, e))?
-            }
+                opened => opened.map_err(|e| Self::io(name, e))?,
+            },
             _ => root,
         };
         Ok((parent, file))

@@ -71,11 +71,11 @@ pub fn inbox(store: &dyn Store) -> StoreResult<Inbox> {
 fn todo(store: &dyn Store, r: &RunRecord, runs: &[RunRecord]) -> StoreResult<Todo> {
     // What to do comes from the terminal record: needs_you, or resume, or nothing.
     let terminal = store
-        .journal(&r.id)?
+        .journal_events(&r.id)?
         .into_iter()
         .rev()
         .find(|e| e.kind == EventKind::Terminal);
-    let needs: Vec<String> = match terminal.map(|t| Event::parse(t.kind, &t.body)) {
+    let needs: Vec<String> = match terminal.map(|t| t.event) {
         Some(Ok(Event::Terminal(t))) => t.needs_you,
         // A terminal record that does not parse: the person must look (§3.4.2).
         Some(Err(_)) => vec!["the run's terminal record (it does not parse)".to_string()],
