@@ -25,23 +25,27 @@ pub fn parts(dir: &Path) -> HostParts {
         caps: Arc::new(ConfigCapabilities {
             config: Config::default(),
         }),
-        providers: providers(dir),
+        providers: providers(dir.join("surfaces"), dir.join("files")),
         notifier: Arc::new(Quiet),
         models: Arc::new(DefaultModels),
         work: work(dir.join("files"), dir.join("artifacts")),
     }
 }
 
-/// The folder provider over `dir/files` and the surface provider over `dir/surfaces`.
-fn providers(dir: &Path) -> BTreeMap<DestinationKind, Arc<dyn Provider>> {
+/// The surface provider over `surfaces` and the folder provider over `folder_root`: the two
+/// every host has; a configured home adds its outbound ones beside them.
+pub fn providers(
+    surfaces: PathBuf,
+    folder_root: PathBuf,
+) -> BTreeMap<DestinationKind, Arc<dyn Provider>> {
     let mut providers: BTreeMap<DestinationKind, Arc<dyn Provider>> = BTreeMap::new();
     providers.insert(
         DestinationKind::Surface,
-        Arc::new(SurfaceProvider::new(dir.join("surfaces"))),
+        Arc::new(SurfaceProvider::new(surfaces)),
     );
     providers.insert(
         DestinationKind::Folder,
-        Arc::new(FolderProvider::new(dir.join("files"))),
+        Arc::new(FolderProvider::new(folder_root)),
     );
     providers
 }

@@ -7,7 +7,6 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use vouch_adapters::config::{Config, ConfigCapabilities};
-use vouch_adapters::folder::{FolderProvider, SurfaceProvider};
 use vouch_adapters::models::ConfiguredModels;
 use vouch_adapters::notify::DesktopNotifier;
 use vouch_adapters::outbound::{CalendarProvider, EmailProvider, PaymentProvider, WebhookProvider};
@@ -211,15 +210,7 @@ pub fn config(dir: &Path) -> Result<Config> {
 }
 
 pub fn providers(dir: &Path, cfg: &Config) -> BTreeMap<DestinationKind, Arc<dyn Provider>> {
-    let mut providers: BTreeMap<DestinationKind, Arc<dyn Provider>> = BTreeMap::new();
-    providers.insert(
-        DestinationKind::Surface,
-        Arc::new(SurfaceProvider::new(dir.join("surfaces"))),
-    );
-    providers.insert(
-        DestinationKind::Folder,
-        Arc::new(FolderProvider::new(folder_root(dir))),
-    );
+    let mut providers = vouch_adapters::local::providers(dir.join("surfaces"), folder_root(dir));
     providers.insert(
         DestinationKind::Repository,
         Arc::new(vouch_adapters::repository::RepositoryProvider),
