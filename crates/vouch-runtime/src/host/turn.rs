@@ -72,11 +72,12 @@ impl Host {
         id: &str,
         spec: &RunSpec,
         parent: Option<&RunRecord>,
-    ) -> HostResult<RunRecord> {
+    ) -> HostResult<Arc<RunRecord>> {
         let (run, spec_sha256) = self.insert_run(id, spec, parent, None)?;
-        let shared = Arc::new(run.clone());
+        // One record, shared by the drive's state and the caller (it holds the whole spec).
+        let run = Arc::new(run);
         let opened = self.messages_of(&run, &[]).map(|messages| {
-            self.drives.open(&shared, RunView::default(), messages);
+            self.drives.open(&run, RunView::default(), messages);
         });
         if let Err(e) = opened.and_then(|()| self.announce(&run, spec_sha256)) {
             self.drives.close(id);
@@ -283,24 +284,27 @@ impl Host {
     /// [`Host::drive_run`], with the run's view as the drive left it (every event it
     /// journaled applied; not the terminal), when the drive got as far as opening it.
     pub(super) fn drive_run_viewed(&self, run: RunRecord) -> (HostResult<RunEnd>, Option<RunView>) {
-        self.drive_viewed(run, false)
+        self.drive_viewed(Arc::new(run), false)
     }
 
     /// Drive a run [`Host::create_open`] created, whose drive is open since its first event;
     /// with its view as the drive left it.
-    pub(super) fn drive_born(&self, run: RunRecord) -> (HostResult<RunEnd>, Option<RunView>) {
+    pub(super) fn drive_born(&self, run: Arc<RunRecord>) -> (HostResult<RunEnd>, Option<RunView>) {
         self.drive_viewed(run, true)
     }
 
-    fn drive_viewed(&self, run: RunRecord, born: bool) -> (HostResult<RunEnd>, Option<RunView>) {
+    fn drive_viewed(
+        &self,
+        run: Arc<RunRecord>,
+        born: bool,
+    ) -> (HostResult<RunEnd>, Option<RunView>) {
         let id = run.id.clone();
         let result = self.drive_open(run, born);
         let view = self.drives.close(&id);
         (result, view)
     }
 
-    fn drive_open(&self, run: RunRecord, born: bool) -> HostResult<RunEnd> {
-        let run = Arc::new(run);
+    fn drive_open(&self, run: Arc<RunRecord>, born: bool) -> HostResult<RunEnd> {
         let run_id = run.id.as_str();
         if run.state == RunState::Ended {
             return Err(HostError::NotWaiting(format!(
