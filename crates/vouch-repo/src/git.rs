@@ -1,10 +1,14 @@
-//! The `git` command, driven by the host. Nothing here trusts the agent: the diff is taken
-//! through a temporary index (the worktree's own index and HEAD are never touched), and the
-//! host's commit is made with `commit-tree` and a create-only ref update.
+//! The `git` command, driven by the host. Nothing here trusts the agent: every command that
+//! concerns an attempt names the host's own git folder (`--git-dir`), so a worktree's `.git`
+//! is never read; every command runs with no file-system monitor, no hooks and no untracked
+//! cache, whatever a configuration says; the tree of a worktree is built from what the host
+//! reads itself ([`crate::snapshot`]); and the host's commit is made with `commit-tree` and a
+//! create-only ref update.
 
 use crate::evaluate::Change;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 /// Output of one git command is this large at most.
 pub const GIT_OUTPUT_BYTES_MAX: usize = 64 << 20;
@@ -19,19 +23,47 @@ pub enum GitError {
     Failed { args: String, message: String },
 }
 
-/// A git command in one folder.
+/// Settings every host git command runs with, over anything a configuration says: nothing
+/// git would start on its own (a file-system monitor, a hook) ever runs.
+const OVERRIDES: [&str; 5] = [
+    "core.fsmonitor=false",
+    "core.hooksPath=/dev/null",
+    "core.untrackedCache=false",
+    "core.sshCommand=false",
+    "protocol.allow=never",
+];
+
+/// A git command in one folder, or on one git folder the host owns.
 #[derive(Debug, Clone)]
 pub struct Git {
     pub dir: PathBuf,
     /// Extra environment (a temporary index, the host's author identity).
     pub env: Vec<(String, String)>,
+    /// The git folder named explicitly (`--git-dir`): no `.git` is looked for or read.
+    git_dir: Option<PathBuf>,
+    /// The work tree named explicitly (`--work-tree`), with `git_dir` only.
+    work_tree: Option<PathBuf>,
 }
 
 impl Git {
+    /// Git in `dir`, finding its git folder as git does (the host's own repositories only).
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         Git {
             dir: dir.into(),
             env: vec![],
+            git_dir: None,
+            work_tree: None,
+        }
+    }
+
+    /// Git on a git folder the host owns, with no work tree (or `work_tree` named): what an
+    /// attempt's worktree holds — its `.git` above all — is never consulted for it.
+    pub fn at(git_dir: &Path, work_tree: Option<&Path>) -> Self {
+        Git {
+            dir: work_tree.unwrap_or(git_dir).to_path_buf(),
+            env: vec![],
+            git_dir: Some(git_dir.to_path_buf()),
+            work_tree: work_tree.map(Path::to_path_buf),
         }
     }
 
@@ -42,8 +74,54 @@ impl Git {
 
     /// Run git; stdout on success, git's stderr as the error otherwise.
     pub fn run(&self, args: &[&str]) -> Result<Vec<u8>, GitError> {
+        self.run_with(args, None)
+    }
+
+    /// Run git with `input` on its stdin (written from another thread, so a large output
+    /// cannot block it).
+    pub fn run_with(&self, args: &[&str], input: Option<Vec<u8>>) -> Result<Vec<u8>, GitError> {
+        let mut cmd = self.command(args);
+        cmd.stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        let mut child = cmd.spawn().map_err(|e| GitError::Missing(e.to_string()))?;
+        let writer = match (input, child.stdin.take()) {
+            (Some(bytes), Some(mut stdin)) => Some(std::thread::spawn(move || {
+                let _ = stdin.write_all(&bytes);
+            })),
+            _ => None,
+        };
+        let out = child
+            .wait_with_output()
+            .map_err(|e| GitError::Missing(e.to_string()))?;
+        if let Some(w) = writer {
+            let _ = w.join();
+        }
+        Self::checked(args, out)
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new("git");
-        cmd.arg("-C").arg(&self.dir).args(args);
+        match &self.git_dir {
+            Some(gd) => {
+                cmd.arg("--git-dir").arg(gd);
+                if let Some(wt) = &self.work_tree {
+                    cmd.arg("--work-tree").arg(wt);
+                }
+                cmd.current_dir(&self.dir);
+            }
+            None => {
+                cmd.arg("-C").arg(&self.dir);
+            }
+        }
+        for o in OVERRIDES {
+            cmd.args(["-c", o]);
+        }
+        cmd.args(args);
         for k in [
             "GIT_DIR",
             "GIT_WORK_TREE",
@@ -58,7 +136,10 @@ impl Git {
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
-        let out = cmd.output().map_err(|e| GitError::Missing(e.to_string()))?;
+        cmd
+    }
+
+    fn checked(args: &[&str], out: std::process::Output) -> Result<Vec<u8>, GitError> {
         if !out.status.success() {
             return Err(GitError::Failed {
                 args: args.join(" "),
@@ -117,25 +198,13 @@ pub fn parse_raw_diff(out: &[u8]) -> Result<Vec<Change>, String> {
     Ok(changes)
 }
 
-/// The tree of everything in `worktree` now (untracked files included, ignored files not),
-/// built in a temporary index so the worktree's own index is left alone.
-pub fn snapshot_tree(worktree: &Path, base: &str, index: &Path) -> Result<String, GitError> {
-    let _ = std::fs::remove_file(index);
-    let git = Git::new(worktree).with_env("GIT_INDEX_FILE", &index.to_string_lossy());
-    git.run(&["read-tree", base])?;
-    git.run(&["add", "-A", "--", "."])?;
-    let tree = git.text(&["write-tree"]);
-    let _ = std::fs::remove_file(index);
-    tree
-}
-
 /// A symlink's target is this long at most (longer is read as leaving the repository).
 pub const LINK_TARGET_BYTES_MAX: usize = 4096;
 
 /// Changed paths between the base commit and a tree, with their blob ids, modes and, for a
-/// symlink, its target.
-pub fn diff(worktree: &Path, base: &str, tree: &str) -> Result<Vec<Change>, GitError> {
-    let g = Git::new(worktree);
+/// symlink, its target: read from the host's git folder `git_dir` alone.
+pub fn diff(git_dir: &Path, base: &str, tree: &str) -> Result<Vec<Change>, GitError> {
+    let g = Git::at(git_dir, None);
     let out = g.run(&["diff-tree", "-r", "-z", "--raw", "--no-renames", base, tree])?;
     let mut changes = parse_raw_diff(&out).map_err(|message| GitError::Failed {
         args: "diff-tree".into(),

@@ -226,13 +226,48 @@ impl Sandbox {
                     "writable folder `{w}` is not a plain path inside the worktree"
                 ));
             }
-            let p = self.worktree.join(w);
-            std::fs::create_dir_all(&p)
-                .map_err(|e| format!("make the writable folder `{w}`: {e}"))?;
+            let p = folder_beneath(&self.worktree, w)?;
             cmd.arg("--bind").arg(&p).arg(&p);
         }
         Ok(())
     }
+}
+
+/// The folder `rel` beneath `root`, each missing component made and every component looked at
+/// without following a link: a link (or a file) on the way is refused, so neither the host's
+/// folder-making nor bubblewrap's bind can land outside the worktree. Sound because no command
+/// of the attempt runs between this and the bind (each runs in a sandbox of its own, ended
+/// with its PID namespace).
+pub fn folder_beneath(root: &Path, rel: &str) -> Result<PathBuf, String> {
+    let mut at = root.to_path_buf();
+    for part in Path::new(rel).components() {
+        let std::path::Component::Normal(name) = part else {
+            return Err(format!(
+                "writable folder `{rel}` is not a plain path inside the worktree"
+            ));
+        };
+        at.push(name);
+        let shown = at.strip_prefix(root).unwrap_or(&at).display().to_string();
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let to = std::fs::read_link(&at).map(|t| t.display().to_string());
+                return Err(format!(
+                    "writable folder `{rel}`: `{shown}` is a link (to {}); refused, a writable folder must be a real folder inside the worktree",
+                    to.unwrap_or_else(|_| "somewhere unreadable".into())
+                ));
+            }
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(format!(
+                    "writable folder `{rel}`: `{shown}` is not a folder; refused"
+                ))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::create_dir(&at)
+                .map_err(|e| format!("make the writable folder `{rel}`: {e}"))?,
+            Err(e) => return Err(format!("writable folder `{rel}`: {e}")),
+        }
+    }
+    Ok(at)
 }
 
 /// How many processes are alive in the PID namespace whose init is a child of `parent`

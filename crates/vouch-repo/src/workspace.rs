@@ -23,7 +23,6 @@ pub const COMMAND_TIMEOUT_S_MAX: u64 = 600;
 /// The lease and identity files in the worktree's git folder (never in the work tree itself).
 const LEASE_FILE: &str = "vouch-lease";
 const IDENTITY_FILE: &str = "vouch-identity";
-const INDEX_FILE: &str = "vouch-index";
 
 #[derive(Debug, thiserror::Error)]
 pub enum RepoError {
@@ -207,7 +206,7 @@ impl Workspace {
             &shown,
             &input.base,
         ])?;
-        let wg = Git::new(&path);
+        let wg = Git::new(&path); // made by the host just now, before any agent ran
         let admin = PathBuf::from(wg.text(&["rev-parse", "--absolute-git-dir"])?);
         let common = PathBuf::from(wg.text(&["rev-parse", "--git-common-dir"])?);
         let common = admin
@@ -503,8 +502,10 @@ impl Workspace {
         let identity_matches = read(IDENTITY_FILE).as_deref()
             == Some(self.record.identity.as_str())
             && dev_ino(&self.root) == Some(self.dev_ino);
-        let head_matches = Git::new(&self.root)
-            .text(&["rev-parse", "HEAD"])
+        // The worktree's HEAD as its git folder (the host's, read-only to the sandbox) holds
+        // it: the worktree's `.git` is never followed.
+        let head_matches = Git::at(&self.admin, None)
+            .commit_id("HEAD")
             .is_ok_and(|h| h == self.record.base);
         Integrity {
             lease_held,
@@ -519,9 +520,9 @@ impl Workspace {
     pub fn observe(mut self) -> (Observed, Workspace) {
         let trace = self.trace.take().map(Trace::stop);
         let integrity = self.integrity();
-        let index = self.admin.join(INDEX_FILE);
-        let snap = git::snapshot_tree(&self.root, &self.record.base, &index)
-            .and_then(|tree| git::diff(&self.root, &self.record.base, &tree).map(|c| (tree, c)));
+        let base = &self.record.base;
+        let snap = crate::snapshot::snapshot_tree(&self.root, &self.common, base)
+            .and_then(|tree| git::diff(&self.common, base, &tree).map(|c| (tree, c)));
         let (tree, diff) = match snap {
             Ok((tree, changes)) => (Some(tree), DiffObs::Read { changes }),
             Err(e) => (
@@ -572,8 +573,7 @@ impl Workspace {
             checks: checks.clone(),
             reported_writes: reported_writes.clone(),
             traced: trace.as_ref().map(TraceLog::touched),
-            git_rewritten: std::fs::read(self.root.join(".git")).ok().as_ref()
-                != Some(&self.dot_git),
+            git_rewritten: self.dot_git_now().as_ref() != Some(&self.dot_git),
         });
         let (mut commit, mut commit_error) = (None, None);
         if let (Some(tree), crate::evaluate::Attribution::Attributed, false) =
@@ -600,6 +600,17 @@ impl Workspace {
         )
     }
 
+    /// The worktree's `.git` now, if it is still a small regular file (a link, a folder, a
+    /// FIFO or a large file is a rewrite, and is never followed or read).
+    fn dot_git_now(&self) -> Option<Vec<u8>> {
+        let p = self.root.join(".git");
+        let meta = std::fs::symlink_metadata(&p).ok()?;
+        if !meta.is_file() || meta.len() > 4096 {
+            return None;
+        }
+        std::fs::read(p).ok()
+    }
+
     fn commit(&self, tree: &str, e: &Evaluation) -> Result<String, GitError> {
         let msg = format!(
             "vouch: {} ({})\n\nchanged: {}\nverdict: {:?}\n",
@@ -608,7 +619,7 @@ impl Workspace {
             e.changed.join(", "),
             e.verdict
         );
-        let g = Git::new(&self.record.repo)
+        let g = Git::at(&self.common, None)
             .with_env("GIT_AUTHOR_NAME", "vouch")
             .with_env("GIT_AUTHOR_EMAIL", "vouch@localhost")
             .with_env("GIT_COMMITTER_NAME", "vouch")
@@ -627,13 +638,13 @@ impl Workspace {
     /// Remove the worktree (the branch and its commit stay). Only this attempt's worktree is
     /// removed: one that was replaced or whose lease was taken is left to its holder.
     pub fn remove(self) -> Result<(), RepoError> {
-        if self.integrity().lease_held && self.integrity().identity_matches {
-            Git::new(&self.record.repo).run(&[
-                "worktree",
-                "remove",
-                "--force",
-                &self.record.path,
-            ])?;
+        let held = self.integrity();
+        if held.lease_held && held.identity_matches {
+            // The host removes the folder itself (never following a link in it) and then its
+            // git folder: `git worktree remove` would read the worktree's `.git` first.
+            std::fs::remove_dir_all(&self.root).map_err(|e| io("remove the worktree", e))?;
+            std::fs::remove_dir_all(&self.admin)
+                .map_err(|e| io("remove the worktree's git folder", e))?;
         }
         Ok(())
     }
