@@ -78,7 +78,7 @@ impl Trace {
             .map_err(|e| format!("trace: cannot resolve {}: {e}", root.display()))?;
         let shared = Arc::new(Mutex::new(Shared::default()));
         let (r, s) = (root.clone(), shared.clone());
-        let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        let on_event = move |res: notify::Result<notify::Event>| {
             let Ok(ev) = res else { return };
             let kind = match ev.kind {
                 // A folder made for a file is not a write; the file's own event follows.
@@ -107,8 +107,12 @@ impl Trace {
                     path: rel,
                 });
             }
-        })
-        .map_err(|e| format!("trace: cannot start a file watcher: {e}"))?;
+        };
+        // A link in the worktree is an entry, never a way into what it points at (a link to
+        // `/` would otherwise watch the machine).
+        let config = notify::Config::default().with_follow_symlinks(false);
+        let mut watcher = notify::RecommendedWatcher::new(on_event, config)
+            .map_err(|e| format!("trace: cannot start a file watcher: {e}"))?;
         watcher
             .watch(&root, RecursiveMode::Recursive)
             .map_err(|e| format!("trace: cannot watch {}: {e}", root.display()))?;
