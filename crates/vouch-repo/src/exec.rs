@@ -44,8 +44,9 @@ pub fn run(
         refused: Some(e.clone()),
         error: Some(e),
     };
-    let mut cmd = match sandbox.command(program, args) {
-        Ok(c) => c,
+    // The filter files stay open until the command has started (bubblewrap reads them).
+    let (mut cmd, _filters) = match sandbox.command(program, args) {
+        Ok(c) => c.into_parts(),
         Err(e) => return failed(e),
     };
     let mut out = match tempfile::tempfile() {

@@ -17,6 +17,7 @@ pub mod exec;
 pub mod git;
 pub mod input;
 pub mod sandbox;
+pub mod seccomp;
 pub mod snapshot;
 pub mod trace;
 pub mod workspace;

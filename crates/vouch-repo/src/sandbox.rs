@@ -85,6 +85,43 @@ pub struct Sandbox {
     pub egress: Option<Egress>,
 }
 
+/// A confined command ready to start, with the open files bubblewrap reads its system-call
+/// filters from: keep it whole until the command has started.
+#[derive(Debug)]
+pub struct Prepared {
+    pub cmd: Command,
+    filters: Vec<std::fs::File>,
+}
+
+impl Prepared {
+    /// The command and the filter files (drop those only once it has started).
+    pub fn into_parts(self) -> (Command, Vec<std::fs::File>) {
+        (self.cmd, self.filters)
+    }
+}
+
+/// Each filter program in a file of its own, at its start, left open across `exec` so
+/// bubblewrap inherits it (a file made for one command: bubblewrap reads it to the end). Where
+/// this machine has no filter, none (the doctor says so).
+fn filter_files() -> Result<Vec<std::fs::File>, String> {
+    use std::io::{Seek, Write};
+    let Ok(programs) = crate::seccomp::programs() else {
+        return Ok(vec![]);
+    };
+    let mut files = vec![];
+    for p in programs {
+        let made = (|| -> std::io::Result<std::fs::File> {
+            let mut f = tempfile::tempfile()?;
+            f.write_all(p)?;
+            f.rewind()?;
+            rustix::io::fcntl_setfd(&f, rustix::io::FdFlags::empty())?;
+            Ok(f)
+        })();
+        files.push(made.map_err(|e| format!("cannot hand the system-call filter over: {e}"))?);
+    }
+    Ok(files)
+}
+
 /// Whether bubblewrap can build a sandbox on this machine; the reason when it cannot.
 /// Asked once per process (the answer does not change while it runs).
 pub fn probe() -> Result<(), String> {
@@ -145,10 +182,21 @@ impl Sandbox {
     }
 
     /// The command that runs `program args…` confined: `prlimit` (process, memory and file
-    /// size limits) around `bwrap` around the program. Refused when bubblewrap cannot run —
-    /// never run unconfined.
-    pub fn command(&self, program: &str, args: &[String]) -> Result<Command, String> {
+    /// size limits) around `bwrap` around the program, with the system-call filter. Refused
+    /// when bubblewrap cannot run — never run unconfined.
+    pub fn command(&self, program: &str, args: &[String]) -> Result<Prepared, String> {
         probe().map_err(|e| format!("commands are refused: {e}"))?;
+        let filters = filter_files()?;
+        let cmd = self.bwrap(program, args, &filters)?;
+        Ok(Prepared { cmd, filters })
+    }
+
+    fn bwrap(
+        &self,
+        program: &str,
+        args: &[String],
+        filters: &[std::fs::File],
+    ) -> Result<Command, String> {
         let l = &self.limits;
         let mut cmd = Command::new("prlimit");
         cmd.arg(format!("--data={}", l.memory_bytes_max))
@@ -165,6 +213,10 @@ impl Sandbox {
             "sandbox",
         ]);
         system_binds(&mut cmd);
+        for f in filters {
+            cmd.arg("--add-seccomp-fd")
+                .arg(std::os::fd::AsRawFd::as_raw_fd(f).to_string());
+        }
         cmd.args(["--proc", "/proc", "--dev", "/dev"]);
         cmd.args(["--size", &l.tmp_bytes_max.to_string(), "--tmpfs", "/tmp"]);
         for p in &self.read_only {
@@ -270,6 +322,11 @@ pub fn folder_beneath(root: &Path, rel: &str) -> Result<PathBuf, String> {
     Ok(at)
 }
 
+/// How the process limit holds, for the doctor: the host counts a sandbox's processes and
+/// kills it past the limit, so a fast fork can pass it by a few first. (An exact limit needs a
+/// cgroup the host may make children in, which this build does not use.)
+pub const PROCESS_LIMIT_NOTE: &str = "counted by the host every 20 ms and the sandbox killed past the limit (a fast fork can pass it by a few first; no cgroup pids.max is used)";
+
 /// How many processes are alive in the PID namespace whose init is a child of `parent`
 /// (bubblewrap's), counted from the host's `/proc`; `None` while that namespace is not up.
 /// The host watches this number because `RLIMIT_NPROC` does not bind a sandbox started by
@@ -324,7 +381,8 @@ mod tests {
             &s.command("sh", &["-c".into(), "true".into()])
                 .unwrap_or_else(|e| {
                     panic!("{e}");
-                }),
+                })
+                .cmd,
         );
         for want in [
             "--unshare-all",
@@ -351,7 +409,7 @@ mod tests {
             relay: "/bin/vouch".into(),
             env: vec![("K".into(), "vouch-placeholder-K".into())],
         });
-        let a = args(&s.command("sh", &[]).unwrap_or_else(|e| panic!("{e}")));
+        let a = args(&s.command("sh", &[]).unwrap_or_else(|e| panic!("{e}")).cmd);
         let end = a.iter().rposition(|x| x == "prlimit").unwrap_or(0);
         for opt in ["--setenv", "--bind", "--ro-bind"] {
             let last = a.iter().rposition(|x| x == opt).unwrap_or(usize::MAX);

@@ -239,3 +239,53 @@ fn a_writable_folder_under_a_link_is_refused_and_a_missing_one_is_made_inside() 
     assert_eq!(ran.exit, Some(0), "{ran:?}");
     assert!(ws.path().join("src/new/f").is_file());
 }
+
+/// Each call the filter refuses, by its x86_64 number with its arguments, and the errno it
+/// must give: namespaces, mounts, tracing, keyrings, BPF, performance events, `clone3`.
+#[cfg(target_arch = "x86_64")]
+const REFUSED_CALLS: &str = r#"
+import ctypes, threading, subprocess
+libc = ctypes.CDLL(None, use_errno=True)
+calls = {"unshare": (272, 0x10000000), "setns": (308, 0, 0), "mount": (165, 0, 0, 0, 0, 0),
+         "ptrace": (101, 16, 1, 0, 0), "keyctl": (250, 0, 0), "bpf": (321, 0, 0, 0),
+         "perf_event_open": (298, 0, 0, -1, -1, 0), "clone_newuser": (56, 0x10000000 | 17, 0, 0, 0, 0),
+         "clone3": (435, 0, 0)}
+for name, args in calls.items():
+    r = libc.syscall(*args)
+    print(name, r, ctypes.get_errno())
+t = threading.Thread(target=lambda: None); t.start(); t.join()
+print("threads", subprocess.run(["true"]).returncode)
+"#;
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn the_system_call_filter_refuses_namespaces_mounts_tracing_keyrings_and_bpf() {
+    let (d, base) = repo(&[]);
+    let mut ws = workspace(d.path(), &base, "h6", &[]);
+    let mut c = ws.confinement().clone();
+    c.commands.push("python3".into());
+    ws.confine(c);
+    let ran = ws
+        .run(&["python3".into(), "-c".into(), REFUSED_CALLS.into()], 20)
+        .unwrap();
+    assert_eq!(ran.exit, Some(0), "{ran:?}");
+    let lines: Vec<&str> = ran.tail.lines().collect();
+    for name in [
+        "unshare",
+        "setns",
+        "mount",
+        "ptrace",
+        "keyctl",
+        "bpf",
+        "perf_event_open",
+        "clone_newuser",
+    ] {
+        let want = format!("{name} -1 1");
+        assert!(lines.contains(&want.as_str()), "{want} in {lines:?}");
+    }
+    assert!(lines.contains(&"clone3 -1 38"), "{lines:?}");
+    // Threads and child processes still work (the C library falls back from clone3).
+    assert!(lines.contains(&"threads 0"), "{lines:?}");
+    let nested = sh(&ws, "unshare --user --map-root-user true; echo $?");
+    assert!(nested.tail.trim().ends_with('1'), "{nested:?}");
+}

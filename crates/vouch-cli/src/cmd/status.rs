@@ -27,11 +27,14 @@ pub fn doctor(dir: &Path, json: bool) -> Result<i32> {
     let report = vouch_adapters::doctor::doctor(&cfg, &home::providers(dir, &cfg), &pending);
     // Patch attempts run their commands only in a bubblewrap sandbox (§14.0.5).
     let sandbox = vouch_repo::sandbox::probe();
+    let filter = vouch_repo::seccomp::programs().map(|_| ());
     if json {
         outln!(
             "{}",
             json!({"home": dir, "destinations": report.destinations, "overrides": report.overrides, "automation": report.automation, "stuck_routes": report.stuck_routes,
-                "sandbox": {"available": sandbox.is_ok(), "reason": sandbox.as_ref().err()}})
+                "sandbox": {"available": sandbox.is_ok(), "reason": sandbox.as_ref().err(),
+                    "syscall_filter": {"active": filter.is_ok(), "reason": filter.as_ref().err()},
+                    "process_limit": vouch_repo::sandbox::PROCESS_LIMIT_NOTE}})
         );
     } else {
         houtln!("vouch home {} — destinations:", dir.display());
@@ -48,7 +51,15 @@ pub fn doctor(dir: &Path, json: bool) -> Result<i32> {
         }
         match &sandbox {
             Ok(()) => {
-                houtln!("sandbox   ready        patch commands and checks run under bubblewrap")
+                houtln!("sandbox   ready        patch commands and checks run under bubblewrap");
+                match &filter {
+                    Ok(()) => houtln!("          system calls: namespaces, mounts, tracing, keyrings, BPF refused"),
+                    Err(e) => houtln!("          system calls: {e}"),
+                }
+                houtln!(
+                    "          processes: {}",
+                    vouch_repo::sandbox::PROCESS_LIMIT_NOTE
+                );
             }
             Err(e) => houtln!(
                 "sandbox   unavailable  patch attempts refuse to run commands and checks: {e}"
