@@ -100,8 +100,9 @@ use Scope::{Admin as A, Person as P, Reader as R, Worker as W};
 
 /// Every route and the scopes that may call it (§17.1.1), in one table. A path segment `{x}`
 /// matches any one segment; literal routes come before the parametrised ones they overlap.
-/// A request matching no entry is the router's (404 `not_found`, 405 for another method)
-/// for any authenticated caller. A worker never decides (approve, deny, edit, answer,
+/// A row's `GET` is also its `HEAD` (the router answers a HEAD with the GET handler). A
+/// request matching no entry is the router's (404 `not_found`, 405 for another method) for
+/// any authenticated caller. A worker never decides (approve, deny, edit, answer,
 /// cancel, resume): no decision route lists `W`, and a test walks this table against the
 /// OpenAPI document for every scope.
 pub const ROUTES: &[(&str, &str, &[Scope])] = &[
