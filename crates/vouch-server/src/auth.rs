@@ -57,6 +57,28 @@ impl Caller {
         }
     }
 
+    /// Whether this caller may read `run` once its scope admitted the route or tool: a worker
+    /// token reads only the runs of its own identity's attempts, live or ended (§17.1.1); any
+    /// other run is 403 `forbidden`, one that does not exist too, so a worker cannot tell
+    /// another's run from none. Every other scope reads every run.
+    pub fn reads_run(&self, state: &AppState, run: &str) -> crate::ApiResult<()> {
+        if self.scope != Scope::Worker {
+            return Ok(());
+        }
+        let claimant = match &state.board {
+            Some(board) => board.attempt_of_run(run)?.map(|a| a.claimant),
+            None => None,
+        };
+        match (claimant, &self.identity) {
+            (Some(c), Some(me)) if c == *me => Ok(()),
+            _ => Err(ApiError::forbidden(format!(
+                "run `{}` is not the run of an attempt of `{}`; a worker token reads only its own attempts' runs",
+                vouch_core::escape_line(run),
+                self.identity.as_deref().unwrap_or_default()
+            ))),
+        }
+    }
+
     /// A worker token acts only as its own identity: any other claimant is 403 `forbidden`.
     pub fn acts_as(&self, claimant: &str) -> Result<(), ApiError> {
         match (&self.scope, &self.identity) {
@@ -78,8 +100,9 @@ use Scope::{Admin as A, Person as P, Reader as R, Worker as W};
 
 /// Every route and the scopes that may call it (§17.1.1), in one table. A path segment `{x}`
 /// matches any one segment; literal routes come before the parametrised ones they overlap.
-/// A request matching no entry is the router's (404 `not_found`, 405 for another method)
-/// for any authenticated caller. A worker never decides (approve, deny, edit, answer,
+/// A row's `GET` is also its `HEAD` (the router answers a HEAD with the GET handler). A
+/// request matching no entry is the router's (404 `not_found`, 405 for another method) for
+/// any authenticated caller. A worker never decides (approve, deny, edit, answer,
 /// cancel, resume): no decision route lists `W`, and a test walks this table against the
 /// OpenAPI document for every scope.
 pub const ROUTES: &[(&str, &str, &[Scope])] = &[
@@ -128,6 +151,11 @@ pub const ROUTES: &[(&str, &str, &[Scope])] = &[
     ("*", "/mcp", &[P, R, W]),
 ];
 
+/// The run routes a worker token reads for the runs of its own identity's attempts only (the
+/// `{id}` is the run of an attempt it claimed, live or ended), beside what `ROUTES` gives it:
+/// its run and receipt, as `run_status` and `receipt` over MCP. Any other run is 403.
+pub const WORKER_OWN_RUNS: &[&str] = &["/api/runs/{id}", "/api/runs/{id}/receipt"];
+
 /// Every MCP tool and the scopes that may call it. Verb tools (`save`, `send`, …) are
 /// `"verb"`: an agent performing an item of its own run. No tool decides a card.
 pub const MCP_TOOLS: &[(&str, &[Scope])] = &[
@@ -151,23 +179,26 @@ pub const MCP_TOOLS: &[(&str, &[Scope])] = &[
     ("receipt", &[P, R, W]),
 ];
 
-/// The table entry for a request, if any: its template and the scopes it admits.
+/// The table entry for a request, if any: its template and the scopes it admits. The path
+/// picks the route as the router does (the first template it matches: a literal before the
+/// parametrised one it overlaps), then the method its row; `HEAD` is `GET`'s row, since the
+/// router answers a HEAD with the GET route's handler. None: the router answers 404 or 405.
 pub fn route_for(method: &str, path: &str) -> Option<(&'static str, &'static [Scope])> {
     if path == "/mcp" || path.starts_with("/mcp/") {
         return Some(("/mcp", &[P, R, W]));
     }
+    let method = if method == "HEAD" { "GET" } else { method };
     let segs: Vec<&str> = path.split('/').collect();
+    let (_, template, _) = ROUTES.iter().find(|(_, template, _)| {
+        let t: Vec<&str> = template.split('/').collect();
+        t.len() == segs.len()
+            && t.iter()
+                .zip(&segs)
+                .all(|(t, s)| (t.starts_with('{') && !s.is_empty()) || t == s)
+    })?;
     ROUTES
         .iter()
-        .find(|(m, template, _)| {
-            *m == method && {
-                let t: Vec<&str> = template.split('/').collect();
-                t.len() == segs.len()
-                    && t.iter()
-                        .zip(&segs)
-                        .all(|(t, s)| (t.starts_with('{') && !s.is_empty()) || t == s)
-            }
-        })
+        .find(|(m, t, _)| *m == method && t == template)
         .map(|(_, t, scopes)| (*t, *scopes))
 }
 
@@ -241,21 +272,47 @@ pub async fn require_token(
         }
         Err(e) => return e.into_response(),
     };
-    let method = req.method().as_str().to_string();
-    if let Some((template, allowed)) = route_for(&method, req.uri().path()) {
-        if !allowed.contains(&token.scope) {
-            let what = format!("{method} {template}");
-            return refuse(token.scope, &what, allowed).into_response();
-        }
-    }
-    req.extensions_mut().insert(Caller {
+    let caller = Caller {
         token: token.name,
         token_hash: hash,
         scope: token.scope,
         identity: token.identity,
         via: "http",
-    });
+    };
+    let method = req.method().as_str().to_string();
+    if let Err(e) = authorize(&state, &caller, &method, req.uri().path()).await {
+        return e.into_response();
+    }
+    req.extensions_mut().insert(caller);
     next.run(req).await
+}
+
+/// Whether the table admits `caller` for `method` on `path` (any method, HEAD as GET): its
+/// scope's row, or for a worker token a run route of `WORKER_OWN_RUNS` on the run of one of
+/// its identity's attempts. A request with no row is the router's to answer (404 or 405).
+async fn authorize(
+    state: &AppState,
+    caller: &Caller,
+    method: &str,
+    path: &str,
+) -> crate::ApiResult<()> {
+    let Some((template, allowed)) = route_for(method, path) else {
+        return Ok(());
+    };
+    if allowed.contains(&caller.scope) {
+        return Ok(());
+    }
+    if caller.scope == Scope::Worker && WORKER_OWN_RUNS.contains(&template) {
+        // `/api/runs/{id}…`: the run is the fourth segment.
+        let run = path.split('/').nth(3).unwrap_or_default().to_string();
+        let (state, caller) = (state.clone(), caller.clone());
+        return blocking(move || caller.reads_run(&state, &run)).await;
+    }
+    Err(refuse(
+        caller.scope,
+        &format!("{method} {template}"),
+        allowed,
+    ))
 }
 
 #[cfg(test)]
@@ -275,6 +332,23 @@ mod tests {
         assert_eq!(route_for("GET", "/api/tasks//x"), None);
         assert_eq!(route_for("GET", "/api/nowhere"), None);
         assert_eq!(route_for("POST", "/mcp").map(|r| r.0), Some("/mcp"));
+        // The literal route has no GET: the router answers 405, not `/api/tasks/{id}`'s GET.
+        assert_eq!(route_for("GET", "/api/tasks/claim-next"), None);
+    }
+
+    #[test]
+    fn head_is_authorized_as_get() {
+        for (m, path, scopes) in ROUTES.iter().filter(|r| r.0 == "GET") {
+            assert_eq!(
+                route_for("HEAD", path),
+                Some((*path, *scopes)),
+                "{m} {path}"
+            );
+        }
+        assert_eq!(
+            route_for("HEAD", "/api/identities").map(|r| r.1),
+            Some(&[A][..])
+        );
     }
 
     #[test]

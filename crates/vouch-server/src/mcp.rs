@@ -370,6 +370,7 @@ impl VouchMcp {
     }
 
     fn status(&self, run: &str) -> ApiResult<Value> {
+        self.readable_run(run)?;
         let store = self.state.store.as_ref();
         let rec = store
             .run(run)?
@@ -436,8 +437,19 @@ impl VouchMcp {
         Ok(v)
     }
 
-    /// A run named by the agent, which must exist.
+    /// A run the caller reads or acts on, by the same rule as the HTTP routes: a worker
+    /// token's must be the run of one of its identity's attempts (`Caller::reads_run`).
+    /// Over stdio there is no token and every run is the caller's.
+    fn readable_run(&self, run: &str) -> ApiResult<()> {
+        match &self.caller {
+            Some(c) => c.reads_run(&self.state, run),
+            None => Ok(()),
+        }
+    }
+
+    /// A run named by the agent, which the caller may read and which must exist.
     fn existing_run(&self, run: &RunId) -> ApiResult<()> {
+        self.readable_run(run.as_str())?;
         if self.state.store.run(run.as_str())?.is_none() {
             return Err(ApiError::not_found(format!(
                 "no run `{run}`; `declare` without `run` opens one"
@@ -518,7 +530,10 @@ impl VouchMcp {
             }
             ToolCall::Finish(a) => self.finish(&a.run, &a.text),
             ToolCall::RunStatus(a) => self.status(a.run.as_str()),
-            ToolCall::Receipt(a) if a.signed => work::signed_receipt(s, a.run.as_str()),
+            ToolCall::Receipt(a) if a.signed => {
+                self.readable_run(a.run.as_str())?;
+                work::signed_receipt(s, a.run.as_str())
+            }
             ToolCall::Receipt(a) => Ok(receipt_of(&a.run, &self.status(a.run.as_str())?)),
         }
     }

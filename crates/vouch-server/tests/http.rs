@@ -1259,9 +1259,11 @@ impl Drop for DropSchema {
     }
 }
 
-/// The workers' server on either backend, with its identity store.
+/// The workers' server on either backend, with its identity store; on PostgreSQL in a schema
+/// of its own named after `test`, since tests run at once.
 fn workers_on(
     pg: bool,
+    test: &str,
 ) -> (
     Server,
     Arc<dyn vouch_store::IdentityStore>,
@@ -1273,7 +1275,7 @@ fn workers_on(
     }
     let url = std::env::var("VOUCH_PG_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    let schema = format!("vouch_test_workers_{}", std::process::id());
+    let schema = format!("vouch_test_{test}_{}", std::process::id());
     let guard = DropSchema(url.clone(), schema.clone());
     let pgs = Arc::new(vouch_store_postgres::PostgresStore::open(&url, &schema).unwrap());
     let s = start_workers_on(
@@ -1371,7 +1373,7 @@ fn on_postgresql_workers_claim_and_report_over_http() {
 }
 
 fn workers_flow(pg: bool) {
-    let (s, ids, _schema) = workers_on(pg);
+    let (s, ids, _schema) = workers_on(pg, "workers");
     let w1 = vouch_identity::Identity::from_secret("w1", &[1; 32]);
     let w2 = vouch_identity::Identity::from_secret("w2", &[2; 32]);
     ids.put_identity(&w1.record(1)).unwrap();
@@ -2332,15 +2334,18 @@ fn a_claim_or_an_offer_with_extreme_times_is_a_422_not_a_panic() {
     assert_eq!(s.get("/api/tasks").json()["tasks"], json!([]));
 }
 
-/// The status of one request and its problem code, without reading a stream's body.
-fn status_of(s: &Server, method: &str, path: &str, token: &str) -> (u16, Option<String>) {
+/// The status of one request and its problem code, without reading a stream's body (a HEAD
+/// answer has none: its code is `None`). `token` None sends no `Authorization`.
+fn status_of(s: &Server, method: &str, path: &str, token: Option<&str>) -> (u16, Option<String>) {
     let agent = ureq::AgentBuilder::new().build();
-    let req = agent
+    let mut req = agent
         .request(method, &format!("{}{path}", s.base))
-        .set("Authorization", &format!("Bearer {token}"))
         .set("Accept", "application/json, text/event-stream");
+    if let Some(t) = token {
+        req = req.set("Authorization", &format!("Bearer {t}"));
+    }
     let res = match method {
-        "GET" => req.call(),
+        "GET" | "HEAD" => req.call(),
         _ => req
             .set("Content-Type", "application/json")
             .send_string("{\"hash\":\"x\"}"),
@@ -2350,89 +2355,418 @@ fn status_of(s: &Server, method: &str, path: &str, token: &str) -> (u16, Option<
         Err(e) => panic!("{method} {path}: {e}"),
     };
     let status = res.status();
-    let code = (res.content_type() == "application/problem+json")
+    let code = (method != "HEAD" && res.content_type() == "application/problem+json")
         .then(|| res.into_string().unwrap())
         .and_then(|b| serde_json::from_str::<Value>(&b).ok())
         .and_then(|p| p["code"].as_str().map(String::from));
     (status, code)
 }
 
-/// Issue 23 #1 (§17.1.1): every operation of the OpenAPI document × every scope. Whether a
-/// scope may call it comes from the authorization table (`auth::ROUTES`), which must name
-/// every documented operation; refused is exactly 403 `forbidden`, admitted is never that
-/// (the handler answers as it would). Worker, reader and admin go first and change nothing:
-/// the card stays open and nothing is sent.
-fn scope_matrix(s: &Server) {
+/// The methods the scope walk sends to every route: the router's, HEAD (answered by a GET
+/// route's handler, so authorized as that GET) and methods no route takes.
+const METHODS: [&str; 7] = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"];
+
+/// Every scope, and no token at all (`None`); the person goes last, since its calls decide.
+const CALLERS: [Option<vouch_core::Scope>; 5] = [
+    Some(vouch_core::Scope::Worker),
+    Some(vouch_core::Scope::Reader),
+    Some(vouch_core::Scope::Admin),
+    None,
+    Some(vouch_core::Scope::Person),
+];
+
+fn secret_of(scope: vouch_core::Scope) -> String {
     use vouch_core::Scope;
-    let hook = hook();
-    let run = s.send_run(&hook);
-    let doc: Value = serde_json::from_str(&vouch_server::openapi::json()).unwrap();
-    let secret = |scope: Scope| match scope {
+    match scope {
         Scope::Person => SECRET.to_string(),
         Scope::Worker => worker_secret("w1"),
         Scope::Reader => READER_SECRET.to_string(),
         Scope::Admin => ADMIN_SECRET.to_string(),
+    }
+}
+
+/// What the authorization table gives a request.
+#[derive(Debug, PartialEq, Clone, Copy)]
+enum Expect {
+    /// 401 `unauthorized`: no token.
+    Unauthorized,
+    /// 403 `forbidden`: the table does not admit the scope.
+    Forbidden,
+    /// 405: the table has no row for the method on this route, nor does the router.
+    NoMethod,
+    /// The handler answers, whatever it says (never 401, 403 or 405).
+    Admitted,
+}
+
+/// The runs the walks read: the person's (waiting on its card), and the runs of an attempt of
+/// `w1` (the worker token's identity) and of `w2`.
+struct Runs {
+    person: String,
+    own: String,
+    other: String,
+}
+
+/// What `auth::ROUTES` (and `auth::WORKER_OWN_RUNS`) give `caller` for `method` on
+/// `template` with its `{id}` being `run`: HEAD is GET's row.
+fn expect(caller: Option<vouch_core::Scope>, method: &str, template: &str, run: &str) -> Expect {
+    use vouch_core::Scope;
+    let Some(scope) = caller else {
+        return Expect::Unauthorized;
     };
-    let mut checked = 0;
-    for scope in [Scope::Worker, Scope::Reader, Scope::Admin, Scope::Person] {
-        for (template, item) in doc["paths"].as_object().unwrap() {
-            for method in item.as_object().unwrap().keys() {
-                let m = method.to_uppercase();
-                let path = template
-                    .replace("{id}", &run)
-                    .replace("{delivery}", "d1")
-                    .replace("{name}", "x")
-                    .replace("{n}", "1")
-                    .replace("{cid}", "x");
-                let (row, allowed) = vouch_server::auth::route_for(&m, &path)
-                    .unwrap_or_else(|| panic!("{m} {template} has no row in auth::ROUTES"));
-                assert_eq!(row, template, "{m} {path} matched another row");
-                let (status, code) = status_of(s, &m, &path, &secret(scope));
-                if allowed.contains(&scope) {
-                    assert!(
-                        status != 401 && code.as_deref() != Some("forbidden"),
-                        "{scope} {m} {template}: {status} {code:?}"
-                    );
-                } else {
-                    assert_eq!(
-                        (status, code.as_deref()),
-                        (403, Some("forbidden")),
-                        "{scope} {m} {template}"
-                    );
-                }
-                checked += 1;
+    let row_method = if method == "HEAD" { "GET" } else { method };
+    let Some((_, _, allowed)) = vouch_server::auth::ROUTES
+        .iter()
+        .find(|(m, t, _)| *t == template && *m == row_method)
+    else {
+        return Expect::NoMethod;
+    };
+    let own = scope == Scope::Worker
+        && run == "own"
+        && vouch_server::auth::WORKER_OWN_RUNS.contains(&template);
+    if allowed.contains(&scope) || own {
+        Expect::Admitted
+    } else {
+        Expect::Forbidden
+    }
+}
+
+fn check(what: &str, want: Expect, (status, code): (u16, Option<String>), head: bool) {
+    match want {
+        Expect::Unauthorized => assert_eq!(status, 401, "{what}"),
+        Expect::NoMethod => assert_eq!(status, 405, "{what}"),
+        Expect::Forbidden if head => assert_eq!(status, 403, "{what}"),
+        Expect::Forbidden => assert_eq!(
+            (status, code.as_deref()),
+            (403, Some("forbidden")),
+            "{what}"
+        ),
+        Expect::Admitted => assert!(![401, 403, 405].contains(&status), "{what}: {status}"),
+    }
+}
+
+/// An attempt claimed by worker `name` over HTTP: its run (the claim opens it, §13.2.1).
+fn claimed_run(s: &Server, ids: &dyn vouch_store::IdentityStore, name: &str, key: u8) -> String {
+    let w = vouch_identity::Identity::from_secret(name, &[key; 32]);
+    ids.put_identity(&w.record(1)).unwrap();
+    let offer = s.post(
+        "/api/tasks",
+        json!({"type": "freeform", "brief": format!("a task for {name}")}),
+    );
+    assert_eq!(offer.status, 201, "{}", offer.body);
+    let c = s.post("/api/tasks/claim-next", claim_body(&w, now_ms()));
+    assert_eq!(c.status, 200, "{}", c.body);
+    c.json()["run"].as_str().unwrap().to_string()
+}
+
+/// The runs of a scope walk: a worker token's own attempt's run and another identity's are
+/// walked beside the person's on every run route.
+fn runs_of(s: &Server, ids: &dyn vouch_store::IdentityStore, hook: &Hook) -> Runs {
+    Runs {
+        person: s.send_run(hook),
+        own: claimed_run(s, ids, "w1", 1),
+        other: claimed_run(s, ids, "w2", 2),
+    }
+}
+
+/// The route templates of `auth::ROUTES` but `/mcp`, in its order: the table must hold every
+/// operation of the OpenAPI document, and every row must be one.
+fn tabled_routes() -> Vec<&'static str> {
+    let doc: Value = serde_json::from_str(&vouch_server::openapi::json()).unwrap();
+    for (template, item) in doc["paths"].as_object().unwrap() {
+        for method in item.as_object().unwrap().keys() {
+            let m = method.to_uppercase();
+            assert!(
+                vouch_server::auth::ROUTES
+                    .iter()
+                    .any(|(rm, t, _)| *rm == m && t == template),
+                "{m} {template} has no row in auth::ROUTES"
+            );
+        }
+    }
+    let mut templates: Vec<&'static str> = vec![];
+    for (m, t, _) in vouch_server::auth::ROUTES.iter().filter(|r| r.1 != "/mcp") {
+        assert!(
+            doc["paths"][t][m.to_lowercase()].is_object(),
+            "{m} {t} is not documented"
+        );
+        if !templates.contains(t) {
+            templates.push(t);
+        }
+    }
+    templates
+}
+
+/// One route with every method for `caller`, its `{id}` being `run` (named `run_name`, as
+/// [`expect`] takes it): each answers as the table says, HEAD as GET does. How many sent.
+fn walk_route(
+    s: &Server,
+    caller: Option<vouch_core::Scope>,
+    template: &str,
+    (run_name, run): (&str, &str),
+) -> usize {
+    let token = caller.map(secret_of);
+    let path = template
+        .replace("{id}", run)
+        .replace("{delivery}", "d1")
+        .replace("{name}", "x")
+        .replace("{n}", "1")
+        .replace("{cid}", "x");
+    let mut get = None;
+    for m in METHODS {
+        let got = status_of(s, m, &path, token.as_deref());
+        let what = format!("{caller:?} {m} {template} ({run_name} run)");
+        let head = m == "HEAD";
+        check(
+            &what,
+            expect(caller, m, template, run_name),
+            got.clone(),
+            head,
+        );
+        match m {
+            "GET" => get = Some(got.0),
+            "HEAD" => assert_eq!(Some(got.0), get, "{what}: HEAD answers as GET"),
+            _ => {}
+        }
+    }
+    METHODS.len()
+}
+
+/// Issue 23 #1, issue 38 #6 (§17.1.1): every route of the authorization table (`auth::ROUTES`,
+/// which must hold every operation of the OpenAPI document and nothing else) × every method
+/// × every scope and none, over real HTTP. Refused is exactly 403 `forbidden`, admitted is
+/// never 401, 403 or 405, HEAD answers as GET does; a worker token reads its own attempt's
+/// run and receipt, not another identity's nor the person's. Worker, reader, admin and no
+/// token go first and change nothing: the card stays open and nothing is sent.
+fn scope_matrix(s: &Server, ids: &dyn vouch_store::IdentityStore) {
+    use vouch_core::Scope;
+    let hook = hook();
+    let runs = runs_of(s, ids, &hook);
+    let templates = tabled_routes();
+    // A worker token reads its own attempt's run and receipt (issue 39 #4), HEAD as GET.
+    let w1 = worker_secret("w1");
+    for path in [
+        format!("/api/runs/{}", runs.own),
+        format!("/api/runs/{}/receipt", runs.own),
+    ] {
+        let r = s.call("GET", &path, Some(&w1), None);
+        assert_eq!(r.status, 200, "{path}: {}", r.body);
+        assert!(r.body.contains(&runs.own), "{path}: {}", r.body);
+        assert_eq!(status_of(s, "HEAD", &path, Some(&w1)).0, 200, "HEAD {path}");
+    }
+    let mut walked = 0;
+    for caller in CALLERS {
+        for template in &templates {
+            let mut which = vec![("person", runs.person.as_str())];
+            if caller == Some(Scope::Worker) && template.starts_with("/api/runs/{id}") {
+                which.extend([("own", runs.own.as_str()), ("other", runs.other.as_str())]);
+            }
+            for run in which {
+                walked += walk_route(s, caller, template, run);
             }
         }
         // MCP is one endpoint: admin is refused there, the others reach the SDK.
-        let (status, code) = status_of(s, "POST", "/mcp", &secret(scope));
-        assert_eq!(
-            code.as_deref() == Some("forbidden"),
-            scope == Scope::Admin,
-            "{scope} /mcp: {status}"
-        );
-        if scope == Scope::Admin {
+        let (status, code) = status_of(s, "POST", "/mcp", caller.map(secret_of).as_deref());
+        match caller {
+            None => assert_eq!(status, 401, "/mcp without a token"),
+            Some(scope) => assert_eq!(
+                code.as_deref() == Some("forbidden"),
+                scope == Scope::Admin,
+                "{scope} /mcp: {status}"
+            ),
+        }
+        if caller.is_none() {
             // Nothing a non-person token did decided anything.
             assert_eq!(s.get("/api/approvals").json().as_array().unwrap().len(), 1);
             assert_eq!(*hook.hits.lock().unwrap(), 0);
         }
     }
-    // Every row but `/mcp` is a documented operation, and each was walked for every scope.
-    assert_eq!(checked, 4 * (vouch_server::auth::ROUTES.len() - 1));
+    // Every route was walked with every method for every caller, the worker's run routes
+    // three times (its own run, another identity's, the person's).
+    let run_routes = templates
+        .iter()
+        .filter(|t| t.starts_with("/api/runs/{id}"))
+        .count();
+    let walks = CALLERS.len() * templates.len() + 2 * run_routes;
+    assert_eq!(walked, METHODS.len() * walks);
 }
 
 #[test]
 fn every_route_admits_exactly_the_scopes_of_the_authorization_table() {
-    scope_matrix(&start());
+    let (s, ids, _schema) = workers_on(false, "scopes");
+    scope_matrix(&s, ids.as_ref());
 }
 
 #[test]
 fn on_postgresql_every_route_admits_exactly_the_scopes_of_the_table() {
-    let url = std::env::var("VOUCH_PG_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    let schema = format!("vouch_test_scopes_{}", std::process::id());
-    let _guard = DropSchema(url.clone(), schema.clone());
-    let store = vouch_server_pg_store(&url, &schema);
-    scope_matrix(&start_with(store, tempfile::tempdir().unwrap(), 4));
+    let (s, ids, _schema) = workers_on(true, "scopes");
+    scope_matrix(&s, ids.as_ref());
+}
+
+/// One MCP client over `/mcp` with `token`: `initialize`, then each call is one POST,
+/// answering the HTTP status and, when MCP answered, the JSON-RPC result.
+fn mcp_client(s: &Server, token: Option<String>) -> impl FnMut(&str, Value) -> (u16, Value) {
+    let url = format!("{}/mcp", s.base);
+    let mut session: Option<String> = None;
+    let mut id = 0;
+    let mut post = move |v: Value| -> (u16, Value) {
+        let mut req = ureq::post(&url)
+            .set("Content-Type", "application/json")
+            .set("Accept", "application/json, text/event-stream");
+        if let Some(t) = &token {
+            req = req.set("Authorization", &format!("Bearer {t}"));
+        }
+        if let Some(sid) = &session {
+            req = req.set("Mcp-Session-Id", sid);
+        }
+        let res = match req.send_string(&v.to_string()) {
+            Ok(r) | Err(ureq::Error::Status(_, r)) => r,
+            Err(e) => panic!("/mcp: {e}"),
+        };
+        if let Some(sid) = res.header("mcp-session-id") {
+            session = Some(sid.to_string());
+        }
+        let status = res.status();
+        let body = res.into_string().unwrap();
+        let body = body
+            .lines()
+            .find_map(|l| l.strip_prefix("data:"))
+            .unwrap_or(&body)
+            .trim()
+            .to_string();
+        (status, serde_json::from_str(&body).unwrap_or(Value::Null))
+    };
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-03-26", "capabilities": {},
+        "clientInfo": {"name": "scopes", "version": "0"}}});
+    if post(init).0 == 200 {
+        post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    }
+    move |method: &str, params: Value| {
+        id += 1;
+        let (status, answer) =
+            post(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        (status, answer["result"].clone())
+    }
+}
+
+/// Arguments a tool decodes: each required property, and `run` when it takes one, filled by
+/// its type (`run` naming `run`), so the call reaches the checks after decoding.
+fn arguments_for(schema: &Value, run: &str) -> Value {
+    let props = schema["properties"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    let mut names: Vec<String> = schema["required"]
+        .as_array()
+        .map(|r| {
+            r.iter()
+                .filter_map(|n| n.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    if props.contains_key("run") && !names.iter().any(|n| n == "run") {
+        names.push("run".into());
+    }
+    let mut args = serde_json::Map::new();
+    for name in names {
+        let v = match (name.as_str(), props[&name]["type"].as_str()) {
+            ("run", _) => json!(run),
+            (_, Some("integer")) => json!(1),
+            (_, Some("boolean")) => json!(false),
+            (_, Some("object")) => json!({}),
+            (_, Some("array")) => json!([]),
+            _ => json!("x"),
+        };
+        args.insert(name, v);
+    }
+    Value::Object(args)
+}
+
+/// A tool that acts on the run its `run` names: the host's tools and the verbs, not the
+/// board's (whose `run` is a report's attempt run).
+fn acts_on_a_run(tool: &str) -> bool {
+    !tool.starts_with("task_") && !tool.starts_with("artifact_")
+}
+
+/// Issue 38 #6 (§17.1.1, §17.2): every MCP tool (`tools/list`, each with its row of
+/// `auth::MCP_TOOLS`) × every scope and none, over `/mcp` of a real server. A tool the table
+/// does not admit is a tool error whose structured content is the 403 `forbidden` problem; a
+/// worker token's tools on a run refuse every run but its own attempts' — the person's
+/// waiting run and another identity's attempt's — and read its own (`run_status`, `receipt`).
+fn mcp_scope_matrix(s: &Server, ids: &dyn vouch_store::IdentityStore) {
+    use vouch_core::Scope;
+    let hook = hook();
+    let runs = runs_of(s, ids, &hook);
+    let (status, list) = mcp_client(s, Some(SECRET.into()))("tools/list", json!({}));
+    assert_eq!(status, 200, "{list}");
+    let tools = list["tools"].as_array().unwrap().clone();
+    assert_eq!(tools.len(), vouch_server::mcp::tools().len());
+    let forbidden = |r: &Value| {
+        r["isError"] == true
+            && r["structuredContent"]["code"] == "forbidden"
+            && r["structuredContent"]["status"] == 403
+    };
+    for caller in CALLERS {
+        let mut call = mcp_client(s, caller.map(secret_of));
+        let worker = caller == Some(Scope::Worker);
+        for t in &tools {
+            let name = t["name"].as_str().unwrap();
+            let allowed = vouch_server::auth::tool_scopes(name);
+            assert!(!allowed.is_empty(), "{name} has no row in auth::MCP_TOOLS");
+            let mut which = vec![("person", runs.person.as_str())];
+            if worker && acts_on_a_run(name) {
+                which.push(("other", runs.other.as_str()));
+            }
+            for (run_name, run) in which {
+                let what = format!("{caller:?} {name} ({run_name} run)");
+                let params =
+                    json!({"name": name, "arguments": arguments_for(&t["inputSchema"], run)});
+                let (status, r) = call("tools/call", params);
+                match caller {
+                    None => assert_eq!(status, 401, "{what}"),
+                    Some(Scope::Admin) => assert_eq!(status, 403, "{what}"),
+                    Some(scope) => {
+                        assert_eq!(status, 200, "{what}: {r}");
+                        let refused = !allowed.contains(&scope) || (worker && acts_on_a_run(name));
+                        assert_eq!(forbidden(&r), refused, "{what}: {r}");
+                    }
+                }
+            }
+        }
+        if worker {
+            // Its own attempt's run it reads: where it stands and its receipt.
+            let args = json!({"run": runs.own});
+            let (_, st) = call(
+                "tools/call",
+                json!({"name": "run_status", "arguments": args}),
+            );
+            assert_eq!(st["structuredContent"]["run"], runs.own.as_str(), "{st}");
+            assert_eq!(st["isError"], false, "{st}");
+            let (_, rc) = call("tools/call", json!({"name": "receipt", "arguments": args}));
+            assert_eq!(rc["structuredContent"]["run"], runs.own.as_str(), "{rc}");
+            // And the person's waiting run's card, payload and all, it never sees.
+            let args = json!({"run": runs.person});
+            let (_, st) = call(
+                "tools/call",
+                json!({"name": "run_status", "arguments": args}),
+            );
+            assert!(!st.to_string().contains("payload_hash"), "{st}");
+        }
+    }
+    // Nothing the walk did sent anything.
+    assert_eq!(*hook.hits.lock().unwrap(), 0);
+}
+
+#[test]
+fn every_mcp_tool_admits_exactly_the_scopes_of_the_authorization_table() {
+    let (s, ids, _schema) = workers_on(false, "mcp_scopes");
+    mcp_scope_matrix(&s, ids.as_ref());
+}
+
+#[test]
+fn on_postgresql_every_mcp_tool_admits_exactly_the_scopes_of_the_table() {
+    let (s, ids, _schema) = workers_on(true, "mcp_scopes");
+    mcp_scope_matrix(&s, ids.as_ref());
 }
 
 fn vouch_server_pg_store(url: &str, schema: &str) -> Arc<dyn Store> {
@@ -2851,7 +3185,7 @@ fn on_postgresql_a_run_started_over_http_is_driven_to_its_receipt() {
 /// never crosses. A taken name is 409, a bad name or key 422 naming the field, a person's
 /// token 403 — and the enrolled key's signed claim is accepted at once.
 fn enrolment(pg: bool) {
-    let (s, _ids, _schema) = workers_on(pg);
+    let (s, _ids, _schema) = workers_on(pg, "enrolment");
     let w = vouch_identity::Identity::from_secret("w", &[9; 32]);
     let admin = |method: &str, body: Option<Value>| {
         let text = body.map(|b| b.to_string());
