@@ -180,7 +180,8 @@ pub(crate) enum Cmd {
         allow_host: Vec<String>,
     },
     /// MCP on stdin/stdout for an agent (the board's worker tools and the host's own tools:
-    /// declare, deliver, clarify, finish, receipt); see the README's MCP section.
+    /// declare, the verbs save/send/…, clarify, finish, run_status, receipt); see the README's
+    /// MCP section.
     Mcp {
         /// Sign the worker tools' claims and reports with this identity (its key file in the
         /// home; created and registered on first use, as for `vouch worker --name`).
