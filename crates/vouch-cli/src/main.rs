@@ -178,7 +178,7 @@ pub(crate) fn open_host(dir: &Path, watch: bool) -> Result<Host> {
 fn run(cli: Cli) -> Result<i32> {
     let dir = home::home_dir(cli.home.as_deref());
     let json = cli.json;
-    // Options that would do nothing are refused, not silently ignored.
+    // A global option that does not apply is ignored, and said so (as other tools do).
     let homeless = match &cli.cmd {
         Cmd::Demo { .. } => Some("demo"),
         Cmd::Oracle { .. } => Some("oracle"),
@@ -189,9 +189,7 @@ fn run(cli: Cli) -> Result<i32> {
         _ => None,
     };
     if let (Some(name), Some(_)) = (homeless, &cli.home) {
-        return Err(bad(format!(
-            "`vouch {name}` does not use a home (it works in its own temporary folder); leave out --home"
-        )));
+        eprintln!("note: `vouch {name}` does not use a home; --home is ignored");
     }
     if matches!(cli.cmd, Cmd::Demo { .. }) && json {
         return Err(bad(

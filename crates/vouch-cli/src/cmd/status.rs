@@ -40,7 +40,7 @@ pub fn doctor(dir: &Path, json: bool) -> Result<i32> {
         houtln!("vouch home {} — destinations:", dir.display());
         for r in &report.destinations {
             houtln!(
-                "  {:<9} {:<12} {}",
+                "  {:<10} {:<12} {}",
                 r.kind.as_str(),
                 r.level.as_str(),
                 r.connect_step.as_deref().unwrap_or("")
@@ -51,18 +51,28 @@ pub fn doctor(dir: &Path, json: bool) -> Result<i32> {
         }
         match &sandbox {
             Ok(()) => {
-                houtln!("sandbox   ready        patch commands and checks run under bubblewrap");
+                houtln!(
+                    "  {:<10} {:<12} patch commands and checks run under bubblewrap",
+                    "sandbox",
+                    "ready"
+                );
                 match &filter {
-                    Ok(()) => houtln!("          system calls: namespaces, mounts, tracing, keyrings, BPF refused"),
-                    Err(e) => houtln!("          system calls: {e}"),
+                    Ok(()) => houtln!(
+                        "{:26}system calls: namespaces, mounts, tracing, keyrings, BPF refused",
+                        ""
+                    ),
+                    Err(e) => houtln!("{:26}system calls: {e}", ""),
                 }
                 houtln!(
-                    "          processes: {}",
+                    "{:26}processes: {}",
+                    "",
                     vouch_repo::sandbox::PROCESS_LIMIT_NOTE
                 );
             }
             Err(e) => houtln!(
-                "sandbox   unavailable  patch attempts refuse to run commands and checks: {e}"
+                "  {:<10} {:<12} patch attempts refuse to run commands and checks: {e}",
+                "sandbox",
+                "unavailable"
             ),
         }
         for r in &report.stuck_routes {

@@ -212,7 +212,11 @@ impl Declare<'_> {
         }
         Ok(CallResult {
             ok: true,
-            text: format!("manifest recorded; postures: {}", lines.join(", ")),
+            text: if lines.is_empty() {
+                "manifest recorded; it declares no deliveries".to_string()
+            } else {
+                format!("manifest recorded; postures: {}", lines.join(", "))
+            },
             suspend,
             end: None,
             repair: false,

@@ -531,7 +531,11 @@ impl Host {
             }
         ));
         self.final_text_to_surface(run, &text)?;
-        self.say("  loop ended: the model gave its final text");
+        self.say(if text.is_empty() {
+            "  loop ended: the model ended its turn with no text and no calls"
+        } else {
+            "  loop ended: the model gave its final text"
+        });
         Ok(Step::Stop(None))
     }
 
