@@ -12,7 +12,7 @@ import unittest
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 from vouch_client import (SUSPENDED, Attempt, BadSignature, Client, Conflict, Fail, Forbidden,
-                          InvalidField, Refused, Replayed, Worker, generate_key, public_key_string)
+                          InvalidField, Refused, Replayed, Unavailable, Worker, generate_key, public_key_string)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -237,6 +237,28 @@ class AgainstARealHost(unittest.TestCase):
             self.assertEqual(detail["attempts"][0]["claimant"], "py1")
         self.assertEqual(self.person.task(failing)["task"]["state"], "failed")
         self.assertIsNone(self.w.claim(tags=[tag]))
+
+    def test_the_readmes_worker_gives_a_run_whose_receipt_says_accepted(self):
+        tag = self.id().rsplit(".", 1)[-1][:60]
+        task = self.person.offer("freeform", "Summarise the notes", tags=[tag])["task"]["id"]
+        # As the README writes it.
+        answers = Worker(self.w, lambda task, attempt, client: {"summary": "done"}, tags=[tag]).drain()
+        self.assertEqual(len(answers), 1, answers)
+        detail = self.person.task(task)
+        self.assertEqual(detail["task"]["state"], "completed", detail)
+        run = detail["attempts"][0]["run_id"]
+        receipt = json.dumps(self.person.request("GET", f"/api/runs/{run}/receipt"))
+        self.assertNotIn("handoff missing", receipt)
+        self.assertIn("accepted", receipt)
+        ended = self.person.request("GET", f"/api/runs/{run}")
+        self.assertEqual(ended["run"]["state"], "ended", ended)
+        back = self.w.result(task)
+        self.assertEqual((back["output"], back["run"]), ({"summary": "done"}, run), back)
+
+    def test_a_host_that_is_down_is_unavailable_not_a_url_error(self):
+        down = Client("http://127.0.0.1:9", "t")
+        with self.assertRaises(Unavailable):
+            down.request("GET", "/api/tasks")
 
     def test_a_worker_token_acts_only_as_its_identity(self):
         other = Client(self.host.url, self.w.token, identity="py2", key=generate_key())

@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from .canonical import canonical_bytes
-from .errors import VouchError, from_problem
+from .errors import Unavailable, VouchError, from_problem
 
 PUBLIC_KEY_PREFIX = "ed25519:"
 
@@ -120,6 +120,10 @@ class Client:
             except ValueError:
                 problem = {"detail": raw.decode("utf-8", "replace")[:500]}
             raise from_problem(e.code, problem) from None
+        except (urllib.error.URLError, OSError) as e:
+            # The host is down or unreachable: the same typed error as its own 503.
+            reason = getattr(e, "reason", e)
+            raise Unavailable(0, "unavailable", f"cannot reach the vouch host at {self.url}: {reason}") from None
         if not raw:
             return None
         if "json" in ctype:
@@ -209,6 +213,11 @@ class Client:
         if usage is not None:
             extra["usage"] = usage
         return self._report(attempt, "submit", "accepted", content_id(result), run, extra)
+
+    def result(self, task_id):
+        """A task's accepted output (`GET /api/tasks/{id}/result`): `{"output", "result"
+        (its content id), "run", "attempt", …}`, or `Conflict` (`no_result`) while it has none."""
+        return self.request("GET", f"/api/tasks/{_seg(task_id)}/result")
 
     def fail(self, attempt, reason, retryable=True, failure_class=None, run=None, usage=None):
         extra = {"reason": reason, "retryable": bool(retryable)}

@@ -4,7 +4,8 @@ The handler is `handler(task, attempt, client) -> result` where `task` is the ta
 claim answered (its `kind`, `spec.brief`, `spec.input`, …). It returns the result to submit,
 or raises `Fail(reason, retryable)` to report a failure; any other exception is reported as a
 retryable failure of class `worker_crash`. When the host opened a run for the attempt (the
-claim's answer names it), the run is passed through to the submit.
+claim's answer names it), the result is submitted through that run (its `submit` tool, then
+`finish`), so the run's receipt says what the board says.
 
 The handler drives the attempt's run on the host with `client.call(attempt, tool, args)`
 (`declare`, a verb such as `save` or `send`, `clarify`, `finish`): the host gives each
@@ -121,7 +122,9 @@ class Worker:
             self.done.append(answer)
             return answer
         try:
-            if kind == "result":
+            if kind == "result" and attempt.run is not None:
+                answer = self._submit_through_run(attempt, value)
+            elif kind == "result":
                 try:
                     answer = self.client.submit(attempt, value)
                 except InvalidResult as e:
@@ -134,6 +137,21 @@ class Worker:
             return None  # the attempt ended meanwhile (cancelled, timed out): nothing to do
         self.done.append(answer)
         return answer
+
+    def _submit_through_run(self, attempt, value):
+        """The result goes through the attempt's run (its `submit` tool, then `finish`), so
+        the run's receipt and the board say the same: the host reports the attempt from the
+        run's end. A result the run refuses fails the attempt as malformed."""
+        reply = self.client.call(attempt, "submit", {"result": value})
+        if not (reply or {}).get("ok", False):
+            text = (reply or {}).get("text") or "the run refused the result"
+            return self.client.fail(attempt, _bounded(f"malformed result: {text}"), True,
+                                    "malformed_output")
+        end = self.client.call(attempt, "finish", {"text": ""})
+        detail = self.client.task(attempt.task)
+        mine = [a for a in detail.get("attempts", []) if a.get("n") == attempt.n]
+        return {"task": detail["task"], "attempt": mine[0] if mine else None,
+                "run": (end or {}).get("end")}
 
     def drain(self, max_tasks=None):
         """Work until nothing is claimable (or `max_tasks` are done); the answers."""
