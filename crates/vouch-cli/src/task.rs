@@ -870,7 +870,9 @@ fn show_thread(board: &dyn BoardStore, id: &str, json: bool) -> Result<i32> {
 fn stored_context(dir: &Path, files: &[PathBuf], mut ids: Vec<String>) -> Result<Vec<String>> {
     let store = crate::home::open_artifacts(dir)?;
     for f in files {
-        let bytes = std::fs::read(f).map_err(|e| bad(format!("--context {}: {e}", f.display())))?;
+        let max = vouch_runtime::offer::CONTEXT_BYTES_MAX as u64;
+        let bytes = vouch_runtime::bounded::read_bytes(f, "--context", max)
+            .map_err(|e| bad(e.to_string()))?;
         if std::str::from_utf8(&bytes).is_err() {
             return Err(bad(format!(
                 "--context {}: not UTF-8 text; pin text the model can read",

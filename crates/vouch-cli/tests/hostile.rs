@@ -425,6 +425,44 @@ fn every_input_is_bounded_before_it_is_read(pg: bool) {
     }
     // No run was left behind by any of them.
     assert_eq!(h.json(&["runs", "list"]), json!([]));
+    // A pinned context file is read only up to the offer's context limit.
+    let out = h.vouch(
+        &[
+            "task",
+            "offer",
+            "--type",
+            "freeform",
+            "--brief",
+            "b",
+            "--context",
+            zero,
+        ],
+        &[],
+    );
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "--context: {err}");
+    assert!(err.contains(zero) && err.contains("262144"), "{err}");
+    assert_eq!(h.json(&["task", "list"]), json!([]));
+    // A scenario folder holding a link to /dev/zero: the scenario runner and the oracle
+    // refuse that file at the limit, naming it.
+    let dir = h.tmp.path().join("scenarios");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::symlink(zero, dir.join("endless.json")).unwrap();
+    let shown = dir.join("endless.json").display().to_string();
+    for cmd in ["oracle", "scenario"] {
+        let mut args = vec![cmd];
+        if cmd == "scenario" {
+            args.push("run");
+        }
+        args.push(dir.to_str().unwrap());
+        let out = h.vouch(&args, &[]);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(2), "{cmd}: {err}");
+        assert!(
+            err.contains(&shown) && err.contains("1048576"),
+            "{cmd}: {err}"
+        );
+    }
 }
 
 fn an_empty_title_is_refused_before_a_run_exists(pg: bool) {

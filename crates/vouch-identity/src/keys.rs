@@ -173,8 +173,24 @@ impl KeyDir {
                 meta.len()
             )));
         }
-        let text =
-            std::fs::read_to_string(&path).map_err(|e| fail(format!("cannot read it: {e}")))?;
+        // The length said nothing of a device or a FIFO (`/dev/zero` is 0 bytes long): the
+        // read itself stops one byte past the limit.
+        let mut bytes = vec![];
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(
+                std::fs::File::open(&path).map_err(|e| fail(format!("cannot read it: {e}")))?,
+                KEY_FILE_BYTES_MAX + 1,
+            ),
+            &mut bytes,
+        )
+        .map_err(|e| fail(format!("cannot read it: {e}")))?;
+        if bytes.len() as u64 > KEY_FILE_BYTES_MAX {
+            return Err(fail(format!(
+                "it holds more than a key file ever does ({KEY_FILE_BYTES_MAX} bytes)"
+            )));
+        }
+        let text = String::from_utf8(bytes)
+            .map_err(|_| fail("it is not a vouch key file (not UTF-8)".to_string()))?;
         let v: Value = serde_json::from_str(&text)
             .map_err(|e| fail(format!("it is not a vouch key file (not JSON: {e})")))?;
         let field = |k: &str| {

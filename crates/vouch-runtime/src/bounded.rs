@@ -34,6 +34,16 @@ pub enum ReadError {
 /// Read at most `bytes_max` bytes of `path` as UTF-8 text; `what` names the file for people
 /// ("script", "routine").
 pub fn read_text(path: &Path, what: &str, bytes_max: u64) -> Result<String, ReadError> {
+    let bytes = read_bytes(path, what, bytes_max)?;
+    String::from_utf8(bytes).map_err(|e| ReadError::Io {
+        what: what.to_string(),
+        path: path.to_path_buf(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+    })
+}
+
+/// Read at most `bytes_max` bytes of `path`, refusing a longer file at the limit.
+pub fn read_bytes(path: &Path, what: &str, bytes_max: u64) -> Result<Vec<u8>, ReadError> {
     let io = |source| ReadError::Io {
         what: what.to_string(),
         path: path.to_path_buf(),
@@ -51,8 +61,7 @@ pub fn read_text(path: &Path, what: &str, bytes_max: u64) -> Result<String, Read
             bytes_max,
         });
     }
-    String::from_utf8(bytes)
-        .map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
+    Ok(bytes)
 }
 
 #[cfg(test)]

@@ -126,9 +126,9 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Vec<(PathBuf, Scenario)>, LoadErr
     let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
     let mut out = Vec::with_capacity(files.len());
     for f in files {
-        let text = std::fs::read_to_string(&f).map_err(|e| LoadError::Io {
+        let text = read_bounded(&f).map_err(|message| LoadError::Io {
             path: f.clone(),
-            message: e.to_string(),
+            message,
         })?;
         let s = parse_scenario(&f, &text)?;
         if let Some(other) = seen.get(&s.id) {
@@ -142,4 +142,24 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Vec<(PathBuf, Scenario)>, LoadErr
         out.push((f, s));
     }
     Ok(out)
+}
+
+/// Bytes one scenario file holds at most (the corpus's largest is a few KiB).
+pub const SCENARIO_FILE_BYTES_MAX: u64 = 1 << 20;
+
+/// A scenario file as text, read only up to [`SCENARIO_FILE_BYTES_MAX`]: a link to
+/// `/dev/zero` or a huge file is refused at the limit, never read whole.
+pub fn read_bounded(path: &Path) -> Result<String, String> {
+    use std::io::Read as _;
+    let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut bytes = vec![];
+    f.take(SCENARIO_FILE_BYTES_MAX + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > SCENARIO_FILE_BYTES_MAX {
+        return Err(format!(
+            "more than {SCENARIO_FILE_BYTES_MAX} bytes (the limit of a scenario file)"
+        ));
+    }
+    String::from_utf8(bytes).map_err(|e| format!("not UTF-8 text: {e}"))
 }

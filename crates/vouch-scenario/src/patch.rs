@@ -106,7 +106,7 @@ pub fn load_patch_dir(dir: &Path) -> Result<Vec<(PathBuf, PatchScenario)>, Strin
     paths.sort();
     let mut out: Vec<(PathBuf, PatchScenario)> = vec![];
     for p in paths {
-        let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        let text = crate::load::read_bounded(&p).map_err(|e| format!("{}: {e}", p.display()))?;
         let s = parse_patch(&p, &text)?;
         if out.iter().any(|(_, o)| o.id == s.id) {
             return Err(format!("{}: id `{}` is used twice", p.display(), s.id));
