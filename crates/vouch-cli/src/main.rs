@@ -178,17 +178,27 @@ pub(crate) fn open_host(dir: &Path, watch: bool) -> Result<Host> {
 fn run(cli: Cli) -> Result<i32> {
     let dir = home::home_dir(cli.home.as_deref());
     let json = cli.json;
-    // A global option that does not apply is ignored, and said so (as other tools do).
+    // --home on a command that makes its own home would mislead (the work would not be in
+    // that home): refused. On one whose output no home changes, ignored with a note, as other
+    // tools ignore a global option that does not apply.
     let homeless = match &cli.cmd {
         Cmd::Demo { .. } => Some("demo"),
         Cmd::Oracle { .. } => Some("oracle"),
         Cmd::Scenario { .. } => Some("scenario"),
         Cmd::Bench { .. } => Some("bench"),
+        _ => None,
+    };
+    if let (Some(name), Some(_)) = (homeless, &cli.home) {
+        return Err(bad(format!(
+            "`vouch {name}` does not use a home (it works in its own temporary folder); leave out --home"
+        )));
+    }
+    let unaffected = match &cli.cmd {
         Cmd::Completions { .. } => Some("completions"),
         Cmd::Man { .. } => Some("man"),
         _ => None,
     };
-    if let (Some(name), Some(_)) = (homeless, &cli.home) {
+    if let (Some(name), Some(_)) = (unaffected, &cli.home) {
         eprintln!("note: `vouch {name}` does not use a home; --home is ignored");
     }
     if matches!(cli.cmd, Cmd::Demo { .. }) && json {

@@ -276,27 +276,22 @@ pub fn evaluate_scenario(s: &vouch_scenario::patch::PatchScenario) -> PatchAnswe
             PatchTurn::Fault(PatchFault::HeadMoved) => case.head_moved = true,
             PatchTurn::Fault(PatchFault::LeaseLost) => case.lease_lost = true,
             PatchTurn::Fault(PatchFault::WorktreeReplaced) => case.worktree_replaced = true,
-            // A worktree whose git link is rewritten (§14.0.3): neither its HEAD nor its diff
-            // can be read, and `.git` is a trick.
-            PatchTurn::Fault(PatchFault::DiffUnreadable) => {
-                case.head_moved = true;
-                case.git_rewritten = true;
-            }
+            // A worktree whose git link is rewritten (§14.0.3): the host still reads the diff
+            // and HEAD itself (never through that link), `.git` is a trick, attribution is
+            // unknown and no check runs on a worktree the agent tampered with.
+            PatchTurn::Fault(PatchFault::DiffUnreadable) => case.git_rewritten = true,
             PatchTurn::Final(text) => case.final_text = text.clone(),
             _ => {}
         }
     }
-    let unreadable = s
-        .script
-        .iter()
-        .any(|t| *t == PatchTurn::Fault(PatchFault::DiffUnreadable));
     let changed: Vec<String> = files
         .iter()
         .filter(|(k, v)| s.repo.files.get(*k) != Some(*v))
         .map(|(k, _)| k.clone())
         .collect();
-    case.changed = (!unreadable).then_some(changed);
-    let intact = !(case.head_moved || case.lease_lost || case.worktree_replaced || unreadable);
+    case.changed = Some(changed);
+    let intact =
+        !(case.head_moved || case.lease_lost || case.worktree_replaced || case.git_rewritten);
     if intact {
         case.exits = s
             .repo

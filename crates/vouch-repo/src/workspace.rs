@@ -532,7 +532,10 @@ impl Workspace {
                 },
             ),
         };
-        let intact = integrity == Integrity::intact() && tree.is_some();
+        let git_rewritten = self.dot_git_now().as_ref() != Some(&self.dot_git);
+        // A rewritten `.git` is tampering: a check that runs git would read the agent's own
+        // repository, so none runs (the diff, read by the host, is still reported).
+        let intact = integrity == Integrity::intact() && tree.is_some() && !git_rewritten;
         // Checks on a worktree the attempt no longer holds would certify someone else's work.
         let checks: Vec<CheckRun> = if intact {
             self.input
@@ -573,7 +576,7 @@ impl Workspace {
             checks: checks.clone(),
             reported_writes: reported_writes.clone(),
             traced: trace.as_ref().map(TraceLog::touched),
-            git_rewritten: self.dot_git_now().as_ref() != Some(&self.dot_git),
+            git_rewritten,
         });
         let (mut commit, mut commit_error) = (None, None);
         if let (Some(tree), crate::evaluate::Attribution::Attributed, false) =
