@@ -87,9 +87,10 @@ pub fn serve(
                 tracing::error!(error = %e, "start-up reconciliation pass failed");
             }
             // A suspended task run waits for the task's next claimant only while its attempt
-            // can be resumed; one whose attempt ended is ended here (§13.3).
-            if let Err(e) = ticker.end_orphaned_task_runs(board.as_ref()) {
-                tracing::error!(error = %e, "ending the runs of ended attempts failed");
+            // can be resumed; one whose attempt ended is ended here, and a suspended attempt
+            // whose run this pass (or any host) ended is settled as that run says (§13.3).
+            if let Err(e) = ticker.tend_task_runs(board.as_ref()) {
+                tracing::error!(error = %e, "tending the runs of ended and suspended attempts failed");
             }
         })
         .context("start the scheduler thread")?;

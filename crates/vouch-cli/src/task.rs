@@ -583,24 +583,24 @@ pub fn task(dir: &Path, cmd: TaskCmd, json: bool) -> Result<i32> {
                 .map_err(store_err)?;
             // Runs whose attempt ended wait for nothing: ended here with their receipt.
             let host = home::host_on(dir, store, None)?;
-            let orphans = host
-                .end_orphaned_task_runs(&*board)
-                .map_err(crate::host_err)?;
+            let tended = host.tend_task_runs(&*board).map_err(crate::host_err)?;
             if json {
                 let mut v = serde_json::to_value(&r)?;
                 v["charged"] = json!(charged);
-                v["runs_ended"] = json!(orphans);
+                v["runs_ended"] = json!(tended.runs_ended);
+                v["settled"] = json!(tended.settled);
                 outln!("{v}");
             } else {
                 outln!(
-                    "Swept: {} attempt(s) timed out, {} suspended with their waiting run, {} task(s) expired, {} promoted, {} queued for resumption, {} ended attempt(s) charged with their run's cost, {} run(s) of ended attempts ended.",
+                    "Swept: {} attempt(s) timed out, {} suspended with their waiting run, {} task(s) expired, {} promoted, {} queued for resumption, {} ended attempt(s) charged with their run's cost, {} run(s) of ended attempts ended, {} suspended attempt(s) settled by their ended run.",
                     r.timed_out.len(),
                     r.suspended.len(),
                     r.expired.len(),
                     r.promoted.len(),
                     r.resumed.len(),
                     charged,
-                    orphans.len()
+                    tended.runs_ended.len(),
+                    tended.settled.len()
                 );
             }
             Ok(0)

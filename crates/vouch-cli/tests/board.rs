@@ -1684,6 +1684,77 @@ fn a_resumption_refused_its_run_gives_the_claim_back(pg: bool) {
     assert_eq!(got.lock().unwrap().len(), 1, "sent once");
 }
 
+/// Issue 38 #7: a host killed while a person's approval of a task run's card was in flight
+/// (the card's decision committed, the task not yet queued as a resumption, the run still
+/// held by the dead host): start-up recovery carries the approval out and ends the run. Its
+/// suspended attempt must not wait for nothing — the sweep settles it as the run's end says:
+/// a result submitted before the suspension completes the task; none fails the attempt, and
+/// the task is retried while attempts remain. Each send went out once.
+fn a_suspended_attempt_whose_run_recovery_ended_moves_on(pg: bool) {
+    let b = Board::new(pg);
+    let (url, got) = receiver();
+    let declare = json!({"declare": {"deliveries": [{"id": "d1", "verb": "send", "destination": {"kind": "webhook", "address": url}}]}});
+    let submitted = b.offer(&[]);
+    b.drain(
+        "w1",
+        &b.script(json!([
+            declare,
+            {"submit": {"summary": "numbers mailed"}},
+            {"deliver": "d1", "payload": {"text": "week 49"}},
+            {"final": "done"}
+        ])),
+    );
+    let unsubmitted = b.offer(&["--max-attempts", "2"]);
+    b.drain(
+        "w1",
+        &b.script(
+            json!([declare, {"deliver": "d1", "payload": {"text": "week 50"}}, {"final": "done"}]),
+        ),
+    );
+    let mut runs = vec![];
+    for id in [&submitted, &unsubmitted] {
+        let v = b.show(id);
+        assert_eq!(attempt_states(&v), vec!["suspended"], "{v}");
+        let run = v["attempts"][0]["run_id"].as_str().unwrap().to_string();
+        // The approval's first write landed, then its host died holding the run.
+        raw_sql(
+            &b,
+            &format!(
+                "UPDATE cards SET state = 'approved' WHERE run_id = '{run}'; \
+                 UPDATE runs SET owner = 'elsewhere:1:1', lease_until_ms = 1 WHERE id = '{run}'"
+            ),
+        );
+        runs.push(run);
+    }
+    // Any command's start-up recovery ends both runs (`ended_by: boot`), each send once.
+    b.run(&["runs"]);
+    for run in &runs {
+        assert_eq!(b.json(&["receipt", run])["state"], "ended");
+    }
+    assert_eq!(got.lock().unwrap().len(), 2, "each approved send once");
+    let s = b.json(&["task", "sweep"]);
+    assert_eq!(
+        s["settled"],
+        json!([
+            [submitted.as_str(), 1, runs[0].as_str()],
+            [unsubmitted.as_str(), 1, runs[1].as_str()]
+        ]),
+        "{s}"
+    );
+    let v = b.show(&submitted);
+    assert_eq!(state(&v), "completed", "{v}");
+    assert_eq!(attempt_states(&v), vec!["completed"]);
+    assert_eq!(v["result"], json!({"summary": "numbers mailed"}));
+    let v = b.show(&unsubmitted);
+    assert_eq!(state(&v), "queued", "retried: {v}");
+    assert_eq!(attempt_states(&v), vec!["failed"]);
+    let why = v["attempts"][0]["end_reason"].as_str().unwrap_or_default();
+    assert!(why.contains("without an accepted submission"), "{v}");
+    // Once: a second sweep settles nothing.
+    assert_eq!(b.json(&["task", "sweep"])["settled"], json!([]));
+    assert_eq!(got.lock().unwrap().len(), 2, "nothing sent again");
+}
+
 macro_rules! both {
     ($($name:ident),*) => {
         mod sqlite { $( #[test] fn $name() { super::$name(false) } )* }
@@ -1712,5 +1783,6 @@ both!(
     a_cancel_stops_the_work,
     a_task_cancel_ends_its_suspended_run,
     a_decision_before_the_attempt_reports_its_wait_is_refused,
-    a_resumption_refused_its_run_gives_the_claim_back
+    a_resumption_refused_its_run_gives_the_claim_back,
+    a_suspended_attempt_whose_run_recovery_ended_moves_on
 );

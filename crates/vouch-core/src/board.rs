@@ -184,6 +184,10 @@ pub enum BoardEvent {
     ResumeReady,
     /// The live attempt ends.
     End(AttemptEnd),
+    /// The suspended attempt's run ended while the attempt waited (start-up recovery or
+    /// another host ended it after the decision, before anyone resumed it): the attempt ends
+    /// as its run's end says, decided by the host, never by a worker (§13.3).
+    RunEnded(AttemptEnd),
     /// The owner cancels the task (wins every race).
     Cancel,
     /// The deadline passed while the task waited for a claim.
@@ -260,6 +264,7 @@ fn event_name(e: BoardEvent) -> &'static str {
         BoardEvent::End(AttemptEnd::Failed { .. }) => "fail",
         BoardEvent::End(AttemptEnd::Aborted) => "abort",
         BoardEvent::End(AttemptEnd::TimedOut) => "time out",
+        BoardEvent::RunEnded(_) => "settle",
         BoardEvent::Cancel => "cancel",
         BoardEvent::Expire => "expire",
     }
@@ -279,11 +284,13 @@ pub fn step(s: &TaskSnapshot, ev: BoardEvent) -> Result<Transition, Refused> {
     if s.state.is_final() {
         // Final states are absorbing; a worker's late word gets the attempt's own answer.
         return Err(match (ev, s.latest) {
-            (BoardEvent::Heartbeat | BoardEvent::Suspend | BoardEvent::End(_), Some(a))
-                if a.is_final() =>
-            {
-                Refused::AttemptEnded(a)
-            }
+            (
+                BoardEvent::Heartbeat
+                | BoardEvent::Suspend
+                | BoardEvent::End(_)
+                | BoardEvent::RunEnded(_),
+                Some(a),
+            ) if a.is_final() => Refused::AttemptEnded(a),
             _ => Refused::TaskFinal(s.state),
         });
     }
@@ -358,6 +365,14 @@ pub fn step(s: &TaskSnapshot, ev: BoardEvent) -> Result<Transition, Refused> {
                 Ok(to(TaskState::Queued, AttemptChange::Unchanged))
             }
             _ => Err(not_applicable()),
+        },
+        // Waiting for the person, or queued as a resumption nobody has claimed yet.
+        BoardEvent::RunEnded(end) => match live {
+            Some(AttemptState::Suspended) => Ok(end_attempt(s, end)),
+            _ => Err(match s.latest {
+                Some(a) if a.is_final() => Refused::AttemptEnded(a),
+                _ => not_applicable(),
+            }),
         },
     }
 }
@@ -617,6 +632,34 @@ mod tests {
     }
 
     #[test]
+    fn a_suspended_attempt_ends_with_its_run() {
+        let mut s = fresh(2);
+        run(&mut s, BoardEvent::Claim).unwrap();
+        // Only a suspended attempt: a live one is its worker's to report.
+        assert!(step(&s, BoardEvent::RunEnded(AttemptEnd::Accepted)).is_err());
+        run(&mut s, BoardEvent::Suspend).unwrap();
+        run(
+            &mut s,
+            BoardEvent::RunEnded(AttemptEnd::Failed { retryable: true }),
+        )
+        .unwrap();
+        assert_eq!(
+            (s.state, s.latest),
+            (TaskState::Queued, Some(AttemptState::Failed))
+        );
+        // Queued as a resumption, its run already ended: the same, and the task completes.
+        run(&mut s, BoardEvent::Claim).unwrap();
+        run(&mut s, BoardEvent::Suspend).unwrap();
+        run(&mut s, BoardEvent::ResumeReady).unwrap();
+        run(&mut s, BoardEvent::RunEnded(AttemptEnd::Accepted)).unwrap();
+        assert_eq!(s.state, TaskState::Completed);
+        assert_eq!(
+            step(&s, BoardEvent::RunEnded(AttemptEnd::Accepted)),
+            Err(Refused::AttemptEnded(AttemptState::Completed))
+        );
+    }
+
+    #[test]
     fn cancel_ends_the_live_attempt_and_refuses_what_follows() {
         let mut s = fresh(3);
         run(&mut s, BoardEvent::Claim).unwrap();
@@ -681,6 +724,8 @@ mod tests {
             any::<bool>().prop_map(|r| BoardEvent::End(AttemptEnd::Failed { retryable: r })),
             Just(BoardEvent::End(AttemptEnd::Aborted)),
             Just(BoardEvent::End(AttemptEnd::TimedOut)),
+            Just(BoardEvent::RunEnded(AttemptEnd::Accepted)),
+            any::<bool>().prop_map(|r| BoardEvent::RunEnded(AttemptEnd::Failed { retryable: r })),
             Just(BoardEvent::Cancel),
             Just(BoardEvent::Expire),
         ]

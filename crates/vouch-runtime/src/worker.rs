@@ -122,11 +122,12 @@ impl BoardClient for LocalBoard {
         // Every ended attempt whose run's cost nobody reported is charged from its run's
         // journal (§13.7.2); a failure is tried again at the next sweep.
         crate::cost::charge_uncharged(&*self.host.store, &*self.board, now_ms)?;
-        // The sweeper that held the duty ends the runs whose attempt ended (§13.3).
+        // The sweeper that held the duty ends the runs whose attempt ended, and settles the
+        // suspended attempts whose run ended (§13.3).
         if swept.is_some() {
             self.host
-                .end_orphaned_task_runs(&*self.board)
-                .map_err(|e| WorkerError::Retry(format!("ending orphaned task runs: {e}")))?;
+                .tend_task_runs(&*self.board)
+                .map_err(|e| WorkerError::Retry(format!("tending task runs: {e}")))?;
         }
         Ok(())
     }

@@ -519,10 +519,10 @@ pub fn claim_checked(s: &AppState, req: &ClaimRequest, via: &str) -> ApiResult<C
         tracing::warn!(error = %e, "charging ended attempts failed");
     }
     // The sweep's holder ends the task runs whose attempt ended (a remote worker that died
-    // leaves its run idle; §13.3).
+    // leaves its run idle) and settles the suspended attempts whose run ended (§13.3).
     if matches!(swept, Ok(Some(_))) {
-        if let Err(e) = s.host.end_orphaned_task_runs(board.as_ref()) {
-            tracing::warn!(error = %e, "ending orphaned task runs failed");
+        if let Err(e) = s.host.tend_task_runs(board.as_ref()) {
+            tracing::warn!(error = %e, "tending the runs of ended and suspended attempts failed");
         }
     }
     let started = std::time::Instant::now();

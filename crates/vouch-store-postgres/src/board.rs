@@ -569,6 +569,19 @@ impl BoardStore for PostgresStore {
         self.board(|tx| ops::report(tx, report))
     }
 
+    fn suspended_with_ended_runs(&self, limit: usize) -> StoreResult<Vec<(String, u32, String)>> {
+        let sql = ops::SUSPENDED_ENDED_SQL.replace("?1", "$1");
+        let rows = self.query(&sql, &[&(limit as i64)])?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get(0), r.get::<_, i64>(1) as u32, r.get(2)))
+            .collect())
+    }
+
+    fn settle_suspended(&self, report: &Report) -> StoreResult<Option<Reported>> {
+        self.board(|tx| ops::settle_suspended(tx, report))
+    }
+
     fn spend_repair(&self, at: &AttemptRef) -> StoreResult<u32> {
         self.board(|tx| ops::spend_repair(tx, at))
     }

@@ -557,6 +557,22 @@ impl BoardStore for SqliteStore {
         self.board(move |tx| ops::report(tx, &r))
     }
 
+    fn suspended_with_ended_runs(&self, limit: usize) -> StoreResult<Vec<(String, u32, String)>> {
+        self.read(|c| {
+            c.prepare_cached(ops::SUSPENDED_ENDED_SQL)
+                .map_err(db_err)?
+                .query_map([limit as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .map_err(db_err)?
+                .collect::<Result<Vec<(String, u32, String)>, _>>()
+                .map_err(read_err)
+        })
+    }
+
+    fn settle_suspended(&self, report: &Report) -> StoreResult<Option<Reported>> {
+        let r = report.clone();
+        self.board(move |tx| ops::settle_suspended(tx, &r))
+    }
+
     fn spend_repair(&self, at: &AttemptRef) -> StoreResult<u32> {
         let at = at.clone();
         self.board(move |tx| ops::spend_repair(tx, &at))

@@ -517,6 +517,13 @@ pub trait BoardStore: Send + Sync {
     /// The person decided: the suspended attempt becomes claimable as a resumption.
     fn resume_ready(&self, task_id: &str, now_ms: i64) -> StoreResult<TaskRecord>;
     fn report(&self, report: &Report) -> StoreResult<Reported>;
+    /// Suspended attempts whose run has ended while they waited — start-up recovery or
+    /// another host ended it after the decision and before anyone resumed it — as
+    /// `(task, attempt n, run)`, at most `limit` ([`SUSPENDED_ENDED_SQL`]).
+    fn suspended_with_ended_runs(&self, limit: usize) -> StoreResult<Vec<(String, u32, String)>>;
+    /// End the suspended attempt `report.attempt` as its ended run says ([`settle_suspended`]):
+    /// the host's settlement, never a worker's report. `None` when it is no longer suspended.
+    fn settle_suspended(&self, report: &Report) -> StoreResult<Option<Reported>>;
     /// Count one malformed submission of the live attempt `at` → its count after (§13.4.1).
     /// The budget is the attempt row's, so it holds across interfaces, processes and a
     /// resumption; refused (`Conflict`) unless `at` names the live attempt and its claimant.
@@ -1167,21 +1174,66 @@ pub fn check_bound_run(a: &AttemptRecord, r: &Report) -> StoreResult<()> {
 pub fn report(tx: &mut dyn BoardTx, r: &Report) -> StoreResult<Reported> {
     let (t, a) = load_for_claimant(tx, &r.attempt, "report")?;
     check_bound_run(&a, r)?;
-    let end = match &r.kind {
+    let tr = step(&snapshot(&t, Some(&a)), BoardEvent::End(end_of(&r.kind)))
+        .map_err(|e| refused("report", e))?;
+    write_end(tx, &t, &a, r, &tr)
+}
+
+fn end_of(kind: &ReportKind) -> AttemptEnd {
+    match kind {
         ReportKind::Accepted { .. } => AttemptEnd::Accepted,
         ReportKind::Failed { retryable, .. } => AttemptEnd::Failed {
             retryable: *retryable,
         },
         ReportKind::Aborted { .. } => AttemptEnd::Aborted,
+    }
+}
+
+/// The host settles a suspended attempt whose run ended while it waited (§13.3): the report
+/// `r` is decided from that run's journal, as a worker's would be; written with the same
+/// guarded write as a report, on behalf of the claimant on the rows. `None` when the attempt
+/// is no longer the task's suspended one (a resumption was claimed, or someone acted first).
+pub fn settle_suspended(tx: &mut dyn BoardTx, r: &Report) -> StoreResult<Option<Reported>> {
+    let (t, Some(a)) = load(tx, &r.attempt.task_id)? else {
+        return Ok(None);
     };
-    let tr =
-        step(&snapshot(&t, Some(&a)), BoardEvent::End(end)).map_err(|e| refused("report", e))?;
+    if a.n != r.attempt.n || a.state != AttemptState::Suspended {
+        return Ok(None);
+    }
+    if matches!(r.kind, ReportKind::Aborted { .. }) || a.run_id != r.run_id {
+        return Err(StoreError::Conflict(format!(
+            "settle refused: attempt {} of task `{}` is settled from its own run, with an end",
+            a.n, a.task_id
+        )));
+    }
+    let Ok(tr) = step(
+        &snapshot(&t, Some(&a)),
+        BoardEvent::RunEnded(end_of(&r.kind)),
+    ) else {
+        return Ok(None);
+    };
+    match write_end(tx, &t, &a, r, &tr) {
+        Ok(done) => Ok(Some(done)),
+        Err(StoreError::Conflict(_)) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Write an attempt's end `tr`, decided from the report `r`: the result stored when accepted,
+/// the reason, class and receipt in the attempt's detail.
+fn write_end(
+    tx: &mut dyn BoardTx,
+    t: &TaskRecord,
+    a: &AttemptRecord,
+    r: &Report,
+    tr: &Transition,
+) -> StoreResult<Reported> {
     let now = r.now_ms;
-    let mut nt = task_after(&t, Some(a.state), &tr, now);
+    let mut nt = task_after(t, Some(a.state), tr, now);
     let AttemptChange::To { state } = tr.attempt else {
         return Err(StoreError::Fatal("a report must end the attempt".into()));
     };
-    let mut na = attempt_after(&a, state, now);
+    let mut na = attempt_after(a, state, now);
     // An attempt whose run the claim opened keeps it, whatever the report names.
     na.run_id = r.run_id.clone().or_else(|| a.run_id.clone());
     na.usage = r.usage;
@@ -1230,7 +1282,7 @@ pub fn report(tx: &mut dyn BoardTx, r: &Report) -> StoreResult<Reported> {
     }
     check_json(&detail, "the report")?;
     na.detail = merge(&a.detail, &detail);
-    commit(tx, &t, &nt, Some((&a, &na)))?;
+    commit(tx, t, &nt, Some((a, &na)))?;
     Ok(Reported {
         task: nt,
         attempt: na,
@@ -1645,6 +1697,10 @@ pub const ENDED_ATTEMPT_RUNS_SQL: &str = "SELECT r.id FROM runs r \
      SELECT 1 FROM task_attempts a WHERE a.run_id = r.id \
      AND a.state NOT IN ('claimed', 'running', 'suspended')) \
      ORDER BY r.created_ms, r.id LIMIT ?1";
+/// Suspended attempts whose run has ended (`?1`: the batch), oldest task first.
+pub const SUSPENDED_ENDED_SQL: &str = "SELECT a.task_id, a.n, a.run_id FROM task_attempts a \
+     JOIN runs r ON r.id = a.run_id WHERE a.state = 'suspended' AND r.state = 'ended' \
+     ORDER BY a.task_id, a.n LIMIT ?1";
 /// Forgets nonces whose statements can no longer be fresh (`?1`: the oldest `at_ms` kept).
 pub const PRUNE_NONCES_SQL: &str = "DELETE FROM worker_nonces WHERE at_ms < ?1";
 
@@ -1794,6 +1850,13 @@ impl BoardStore for Verified {
         })?;
         self.spend(&report.attempt.claimant, &stamp, "report")?;
         self.inner.report(report)
+    }
+    fn suspended_with_ended_runs(&self, limit: usize) -> StoreResult<Vec<(String, u32, String)>> {
+        self.inner.suspended_with_ended_runs(limit)
+    }
+    // The host's own settlement from the run's journal: no worker statement to verify.
+    fn settle_suspended(&self, report: &Report) -> StoreResult<Option<Reported>> {
+        self.inner.settle_suspended(report)
     }
     fn spend_repair(&self, at: &AttemptRef) -> StoreResult<u32> {
         self.inner.spend_repair(at)

@@ -38,7 +38,8 @@ macro_rules! board_conformance_tests {
             signatures_are_verified,
             nonces_are_spent_once,
             repairs_are_counted_on_the_attempt_row,
-            a_claims_run_binds_the_report
+            a_claims_run_binds_the_report,
+            a_suspended_attempt_is_settled_from_its_run
         );
     };
     (@each $fresh:expr; $($check:ident),* $(,)?) => {
@@ -538,6 +539,34 @@ pub fn suspended_attempts_resume_first(open: BoardOpener<'_>) {
     s.report(&done).unwrap();
     assert_eq!(s.task("u-1").unwrap().unwrap().state, TaskState::Completed);
     assert_eq!(s.claim(&req).unwrap().unwrap().task.id, "u-0");
+}
+
+/// A suspended attempt whose run ended while it waited is settled by the host (§13.3): only
+/// a suspended attempt, only from its own run, never as an abort, once; a live attempt is its
+/// worker's to report.
+pub fn a_suspended_attempt_is_settled_from_its_run(open: BoardOpener<'_>) {
+    let s = open();
+    s.offer(&new_task("v-1", 2, 1)).unwrap();
+    let c = claim_id(&*s, "w1", "v-1", 1_000);
+    let mut r = report(&c, accepted(json!({"from": "journal"})), 2_000);
+    r.run_id = Some("run-v-1".into());
+    assert_eq!(s.settle_suspended(&r).unwrap(), None, "a live attempt");
+    s.suspend(&at(&c), "run-v-1", 1_500).unwrap();
+    let mut other = r.clone();
+    other.run_id = Some("run-v-2".into());
+    conflict(s.settle_suspended(&other), "another run");
+    let mut abort = r.clone();
+    abort.kind = ReportKind::Aborted {
+        reason: "no".into(),
+    };
+    conflict(s.settle_suspended(&abort), "an abort");
+    let done = s.settle_suspended(&r).unwrap().expect("settled");
+    assert_eq!(done.task.state, TaskState::Completed);
+    assert_eq!(done.attempt.state, AttemptState::Completed);
+    assert_eq!(done.attempt.run_id.as_deref(), Some("run-v-1"));
+    let id = done.task.result_id.clone().unwrap();
+    assert_eq!(s.result(&id).unwrap(), Some(json!({"from": "journal"})));
+    assert_eq!(s.settle_suspended(&r).unwrap(), None, "once");
 }
 
 /// The repair budget is the attempt row's (§13.4.1): only the live claimant spends it, the

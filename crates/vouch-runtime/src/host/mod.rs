@@ -48,6 +48,7 @@ pub use build::HostParts;
 pub use decisions::Then;
 pub use external::{external_model, is_external, ExternalReply};
 pub use given::{Placement, READ_BYTES_MAX, READ_CONTEXT, READ_INPUT};
+pub use orphans::Tended;
 pub use owner::{
     process_owner, HostIdentity, HostProcesses, Liveness, LocalProcesses, Owner, HOST_ID_BYTES_MAX,
     HOST_ID_ENV,

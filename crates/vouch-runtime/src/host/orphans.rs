@@ -3,11 +3,81 @@
 //! cancelled, aborted — would wait for nothing, since the board continues only a suspended
 //! attempt's run. The host ends each such run with its receipt, once: the lease is taken in
 //! one conditional write, so of the processes and hosts that find it only one ends it.
+//!
+//! And the other way round: a suspended attempt whose run ended while it waited (start-up
+//! recovery, or any host, ended it after the decision and before anyone resumed it) would
+//! keep its task `running` for nothing. The host settles it as the run's end says.
 
 use super::*;
-use vouch_store::board::BoardStore;
+use vouch_store::board::{AttemptRef, BoardStore, Report};
+
+/// What the board's sweeper did to task runs and their attempts after a sweep (§13.3).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct Tended {
+    /// Runs whose attempt had ended, ended here.
+    pub runs_ended: Vec<String>,
+    /// `(task, attempt n, run)`: suspended attempts whose run had ended, settled here.
+    pub settled: Vec<(String, u32, String)>,
+}
 
 impl Host {
+    /// The sweeper's work on task runs after a sweep it held: end the runs that wait for an
+    /// attempt that ended, then settle the suspended attempts whose run ended (§13.3).
+    pub fn tend_task_runs(&self, board: &dyn BoardStore) -> HostResult<Tended> {
+        Ok(Tended {
+            runs_ended: self.end_orphaned_task_runs(board)?,
+            settled: self.settle_ended_suspensions(board)?,
+        })
+    }
+
+    /// Every suspended attempt whose run has ended, ended as that run says — its accepted
+    /// submission, or the failure its journal names (the same decision as a worker's report,
+    /// [`Host::attempt_outcome`]) — with the run's receipt and cost. Answers those settled
+    /// here; one another process settled first is left out.
+    pub fn settle_ended_suspensions(
+        &self,
+        board: &dyn BoardStore,
+    ) -> HostResult<Vec<(String, u32, String)>> {
+        let mut settled = vec![];
+        for (task_id, n, run) in
+            board.suspended_with_ended_runs(vouch_store::board::SWEEP_BATCH_MAX)?
+        {
+            let Some(t) = board.task(&task_id)? else {
+                continue;
+            };
+            let Some(a) = board.attempt_of_run(&run)? else {
+                continue;
+            };
+            let o = self.attempt_outcome(&run, &t.kind, &t.spec.input, self.limits.repairs_max)?;
+            let Some(kind) = o.report else {
+                continue;
+            };
+            let report = Report {
+                attempt: AttemptRef {
+                    task_id: task_id.clone(),
+                    n,
+                    claimant: a.claimant,
+                    epoch: a.epoch,
+                },
+                kind,
+                run_id: Some(run.clone()),
+                receipt: o.receipt,
+                usage: o.usage,
+                signature: None,
+                now_ms: self.now(),
+                stamp: None,
+            };
+            if let Some(done) = board.settle_suspended(&report)? {
+                self.say(&format!(
+                    "  ⏹ attempt {n} of task {task_id} waited on run {run}, which had ended: the attempt is {}, the task {}",
+                    done.attempt.state, done.task.state
+                ));
+                settled.push((task_id, n, run));
+            }
+        }
+        Ok(settled)
+    }
+
     /// End every open task run that no process holds and whose attempt has ended, each item
     /// not yet done saying "Not done: the attempt ended: …". Answers the runs ended here.
     pub fn end_orphaned_task_runs(&self, board: &dyn BoardStore) -> HostResult<Vec<String>> {
