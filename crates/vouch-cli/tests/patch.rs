@@ -463,6 +463,150 @@ fn key_server(key: &'static str) -> (u16, std::sync::Arc<std::sync::Mutex<Vec<St
     (port, seen)
 }
 
+/// An HTTPS server on the host's loopback with a certificate from its own test CA (PEM,
+/// returned), answering 200 only to the real key and keeping every request head it saw.
+fn tls_key_server(
+    key: &'static str,
+) -> (u16, String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{BufRead, Write};
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = p.self_signed(&ca_key).unwrap();
+    let leaf_key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .signed_by(&leaf_key, &ca, &ca_key)
+        .unwrap();
+    let config = std::sync::Arc::new(
+        rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![leaf.der().clone()],
+            rustls::pki_types::PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()),
+        )
+        .unwrap(),
+    );
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(vec![]));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for c in l.incoming().flatten() {
+            let conn = rustls::ServerConnection::new(config.clone()).unwrap();
+            let mut s = std::io::BufReader::new(rustls::StreamOwned::new(conn, c));
+            let mut head = String::new();
+            loop {
+                let mut line = String::new();
+                if s.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                head.push_str(&line);
+            }
+            let ok = head
+                .to_ascii_lowercase()
+                .contains(&format!("authorization: bearer {key}"));
+            log.lock().unwrap().push(head);
+            let (code, body) = if ok {
+                ("200 OK", "ok")
+            } else {
+                ("401 No", "no")
+            };
+            let s = s.get_mut();
+            let _ = write!(
+                s,
+                "HTTP/1.1 {code}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            s.conn.send_close_notify();
+            let _ = s.flush();
+        }
+    });
+    (port, ca.pem(), seen)
+}
+
+/// Issue 38 #3: a command reaches an HTTPS API with a key it never sees. The proxy ends the
+/// sandbox's TLS with the attempt's own authority (trusted inside through `SSL_CERT_FILE`
+/// and the like), verifies the real server against the host's roots — here the test's own
+/// CA, given to the worker as `SSL_CERT_FILE` — and swaps the placeholder on the way out. A
+/// server the host cannot verify is refused, and the refusal named.
+#[test]
+fn an_https_api_gets_the_key_the_sandbox_never_sees_and_an_unverified_server_is_refused() {
+    let h = Home::new();
+    let (port, ca_pem, seen) = tls_key_server("real-key-456");
+    let roots = h.root.join("test-ca.pem");
+    std::fs::write(&roots, &ca_pem).unwrap();
+    let check = format!(
+        "grep -q retry src/client.rs && test \"$API_KEY\" = vouch-placeholder-API_KEY && curl -sf -H \"Authorization: Bearer $API_KEY\" https://127.0.0.1:{port}/"
+    );
+    let turns = json!([
+        {"declare": {"deliveries": []}},
+        {"tool": "repo_write_file", "args": {"path": "src/client.rs", "text": "fn send() { retry() }\n"}},
+        {"final": "done"}
+    ]);
+    let script = h.root.join("script.json");
+    std::fs::write(&script, turns.to_string()).unwrap();
+    let key_file = h.root.join("api.key");
+    std::fs::write(&key_file, "real-key-456\n").unwrap();
+    std::fs::create_dir_all(h.dir.join("profiles")).unwrap();
+    std::fs::write(
+        h.dir.join("profiles/net.json"),
+        json!({
+            "network": [format!("127.0.0.1:{port}")],
+            "keys": [{"env": "API_KEY", "host": format!("127.0.0.1:{port}"), "secret": {"file": key_file}}],
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let worker = |roots: Option<&Path>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_vouch"));
+        c.arg("--home").arg(&h.dir);
+        c.args(["worker", "--name", "w", "--script"]).arg(&script);
+        c.args(["--drain", "--profile", "net"]);
+        c.env_remove("VOUCH_DATABASE_URL")
+            .env_remove("VOUCH_MODEL_URL");
+        match roots {
+            Some(r) => c.env("SSL_CERT_FILE", r),
+            None => c.env_remove("SSL_CERT_FILE"),
+        };
+        let out = c.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    // The host trusts the server's CA: the check passes, the key went out only to it.
+    let granted = h.offer(&check);
+    worker(Some(&roots));
+    let show = h.show(&granted);
+    assert_eq!(show["task"]["state"], "completed", "{}", receipt(&show));
+    let heads = seen.lock().unwrap().join("\n");
+    assert!(
+        heads.contains("Bearer real-key-456") && !heads.contains("placeholder"),
+        "{heads}"
+    );
+    assert!(!show.to_string().contains("real-key-456"));
+    // The host does not trust it (the system's roots only): refused before anything is sent.
+    seen.lock().unwrap().clear();
+    let refused = h.offer(&check);
+    worker(None);
+    let show = h.show(&refused);
+    let r = receipt(&show);
+    assert!(r.contains("Patch rejected"), "{r}");
+    assert!(
+        r.contains(&format!(
+            "Refused by the sandbox: network: 127.0.0.1:{port} is not who it says"
+        )),
+        "{r}"
+    );
+    assert!(seen.lock().unwrap().iter().all(|h| !h.contains("real-key")));
+}
+
 #[test]
 fn a_check_that_needs_the_network_is_refused_by_the_allow_list_and_passes_when_the_profile_grants_it(
 ) {
@@ -596,6 +740,25 @@ fn escapes_by_the_agents_own_commands_are_contained_and_the_receipt_names_each_r
     }
     assert!(r.contains("Sandbox: bubblewrap under profile tight"), "{r}");
     assert!(r.contains("limits: 16 processes"), "{r}");
+    // Each refusal is evidence in the run itself: the journaled result of the call that met
+    // it — the proxy's refused connection with the command that made it (issue 38 #5).
+    let run = show["attempts"][0]["run_id"].as_str().unwrap();
+    let results: Vec<String> = h
+        .json(&["journal", run])
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "tool_called")
+        .map(|e| e["body"].to_string())
+        .collect();
+    for (call, refusal) in [
+        (2, "killed at ".to_string()),
+        (3, format!("refused by the sandbox: network: 127.0.0.1:{port} is not on this runtime profile's network allow-list")),
+        (4, "`ln` is not a command this runtime profile allows".to_string()),
+        (5, "path `../escaped.txt` is outside the worktree".to_string()),
+    ] {
+        assert!(results[call].contains(&refusal), "{refusal} in call {call}: {results:?}");
+    }
     // The world: nothing outside the worktree changed, no key was read, the server unseen.
     assert!(!h.root.join("escaped.txt").exists());
     let key_after = std::fs::read_dir(&keys)

@@ -2,7 +2,9 @@
 //! reached only through this proxy, which the host runs for one attempt on a Unix socket and
 //! which checks every connection against the allow-list. A refused host gets a clear 403 and
 //! is noted. Keys stay on the host: the sandbox holds a placeholder, and the proxy puts the
-//! real key in its place on the way out — in a plain-HTTP request to the key's own host only.
+//! real key in its place on the way out — in a request to the key's own host only: plain
+//! HTTP as it passes, HTTPS by ending the sandbox's TLS with the attempt's own certificate
+//! authority and opening a verified one to the server (`egress_tls`).
 //!
 //! Inside the sandbox, [`relay_main`] listens on the sandbox's own loopback and forwards each
 //! connection to the proxy's socket (the sandbox has no other network), so ordinary clients
@@ -23,7 +25,7 @@ pub const CONNECTIONS_MAX: usize = 32;
 /// Refusals kept per attempt.
 pub const REFUSALS_MAX: usize = 50;
 const CONNECT_TIMEOUT_S: u64 = 10;
-const IDLE_TIMEOUT_S: u64 = 300;
+pub(crate) const IDLE_TIMEOUT_S: u64 = 300;
 
 /// A key the sandbox knows only by its placeholder.
 #[derive(Clone, PartialEq, Eq)]
@@ -61,6 +63,9 @@ pub fn allows(allow: &[String], host: &str, port: u16) -> bool {
 /// The proxy of one attempt; stops when dropped.
 pub struct Proxy {
     pub socket: PathBuf,
+    /// The attempt's certificate authority (PEM), for the sandbox's trust store; `None` when
+    /// HTTPS passes through unopened (no keys swapped in it).
+    pub ca: Option<PathBuf>,
     refusals: Arc<Mutex<Vec<String>>>,
     stop: Arc<AtomicBool>,
     _dir: tempfile::TempDir,
@@ -71,6 +76,7 @@ struct Shared {
     keys: Vec<Key>,
     refusals: Arc<Mutex<Vec<String>>>,
     busy: Mutex<usize>,
+    tls: Option<crate::egress_tls::Tls>,
 }
 
 impl Proxy {
@@ -85,11 +91,26 @@ impl Proxy {
             UnixListener::bind(&socket).map_err(|e| format!("start the egress proxy: {e}"))?;
         let refusals = Arc::new(Mutex::new(vec![]));
         let stop = Arc::new(AtomicBool::new(false));
+        let (tls, ca) = match crate::egress_tls::Tls::new() {
+            Ok(tls) => {
+                let ca = dir.path().join("ca.pem");
+                std::fs::write(&ca, tls.ca_pem())
+                    .map_err(|e| format!("write the attempt's certificate authority: {e}"))?;
+                (Some(tls), Some(ca))
+            }
+            Err(e) => {
+                let why =
+                    format!("network: HTTPS passes through unopened, no key swapped in it: {e}");
+                refusals.lock().unwrap_or_else(|p| p.into_inner()).push(why);
+                (None, None)
+            }
+        };
         let shared = Arc::new(Shared {
             allow,
             keys,
             refusals: refusals.clone(),
             busy: Mutex::new(0),
+            tls,
         });
         let stopping = stop.clone();
         std::thread::spawn(move || {
@@ -115,6 +136,7 @@ impl Proxy {
         });
         Ok(Proxy {
             socket,
+            ca,
             refusals,
             stop,
             _dir: dir,
@@ -153,7 +175,7 @@ fn refuse(mut conn: UnixStream, code: u16, why: &str) -> std::io::Result<()> {
 }
 
 /// Read the request head (up to the blank line), bounded.
-fn read_head(r: &mut BufReader<UnixStream>) -> Result<String, String> {
+pub(crate) fn read_head(r: &mut impl BufRead) -> Result<String, String> {
     let mut head = String::new();
     loop {
         let mut line = String::new();
@@ -226,6 +248,9 @@ fn serve(shared: &Shared, conn: UnixStream) -> std::io::Result<()> {
         note(shared, &why);
         return refuse(conn, 403, &why);
     }
+    if connect && shared.tls.is_some() {
+        return connect_opened(shared, &host, port, reader, conn);
+    }
     let upstream = match open(&host, port) {
         Ok(s) => s,
         Err(e) => return refuse(conn, 503, &format!("{host}:{port} cannot be reached: {e}")),
@@ -240,6 +265,50 @@ fn serve(shared: &Shared, conn: UnixStream) -> std::io::Result<()> {
         let head = swap_keys(shared, &host, port, &head, method, rest);
         up.write_all(head.as_bytes())?;
     }
+    splice(reader, conn, upstream, up)
+}
+
+/// A CONNECT to an allowed host: established, then a TLS client is served by ending its TLS
+/// here (`egress_tls::terminate`: keys swapped, the server verified); anything else passes.
+fn connect_opened(
+    shared: &Shared,
+    host: &str,
+    port: u16,
+    mut reader: BufReader<UnixStream>,
+    conn: UnixStream,
+) -> std::io::Result<()> {
+    (&conn).write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")?;
+    // A TLS record starts with its content type: 22, a handshake.
+    let hello = reader.fill_buf()?.first() == Some(&0x16);
+    if let (true, Some(tls)) = (hello, &shared.tls) {
+        let rewrite = |head: &str| {
+            let mut first = head.lines().next().unwrap_or("").split_whitespace();
+            let (method, path) = (first.next().unwrap_or(""), first.next().unwrap_or(""));
+            if !path.starts_with('/') {
+                return Err(format!(
+                    "`{method} {path}` inside TLS to {host}:{port} is not a request for a path"
+                ));
+            }
+            Ok(swap_keys(shared, host, port, head, method, path))
+        };
+        let t = crate::egress_tls::Terminate {
+            tls,
+            host,
+            port,
+            rewrite: &rewrite,
+            note: &|why: &str| note(shared, why),
+        };
+        return crate::egress_tls::terminate(&t, reader, conn);
+    }
+    let upstream = match open(host, port) {
+        Ok(s) => s,
+        Err(e) => {
+            note(shared, &format!("{host}:{port} cannot be reached: {e}"));
+            return Ok(());
+        }
+    };
+    upstream.set_read_timeout(Some(Duration::from_secs(IDLE_TIMEOUT_S)))?;
+    let up = upstream.try_clone()?;
     splice(reader, conn, upstream, up)
 }
 
@@ -279,7 +348,7 @@ fn swap_keys(
     out
 }
 
-fn open(host: &str, port: u16) -> std::io::Result<TcpStream> {
+pub(crate) fn open(host: &str, port: u16) -> std::io::Result<TcpStream> {
     let addrs: Vec<_> = (host, port).to_socket_addrs()?.collect();
     let mut last = std::io::Error::other("no address");
     for a in addrs {

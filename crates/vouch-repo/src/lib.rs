@@ -12,6 +12,7 @@
 
 pub mod apply;
 pub mod egress;
+pub mod egress_tls;
 pub mod evaluate;
 pub mod exec;
 pub mod git;

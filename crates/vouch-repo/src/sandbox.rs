@@ -21,6 +21,18 @@ pub const EGRESS_SOCKET: &str = "/run/vouch-egress.sock";
 /// The loopback port, inside the sandbox's own network namespace, where the relay to the
 /// egress proxy listens.
 pub const EGRESS_PORT: u16 = 3128;
+/// Where the attempt's certificate authority is inside the sandbox.
+pub const EGRESS_CA: &str = "/run/vouch-egress-ca.pem";
+/// The trust-store variables that point common clients at [`EGRESS_CA`]: OpenSSL's (and so
+/// Python's `ssl`, git's, curl's), curl's, requests', pip's, git's and Node's own.
+pub const CA_VARIABLES: [&str; 6] = [
+    "SSL_CERT_FILE",
+    "CURL_CA_BUNDLE",
+    "REQUESTS_CA_BUNDLE",
+    "PIP_CERT",
+    "GIT_SSL_CAINFO",
+    "NODE_EXTRA_CA_CERTS",
+];
 /// System folders the sandbox sees read-only (those that exist; symlinks stay symlinks).
 const SYSTEM: [&str; 9] = [
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
@@ -69,6 +81,9 @@ pub struct Egress {
     pub relay: PathBuf,
     /// Extra variables: placeholders for keys the proxy swaps in on the way out.
     pub env: Vec<(String, String)>,
+    /// The attempt's certificate authority (PEM), bound read-only at [`EGRESS_CA`] and named
+    /// by the trust-store variables of common clients; `None`: HTTPS passes unopened.
+    pub ca: Option<PathBuf>,
 }
 
 /// Everything that decides what one confined command can reach.
@@ -246,6 +261,12 @@ impl Sandbox {
                 for (k, v) in &e.env {
                     cmd.arg("--setenv").arg(k).arg(v);
                 }
+                if let Some(ca) = &e.ca {
+                    cmd.arg("--ro-bind").arg(ca).arg(EGRESS_CA);
+                    for k in CA_VARIABLES {
+                        cmd.args(["--setenv", k, EGRESS_CA]);
+                    }
+                }
                 cmd.arg("--bind").arg(&e.socket).arg(EGRESS_SOCKET);
                 cmd.arg("--ro-bind").arg(&e.relay).arg("/run/vouch-relay");
                 cmd.args([
@@ -408,6 +429,7 @@ mod tests {
             socket: "/s/egress.sock".into(),
             relay: "/bin/vouch".into(),
             env: vec![("K".into(), "vouch-placeholder-K".into())],
+            ca: Some("/s/ca.pem".into()),
         });
         let a = args(&s.command("sh", &[]).unwrap_or_else(|e| panic!("{e}")).cmd);
         let end = a.iter().rposition(|x| x == "prlimit").unwrap_or(0);

@@ -278,6 +278,7 @@ impl Workspace {
                             .iter()
                             .map(|(var, k)| (var.clone(), k.placeholder.clone()))
                             .collect(),
+                        ca: p.ca.clone(),
                     });
                     self.proxy = Some(p);
                 }
@@ -302,6 +303,11 @@ impl Workspace {
         if r.len() < REFUSALS_MAX {
             r.push(what);
         }
+    }
+
+    /// What the egress proxy refused so far, in order (the commands' connections).
+    pub fn proxy_refusals(&self) -> Vec<String> {
+        self.proxy.iter().flat_map(|p| p.refusals()).collect()
     }
 
     /// What was refused so far: the tools' and the sandbox's, then the egress proxy's.

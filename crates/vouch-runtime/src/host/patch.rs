@@ -147,16 +147,21 @@ impl PatchWork {
                     .get("timeout_s")
                     .and_then(Value::as_u64)
                     .unwrap_or(REPO_RUN_TIMEOUT_S);
+                // The proxy's refusals during this command join its result, so each refused
+                // connection is journaled in the run with the call that made it (issue 38 #5).
+                let seen = ws.proxy_refusals().len();
                 ws.run(&argv, timeout_s).map(|r| {
                     let status = match (r.exit, r.timed_out) {
                         (_, true) => "timed out".to_string(),
                         (Some(x), _) => format!("exit {x}"),
                         (None, _) => r.error.clone().unwrap_or_else(|| "no exit status".into()),
                     };
-                    match &r.refused {
-                        Some(why) => format!("{status}\n{}\nrefused by the sandbox: {why}", r.tail),
-                        None => format!("{status}\n{}", r.tail),
+                    let mut out = format!("{status}\n{}", r.tail);
+                    let refused = r.refused.iter().cloned();
+                    for why in refused.chain(ws.proxy_refusals().into_iter().skip(seen)) {
+                        out.push_str(&format!("\nrefused by the sandbox: {why}"));
                     }
+                    out
                 })
             }
             other => Err(format!("unknown tool `{other}`")),
