@@ -53,8 +53,14 @@ fn adapters_in(linked: &BTreeSet<String>) -> Vec<&'static str> {
 fn the_host_crate_links_no_network_smtp_dbus_client_or_config_parser() {
     let host = linked("vouch-runtime");
     assert!(host.contains("vouch-store"), "the tree was read: {host:?}");
+    // One named exception, and only through the patch sandbox's egress proxy: `vouch-repo`
+    // ends the sandbox's TLS to swap keys in HTTPS (§14.0.6). Moving that proxy behind a
+    // host trait in `vouch-adapters` is open work (issue 38); nothing else may bring TLS in.
+    let repo = linked("vouch-repo");
+    let mut found = adapters_in(&host);
+    found.retain(|c| !(*c == "rustls" && repo.contains(*c)));
     assert_eq!(
-        adapters_in(&host),
+        found,
         Vec::<&str>::new(),
         "vouch-runtime links an adapter's crate; put the code that needs it in vouch-adapters \
          behind one of the host's traits"
