@@ -463,6 +463,31 @@ fn key_server(key: &'static str) -> (u16, std::sync::Arc<std::sync::Mutex<Vec<St
     (port, seen)
 }
 
+/// The network tests' script (the fix, then done) and profile `net`: the server's port on
+/// the allow-list, and `API_KEY` read from a key file holding `key`. Answers the script.
+fn net_profile(h: &Home, port: u16, key: &str) -> PathBuf {
+    let turns = json!([
+        {"declare": {"deliveries": []}},
+        {"tool": "repo_write_file", "args": {"path": "src/client.rs", "text": "fn send() { retry() }\n"}},
+        {"final": "done"}
+    ]);
+    let script = h.root.join("script.json");
+    std::fs::write(&script, turns.to_string()).unwrap();
+    let key_file = h.root.join("api.key");
+    std::fs::write(&key_file, format!("{key}\n")).unwrap();
+    std::fs::create_dir_all(h.dir.join("profiles")).unwrap();
+    std::fs::write(
+        h.dir.join("profiles/net.json"),
+        json!({
+            "network": [format!("127.0.0.1:{port}")],
+            "keys": [{"env": "API_KEY", "host": format!("127.0.0.1:{port}"), "secret": {"file": key_file}}],
+        })
+        .to_string(),
+    )
+    .unwrap();
+    script
+}
+
 /// An HTTPS server on the host's loopback with a certificate from its own test CA (PEM,
 /// returned), answering 200 only to the real key and keeping every request head it saw.
 fn tls_key_server(
@@ -543,25 +568,7 @@ fn an_https_api_gets_the_key_the_sandbox_never_sees_and_an_unverified_server_is_
     let check = format!(
         "grep -q retry src/client.rs && test \"$API_KEY\" = vouch-placeholder-API_KEY && curl -sf -H \"Authorization: Bearer $API_KEY\" https://127.0.0.1:{port}/"
     );
-    let turns = json!([
-        {"declare": {"deliveries": []}},
-        {"tool": "repo_write_file", "args": {"path": "src/client.rs", "text": "fn send() { retry() }\n"}},
-        {"final": "done"}
-    ]);
-    let script = h.root.join("script.json");
-    std::fs::write(&script, turns.to_string()).unwrap();
-    let key_file = h.root.join("api.key");
-    std::fs::write(&key_file, "real-key-456\n").unwrap();
-    std::fs::create_dir_all(h.dir.join("profiles")).unwrap();
-    std::fs::write(
-        h.dir.join("profiles/net.json"),
-        json!({
-            "network": [format!("127.0.0.1:{port}")],
-            "keys": [{"env": "API_KEY", "host": format!("127.0.0.1:{port}"), "secret": {"file": key_file}}],
-        })
-        .to_string(),
-    )
-    .unwrap();
+    let script = net_profile(&h, port, "real-key-456");
     let worker = |roots: Option<&Path>| {
         let mut c = Command::new(env!("CARGO_BIN_EXE_vouch"));
         c.arg("--home").arg(&h.dir);
@@ -616,25 +623,7 @@ fn a_check_that_needs_the_network_is_refused_by_the_allow_list_and_passes_when_t
     let check = format!(
         "grep -q retry src/client.rs && curl -sf -H \"Authorization: Bearer $API_KEY\" http://127.0.0.1:{port}/ && test \"$API_KEY\" = vouch-placeholder-API_KEY"
     );
-    let turns = json!([
-        {"declare": {"deliveries": []}},
-        {"tool": "repo_write_file", "args": {"path": "src/client.rs", "text": "fn send() { retry() }\n"}},
-        {"final": "done"}
-    ]);
-    let script = h.root.join("script.json");
-    std::fs::write(&script, turns.to_string()).unwrap();
-    let key_file = h.root.join("api.key");
-    std::fs::write(&key_file, "real-key-123\n").unwrap();
-    std::fs::create_dir_all(h.dir.join("profiles")).unwrap();
-    std::fs::write(
-        h.dir.join("profiles/net.json"),
-        json!({
-            "network": [format!("127.0.0.1:{port}")],
-            "keys": [{"env": "API_KEY", "host": format!("127.0.0.1:{port}"), "secret": {"file": key_file}}],
-        })
-        .to_string(),
-    )
-    .unwrap();
+    let script = net_profile(&h, port, "real-key-123");
     let worker = |profile: &str| {
         let out = h.run(&[
             "worker",
