@@ -428,39 +428,47 @@ fn a_branch_that_moved_on_is_not_rewritten_by_an_approved_apply() {
 /// A plain-HTTP server on the host's loopback that answers 200 only to the real key, and
 /// keeps every request head it saw.
 fn key_server(key: &'static str) -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
-    use std::io::{BufRead, Write};
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let seen = std::sync::Arc::new(std::sync::Mutex::new(vec![]));
     let log = seen.clone();
     std::thread::spawn(move || {
-        for mut c in l.incoming().flatten() {
-            let mut r = std::io::BufReader::new(c.try_clone().unwrap());
-            let mut head = String::new();
-            loop {
-                let mut line = String::new();
-                if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                head.push_str(&line);
-            }
-            let ok = head
-                .to_ascii_lowercase()
-                .contains(&format!("authorization: bearer {key}"));
-            log.lock().unwrap().push(head);
-            let (code, body) = if ok {
-                ("200 OK", "ok")
-            } else {
-                ("401 No", "no")
-            };
-            let _ = write!(
-                c,
-                "HTTP/1.1 {code}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
+        for c in l.incoming().flatten() {
+            answer_key(&mut std::io::BufReader::new(c), key, &log);
         }
     });
     (port, seen)
+}
+
+/// One request on `s`: its head kept in `log`, answered 200 only when it carries `key`.
+fn answer_key<S: std::io::Read + std::io::Write>(
+    s: &mut std::io::BufReader<S>,
+    key: &str,
+    log: &std::sync::Mutex<Vec<String>>,
+) {
+    use std::io::BufRead;
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        if s.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+            break;
+        }
+        head.push_str(&line);
+    }
+    let ok = head
+        .to_ascii_lowercase()
+        .contains(&format!("authorization: bearer {key}"));
+    log.lock().unwrap().push(head);
+    let (code, body) = if ok {
+        ("200 OK", "ok")
+    } else {
+        ("401 No", "no")
+    };
+    let _ = write!(
+        s.get_mut(),
+        "HTTP/1.1 {code}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
 }
 
 /// The network tests' script (the fix, then done) and profile `net`: the server's port on
@@ -493,7 +501,7 @@ fn net_profile(h: &Home, port: u16, key: &str) -> PathBuf {
 fn tls_key_server(
     key: &'static str,
 ) -> (u16, String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
-    use std::io::{BufRead, Write};
+    use std::io::Write;
     let ca_key = rcgen::KeyPair::generate().unwrap();
     let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
     p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -524,29 +532,8 @@ fn tls_key_server(
         for c in l.incoming().flatten() {
             let conn = rustls::ServerConnection::new(config.clone()).unwrap();
             let mut s = std::io::BufReader::new(rustls::StreamOwned::new(conn, c));
-            let mut head = String::new();
-            loop {
-                let mut line = String::new();
-                if s.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                head.push_str(&line);
-            }
-            let ok = head
-                .to_ascii_lowercase()
-                .contains(&format!("authorization: bearer {key}"));
-            log.lock().unwrap().push(head);
-            let (code, body) = if ok {
-                ("200 OK", "ok")
-            } else {
-                ("401 No", "no")
-            };
+            answer_key(&mut s, key, &log);
             let s = s.get_mut();
-            let _ = write!(
-                s,
-                "HTTP/1.1 {code}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
             s.conn.send_close_notify();
             let _ = s.flush();
         }
