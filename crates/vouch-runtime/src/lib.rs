@@ -27,6 +27,7 @@ pub mod schemas;
 pub mod scripted;
 pub mod secret;
 pub mod tools;
+pub mod turns;
 pub mod verify;
 pub mod view;
 pub mod worker;

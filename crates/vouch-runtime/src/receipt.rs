@@ -346,6 +346,7 @@ mod tests {
                 name: "submit".into(),
                 ok,
                 result: if ok { "accepted" } else { "malformed result" }.into(),
+                repair: false,
             })
         };
         let with = |events: &[Event]| {

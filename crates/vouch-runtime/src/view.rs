@@ -70,6 +70,8 @@ pub struct RunView {
     pub failed_tool_calls: usize,
     /// Tool calls with a journaled result, failed or not.
     pub tool_calls: usize,
+    /// Calls whose arguments were malformed and returned to the model to repair.
+    pub repairs: u32,
     pub final_text: Option<String>,
     pub first_ms: i64,
     pub last_ms: i64,
@@ -201,6 +203,7 @@ impl RunView {
                     self.turns_complete = self.turns;
                 }
                 self.tool_calls += 1;
+                self.repairs += u32::from(b.repair);
                 if !b.ok {
                     self.failed_tool_calls += 1;
                 }
@@ -505,6 +508,7 @@ mod fold_props {
                 name: "save".into(),
                 ok: st == DeliveryStatus::Verified,
                 result: "r".into(),
+                repair: false,
             }
             .into(),
             EventKind::ApprovalRequested => ApprovalRequested {

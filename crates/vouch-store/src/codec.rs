@@ -419,7 +419,7 @@ mod tests {
             let payload = serde_json::to_value(&payload).expect("payload");
             let events: Vec<crate::Event> = vec![
                 Turn { index: n.into(), content: Some(text.clone()), tool_calls: vec![ToolCallRecord { id: text.clone(), name: "save".into(), arguments: text.clone() }], usage: Some(TokenUsage { prompt_tokens: n.into(), completion_tokens: 1 }), error: None }.into(),
-                ToolCalled { call_id: text.clone(), name: "t".into(), ok: n % 2 == 0, result: text.clone() }.into(),
+                ToolCalled { call_id: text.clone(), name: "t".into(), ok: n % 2 == 0, result: text.clone(), repair: n % 3 == 0 }.into(),
                 ApprovalRequested { payload_hash: text.clone(), payload: payload.clone(), summary: text.clone(), reason: String::new() }.into(),
                 AttemptStarted { payload_hash: "h".into(), payload: payload.clone(), key: Some(text.clone()), posture: None, retry_same_key: true }.into(),
                 AttemptFinished { reply: ProviderReply::Accepted { reference: text.clone() }, retrying_same_key: false }.into(),

@@ -77,6 +77,10 @@ pub struct ToolCalled {
     pub name: String,
     pub ok: bool,
     pub result: String,
+    /// The call's arguments were malformed and returned to the model to repair: counted
+    /// against the run's repairs (absent, so unchanged, on every other call).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub repair: bool,
 }
 
 /// `manifest_declared` (§3): the whole manifest after this declaration or amendment.

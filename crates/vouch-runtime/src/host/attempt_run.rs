@@ -8,7 +8,19 @@
 
 use super::task::{ended_report, submit_spec, submitted_in, tools_for_run};
 use super::*;
-use vouch_store::board::BoardStore;
+use vouch_store::board::{AttemptRef, BoardStore, Report, Reported, TaskRecord};
+
+/// Where a claimed attempt stands after a step of its run, as the host told the board.
+#[derive(Debug, Clone)]
+pub enum AttemptStep {
+    /// The run waits for the person: the attempt is suspended with it, the worker free.
+    Suspended { reason: String },
+    /// The run ended: the attempt was reported from the run's own end.
+    Ended {
+        outcome: vouch_core::Outcome,
+        reported: Box<Reported>,
+    },
+}
 
 impl Host {
     /// Open the run of a claimed attempt under the id the claim recorded: it waits for the
@@ -61,25 +73,103 @@ impl Host {
         rules: &SubmitRules,
         budget: &dyn RepairBudget,
     ) -> HostResult<ExternalReply> {
-        self.external_call_with(run_id, "submit", args, spent, |_, _| {
-            let journal = self.store.journal_events(run_id)?;
-            if submitted_in(&journal).0.is_some() {
-                return Ok(CallResult::err(
-                    "a result was already accepted for this attempt; it cannot be replaced",
-                ));
-            }
-            let result = args.get("result").cloned().unwrap_or(Value::Null);
-            let assessment = args.get("self_assessment");
-            Ok(
-                match accept_submission(rules, budget, &result, assessment) {
-                    Ok(_) => CallResult::ok(
-                        "accepted: the result is valid; it is handed to the board when you finish",
-                    ),
-                    Err(SubmitError::Store(e)) => return Err(e.into()),
-                    Err(e) => CallResult::err(e.to_string()),
-                },
-            )
+        self.external_call_with(run_id, "submit", args, spent, &|run, call| {
+            self.attempt_call(run, call, rules, budget)
         })
+    }
+
+    /// One whole turn of a remote worker's model in the attempt's run (§13.2.2): the turn
+    /// machine's rules, the host's routing, and `submit` as [`Host::external_submit`] says.
+    pub fn attempt_turn(
+        &self,
+        run_id: &str,
+        turn: &AgentTurn,
+        rules: &SubmitRules,
+        budget: &dyn RepairBudget,
+    ) -> HostResult<TurnReply> {
+        self.external_turn_with(run_id, turn, &|run, call| {
+            self.attempt_call(run, call, rules, budget)
+        })
+    }
+
+    /// A call of an attempt's run: `submit` by the one submission rule, the rest by the host.
+    fn attempt_call(
+        &self,
+        run: &RunRecord,
+        call: &ToolCall,
+        rules: &SubmitRules,
+        budget: &dyn RepairBudget,
+    ) -> HostResult<CallResult> {
+        if call.name != "submit" {
+            return self.handle_call(run, call);
+        }
+        let Ok(args) = serde_json::from_str::<Value>(&call.arguments) else {
+            return Ok(CallResult::repair(
+                "invalid arguments for `submit`: send a JSON object with `result`",
+            ));
+        };
+        let journal = self.store.journal_events(&run.id)?;
+        if submitted_in(&journal).0.is_some() {
+            return Ok(CallResult::err(
+                "a result was already accepted for this attempt; it cannot be replaced",
+            ));
+        }
+        let result = args.get("result").cloned().unwrap_or(Value::Null);
+        let assessment = args.get("self_assessment");
+        Ok(
+            match accept_submission(rules, budget, &result, assessment) {
+                Ok(_) => CallResult::ok(
+                    "accepted: the result is valid; it is handed to the board when you finish",
+                ),
+                Err(SubmitError::Store(e)) => return Err(e.into()),
+                Err(e) => CallResult::err(e.to_string()),
+            },
+        )
+    }
+
+    /// After a step of a claimed attempt's run (a call or a turn of its worker): a run waiting
+    /// for the person suspends its attempt (§13.3); a run that ended is the only report of
+    /// the attempt's end, derived from the run's terminal record (§13.2.2) — the accepted
+    /// output is the one the run submitted, so board and receipt agree by construction.
+    pub fn report_attempt_step(
+        &self,
+        board: &dyn BoardStore,
+        at: &AttemptRef,
+        task: &TaskRecord,
+        run: &str,
+        end: Option<&RunEnd>,
+        repairs_max: u32,
+    ) -> HostResult<Option<AttemptStep>> {
+        let now = self.now_ms();
+        match end {
+            None => Ok(None),
+            Some(RunEnd::Suspended { reason }) => {
+                board.suspend(at, run, now)?;
+                Ok(Some(AttemptStep::Suspended {
+                    reason: reason.clone(),
+                }))
+            }
+            Some(RunEnd::Ended { outcome }) => {
+                let o = self.attempt_outcome(run, &task.kind, &task.spec.input, repairs_max)?;
+                let kind = o.report.ok_or_else(|| {
+                    HostError::Internal(format!("run {run} ended and its outcome says otherwise"))
+                })?;
+                let reported = board.report(&Report {
+                    attempt: at.clone(),
+                    kind,
+                    run_id: Some(run.to_string()),
+                    receipt: o.receipt,
+                    usage: o.usage,
+                    signature: None,
+                    now_ms: now,
+                    stamp: None,
+                })?;
+                Ok(Some(AttemptStep::Ended {
+                    outcome: *outcome,
+                    reported: Box::new(reported),
+                }))
+            }
+        }
     }
 
     /// Where an attempt's run stands: its report once it ended (the accepted output, or why

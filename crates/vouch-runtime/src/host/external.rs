@@ -1,13 +1,54 @@
-//! Runs driven by an agent outside the host (MCP, §17): the agent is the model. Each of its
-//! tool calls is one turn, journaled and routed through the same `handle_call` as the host's
-//! own loop — posture, approvals, the ledger, evidence and the reconciler all apply — and its
-//! `finish` is the model's final text. Between calls the run waits `suspended` with no lease
+//! Runs driven by an agent outside the host (MCP, HTTP, a remote worker, §17): the agent is
+//! the model. A remote worker posts its model's whole turns; an agent calling tool by tool
+//! makes each call one turn and its `finish` the final text (§13.2.2). Every turn goes through
+//! the one turn machine (`crate::turns`) and the same `handle_call` as the host's own loop —
+//! budgets, repairs, size limits, "not run" after a suspension, posture, approvals, the
+//! ledger, evidence and the reconciler all apply. Between calls the run waits `suspended` with no lease
 //! (for the agent, or for the person when a card is open), so any process — `vouch mcp` on
 //! stdio, `/mcp`, the CLI, the HTTP API — can take the next step, and start-up reconciliation
 //! never mistakes a run between two calls for an orphan. Touches the run's state, lease and
 //! journal; no provider I/O of its own.
 
+use super::turn::spent_of;
 use super::*;
+use crate::turns::Step;
+
+/// One whole turn of an outside agent's model, as its worker posts it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AgentTurn {
+    /// The model's text (its final text when there are no calls).
+    pub content: Option<String>,
+    /// The calls exactly as the model made them: the arguments as the text it sent.
+    pub tool_calls: Vec<ToolCall>,
+    /// The tokens the turn spent, as the worker reports them.
+    pub usage: j::TokenUsage,
+    /// The model failed to give a turn: the loop ends `model_error` with this reason.
+    pub error: Option<String>,
+    /// A scripted model made its last call: the loop ends with no turn journaled.
+    pub exhausted: bool,
+}
+
+/// One call's answer within a turn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallAnswer {
+    pub call_id: String,
+    pub ok: bool,
+    pub text: String,
+}
+
+/// What one whole turn did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnReply {
+    /// Each call's answer, in the turn's order ("not run" ones included).
+    pub results: Vec<CallAnswer>,
+    /// Why the loop stopped without the work, when it did.
+    pub stopped: Option<String>,
+    /// Set when the turn suspended the run or ended it.
+    pub end: Option<RunEnd>,
+}
+
+/// How an outside run's calls are answered: the host's own routing, or a task attempt's.
+pub(super) type Handler<'a> = &'a dyn Fn(&RunRecord, &ToolCall) -> HostResult<CallResult>;
 
 /// The model spec of a run an outside agent drives.
 pub fn external_model(via: &str) -> Value {
@@ -123,8 +164,8 @@ impl Host {
         out
     }
 
-    /// One tool call of the outside agent (`declare`, `deliver`, a verb, `clarify`, or a work
-    /// tool), as one turn of the run.
+    /// One tool call of the outside agent (`declare`, a verb, `clarify`, or a work tool), as
+    /// one turn of the run.
     pub fn external_call(
         &self,
         run_id: &str,
@@ -145,104 +186,153 @@ impl Host {
         args: &Value,
         spent: j::TokenUsage,
     ) -> HostResult<ExternalReply> {
-        self.external_step(run_id, || {
-            self.external_call_open(run_id, name, args, spent, |run, call| {
-                self.handle_call(run, call)
-            })
+        self.external_call_with(run_id, name, args, spent, &|run, call| {
+            self.handle_call(run, call)
         })
     }
 
-    /// One call of the outside agent as one turn, answered by `handle` (the host's own
-    /// routing, or a call the caller answers itself, as a task attempt's `submit`).
+    /// One call of an agent calling tool by tool: a turn of its own, with that one call.
     pub(super) fn external_call_with(
         &self,
         run_id: &str,
         name: &str,
         args: &Value,
         spent: j::TokenUsage,
-        handle: impl FnOnce(&RunRecord, &ToolCall) -> HostResult<CallResult>,
+        handle: Handler<'_>,
     ) -> HostResult<ExternalReply> {
-        self.external_step(run_id, || {
-            self.external_call_open(run_id, name, args, spent, handle)
+        check_call_bytes(args)?;
+        let turns = self.view(run_id)?.turns;
+        let turn = AgentTurn {
+            tool_calls: vec![ToolCall {
+                id: format!("mcp-{turns}"),
+                name: name.to_string(),
+                arguments: args.to_string(),
+            }],
+            usage: spent,
+            ..AgentTurn::default()
+        };
+        let reply = self.external_turn_with(run_id, &turn, handle)?;
+        Ok(match reply.results.into_iter().next() {
+            Some(a) => ExternalReply {
+                ok: a.ok,
+                text: a.text,
+                end: reply.end,
+            },
+            None => ExternalReply {
+                ok: false,
+                text: format!(
+                    "the run ended: {}",
+                    reply.stopped.unwrap_or_else(|| "its loop is over".into())
+                ),
+                end: reply.end,
+            },
         })
     }
 
-    fn external_call_open(
+    /// One whole turn of an outside agent's model, answered by the host's own routing.
+    pub fn external_turn(&self, run_id: &str, turn: &AgentTurn) -> HostResult<TurnReply> {
+        self.external_turn_with(run_id, turn, &|run, call| self.handle_call(run, call))
+    }
+
+    /// One whole turn through the turn machine: one step at a time per run.
+    pub(super) fn external_turn_with(
         &self,
         run_id: &str,
-        name: &str,
-        args: &Value,
-        spent: j::TokenUsage,
-        handle: impl FnOnce(&RunRecord, &ToolCall) -> HostResult<CallResult>,
-    ) -> HostResult<ExternalReply> {
+        turn: &AgentTurn,
+        handle: Handler<'_>,
+    ) -> HostResult<TurnReply> {
+        self.external_step(run_id, || self.external_turn_open(run_id, turn, handle))
+    }
+
+    fn external_turn_open(
+        &self,
+        run_id: &str,
+        turn: &AgentTurn,
+        handle: Handler<'_>,
+    ) -> HostResult<TurnReply> {
         let run = self.take_external(run_id)?;
-        check_call_bytes(args)?;
-        let view = self.view(run_id)?;
-        if let Some((cause, reason)) = self.external_budget_spent(&view) {
-            let text = format!("the run ended: {reason}");
-            let end = self.end_loop(run_id, Some((cause, reason)))?;
-            self.store.flush()?;
-            return Ok(ExternalReply {
-                ok: false,
-                text,
-                end: Some(end),
-            });
-        }
-        let call = ToolCall {
-            id: format!("mcp-{}", view.turns),
-            name: name.to_string(),
-            arguments: args.to_string(),
+        let mut spent = spent_of(&self.view(run_id)?);
+        let budget = self.limits.budget();
+        let (step, results) = if let Some(step) = budget.before_turn("agent", &spent, false) {
+            (step, vec![])
+        } else if turn.exhausted {
+            (Step::Stop(None), vec![])
+        } else if let Some(e) = turn
+            .error
+            .clone()
+            .or_else(|| crate::turns::admit(turn.content.as_deref(), &turn.tool_calls).err())
+        {
+            (self.model_failed(run_id, spent.turns, &e)?, vec![])
+        } else {
+            self.agent_turn(&run, turn, &mut spent, handle)?
         };
-        self.journal(
-            run_id,
-            self.ev(j::Turn {
-                index: view.turns as u64,
-                content: None,
-                tool_calls: vec![(&call).into()],
-                usage: Some(spent),
-                error: None,
-            }),
-        )?;
-        let res = handle(&run, &call)?;
-        self.journal(
-            run_id,
-            self.ev(j::ToolCalled {
-                call_id: call.id.clone(),
-                name: call.name.clone(),
-                ok: res.ok,
-                result: res.text.clone(),
-            }),
-        )?;
-        let end = self.after_external_call(run_id, &res)?;
-        Ok(ExternalReply {
-            ok: res.ok,
-            text: res.text,
+        let stopped = match &step {
+            Step::Stop(Some((_, reason))) => Some(reason.clone()),
+            _ => None,
+        };
+        let end = self.after_agent_turn(run_id, step)?;
+        Ok(TurnReply {
+            results,
+            stopped,
             end,
         })
     }
 
-    /// After an outside agent's call: the run ends (the call ended it), waits for the person,
-    /// or waits, unowned, for the agent's next call.
-    fn after_external_call(&self, run_id: &str, res: &CallResult) -> HostResult<Option<RunEnd>> {
-        Ok(if res.end.is_some() {
-            let end = self.end_loop(run_id, None)?;
-            self.store.flush()?;
-            Some(end)
-        } else if let Some(reason) = res.suspend.clone() {
-            self.journal(
-                run_id,
-                self.ev(j::Suspended {
-                    reason: reason.to_string(),
-                    at_boot: false,
-                }),
-            )?;
-            self.idle(run_id)?;
-            self.say(&format!("⏸ run {run_id} is waiting for you: {reason}"));
-            Some(RunEnd::Suspended { reason })
-        } else {
-            self.idle(run_id)?;
-            None
-        })
+    /// A turn the machine let in: journaled with its text, then its final text or its calls.
+    fn agent_turn(
+        &self,
+        run: &RunRecord,
+        turn: &AgentTurn,
+        spent: &mut crate::turns::Spent,
+        handle: Handler<'_>,
+    ) -> HostResult<(Step, Vec<CallAnswer>)> {
+        let index = spent.turns as u64;
+        spent.took(turn.usage.prompt_tokens + turn.usage.completion_tokens);
+        self.journal(
+            &run.id,
+            self.ev(j::Turn {
+                index,
+                content: turn.content.clone(),
+                tool_calls: turn.tool_calls.iter().map(Into::into).collect(),
+                usage: Some(turn.usage),
+                error: None,
+            }),
+        )?;
+        if !turn.tool_calls.is_empty() {
+            return self.calls(run, &turn.tool_calls, spent, handle);
+        }
+        self.final_text_to_surface(run, turn.content.as_deref().unwrap_or_default())?;
+        Ok((Step::Stop(None), vec![]))
+    }
+
+    /// After an outside agent's turn: the run ends (the turn ended it, or the machine did),
+    /// waits for the person, or waits, unowned, for the agent's next turn.
+    fn after_agent_turn(&self, run_id: &str, step: Step) -> HostResult<Option<RunEnd>> {
+        let end = match step {
+            Step::Next => {
+                self.idle(run_id)?;
+                return Ok(None);
+            }
+            Step::Suspend(reason) => {
+                self.journal(
+                    run_id,
+                    self.ev(j::Suspended {
+                        reason: reason.to_string(),
+                        at_boot: false,
+                    }),
+                )?;
+                self.idle(run_id)?;
+                self.say(&format!("⏸ run {run_id} is waiting for you: {reason}"));
+                return Ok(Some(RunEnd::Suspended { reason }));
+            }
+            Step::Stop(stopped) => self.end_loop(run_id, stopped)?,
+            Step::Cancelled => {
+                let turns = self.view(run_id)?.turns;
+                self.stop_cancelled(run_id, turns)?
+            }
+        };
+        self.store.flush()?;
+        Ok(Some(end))
     }
 
     /// The agent is done: its final text (an interactive run's reply to the person), then the
@@ -252,45 +342,22 @@ impl Host {
     }
 
     /// [`Host::external_finish`] with the tokens the agent's model spent on its final turn,
-    /// as the agent reports them.
+    /// as the agent reports them: a turn with text and no calls.
     pub fn external_finish_spent(
         &self,
         run_id: &str,
         text: &str,
         spent: j::TokenUsage,
     ) -> HostResult<RunEnd> {
-        self.external_step(run_id, || self.external_finish_open(run_id, text, spent))
-    }
-
-    /// The budget an outside agent's run has spent, if it has: its turns, or the tokens its
-    /// agent reported (§13.7.2) — the cause and the reason its end says.
-    fn external_budget_spent(&self, view: &RunView) -> Option<(&'static str, String)> {
-        let tokens = view.prompt_tokens + view.completion_tokens;
-        self.limits.spent("agent", view.turns, tokens)
-    }
-
-    fn external_finish_open(
-        &self,
-        run_id: &str,
-        text: &str,
-        spent: j::TokenUsage,
-    ) -> HostResult<RunEnd> {
-        let run = self.take_external(run_id)?;
-        let view = self.view(run_id)?;
-        self.journal(
-            run_id,
-            self.ev(j::Turn {
-                index: view.turns as u64,
-                content: Some(text.to_string()),
-                tool_calls: vec![],
-                usage: Some(spent),
-                error: None,
-            }),
-        )?;
-        self.final_text_to_surface(&run, text)?;
-        let end = self.end_loop(run_id, None)?;
-        self.store.flush()?;
-        Ok(end)
+        let turn = AgentTurn {
+            content: Some(text.to_string()),
+            usage: spent,
+            ..AgentTurn::default()
+        };
+        let reply = self.external_turn(run_id, &turn)?;
+        reply.end.ok_or_else(|| {
+            HostError::Internal(format!("run {run_id} did not end with its final turn"))
+        })
     }
 }
 

@@ -44,9 +44,10 @@ mod submission;
 mod task;
 mod turn;
 
+pub use attempt_run::AttemptStep;
 pub use build::HostParts;
 pub use decisions::Then;
-pub use external::{external_model, is_external, ExternalReply};
+pub use external::{external_model, is_external, AgentTurn, CallAnswer, ExternalReply, TurnReply};
 pub use given::{Placement, READ_BYTES_MAX, READ_CONTEXT, READ_INPUT};
 pub use orphans::Tended;
 pub use owner::{
@@ -85,18 +86,7 @@ pub fn check_title(title: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Bytes one turn (its text and every call's arguments) may hold: a payload (1 MiB) with room
-/// beside it, well inside one journal event (4 MiB), so a turn that is journaled always fits.
-pub const TURN_BYTES_MAX: usize = 2 << 20;
-
-/// The bytes a turn journals: its text and its calls' names and arguments.
-pub(crate) fn turn_bytes(content: Option<&str>, calls: &[crate::model::ToolCall]) -> usize {
-    content.map_or(0, str::len)
-        + calls
-            .iter()
-            .map(|c| c.name.len() + c.arguments.len() + c.id.len())
-            .sum::<usize>()
-}
+pub use crate::turns::TURN_BYTES_MAX;
 
 /// Bounds on one run. Units in names.
 #[derive(Debug, Clone)]
@@ -115,32 +105,13 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// The turn or token budget `who` (the model, the agent) has used up after `turns` turns
-    /// and `tokens` tokens, as the loop end's (cause, reason).
-    pub(crate) fn spent(
-        &self,
-        who: &str,
-        turns: usize,
-        tokens: u64,
-    ) -> Option<(&'static str, String)> {
-        if turns >= self.turns_max {
-            return Some((
-                "turn_budget",
-                format!(
-                    "the {who} used its whole turn budget ({} turns)",
-                    self.turns_max
-                ),
-            ));
+    /// What a run may spend, as the turn machine reads it.
+    pub(crate) fn budget(&self) -> crate::turns::Budget {
+        crate::turns::Budget {
+            turns_max: self.turns_max,
+            tokens_max: self.tokens_max,
+            repairs_max: self.repairs_max,
         }
-        (tokens >= self.tokens_max).then(|| {
-            (
-                "token_budget",
-                format!(
-                    "the {who} used its whole token budget ({} tokens)",
-                    self.tokens_max
-                ),
-            )
-        })
     }
 }
 

@@ -2,6 +2,7 @@
 //! each tool call. Touches the run's state, lease and journal; no provider I/O.
 
 use super::*;
+use crate::turns::{Answered, Gate, Spent, Step, Turn};
 
 /// Findings a refused run names (the rest are in `vouch journal verify`).
 const FINDINGS_NAMED_MAX: usize = 5;
@@ -10,25 +11,10 @@ const FINDINGS_NAMED_MAX: usize = 5;
 struct Drive {
     model: Box<dyn Model>,
     tools: Arc<[ToolSpec]>,
-    turns: usize,
-    tokens: u64,
-    /// Malformed calls so far, against `Limits::repairs_max`.
-    repairs: u32,
+    /// Turns, tokens and repairs the run has spent (the turn machine's count).
+    spent: Spent,
     /// When this drive last took the run's lease.
     leased_at_ms: i64,
-}
-
-/// What one turn leads to: the loop routes on it, so no transition calls back into the loop.
-enum Step {
-    /// Another turn.
-    Next,
-    /// The loop is over; `Some((cause, reason))` when it stopped without the work (a budget,
-    /// a model error, too many repairs).
-    Stop(Option<(&'static str, String)>),
-    /// The run's work was cancelled (its stop probe said so).
-    Cancelled,
-    /// The run waits for the person (an approval, the question).
-    Suspend(String),
 }
 
 impl Host {
@@ -353,16 +339,14 @@ impl Host {
         let mut drive = Drive {
             tools: self.run_tools(&run.spec),
             model,
-            turns: view.turns,
-            tokens: view.prompt_tokens + view.completion_tokens,
-            repairs: 0,
+            spent: spent_of(&view),
             leased_at_ms,
         };
         loop {
             match self.turn(&run, &mut drive)? {
                 Step::Next => continue,
                 Step::Stop(stopped) => return self.end_loop(run_id, stopped),
-                Step::Cancelled => return self.stop_cancelled(run_id, drive.turns),
+                Step::Cancelled => return self.stop_cancelled(run_id, drive.spent.turns),
                 Step::Suspend(reason) => return self.suspend_drive(run_id, reason),
             }
         }
@@ -434,11 +418,10 @@ impl Host {
     fn turn(&self, run: &RunRecord, drive: &mut Drive) -> HostResult<Step> {
         let run_id = run.id.as_str();
         // A turn boundary: a cancelled run asks the model nothing more (issue 22 #5).
-        if self.drives.stop_requested(run_id) {
-            return Ok(Step::Cancelled);
-        }
-        if let Some(spent) = self.budget_spent(drive) {
-            return Ok(Step::Stop(Some(spent)));
+        let cancelled = self.drives.stop_requested(run_id);
+        let budget = self.limits.budget();
+        if let Some(step) = budget.before_turn("model", &drive.spent, cancelled) {
+            return Ok(step);
         }
         if self.now() - drive.leased_at_ms >= self.limits.lease_ms / 3 {
             self.lease(run_id)?;
@@ -450,26 +433,16 @@ impl Host {
                 self.say("  loop ended: the model made its last call");
                 return Ok(Step::Stop(None));
             }
-            Err(e) => {
-                self.journal(
-                    run_id,
-                    self.ev(j::Turn {
-                        index: drive.turns as u64,
-                        content: None,
-                        tool_calls: vec![],
-                        usage: None,
-                        error: Some(e.to_string()),
-                    }),
-                )?;
-                return Ok(Step::Stop(Some(("model_error", e.to_string()))));
-            }
+            Err(e) => return self.model_failed(run_id, drive.spent.turns, &e.to_string()),
         };
-        drive.turns += 1;
-        drive.tokens += turn.usage.prompt_tokens + turn.usage.completion_tokens;
+        let index = drive.spent.turns as u64;
+        drive
+            .spent
+            .took(turn.usage.prompt_tokens + turn.usage.completion_tokens);
         self.journal(
             run_id,
             self.ev(j::Turn {
-                index: (drive.turns - 1) as u64,
+                index,
                 content: turn.content.clone(),
                 tool_calls: turn.tool_calls.iter().map(Into::into).collect(),
                 usage: Some(turn.usage.into()),
@@ -479,12 +452,26 @@ impl Host {
         if turn.tool_calls.is_empty() {
             return self.final_turn(run, &turn);
         }
-        self.calls(run, &turn, drive)
+        let (step, _) = self.calls(run, &turn.tool_calls, &mut drive.spent, &|r, c| {
+            self.handle_call(r, c)
+        })?;
+        Ok(step)
     }
 
-    /// The turn or token budget the drive has used up, as (cause, reason).
-    fn budget_spent(&self, drive: &Drive) -> Option<(&'static str, String)> {
-        self.limits.spent("model", drive.turns, drive.tokens)
+    /// The model failed to give a turn: the failed turn is journaled and the loop ends
+    /// `model_error` (the same on every transport).
+    pub(super) fn model_failed(&self, run_id: &str, turns: usize, error: &str) -> HostResult<Step> {
+        self.journal(
+            run_id,
+            self.ev(j::Turn {
+                index: turns as u64,
+                content: None,
+                tool_calls: vec![],
+                usage: None,
+                error: Some(error.to_string()),
+            }),
+        )?;
+        Ok(Step::Stop(Some(("model_error", error.to_string()))))
     }
 
     /// The model's next turn over the drive's conversation, refused when larger than a turn
@@ -503,14 +490,8 @@ impl Host {
             None => model.next_turn(&self.messages(run)?, tools),
         };
         Ok(next.and_then(|t| {
-            let bytes = turn_bytes(t.content.as_deref(), &t.tool_calls);
-            if bytes > TURN_BYTES_MAX {
-                // Refused before it is journaled: a turn larger than an event would leave
-                // the run unable to record anything, read as interrupted.
-                return Err(ModelError::Protocol(format!(
-                    "the model's turn is {bytes} bytes, more than the limit of {TURN_BYTES_MAX}"
-                )));
-            }
+            crate::turns::admit(t.content.as_deref(), &t.tool_calls)
+                .map_err(ModelError::Protocol)?;
             Ok(t)
         }))
     }
@@ -539,26 +520,25 @@ impl Host {
         Ok(Step::Stop(None))
     }
 
-    /// Route each of a turn's calls to its transition and journal its result; after the first
-    /// call that suspends or ends the run, the rest are answered "not run".
-    fn calls(&self, run: &RunRecord, turn: &ModelTurn, drive: &mut Drive) -> HostResult<Step> {
+    /// Route each of a turn's calls through `handle` as the turn machine gates them, and
+    /// journal each answer; the machine says where the run goes next. Every transport's
+    /// turns come through here. Returns the step and each call's answer, in order.
+    pub(super) fn calls(
+        &self,
+        run: &RunRecord,
+        calls: &[ToolCall],
+        spent: &mut Spent,
+        handle: super::external::Handler<'_>,
+    ) -> HostResult<(Step, Vec<super::external::CallAnswer>)> {
         let run_id = run.id.as_str();
-        let mut suspended = None;
-        let mut ended: Option<String> = None;
-        let mut cancelled = false;
-        for call in &turn.tool_calls {
+        let mut turn = Turn::start(spent);
+        let mut answers = Vec::with_capacity(calls.len());
+        for call in calls {
             // Asked before each call: nothing is attempted once the cancel is durable.
-            cancelled = cancelled || self.drives.stop_requested(run_id);
-            let res = if cancelled {
-                CallResult::err("not run: the task was cancelled")
-            } else if suspended.is_some() || ended.is_some() {
-                CallResult::err("not run: the run is suspended; call again after it resumes")
-            } else {
-                self.handle_call(run, call)?
+            let res = match turn.gate(self.drives.stop_requested(run_id)) {
+                Gate::Run => handle(run, call)?,
+                Gate::NotRun(text) => CallResult::err(text),
             };
-            if res.repair {
-                drive.repairs += 1;
-            }
             self.journal(
                 run_id,
                 self.ev(j::ToolCalled {
@@ -566,35 +546,26 @@ impl Host {
                     name: call.name.clone(),
                     ok: res.ok,
                     result: res.text.clone(),
+                    repair: res.repair,
                 }),
             )?;
-            if res.suspend.is_some() && suspended.is_none() {
-                suspended = res.suspend;
-            }
-            if res.end.is_some() && ended.is_none() {
-                ended = res.end;
-            }
+            answers.push(super::external::CallAnswer {
+                call_id: call.id.clone(),
+                ok: res.ok,
+                text: res.text,
+            });
+            turn.answered(Answered {
+                repair: res.repair,
+                suspend: res.suspend,
+                end: res.end,
+            });
         }
-        if cancelled {
-            return Ok(Step::Cancelled);
-        }
+        spent.repairs = turn.repairs();
+        let (step, ended) = turn.next(&self.limits.budget());
         if let Some(reason) = ended {
             self.say(&format!("  loop ended: {reason}"));
-            return Ok(Step::Stop(None));
         }
-        if let Some(reason) = suspended {
-            return Ok(Step::Suspend(reason));
-        }
-        if drive.repairs > self.limits.repairs_max {
-            return Ok(Step::Stop(Some((
-                "repair_limit",
-                format!(
-                    "the model gave invalid tool arguments {} times",
-                    drive.repairs
-                ),
-            ))));
-        }
-        Ok(Step::Next)
+        Ok((step, answers))
     }
 
     /// The run waits for the person: say why in the journal, then let it go unowned.
@@ -807,6 +778,15 @@ fn created_record(run: NewRun) -> RunRecord {
 /// what a continuation carried over is told to the model as the host's own message before its
 /// next turn, so it never works from "awaits the person's approval" (issue 11). Statuses still
 /// come only from evidence (I2): these messages only report it.
+/// What a run has spent, as its journal says.
+pub(super) fn spent_of(view: &RunView) -> Spent {
+    Spent {
+        turns: view.turns,
+        tokens: view.prompt_tokens + view.completion_tokens,
+        repairs: view.repairs,
+    }
+}
+
 pub(super) fn chat_message(event: &Event, delivery: Option<&str>) -> Option<ChatMessage> {
     let d = delivery.unwrap_or("");
     let host = |text: String| {
