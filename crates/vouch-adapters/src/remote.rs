@@ -382,8 +382,10 @@ struct RemoteRun<'a> {
 }
 
 impl RemoteRun<'_> {
-    /// Ask the model, send each call to the host, give it the host's answers, until a call
-    /// suspends or ends the run (or the model is done: its final text finishes the run).
+    /// Ask the model and post each of its turns whole to the host (`turn`, §13.2.2): the
+    /// host's turn machine journals the text, runs the calls, counts the budgets and repairs
+    /// and answers each call; the worker relays, deciding nothing. Until a turn suspends or
+    /// ends the run.
     fn drive(
         &self,
         job: &AttemptJob,
@@ -395,77 +397,69 @@ impl RemoteRun<'_> {
             .iter()
             .filter(|m| matches!(m, ChatMessage::Assistant { .. }))
             .count();
-        let mut model = self
-            .board
-            .models
-            .model(&json!({"model": job.model}), made)
-            .map_err(|e| HostError::Internal(format!("the model could not be started: {e}")))?;
+        let mut model = match self.board.models.model(&json!({"model": job.model}), made) {
+            Ok(m) => m,
+            Err(e) => {
+                let error = format!("the model could not be started: {e}");
+                return self.post_final(&json!({"error": error}), None);
+            }
+        };
         loop {
             if (self.stop)() {
                 return Err(HostError::Internal("the task was cancelled".into()));
             }
             let turn = match model.next_turn(&messages, tools) {
                 Ok(t) => t,
-                Err(ModelError::ScriptExhausted) => return self.finish("", None),
-                Err(e) => return Err(HostError::Internal(e.to_string())),
+                Err(ModelError::ScriptExhausted) => {
+                    return self.post_final(&json!({"exhausted": true}), None)
+                }
+                Err(e) => return self.post_final(&json!({"error": e.to_string()}), None),
             };
+            let calls: Vec<Value> = turn
+                .tool_calls
+                .iter()
+                .map(|c| json!({"id": c.id, "name": c.name, "arguments": c.arguments}))
+                .collect();
+            let args = json!({"content": turn.content, "tool_calls": calls});
+            let answer = self.post(&args, Some(TokenUsage::from(turn.usage)))?;
+            if let Some(end) = answer.get("end").filter(|e| !e.is_null()) {
+                return Ok(self.outcome(end));
+            }
             messages.push(ChatMessage::Assistant {
                 content: turn.content.clone(),
                 tool_calls: turn.tool_calls.clone(),
             });
-            // The turn's tokens go to the host with its first call: the run's cost is whole.
-            let mut spent = Some(TokenUsage::from(turn.usage));
-            if turn.tool_calls.is_empty() {
-                return self.finish(turn.content.as_deref().unwrap_or_default(), spent);
-            }
-            for c in &turn.tool_calls {
-                if (self.stop)() {
-                    return Err(HostError::Internal("the task was cancelled".into()));
-                }
-                let (text, end) = match serde_json::from_str::<Value>(&c.arguments) {
-                    Ok(args) => self.call(&c.name, &args, spent.take())?,
-                    Err(e) => (format!("the arguments are not JSON: {e}"), None),
-                };
+            for r in answer["results"].as_array().into_iter().flatten() {
                 messages.push(ChatMessage::Tool {
-                    tool_call_id: c.id.clone(),
-                    content: text,
+                    tool_call_id: r["call_id"].as_str().unwrap_or_default().to_string(),
+                    content: r["text"].as_str().unwrap_or_default().to_string(),
                 });
-                if let Some(end) = end {
-                    return Ok(self.outcome(&end));
-                }
             }
         }
     }
 
-    /// One call on the host: its answer's text and end. A call the host refuses as
-    /// malformed is the model's to repair; any other refusal ends the attempt here.
-    fn call(
+    /// One whole turn on the host: its answer. Any refusal ends the attempt here (the turn's
+    /// malformed calls are the host's to answer and count, not a refusal).
+    fn post(&self, args: &Value, spent: Option<TokenUsage>) -> Result<Value, HostError> {
+        self.board.call(&self.at, "turn", args, spent).map_err(|e| {
+            HostError::Internal(format!(
+                "the host refused the model's turn: {} ({})",
+                e.detail, e.code
+            ))
+        })
+    }
+
+    /// A turn that must end the run (the model's last, or its failure).
+    fn post_final(
         &self,
-        tool: &str,
         args: &Value,
         spent: Option<TokenUsage>,
-    ) -> Result<(String, Option<Value>), HostError> {
-        match self.board.call(&self.at, tool, args, spent) {
-            Ok(a) => Ok((
-                a["text"].as_str().unwrap_or_default().to_string(),
-                a.get("end").filter(|e| !e.is_null()).cloned(),
-            )),
-            Err(e) if matches!(e.status, Some(400 | 413 | 422)) => {
-                Ok((format!("refused: {} ({})", e.detail, e.code), None))
-            }
-            Err(e) => Err(HostError::Internal(format!(
-                "the host refused `{tool}`: {} ({})",
-                e.detail, e.code
-            ))),
-        }
-    }
-
-    fn finish(&self, text: &str, spent: Option<TokenUsage>) -> Result<AttemptOutcome, HostError> {
-        let (_, end) = self.call("finish", &json!({"text": text}), spent)?;
-        let end = end.ok_or_else(|| {
-            HostError::Internal(format!("run {} did not end when finished", self.run))
+    ) -> Result<AttemptOutcome, HostError> {
+        let answer = self.post(args, spent)?;
+        let end = answer.get("end").filter(|e| !e.is_null()).ok_or_else(|| {
+            HostError::Internal(format!("run {} did not end with its last turn", self.run))
         })?;
-        Ok(self.outcome(&end))
+        Ok(self.outcome(end))
     }
 
     /// What the host did: the run waits for the person (the attempt is suspended there), or

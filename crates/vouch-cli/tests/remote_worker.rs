@@ -882,6 +882,86 @@ fn a_calls_reported_tokens_are_signed_and_bounded_on_postgres() {
     a_calls_reported_tokens_are_signed_and_bounded(true);
 }
 
+/// A remote worker's model turns reach the host whole (§13.2.2): the text of a tool-calling
+/// turn is journaled, two calls in one model turn are one journaled turn (not two), and a
+/// call whose arguments are not JSON is answered and counted as a repair on the host — the
+/// same journal the host's own loop writes.
+fn a_remote_workers_turns_are_journaled_whole_on_the_host(pg: bool) {
+    let s = setup(pg);
+    let out = s.host.json(&[
+        "task",
+        "offer",
+        "--type",
+        "freeform",
+        "--brief",
+        "Say hello",
+    ]);
+    let task = out["id"].as_str().unwrap().to_string();
+    let mut two = model_calls(&[
+        ("c2", "submit", json!({"result": {"summary": "hello"}})),
+        ("c3", "submit", json!({"result": {"summary": "again"}})),
+    ]);
+    two["choices"][0]["message"]["content"] = json!("Submitting now.");
+    let mut bad = model_calls(&[("c1", "declare", json!({}))]);
+    bad["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] = json!("{not json");
+    let (url, _) = recording_model(vec![
+        bad,
+        model_calls(&[("c1b", "declare", json!({"deliveries": []}))]),
+        two,
+        json!({"choices": [{"message": {"role": "assistant", "content": "Done."}}]}),
+    ]);
+    let out = s
+        .worker
+        .cmd(&[
+            "--json",
+            "worker",
+            "--name",
+            "w1",
+            "--drain",
+            "--server",
+            &s.server.url,
+            "--token",
+            &s.wtoken,
+        ])
+        .env("VOUCH_MODEL_URL", &url)
+        .env("VOUCH_MODEL", "stand-in")
+        .env("VOUCH_API_KEY", "sk-test")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "remote worker: {}", err(&out));
+    let v = s.host.show(&task);
+    assert_eq!(v["task"]["state"], "completed", "{v}");
+    let run = v["attempts"][0]["run_id"].as_str().unwrap().to_string();
+    let j = s.host.json(&["journal", &run]);
+    let events = j["events"]
+        .as_array()
+        .or(j.as_array())
+        .cloned()
+        .unwrap_or_default();
+    let turns: Vec<&Value> = events.iter().filter(|e| e["kind"] == "turn").collect();
+    assert_eq!(
+        turns.len(),
+        4,
+        "four model turns, four journaled turns: {j}"
+    );
+    assert!(
+        j.to_string().contains("Submitting now."),
+        "the turn's text is journaled: {j}"
+    );
+    let text = j.to_string();
+    let repaired =
+        text.matches(r#"\"repair\":true"#).count() + text.matches(r#""repair":true"#).count();
+    assert_eq!(
+        repaired, 1,
+        "the malformed call is a repair on the host: {j}"
+    );
+}
+
+#[test]
+fn a_remote_workers_turns_are_journaled_whole_on_the_host_on_sqlite() {
+    a_remote_workers_turns_are_journaled_whole_on_the_host(false);
+}
+
 #[test]
 fn a_remote_workers_model_is_told_the_task_and_acts_on_the_host_on_sqlite() {
     a_remote_workers_model_is_told_the_task_and_acts_on_the_host(false);

@@ -95,6 +95,84 @@ pub struct CallAnswer {
     /// reported the attempt (accepted, or failed without a handoff).
     #[schema(value_type = Option<Object>)]
     pub end: Option<Value>,
+    /// For a `turn`: each call's answer in the turn's order, `{call_id, ok, text}` ("not
+    /// run" ones included).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub results: Option<Vec<Value>>,
+}
+
+/// Calls one posted turn may hold.
+pub const TURN_CALLS_MAX: usize = 64;
+
+/// A whole model turn posted as the `turn` tool's arguments (§13.2.2).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TurnArgs {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    tool_calls: Vec<TurnCall>,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    exhausted: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TurnCall {
+    id: String,
+    name: String,
+    /// The arguments exactly as the model sent them (text, JSON or not).
+    arguments: String,
+}
+
+/// A posted turn, checked as a hostile worker's input: ids and names short printable words,
+/// at most [`TURN_CALLS_MAX`] calls; the turn's size is the turn machine's to judge.
+fn parse_turn(args: &Value, spent: TokenUsage) -> ApiResult<vouch_runtime::host::AgentTurn> {
+    let t: TurnArgs = serde_json::from_value(args.clone()).map_err(|e| {
+        ApiError::field(
+            "args",
+            format!("a `turn` takes {{content, tool_calls: [{{id, name, arguments}}], error, exhausted}}: {e}"),
+        )
+    })?;
+    if t.tool_calls.len() > TURN_CALLS_MAX {
+        return Err(ApiError::field(
+            "args",
+            format!(
+                "a turn holds at most {TURN_CALLS_MAX} calls; this one has {}",
+                t.tool_calls.len()
+            ),
+        ));
+    }
+    for c in &t.tool_calls {
+        for (what, v, max) in [("id", &c.id, 128), ("name", &c.name, 64)] {
+            let bad = v.is_empty() || v.len() > max || v.chars().any(char::is_control);
+            if bad {
+                return Err(ApiError::field(
+                    "args",
+                    format!("a call's `{what}` is 1–{max} printable bytes"),
+                ));
+            }
+        }
+    }
+    let error = t.error.map(|e| e.chars().take(4096).collect());
+    Ok(vouch_runtime::host::AgentTurn {
+        content: t.content,
+        tool_calls: t
+            .tool_calls
+            .into_iter()
+            .map(|c| vouch_runtime::model::ToolCall {
+                id: c.id,
+                name: c.name,
+                arguments: c.arguments,
+            })
+            .collect(),
+        usage: spent,
+        error,
+        exhausted: t.exhausted,
+    })
 }
 
 /// A task's accepted output, read back.
@@ -324,6 +402,9 @@ pub fn exec_spent(
             ),
         )
     })?;
+    if tool == "turn" {
+        return turn(s, board.as_ref(), at, &t, &run, args, spent);
+    }
     s.host.check_external_call(tool, args)?;
     let reply = match tool {
         "declare" | "clarify" => s.host.external_call_spent(&run, tool, args, spent)?,
@@ -342,19 +423,80 @@ pub fn exec_spent(
             return Err(ApiError::field(
                 "tool",
                 format!(
-                    "`{}` is not a tool of an attempt's run; use declare, a verb (save, send, …), clarify, submit or finish",
+                    "`{}` is not a tool of an attempt's run; use declare, a verb (save, send, …), clarify, submit or finish, or post a whole model turn as `turn`",
                     vouch_core::escape_line(other)
                 ),
             ))
         }
     };
-    let end = settle(s, board.as_ref(), at, &t, &run, &reply)?;
+    let end = settle(s, board.as_ref(), at, &t, &run, reply.end.as_ref())?;
     Ok(CallAnswer {
         ok: reply.ok,
         text: reply.text,
         run,
         end,
+        results: None,
     })
+}
+
+/// A whole model turn of the attempt's run (§13.2.2): the turn machine's rules, each call's
+/// answer, and the attempt reported as the run's end says.
+fn turn(
+    s: &AppState,
+    board: &dyn BoardStore,
+    at: &AttemptRef,
+    t: &TaskRecord,
+    run: &str,
+    args: &Value,
+    spent: TokenUsage,
+) -> ApiResult<CallAnswer> {
+    let agent_turn = parse_turn(args, spent)?;
+    let ty = registered(s, t)?;
+    let rules = submit_rules(s, t, ty);
+    let budget = vouch_runtime::host::BoardBudget { board, attempt: at };
+    let reply = s.host.attempt_turn(run, &agent_turn, &rules, &budget)?;
+    let end = settle(s, board, at, t, run, reply.end.as_ref())?;
+    Ok(CallAnswer {
+        ok: reply.stopped.is_none(),
+        text: reply.stopped.unwrap_or_else(|| "the turn was taken".into()),
+        run: run.to_string(),
+        end,
+        results: Some(
+            reply
+                .results
+                .into_iter()
+                .map(|a| json!({"call_id": a.call_id, "ok": a.ok, "text": a.text}))
+                .collect(),
+        ),
+    })
+}
+
+/// The task's type, as this host registered it.
+fn registered<'a>(s: &'a AppState, t: &TaskRecord) -> ApiResult<&'a vouch_runtime::host::TaskType> {
+    s.work.types.get(&t.kind).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::CONFLICT,
+            "refused",
+            format!(
+                "task type `{}` is not registered on this host; add it to the home's types/",
+                t.kind
+            ),
+        )
+    })
+}
+
+fn submit_rules<'a>(
+    s: &'a AppState,
+    t: &'a TaskRecord,
+    ty: &'a vouch_runtime::host::TaskType,
+) -> vouch_runtime::host::SubmitRules<'a> {
+    vouch_runtime::host::SubmitRules {
+        task: Some((&t.kind, &t.spec.input)),
+        output_schema: &ty.output_schema,
+        needs_assessment: t.spec.criteria.is_some(),
+        artifacts: s.work.artifacts.as_deref(),
+        repairs_max: s.work.repairs_max,
+    }
 }
 
 /// The run's `submit`: the one rule (`accept_submission`), the repairs counted on the
@@ -368,72 +510,40 @@ fn submit(
     args: &Value,
     spent: TokenUsage,
 ) -> ApiResult<ExternalReply> {
-    let ty = s.work.types.get(&t.kind).ok_or_else(|| {
-        ApiError::new(
-            StatusCode::CONFLICT,
-            "refused",
-            format!(
-                "task type `{}` is not registered on this host; add it to the home's types/",
-                t.kind
-            ),
-        )
-    })?;
-    let rules = vouch_runtime::host::SubmitRules {
-        task: Some((&t.kind, &t.spec.input)),
-        output_schema: &ty.output_schema,
-        needs_assessment: t.spec.criteria.is_some(),
-        artifacts: s.work.artifacts.as_deref(),
-        repairs_max: s.work.repairs_max,
-    };
+    let ty = registered(s, t)?;
+    let rules = submit_rules(s, t, ty);
     let budget = vouch_runtime::host::BoardBudget { board, attempt: at };
     Ok(s.host.external_submit(run, args, spent, &rules, &budget)?)
 }
 
-/// After a call: a run waiting for the person suspends its attempt (the worker is free,
-/// §13.3); a run that ended is reported — the accepted output, or a failure without one.
+/// After a call or a turn: the library reports the attempt as the run's step says (§13.2.2);
+/// this renders it.
 fn settle(
     s: &AppState,
     board: &dyn BoardStore,
     at: &AttemptRef,
     t: &TaskRecord,
     run: &str,
-    reply: &ExternalReply,
+    end: Option<&RunEnd>,
 ) -> ApiResult<Option<Value>> {
-    let now = s.host.now_ms();
-    match &reply.end {
-        None => Ok(None),
-        Some(RunEnd::Suspended { reason }) => {
-            board.suspend(at, run, now).map_err(work::board_err)?;
-            Ok(Some(json!({"state": "suspended", "reason": reason})))
-        }
-        Some(RunEnd::Ended { outcome }) => {
-            let o = s
-                .host
-                .attempt_outcome(run, &t.kind, &t.spec.input, s.work.repairs_max)?;
-            let kind = o.report.ok_or_else(|| {
-                ApiError::internal(format!("run {run} ended and its outcome says otherwise"))
-            })?;
-            let done = board
-                .report(&Report {
-                    attempt: at.clone(),
-                    kind,
-                    run_id: Some(run.to_string()),
-                    receipt: o.receipt,
-                    usage: o.usage,
-                    signature: None,
-                    now_ms: now,
-                    stamp: None,
-                })
-                .map_err(work::board_err)?;
-            Ok(Some(json!({
-                "state": "ended",
-                "outcome": outcome,
-                "attempt_state": done.attempt.state,
-                "task_state": done.task.state,
-                "result": done.task.result_id,
-            })))
-        }
-    }
+    use vouch_runtime::host::AttemptStep;
+    let step = s
+        .host
+        .report_attempt_step(board, at, t, run, end, s.work.repairs_max)
+        .map_err(|e| match e {
+            vouch_runtime::HostError::Store(e) => work::board_err(e),
+            e => e.into(),
+        })?;
+    Ok(step.map(|step| match step {
+        AttemptStep::Suspended { reason } => json!({"state": "suspended", "reason": reason}),
+        AttemptStep::Ended { outcome, reported } => json!({
+            "state": "ended",
+            "outcome": outcome,
+            "attempt_state": reported.attempt.state,
+            "task_state": reported.task.state,
+            "result": reported.task.result_id,
+        }),
+    }))
 }
 
 /// The accepted output of a task, its self-assessment, verdicts and artifacts: 404
