@@ -577,6 +577,49 @@ fn an_http_claim_opens_the_run_and_binds_the_report_to_it(pg: bool) {
     assert_eq!((code, p["code"].as_str()), (409, Some("refused")), "{p}");
 }
 
+/// One truth (§13.2.2): a signed `…/submit` naming the attempt's open run goes through that
+/// run — its `submit`, then its end — so the run's receipt says the result was handed over
+/// and the board accepted exactly that result. (It used to be accepted by the board while
+/// the run ended "handoff missing", outcome withdrawn.)
+fn a_submit_naming_the_open_run_is_the_runs_own_submission(pg: bool) {
+    let s = setup(pg);
+    let task = s.host.offer("by hand");
+    let c = s.claim();
+    let run = c["run"].as_str().unwrap().to_string();
+    let (n, epoch) = (
+        c["attempt"]["n"].as_u64().unwrap(),
+        c["attempt"]["epoch"].as_i64().unwrap(),
+    );
+    let result = json!({"summary": "by hand"});
+    let cid = vouch_artifacts::content_id(vouch_core::canonical_json(&result).unwrap().as_bytes());
+    let (at_ms, nonce) = (now_ms(), nonce());
+    let statement = json!({"report": {"task": task, "attempt": n, "claimant": "w1", "epoch": epoch, "outcome": "accepted", "output": cid, "run": run, "at_ms": at_ms, "nonce": nonce}});
+    let body = json!({"claimant": "w1", "epoch": epoch, "result": result, "run": run, "at_ms": at_ms, "nonce": nonce, "signature": s.w1.sign(&statement).unwrap()});
+    let (code, p) = http(
+        "POST",
+        &s.url(&format!("/api/tasks/{task}/attempts/{n}/submit")),
+        &s.wtoken,
+        Some(&body),
+    );
+    assert_eq!(code, 200, "{p}");
+    let v = s.host.show(&task);
+    assert_eq!(v["task"]["state"], "completed", "{v}");
+    assert_eq!(v["result"], result, "{v}");
+    let out = s.host.cmd(&["receipt", &run]).output().unwrap();
+    let receipt = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        !receipt.contains("handoff missing")
+            && !receipt.contains("declared nothing")
+            && receipt.contains("result"),
+        "the run's receipt says the result was handed over: {receipt}"
+    );
+}
+
+#[test]
+fn a_submit_naming_the_open_run_is_the_runs_own_submission_on_sqlite() {
+    a_submit_naming_the_open_run_is_the_runs_own_submission(false);
+}
+
 #[test]
 fn an_http_claim_opens_the_run_and_binds_the_report_to_it_on_sqlite() {
     an_http_claim_opens_the_run_and_binds_the_report_to_it(false);

@@ -348,6 +348,46 @@ pub fn end_bound_run(
     }
 }
 
+/// Whether `run` is an outside-driven run that has not ended (an attempt's open run).
+pub fn is_open(s: &AppState, run: &str) -> ApiResult<bool> {
+    Ok(s.store
+        .run(run)?
+        .is_some_and(|r| r.state != vouch_core::RunState::Ended && is_external(&r.spec)))
+}
+
+/// A signed submission to an attempt whose run is open goes through that run (§13.2.2): its
+/// `submit`, then its end — so what the board accepts is what the run submitted, and the
+/// run's receipt says so. A result the run refuses is 422 `invalid_result` (409 `refused`
+/// once the repairs are spent), and the attempt goes on.
+pub fn submit_through_run(
+    s: &AppState,
+    at: &AttemptRef,
+    b: &work::SubmitBody,
+) -> ApiResult<work::ReportResult> {
+    let mut args = json!({"result": b.result});
+    if let Some(a) = &b.self_assessment {
+        args["self_assessment"] = a.clone();
+    }
+    let answer = exec(s, at, "submit", &args)?;
+    if !answer.ok {
+        let code = if answer.text.starts_with("no repairs left") {
+            (StatusCode::CONFLICT, "refused")
+        } else {
+            (StatusCode::UNPROCESSABLE_ENTITY, "invalid_result")
+        };
+        return Err(ApiError::new(code.0, code.1, answer.text).with_field("result"));
+    }
+    if answer.end.is_none() {
+        exec(s, at, "finish", &json!({"text": ""}))?;
+    }
+    let board = work::board_of(s)?;
+    let task = board.task(&at.task_id)?.ok_or_else(|| {
+        ApiError::internal(format!("task {} is gone after its report", at.task_id))
+    })?;
+    let attempt = attempt_row(board.as_ref(), at)?;
+    work::reported(vouch_store::board::Reported { task, attempt })
+}
+
 /// One signed call of the attempt's run (the HTTP route).
 pub fn call(s: &AppState, task: &str, n: u32, b: &CallBody) -> ApiResult<CallAnswer> {
     let at = work::attempt_ref(task, n, &b.claimant, b.epoch)?;

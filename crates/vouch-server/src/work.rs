@@ -618,6 +618,12 @@ pub fn submit(s: &AppState, task: &str, n: u32, b: &SubmitBody) -> ApiResult<Rep
     let t = live_claimant(board.as_ref(), &at)?;
     // Named before a malformed result costs a repair: the attempt's own run, or nothing.
     crate::attempt::check_named_run(board.as_ref(), &at, b.run.as_deref())?;
+    if let Some(run) = b.run.as_deref() {
+        if crate::attempt::is_open(s, run)? {
+            report_facts(s, b.run.as_deref(), b.usage)?;
+            return crate::attempt::submit_through_run(s, &at, b);
+        }
+    }
     let ty = s.work.types.get(&t.kind).ok_or_else(|| {
         ApiError::new(
             StatusCode::CONFLICT,

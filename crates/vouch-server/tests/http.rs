@@ -1672,9 +1672,10 @@ fn workers_flow(pg: bool) {
     let done = done.json();
     assert_eq!(done["task"]["state"], "completed");
     assert_eq!(done["attempt"]["state"], "completed");
-    // The run's journal counts the attempt (the submit ended the run: one turn).
+    // The run's journal counts the attempt: each submission went through the run (three
+    // malformed, one accepted: four turns) and its end is one more (§13.2.2).
     assert_eq!(done["attempt"]["run_id"], run1.as_str(), "{done}");
-    assert_eq!(done["attempt"]["usage"]["turns"], 1, "{done}");
+    assert_eq!(done["attempt"]["usage"]["turns"], 5, "{done}");
     assert_eq!(
         done["task"]["result_id"],
         vouch_artifacts::json_content_id(&result).unwrap()

@@ -118,13 +118,31 @@ impl Host {
         let assessment = args.get("self_assessment");
         Ok(
             match accept_submission(rules, budget, &result, assessment) {
-                Ok(_) => CallResult::ok(
-                    "accepted: the result is valid; it is handed to the board when you finish",
-                ),
+                Ok(_) => {
+                    self.imply_empty_manifest(run)?;
+                    CallResult::ok(
+                        "accepted: the result is valid; it is handed to the board when you finish",
+                    )
+                }
                 Err(SubmitError::Store(e)) => return Err(e.into()),
                 Err(e) => CallResult::err(e.to_string()),
             },
         )
+    }
+
+    /// An attempt whose worker submits without declaring delivers nothing but its result: the
+    /// accepted submission implies an empty manifest (§13.2.2), so the run's end reads as the
+    /// board's does, not "declared nothing".
+    fn imply_empty_manifest(&self, run: &RunRecord) -> HostResult<()> {
+        if self.view(&run.id)?.manifest.is_some() {
+            return Ok(());
+        }
+        let manifest = Manifest {
+            deliveries: vec![],
+            forbid: vec![],
+            order: vec![],
+        };
+        self.journal(&run.id, self.ev(j::ManifestImplied { manifest }))
     }
 
     /// After a step of a claimed attempt's run (a call or a turn of its worker): a run waiting
