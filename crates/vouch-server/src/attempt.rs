@@ -363,7 +363,9 @@ pub fn submit_through_run(
     s: &AppState,
     at: &AttemptRef,
     b: &work::SubmitBody,
+    stamp: &vouch_store::board::Stamp,
 ) -> ApiResult<work::ReportResult> {
+    let run = b.run.as_deref().unwrap_or_default();
     let mut args = json!({"result": b.result});
     if let Some(a) = &b.self_assessment {
         args["self_assessment"] = a.clone();
@@ -377,10 +379,28 @@ pub fn submit_through_run(
         };
         return Err(ApiError::new(code.0, code.1, answer.text).with_field("result"));
     }
-    if answer.end.is_none() {
-        exec(s, at, "finish", &json!({"text": ""}))?;
-    }
     let board = work::board_of(s)?;
+    if answer.end.is_none() {
+        // The run ends and the board is told with the worker's own signed report: the same
+        // statement it signed (outcome accepted, this result, this run).
+        let end = s.host.external_finish(run, "")?;
+        let t = work::live_claimant(board.as_ref(), at)?;
+        let signed = Some((b.signature.clone(), stamp.clone()));
+        s.host
+            .report_attempt_step(
+                board.as_ref(),
+                at,
+                &t,
+                run,
+                Some(&end),
+                s.work.repairs_max,
+                signed,
+            )
+            .map_err(|e| match e {
+                vouch_runtime::HostError::Store(e) => work::board_err(e),
+                e => e.into(),
+            })?;
+    }
     let task = board.task(&at.task_id)?.ok_or_else(|| {
         ApiError::internal(format!("task {} is gone after its report", at.task_id))
     })?;
@@ -569,7 +589,7 @@ fn settle(
     use vouch_runtime::host::AttemptStep;
     let step = s
         .host
-        .report_attempt_step(board, at, t, run, end, s.work.repairs_max)
+        .report_attempt_step(board, at, t, run, end, s.work.repairs_max, None)
         .map_err(|e| match e {
             vouch_runtime::HostError::Store(e) => work::board_err(e),
             e => e.into(),

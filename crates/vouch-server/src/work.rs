@@ -621,7 +621,7 @@ pub fn submit(s: &AppState, task: &str, n: u32, b: &SubmitBody) -> ApiResult<Rep
     if let Some(run) = b.run.as_deref() {
         if crate::attempt::is_open(s, run)? {
             report_facts(s, b.run.as_deref(), b.usage)?;
-            return crate::attempt::submit_through_run(s, &at, b);
+            return crate::attempt::submit_through_run(s, &at, b, &stamp);
         }
     }
     let ty = s.work.types.get(&t.kind).ok_or_else(|| {

@@ -149,6 +149,7 @@ impl Host {
     /// for the person suspends its attempt (§13.3); a run that ended is the only report of
     /// the attempt's end, derived from the run's terminal record (§13.2.2) — the accepted
     /// output is the one the run submitted, so board and receipt agree by construction.
+    #[allow(clippy::too_many_arguments)]
     pub fn report_attempt_step(
         &self,
         board: &dyn BoardStore,
@@ -157,6 +158,7 @@ impl Host {
         run: &str,
         end: Option<&RunEnd>,
         repairs_max: u32,
+        signed: Option<(String, vouch_store::board::Stamp)>,
     ) -> HostResult<Option<AttemptStep>> {
         let now = self.now_ms();
         match end {
@@ -178,9 +180,9 @@ impl Host {
                     run_id: Some(run.to_string()),
                     receipt: o.receipt,
                     usage: o.usage,
-                    signature: None,
+                    signature: signed.as_ref().map(|(sig, _)| sig.clone()),
                     now_ms: now,
-                    stamp: None,
+                    stamp: signed.map(|(_, st)| st),
                 })?;
                 Ok(Some(AttemptStep::Ended {
                     outcome: *outcome,
